@@ -1,0 +1,1 @@
+"""The ``nereus`` operator CLI (Typer + Rich), installed as ``nereus.cli``."""

@@ -1,0 +1,1 @@
+"""One module per command group; each command is thin and renders through ``Output``."""

@@ -1,0 +1,96 @@
+"""What every command needs: the home, its configuration, the output, the logs.
+
+The home is found from ``--home``, then ``NEREUS_HOME``, then ``./.nereus``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nereus.cli.output import Output
+from nereus.errors import NotFound
+from nereus.layout import HomeLayout
+from nereus.shard import ShardId
+
+if TYPE_CHECKING:
+    from nereus.config import Config
+    from nereus.engine.shardlog.file import FileShardLog
+
+
+def resolve_home(option: str | None) -> Path:
+    if option:
+        return Path(option).expanduser()
+    env = os.environ.get("NEREUS_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.cwd() / ".nereus"
+
+
+@dataclass
+class Env:
+    home: Path
+    output: Output
+    _config: Config | None = None
+    _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> HomeLayout:
+        return HomeLayout(self.home)
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            from nereus.config import parse_config
+
+            path = self.layout.config
+            if not path.exists():
+                raise NotFound(
+                    f"no configuration at {path}",
+                    hint=f"run `nereus --home {self.home} init` first, or set NEREUS_HOME",
+                )
+            self._config = parse_config(path.read_text(), source=str(path))
+        return self._config
+
+    def shard(self, text: str) -> ShardId:
+        """Parse a shard name and check it exists in the configuration."""
+        shard = ShardId.parse(text)
+        route = self.config.route(shard.route)
+        if shard.partition >= route.partitions:
+            raise NotFound(
+                f"shard {shard} does not exist: route {route.name} has {route.partitions} "
+                f"partition(s), 0..{route.partitions - 1}"
+            )
+        return shard
+
+    def file_log(self, shard: ShardId, *, directory: Path | None = None,
+                 create: bool = True) -> FileShardLog:
+        """The shard's file Shard Log (the embedded default)."""
+        from nereus.engine.shardlog.file import FileShardLog
+        from nereus.errors import UsageError
+
+        if directory is None:
+            backend = self.config.route(shard.route).log
+            if backend != "file":
+                raise UsageError(
+                    f"route {shard.route} uses the {backend} log, which this build cannot "
+                    "open yet; only the file log is available"
+                )
+        key = shard
+        if directory is not None or key not in self._logs:
+            log = FileShardLog(directory or self.layout.shard_log(shard), create=create)
+            if directory is not None:
+                return log
+            self._logs[key] = log
+        return self._logs[key]
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            for repair in log.repairs:
+                self.output.warn(
+                    f"cut a torn tail of {repair.dropped_bytes} bytes ({repair.problem}) at byte "
+                    f"{repair.offset} of {repair.path}: a crashed append that was never receipted"
+                )
+            log.close()

@@ -1,0 +1,103 @@
+"""The ``nereus`` entry point: global options, command groups, and the one place
+where errors become exit codes.
+
+Imports here stay light: ``nereus --help`` must not import textual, boto3 or broker
+clients (a test checks ``sys.modules``). Command modules import what they need inside
+their functions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from nereus.cli.commands import init as init_cmd
+from nereus.cli.commands import message as message_cmd
+from nereus.cli.commands import shard as shard_cmd
+from nereus.cli.context import Env, resolve_home
+from nereus.cli.output import Output
+from nereus.errors import ExitCode, NereusError
+
+app = typer.Typer(
+    name="nereus",
+    help="Nereus Delay: durable delayed-message scheduling for Kafka and Pulsar.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.command("init")(init_cmd.init)
+app.add_typer(message_cmd.app, name="message")
+app.add_typer(shard_cmd.app, name="shard")
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    home: Annotated[str | None, typer.Option(
+        "--home", help="Home directory (default: $NEREUS_HOME, then ./.nereus).",
+        envvar="NEREUS_HOME", show_envvar=True)] = None,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).",
+    )] = False,
+) -> None:
+    json_mode = json_output or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
+    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode))
+    ctx.call_on_close(ctx.obj.close)
+
+
+def _hoist_global_options(argv: list[str]) -> list[str]:
+    """Accept ``--json`` and ``--home`` anywhere on the line, as operators type them."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            rest.extend(argv[index:])
+            break
+        if arg == "--json":
+            front.append(arg)
+        elif arg == "--home" and index + 1 < len(argv):
+            front.extend(argv[index:index + 2])
+            index += 1
+        elif arg.startswith("--home="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest
+
+
+def _json_requested(argv: list[str]) -> bool:
+    return "--json" in argv or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+    try:
+        code = app(args=args, prog_name="nereus", standalone_mode=False)
+    except NereusError as exc:
+        output = Output(json_mode=_json_requested(args))
+        if output.json_mode:
+            output.emit({"ok": False, "error": exc.message, "hint": exc.hint,
+                         "exit_code": int(exc.exit_code)}, lambda _: None)
+        output.error(exc.message, exc.hint)
+        sys.exit(int(exc.exit_code))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,77 @@
+"""The one output object every command renders through.
+
+Human output goes to stdout through Rich (colour off under ``NO_COLOR`` or when stdout is
+not a terminal); with ``--json`` exactly one JSON document goes to stdout instead.
+Diagnostics, warnings and progress always go to stderr, so a script reading stdout never
+sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class Output:
+    def __init__(self, *, json_mode: bool) -> None:
+        self.json_mode = json_mode
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(highlight=False, soft_wrap=True)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._err
+
+    def emit(self, data: dict[str, Any] | list[Any], human: Callable[[Console], None]) -> None:
+        """One JSON document with ``--json``; otherwise ``human`` draws for people."""
+        if self.json_mode:
+            sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+            sys.stdout.flush()
+        else:
+            human(self.out)
+
+    def warn(self, text: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {text}")
+
+    def error(self, text: str, hint: str | None = None) -> None:
+        self.err.print(f"[red]error:[/red] {text}")
+        if hint:
+            self.err.print(f"[dim]hint:[/dim] {hint}")
+
+    @contextmanager
+    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        """A progress bar on stderr (never on stdout); yields ``advance(n)``."""
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeRemainingColumn(), console=self.err, transient=True,
+            disable=not self.err.is_terminal,
+        )
+        with progress:
+            task = progress.add_task(description, total=total)
+            yield lambda n: progress.advance(task, n)

@@ -1,0 +1,1 @@
+"""Shard Log backends behind one Protocol (``protocol.ShardLog``)."""

@@ -1,0 +1,50 @@
+"""The Shard Log Protocol every backend implements (file now; Kafka and Pulsar next).
+
+A Shard Log is one ordered partition per shard. ``append`` returns only after the
+records are durable (fsync, or the broker's acks=all) and gives each a receipt with its
+Source Position and broker persistence time. ``read`` returns records in position order
+from any position. ``ack`` tells the backend that everything up to a position is applied
+and synced (a consumer offset commit or cursor ack for monitoring); the applied position
+in RocksDB stays the source of truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Proof that the log durably holds a record: it was queued, nothing more."""
+
+    position: int
+    broker_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    position: int
+    broker_ms: int
+    payload: bytes
+
+
+class ShardLog(Protocol):
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
+        """Durably append ``payloads`` in order; one receipt each."""
+        ...
+
+    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
+        """Up to ``max_records`` records starting at ``from_position`` (may be fewer)."""
+        ...
+
+    def end_position(self) -> int:
+        """The position the next appended record will get (the log's length)."""
+        ...
+
+    def ack(self, position: int) -> None:
+        """Everything up to and including ``position`` is applied and synced."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,13 @@
+"""The client API: prepare a command (identity and bytes fixed), then queue it."""
+
+from nereus.client.prepare import (
+    Prepared,
+    RouteRef,
+    prepare_cancel,
+    prepare_reschedule,
+    prepare_schedule,
+)
+from nereus.client.queue import Appender, Queued, queue
+
+__all__ = ["Appender", "Prepared", "Queued", "RouteRef", "prepare_cancel", "prepare_reschedule",
+           "prepare_schedule", "queue"]

@@ -1,0 +1,87 @@
+"""Prepare: fix route, partition, ids and canonical bytes before any I/O.
+
+A ``Prepared`` command is immutable. Retrying after a timeout reuses the same object
+(same commandId, same bytes), so the shard's deduplication turns a duplicate delivery
+into the first result again instead of a second message. Identifiers are passed in:
+the core draws no randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nereus.records import Cancel, Record, Reschedule, Schedule, encode, kind_of
+from nereus.shard import ShardId, partition_for
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRef:
+    """What a client needs to know about a route: its name and partition count."""
+
+    name: str
+    partitions: int
+
+    def shard_for(self, delay_message_id: str) -> ShardId:
+        return ShardId(self.name, partition_for(delay_message_id, self.partitions))
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One command, ready to queue: its shard and exact bytes are fixed."""
+
+    shard: ShardId
+    kind: str
+    command_id: str
+    delay_message_id: str | None
+    data: bytes
+    record: Record
+
+
+def _prepared(shard: ShardId, record: Record, command_id: str, delay_id: str | None) -> Prepared:
+    return Prepared(shard, kind_of(record), command_id, delay_id, encode(record), record)
+
+
+def prepare_schedule(
+    route: RouteRef,
+    *,
+    command_id: str,
+    delay_message_id: str,
+    lane: str,
+    deliver_at_ms: int,
+    action_at_ms: int | None = None,
+    expire_at_ms: int | None = None,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+    payload: bytes = b"",
+    payload_ref: str | None = None,
+) -> Prepared:
+    record = Schedule(
+        command_id=command_id, delay_message_id=delay_message_id, lane=lane,
+        deliver_at_ms=deliver_at_ms,
+        action_at_ms=deliver_at_ms if action_at_ms is None else action_at_ms,
+        expire_at_ms=expire_at_ms, key=key, headers=dict(headers or {}), payload=payload,
+        payload_ref=payload_ref,
+    )
+    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+
+
+def prepare_cancel(route: RouteRef, *, command_id: str, delay_message_id: str) -> Prepared:
+    record = Cancel(command_id=command_id, delay_message_id=delay_message_id)
+    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+
+
+def prepare_reschedule(
+    route: RouteRef,
+    *,
+    command_id: str,
+    delay_message_id: str,
+    deliver_at_ms: int,
+    action_at_ms: int | None = None,
+    expire_at_ms: int | None = None,
+) -> Prepared:
+    record = Reschedule(
+        command_id=command_id, delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
+        action_at_ms=deliver_at_ms if action_at_ms is None else action_at_ms,
+        expire_at_ms=expire_at_ms,
+    )
+    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)

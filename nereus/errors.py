@@ -1,0 +1,78 @@
+"""The one exception root of Nereus Delay, with blame-typed subclasses.
+
+Each subclass names who is to blame and carries the process exit code the CLI maps it to;
+the mapping to an actual exit happens in exactly one place (``nereus.cli.main``). Bad
+bytes inside a shard are never an exception: the state machine turns them into a
+REJECTED result (see ``nereus.machine``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit statuses, as documented in CLI.md and the man pages."""
+
+    OK = 0
+    NO = 1  # the operation ran and the answer is "no"
+    USAGE = 2
+    NOT_FOUND = 3
+    ENGINE_UNREACHABLE = 4
+    SERVICE_UNREACHABLE = 5
+
+
+class NereusError(Exception):
+    """Root of every error Nereus Delay raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.NO
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(NereusError):
+    """The caller gave input we cannot act on (bad time, bad flag combination, bad file)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(UsageError):
+    """nereus.toml is missing, unparsable or invalid; names the file and line."""
+
+
+class NotFound(NereusError):
+    """The named target (shard, message, checkpoint, database) does not exist."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
+class EngineUnreachable(NereusError):
+    """The engine's admin socket does not answer."""
+
+    exit_code = ExitCode.ENGINE_UNREACHABLE
+
+
+class ServiceUnreachable(NereusError):
+    """An external service (broker, object store) does not answer."""
+
+    exit_code = ExitCode.SERVICE_UNREACHABLE
+
+
+class LogCorruption(NereusError):
+    """A Shard Log holds a damaged record before its tail: reading stops, never skips."""
+
+    exit_code = ExitCode.NO
+
+    def __init__(self, message: str, *, path: str, offset: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.offset = offset
+
+
+class StoreError(NereusError):
+    """The state store cannot be opened or does not belong to the expected shard."""
+
+    exit_code = ExitCode.NO

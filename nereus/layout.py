@@ -1,0 +1,47 @@
+"""Where a Nereus home keeps things; one place so every tool agrees.
+
+::
+
+    <home>/nereus.toml                      configuration
+    <home>/shardlog/<route>/<partition>/    file Shard Log segments (embedded default)
+    <home>/state/<route>/<partition>/       the shard's live RocksDB database
+    <home>/outbox/                          file destinations (lane ``local``)
+    <home>/run/                             engine pid/lock file and admin socket
+    <home>/log/                             engine logs
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nereus.shard import ShardId
+
+CONFIG_FILE = "nereus.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class HomeLayout:
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    def shard_log(self, shard: ShardId) -> Path:
+        return self.root / "shardlog" / shard.route / str(shard.partition)
+
+    def shard_state(self, shard: ShardId) -> Path:
+        return self.root / "state" / shard.route / str(shard.partition)
+
+    @property
+    def outbox(self) -> Path:
+        return self.root / "outbox"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "log"

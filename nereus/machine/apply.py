@@ -1,0 +1,187 @@
+"""``apply``: the pure function at the centre of a Delay Shard.
+
+``apply(view, record, position=..., broker_ms=...)`` decides what one Shard Log record
+does to the state in ``view`` and returns the result and the writes; it writes nothing
+and reads no clock, so replaying the same log from the same state always produces the
+same writes and the same digest. The caller (the shard runner, or offline replay) owns
+the WriteBatch.
+
+Every record leaves exactly one stable result:
+
+* undecodable or invalid bytes: REJECTED with a reason code and the byte or field at
+  fault, stored under ``reject/<position>``;
+* a record whose dedup key (command id, attempt id, idempotency key, ...) was already
+  applied with the same bytes: the first result again and no state change;
+  with different bytes: REJECTED ``DUPLICATE_CONFLICT`` under ``reject/<position>``;
+* otherwise the handler's verdict, stored under ``result/<dedup key>``.
+
+The applied position and the records-applied counter are part of the writes, so state,
+results and position always land in the same WriteBatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from nereus.machine import commands, control, publishing
+from nereus.machine.limits import DEFAULT_LIMITS, Limits
+from nereus.machine.reasons import Reason
+from nereus.machine.tx import Tx
+from nereus.machine.verdict import Verdict
+from nereus.records import codec
+from nereus.records.client import (
+    Cancel,
+    PayloadCommit,
+    PayloadReserve,
+    QueryBarrier,
+    Reschedule,
+    Schedule,
+)
+from nereus.records.codec import OPERATOR_MUTATIONS, DecodeFailure, Record
+from nereus.records.operator import (
+    AttemptResolve,
+    LaneConfig,
+    LaneGate,
+    MessageBreak,
+    ShardPause,
+    ShardResume,
+)
+from nereus.records.system import (
+    ActivationBarrier,
+    CheckpointMark,
+    ClaimResult,
+    PublishAdmission,
+    PublishOutcome,
+)
+from nereus.records.vocabulary import ResultStatus
+from nereus.state import keys
+from nereus.state.values import Result, decode_int, decode_value, encode_int, encode_value
+from nereus.state.view import StateView, Writes
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What applying one record decided: its result, its writes, the decoded record."""
+
+    result: Result
+    writes: Writes
+    record: Record | None
+    duplicate: bool = False  # True when this is a same-bytes re-delivery of a dedup key
+
+
+def dedup_key(record: Record) -> str | None:
+    """The key that makes re-delivery of this record a no-op (None: not deduplicated)."""
+    match record:
+        case Schedule() | Cancel() | Reschedule() | QueryBarrier() | PayloadReserve() | \
+                PayloadCommit():
+            return f"c/{record.command_id}"
+        case PublishAdmission():
+            return f"a/{record.attempt_id}"
+        case PublishOutcome():
+            return f"o/{record.outcome_id}"
+        case ClaimResult() | CheckpointMark():
+            return f"s/{record.mutation_id}"
+        case ActivationBarrier():
+            return f"b/{record.barrier_id}"
+        case LaneGate() | LaneConfig() | AttemptResolve() | MessageBreak() | ShardPause() | \
+                ShardResume():
+            return f"m/{record.idempotency_key}" if record.idempotency_key.strip() else None
+    raise AssertionError(f"no dedup key for {record!r}")  # pragma: no cover
+
+
+def _dispatch(tx: Tx, record: Record) -> Verdict:
+    match record:
+        case Schedule():
+            return commands.schedule(tx, record)
+        case Cancel():
+            return commands.cancel(tx, record)
+        case Reschedule():
+            return commands.reschedule(tx, record)
+        case QueryBarrier():
+            return commands.query_barrier(tx, record)
+        case PayloadReserve():
+            return commands.payload_reserve(tx, record)
+        case PayloadCommit():
+            return commands.payload_commit(tx, record)
+        case PublishAdmission():
+            return publishing.admission(tx, record)
+        case PublishOutcome():
+            return publishing.outcome(tx, record)
+        case ClaimResult():
+            return publishing.claim_result(tx, record)
+        case ActivationBarrier():
+            return control.activation_barrier(tx, record)
+        case CheckpointMark():
+            return control.checkpoint_mark(tx, record)
+        case _:
+            return control.operator_mutation(tx, record)
+
+
+def _advance(tx: Tx) -> None:
+    raw = tx.get(keys.META_RECORDS)
+    count = 0 if raw is None else decode_int(raw)
+    tx.put(keys.META_RECORDS, encode_int(count + 1))
+    tx.put(keys.META_APPLIED, encode_int(tx.position))
+
+
+def _result(verdict: Verdict, kind: str, position: int, sha: str) -> Result:
+    return Result(
+        status=verdict.status, kind=kind, position=position, record_sha256=sha,
+        reason=verdict.reason, detail=verdict.detail,
+        delay_message_id=verdict.delay_message_id, generation=verdict.generation,
+        attempt_id=verdict.attempt_id,
+    )
+
+
+def apply(
+    view: StateView,
+    record: bytes,
+    *,
+    position: int,
+    broker_ms: int,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Applied:
+    """Apply one Shard Log record at ``position``, persisted by the broker at ``broker_ms``."""
+    tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
+    sha = hashlib.sha256(record).hexdigest()
+    decoded = codec.decode(record)
+    if isinstance(decoded, DecodeFailure):
+        result = Result(
+            status=ResultStatus.REJECTED, kind="UNKNOWN", position=position, record_sha256=sha,
+            reason=decoded.reason, detail=decoded.detail, at_byte=decoded.at_byte,
+            field=decoded.field,
+        )
+        tx.put(keys.reject_key(position), encode_value(result))
+        _advance(tx)
+        return Applied(result, tx.writes, None)
+    kind = codec.kind_of(decoded)
+    if isinstance(decoded, OPERATOR_MUTATIONS):
+        missing = control.check_operator(decoded)
+        if missing is not None:
+            result = _result(missing, kind, position, sha)
+            tx.put(keys.reject_key(position), encode_value(result))
+            _advance(tx)
+            return Applied(result, tx.writes, decoded)
+    key = dedup_key(decoded)
+    assert key is not None
+    result_key = keys.result_key(key)
+    first = tx.get(result_key)
+    if first is not None:
+        earlier = decode_value(first, Result)
+        _advance(tx)
+        if earlier.record_sha256 == sha:
+            return Applied(earlier, tx.writes, decoded, duplicate=True)
+        result = Result(
+            status=ResultStatus.REJECTED, kind=kind, position=position, record_sha256=sha,
+            reason=Reason.DUPLICATE_CONFLICT,
+            detail=f"{key} was first applied at position {earlier.position} with different "
+            "bytes; a retry must reuse the prepared command unchanged",
+            delay_message_id=earlier.delay_message_id,
+        )
+        tx.put(keys.reject_key(position), encode_value(result))
+        return Applied(result, tx.writes, decoded)
+    result = _result(_dispatch(tx, decoded), kind, position, sha)
+    tx.put(result_key, encode_value(result))
+    _advance(tx)
+    return Applied(result, tx.writes, decoded)

@@ -1,0 +1,176 @@
+"""Client Command handlers: SCHEDULE, CANCEL, RESCHEDULE, QUERY_BARRIER, PAYLOAD_*.
+
+The cancellation boundary lives here: CANCEL and RESCHEDULE win only while the message
+is SCHEDULED (no admitted attempt). Once an admission has won, the existing attempt must
+be resolved instead of pretending it never started (seed 001, step 4).
+"""
+
+from __future__ import annotations
+
+from nereus.machine.reasons import Reason
+from nereus.machine.tx import Tx
+from nereus.machine.validate import check_headers, check_id, check_lane, check_times, first_failure
+from nereus.machine.verdict import Verdict, applied, rejected
+from nereus.records.client import (
+    Cancel,
+    PayloadCommit,
+    PayloadReserve,
+    QueryBarrier,
+    Reschedule,
+    Schedule,
+)
+from nereus.records.vocabulary import ADMITTED_STATES, MessageState
+from nereus.state import keys
+from nereus.state.values import Message, PayloadStage, decode_value, encode_value
+
+
+def _not_scheduled(message: Message, action: str) -> Verdict:
+    ids = {"delay_message_id": message.delay_message_id, "generation": message.generation}
+    if message.state in ADMITTED_STATES:
+        return rejected(
+            Reason.ALREADY_ADMITTED,
+            f"cannot {action}: attempt {message.open_attempt_id} was admitted and the message is "
+            f"{message.state}; the attempt must be resolved instead",
+            **ids,
+        )
+    return rejected(
+        Reason.MESSAGE_TERMINAL, f"cannot {action}: the message is already {message.state}", **ids
+    )
+
+
+def schedule(tx: Tx, cmd: Schedule) -> Verdict:
+    limits = tx.limits
+    failure = first_failure(
+        check_id(cmd.delay_message_id, "delay_message_id", limits),
+        check_lane(cmd.lane),
+        check_times(cmd.deliver_at_ms, cmd.action_at_ms, cmd.expire_at_ms),
+        check_headers(cmd.headers, limits),
+    )
+    if failure is not None:
+        return failure
+    ids = {"delay_message_id": cmd.delay_message_id}
+    if len(cmd.payload) > limits.max_inline_payload_bytes:
+        return rejected(
+            Reason.PAYLOAD_TOO_LARGE,
+            f"inline payload is {len(cmd.payload)} bytes; the limit is "
+            f"{limits.max_inline_payload_bytes} (use --payload-file for the large-payload path)",
+            **ids,
+        )
+    if cmd.payload_ref is not None:
+        if cmd.payload:
+            return rejected(
+                Reason.INVALID_FIELD, "give payload or payload_ref, not both", **ids
+            )
+        raw = tx.get(keys.payload_key(cmd.payload_ref))
+        if raw is None or decode_value(raw, PayloadStage).state != "COMMITTED":
+            return rejected(
+                Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_ref} is not committed", **ids
+            )
+    existing = tx.message(cmd.delay_message_id)
+    if existing is not None:
+        return rejected(
+            Reason.MESSAGE_EXISTS,
+            f"message {cmd.delay_message_id} already exists ({existing.state}, scheduled by "
+            f"command {existing.schedule_command_id})",
+            **ids,
+        )
+    message = Message(
+        delay_message_id=cmd.delay_message_id, lane=cmd.lane, state=MessageState.SCHEDULED,
+        generation=1, deliver_at_ms=cmd.deliver_at_ms, action_at_ms=cmd.action_at_ms,
+        expire_at_ms=cmd.expire_at_ms, key=cmd.key, headers=cmd.headers, payload=cmd.payload,
+        payload_ref=cmd.payload_ref, work_digest=None, retries=0, attempts=0,
+        open_attempt_id=None, schedule_command_id=cmd.command_id,
+        created_position=tx.position, updated_position=tx.position,
+    )
+    tx.save_message(None, tx.put_timeline(message))
+    return applied(delay_message_id=cmd.delay_message_id, generation=1)
+
+
+def cancel(tx: Tx, cmd: Cancel) -> Verdict:
+    message = tx.message(cmd.delay_message_id)
+    if message is None:
+        return rejected(
+            Reason.MESSAGE_NOT_FOUND, f"no message {cmd.delay_message_id} on this shard",
+            delay_message_id=cmd.delay_message_id,
+        )
+    if message.state != MessageState.SCHEDULED:
+        return _not_scheduled(message, "cancel")
+    cancelled = tx.move_state(tx.drop_timeline(message), MessageState.CANCELLED)
+    tx.save_message(message, cancelled)
+    return applied(delay_message_id=message.delay_message_id, generation=message.generation)
+
+
+def reschedule(tx: Tx, cmd: Reschedule) -> Verdict:
+    failure = check_times(cmd.deliver_at_ms, cmd.action_at_ms, cmd.expire_at_ms)
+    if failure is not None:
+        return failure
+    message = tx.message(cmd.delay_message_id)
+    if message is None:
+        return rejected(
+            Reason.MESSAGE_NOT_FOUND, f"no message {cmd.delay_message_id} on this shard",
+            delay_message_id=cmd.delay_message_id,
+        )
+    if message.state != MessageState.SCHEDULED:
+        return _not_scheduled(message, "reschedule")
+    moved = tx.move_state(
+        tx.drop_timeline(message), MessageState.SCHEDULED,
+        generation=message.generation + 1, deliver_at_ms=cmd.deliver_at_ms,
+        action_at_ms=cmd.action_at_ms, expire_at_ms=cmd.expire_at_ms, retries=0,
+    )
+    tx.save_message(message, tx.put_timeline(moved))
+    return applied(delay_message_id=message.delay_message_id, generation=moved.generation)
+
+
+def query_barrier(tx: Tx, cmd: QueryBarrier) -> Verdict:
+    return applied(f"every record before position {tx.position} has an applied result")
+
+
+def payload_reserve(tx: Tx, cmd: PayloadReserve) -> Verdict:
+    failure = check_id(cmd.payload_id, "payload_id", tx.limits)
+    if failure is not None:
+        return failure
+    if not 0 < cmd.size_bytes <= tx.limits.max_payload_bytes:
+        return rejected(
+            Reason.PAYLOAD_TOO_LARGE,
+            f"size_bytes {cmd.size_bytes} is outside 1..{tx.limits.max_payload_bytes}",
+        )
+    if len(cmd.sha256) != 64 or not all(c in "0123456789abcdef" for c in cmd.sha256):
+        return rejected(Reason.INVALID_FIELD, "sha256 must be 64 lowercase hex digits")
+    key = keys.payload_key(cmd.payload_id)
+    if tx.get(key) is not None:
+        return rejected(Reason.PAYLOAD_EXISTS, f"payload {cmd.payload_id} is already reserved")
+    stage = PayloadStage(
+        payload_id=cmd.payload_id, state="RESERVED", size_bytes=cmd.size_bytes,
+        sha256=cmd.sha256, expires_at_ms=cmd.expires_at_ms, object_key=None,
+        position=tx.position,
+    )
+    tx.put(key, encode_value(stage))
+    return applied(f"payload {cmd.payload_id} reserved")
+
+
+def payload_commit(tx: Tx, cmd: PayloadCommit) -> Verdict:
+    key = keys.payload_key(cmd.payload_id)
+    raw = tx.get(key)
+    if raw is None:
+        return rejected(Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_id} was never reserved")
+    stage = decode_value(raw, PayloadStage)
+    if stage.state != "RESERVED":
+        return rejected(Reason.PAYLOAD_EXISTS, f"payload {cmd.payload_id} is already {stage.state}")
+    if tx.broker_ms > stage.expires_at_ms:
+        return rejected(
+            Reason.RESERVATION_EXPIRED,
+            f"the reservation of {cmd.payload_id} expired at {stage.expires_at_ms} ms",
+        )
+    if (stage.size_bytes, stage.sha256) != (cmd.size_bytes, cmd.sha256):
+        return rejected(
+            Reason.PAYLOAD_MISMATCH,
+            f"attested {cmd.size_bytes} bytes sha256 {cmd.sha256[:12]}.. but reserved "
+            f"{stage.size_bytes} bytes sha256 {stage.sha256[:12]}..",
+        )
+    committed = PayloadStage(
+        payload_id=stage.payload_id, state="COMMITTED", size_bytes=stage.size_bytes,
+        sha256=stage.sha256, expires_at_ms=stage.expires_at_ms, object_key=cmd.object_key,
+        position=tx.position,
+    )
+    tx.put(key, encode_value(committed))
+    return applied(f"payload {cmd.payload_id} committed")

@@ -1,0 +1,211 @@
+"""Operator Mutation handlers and the engine's control records (barriers, marks).
+
+Operator mutations are checked for identity, reason and idempotency key before anything
+else (``check_operator``), then for the precondition digest: the digest of the target
+state the operator saw when planning the change. If the target changed since, the
+mutation is STALE rather than applied to a state nobody looked at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from nereus.machine.publishing import settle
+from nereus.machine.reasons import Reason
+from nereus.machine.tx import Tx
+from nereus.machine.validate import check_lane
+from nereus.machine.verdict import Verdict, applied, rejected, stale
+from nereus.records.codec import OperatorMutation
+from nereus.records.operator import (
+    AttemptResolve,
+    LaneConfig,
+    LaneGate,
+    MessageBreak,
+    ShardPause,
+    ShardResume,
+)
+from nereus.records.system import ActivationBarrier, CheckpointMark
+from nereus.records.vocabulary import (
+    ADMITTED_STATES,
+    AttemptState,
+    Disposition,
+    MessageState,
+    Outcome,
+    Resolution,
+)
+from nereus.state import keys
+from nereus.state.values import Activation, CheckpointMarkValue, encode_value
+from nereus.state.view import StateView
+
+
+def target_key(mutation: OperatorMutation) -> bytes:
+    """The state key an operator mutation acts on (what its precondition digest covers)."""
+    match mutation:
+        case LaneGate(lane=lane) | LaneConfig(lane=lane):
+            return keys.lane_key(lane)
+        case AttemptResolve(attempt_id=attempt_id):
+            return keys.attempt_key(attempt_id)
+        case MessageBreak(delay_message_id=delay_message_id):
+            return keys.msg_key(delay_message_id)
+        case ShardPause() | ShardResume():
+            return keys.META_PAUSED
+    raise AssertionError(f"no target for {mutation!r}")  # pragma: no cover
+
+
+def precondition_digest(view: StateView, mutation: OperatorMutation) -> str:
+    """Digest of the target state as ``view`` has it; operators send what they saw."""
+    key = target_key(mutation)
+    value = view.get(key) or b""
+    return hashlib.sha256(key + b"\x00" + value).hexdigest()[:32]
+
+
+def check_operator(mutation: OperatorMutation) -> Verdict | None:
+    """REJECTED when who, why or the idempotency key is missing."""
+    if not mutation.operator.strip():
+        return rejected(Reason.MISSING_OPERATOR, "operator mutations need an operator identity")
+    if not mutation.reason.strip():
+        return rejected(Reason.MISSING_REASON, "operator mutations need a reason")
+    if not mutation.idempotency_key.strip():
+        return rejected(Reason.MISSING_IDEMPOTENCY_KEY,
+                        "operator mutations need an idempotency key")
+    return None
+
+
+def operator_mutation(tx: Tx, mutation: OperatorMutation) -> Verdict:
+    if mutation.precondition_digest is not None:
+        current = precondition_digest(tx, mutation)
+        if current != mutation.precondition_digest:
+            return stale(
+                Reason.PRECONDITION_STALE,
+                f"the target changed since it was planned (saw {mutation.precondition_digest}, "
+                f"now {current}); look again and re-plan",
+            )
+    match mutation:
+        case LaneGate():
+            return _lane_gate(tx, mutation)
+        case LaneConfig():
+            return _lane_config(tx, mutation)
+        case AttemptResolve():
+            return _attempt_resolve(tx, mutation)
+        case MessageBreak():
+            return _message_break(tx, mutation)
+        case ShardPause():
+            if tx.paused():
+                return applied("the shard was already paused")
+            tx.put(keys.META_PAUSED, encode_value({
+                "operator": mutation.operator, "reason": mutation.reason, "position": tx.position,
+            }))
+            return applied("shard paused: no new Publish Admission")
+        case ShardResume():
+            if not tx.paused():
+                return applied("the shard was not paused")
+            tx.delete(keys.META_PAUSED)
+            return applied("shard resumed")
+    raise AssertionError(f"unhandled {mutation!r}")  # pragma: no cover
+
+
+def _lane_gate(tx: Tx, mutation: LaneGate) -> Verdict:
+    failure = check_lane(mutation.lane)
+    if failure is not None:
+        return failure
+    lane = tx.lane(mutation.lane)
+    if lane.gate == mutation.gate:
+        return applied(f"lane {lane.name} admissionGate was already {lane.gate}")
+    tx.put_lane(msgspec.structs.replace(lane, gate=mutation.gate, gate_position=tx.position))
+    return applied(f"lane {lane.name} admissionGate {lane.gate} -> {mutation.gate}")
+
+
+def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
+    failure = check_lane(mutation.lane)
+    if failure is not None:
+        return failure
+    bounds = {"capacity": 1, "quota": 1, "retry_max": 1, "retry_backoff_ms": 0}
+    changes: dict[str, object] = {}
+    for field, minimum in bounds.items():
+        value = getattr(mutation, field)
+        if value is not None:
+            if value < minimum:
+                return rejected(Reason.INVALID_FIELD, f"{field} must be at least {minimum}")
+            changes[field] = value
+    if mutation.ordered is not None:
+        changes["ordered"] = mutation.ordered
+    if not changes:
+        return rejected(Reason.INVALID_FIELD, "LANE_CONFIG changes nothing")
+    lane = tx.lane(mutation.lane)
+    tx.put_lane(msgspec.structs.replace(
+        lane, config_revision=lane.config_revision + 1, **changes
+    ))
+    listed = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+    return applied(f"lane {lane.name} config revision {lane.config_revision + 1}: {listed}")
+
+
+def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:
+    ids = {"attempt_id": mutation.attempt_id}
+    if not mutation.evidence.strip():
+        return rejected(Reason.MISSING_EVIDENCE, "resolving an attempt needs evidence", **ids)
+    attempt = tx.attempt(mutation.attempt_id)
+    if attempt is None:
+        return rejected(Reason.ATTEMPT_NOT_FOUND, f"no attempt {mutation.attempt_id}", **ids)
+    if attempt.state != AttemptState.UNKNOWN:
+        return rejected(
+            Reason.ATTEMPT_NOT_UNKNOWN,
+            f"attempt is {attempt.state}; only UNKNOWN attempts are resolved by an operator "
+            "(a PUBLISHING one may still have a live producer call)",
+            **ids,
+        )
+    message = tx.message(attempt.delay_message_id)
+    assert message is not None, "an attempt always has its message"
+    if mutation.resolution == Resolution.PUBLISHED:
+        outcome, disposition = Outcome.PUBLISHED, Disposition.NONE
+    else:
+        outcome, disposition = Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE
+    evidence = f"operator {mutation.operator}: {mutation.evidence}"
+    summary = settle(tx, attempt, message, outcome, disposition, evidence,
+                     f"OPERATOR:{mutation.operator}")
+    return applied(summary, delay_message_id=attempt.delay_message_id,
+                   generation=attempt.generation, **ids)
+
+
+def _message_break(tx: Tx, mutation: MessageBreak) -> Verdict:
+    ids = {"delay_message_id": mutation.delay_message_id}
+    message = tx.message(mutation.delay_message_id)
+    if message is None:
+        return rejected(Reason.MESSAGE_NOT_FOUND, f"no message {mutation.delay_message_id}", **ids)
+    if message.state in ADMITTED_STATES:
+        return rejected(
+            Reason.ATTEMPT_OPEN,
+            f"message is {message.state} with attempt {message.open_attempt_id}; resolve the "
+            "attempt first",
+            **ids,
+        )
+    if message.state != MessageState.SCHEDULED:
+        return rejected(Reason.MESSAGE_TERMINAL, f"message is already {message.state}", **ids)
+    broken = tx.move_state(
+        tx.drop_timeline(message), MessageState.FAILED,
+        detail=f"BROKEN by {mutation.operator}: {mutation.reason}",
+    )
+    tx.save_message(message, broken)
+    return applied("message FAILED (broken by operator)", generation=message.generation, **ids)
+
+
+def activation_barrier(tx: Tx, rec: ActivationBarrier) -> Verdict:
+    current = tx.activation()
+    if current is not None and rec.fencing_epoch < current.fencing_epoch:
+        return stale(
+            Reason.FENCED,
+            f"epoch {rec.fencing_epoch} is older than the active owner's {current.fencing_epoch}",
+        )
+    tx.put(keys.META_ACTIVATION, encode_value(Activation(
+        barrier_id=rec.barrier_id, owner_id=rec.owner_id, fencing_epoch=rec.fencing_epoch,
+        position=tx.position,
+    )))
+    return applied(f"owner {rec.owner_id} active at epoch {rec.fencing_epoch}")
+
+
+def checkpoint_mark(tx: Tx, rec: CheckpointMark) -> Verdict:
+    tx.put(keys.META_CHECKPOINT_MARK, encode_value(CheckpointMarkValue(
+        checkpoint_id=rec.checkpoint_id, position=tx.position,
+    )))
+    return applied(f"checkpoint {rec.checkpoint_id} marked")

@@ -1,0 +1,138 @@
+"""One record's transaction: reads through the view, collects writes, keeps counters.
+
+Handlers never touch keys or counters by hand: ``save_message`` writes the message and
+moves the per-lane state counts in one place, so ``shard inspect`` can answer "messages
+by state" from a few lane values instead of scanning every message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from nereus.machine.limits import Limits
+from nereus.records.vocabulary import MessageState
+from nereus.state import keys
+from nereus.state.values import (
+    MAX_BACKOFF_MS,
+    Activation,
+    Attempt,
+    Lane,
+    Message,
+    WorkRef,
+    decode_value,
+    encode_value,
+)
+from nereus.state.view import StateView, Writes
+
+
+def work_digest(delay_message_id: str, generation: int, action_at_ms: int, retry: int) -> str:
+    """The semantic-work digest of one timeline entry (what a claim must match)."""
+    text = f"{delay_message_id}\x00{generation}\x00PUBLISH\x00{action_at_ms}\x00{retry}"
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def retry_backoff_ms(base_ms: int, retries: int) -> int:
+    """Exponential backoff for the ``retries``-th retriable failure, capped."""
+    return min(base_ms << max(retries - 1, 0), MAX_BACKOFF_MS) if base_ms else 0
+
+
+class Tx:
+    """Reads and pending writes of one record's application."""
+
+    __slots__ = ("_lanes", "_view", "broker_ms", "limits", "position", "writes")
+
+    def __init__(self, view: StateView, *, position: int, broker_ms: int, limits: Limits) -> None:
+        self._view = view
+        self.position = position
+        self.broker_ms = broker_ms
+        self.limits = limits
+        self.writes: Writes = {}
+        self._lanes: dict[str, Lane] = {}
+
+    # raw access -------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        if key in self.writes:
+            return self.writes[key]
+        return self._view.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.writes[key] = None
+
+    # typed access -----------------------------------------------------------------
+    def message(self, delay_message_id: str) -> Message | None:
+        raw = self.get(keys.msg_key(delay_message_id))
+        return None if raw is None else decode_value(raw, Message)
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        raw = self.get(keys.attempt_key(attempt_id))
+        return None if raw is None else decode_value(raw, Attempt)
+
+    def put_attempt(self, attempt: Attempt) -> None:
+        self.put(keys.attempt_key(attempt.attempt_id), encode_value(attempt))
+
+    def lane(self, name: str) -> Lane:
+        lane = self._lanes.get(name)
+        if lane is None:
+            raw = self.get(keys.lane_key(name))
+            lane = Lane(name=name) if raw is None else decode_value(raw, Lane)
+            self._lanes[name] = lane
+        return lane
+
+    def put_lane(self, lane: Lane) -> None:
+        self._lanes[lane.name] = lane
+        self.put(keys.lane_key(lane.name), encode_value(lane))
+
+    def activation(self) -> Activation | None:
+        raw = self.get(keys.META_ACTIVATION)
+        return None if raw is None else decode_value(raw, Activation)
+
+    def paused(self) -> bool:
+        return self.get(keys.META_PAUSED) is not None
+
+    # messages and the timeline ----------------------------------------------------
+    def save_message(self, old: Message | None, new: Message) -> None:
+        """Write ``new`` and move the lane's per-state counts from ``old``'s state."""
+        if old is None or old.state != new.state:
+            lane = self.lane(new.lane)
+            counts = dict(lane.counts)
+            if old is not None:
+                remaining = counts.get(old.state, 0) - 1
+                if remaining:
+                    counts[old.state] = remaining
+                else:
+                    counts.pop(old.state, None)
+            counts[new.state] = counts.get(new.state, 0) + 1
+            self.put_lane(msgspec.structs.replace(lane, counts=counts))
+        self.put(keys.msg_key(new.delay_message_id), encode_value(new))
+
+    def put_timeline(self, message: Message) -> Message:
+        """Put ``message`` on the timeline at its actionAt; returns it with its work digest."""
+        digest = work_digest(
+            message.delay_message_id, message.generation, message.action_at_ms, message.retries
+        )
+        ref = WorkRef(
+            generation=message.generation, work_kind="PUBLISH", work_digest=digest,
+            retry=message.retries,
+        )
+        key = keys.timeline_key(message.lane, message.action_at_ms, message.delay_message_id)
+        self.put(key, encode_value(ref))
+        return msgspec.structs.replace(message, work_digest=digest)
+
+    def drop_timeline(self, message: Message) -> Message:
+        """Remove ``message``'s timeline entry, if it has one."""
+        if message.work_digest is not None:
+            self.delete(
+                keys.timeline_key(message.lane, message.action_at_ms, message.delay_message_id)
+            )
+        return msgspec.structs.replace(message, work_digest=None)
+
+    def move_state(self, message: Message, state: MessageState, **changes: object) -> Message:
+        """A copy of ``message`` in ``state``, updated at this record's position."""
+        return msgspec.structs.replace(
+            message, state=state, updated_position=self.position, **changes
+        )

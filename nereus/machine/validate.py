@@ -1,0 +1,67 @@
+"""Field checks shared by the handlers; each returns a REJECTED verdict or None."""
+
+from __future__ import annotations
+
+import re
+
+from nereus.machine.limits import Limits
+from nereus.machine.reasons import Reason
+from nereus.machine.verdict import Verdict, rejected
+
+LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_TIME_MS = (1 << 63) - 1
+
+
+def check_id(value: str, field: str, limits: Limits) -> Verdict | None:
+    if not value:
+        return rejected(Reason.INVALID_FIELD, f"{field} is empty")
+    if "\x00" in value:
+        return rejected(Reason.INVALID_FIELD, f"{field} contains a NUL character")
+    if len(value.encode()) > limits.max_id_bytes:
+        return rejected(
+            Reason.INVALID_FIELD, f"{field} is longer than {limits.max_id_bytes} bytes"
+        )
+    return None
+
+
+def check_lane(lane: str) -> Verdict | None:
+    if not LANE_NAME.match(lane):
+        return rejected(
+            Reason.INVALID_FIELD,
+            f"lane {lane!r} is not a lane name (1-64 of A-Z a-z 0-9 . _ -)",
+        )
+    return None
+
+
+def check_times(deliver_at_ms: int, action_at_ms: int, expire_at_ms: int | None) -> Verdict | None:
+    for field, value in (("deliver_at_ms", deliver_at_ms), ("action_at_ms", action_at_ms)):
+        if not 0 <= value <= MAX_TIME_MS:
+            return rejected(Reason.INVALID_FIELD, f"{field} {value} is outside 0..2^63-1")
+    if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
+        return rejected(
+            Reason.INVALID_FIELD,
+            f"expire_at_ms {expire_at_ms} is before deliver_at_ms {deliver_at_ms}: "
+            "the message could never be published",
+        )
+    return None
+
+
+def check_headers(headers: dict[str, str], limits: Limits) -> Verdict | None:
+    if len(headers) > limits.max_headers:
+        return rejected(
+            Reason.INVALID_FIELD, f"{len(headers)} headers; at most {limits.max_headers} allowed"
+        )
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+    if size > limits.max_header_bytes:
+        return rejected(
+            Reason.INVALID_FIELD,
+            f"headers take {size} bytes; at most {limits.max_header_bytes} allowed",
+        )
+    return None
+
+
+def first_failure(*checks: Verdict | None) -> Verdict | None:
+    for check in checks:
+        if check is not None:
+            return check
+    return None

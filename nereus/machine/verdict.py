@@ -1,0 +1,34 @@
+"""What a handler decided about one record, before it becomes a stored ``Result``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nereus.machine.reasons import Reason
+from nereus.records.vocabulary import ResultStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    status: ResultStatus
+    reason: Reason | None = None
+    detail: str | None = None
+    delay_message_id: str | None = None
+    generation: int | None = None
+    attempt_id: str | None = None
+
+
+def applied(detail: str | None = None, **ids: str | int | None) -> Verdict:
+    return Verdict(status=ResultStatus.APPLIED, detail=detail, **ids)  # type: ignore[arg-type]
+
+
+def rejected(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
+    return Verdict(status=ResultStatus.REJECTED, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]
+
+
+def stale(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
+    return Verdict(status=ResultStatus.STALE, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]
+
+
+def recorded(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
+    return Verdict(status=ResultStatus.RECORDED, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]

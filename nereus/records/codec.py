@@ -1,0 +1,129 @@
+"""The canonical codec for Shard Log records.
+
+Layout of one record (the payload of one log frame)::
+
+    b"NR"  format_version (1 byte)  MessagePack map of one tagged record
+
+The map is the record Struct with a ``kind`` tag, every field present, dictionaries in
+sorted key order: the same logical record always gives the same bytes, so the same
+bytes mean the same command, which is what deduplication compares. Decoding never
+raises: damaged, unknown or non-canonical bytes come back as a ``DecodeFailure`` naming
+a reason code and the byte offset or field at fault; the state machine turns that into a
+REJECTED result. Changing the layout bumps ``FORMAT_VERSION``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import msgspec
+
+from nereus.records.client import (
+    Cancel,
+    PayloadCommit,
+    PayloadReserve,
+    QueryBarrier,
+    Reschedule,
+    Schedule,
+)
+from nereus.records.operator import (
+    AttemptResolve,
+    LaneConfig,
+    LaneGate,
+    MessageBreak,
+    ShardPause,
+    ShardResume,
+)
+from nereus.records.system import (
+    ActivationBarrier,
+    CheckpointMark,
+    ClaimResult,
+    PublishAdmission,
+    PublishOutcome,
+)
+
+MAGIC: Final = b"NR"
+FORMAT_VERSION: Final = 1
+HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
+
+ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit
+SystemMutation = PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
+OperatorMutation = LaneGate | LaneConfig | AttemptResolve | MessageBreak | ShardPause | ShardResume
+Record = ClientCommand | SystemMutation | OperatorMutation
+
+CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
+SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
+                           CheckpointMark)
+OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, AttemptResolve, MessageBreak, ShardPause,
+                             ShardResume)
+ALL_KINDS: Final = tuple(
+    str(cls.__struct_config__.tag) for cls in CLIENT_COMMANDS + SYSTEM_MUTATIONS + OPERATOR_MUTATIONS
+)
+
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_decoder = msgspec.msgpack.Decoder(Record)  # type: ignore[arg-type]
+_AT_BYTE = re.compile(r"byte (\d+)")
+_AT_FIELD = re.compile(r"at `([^`]+)`")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFailure:
+    """Why a byte string is not a record; the state machine records it as REJECTED."""
+
+    reason: str  # BAD_MAGIC, UNSUPPORTED_VERSION, MALFORMED, INVALID_FIELD, NON_CANONICAL
+    detail: str
+    at_byte: int | None = None
+    field: str | None = None
+
+
+def encode(record: Record) -> bytes:
+    """The canonical bytes of ``record``."""
+    return HEADER + _encoder.encode(record)
+
+
+def kind_of(record: Record) -> str:
+    """The record's kind name (its tag), such as ``SCHEDULE``."""
+    return str(type(record).__struct_config__.tag)
+
+
+def decode(data: bytes) -> Record | DecodeFailure:
+    """Decode one record; never raises."""
+    if len(data) < len(HEADER) or data[:2] != MAGIC:
+        got = data[:2].hex() or "nothing"
+        return DecodeFailure("BAD_MAGIC", f"expected magic 4e52 ('NR'), found {got}", at_byte=0)
+    if data[2] != FORMAT_VERSION:
+        return DecodeFailure(
+            "UNSUPPORTED_VERSION",
+            f"record format version {data[2]} is not supported (this build reads {FORMAT_VERSION})",
+            at_byte=2,
+        )
+    body = data[len(HEADER):]
+    try:
+        record = _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        match = _AT_FIELD.search(text)
+        return DecodeFailure("INVALID_FIELD", text, field=match.group(1) if match else None)
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        match = _AT_BYTE.search(text)
+        at = int(match.group(1)) + len(HEADER) if match else None
+        if at is None and "truncated" in text:
+            at = len(data)
+        return DecodeFailure("MALFORMED", text, at_byte=at)
+    if _encoder.encode(record) != body:
+        return DecodeFailure(
+            "NON_CANONICAL",
+            "the record decodes but is not in canonical form (field order, map order or "
+            "integer width differs); re-encode it with nereus.records.encode",
+        )
+    return record
+
+
+def to_builtins(record: Record) -> dict[str, object]:
+    """A JSON-friendly dict of the record (bytes as text where possible), for display."""
+    data = msgspec.to_builtins(record)
+    assert isinstance(data, dict)
+    return data

@@ -1,0 +1,62 @@
+"""Operator Mutations: what ``nereus`` appends on an operator's behalf.
+
+Every one carries who (``operator``), why (``reason``) and an ``idempotency_key`` (the
+deduplication key: re-running the same command is a no-op with the same result). They
+decode with empty defaults so that a missing identity is a clear REJECTED result naming
+the field, not an opaque decode error. ``precondition_digest`` is the digest of the
+target state the operator saw; when given and no longer current, the mutation is STALE.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from nereus.records.vocabulary import Gate, Resolution
+
+
+class _Operator(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
+                forbid_unknown_fields=True):
+    operator: str = ""
+    reason: str = ""
+    idempotency_key: str = ""
+    precondition_digest: str | None = None
+
+
+class LaneGate(_Operator, frozen=True, kw_only=True, tag="LANE_GATE"):
+    """Open or close a lane's admissionGate (source-ordered with client commands)."""
+
+    lane: str
+    gate: Gate
+
+
+class LaneConfig(_Operator, frozen=True, kw_only=True, tag="LANE_CONFIG"):
+    """Change a lane's capacity, quota, retry policy or ordering; None keeps a value."""
+
+    lane: str
+    capacity: int | None = None  # max open attempts (PUBLISHING + UNKNOWN) in the lane
+    quota: int | None = None  # max admissions per scheduler round (enforced by the engine)
+    retry_max: int | None = None  # attempts before a retriable failure becomes FAILED
+    retry_backoff_ms: int | None = None  # base of the exponential backoff
+    ordered: bool | None = None  # ORDERED lanes keep per-key order
+
+
+class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):
+    """Settle an UNKNOWN attempt with evidence the operator holds."""
+
+    attempt_id: str
+    resolution: Resolution
+    evidence: str = ""
+
+
+class MessageBreak(_Operator, frozen=True, kw_only=True, tag="MESSAGE_BREAK"):
+    """Take a scheduled message out of scheduling for good (state FAILED, BROKEN)."""
+
+    delay_message_id: str
+
+
+class ShardPause(_Operator, frozen=True, kw_only=True, tag="SHARD_PAUSE"):
+    """Stop new Publish Admissions on this shard; commands are still applied."""
+
+
+class ShardResume(_Operator, frozen=True, kw_only=True, tag="SHARD_RESUME"):
+    """Allow Publish Admissions again."""

@@ -1,0 +1,73 @@
+"""System Mutations: what the engine itself appends to the Shard Log.
+
+They are ordered with Client Commands, which is what makes "Cancel wins before admission,
+never after" decidable by replay alone. The Trusted UTC decision travels inside the
+record (``decided_earliest_ms`` / ``decided_latest_ms``) because apply has no clock.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from nereus.records.vocabulary import ClaimDisposition, Disposition, Outcome
+
+
+class PublishAdmission(msgspec.Struct, frozen=True, kw_only=True, tag="PUBLISH_ADMISSION",
+                       tag_field="kind", forbid_unknown_fields=True):
+    """The point of no return: when it wins, the attempt is durably PUBLISHING."""
+
+    attempt_id: str  # fixed at claim time; an enqueue retry reuses these exact bytes
+    delay_message_id: str
+    generation: int
+    work_digest: str  # the semantic-work digest of the timeline entry that was claimed
+    lane: str
+    claim_id: str
+    claim_sequence: int
+    owner_id: str
+    fencing_epoch: int
+    prepared_digest: str  # SHA-256 of the immutable prepared publish template
+    decided_earliest_ms: int  # Trusted UTC interval when the executor decided
+    decided_latest_ms: int
+
+
+class PublishOutcome(msgspec.Struct, frozen=True, kw_only=True, tag="PUBLISH_OUTCOME",
+                     tag_field="kind", forbid_unknown_fields=True):
+    """A producer callback, turned into a record; it never writes state directly."""
+
+    outcome_id: str
+    attempt_id: str
+    delay_message_id: str
+    outcome: Outcome
+    disposition: Disposition = Disposition.NONE
+    evidence: str = ""  # destination evidence: partition+offset, MessageId, file offset
+
+
+class ClaimResult(msgspec.Struct, frozen=True, kw_only=True, tag="CLAIM_RESULT",
+                  tag_field="kind", forbid_unknown_fields=True):
+    """A claim ended without an attempt: proven permanent pre-send error, or expiry."""
+
+    mutation_id: str
+    delay_message_id: str
+    generation: int
+    work_digest: str
+    disposition: ClaimDisposition
+    detail: str = ""
+    decided_earliest_ms: int
+    decided_latest_ms: int
+
+
+class ActivationBarrier(msgspec.Struct, frozen=True, kw_only=True, tag="ACTIVATION_BARRIER",
+                        tag_field="kind", forbid_unknown_fields=True):
+    """Appended by a new owner; once applied, the owner may accept new work."""
+
+    barrier_id: str
+    owner_id: str
+    fencing_epoch: int
+
+
+class CheckpointMark(msgspec.Struct, frozen=True, kw_only=True, tag="CHECKPOINT_MARK",
+                     tag_field="kind", forbid_unknown_fields=True):
+    """Marks in the log where a checkpoint was taken, for audit and deep verification."""
+
+    mutation_id: str
+    checkpoint_id: str

@@ -1,0 +1,150 @@
+"""The RocksDB key schema of a Delay Shard (schema version 1).
+
+One database per shard; families are key prefixes (one byte) rather than RocksDB column
+families, so one WriteBatch and one iterator cover everything and a checkpoint is a
+plain directory. Prefixes below 0x80 hold **replicated state**, derived from the Shard
+Log by ``apply`` alone and covered by the state digest; prefixes from 0x80 hold **local
+runtime state** written by the running owner (claims, scheduler cursors), excluded from
+the digest and discarded or revalidated on restore.
+
+======  ===========  ==========================================================  =========
+prefix  family       key after the prefix                                        value
+======  ===========  ==========================================================  =========
+0x01    meta         name (utf-8)                                                per name
+0x02    msg          delayMessageId (utf-8)                                      Message
+0x03    timeline     lane, 0x00, actionAt (u64 big-endian), delayMessageId       WorkRef
+0x04    result       dedup key (``c/`` command, ``a/`` admission, ``o/`` outcome, Result
+                     ``s/`` system, ``b/`` barrier, ``m/`` operator)
+0x05    reject       source position (u64 big-endian)                            Result
+0x06    attempt      attemptId (utf-8)                                           Attempt
+0x07    obligation   delayMessageId, 0x00, attemptId                             Obligation
+0x08    lane         lane name (utf-8)                                           Lane
+0x09    payload      payloadId (utf-8)                                           PayloadStage
+0x81    claim        delayMessageId (utf-8)                                      engine-owned
+0x82    sched        name (utf-8)                                                engine-owned
+======  ===========  ==========================================================  =========
+
+Why these layouts:
+
+* ``timeline`` is lane first, then big-endian actionAt, so a range scan of one lane yields
+  its due work in time order and the scheduler can rotate across lanes without a hot
+  early lane hiding the others (seed 000, section 5). Big-endian because RocksDB orders
+  keys bytewise. Lane names never contain 0x00 (validated on SCHEDULE).
+* ``reject`` holds the results of records that have no usable dedup key (undecodable
+  bytes, a conflicting duplicate), keyed by their position so every record leaves one.
+* ``obligation`` is keyed by message first so "the open attempts of this message" is one
+  prefix scan.
+
+Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+
+META: Final = b"\x01"
+MSG: Final = b"\x02"
+TIMELINE: Final = b"\x03"
+RESULT: Final = b"\x04"
+REJECT: Final = b"\x05"
+ATTEMPT: Final = b"\x06"
+OBLIGATION: Final = b"\x07"
+LANE: Final = b"\x08"
+PAYLOAD: Final = b"\x09"
+CLAIM: Final = b"\x81"
+SCHED: Final = b"\x82"
+
+FAMILIES: Final = {
+    "meta": META,
+    "msg": MSG,
+    "timeline": TIMELINE,
+    "result": RESULT,
+    "reject": REJECT,
+    "attempt": ATTEMPT,
+    "obligation": OBLIGATION,
+    "lane": LANE,
+    "payload": PAYLOAD,
+    "claim": CLAIM,
+    "sched": SCHED,
+}
+FAMILY_BY_PREFIX: Final = {prefix[0]: name for name, prefix in FAMILIES.items()}
+REPLICATED_LIMIT: Final = 0x80  # first prefix byte of local runtime state
+
+# meta names
+META_IDENTITY: Final = META + b"identity"
+META_SCHEMA: Final = META + b"schema_version"
+META_APPLIED: Final = META + b"applied_position"
+META_RECORDS: Final = META + b"records_applied"
+META_PAUSED: Final = META + b"paused"
+META_ACTIVATION: Final = META + b"activation"
+META_CHECKPOINT_MARK: Final = META + b"checkpoint_mark"
+
+
+def is_replicated(key: bytes) -> bool:
+    """True for keys the state digest covers (derived from the log only)."""
+    return key[0] < REPLICATED_LIMIT
+
+
+def u64(value: int) -> bytes:
+    """Big-endian unsigned 64-bit, so bytewise order is numeric order."""
+    return value.to_bytes(8, "big")
+
+
+def msg_key(delay_message_id: str) -> bytes:
+    return MSG + delay_message_id.encode()
+
+
+def timeline_lane_prefix(lane: str) -> bytes:
+    return TIMELINE + lane.encode() + b"\x00"
+
+
+def timeline_key(lane: str, action_at_ms: int, delay_message_id: str) -> bytes:
+    return timeline_lane_prefix(lane) + u64(action_at_ms) + delay_message_id.encode()
+
+
+def split_timeline_key(key: bytes) -> tuple[str, int, str]:
+    """(lane, actionAt ms, delayMessageId) of a timeline key."""
+    lane, _, rest = key[1:].partition(b"\x00")
+    return lane.decode(), int.from_bytes(rest[:8], "big"), rest[8:].decode()
+
+
+def result_key(dedup_key: str) -> bytes:
+    return RESULT + dedup_key.encode()
+
+
+def reject_key(position: int) -> bytes:
+    return REJECT + u64(position)
+
+
+def attempt_key(attempt_id: str) -> bytes:
+    return ATTEMPT + attempt_id.encode()
+
+
+def obligation_prefix(delay_message_id: str) -> bytes:
+    return OBLIGATION + delay_message_id.encode() + b"\x00"
+
+
+def obligation_key(delay_message_id: str, attempt_id: str) -> bytes:
+    return obligation_prefix(delay_message_id) + attempt_id.encode()
+
+
+def lane_key(lane: str) -> bytes:
+    return LANE + lane.encode()
+
+
+def payload_key(payload_id: str) -> bytes:
+    return PAYLOAD + payload_id.encode()
+
+
+def claim_key(delay_message_id: str) -> bytes:
+    return CLAIM + delay_message_id.encode()
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix``."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return b"\xff" * (len(prefix) + 1)
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])

@@ -1,0 +1,148 @@
+"""The RocksDB state store of one Delay Shard (rocksdict, raw mode).
+
+Every batch the shard runner commits is one WriteBatch written with ``sync=True``:
+state, results and the applied position become durable together or not at all, so a
+crash can never leave state ahead of or behind the applied position (STYLE, habit 4).
+Raw mode is required: without it rocksdict pickles values.
+
+The store is file I/O, not a clock or a network: it stays in the core so offline tools
+and the engine share one implementation. A database carries its shard identity in
+``meta/identity``; opening it for another shard is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from nereus.errors import NotFound, StoreError
+from nereus.state import keys
+from nereus.state.values import Identity, decode_int, decode_value, encode_value
+
+
+class ShardStore:
+    """One shard's RocksDB database."""
+
+    def __init__(self, db: Any, path: Path, *, read_only: bool) -> None:
+        self._db = db
+        self.path = path
+        self.read_only = read_only
+        if not read_only:
+            from rocksdict import WriteOptions
+
+            self._sync = WriteOptions()
+            self._sync.sync = True
+
+    # opening --------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        identity: Identity | None = None,
+        create: bool = False,
+        read_only: bool = False,
+    ) -> ShardStore:
+        """Open (or with ``create`` make) the database at ``path``.
+
+        With ``identity`` the database must belong to that shard; a new one is stamped
+        with it in a synced write before anything else happens.
+        """
+        from rocksdict import AccessType, Options, Rdict
+
+        path = Path(path)
+        if not (path / "CURRENT").exists():
+            if not create or read_only:
+                raise NotFound(
+                    f"no shard database at {path}",
+                    hint="run `nereus shard replay SHARD --empty --into DIR` to build one",
+                )
+            path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(create and not read_only)
+        try:
+            if read_only:
+                db = Rdict(str(path), options=options, access_type=AccessType.read_only())
+            else:
+                db = Rdict(str(path), options=options)
+        except Exception as exc:
+            raise StoreError(f"cannot open shard database at {path}: {exc}") from exc
+        store = cls(db, path, read_only=read_only)
+        if identity is not None:
+            store._check_identity(identity)
+        return store
+
+    def _check_identity(self, expected: Identity) -> None:
+        found = self.identity()
+        if found is None:
+            if self.read_only:
+                raise StoreError(f"the database at {self.path} has no shard identity")
+            self.write({
+                keys.META_IDENTITY: encode_value(expected),
+                keys.META_SCHEMA: encode_value(keys.SCHEMA_VERSION),
+            })
+            return
+        if (found.route, found.partition) != (expected.route, expected.partition):
+            raise StoreError(
+                f"the database at {self.path} belongs to shard {found.route}/{found.partition}, "
+                f"not {expected.route}/{expected.partition}",
+                hint="point --db at the right shard's database",
+            )
+        if found.schema_version != keys.SCHEMA_VERSION:
+            raise StoreError(
+                f"the database at {self.path} has key schema {found.schema_version}; this "
+                f"build reads {keys.SCHEMA_VERSION}"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ShardStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # reading --------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def scan(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Keys in ``[start, end)`` in key order."""
+        for key, value in self._db.items(from_key=start):
+            if end is not None and key >= end:
+                return
+            yield key, value
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self.scan(prefix, keys.prefix_end(prefix))
+
+    def identity(self) -> Identity | None:
+        raw = self.get(keys.META_IDENTITY)
+        return None if raw is None else decode_value(raw, Identity)
+
+    def applied_position(self) -> int | None:
+        """Position of the last applied record, or None when nothing was applied."""
+        raw = self.get(keys.META_APPLIED)
+        return None if raw is None else decode_int(raw)
+
+    def property_int(self, name: str) -> int | None:
+        value: int | None = self._db.property_int_value(name)
+        return value
+
+    # writing --------------------------------------------------------------------------
+    def write(self, writes: Mapping[bytes, bytes | None], *, sync: bool = True) -> None:
+        """Commit ``writes`` (None deletes) as ONE WriteBatch, fsynced by default."""
+        from rocksdict import WriteBatch, WriteOptions
+
+        if self.read_only:
+            raise StoreError(f"the database at {self.path} is open read-only")
+        batch = WriteBatch(raw_mode=True)
+        for key, value in writes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self._db.write(batch, self._sync if sync else WriteOptions())

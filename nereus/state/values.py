@@ -1,0 +1,190 @@
+"""The values stored under the key schema of ``keys.py``.
+
+Frozen msgspec Structs, encoded as canonical MessagePack (sorted maps) so that the same
+state always has the same bytes and the state digest is reproducible. Every value here
+is decodable by ``nereus shard dump`` without the engine. Updates make a new value with
+``msgspec.structs.replace``; nothing is mutated in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from nereus.records.vocabulary import AttemptState, Disposition, Gate, MessageState, ResultStatus
+
+DEFAULT_RETRY_MAX: Final = 5
+DEFAULT_RETRY_BACKOFF_MS: Final = 1_000
+MAX_BACKOFF_MS: Final = 3_600_000
+
+
+class Identity(msgspec.Struct, frozen=True, kw_only=True):
+    """Which shard this database belongs to (``meta/identity``)."""
+
+    route: str
+    partition: int
+    schema_version: int
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One managed Delayed Message (``msg/<id>``)."""
+
+    delay_message_id: str
+    lane: str
+    state: MessageState
+    generation: int
+    deliver_at_ms: int
+    action_at_ms: int
+    expire_at_ms: int | None
+    key: str | None
+    headers: dict[str, str]
+    payload: bytes
+    payload_ref: str | None
+    work_digest: str | None  # the current timeline work; None when not on the timeline
+    retries: int  # retriable NOT_PUBLISHED outcomes so far (backoff and retry limit)
+    attempts: int  # admitted attempts so far
+    open_attempt_id: str | None
+    schedule_command_id: str
+    created_position: int
+    updated_position: int
+    detail: str | None = None  # why it ended, when it ended badly
+
+
+class WorkRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A replayable timeline entry: the work a scheduler may claim when it is due."""
+
+    generation: int
+    work_kind: str  # PUBLISH
+    work_digest: str
+    retry: int
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True):
+    """The stable result a record left (``result/<dedup key>`` or ``reject/<position>``)."""
+
+    status: ResultStatus
+    kind: str
+    position: int
+    record_sha256: str
+    reason: str | None = None
+    detail: str | None = None
+    delay_message_id: str | None = None
+    generation: int | None = None
+    attempt_id: str | None = None
+    at_byte: int | None = None
+    field: str | None = None
+
+
+class LateOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """An outcome that arrived after its attempt was settled: kept, not applied."""
+
+    outcome: str
+    disposition: str
+    evidence: str
+    position: int
+
+
+class Attempt(msgspec.Struct, frozen=True, kw_only=True):
+    """One admitted publish attempt in the attempt ledger (``attempt/<id>``)."""
+
+    attempt_id: str
+    delay_message_id: str
+    generation: int
+    attempt_no: int
+    lane: str
+    state: AttemptState
+    claim_id: str
+    owner_id: str
+    fencing_epoch: int
+    prepared_digest: str
+    admitted_position: int
+    admitted_broker_ms: int
+    disposition: Disposition = Disposition.NONE
+    evidence: str = ""
+    settled_position: int | None = None
+    settled_by: str | None = None  # OUTCOME or OPERATOR:<name>
+    late_outcomes: tuple[LateOutcome, ...] = ()
+
+
+class Obligation(msgspec.Struct, frozen=True, kw_only=True):
+    """An open attempt (PUBLISHING or UNKNOWN) that still has to be settled."""
+
+    attempt_id: str
+    lane: str
+    key: str | None
+    state: AttemptState
+    since_position: int
+
+
+class Lane(msgspec.Struct, frozen=True, kw_only=True):
+    """A destination lane's replicated state: gate, policy and counters (``lane/<name>``)."""
+
+    name: str
+    gate: Gate = Gate.OPEN
+    gate_position: int | None = None
+    capacity: int | None = None
+    quota: int | None = None
+    retry_max: int = DEFAULT_RETRY_MAX
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    ordered: bool = False
+    config_revision: int = 0
+    counts: dict[str, int] = msgspec.field(default_factory=dict)  # messages by state
+    open_attempts: int = 0
+    admissions: int = 0
+
+
+class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):
+    """A large payload's durable stage (``payload/<id>``): RESERVED then COMMITTED."""
+
+    payload_id: str
+    state: str  # RESERVED | COMMITTED
+    size_bytes: int
+    sha256: str
+    expires_at_ms: int
+    object_key: str | None
+    position: int
+
+
+class Activation(msgspec.Struct, frozen=True, kw_only=True):
+    """The last applied activation barrier (``meta/activation``)."""
+
+    barrier_id: str
+    owner_id: str
+    fencing_epoch: int
+    position: int
+
+
+class CheckpointMarkValue(msgspec.Struct, frozen=True, kw_only=True):
+    """The last applied CHECKPOINT_MARK (``meta/checkpoint_mark``)."""
+
+    checkpoint_id: str
+    position: int
+
+
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+T = TypeVar("T")
+
+
+def encode_value(value: object) -> bytes:
+    """Canonical bytes of a state value."""
+    return _encoder.encode(value)
+
+
+def decode_value(data: bytes, kind: type[T]) -> T:
+    """Decode a state value of a known type."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.msgpack.Decoder(kind)
+    result: T = decoder.decode(data)
+    return result
+
+
+def encode_int(value: int) -> bytes:
+    """A counter in ``meta``: signed 64-bit big-endian."""
+    return value.to_bytes(8, "big", signed=True)
+
+
+def decode_int(data: bytes) -> int:
+    return int.from_bytes(data, "big", signed=True)

@@ -1,0 +1,61 @@
+"""Parsing of the times and durations operators type.
+
+Times are ISO-8601 with an explicit zone (``2026-11-29T20:00:00Z``,
+``2026-11-29T21:00:00+01:00``) or epoch milliseconds (``1795982400000``). A naive time
+is refused: a scheduler that guesses the zone publishes at the wrong hour. Durations are
+a number and a unit: ``500ms``, ``30s``, ``5m``, ``2h``, ``1d`` (and combinations such as
+``1h30m``). Everything is milliseconds since the Unix epoch, UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from nereus.errors import UsageError
+
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_time_ms(text: str, *, field: str = "time") -> int:
+    """Parse an ISO-8601 time with zone, or epoch milliseconds, into epoch ms."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        raise UsageError(
+            f"{field}: {text!r} is not a time",
+            hint="give ISO-8601 with a zone (2026-11-29T20:00:00Z) or epoch milliseconds",
+        ) from None
+    if parsed.tzinfo is None:
+        raise UsageError(
+            f"{field}: {text!r} has no time zone",
+            hint="add a zone such as Z or +01:00; naive times are ambiguous",
+        )
+    return int(parsed.timestamp() * 1000)
+
+
+def parse_duration_ms(text: str, *, field: str = "duration") -> int:
+    """Parse ``30s``, ``5m``, ``2h``, ``1d``, ``500ms`` or ``1h30m`` into milliseconds."""
+    value = text.strip()
+    pos, total = 0, 0
+    for match in _DURATION_PART.finditer(value):
+        if match.start() != pos:
+            break
+        total += int(match.group(1)) * _UNIT_MS[match.group(2)]
+        pos = match.end()
+    if pos != len(value) or not value:
+        raise UsageError(
+            f"{field}: {text!r} is not a duration",
+            hint="use a number and a unit: 500ms, 30s, 5m, 2h, 1d (or 1h30m)",
+        )
+    return total
+
+
+def format_time_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC with millisecond precision and a ``Z``."""
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
