@@ -134,7 +134,8 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         destination = table.get("destination")
         if destination not in DESTINATIONS:
             raise _error(text, source, where, "destination",
-                         f"destination = {destination!r}; expected one of {', '.join(DESTINATIONS)}")
+                         f"destination = {destination!r}; expected one of "
+                         f"{', '.join(DESTINATIONS)}")
         path = table.get("path")
         if destination == "file" and not isinstance(path, str):
             raise _error(text, source, where, "path", "a file lane needs path = \"...\"")

@@ -15,7 +15,8 @@ def init(
     partitions: Annotated[int, typer.Option(min=1, max=4096,
                                             help="Partitions (= shards) of the route.")] = 1,
     log: Annotated[str, typer.Option(help="Shard Log backend: file, kafka or pulsar.")] = "file",
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing nereus.toml.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite an existing nereus.toml.")] = False,
 ) -> None:
     """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox)."""
     from nereus.config import LOG_BACKENDS, parse_config, render_config

@@ -84,9 +84,9 @@ def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
         if not sock.exists():
             raise EngineUnreachable(
                 f"--wait needs the engine, and no engine answers at {sock}",
-                hint="start it with `nereus engine start`, or drop --wait to get the QUEUED receipt",
+                hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
             )
-    queued = queue([prepared], lambda shard: env.file_log(shard))[0]
+    queued = queue([prepared], env.file_log)[0]
     data = _receipt(queued)
 
     def human(out: Console) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times, first_failure
-from nereus.machine.verdict import Verdict, applied, rejected
+from nereus.machine.verdict import Ids, Verdict, applied, rejected
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -25,7 +25,7 @@ from nereus.state.values import Message, PayloadStage, decode_value, encode_valu
 
 
 def _not_scheduled(message: Message, action: str) -> Verdict:
-    ids = {"delay_message_id": message.delay_message_id, "generation": message.generation}
+    ids: Ids = {"delay_message_id": message.delay_message_id, "generation": message.generation}
     if message.state in ADMITTED_STATES:
         return rejected(
             Reason.ALREADY_ADMITTED,
@@ -48,7 +48,7 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
     )
     if failure is not None:
         return failure
-    ids = {"delay_message_id": cmd.delay_message_id}
+    ids: Ids = {"delay_message_id": cmd.delay_message_id}
     if len(cmd.payload) > limits.max_inline_payload_bytes:
         return rejected(
             Reason.PAYLOAD_TOO_LARGE,

@@ -16,7 +16,7 @@ from nereus.machine.publishing import settle
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_lane
-from nereus.machine.verdict import Verdict, applied, rejected, stale
+from nereus.machine.verdict import Ids, Verdict, applied, rejected, stale
 from nereus.records.codec import OperatorMutation
 from nereus.records.operator import (
     AttemptResolve,
@@ -142,7 +142,7 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
 
 
 def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:
-    ids = {"attempt_id": mutation.attempt_id}
+    ids: Ids = {"attempt_id": mutation.attempt_id}
     if not mutation.evidence.strip():
         return rejected(Reason.MISSING_EVIDENCE, "resolving an attempt needs evidence", **ids)
     attempt = tx.attempt(mutation.attempt_id)
@@ -165,11 +165,11 @@ def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:
     summary = settle(tx, attempt, message, outcome, disposition, evidence,
                      f"OPERATOR:{mutation.operator}")
     return applied(summary, delay_message_id=attempt.delay_message_id,
-                   generation=attempt.generation, **ids)
+                   generation=attempt.generation, attempt_id=attempt.attempt_id)
 
 
 def _message_break(tx: Tx, mutation: MessageBreak) -> Verdict:
-    ids = {"delay_message_id": mutation.delay_message_id}
+    ids: Ids = {"delay_message_id": mutation.delay_message_id}
     message = tx.message(mutation.delay_message_id)
     if message is None:
         return rejected(Reason.MESSAGE_NOT_FOUND, f"no message {mutation.delay_message_id}", **ids)
@@ -187,7 +187,8 @@ def _message_break(tx: Tx, mutation: MessageBreak) -> Verdict:
         detail=f"BROKEN by {mutation.operator}: {mutation.reason}",
     )
     tx.save_message(message, broken)
-    return applied("message FAILED (broken by operator)", generation=message.generation, **ids)
+    return applied("message FAILED (broken by operator)", generation=message.generation,
+                   delay_message_id=message.delay_message_id)
 
 
 def activation_barrier(tx: Tx, rec: ActivationBarrier) -> Verdict:

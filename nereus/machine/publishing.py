@@ -14,7 +14,7 @@ import msgspec
 
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx, retry_backoff_ms
-from nereus.machine.verdict import Verdict, applied, recorded, rejected, stale
+from nereus.machine.verdict import Ids, Verdict, applied, recorded, rejected, stale
 from nereus.records.system import ClaimResult, PublishAdmission, PublishOutcome
 from nereus.records.vocabulary import (
     AttemptState,
@@ -49,7 +49,7 @@ def _check_work(
 ) -> tuple[Message | None, Verdict | None]:
     """The message if it is still the SCHEDULED work a claim saw, else a STALE verdict."""
     message = tx.message(delay_message_id)
-    ids = {"delay_message_id": delay_message_id, "generation": generation}
+    ids: Ids = {"delay_message_id": delay_message_id, "generation": generation}
     if message is None:
         return None, stale(Reason.STALE_MESSAGE_STATE, "the message does not exist", **ids)
     if message.state != MessageState.SCHEDULED:
@@ -80,7 +80,7 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
     if message is None:
         assert failure is not None
         return failure
-    ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
+    ids: Ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
     if rec.lane != message.lane:
         return rejected(
             Reason.INVALID_FIELD, f"lane {rec.lane} is not the message's lane {message.lane}",
@@ -144,7 +144,8 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         attempts=attempt_no, open_attempt_id=rec.attempt_id,
     )
     tx.save_message(message, publishing)
-    return applied(attempt_id=rec.attempt_id, **ids)
+    return applied(attempt_id=rec.attempt_id, delay_message_id=rec.delay_message_id,
+                   generation=rec.generation)
 
 
 def _close_obligation(tx: Tx, attempt: Attempt) -> None:
@@ -205,7 +206,7 @@ def settle(
 
 def outcome(tx: Tx, rec: PublishOutcome) -> Verdict:
     attempt = tx.attempt(rec.attempt_id)
-    ids = {"delay_message_id": rec.delay_message_id, "attempt_id": rec.attempt_id}
+    ids: Ids = {"delay_message_id": rec.delay_message_id, "attempt_id": rec.attempt_id}
     if attempt is None or attempt.delay_message_id != rec.delay_message_id:
         return rejected(Reason.ATTEMPT_NOT_FOUND, f"no attempt {rec.attempt_id} for this message",
                         **ids)
@@ -234,7 +235,8 @@ def outcome(tx: Tx, rec: PublishOutcome) -> Verdict:
     message = tx.message(attempt.delay_message_id)
     assert message is not None, "an attempt always has its message"
     summary = settle(tx, attempt, message, rec.outcome, rec.disposition, rec.evidence, "OUTCOME")
-    return applied(summary, generation=attempt.generation, **ids)
+    return applied(summary, generation=attempt.generation, delay_message_id=rec.delay_message_id,
+                   attempt_id=rec.attempt_id)
 
 
 def claim_result(tx: Tx, rec: ClaimResult) -> Verdict:
@@ -245,7 +247,7 @@ def claim_result(tx: Tx, rec: ClaimResult) -> Verdict:
     if message is None:
         assert failure is not None
         return failure
-    ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
+    ids: Ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
     if rec.disposition == ClaimDisposition.EXPIRED:
         if message.expire_at_ms is None or rec.decided_earliest_ms <= message.expire_at_ms:
             return stale(

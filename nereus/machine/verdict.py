@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from nereus.machine.reasons import Reason
 from nereus.records.vocabulary import ResultStatus
+
+
+class Ids(TypedDict, total=False):
+    """The identifiers a result names, when the record has them."""
+
+    delay_message_id: str | None
+    generation: int | None
+    attempt_id: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -18,17 +27,17 @@ class Verdict:
     attempt_id: str | None = None
 
 
-def applied(detail: str | None = None, **ids: str | int | None) -> Verdict:
-    return Verdict(status=ResultStatus.APPLIED, detail=detail, **ids)  # type: ignore[arg-type]
+def applied(detail: str | None = None, **ids: Unpack[Ids]) -> Verdict:
+    return Verdict(status=ResultStatus.APPLIED, detail=detail, **ids)
 
 
-def rejected(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
-    return Verdict(status=ResultStatus.REJECTED, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]
+def rejected(reason: Reason, detail: str, **ids: Unpack[Ids]) -> Verdict:
+    return Verdict(status=ResultStatus.REJECTED, reason=reason, detail=detail, **ids)
 
 
-def stale(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
-    return Verdict(status=ResultStatus.STALE, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]
+def stale(reason: Reason, detail: str, **ids: Unpack[Ids]) -> Verdict:
+    return Verdict(status=ResultStatus.STALE, reason=reason, detail=detail, **ids)
 
 
-def recorded(reason: Reason, detail: str, **ids: str | int | None) -> Verdict:
-    return Verdict(status=ResultStatus.RECORDED, reason=reason, detail=detail, **ids)  # type: ignore[arg-type]
+def recorded(reason: Reason, detail: str, **ids: Unpack[Ids]) -> Verdict:
+    return Verdict(status=ResultStatus.RECORDED, reason=reason, detail=detail, **ids)

@@ -49,7 +49,9 @@ FORMAT_VERSION: Final = 1
 HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
 
 ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit
-SystemMutation = PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
+SystemMutation = (
+    PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
+)
 OperatorMutation = LaneGate | LaneConfig | AttemptResolve | MessageBreak | ShardPause | ShardResume
 Record = ClientCommand | SystemMutation | OperatorMutation
 
@@ -59,11 +61,12 @@ SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, Activa
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, AttemptResolve, MessageBreak, ShardPause,
                              ShardResume)
 ALL_KINDS: Final = tuple(
-    str(cls.__struct_config__.tag) for cls in CLIENT_COMMANDS + SYSTEM_MUTATIONS + OPERATOR_MUTATIONS
+    str(cls.__struct_config__.tag)
+    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)
 )
 
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
-_decoder = msgspec.msgpack.Decoder(Record)  # type: ignore[arg-type]
+_decoder: msgspec.msgpack.Decoder[Record] = msgspec.msgpack.Decoder(Record)
 _AT_BYTE = re.compile(r"byte (\d+)")
 _AT_FIELD = re.compile(r"at `([^`]+)`")
 

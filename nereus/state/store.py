@@ -21,6 +21,14 @@ from nereus.state import keys
 from nereus.state.values import Identity, decode_int, decode_value, encode_value
 
 
+def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
+    """The writes that stamp a new database with its shard identity (digest-covered)."""
+    return {
+        keys.META_IDENTITY: encode_value(identity),
+        keys.META_SCHEMA: encode_value(keys.SCHEMA_VERSION),
+    }
+
+
 class ShardStore:
     """One shard's RocksDB database."""
 
@@ -78,10 +86,7 @@ class ShardStore:
         if found is None:
             if self.read_only:
                 raise StoreError(f"the database at {self.path} has no shard identity")
-            self.write({
-                keys.META_IDENTITY: encode_value(expected),
-                keys.META_SCHEMA: encode_value(keys.SCHEMA_VERSION),
-            })
+            self.write(identity_writes(expected))
             return
         if (found.route, found.partition) != (expected.route, expected.partition):
             raise StoreError(

@@ -1,0 +1,530 @@
+"""Apply throughput of one Delay Shard: SCHEDULE commands/s against a raw RocksDB baseline.
+
+Usage::
+
+    .venv/bin/python bench/apply.py [--records N] [--batch B] [--json] [--profile]
+
+What it does, in one run and one temp directory (removed afterwards unless ``--keep``):
+
+1. prepares N realistic SCHEDULE commands (``nereus.client.prepare_schedule``: 32-hex ids,
+   a key, 1-2 headers, ~100-byte payload, delay within a day, lane ``local``) and appends
+   them to a ``FileShardLog`` in groups (each group is one fdatasync'd append; its rate is
+   reported as an extra figure);
+2. applies them with ``ShardRunner(store, log, batch_records=B).run_until_caught_up()``
+   into a fresh ``ShardStore`` and reports SCHEDULE commands applied per second; the
+   store's ``write`` is wrapped (on the instance only) to count the keys each synced
+   WriteBatch carries and to time the commits inside the run;
+3. writes the same number of synced rocksdict WriteBatches, each carrying as many keys of
+   the same sizes as the runner's first batch, into a fresh raw ``Rdict`` and reports the
+   raw rate as keys/s and as "equivalent commands/s" (batches/s x records per batch), and
+   the ratio ours/raw;
+4. decomposes our cost without a profiler, each stage timed alone over all N records:
+   (a) log read, (b) ``apply`` into an Overlay over an empty view (no store reads, no
+   writes), with its decode and sha256 parts, (c) ``store.write`` of the batches from (b)
+   into a fresh store, (d) the point-read misses a SCHEDULE does against the store;
+5. prints a compact report, or JSON with ``--json``. ``--profile`` adds a cProfile pass
+   of the runner over a fresh store (timed separately, never mixed into the figures).
+
+Nothing here changes product code; the wrapping in step 2 is on one store instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import io
+import json
+import pstats
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from nereus.client import RouteRef, prepare_schedule
+from nereus.engine.runner import ShardRunner
+from nereus.engine.shardlog.file import FileShardLog
+from nereus.engine.shardlog.protocol import LogRecord
+from nereus.machine import apply
+from nereus.records import codec
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity, decode_int
+from nereus.state.view import EmptyView, Overlay, Writes
+
+TARGET_COMMANDS_PER_S = 30_000
+TARGET_RATIO = 0.3
+DAY_MS = 86_400_000
+ROUTE = RouteRef("default", 1)  # one partition: every command lands on default/0
+IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
+
+
+# --------------------------------------------------------------------------------------
+# workload
+
+
+def make_payloads(n: int, *, seed: int, payload_bytes: int, now_ms: int) -> list[bytes]:
+    """N prepared SCHEDULE commands' canonical bytes."""
+    rng = random.Random(seed)
+    out: list[bytes] = []
+    content_types = ("application/json", "application/octet-stream", "text/plain")
+    for _ in range(n):
+        headers = {"trace-id": f"{rng.getrandbits(64):016x}"}
+        if rng.random() < 0.5:
+            headers["content-type"] = rng.choice(content_types)
+        size = max(0, payload_bytes + rng.randint(-10, 10))
+        prepared = prepare_schedule(
+            ROUTE,
+            command_id=f"{rng.getrandbits(128):032x}",
+            delay_message_id=f"{rng.getrandbits(128):032x}",
+            lane="local",
+            deliver_at_ms=now_ms + rng.randrange(1_000, DAY_MS),
+            key=f"customer-{rng.randrange(100_000)}",
+            headers=headers,
+            payload=rng.randbytes(size),
+        )
+        out.append(prepared.data)
+    return out
+
+
+def append_in_groups(log: FileShardLog, payloads: list[bytes], group: int) -> float:
+    """Append ``payloads`` in groups of ``group`` (one synced append each); seconds taken."""
+    started = time.perf_counter()
+    for start in range(0, len(payloads), group):
+        log.append(payloads[start:start + group])
+    return time.perf_counter() - started
+
+
+# --------------------------------------------------------------------------------------
+# our rate: the runner
+
+
+@dataclass
+class CommitStats:
+    """What the wrapped ``store.write`` saw during the runner pass."""
+
+    keys_per_batch: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    first_batch: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+
+
+def watch_writes(store: ShardStore, stats: CommitStats) -> None:
+    """Wrap ``store.write`` on this instance: count keys, time commits, keep batch one."""
+    inner = store.write
+
+    def write(writes: Mapping[bytes, bytes | None], *, sync: bool = True) -> None:
+        if not stats.first_batch:
+            stats.first_batch = list(writes.items())
+        started = time.perf_counter()
+        inner(writes, sync=sync)
+        stats.seconds.append(time.perf_counter() - started)
+        stats.keys_per_batch.append(len(writes))
+
+    store.write = write  # type: ignore[method-assign]
+
+
+def run_runner(root: Path, log_dir: Path, batch: int) -> tuple[float, int, CommitStats, dict]:
+    store = ShardStore.open(root, identity=IDENTITY, create=True)
+    stats = CommitStats()
+    watch_writes(store, stats)
+    log = FileShardLog(log_dir, create=False)
+    try:
+        runner = ShardRunner(store, log, batch_records=batch)
+        started = time.perf_counter()
+        applied = runner.run_until_caught_up()
+        seconds = time.perf_counter() - started
+        raw_records = store.get(keys.META_RECORDS)
+        check = {
+            "records_applied": None if raw_records is None else decode_int(raw_records),
+            "applied_position": store.applied_position(),
+            "rejects": sum(1 for _ in store.scan_prefix(keys.REJECT)),
+            "messages": sum(1 for _ in store.scan_prefix(keys.MSG)),
+        }
+    finally:
+        log.close()
+        store.close()
+    return seconds, applied, stats, check
+
+
+# --------------------------------------------------------------------------------------
+# the baseline: raw synced WriteBatches of the same shape
+
+
+def raw_batches(
+    template: list[tuple[bytes, bytes | None]], batches: int
+) -> list[list[tuple[bytes, bytes]]]:
+    """``batches`` key lists shaped like ``template`` (same count and sizes).
+
+    Keys the runner rewrites every batch (meta, lane) stay the same; per-record keys get a
+    unique tail so every batch inserts new keys, as the runner does.
+    """
+    fixed_prefixes = (keys.META[0], keys.LANE[0])
+    out: list[list[tuple[bytes, bytes]]] = []
+    serial = 0
+    for _ in range(batches):
+        batch: list[tuple[bytes, bytes]] = []
+        for key, value in template:
+            data = b"" if value is None else value
+            if key[0] in fixed_prefixes or len(key) < 9:
+                batch.append((key, data))
+            else:
+                serial += 1
+                batch.append((key[:-8] + serial.to_bytes(8, "big"), data))
+        out.append(batch)
+    return out
+
+
+def run_raw(
+    path: Path, batches: list[list[tuple[bytes, bytes]]]
+) -> tuple[float, list[float], float]:
+    """Seconds for all batches (build + synced write), per-batch seconds, write-only seconds."""
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = Rdict(str(path), options=options)
+    sync = WriteOptions()
+    sync.sync = True
+    per_batch: list[float] = []
+    write_only = 0.0
+    try:
+        started = time.perf_counter()
+        for items in batches:
+            t0 = time.perf_counter()
+            wb = WriteBatch(raw_mode=True)
+            for key, value in items:
+                wb.put(key, value)
+            t1 = time.perf_counter()
+            db.write(wb, sync)
+            t2 = time.perf_counter()
+            per_batch.append(t2 - t0)
+            write_only += t2 - t1
+        seconds = time.perf_counter() - started
+    finally:
+        db.close()
+    return seconds, per_batch, write_only
+
+
+# --------------------------------------------------------------------------------------
+# decomposition
+
+
+def stage_read(log_dir: Path, n: int, batch: int) -> tuple[float, list[list[LogRecord]]]:
+    log = FileShardLog(log_dir, create=False)
+    got: list[list[LogRecord]] = []
+    try:
+        started = time.perf_counter()
+        position = 0
+        while position < n:
+            records = log.read(position, batch)
+            if not records:
+                break
+            got.append(records)
+            position += len(records)
+        seconds = time.perf_counter() - started
+    finally:
+        log.close()
+    return seconds, got
+
+
+def stage_apply(batches: list[list[LogRecord]]) -> tuple[float, list[Writes], int]:
+    """``apply`` exactly as the runner calls it, but over an empty view; no store."""
+    out: list[Writes] = []
+    apply_level_writes = 0
+    started = time.perf_counter()
+    for records in batches:
+        overlay = Overlay(EmptyView())
+        for record in records:
+            applied = apply(
+                overlay, record.payload, position=record.position, broker_ms=record.broker_ms
+            )
+            overlay.merge(applied.writes)
+            apply_level_writes += len(applied.writes)
+        out.append(overlay.writes)
+    return time.perf_counter() - started, out, apply_level_writes
+
+
+def stage_timed(fn: Callable[[bytes], object], batches: list[list[LogRecord]]) -> float:
+    started = time.perf_counter()
+    for records in batches:
+        for record in records:
+            fn(record.payload)
+    return time.perf_counter() - started
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def stage_write(root: Path, prepared: list[Writes]) -> float:
+    store = ShardStore.open(root, identity=IDENTITY, create=True)
+    try:
+        started = time.perf_counter()
+        for writes in prepared:
+            store.write(writes)
+        return time.perf_counter() - started
+    finally:
+        store.close()
+
+
+def stage_misses(root: Path, n: int) -> float:
+    """The two point reads that miss per SCHEDULE (result/c/<cmd>, msg/<id>), vs. the DB."""
+    rng = random.Random(12345)
+    probes = []
+    for _ in range(n):
+        probes.append(keys.result_key(f"c/{rng.getrandbits(128):032x}"))
+        probes.append(keys.msg_key(f"{rng.getrandbits(128):032x}"))
+    store = ShardStore.open(root, read_only=True)
+    try:
+        get = store.get
+        started = time.perf_counter()
+        for key in probes:
+            get(key)
+        return time.perf_counter() - started
+    finally:
+        store.close()
+
+
+def profile_runner(root: Path, log_dir: Path, batch: int, top: int) -> str:
+    store = ShardStore.open(root, identity=IDENTITY, create=True)
+    log = FileShardLog(log_dir, create=False)
+    profiler = cProfile.Profile()
+    try:
+        runner = ShardRunner(store, log, batch_records=batch)
+        profiler.enable()
+        runner.run_until_caught_up()
+        profiler.disable()
+    finally:
+        log.close()
+        store.close()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return text.getvalue()
+
+
+# --------------------------------------------------------------------------------------
+# report
+
+
+def _us(seconds: float, n: int) -> float:
+    return seconds / n * 1e6 if n else 0.0
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "p50": 0.0, "max": 0.0}
+    return {
+        "mean": statistics.fmean(values) * 1e3,
+        "p50": statistics.median(values) * 1e3,
+        "max": max(values) * 1e3,
+    }
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    n, batch = args.records, args.batch
+    log_dir = root / "log"
+    now_ms = time.time_ns() // 1_000_000
+
+    t0 = time.perf_counter()
+    payloads = make_payloads(n, seed=args.seed, payload_bytes=args.payload_bytes, now_ms=now_ms)
+    prepare_s = time.perf_counter() - t0
+    record_bytes = sum(len(p) for p in payloads)
+
+    log = FileShardLog(log_dir)
+    try:
+        append_s = append_in_groups(log, payloads, args.append_group)
+    finally:
+        log.close()
+    del payloads
+    gc.collect()
+
+    # 2. ours -------------------------------------------------------------------------
+    run_s, applied, commits, check = run_runner(root / "db", log_dir, batch)
+    if applied != n or check["records_applied"] != n or check["rejects"]:
+        raise SystemExit(f"the runner did not apply every record cleanly: {applied} {check}")
+    batches_run = len(commits.keys_per_batch)
+    committed_keys = sum(commits.keys_per_batch)
+    commit_s = sum(commits.seconds)
+    ours = n / run_s
+    gc.collect()
+
+    # 3. the raw baseline ---------------------------------------------------------------
+    template = commits.first_batch
+    template_records = min(batch, n)
+    raw = raw_batches(template, batches_run)
+    raw_s, raw_per_batch, raw_write_only_s = run_raw(root / "raw", raw)
+    raw_keys = sum(len(b) for b in raw)
+    del raw
+    raw_batches_per_s = batches_run / raw_s
+    raw_equiv = raw_batches_per_s * template_records
+    gc.collect()
+
+    # 4. decomposition ------------------------------------------------------------------
+    read_s, read_batches = stage_read(log_dir, n, batch)
+    decode_s = stage_timed(codec.decode, read_batches)
+    sha_s = stage_timed(_sha, read_batches)
+    apply_s, prepared, apply_level_writes = stage_apply(read_batches)
+    del read_batches
+    write_s = stage_write(root / "db-write", prepared)
+    del prepared
+    gc.collect()
+    miss_s = stage_misses(root / "db", n)
+
+    key_bytes = [len(k) for k, _ in template]
+    value_bytes = [0 if v is None else len(v) for _, v in template]
+    report: dict[str, Any] = {
+        "records": n,
+        "batch_records": batch,
+        "append_group": args.append_group,
+        "machine": {"python": sys.version.split()[0]},
+        "workload": {
+            "record_bytes_mean": record_bytes / n,
+            "prepare_per_s": n / prepare_s,
+        },
+        "append": {
+            "seconds": append_s,
+            "records_per_s": n / append_s,
+            "mb_per_s": record_bytes / append_s / 1e6,
+        },
+        "ours": {
+            "seconds": run_s,
+            "commands_per_s": ours,
+            "batches": batches_run,
+            "keys_committed": committed_keys,
+            "keys_per_record_committed": committed_keys / n,
+            "keys_per_record_apply": apply_level_writes / n,
+            "first_batch_key_bytes_mean": statistics.fmean(key_bytes),
+            "first_batch_value_bytes_mean": statistics.fmean(value_bytes),
+            "first_batch_bytes": sum(key_bytes) + sum(value_bytes),
+            "commit_ms": _ms(commits.seconds),
+            "commit_share": commit_s / run_s,
+            "check": check,
+        },
+        "raw": {
+            "seconds": raw_s,
+            "batches": batches_run,
+            "keys_per_batch": len(template),
+            "keys_per_s": raw_keys / raw_s,
+            "equivalent_commands_per_s": raw_equiv,
+            "batch_ms": _ms(raw_per_batch),
+        },
+        "ratio": ours / raw_equiv,
+        "stages_us_per_record": {
+            "in_run_total": _us(run_s, n),
+            "in_run_commit": _us(commit_s, n),
+            "in_run_read_apply": _us(run_s - commit_s, n),
+            "a_log_read": _us(read_s, n),
+            "b_apply_empty_view": _us(apply_s, n),
+            "b1_of_which_decode": _us(decode_s, n),
+            "b2_of_which_sha256": _us(sha_s, n),
+            "c_store_write": _us(write_s, n),
+            "d_store_get_misses_x2": _us(miss_s, n),
+            "raw_write": _us(raw_s, n),
+            "raw_of_which_db_write": _us(raw_write_only_s, n),
+        },
+        "targets": {
+            "commands_per_s": TARGET_COMMANDS_PER_S,
+            "ratio": TARGET_RATIO,
+            "commands_per_s_met": ours >= TARGET_COMMANDS_PER_S,
+            "ratio_met": ours / raw_equiv >= TARGET_RATIO,
+        },
+    }
+    if args.profile:
+        report["profile"] = profile_runner(root / "db-profile", log_dir, batch, args.profile_top)
+    return report
+
+
+def print_report(r: dict[str, Any]) -> None:
+    ours, raw, st, tg = r["ours"], r["raw"], r["stages_us_per_record"], r["targets"]
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    print(f"Nereus apply bench: {r['records']:,} SCHEDULE records, batch {r['batch_records']:,}, "
+          f"~{r['workload']['record_bytes_mean']:.0f} B/record, Python {r['machine']['python']}")
+    print(f"  prepare          {r['workload']['prepare_per_s']:>12,.0f} commands/s")
+    print(f"  log append       {r['append']['records_per_s']:>12,.0f} records/s "
+          f"({r['append']['mb_per_s']:.1f} MB/s, groups of {r['append_group']:,}, fdatasync each)")
+    print()
+    print(f"  ours (runner)    {ours['commands_per_s']:>12,.0f} commands/s/shard   "
+          f"[target {tg['commands_per_s']:,}: {mark(tg['commands_per_s_met'])}]")
+    print(f"                   {ours['keys_per_record_committed']:.3f} keys/record committed "
+          f"({ours['keys_per_record_apply']:.1f} written by apply, merged in the overlay), "
+          f"key {ours['first_batch_key_bytes_mean']:.0f} B, "
+          f"value {ours['first_batch_value_bytes_mean']:.0f} B")
+    cm = ours["commit_ms"]
+    print(f"                   {ours['batches']} synced batches, commit {cm['mean']:.1f} ms mean / "
+          f"{cm['p50']:.1f} p50 / {cm['max']:.1f} max = {ours['commit_share']:.0%} of run time")
+    bm = raw["batch_ms"]
+    print(f"  raw rocksdict    {raw['equivalent_commands_per_s']:>12,.0f} equivalent commands/s "
+          f"({raw['keys_per_s']:,.0f} keys/s; {raw['keys_per_batch']:,} keys/batch, "
+          f"{bm['mean']:.1f} ms mean / {bm['max']:.1f} max)")
+    print(f"  ratio ours/raw   {r['ratio']:>12.3f}   "
+          f"[target {tg['ratio']}: {mark(tg['ratio_met'])}]")
+    print()
+    print("  where the time goes (µs/record, each stage timed alone):")
+    rows = [
+        ("runner, whole run", st["in_run_total"]),
+        ("  of which commit (store.write in the run)", st["in_run_commit"]),
+        ("  of which read + apply (the rest)", st["in_run_read_apply"]),
+        ("(a) log read", st["a_log_read"]),
+        ("(b) apply into Overlay(EmptyView)", st["b_apply_empty_view"]),
+        ("    of which codec.decode", st["b1_of_which_decode"]),
+        ("    of which sha256", st["b2_of_which_sha256"]),
+        ("(c) store.write of the batches", st["c_store_write"]),
+        ("(d) 2 store.get misses per record", st["d_store_get_misses_x2"]),
+        ("raw WriteBatch (same keys and sizes)", st["raw_write"]),
+        ("    of which db.write (rest: Python puts)", st["raw_of_which_db_write"]),
+    ]
+    for label, value in rows:
+        print(f"    {label:<44} {value:>8.2f}")
+    if "profile" in r:
+        print()
+        print(r["profile"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000, help="N SCHEDULE commands")
+    parser.add_argument("--batch", type=int, default=2_000, help="runner batch_records")
+    parser.add_argument("--append-group", type=int, default=1_000,
+                        help="records per synced log append while building the log")
+    parser.add_argument("--payload-bytes", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="parent of the temp directory (default: the system temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp directory")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--profile", action="store_true",
+                        help="add a cProfile pass of the runner (separate, not timed)")
+    parser.add_argument("--profile-top", type=int, default=25)
+    args = parser.parse_args(argv)
+    if args.records < 1 or args.batch < 1 or args.append_group < 1:
+        parser.error("--records, --batch and --append-group must be positive")
+
+    root = Path(tempfile.mkdtemp(prefix="nereus-bench-apply-", dir=args.dir))
+    try:
+        report = measure(args, root)
+    finally:
+        if args.keep:
+            print(f"kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

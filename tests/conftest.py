@@ -1,0 +1,55 @@
+"""Shared fixtures: a fresh home, the installed ``nereus`` run as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NEREUS = shutil.which("nereus", path=str(Path(sys.executable).parent)) or "nereus"
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None = None,
+               input_text: str | None = None, timeout: float = 120) -> CliResult:
+    """Run the installed ``nereus`` in a subprocess with a clean environment."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    environ["NO_COLOR"] = "1"
+    environ["COLUMNS"] = "200"
+    if env:
+        environ.update(env)
+    argv = [NEREUS, *(("--home", str(home)) if home else ()), *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=timeout,
+                          input=input_text, check=False)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An initialised home with one route (``default``, 2 partitions) and lane ``local``."""
+    path = tmp_path / "home"
+    result = run_nereus("init", "--partitions", "2", home=path)
+    assert result.code == 0, result.stderr
+    return path
+
+
+@pytest.fixture
+def nereus() -> Callable[..., CliResult]:
+    return run_nereus

@@ -1,0 +1,49 @@
+"""Small builders for state-machine tests: records with sensible defaults."""
+
+from __future__ import annotations
+
+from nereus import records as r
+from nereus.testing import MemoryShard
+
+
+def schedule(mid: str, at: int = 1_000, *, cmd: str | None = None, lane: str = "local",
+             **fields: object) -> r.Schedule:
+    return r.Schedule(command_id=cmd or f"s-{mid}", delay_message_id=mid, lane=lane,
+                      deliver_at_ms=at, action_at_ms=fields.pop("action_at_ms", at),  # type: ignore[arg-type]
+                      **fields)  # type: ignore[arg-type]
+
+
+def cancel(mid: str, *, cmd: str | None = None) -> r.Cancel:
+    return r.Cancel(command_id=cmd or f"c-{mid}", delay_message_id=mid)
+
+
+def reschedule(mid: str, at: int, *, cmd: str | None = None) -> r.Reschedule:
+    return r.Reschedule(command_id=cmd or f"r-{mid}-{at}", delay_message_id=mid,
+                        deliver_at_ms=at, action_at_ms=at)
+
+
+def admission(shard: MemoryShard, mid: str, attempt: str, *, earliest: int | None = None,
+              latest: int | None = None, epoch: int = 1) -> r.PublishAdmission:
+    """An admission for the message's current timeline work, as a scheduler would claim it."""
+    message = shard.message(mid)
+    assert message is not None and message.work_digest is not None
+    earliest = message.action_at_ms if earliest is None else earliest
+    return r.PublishAdmission(
+        attempt_id=attempt, delay_message_id=mid, generation=message.generation,
+        work_digest=message.work_digest, lane=message.lane, claim_id=f"claim-{attempt}",
+        claim_sequence=1, owner_id="owner-a", fencing_epoch=epoch, prepared_digest="p" * 8,
+        decided_earliest_ms=earliest, decided_latest_ms=earliest + 5 if latest is None else latest,
+    )
+
+
+def outcome(mid: str, attempt: str, result: r.Outcome,
+            disposition: r.Disposition = r.Disposition.NONE, *, oid: str | None = None,
+            evidence: str = "offset 7") -> r.PublishOutcome:
+    return r.PublishOutcome(outcome_id=oid or f"o-{attempt}-{result}-{disposition}",
+                            attempt_id=attempt, delay_message_id=mid, outcome=result,
+                            disposition=disposition, evidence=evidence)
+
+
+def op(key: str) -> dict[str, str]:
+    """Operator identity, reason and an idempotency key."""
+    return {"operator": "alice", "reason": "testing", "idempotency_key": key}

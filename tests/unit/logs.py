@@ -1,0 +1,74 @@
+"""A Hypothesis strategy for realistic Shard Logs.
+
+It drives a ``MemoryShard`` while drawing operations, the way clients and a scheduler
+would: admissions are built from the message's current timeline work, outcomes name
+open attempts, some records are re-delivered, some bytes are garbage. The result is a
+fixed list of (bytes, broker ms), which tests then apply in other ways and compare.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from nereus import records as r
+from nereus.testing import MemoryShard
+from tests.unit.builders import admission, cancel, op, outcome, reschedule, schedule
+
+MIDS = ["m0", "m1", "m2", "m3", "m4"]
+LogEntries = list[tuple[bytes, int]]
+
+
+@st.composite
+def shard_logs(draw: st.DrawFn, max_ops: int = 40) -> LogEntries:
+    shard = MemoryShard()
+    log: LogEntries = []
+    now = 1_000
+    count = draw(st.integers(min_value=1, max_value=max_ops))
+    for n in range(count):
+        now += draw(st.integers(min_value=0, max_value=500))
+        mid = draw(st.sampled_from(MIDS))
+        kind = draw(st.sampled_from(
+            ["schedule", "schedule", "cancel", "reschedule", "admit", "admit", "outcome",
+             "garbage", "redeliver", "gate", "resolve"]))
+        record: bytes | r.Record
+        if kind == "schedule":
+            record = schedule(mid, now + draw(st.integers(0, 2_000)), cmd=f"s{n}",
+                              lane=draw(st.sampled_from(["local", "slow"])))
+        elif kind == "cancel":
+            record = cancel(mid, cmd=f"c{n}")
+        elif kind == "reschedule":
+            record = reschedule(mid, now + draw(st.integers(0, 2_000)), cmd=f"r{n}")
+        elif kind == "admit":
+            message = shard.message(mid)
+            if message is None or message.work_digest is None:
+                continue
+            record = admission(shard, mid, f"a{n}", earliest=max(now, message.action_at_ms))
+            now = max(now, message.action_at_ms)
+        elif kind == "outcome":
+            message = shard.message(mid)
+            if message is None or message.open_attempt_id is None:
+                continue
+            result = draw(st.sampled_from(list(r.Outcome)))
+            disposition = r.Disposition.NONE if result != r.Outcome.NOT_PUBLISHED else draw(
+                st.sampled_from([r.Disposition.RETRIABLE, r.Disposition.PERMANENT]))
+            record = outcome(mid, message.open_attempt_id, result, disposition, oid=f"o{n}")
+        elif kind == "resolve":
+            message = shard.message(mid)
+            if message is None or message.open_attempt_id is None:
+                continue
+            record = r.AttemptResolve(attempt_id=message.open_attempt_id,
+                                      resolution=draw(st.sampled_from(list(r.Resolution))),
+                                      evidence="seen by ops", **op(f"k{n}"))
+        elif kind == "gate":
+            record = r.LaneGate(lane="local", gate=draw(st.sampled_from(list(r.Gate))),
+                                **op(f"g{n}"))
+        elif kind == "garbage":
+            record = draw(st.binary(max_size=40))
+        else:
+            if not log:
+                continue
+            record = draw(st.sampled_from(log))[0]
+        data = record if isinstance(record, bytes) else r.encode(record)
+        shard.apply(data, broker_ms=now)
+        log.append((data, now))
+    return log
