@@ -22,10 +22,12 @@ cancels = st.builds(r.Cancel, command_id=ids, delay_message_id=ids)
 reschedules = st.builds(r.Reschedule, command_id=ids, delay_message_id=ids, deliver_at_ms=times,
                         action_at_ms=times, expire_at_ms=opt_times)
 barriers = st.builds(r.QueryBarrier, command_id=ids)
-reserves = st.builds(r.PayloadReserve, command_id=ids, payload_id=ids, size_bytes=st.integers(0, 10**9),
+reserves = st.builds(r.PayloadReserve, command_id=ids, payload_id=ids,
+                     size_bytes=st.integers(0, 10**9),
                      sha256=st.text("0123456789abcdef", min_size=64, max_size=64),
                      expires_at_ms=times)
-commits = st.builds(r.PayloadCommit, command_id=ids, payload_id=ids, size_bytes=st.integers(0, 10**9),
+commits = st.builds(r.PayloadCommit, command_id=ids, payload_id=ids,
+                    size_bytes=st.integers(0, 10**9),
                     sha256=st.text("0123456789abcdef", min_size=64, max_size=64), object_key=ids)
 admissions = st.builds(
     r.PublishAdmission, attempt_id=ids, delay_message_id=ids, generation=st.integers(0, 5),

@@ -235,7 +235,8 @@ def test_claim_result_permanent_error_fails_the_message() -> None:
     assert result.status == ResultStatus.APPLIED
     message = shard.message("m1")
     assert message is not None and message.state == MessageState.FAILED
-    assert shard.keys_with_prefix(keys.TIMELINE) == [] and shard.keys_with_prefix(keys.ATTEMPT) == []
+    assert shard.keys_with_prefix(keys.TIMELINE) == []
+    assert shard.keys_with_prefix(keys.ATTEMPT) == []
 
 
 def test_claim_result_expired_needs_proof() -> None:

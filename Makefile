@@ -1,0 +1,37 @@
+# Nereus Delay developer tasks. `make check` is the whole test suite (what CI runs).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: check install lint types imports test bench demo clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+lint: install
+	$(BIN)/ruff check .
+
+types: install
+	$(BIN)/mypy
+
+imports: install
+	$(BIN)/lint-imports
+
+test: install
+	$(BIN)/pytest -q
+
+check: lint types imports test
+
+bench: install
+	$(BIN)/python bench/apply.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
+
+demo: install
+	NEREUS=$(BIN)/nereus scripts/core-demo
