@@ -212,7 +212,9 @@ class FileShardLog:
                 )
             cached = _Tail(base, path, 0, base, 0)
         size = path.stat().st_size
-        if size != cached.size:
+        if size != cached.size or (cached.base > 0 and cached.last_ms == 0):
+            # an empty last segment (a writer died right after rolling) takes its time
+            # from the segment before it, or a backwards clock could stamp earlier
             cached = self._scan_tail(cached, size)
         self._tail = cached
         return cached
@@ -346,7 +348,10 @@ class FileShardLog:
         with open(cursor.path, "rb") as handle:
             handle.seek(offset)
             rest = handle.read()
-        self._raise_unless_torn(cursor.path, offset, rest, 0, bad)
+        again = read_frame(rest, 0)
+        if isinstance(again, Frame):
+            return  # a frame appended while we read it: not damage, the next read gets it
+        self._raise_unless_torn(cursor.path, offset, rest, 0, again)
 
     def _seek(self, position: int) -> _Cursor | None:
         segments = self.segments()
