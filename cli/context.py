@@ -17,6 +17,7 @@ from nereus.shard import ShardId
 
 if TYPE_CHECKING:
     from nereus.config import Config
+    from nereus.engine.admin.client import AdminClient
     from nereus.engine.shardlog.file import FileShardLog
 
 
@@ -33,6 +34,7 @@ def resolve_home(option: str | None) -> Path:
 class Env:
     home: Path
     output: Output
+    home_explicit: bool = False
     _config: Config | None = None
     _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
 
@@ -85,6 +87,17 @@ class Env:
                 return log
             self._logs[key] = log
         return self._logs[key]
+
+    def admin(self) -> AdminClient:
+        """The engine's admin socket client (raises EngineUnreachable when not running)."""
+        from nereus.engine.admin.client import AdminClient
+
+        return AdminClient(self.layout.run / "admin.sock")
+
+    def engine_running(self) -> bool:
+        from nereus.engine.daemon import is_locked
+
+        return (self.layout.run / "admin.sock").exists() and is_locked(self.home)
 
     def close(self) -> None:
         for log in self._logs.values():

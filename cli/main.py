@@ -14,8 +14,12 @@ from typing import Annotated
 
 import typer
 
+from nereus.cli.commands import attempt as attempt_cmd
+from nereus.cli.commands import engine as engine_cmd
 from nereus.cli.commands import init as init_cmd
+from nereus.cli.commands import lane as lane_cmd
 from nereus.cli.commands import message as message_cmd
+from nereus.cli.commands import quickstart as quickstart_cmd
 from nereus.cli.commands import shard as shard_cmd
 from nereus.cli.context import Env, resolve_home
 from nereus.cli.output import Output
@@ -30,8 +34,12 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.command("init")(init_cmd.init)
+app.command("quickstart")(quickstart_cmd.quickstart)
+app.add_typer(engine_cmd.app, name="engine")
 app.add_typer(message_cmd.app, name="message")
 app.add_typer(shard_cmd.app, name="shard")
+app.add_typer(lane_cmd.app, name="lane")
+app.add_typer(attempt_cmd.app, name="attempt")
 
 
 @app.callback()
@@ -45,7 +53,8 @@ def _global(
     )] = False,
 ) -> None:
     json_mode = json_output or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
-    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode))
+    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode),
+                  home_explicit=bool(home))
     ctx.call_on_close(ctx.obj.close)
 
 

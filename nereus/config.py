@@ -32,8 +32,7 @@ from nereus.shard import validate_route_name
 LOG_BACKENDS = ("file", "kafka", "pulsar")
 DESTINATIONS = ("file", "kafka", "pulsar")
 _ROUTE_KEYS = {"log", "partitions", "bootstrap", "service_url", "topic"}
-_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "ordered",
-              "capacity", "retry_max", "retry_backoff_ms", "lead_ms"}
+_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "lead_ms"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +57,7 @@ class Config:
     lanes: dict[str, LaneSettings]
     limits: Limits
     source: str
+    engine: dict[str, Any] = field(default_factory=dict)
 
     def route(self, name: str) -> RouteSettings:
         try:
@@ -148,7 +148,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
             raise _error(text, source, "shard", key, f"unknown limit {key!r}")
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise _error(text, source, "shard", key, f"{key} must be a positive integer")
-    return Config(routes, lanes, Limits(**limit_table), source)
+    engine = data.get("engine", {})
+    if not isinstance(engine, dict):
+        raise _error(text, source, "engine", None, "[engine] must be a table")
+    return Config(routes, lanes, Limits(**limit_table), source, engine)
 
 
 def render_config(*, route: str, partitions: int, log: str) -> str:

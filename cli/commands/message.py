@@ -74,36 +74,136 @@ def _receipt(item: Queued) -> dict[str, Any]:
     }
 
 
-def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
+def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
+    """Queue through the engine when it runs (optionally waiting), else straight to the log."""
+    import base64
+
     from nereus.client import queue
     from nereus.errors import EngineUnreachable
 
+    if env.engine_running():
+        body = {
+            "records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
+                        for p in prepared],
+            "wait_ms": 30_000 if wait else 0,
+        }
+        answer = env.admin().post("/v1/commands", body, timeout=120)
+        out = []
+        for item, receipt in zip(prepared, answer["receipts"], strict=True):
+            data = {"kind": item.kind, "delay_message_id": item.delay_message_id,
+                    "command_id": item.command_id, **receipt}
+            out.append(data)
+        return out
     if wait:
-        # --wait reports APPLIED evidence, which only a running engine produces.
-        sock = env.layout.run / "admin.sock"
-        if not sock.exists():
-            raise EngineUnreachable(
-                f"--wait needs the engine, and no engine answers at {sock}",
-                hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
-            )
-    queued = queue([prepared], env.file_log)[0]
-    data = _receipt(queued)
+        raise EngineUnreachable(
+            f"--wait needs the engine, and none runs on {env.home}",
+            hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
+        )
+    return [_receipt(q) for q in queue(prepared, env.file_log)]
+
+
+def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
+    data = _submit(env, [prepared], wait)[0]
 
     def human(out: Console) -> None:
-        out.print(
-            f"{data['kind']} {data['delay_message_id']} queued on shard {data['shard']} at "
-            f"position {data['source_position']}  [dim](QUEUED: durable in the Shard Log, "
-            f"not yet applied)[/dim]"
-        )
+        if data["evidence"] == "APPLIED":
+            why = f" ({data['reason']}: {data['detail']})" if data.get("reason") else ""
+            out.print(f"{data['kind']} {data['delay_message_id']} {data['result']} on shard "
+                      f"{data['shard']} at position {data['source_position']}{why}")
+        else:
+            out.print(
+                f"{data['kind']} {data['delay_message_id']} queued on shard {data['shard']} at "
+                f"position {data['source_position']}  [dim](QUEUED: durable in the Shard Log, "
+                f"not yet applied)[/dim]"
+            )
         out.print(f"  command id {data['command_id']}")
 
     env.output.emit(data, human)
+    if data.get("result") == "REJECTED":
+        raise typer.Exit(1)
+
+
+def _prepare_one(
+    env: Env, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None, key: str | None,
+    headers: dict[str, str], body: bytes, message_id: str | None, route: str,
+) -> Prepared:
+    from nereus.client import prepare_schedule
+    from nereus.errors import NotFound, UsageError
+
+    config = env.config
+    if lane not in config.lanes:
+        known = ", ".join(sorted(config.lanes)) or "none"
+        raise NotFound(f"no lane {lane!r} in {config.source} (configured: {known})")
+    if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
+        raise UsageError("expire_at is before the delivery time: it could never be published")
+    limit = config.limits.max_inline_payload_bytes
+    if len(body) > limit:
+        raise UsageError(
+            f"the payload is {len(body)} bytes, over the inline limit of {limit} "
+            f"({config.source} [shard] max_inline_payload_bytes)",
+            hint="raise the limit, or shrink the payload; the object-store payload path is not "
+            "in this build yet",
+        )
+    return prepare_schedule(
+        _route(env, route), command_id=str(uuid.uuid4()),
+        delay_message_id=_check_id(message_id or str(uuid.uuid4()), "id"), lane=lane,
+        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
+        payload=body,
+    )
+
+
+def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
+    import json
+
+    from nereus.errors import NereusError, UsageError
+    from nereus.timespec import parse_time_ms
+
+    where = f"line {number}"
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(item, dict):
+        raise UsageError(f"{where}: expected a JSON object")
+    unknown = set(item) - {"id", "lane", "deliver_at", "delay", "expire_at", "key", "headers",
+                           "payload"}
+    if unknown:
+        raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    try:
+        if not isinstance(item.get("lane"), str):
+            raise UsageError("field lane: a lane name is required")
+        deliver, delay = item.get("deliver_at"), item.get("delay")
+        deliver_at_ms = _when(None if deliver is None else str(deliver),
+                              None if delay is None else str(delay), what="field deliver_at/delay")
+        expire = item.get("expire_at")
+        headers = item.get("headers") or {}
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise UsageError("field headers: expected an object of strings")
+        payload = item.get("payload", "")
+        if not isinstance(payload, str):
+            raise UsageError("field payload: expected a string")
+        key = item.get("key")
+        if key is not None and not isinstance(key, str):
+            raise UsageError("field key: expected a string")
+        return _prepare_one(
+            env, lane=item["lane"], deliver_at_ms=deliver_at_ms,
+            expire_at_ms=None if expire is None else parse_time_ms(str(expire),
+                                                                   field="field expire_at"),
+            key=key, headers=headers, body=payload.encode(),
+            message_id=None if item.get("id") is None else str(item["id"]), route=route,
+        )
+    except NereusError as exc:
+        exc.message = f"{where}: {exc.message}"
+        raise
 
 
 @app.command("schedule")
 def schedule(
     ctx: typer.Context,
-    lane: Annotated[str, typer.Option("--lane", help="Destination lane (from nereus.toml).")],
+    lane: Annotated[str | None, typer.Option(
+        "--lane", help="Destination lane (from nereus.toml).")] = None,
     deliver_at: Annotated[str | None, typer.Option(
         "--deliver-at", help="Not-before time: ISO-8601 with zone, or epoch ms.")] = None,
     delay: Annotated[str | None, typer.Option(
@@ -118,23 +218,27 @@ def schedule(
         "--payload-file", help="Read the payload from a file.")] = None,
     message_id: Annotated[str | None, typer.Option(
         "--id", help="The delayMessageId (default: a new UUID).")] = None,
+    batch: Annotated[Path | None, typer.Option(
+        "--batch", help="JSON lines, one message each: id, lane, deliver_at or delay, "
+        "expire_at, key, headers, payload. Queued with group commit.")] = None,
     route: RouteOption = "default",
     wait: WaitOption = False,
 ) -> None:
     """Schedule a message for publication not before a time."""
-    from nereus.client import prepare_schedule
-    from nereus.errors import NotFound, UsageError
+    from nereus.errors import UsageError
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
+    if batch is not None:
+        if any(v is not None for v in (lane, deliver_at, delay, payload, payload_file,
+                                       message_id, key, expire_at)) or header:
+            raise UsageError("--batch takes every field from the file; give no other message flags")
+        _schedule_batch(env, batch, route, wait)
+        return
+    if lane is None:
+        raise UsageError("--lane is required (or --batch FILE)")
     deliver_at_ms = _when(deliver_at, delay, what="schedule")
     expire_at_ms = None if expire_at is None else parse_time_ms(expire_at, field="--expire-at")
-    if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
-        raise UsageError("--expire-at is before the delivery time: it could never be published")
-    config = env.config
-    if lane not in config.lanes:
-        known = ", ".join(sorted(config.lanes)) or "none"
-        raise NotFound(f"no lane {lane!r} in {config.source} (configured: {known})")
     headers: dict[str, str] = {}
     for item in header or []:
         name, sep, value = item.partition("=")
@@ -150,21 +254,31 @@ def schedule(
             raise UsageError(f"--payload-file {payload_file}: {exc.strerror}") from None
     else:
         body = (payload or "").encode()
-    limit = config.limits.max_inline_payload_bytes
-    if len(body) > limit:
-        raise UsageError(
-            f"the payload is {len(body)} bytes, over the inline limit of {limit} "
-            f"({config.source} [shard] max_inline_payload_bytes)",
-            hint="raise the limit, or shrink the payload; the object-store payload path is not "
-            "in this build yet",
-        )
-    prepared = prepare_schedule(
-        _route(env, route), command_id=str(uuid.uuid4()),
-        delay_message_id=_check_id(message_id or str(uuid.uuid4()), "--id"), lane=lane,
-        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
-        payload=body,
-    )
+    prepared = _prepare_one(env, lane=lane, deliver_at_ms=deliver_at_ms,
+                            expire_at_ms=expire_at_ms, key=key, headers=headers, body=body,
+                            message_id=message_id, route=route)
     _queue_and_report(env, prepared, wait)
+
+
+def _schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
+    from nereus.errors import UsageError
+
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise UsageError(f"--batch {path}: {exc.strerror}") from None
+    prepared = [_batch_line(env, number, line, route)
+                for number, line in enumerate(lines, start=1) if line.strip()]
+    if not prepared:
+        raise UsageError(f"--batch {path}: no messages in the file")
+    receipts = _submit(env, prepared, wait)
+    rejected = sum(1 for r in receipts if r.get("result") == "REJECTED")
+    data = {"queued": len(receipts), "rejected": rejected, "receipts": receipts}
+    env.output.emit(data, lambda out: out.print(
+        f"queued {len(receipts)} message(s) from {path}"
+        + (f"; {rejected} REJECTED" if rejected else "")))
+    if rejected:
+        raise typer.Exit(1)
 
 
 @app.command("cancel")
@@ -210,3 +324,65 @@ def reschedule(
         expire_at_ms=None if expire_at is None else parse_time_ms(expire_at, field="--expire-at"),
     )
     _queue_and_report(env, prepared, wait)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
+    barrier: Annotated[bool, typer.Option(
+        "--barrier", help="Append a query barrier first, so the answer is conclusive.")] = False,
+    route: RouteOption = "default",
+) -> None:
+    """Queued vs applied vs message state, attempts and their evidence (needs the engine)."""
+    env: Env = ctx.obj
+    data = env.admin().message(message_id, route=route, barrier=barrier)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        out.print(f"[bold]{data['delay_message_id']}[/bold] on {data['shard']}: "
+                  f"[bold]{data['state']}[/bold] (generation {data['generation']}, lane "
+                  f"{data['lane']})")
+        out.print(f"  deliver at {data['deliver_at']}  action at {data['action_at']}"
+                  + (f"  expire at {data['expire_at']}" if data["expire_at"] else ""))
+        conclusive = "conclusive" if data["conclusive"] else (
+            "not conclusive: commands may be queued but not applied (use --barrier)")
+        out.print(f"  applied up to position {data['applied_position']} of "
+                  f"{data['log_end_position']}: {conclusive}")
+        if data["detail"]:
+            out.print(f"  {data['detail']}")
+        if data["attempts"]:
+            table = Table("attempt", "no", "state", "evidence")
+            for attempt in data["attempts"]:
+                table.add_row(attempt["attempt_id"], str(attempt["attempt_no"]),
+                              attempt["state"], attempt["evidence"] or "-")
+            out.print(table)
+
+    env.output.emit(data, human)
+
+
+@app.command("list")
+def list_messages(
+    ctx: typer.Context,
+    shard: Annotated[str | None, typer.Option("--shard", help="Only this shard.")] = None,
+    state: Annotated[str | None, typer.Option(
+        "--state", help="Only this state (SCHEDULED, PUBLISHED, UNCERTAIN, ...).")] = None,
+    lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+) -> None:
+    """List messages (needs the engine)."""
+    env: Env = ctx.obj
+    data = env.admin().get("/v1/messages", shard=shard, state=state.upper() if state else None,
+                           lane=lane, limit=limit)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        table = Table("id", "shard", "lane", "state", "deliver at", "gen")
+        for m in data["messages"]:
+            table.add_row(m["delay_message_id"], m["shard"], m["lane"], m["state"],
+                          m["deliver_at"], str(m["generation"]))
+        out.print(table)
+
+    env.output.emit(data, human)

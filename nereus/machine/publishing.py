@@ -129,6 +129,7 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         fencing_epoch=rec.fencing_epoch, prepared_digest=rec.prepared_digest,
         admitted_position=tx.position, admitted_broker_ms=tx.broker_ms,
     ))
+    tx.put(keys.msg_attempt_key(message.delay_message_id, attempt_no), rec.attempt_id.encode())
     tx.put(
         keys.obligation_key(message.delay_message_id, rec.attempt_id),
         encode_value(Obligation(

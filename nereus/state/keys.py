@@ -20,6 +20,7 @@ prefix  family       key after the prefix                                       
 0x07    obligation   delayMessageId, 0x00, attemptId                             Obligation
 0x08    lane         lane name (utf-8)                                           Lane
 0x09    payload      payloadId (utf-8)                                           PayloadStage
+0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -33,7 +34,8 @@ Why these layouts:
 * ``reject`` holds the results of records that have no usable dedup key (undecodable
   bytes, a conflicting duplicate), keyed by their position so every record leaves one.
 * ``obligation`` is keyed by message first so "the open attempts of this message" is one
-  prefix scan.
+  prefix scan; ``msgattempt`` lists every attempt of a message in attempt order, for
+  ``message show``.
 
 Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``).
 """
@@ -53,6 +55,7 @@ ATTEMPT: Final = b"\x06"
 OBLIGATION: Final = b"\x07"
 LANE: Final = b"\x08"
 PAYLOAD: Final = b"\x09"
+MSG_ATTEMPT: Final = b"\x0a"
 CLAIM: Final = b"\x81"
 SCHED: Final = b"\x82"
 
@@ -66,6 +69,7 @@ FAMILIES: Final = {
     "obligation": OBLIGATION,
     "lane": LANE,
     "payload": PAYLOAD,
+    "msgattempt": MSG_ATTEMPT,
     "claim": CLAIM,
     "sched": SCHED,
 }
@@ -128,6 +132,14 @@ def obligation_prefix(delay_message_id: str) -> bytes:
 
 def obligation_key(delay_message_id: str, attempt_id: str) -> bytes:
     return obligation_prefix(delay_message_id) + attempt_id.encode()
+
+
+def msg_attempt_prefix(delay_message_id: str) -> bytes:
+    return MSG_ATTEMPT + delay_message_id.encode() + b"\x00"
+
+
+def msg_attempt_key(delay_message_id: str, attempt_no: int) -> bytes:
+    return msg_attempt_prefix(delay_message_id) + attempt_no.to_bytes(4, "big")
 
 
 def lane_key(lane: str) -> bytes:

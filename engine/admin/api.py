@@ -1,0 +1,228 @@
+"""What the admin socket answers: read models over the engine's live shards, command
+submission (append + optional wait for the applied result), and status snapshots.
+
+Reads of RocksDB here run on admin threads beside the shard loops; RocksDB reads are
+thread-safe and never block the loops' writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from nereus.engine.engine import Engine
+from nereus.engine.shard_loop import ShardLoop
+from nereus.errors import NotFound, UsageError
+from nereus.machine import dedup_key
+from nereus.records import QueryBarrier, decode, encode
+from nereus.records.codec import DecodeFailure
+from nereus.shard import ShardId, partition_for
+from nereus.state import keys
+from nereus.state.values import Result, decode_value
+from nereus.timespec import format_time_ms
+from nereus.views import (
+    attempt_view,
+    due_backlog,
+    find_message,
+    iter_messages,
+    message_view,
+    open_attempts,
+)
+
+
+def result_view(result: Result) -> dict[str, Any]:
+    return {
+        "result": result.status.value,
+        "reason": result.reason,
+        "detail": result.detail,
+        "kind": result.kind,
+        "position": result.position,
+        "delay_message_id": result.delay_message_id,
+        "generation": result.generation,
+        "attempt_id": result.attempt_id,
+    }
+
+
+class AdminApi:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # helpers --------------------------------------------------------------------------
+    def _loop(self, shard_text: str) -> ShardLoop:
+        shard = ShardId.parse(shard_text)
+        loop = self.engine.shards.get(shard)
+        if loop is None:
+            raise NotFound(f"shard {shard} is not owned by this engine")
+        return loop
+
+    def _loop_for_message(self, delay_message_id: str, route: str) -> ShardLoop:
+        settings = self.engine.config.route(route)
+        shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
+        return self.engine.shards[shard]
+
+    # status ---------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        assert self.engine.clock is not None
+        now = self.engine.clock.now()
+        return {
+            "running": True,
+            "owner_id": self.engine.owner_id,
+            "home": str(self.engine.home),
+            "started_at": format_time_ms(self.engine.started_ms),
+            "trusted_time": {"earliest": format_time_ms(now.earliest_ms),
+                             "latest": format_time_ms(now.latest_ms),
+                             "uncertainty_ms": now.uncertainty_ms},
+            "shards": self.shards(),
+            "lanes": self.lanes(),
+        }
+
+    def shards(self) -> list[dict[str, Any]]:
+        out = []
+        for shard, loop in sorted(self.engine.shards.items()):
+            end = loop.log.end_position()
+            applied = loop.applied_position
+            out.append({
+                "shard": str(shard),
+                "state": loop.state,
+                "epoch": loop.epoch,
+                "applied_position": applied,
+                "log_end_position": end,
+                "lag": end - (0 if applied is None else applied + 1),
+                "claims": len(loop._claims),
+                "in_flight": loop.in_flight,
+                "admissions": loop.admissions,
+                "uncertain": sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
+                "error": loop.error,
+            })
+        return out
+
+    def lanes(self) -> list[dict[str, Any]]:
+        assert self.engine.clock is not None
+        now = self.engine.clock.now()
+        out = []
+        for name, publisher in sorted(self.engine.publishers.items()):
+            gates, backlog, open_attempts_count, counts = set(), 0, 0, {}
+            for loop in self.engine.shards.values():
+                lane = loop.lanes()[name]
+                gates.add(lane.gate.value)
+                backlog += due_backlog(loop.store, name, now.earliest_ms)
+                open_attempts_count += lane.open_attempts
+                for state, n in lane.counts.items():
+                    counts[state] = counts.get(state, 0) + n
+            out.append({
+                "lane": name,
+                "destination": self.engine.config.lanes[name].destination,
+                "gate": "CLOSED" if "CLOSED" in gates else "OPEN",
+                "readiness": "READY" if publisher.ready else "NOT_READY",
+                "not_ready_reason": publisher.not_ready_reason,
+                "due_backlog": backlog,
+                "in_flight": self.engine.permits.in_flight(name),
+                "open_attempts": open_attempts_count,
+                "published": publisher.published,
+                "failures": publisher.failures,
+                "messages_by_state": counts,
+            })
+        return out
+
+    # messages and attempts ------------------------------------------------------------
+    def message(self, delay_message_id: str, *, route: str = "default",
+                barrier: bool = False) -> dict[str, Any]:
+        loop = self._loop_for_message(delay_message_id, route)
+        barrier_position = None
+        if barrier:
+            data = encode(QueryBarrier(command_id=f"barrier-{self.engine.new_id()}"))
+            (receipt,) = loop.log.append([data])
+            loop._wake.set()
+            if not loop.wait_applied(receipt.position, 30):
+                raise UsageError(f"the query barrier at {receipt.position} was not applied in 30 s")
+            barrier_position = receipt.position
+        message = find_message(loop.store, delay_message_id)
+        end = loop.log.end_position()
+        applied = loop.applied_position
+        if message is None:
+            raise NotFound(f"no message {delay_message_id} on shard {loop.shard} (applied up to "
+                           f"position {applied}, log end {end})")
+        view = message_view(loop.store, message, str(loop.shard))
+        view["applied_position"] = applied
+        view["log_end_position"] = end
+        view["barrier_position"] = barrier_position
+        view["conclusive"] = barrier_position is not None or (applied is not None and
+                                                              applied + 1 >= end)
+        return view
+
+    def messages(self, *, shard: str | None, state: str | None, lane: str | None,
+                 limit: int) -> list[dict[str, Any]]:
+        loops = [self._loop(shard)] if shard else [
+            loop for _, loop in sorted(self.engine.shards.items())]
+        out: list[dict[str, Any]] = []
+        for loop in loops:
+            for message in iter_messages(loop.store, state=state, lane=lane):
+                out.append(message_view(loop.store, message, str(loop.shard),
+                                        with_attempts=False))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def attempts(self, *, shard: str | None, state: str | None) -> list[dict[str, Any]]:
+        wanted = {"publishing": "PUBLISHING", "unknown": "UNKNOWN"}.get(
+            (state or "").lower(), state)
+        loops = [self._loop(shard)] if shard else [
+            loop for _, loop in sorted(self.engine.shards.items())]
+        out = []
+        for loop in loops:
+            for attempt in open_attempts(loop.store, state=wanted):
+                view = attempt_view(attempt)
+                view["shard"] = str(loop.shard)
+                out.append(view)
+        return out
+
+    # commands -------------------------------------------------------------------------
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Append records (base64, grouped per shard) and optionally wait for results."""
+        items = body.get("records")
+        if not isinstance(items, list) or not items:
+            raise UsageError("body needs records: [{shard, data}] with data in base64")
+        wait_ms = int(body.get("wait_ms", 0))
+        grouped: dict[ShardLoop, list[tuple[int, bytes]]] = {}
+        for index, item in enumerate(items):
+            try:
+                loop = self._loop(str(item["shard"]))
+                data = base64.b64decode(item["data"], validate=True)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"records[{index}]: {exc}") from None
+            grouped.setdefault(loop, []).append((index, data))
+        receipts: list[dict[str, Any]] = [{} for _ in items]
+        waits: list[tuple[ShardLoop, int, bytes, int]] = []
+        for loop, entries in grouped.items():
+            got = loop.log.append([data for _, data in entries])
+            loop._wake.set()
+            for (index, data), receipt in zip(entries, got, strict=True):
+                receipts[index] = {"shard": str(loop.shard), "source_position": receipt.position,
+                                   "broker_time": format_time_ms(receipt.broker_ms),
+                                   "evidence": "QUEUED"}
+                waits.append((loop, receipt.position, data, index))
+        if wait_ms > 0:
+            for loop, position, data, index in waits:
+                if loop.wait_applied(position, wait_ms / 1000):
+                    receipts[index].update(self.result_at(loop, position, data))
+                    receipts[index]["evidence"] = "APPLIED"
+        return {"receipts": receipts}
+
+    @staticmethod
+    def result_at(loop: ShardLoop, position: int, data: bytes) -> dict[str, Any]:
+        """The result the record at ``position`` left (its own, or its dedup key's first)."""
+        rejected = loop.store.get(keys.reject_key(position))
+        if rejected is not None:
+            return result_view(decode_value(rejected, Result))
+        record = decode(data)
+        if isinstance(record, DecodeFailure):  # pragma: no cover - stored under reject
+            raise UsageError(f"record at {position} is not decodable: {record.detail}")
+        key = dedup_key(record)
+        raw = loop.store.get(keys.result_key(key)) if key else None
+        if raw is None:
+            raise NotFound(f"no result for position {position}")
+        view = result_view(decode_value(raw, Result))
+        view["duplicate_of"] = None if view["position"] == position else view["position"]
+        view["record_sha256"] = hashlib.sha256(data).hexdigest()
+        return view

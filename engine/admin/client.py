@@ -1,0 +1,90 @@
+"""The thin admin-socket client the CLI and the TUI use (stdlib only, no engine imports)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from nereus.errors import EngineUnreachable, NereusError, NotFound, UsageError
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = str(path)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class AdminClient:
+    def __init__(self, path: Path, *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+
+    def _request(self, method: str, url: str, body: dict[str, Any] | None = None,
+                 timeout: float | None = None) -> Any:
+        conn = _UnixConnection(self.path, timeout or self.timeout)
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            conn.request(method, url, body=payload, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise EngineUnreachable(
+                f"the engine is not running (no answer at {self.path}: {exc.strerror})",
+                hint="start it with `nereus engine start`",
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise EngineUnreachable(f"the engine at {self.path} did not answer: {exc}") from None
+        finally:
+            conn.close()
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError:
+            raise EngineUnreachable(f"the engine answered with non-JSON: {data[:80]!r}") from None
+        if response.status == 404:
+            raise NotFound(decoded.get("error", "not found"), hint=decoded.get("hint"))
+        if response.status in (400, 403):
+            raise UsageError(decoded.get("error", "refused"))
+        if response.status >= 300:
+            raise NereusError(decoded.get("error", f"HTTP {response.status}"),
+                              hint=decoded.get("hint"))
+        return decoded
+
+    def get(self, path: str, **query: Any) -> Any:
+        params = {k: v for k, v in query.items() if v is not None}
+        url = path + ("?" + urlencode(params) if params else "")
+        return self._request("GET", url)
+
+    def post(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> Any:
+        return self._request("POST", path, body, timeout=timeout)
+
+    def message(self, delay_message_id: str, *, route: str, barrier: bool) -> Any:
+        return self.get(f"/v1/messages/{quote(delay_message_id, safe='')}", route=route,
+                        barrier="1" if barrier else None)
+
+    def feed(self, interval: float = 1.0) -> Iterator[dict[str, Any]]:
+        """Status documents from the streaming feed, one per interval."""
+        conn = _UnixConnection(self.path, self.timeout)
+        try:
+            conn.request("GET", f"/v1/feed?interval={interval}")
+            response = conn.getresponse()
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                yield json.loads(line)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise EngineUnreachable(f"the engine is not running ({exc.strerror})") from None
+        finally:
+            conn.close()

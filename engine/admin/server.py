@@ -1,0 +1,202 @@
+"""The admin socket server: HTTP/1.1 + JSON over a Unix socket, like the Docker daemon.
+
+* The socket is created with mode 0600 (the umask is tightened around ``bind``, so there is
+  no window where it is wider) and every connection's peer credentials (SO_PEERCRED) are
+  checked: only the daemon's own user and root are served; anyone else gets 403.
+* Malformed requests get a 4xx JSON error; an exception in a handler is a 500 JSON error
+  for that request only. Nothing a client sends can stop the daemon.
+* ``GET /v1/feed`` streams one JSON status document per line (chunked) at least once a
+  second until the client goes away or the engine stops: the dashboard's data source.
+
+Endpoints: ``GET /v1/status``, ``/v1/shards``, ``/v1/lanes``, ``/v1/messages``,
+``/v1/messages/<id>``, ``/v1/attempts``, ``/v1/feed``; ``POST /v1/commands``,
+``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock http://x/v1/status`` works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import struct
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from nereus.engine.admin.api import AdminApi
+from nereus.errors import NereusError, NotFound, UsageError
+
+MAX_BODY = 64 << 20
+
+
+def peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    api: AdminApi
+    on_shutdown: Callable[[], None]
+    stopping: threading.Event
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "nereus-admin/1"
+    timeout = 60
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # requests are not logged line by line; the engine log has the events
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        self._json(code, {"error": message or "bad request", "detail": explain})
+
+    def _json(self, code: int, body: Any) -> None:
+        data = (json.dumps(body, default=str) + "\n").encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+    def _allowed(self) -> bool:
+        uid = peer_uid(self.connection)
+        if uid in (os.getuid(), 0):
+            return True
+        self._json(403, {"error": f"uid {uid} may not use this engine's admin socket"})
+        self.close_connection = True
+        return False
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise UsageError(f"request body of {length} bytes is over {MAX_BODY}")
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise UsageError(f"request body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise UsageError("request body must be a JSON object")
+        return body
+
+    def _dispatch(self, method: str) -> None:
+        if not self._allowed():
+            return
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        api = self.server.api
+        try:
+            if method == "GET" and url.path == "/v1/feed":
+                self._feed(float(query.get("interval", "1")))
+                return
+            body = self._route(method, url.path, query, api)
+        except NotFound as exc:
+            self._json(404, {"error": exc.message, "hint": exc.hint})
+        except (UsageError, ValueError) as exc:
+            message = exc.message if isinstance(exc, NereusError) else str(exc)
+            self._json(400, {"error": message})
+        except NereusError as exc:
+            self._json(409, {"error": exc.message, "hint": exc.hint})
+        except Exception as exc:
+            self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+        else:
+            self._json(200, body)
+
+    def _route(self, method: str, path: str, query: dict[str, str], api: AdminApi) -> Any:
+        if method == "GET":
+            if path == "/v1/status":
+                return api.status()
+            if path == "/v1/shards":
+                return {"shards": api.shards()}
+            if path == "/v1/lanes":
+                return {"lanes": api.lanes()}
+            if path == "/v1/attempts":
+                return {"attempts": api.attempts(shard=query.get("shard"),
+                                                 state=query.get("state"))}
+            if path == "/v1/messages":
+                return {"messages": api.messages(
+                    shard=query.get("shard"), state=query.get("state"),
+                    lane=query.get("lane"), limit=int(query.get("limit", "100")))}
+            if path.startswith("/v1/messages/"):
+                return api.message(unquote(path[len("/v1/messages/"):]),
+                                   route=query.get("route", "default"),
+                                   barrier=query.get("barrier") in ("1", "true"))
+        elif method == "POST":
+            if path == "/v1/commands":
+                return api.submit(self._body())
+            if path == "/v1/shutdown":
+                threading.Thread(target=self.server.on_shutdown, daemon=True).start()
+                return {"stopping": True}
+        raise NotFound(f"no endpoint {method} {path}")
+
+    def _feed(self, interval: float) -> None:
+        interval = min(max(interval, 0.1), 1.0)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            while not self.server.stopping.is_set():
+                line = (json.dumps(self.server.api.status(), default=str) + "\n").encode()
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+                self.server.stopping.wait(interval)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+
+class AdminServer:
+    def __init__(self, api: AdminApi, path: Path, *, on_shutdown: Callable[[], None]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() or self.path.is_symlink():
+            self.path.unlink()
+        old = os.umask(0o177)
+        try:
+            self._server = _Server(str(self.path), _Handler)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        self._server.api = api
+        self._server.on_shutdown = on_shutdown
+        self._server.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.2}, name="admin-socket",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+        time.sleep(0)
+        if self.path.exists():
+            self.path.unlink()

@@ -1,0 +1,1 @@
+"""Destination adapters behind one Protocol (file now; Kafka and Pulsar next)."""

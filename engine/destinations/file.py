@@ -1,0 +1,113 @@
+"""The file destination: one JSON line per publish, fsynced before PUBLISHED.
+
+Each line carries ``delay_message_id``, ``attempt_id``, ``lane``, ``generation``,
+``deliver_at`` and ``published_at`` (ISO-8601 UTC; ``published_at`` is read after
+admission, just before the write), ``key``, ``headers`` and ``payload`` (text when it is
+UTF-8, else base64 with ``payload_encoding = "base64"``).
+
+Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
+RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
+when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
+final fsync fails the bytes may or may not be durable: UNKNOWN. Evidence for PUBLISHED
+is ``<path>@<byte offset>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.records import Disposition, Outcome
+from nereus.timespec import format_time_ms
+
+
+def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
+    template = request.template
+    try:
+        payload: str = template.payload.decode("utf-8")
+        encoding = None
+    except UnicodeDecodeError:
+        payload = base64.b64encode(template.payload).decode()
+        encoding = "base64"
+    line = {
+        "delay_message_id": template.delay_message_id,
+        "attempt_id": request.attempt_id,
+        "lane": template.lane,
+        "generation": template.generation,
+        "deliver_at": format_time_ms(template.deliver_at_ms),
+        "published_at": format_time_ms(published_at_ms),
+        "key": template.key,
+        "headers": template.headers,
+        "payload": payload,
+    }
+    if encoding:
+        line["payload_encoding"] = encoding
+    return (json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+class FileDestination:
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = Path(path)
+
+    def probe(self) -> str | None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            return f"cannot open {self.path}: {exc.strerror}"
+        os.close(fd)
+        return None
+
+    def publish(
+        self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]
+    ) -> list[PublishResult]:
+        def every(outcome: Outcome, disposition: Disposition, evidence: str) -> list[PublishResult]:
+            return [PublishResult(r.attempt_id, outcome, disposition, evidence) for r in requests]
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                         f"open {self.path} failed before any write: {exc.strerror}")
+        try:
+            start = os.fstat(fd).st_size
+            published_at = now_ms()
+            lines = [render_line(r, published_at) for r in requests]
+            data = b"".join(lines)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError as exc:
+                try:
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                except OSError:
+                    return every(Outcome.UNKNOWN, Disposition.NONE,
+                                 f"write to {self.path} failed ({exc.strerror}) and the partial "
+                                 "write could not be removed")
+                return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                             f"write to {self.path} failed ({exc.strerror}); partial write removed")
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                return every(Outcome.UNKNOWN, Disposition.NONE,
+                             f"fsync of {self.path} failed ({exc.strerror}) after writing")
+        finally:
+            os.close(fd)
+        results = []
+        offset = start
+        for request, line in zip(requests, lines, strict=True):
+            results.append(PublishResult(request.attempt_id, Outcome.PUBLISHED, Disposition.NONE,
+                                         f"{self.path}@{offset}", published_at))
+            offset += len(line)
+        return results
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,175 @@
+"""The Engine: owns every shard of a home (store, log, loop), the lane publishers and the
+Trusted UTC clock; starts them in order and stops them so that no producer call is
+silently dropped.
+
+Threads and their owner (all started and joined here): one loop thread per shard, one
+publisher thread per lane; the admin socket server is owned by the daemon.
+
+Stop: shards stop claiming; admissions already appended are applied; publishers finish
+the call in progress (up to the stop timeout). Requests that never reached the
+destination are declined (NOT_PUBLISHED LANE_UNAVAILABLE, back to the timeline); a call
+still running at the deadline is recorded UNKNOWN (it may have been sent). Every outcome
+goes through the Shard Log before the shard loop exits.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nereus.config import Config
+from nereus.engine.clock import TrustedClock
+from nereus.engine.destinations.file import FileDestination
+from nereus.engine.destinations.protocol import Destination, PublishResult
+from nereus.engine.publisher import LanePublisher
+from nereus.engine.scheduler.permits import PermitLimits, Permits
+from nereus.engine.scheduler.planner import PlannerSettings
+from nereus.engine.shard_loop import LoopSettings, ShardLoop
+from nereus.engine.shardlog.file import FileShardLog
+from nereus.errors import ConfigError
+from nereus.layout import HomeLayout
+from nereus.records import Disposition, Outcome
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    max_clock_error_ms: int = 20
+    stop_timeout_s: float = 10.0
+    permits: PermitLimits = PermitLimits()
+    loop: LoopSettings = LoopSettings()
+
+    @classmethod
+    def from_config(cls, table: dict[str, Any], source: str) -> EngineSettings:
+        known = {"max_clock_error_ms", "stop_timeout_s", "quantum", "claim_ttl_ms",
+                 "max_in_flight", "lane_in_flight", "max_in_flight_bytes", "poll_interval_ms"}
+        for key in table:
+            if key not in known:
+                raise ConfigError(f"{source}: [engine] unknown key {key!r}",
+                                  hint=f"known keys: {', '.join(sorted(known))}")
+        planner = PlannerSettings(
+            quantum=int(table.get("quantum", 256)),
+            claim_ttl_ms=int(table.get("claim_ttl_ms", 30_000)),
+        )
+        return cls(
+            max_clock_error_ms=int(table.get("max_clock_error_ms", 20)),
+            stop_timeout_s=float(table.get("stop_timeout_s", 10.0)),
+            permits=PermitLimits(
+                worker=int(table.get("max_in_flight", 2_000)),
+                lane=int(table.get("lane_in_flight", 1_000)),
+                bytes=int(table.get("max_in_flight_bytes", 64 << 20)),
+            ),
+            loop=LoopSettings(poll_interval_s=float(table.get("poll_interval_ms", 5)) / 1000,
+                              planner=planner),
+        )
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass
+class Engine:
+    home: Path
+    config: Config
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    clock: TrustedClock | None = None
+    destinations: dict[str, Destination] | None = None  # tests may inject adapters
+    new_id: Callable[[], str] = _new_id
+    log_event: Callable[..., None] = lambda *a, **k: None
+    shards: dict[ShardId, ShardLoop] = field(default_factory=dict)
+    publishers: dict[str, LanePublisher] = field(default_factory=dict)
+    started_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.layout = HomeLayout(self.home)
+        if self.clock is None:
+            self.clock = TrustedClock(max_error_ms=self.settings.max_clock_error_ms)
+        self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
+        self.permits = Permits(self.settings.permits)
+
+    def _destination(self, name: str) -> Destination:
+        if self.destinations is not None and name in self.destinations:
+            return self.destinations[name]
+        lane = self.config.lanes[name]
+        if lane.destination == "file":
+            assert lane.path is not None
+            path = Path(lane.path)
+            return FileDestination(name, path if path.is_absolute() else self.home / path)
+        raise ConfigError(
+            f"lane {name}: destination {lane.destination!r} is not available in this build",
+            hint="use destination = \"file\" until the Kafka and Pulsar adapters land",
+        )
+
+    def start(self, *, timeout_s: float = 60.0) -> None:
+        assert self.clock is not None
+        clock = self.clock
+        self.started_ms = clock.wall_ms()
+        for name in self.config.lanes:
+            self.publishers[name] = LanePublisher(
+                name, self._destination(name), now_ms=clock.wall_ms, on_event=self.log_event)
+        for route in self.config.routes.values():
+            if route.log != "file":
+                raise ConfigError(f"route {route.name}: the {route.log} Shard Log is not "
+                                  "available in this build")
+            for partition in range(route.partitions):
+                shard = ShardId(route.name, partition)
+                store = ShardStore.open(
+                    self.layout.shard_state(shard), create=True,
+                    identity=Identity(route=shard.route, partition=partition,
+                                      schema_version=keys.SCHEMA_VERSION))
+                log = FileShardLog(self.layout.shard_log(shard))
+                self.shards[shard] = ShardLoop(
+                    shard, store, log, limits=self.config.limits, clock=clock,
+                    publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
+                    new_id=self.new_id, settings=self.settings.loop, log_event=self.log_event)
+        for publisher in self.publishers.values():
+            publisher.start()
+        for loop in self.shards.values():
+            loop.start()
+        for shard, loop in self.shards.items():
+            if not loop.wait_active(timeout_s):
+                raise RuntimeError(f"shard {shard} did not become active: "
+                                   f"{loop.error or loop.state}")
+        self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
+                       lanes=sorted(self.publishers))
+
+    def stop(self) -> dict[str, int]:
+        deadline = time.monotonic() + self.settings.stop_timeout_s
+        for loop in self.shards.values():
+            loop.begin_stop()
+        while time.monotonic() < deadline and any(
+            loop.pending_admissions for loop in self.shards.values()
+        ):
+            time.sleep(0.01)
+        declined = unknown = 0
+        by_attempt = {a: loop for loop in self.shards.values() for a in loop._by_attempt}
+        for publisher in self.publishers.values():
+            for request, reply in publisher.stop(max(deadline - time.monotonic(), 0.1)):
+                reply(PublishResult(request.attempt_id, Outcome.NOT_PUBLISHED,
+                                    Disposition.LANE_UNAVAILABLE,
+                                    "engine stopping: the request never reached the destination"))
+                declined += 1
+            for request, reply in publisher.stuck():
+                reply(PublishResult(request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
+                                    "engine stopped while the destination call was in progress"))
+                unknown += 1
+        del by_attempt
+        for loop in self.shards.values():
+            loop.finish(deadline + 5)
+        for loop in self.shards.values():
+            loop.log.close()
+            loop.store.close()
+        for publisher in self.publishers.values():
+            publisher.destination.close()
+        self.log_event("engine_stopped", declined=declined, unknown=unknown)
+        return {"declined": declined, "unknown": unknown}

@@ -1,0 +1,195 @@
+"""One scheduling round of one shard: discover due work, check every gate, claim it.
+
+The gates of seed 000 section 1, in the order they are checked:
+
+1. the shard is ACTIVE_FOR_COMMANDS (activation barrier applied, not paused) - checked by
+   the caller before a round;
+2. the lane's source-ordered admissionGate is OPEN;
+3. the lane's runtime readiness is READY;
+4. Trusted UTC proves actionAt has arrived (the scan bound is ``earliest``) and expireAt has
+   not closed admission (``latest <= expireAt``; ``earliest > expireAt`` means expired,
+   which becomes a CLAIM_RESULT EXPIRED through the log);
+5. ordered head (an ORDERED lane's key with an unsettled attempt waits), lane capacity,
+   and permits.
+
+Discovery is a range scan of the persistent timeline, bounded per lane by the DRR budget;
+nothing keeps an in-memory copy of pending work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nereus.engine.scheduler.claims import Claim
+from nereus.engine.scheduler.drr import DrrState, LaneRotation
+from nereus.engine.scheduler.permits import Permits
+from nereus.publish import PublishTemplate, template_digest
+from nereus.records import (
+    ClaimDisposition,
+    ClaimResult,
+    Gate,
+    MessageState,
+    PublishAdmission,
+    encode,
+)
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Lane, Message, WorkRef, decode_value
+from nereus.trusted_time import TrustedTime
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerSettings:
+    quantum: int = 256
+    max_deficit: int = 1_024
+    claim_ttl_ms: int = 30_000
+
+
+@dataclass
+class RoundPlan:
+    claims: list[Claim] = field(default_factory=list)
+    expiries: list[bytes] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # lane -> why it did not progress
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    owner_id: str
+    store_id: str
+    fencing_epoch: int
+
+
+class Planner:
+    def __init__(
+        self,
+        store: ShardStore,
+        permits: Permits,
+        state: DrrState,
+        settings: PlannerSettings,
+        new_id: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.permits = permits
+        self.state = state
+        self.settings = settings
+        self.rotation = LaneRotation(state, quantum=settings.quantum,
+                                     max_deficit=settings.max_deficit)
+        self.new_id = new_id
+
+    def round(
+        self,
+        now: TrustedTime,
+        mono_ms: int,
+        owner: Owner,
+        lanes: dict[str, Lane],
+        ready: Callable[[str], bool],
+        claimed: dict[str, Claim],
+        open_keys: set[tuple[str, str]],
+    ) -> RoundPlan:
+        plan = RoundPlan()
+        for name in self.rotation.order(sorted(lanes)):
+            lane = lanes[name]
+            if lane.gate != Gate.OPEN:
+                plan.waiting[name] = "admissionGate CLOSED"
+                continue
+            if not ready(name):
+                plan.waiting[name] = "NOT READY"
+                continue
+            self._lane_round(plan, lane, now, mono_ms, owner, claimed, open_keys)
+        return plan
+
+    def _lane_round(
+        self, plan: RoundPlan, lane: Lane, now: TrustedTime, mono_ms: int, owner: Owner,
+        claimed: dict[str, Claim], open_keys: set[tuple[str, str]],
+    ) -> None:
+        name = lane.name
+        budget = self.rotation.budget(name)
+        used = 0
+        lane_claims = sum(1 for c in claimed.values() if c.lane == name)
+        prefix = keys.timeline_lane_prefix(name)
+        bound = prefix + keys.u64(now.earliest_ms + 1)
+        cursor = self.state.cursors.get(name)
+        start = cursor if cursor is not None and prefix <= cursor < bound else prefix
+        backlogged = False
+        last_key: bytes | None = None
+        for key, raw_ref in self.store.scan(start, bound):
+            if used >= budget:
+                backlogged = True
+                break
+            _, action_at, delay_message_id = keys.split_timeline_key(key)
+            if delay_message_id in claimed:
+                continue
+            raw = self.store.get(keys.msg_key(delay_message_id))
+            if raw is None:
+                continue
+            message = decode_value(raw, Message)
+            ref = decode_value(raw_ref, WorkRef)
+            if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
+                continue
+            if now.has_expired(message.expire_at_ms):
+                plan.expiries.append(encode(ClaimResult(
+                    mutation_id=self.new_id(), delay_message_id=delay_message_id,
+                    generation=message.generation, work_digest=ref.work_digest,
+                    disposition=ClaimDisposition.EXPIRED,
+                    detail=f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
+                    f"{message.expire_at_ms}",
+                    decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
+                )))
+                used += 1
+                continue
+            if not now.expiry_open(message.expire_at_ms):
+                continue  # cannot prove expiry is still open: wait, neither admit nor expire
+            if lane.ordered and message.key is not None and (name, message.key) in open_keys:
+                continue  # ordered head: an earlier attempt with this key is unsettled
+            if lane.capacity is not None and lane.open_attempts + lane_claims >= lane.capacity:
+                plan.waiting[name] = f"at capacity {lane.capacity}"
+                backlogged = True
+                break
+            size = len(message.payload)
+            if not self.permits.try_acquire(name, size):
+                plan.waiting[name] = "out of permits"
+                backlogged = True
+                break
+            claim = self._claim(message, ref, now, mono_ms, owner)
+            claimed[delay_message_id] = claim
+            plan.claims.append(claim)
+            if lane.ordered and message.key is not None:
+                open_keys.add((name, message.key))
+            lane_claims += 1
+            used += 1
+            last_key = key
+        if backlogged and last_key is not None:
+            self.state.cursors[name] = last_key + b"\x00"
+        else:
+            self.state.cursors.pop(name, None)
+        self.rotation.settle(name, budget, used, backlogged)
+
+    def _claim(
+        self, message: Message, ref: WorkRef, now: TrustedTime, mono_ms: int, owner: Owner
+    ) -> Claim:
+        self.state.claim_sequence += 1
+        template = PublishTemplate(
+            delay_message_id=message.delay_message_id, generation=message.generation,
+            lane=message.lane, deliver_at_ms=message.deliver_at_ms,
+            action_at_ms=message.action_at_ms, key=message.key, headers=message.headers,
+            payload=message.payload,
+        )
+        claim_id, attempt_id = self.new_id(), self.new_id()
+        admission = PublishAdmission(
+            attempt_id=attempt_id, delay_message_id=message.delay_message_id,
+            generation=message.generation, work_digest=ref.work_digest, lane=message.lane,
+            claim_id=claim_id, claim_sequence=self.state.claim_sequence,
+            owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
+            prepared_digest=template_digest(template),
+            decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
+        )
+        return Claim(
+            claim_id=claim_id, claim_sequence=self.state.claim_sequence, owner_id=owner.owner_id,
+            store_id=owner.store_id, fencing_epoch=owner.fencing_epoch,
+            deadline_mono_ms=mono_ms + self.settings.claim_ttl_ms,
+            delay_message_id=message.delay_message_id, lane=message.lane,
+            generation=message.generation, work_digest=ref.work_digest, attempt_id=attempt_id,
+            admission=encode(admission), template=template, size_bytes=len(message.payload),
+        )
+

@@ -1,0 +1,385 @@
+"""One shard's owner loop: apply -> outcomes -> schedule, on one thread.
+
+Each iteration:
+
+1. **apply**: the runner applies whatever the log holds in synced group commits. Only
+   after a batch is synced are its events handled: a winning PUBLISH_ADMISSION of ours
+   whose claim, owner, epoch, time gate and lane readiness still hold is handed to the
+   lane publisher (durable PUBLISHING happens-before the producer call); a stale one
+   revokes its claim; an applied outcome releases the claim and its permits.
+2. **outcomes**: publisher results (and our own declines) become PUBLISH_OUTCOME records
+   appended to the Shard Log; the callback never touches RocksDB.
+3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
+   admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
+   retried with the same bytes, never a new attempt identity and never a direct send.
+
+On start the loop replays from the stored applied position, appends an
+ACTIVATION_BARRIER with the next fencing epoch and waits until it is applied, then marks
+every attempt still PUBLISHING as UNKNOWN (no live first-send gate survives a restart;
+it is never retried automatically or reported NOT_PUBLISHED) before accepting work.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from nereus.engine.clock import TrustedClock
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.publisher import LanePublisher
+from nereus.engine.runner import ShardRunner
+from nereus.engine.scheduler.claims import Claim
+from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
+from nereus.engine.scheduler.permits import Permits
+from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
+from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.machine import Applied, Limits
+from nereus.records import (
+    ActivationBarrier,
+    AttemptResolve,
+    AttemptState,
+    Disposition,
+    MessageState,
+    Outcome,
+    PublishAdmission,
+    PublishOutcome,
+    ResultStatus,
+    encode,
+)
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Activation, Attempt, Lane, Message, Obligation, decode_value
+
+APPEND_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    poll_interval_s: float = 0.005
+    batch_records: int = 2_000
+    planner: PlannerSettings = PlannerSettings()
+
+
+class ShardLoop:
+    def __init__(
+        self,
+        shard: ShardId,
+        store: ShardStore,
+        log: ShardLog,
+        *,
+        limits: Limits,
+        clock: TrustedClock,
+        publishers: dict[str, LanePublisher],
+        permits: Permits,
+        owner_id: str,
+        new_id: Callable[[], str],
+        settings: LoopSettings = LoopSettings(),
+        log_event: Callable[..., None] = lambda *a, **k: None,
+    ) -> None:
+        self.shard = shard
+        self.store = store
+        self.log = log
+        self.clock = clock
+        self.publishers = publishers
+        self.permits = permits
+        self.owner_id = owner_id
+        self.new_id = new_id
+        self.settings = settings
+        self._event = log_event
+        self.runner = ShardRunner(store, log, limits=limits, batch_records=settings.batch_records)
+        self.state = "STARTING"
+        self.epoch = 0
+        self.error: str | None = None
+        self._drr = load_state(store.get(STATE_KEY))
+        self.planner = Planner(store, permits, self._drr, settings.planner, new_id)
+        self._claims: dict[str, Claim] = {}  # by delay message id
+        self._by_attempt: dict[str, Claim] = {}
+        self._dispatched: set[str] = set()
+        self._open_keys: set[tuple[str, str]] = set()
+        self._outcomes: queue.SimpleQueue[PublishResult] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._applied = threading.Condition()
+        self.admissions = 0
+        self.publish_outcomes = 0
+        self._thread = threading.Thread(target=self._run, name=f"shard-{shard}", daemon=True)
+
+    # lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def begin_stop(self) -> None:
+        """No new claims from now on; keep applying and recording outcomes."""
+        if self.state == "ACTIVE":
+            self.state = "STOPPING"
+        self._wake.set()
+
+    def finish(self, deadline: float) -> None:
+        """Record what is left, apply it, and end the thread (by ``deadline``)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(max(deadline - time.monotonic(), 0.1))
+
+    def wait_active(self, timeout_s: float) -> bool:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.state in ("ACTIVE", "FAILED"):
+                return self.state == "ACTIVE"
+            time.sleep(0.005)
+        return False
+
+    @property
+    def applied_position(self) -> int | None:
+        return self.runner.next_position - 1 if self.runner.next_position else None
+
+    @property
+    def pending_admissions(self) -> int:
+        return len(self._by_attempt) - len(self._dispatched)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._dispatched)
+
+    def wait_applied(self, position: int, timeout_s: float) -> bool:
+        """Block until ``position`` is applied and synced (or the timeout passes)."""
+        end = time.monotonic() + timeout_s
+        with self._applied:
+            while self.runner.next_position <= position:
+                remaining = end - time.monotonic()
+                if remaining <= 0 or self.state in ("FAILED", "STOPPED"):
+                    return self.runner.next_position > position
+                self._applied.wait(min(remaining, 0.1))
+        return True
+
+    def reply(self, result: PublishResult) -> None:
+        """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
+        self._outcomes.put(result)
+        self._wake.set()
+
+    # the loop -------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._recover()
+            while not self._stop.is_set():
+                progressed = self._apply()
+                progressed |= self._flush_outcomes()
+                if self.state == "ACTIVE" and not self._paused():
+                    progressed |= self._schedule()
+                self._expire_claims()
+                if not progressed:
+                    self._wake.wait(self.settings.poll_interval_s)
+                self._wake.clear()
+            self._drain()
+            self.state = "STOPPED"
+        except Exception as exc:  # the loop owns the shard: record why it stopped
+            self.state = "FAILED"
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._event("shard_failed", shard=str(self.shard), error=self.error)
+        finally:
+            with self._applied:
+                self._applied.notify_all()
+
+    def _append(self, payloads: Sequence[bytes]) -> list[Receipt]:
+        """Append with retries of the very same bytes (dedup makes a repeat harmless)."""
+        delay = 0.01
+        for attempt in range(APPEND_RETRIES):
+            try:
+                return list(self.log.append(payloads))
+            except OSError as exc:
+                if attempt == APPEND_RETRIES - 1:
+                    raise
+                self._event("append_retry", shard=str(self.shard), error=str(exc))
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _apply(self) -> bool:
+        events: list[tuple[LogRecord, Applied]] = []
+        self.runner.observer = lambda record, applied: events.append((record, applied))
+        progressed = False
+        while True:
+            report = self.runner.step()
+            if not report.records:
+                break
+            progressed = True
+            with self._applied:
+                self._applied.notify_all()
+            for _, applied in events:  # the batch is synced: act on it now
+                self._on_applied(applied)
+            events.clear()
+        return progressed
+
+    def _on_applied(self, applied: Applied) -> None:
+        record = applied.record
+        if applied.duplicate or record is None:
+            return
+        status = applied.result.status
+        if isinstance(record, PublishAdmission):
+            claim = self._by_attempt.get(record.attempt_id)
+            if status == ResultStatus.APPLIED:
+                self.admissions += 1
+                if claim is not None and (why := self._gate_closed(claim)) is None:
+                    self._dispatched.add(record.attempt_id)
+                    self.publishers[claim.lane].submit(
+                        PublishRequest(record.attempt_id, claim.template), self.reply)
+                elif record.owner_id == self.owner_id:
+                    reason = why if claim is not None else "the claim ended before admission"
+                    self._decline(record.attempt_id, f"owner declined before any send: {reason}")
+            elif claim is not None:
+                self._release(claim)
+        elif isinstance(record, PublishOutcome | AttemptResolve):
+            claim = self._by_attempt.get(record.attempt_id)
+            if claim is not None:
+                self._release(claim)
+                self.publish_outcomes += 1
+            self._refresh_open_key(record.attempt_id)
+
+    def _gate_closed(self, claim: Claim) -> str | None:
+        if self.state != "ACTIVE":
+            return f"the shard is {self.state}"
+        if claim.fencing_epoch != self.epoch:
+            return "the fencing epoch changed"
+        if self._claims.get(claim.delay_message_id) is not claim:
+            return "the claim was revoked"
+        if time.monotonic_ns() // 1_000_000 > claim.deadline_mono_ms:
+            return "the claim deadline passed"
+        if not self.clock.now().is_due(claim.template.action_at_ms):
+            return "the time gate no longer holds"
+        publisher = self.publishers.get(claim.lane)
+        if publisher is None or not publisher.ready:
+            return f"lane {claim.lane} is NOT READY"
+        return None
+
+    def _decline(self, attempt_id: str, why: str) -> None:
+        self._outcomes.put(PublishResult(attempt_id, Outcome.NOT_PUBLISHED,
+                                         Disposition.LANE_UNAVAILABLE, why))
+
+    def _release(self, claim: Claim) -> None:
+        self._by_attempt.pop(claim.attempt_id, None)
+        self._dispatched.discard(claim.attempt_id)
+        if self._claims.get(claim.delay_message_id) is claim:
+            del self._claims[claim.delay_message_id]
+        self.permits.release(claim.lane, claim.size_bytes)
+        self.store.write({keys.claim_key(claim.delay_message_id): None}, sync=False)
+
+    def _refresh_open_key(self, attempt_id: str) -> None:
+        raw = self.store.get(keys.attempt_key(attempt_id))
+        if raw is None:
+            return
+        attempt = decode_value(raw, Attempt)
+        message_raw = self.store.get(keys.msg_key(attempt.delay_message_id))
+        if message_raw is None:
+            return
+        message = decode_value(message_raw, Message)
+        if message.key is not None and message.state != MessageState.UNCERTAIN:
+            self._open_keys.discard((message.lane, message.key))
+
+    def _flush_outcomes(self) -> bool:
+        records: list[bytes] = []
+        while True:
+            try:
+                result = self._outcomes.get_nowait()
+            except queue.Empty:
+                break
+            claim = self._by_attempt.get(result.attempt_id)
+            raw = self.store.get(keys.attempt_key(result.attempt_id))
+            delay_message_id = (claim.delay_message_id if claim is not None else
+                                decode_value(raw, Attempt).delay_message_id if raw else "")
+            records.append(encode(PublishOutcome(
+                outcome_id=self.new_id(), attempt_id=result.attempt_id,
+                delay_message_id=delay_message_id, outcome=result.outcome,
+                disposition=result.disposition, evidence=result.evidence,
+            )))
+        if records:
+            self._append(records)
+        return bool(records)
+
+    def _paused(self) -> bool:
+        return self.store.get(keys.META_PAUSED) is not None
+
+    def lanes(self) -> dict[str, Lane]:
+        """Replicated lane state for every lane this engine can publish to."""
+        found = {}
+        for _, raw in self.store.scan_prefix(keys.LANE):
+            lane = decode_value(raw, Lane)
+            found[lane.name] = lane
+        return {name: found.get(name, Lane(name=name)) for name in self.publishers}
+
+    def _schedule(self) -> bool:
+        now = self.clock.now()
+        mono = time.monotonic_ns() // 1_000_000
+        owner = Owner(self.owner_id, str(self.store.path), self.epoch)
+        plan = self.planner.round(now, mono, owner, self.lanes(),
+                                  lambda lane: self.publishers[lane].ready,
+                                  self._claims, self._open_keys)
+        if not plan.claims and not plan.expiries:
+            return False
+        local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self._drr)}
+        for claim in plan.claims:
+            self._by_attempt[claim.attempt_id] = claim
+            local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
+        self.store.write(local, sync=False)
+        self._append([c.admission for c in plan.claims] + plan.expiries)
+        return True
+
+    def _expire_claims(self) -> None:
+        if not self._claims:
+            return
+        mono = time.monotonic_ns() // 1_000_000
+        for claim in list(self._claims.values()):
+            if claim.deadline_mono_ms < mono and claim.attempt_id not in self._dispatched:
+                self._release(claim)
+
+    # recovery and shutdown ------------------------------------------------------------
+    def _recover(self) -> None:
+        self.state = "RECOVERING"
+        self.runner.run_until_caught_up()
+        self.store.write({k: None for k, _ in self.store.scan_prefix(keys.CLAIM)}, sync=False)
+        raw = self.store.get(keys.META_ACTIVATION)
+        previous = decode_value(raw, Activation).fencing_epoch if raw else 0
+        self.epoch = previous + 1
+        barrier_id = self.new_id()
+        (receipt,) = self._append([encode(ActivationBarrier(
+            barrier_id=barrier_id, owner_id=self.owner_id, fencing_epoch=self.epoch))])
+        self.runner.run_until_caught_up(stop_at=receipt.position)
+        active = self.store.get(keys.META_ACTIVATION)
+        if active is None or decode_value(active, Activation).barrier_id != barrier_id:
+            raise RuntimeError(f"shard {self.shard}: activation barrier {barrier_id} did not win")
+        orphans: list[bytes] = []
+        for key, raw_obligation in self.store.scan_prefix(keys.OBLIGATION):
+            obligation = decode_value(raw_obligation, Obligation)
+            delay_message_id = key[1:].split(b"\x00", 1)[0].decode()
+            if obligation.key is not None:
+                self._open_keys.add((obligation.lane, obligation.key))
+            if obligation.state == AttemptState.PUBLISHING:
+                orphans.append(encode(PublishOutcome(
+                    outcome_id=self.new_id(), attempt_id=obligation.attempt_id,
+                    delay_message_id=delay_message_id, outcome=Outcome.UNKNOWN,
+                    evidence=f"recovery: owner {self.owner_id} activated epoch {self.epoch}; "
+                    "no live first-send gate survived the restart, the send may have happened",
+                )))
+        if orphans:
+            self._append(orphans)
+            self.runner.run_until_caught_up()
+            self._event("recovered_unknown", shard=str(self.shard), attempts=len(orphans))
+        self.state = "ACTIVE"
+        self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
+                    applied_position=self.applied_position)
+
+    def _drain(self) -> None:
+        if self.state == "ACTIVE":
+            self.state = "STOPPING"
+        for _ in range(3):
+            self._apply()
+            self._flush_outcomes()
+        self._apply()
+
+
+def _encode_claim(claim: Claim) -> bytes:
+    import msgspec
+
+    return msgspec.msgpack.encode(claim)
+

@@ -1,0 +1,114 @@
+"""Read models over a shard's state: the dicts ``message show``, ``message list`` and
+``attempt list`` print, built the same way by the engine (admin socket) and offline tools.
+Times are given both as ISO-8601 UTC and as epoch ms (``*_ms``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Attempt, Message, Obligation, decode_value
+from nereus.timespec import format_time_ms
+
+
+def _time(ms: int | None) -> str | None:
+    return None if ms is None else format_time_ms(ms)
+
+
+def attempt_view(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "attempt_id": attempt.attempt_id,
+        "attempt_no": attempt.attempt_no,
+        "delay_message_id": attempt.delay_message_id,
+        "lane": attempt.lane,
+        "state": attempt.state.value,
+        "generation": attempt.generation,
+        "owner_id": attempt.owner_id,
+        "admitted_position": attempt.admitted_position,
+        "admitted_at": _time(attempt.admitted_broker_ms),
+        "disposition": attempt.disposition.value,
+        "evidence": attempt.evidence or None,
+        "settled_position": attempt.settled_position,
+        "settled_by": attempt.settled_by,
+        "late_outcomes": [
+            {"outcome": late.outcome, "disposition": late.disposition,
+             "evidence": late.evidence, "position": late.position}
+            for late in attempt.late_outcomes
+        ],
+    }
+
+
+def message_attempts(store: ShardStore, delay_message_id: str) -> list[dict[str, Any]]:
+    out = []
+    for _, attempt_id in store.scan_prefix(keys.msg_attempt_prefix(delay_message_id)):
+        raw = store.get(keys.attempt_key(attempt_id.decode()))
+        if raw is not None:
+            out.append(attempt_view(decode_value(raw, Attempt)))
+    return out
+
+
+def message_view(store: ShardStore, message: Message, shard: str, *,
+                 with_attempts: bool = True) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "delay_message_id": message.delay_message_id,
+        "shard": shard,
+        "lane": message.lane,
+        "state": message.state.value,
+        "generation": message.generation,
+        "deliver_at": _time(message.deliver_at_ms),
+        "deliver_at_ms": message.deliver_at_ms,
+        "action_at": _time(message.action_at_ms),
+        "expire_at": _time(message.expire_at_ms),
+        "key": message.key,
+        "headers": message.headers,
+        "payload_bytes": len(message.payload),
+        "retries": message.retries,
+        "open_attempt_id": message.open_attempt_id,
+        "detail": message.detail,
+        "created_position": message.created_position,
+        "updated_position": message.updated_position,
+    }
+    if with_attempts:
+        view["attempts"] = message_attempts(store, message.delay_message_id)
+    return view
+
+
+def find_message(store: ShardStore, delay_message_id: str) -> Message | None:
+    raw = store.get(keys.msg_key(delay_message_id))
+    return None if raw is None else decode_value(raw, Message)
+
+
+def iter_messages(store: ShardStore, *, state: str | None = None,
+                  lane: str | None = None) -> Iterator[Message]:
+    for _, raw in store.scan_prefix(keys.MSG):
+        message = decode_value(raw, Message)
+        if state is not None and message.state != state:
+            continue
+        if lane is not None and message.lane != lane:
+            continue
+        yield message
+
+
+def open_attempts(store: ShardStore, *, state: str | None = None) -> Iterator[Attempt]:
+    """Attempts with an open obligation (PUBLISHING or UNKNOWN), optionally one state."""
+    for _, raw in store.scan_prefix(keys.OBLIGATION):
+        obligation = decode_value(raw, Obligation)
+        if state is not None and obligation.state != state:
+            continue
+        attempt_raw = store.get(keys.attempt_key(obligation.attempt_id))
+        if attempt_raw is not None:
+            yield decode_value(attempt_raw, Attempt)
+
+
+def due_backlog(store: ShardStore, lane: str, earliest_ms: int, *, cap: int = 100_000) -> int:
+    """Timeline entries of ``lane`` due at ``earliest_ms`` (counted up to ``cap``)."""
+    prefix = keys.timeline_lane_prefix(lane)
+    count = 0
+    for _ in store.scan(prefix, prefix + keys.u64(earliest_ms + 1)):
+        count += 1
+        if count >= cap:
+            break
+    return count
