@@ -45,8 +45,8 @@ from nereus.state.values import Identity
 class EngineSettings:
     max_clock_error_ms: int = 20
     stop_timeout_s: float = 10.0
-    permits: PermitLimits = PermitLimits()
-    loop: LoopSettings = LoopSettings()
+    permits: PermitLimits = field(default_factory=PermitLimits)
+    loop: LoopSettings = field(default_factory=LoopSettings)
 
     @classmethod
     def from_config(cls, table: dict[str, Any], source: str) -> EngineSettings:

@@ -18,9 +18,9 @@ def configure(log_dir: Path, *, foreground: bool) -> Any:
     console = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if foreground else None
     json_renderer = structlog.processors.JSONRenderer()
 
-    def tee(logger: Any, method: str, event: dict[str, Any]) -> str:
+    def tee(logger: Any, method: str, event: Any) -> str:
         line = json_renderer(logger, method, dict(event))
-        file_logger.msg(line)
+        file_logger.msg(line if isinstance(line, str) else line.decode())
         if console is not None:
             print(console(logger, method, dict(event)), file=sys.stderr, flush=True)
         raise structlog.DropEvent

@@ -25,7 +25,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.publisher import LanePublisher
@@ -60,7 +61,7 @@ APPEND_RETRIES = 5
 class LoopSettings:
     poll_interval_s: float = 0.005
     batch_records: int = 2_000
-    planner: PlannerSettings = PlannerSettings()
+    planner: PlannerSettings = field(default_factory=PlannerSettings)
 
 
 class ShardLoop:

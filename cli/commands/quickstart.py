@@ -28,7 +28,8 @@ def _say(env: Env, text: str) -> None:
 def quickstart(
     ctx: typer.Context,
     count: int = typer.Option(6, "--count", min=3, max=1000, help="Messages to schedule."),
-    spread: float = typer.Option(4.0, "--spread", min=1.0, help="Seconds over which they fall due."),
+    spread: float = typer.Option(4.0, "--spread", min=1.0,
+                                 help="Seconds over which they fall due."),
 ) -> None:
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
     from nereus.cli.commands.engine import start_daemon, stop_daemon

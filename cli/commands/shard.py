@@ -173,3 +173,49 @@ def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> No
         out.print(lanes)
 
     env.output.emit(data, human)
+
+
+@app.command("list")
+def list_shards(ctx: typer.Context) -> None:
+    """Every shard of the home: state, applied position, log end, lag (engine or offline)."""
+    env: Env = ctx.obj
+    if env.engine_running():
+        shards = env.admin().get("/v1/shards")["shards"]
+    else:
+        shards = _offline_shards(env)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        table = Table("shard", "state", "applied", "log end", "lag")
+        for s in shards:
+            table.add_row(s["shard"], s["state"], str(s["applied_position"]),
+                          str(s["log_end_position"]), str(s["lag"]))
+        out.print(table)
+
+    env.output.emit(shards, human)
+
+
+def _offline_shards(env: Env) -> list[dict[str, Any]]:
+    from nereus.errors import NereusError
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+
+    out = []
+    for route in env.config.routes.values():
+        for partition in range(route.partitions):
+            shard = ShardId(route.name, partition)
+            applied = None
+            state = "STOPPED"
+            try:
+                with ShardStore.open(env.layout.shard_state(shard), read_only=True) as store:
+                    applied = store.applied_position()
+            except NereusError:
+                state = "NO_STATE"
+            end = None
+            if route.log == "file" and env.layout.shard_log(shard).is_dir():
+                end = env.file_log(shard, create=False).end_position()
+            lag = None if end is None else end - (0 if applied is None else applied + 1)
+            out.append({"shard": str(shard), "state": state, "applied_position": applied,
+                        "log_end_position": end, "lag": lag})
+    return out

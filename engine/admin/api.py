@@ -102,7 +102,9 @@ class AdminApi:
         now = self.engine.clock.now()
         out = []
         for name, publisher in sorted(self.engine.publishers.items()):
-            gates, backlog, open_attempts_count, counts = set(), 0, 0, {}
+            gates: set[str] = set()
+            backlog = open_attempts_count = 0
+            counts: dict[str, int] = {}
             for loop in self.engine.shards.values():
                 lane = loop.lanes()[name]
                 gates.add(lane.gate.value)

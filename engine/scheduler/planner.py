@@ -117,7 +117,7 @@ class Planner:
             if used >= budget:
                 backlogged = True
                 break
-            _, action_at, delay_message_id = keys.split_timeline_key(key)
+            delay_message_id = keys.split_timeline_key(key)[2]
             if delay_message_id in claimed:
                 continue
             raw = self.store.get(keys.msg_key(delay_message_id))
