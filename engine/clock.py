@@ -95,3 +95,24 @@ class TrustedClock:
 
     def wall_ms(self) -> int:
         return self._wall()
+
+
+class ChronyErrorSource:
+    """chrony's current error bound, refreshed in the background (never on a hot path)."""
+
+    def __init__(self, interval_s: float = 30.0) -> None:
+        self.interval_s = interval_s
+        self.value: int | None = read_chrony_error_ms()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chrony", daemon=True)
+        self._thread.start()
+
+    def __call__(self) -> int | None:
+        return self.value
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.value = read_chrony_error_ms()
+
+    def close(self) -> None:
+        self._stop.set()

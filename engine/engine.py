@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nereus.config import Config
-from nereus.engine.clock import TrustedClock
+from nereus.engine.clock import ChronyErrorSource, TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.publisher import LanePublisher
@@ -44,13 +44,14 @@ from nereus.state.values import Identity
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     max_clock_error_ms: int = 20
+    chrony: bool = False  # add chronyd's own error estimate to max_clock_error_ms
     stop_timeout_s: float = 10.0
     permits: PermitLimits = field(default_factory=PermitLimits)
     loop: LoopSettings = field(default_factory=LoopSettings)
 
     @classmethod
     def from_config(cls, table: dict[str, Any], source: str) -> EngineSettings:
-        known = {"max_clock_error_ms", "stop_timeout_s", "quantum", "claim_ttl_ms",
+        known = {"max_clock_error_ms", "chrony", "stop_timeout_s", "quantum", "claim_ttl_ms",
                  "max_in_flight", "lane_in_flight", "max_in_flight_bytes", "poll_interval_ms"}
         for key in table:
             if key not in known:
@@ -62,6 +63,7 @@ class EngineSettings:
         )
         return cls(
             max_clock_error_ms=int(table.get("max_clock_error_ms", 20)),
+            chrony=bool(table.get("chrony", False)),
             stop_timeout_s=float(table.get("stop_timeout_s", 10.0)),
             permits=PermitLimits(
                 worker=int(table.get("max_in_flight", 2_000)),
@@ -93,7 +95,9 @@ class Engine:
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
         if self.clock is None:
-            self.clock = TrustedClock(max_error_ms=self.settings.max_clock_error_ms)
+            extra = ChronyErrorSource() if self.settings.chrony else None
+            self.clock = TrustedClock(max_error_ms=self.settings.max_clock_error_ms,
+                                      extra_error_ms=extra)
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
 

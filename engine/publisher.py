@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
-from nereus.records import Outcome
+from nereus.records import Disposition, Outcome
 
 Reply = Callable[[PublishResult], None]
 
@@ -126,7 +126,13 @@ class LanePublisher:
                 jobs.append(more)
             with self._lock:
                 self.in_call = jobs
-            results = self.destination.publish([j.request for j in jobs], self._now_ms)
+            try:
+                results = self.destination.publish([j.request for j in jobs], self._now_ms)
+            except Exception as exc:  # an adapter bug must not kill the lane or lose replies
+                evidence = f"destination raised {type(exc).__name__}: {exc}; the send may " \
+                    "have happened"
+                results = [PublishResult(j.request.attempt_id, Outcome.UNKNOWN,
+                                         Disposition.NONE, evidence) for j in jobs]
             with self._lock:
                 self.in_call = []
             by_attempt = {r.attempt_id: r for r in results}

@@ -1,0 +1,118 @@
+"""An in-process engine on a temporary home, for tests that need to inject a clock or a
+destination. Commands are queued straight to the file Shard Log, as the CLI does."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
+from nereus.config import parse_config
+from nereus.engine.clock import TrustedClock
+from nereus.engine.destinations.protocol import Destination
+from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.shardlog.file import FileShardLog
+from nereus.layout import HomeLayout
+from nereus.shard import ShardId
+from nereus.timespec import parse_time_ms
+
+CONFIG = """
+[routes.default]
+log = "file"
+partitions = {partitions}
+
+{lanes}
+"""
+
+
+def file_lane(name: str, path: str) -> str:
+    return f'[lanes.{name}]\ndestination = "file"\npath = "{path}"\n'
+
+
+class Harness:
+    def __init__(self, home: Path, engine: Engine, partitions: int) -> None:
+        self.home = home
+        self.engine = engine
+        self.route = RouteRef("default", partitions)
+        self.layout = HomeLayout(home)
+        self._logs: dict[ShardId, FileShardLog] = {}
+        self._n = 0
+
+    def _id(self) -> str:
+        self._n += 1
+        return f"cmd-{self._n}"
+
+    def queue(self, prepared: list[Prepared]) -> None:
+        by_shard: dict[ShardId, list[bytes]] = {}
+        for item in prepared:
+            by_shard.setdefault(item.shard, []).append(item.data)
+        for shard, payloads in by_shard.items():
+            log = self._logs.setdefault(shard, FileShardLog(self.layout.shard_log(shard)))
+            log.append(payloads)
+
+    def schedule(self, mid: str, deliver_at_ms: int, lane: str = "local",
+                 **fields: Any) -> Prepared:
+        return prepare_schedule(self.route, command_id=self._id(), delay_message_id=mid,
+                                lane=lane, deliver_at_ms=deliver_at_ms, **fields)
+
+    def cancel(self, mid: str) -> Prepared:
+        return prepare_cancel(self.route, command_id=self._id(), delay_message_id=mid)
+
+    def reschedule(self, mid: str, deliver_at_ms: int) -> Prepared:
+        return prepare_reschedule(self.route, command_id=self._id(), delay_message_id=mid,
+                                  deliver_at_ms=deliver_at_ms)
+
+    def outbox(self, name: str = "outbox/local.jsonl") -> list[dict[str, Any]]:
+        path = self.home / name
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+    def wait_for(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+        end = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+
+
+def lateness_ms(line: dict[str, Any]) -> int:
+    return parse_time_ms(line["published_at"]) - parse_time_ms(line["deliver_at"])
+
+
+@contextmanager
+def running_engine(
+    home: Path,
+    *,
+    partitions: int = 2,
+    lanes: str | None = None,
+    clock: TrustedClock | None = None,
+    destinations: dict[str, Destination] | None = None,
+    settings: EngineSettings | None = None,
+) -> Iterator[Harness]:
+    home.mkdir(parents=True, exist_ok=True)
+    text = CONFIG.format(partitions=partitions,
+                         lanes=lanes or file_lane("local", "outbox/local.jsonl"))
+    (home / "nereus.toml").write_text(text)
+    config = parse_config(text, source=str(home / "nereus.toml"))
+    engine = Engine(home, config, settings=settings or EngineSettings(), clock=clock,
+                    destinations=destinations)
+    engine.start()
+    harness = Harness(home, engine, partitions)
+    try:
+        yield harness
+    finally:
+        harness.close()
+        engine.stop()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,215 @@
+"""The engine's publish path end to end, in process: due work, claims, admissions,
+outcomes, cancels and reschedules, never early, lane isolation, recovery and stop."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from nereus.engine.clock import TrustedClock
+from nereus.engine.destinations.file import FileDestination
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.engine import EngineSettings
+from nereus.records import MessageState, PublishAdmission, encode
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Message, decode_value
+from nereus.views import find_message
+from tests.integration.engine_harness import (
+    file_lane,
+    lateness_ms,
+    now_ms,
+    running_engine,
+)
+
+
+def message_states(home: Path, partitions: int = 2) -> dict[str, Message]:
+    out = {}
+    for partition in range(partitions):
+        path = home / "state" / "default" / str(partition)
+        with ShardStore.open(path, read_only=True) as store:
+            for _, raw in store.scan_prefix(keys.MSG):
+                message = decode_value(raw, Message)
+                out[message.delay_message_id] = message
+    return out
+
+
+def test_hundreds_of_messages_publish_exactly_the_non_cancelled_ones(tmp_path: Path) -> None:
+    """Random delays, cancels and reschedules: exactly the survivors publish, once, on time."""
+    rng = random.Random(7)
+    with running_engine(tmp_path / "home") as h:
+        base = now_ms()
+        ids = [f"m{n}" for n in range(400)]
+        due = {mid: base + rng.randint(300, 2_500) for mid in ids}
+        h.queue([h.schedule(mid, due[mid], payload=mid.encode(), key=mid) for mid in ids])
+        cancelled = set(rng.sample(ids, 80))
+        moved = {mid: base + rng.randint(1_000, 3_000)
+                 for mid in rng.sample(sorted(set(ids) - cancelled), 60)}
+        h.queue([h.cancel(mid) for mid in sorted(cancelled)])
+        h.queue([h.reschedule(mid, at) for mid, at in sorted(moved.items())])
+        due.update(moved)
+        survivors = set(ids) - cancelled
+
+        def published_ids() -> set[str]:
+            return {line["delay_message_id"] for line in h.outbox()}
+
+        h.wait_for(lambda: survivors <= published_ids(), 30, "all survivors to publish")
+        time.sleep(0.3)  # anything wrongly published late would show up now
+        lines = h.outbox()
+    published = [line["delay_message_id"] for line in lines]
+    # a cancel queued after a message was already admitted loses (ALREADY_ADMITTED): such a
+    # message is published and NOT cancelled; every other cancelled one must be absent
+    states = message_states(tmp_path / "home")
+    really_cancelled = {m for m in cancelled if states[m].state == MessageState.CANCELLED}
+    assert len(published) == len(set(published)), "a message was published twice"
+    assert set(published) == set(ids) - really_cancelled
+    assert len(really_cancelled) >= 70
+    for line in lines:
+        assert lateness_ms(line) >= 0, line
+        assert line["payload"] == line["delay_message_id"]
+        mid = line["delay_message_id"]
+        if mid in moved and states[mid].generation == 2:
+            assert line["deliver_at"].startswith(
+                time.strftime("%Y-%m-%dT", time.gmtime(moved[mid] / 1000)))
+            assert states[mid].deliver_at_ms == moved[mid]
+    for mid in set(ids) - really_cancelled:
+        assert states[mid].state == MessageState.PUBLISHED
+
+
+class TrueTimeRecorder:
+    """A file destination that also records the true (unskewed) time of each publish."""
+
+    def __init__(self, inner: FileDestination) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.true_ms: dict[str, int] = {}
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms_fn: Callable[[], int]) -> list[PublishResult]:
+        stamp = time.time_ns() // 1_000_000
+        for request in requests:
+            self.true_ms[request.template.delay_message_id] = stamp
+        return self.inner.publish(requests, now_ms_fn)
+
+    def probe(self) -> str | None:
+        return self.inner.probe()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_never_early_with_a_skewed_clock(tmp_path: Path) -> None:
+    """A clock off by up to its error bound (varying, either way) never publishes early."""
+    rng = random.Random(11)
+    error = 80
+    skew = {"ms": 0}
+
+    def skewed_wall() -> int:
+        skew["ms"] = max(-error, min(error, skew["ms"] + rng.randint(-15, 15)))
+        return time.time_ns() // 1_000_000 + skew["ms"]
+
+    clock = TrustedClock(max_error_ms=error, wall_ms=skewed_wall)
+    home = tmp_path / "home"
+    recorder = TrueTimeRecorder(FileDestination("local", home / "outbox" / "local.jsonl"))
+    with running_engine(home, clock=clock, destinations={"local": recorder}) as h:
+        base = now_ms()
+        deliver = {f"n{i}": base + 200 + rng.randint(0, 1_500) for i in range(200)}
+        h.queue([h.schedule(mid, at) for mid, at in deliver.items()])
+        h.wait_for(lambda: len(recorder.true_ms) == len(deliver), 20, "all publishes")
+    early = {mid: deliver[mid] - t for mid, t in recorder.true_ms.items() if t < deliver[mid]}
+    assert early == {}, f"published before deliverAt by the true clock: {early}"
+
+
+def test_a_failing_lane_does_not_delay_a_healthy_one(tmp_path: Path) -> None:
+    """A lane whose file cannot be opened goes NOT READY; the healthy lane keeps its pace."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "blocker").write_text("a file where a directory should be")
+    lanes = file_lane("local", "outbox/local.jsonl") + file_lane("broken", "blocker/out.jsonl")
+    with running_engine(home, lanes=lanes) as h:
+        base = now_ms()
+        h.queue([h.schedule(f"bad{i}", base + 100, lane="broken") for i in range(300)])
+        h.queue([h.schedule(f"good{i}", base + 300 + 5 * i, lane="local") for i in range(200)])
+        h.wait_for(lambda: len(h.outbox()) == 200, 20, "the healthy lane to publish")
+        publisher = h.engine.publishers["broken"]
+        assert not publisher.ready and "blocker" in (publisher.not_ready_reason or "")
+        lines = h.outbox()
+    late = sorted(lateness_ms(line) for line in lines)
+    assert late[0] >= 0
+    assert late[int(len(late) * 0.99) - 1] < 500, f"healthy lane p99 lateness {late[-5:]} ms"
+    states = message_states(home)
+    broken = [states[f"bad{i}"].state for i in range(300)]
+    assert set(broken) <= {MessageState.SCHEDULED, MessageState.FAILED}
+    assert not (home / "blocker" / "out.jsonl").exists()
+
+
+def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> None:
+    """An attempt left PUBLISHING by a dead owner becomes UNKNOWN; it is not retried."""
+    home = tmp_path / "home"
+    with running_engine(home, partitions=1) as h:
+        h.queue([h.schedule("stuck", now_ms() + 20_000)])
+        h.wait_for(lambda: h.engine.shards[ShardId("default", 0)].applied_position == 0, 10,
+                   "the schedule to apply")
+    # a previous owner admitted it and died before any outcome: forge that admission
+    with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
+        message = find_message(store, "stuck")
+    assert message is not None and message.work_digest is not None
+    from nereus.engine.shardlog.file import FileShardLog
+
+    log = FileShardLog(home / "shardlog" / "default" / "0")
+    log.append([encode(PublishAdmission(
+        attempt_id="ghost-attempt", delay_message_id="stuck", generation=1,
+        work_digest=message.work_digest, lane="local", claim_id="c", claim_sequence=1,
+        owner_id="dead-owner", fencing_epoch=1, prepared_digest="x",
+        decided_earliest_ms=message.action_at_ms, decided_latest_ms=message.action_at_ms + 1,
+    ))])
+    log.close()
+    with running_engine(home, partitions=1) as h:
+        loop = h.engine.shards[ShardId("default", 0)]
+        assert loop.epoch == 2
+        state = find_message(loop.store, "stuck")
+        assert state is not None and state.state == MessageState.UNCERTAIN
+        time.sleep(0.2)
+        assert h.outbox() == []
+    with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
+        raw = store.get(keys.attempt_key("ghost-attempt"))
+        assert raw is not None and b"UNKNOWN" in raw and b"recovery" in raw
+
+
+class BlockingDestination:
+    """A destination whose calls never return until released."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms_fn: Callable[[], int]) -> list[PublishResult]:
+        self.entered.set()
+        self.release.wait(30)
+        raise RuntimeError("released after the engine gave up")
+
+    def probe(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_stop_records_a_call_in_progress_as_unknown(tmp_path: Path) -> None:
+    """A producer call still running at the stop deadline is recorded UNKNOWN, not dropped."""
+    home = tmp_path / "home"
+    blocking = BlockingDestination()
+    settings = EngineSettings(stop_timeout_s=1.0)
+    with running_engine(home, partitions=1, destinations={"local": blocking},
+                        settings=settings) as h:
+        h.queue([h.schedule("slow", now_ms())])
+        assert blocking.entered.wait(10)
+    states = message_states(home, partitions=1)
+    assert states["slow"].state == MessageState.UNCERTAIN

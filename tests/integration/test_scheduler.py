@@ -1,0 +1,154 @@
+"""The scheduler's planner: gates, two-level DRR fairness, ordered head, capacity, expiry."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nereus import records as r
+from nereus.engine.scheduler.claims import Claim
+from nereus.engine.scheduler.drr import DrrState
+from nereus.engine.scheduler.permits import PermitLimits, Permits
+from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity, Lane, decode_value
+from nereus.testing import MemoryShard
+from nereus.trusted_time import TrustedTime
+from tests.unit.builders import op, schedule
+
+OWNER = Owner("owner", "store", 1)
+Build = Callable[[MemoryShard], ShardStore]
+NOW = TrustedTime(10_000, 10_010)
+
+
+@pytest.fixture
+def store_from(tmp_path: Path) -> Iterator[Build]:
+    stores: list[ShardStore] = []
+
+    def build(shard: MemoryShard) -> ShardStore:
+        store = ShardStore.open(tmp_path / f"db{len(stores)}", create=True,
+                                identity=Identity(route="default", partition=0,
+                                                  schema_version=keys.SCHEMA_VERSION))
+        store.write(dict(shard.data))
+        stores.append(store)
+        return store
+
+    yield build
+    for store in stores:
+        store.close()
+
+
+def planner(store: ShardStore, *, quantum: int = 4, permits: PermitLimits | None = None,
+            state: DrrState | None = None) -> Planner:
+    counter = itertools.count()
+    return Planner(store, Permits(permits or PermitLimits()), state or DrrState(),
+                   PlannerSettings(quantum=quantum, max_deficit=8), lambda: f"id{next(counter)}")
+
+
+def lanes_of(store: ShardStore, *names: str) -> dict[str, Lane]:
+    out = {}
+    for name in names:
+        raw = store.get(keys.lane_key(name))
+        out[name] = Lane(name=name) if raw is None else decode_value(raw, Lane)
+    return out
+
+
+def test_only_due_work_is_claimed(store_from: Build) -> None:
+    """Entries with actionAt <= earliest are claimed; later ones are not touched."""
+    shard = MemoryShard()
+    shard.apply(schedule("due", 9_000))
+    shard.apply(schedule("edge", 10_000))
+    shard.apply(schedule("later", 10_001))
+    store = store_from(shard)
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                set())
+    assert sorted(c.delay_message_id for c in plan.claims) == ["due", "edge"]
+    admission = r.decode(plan.claims[0].admission)
+    assert isinstance(admission, r.PublishAdmission)
+    assert admission.decided_earliest_ms == NOW.earliest_ms
+
+
+def test_a_hot_early_lane_does_not_starve_another(store_from: Build) -> None:
+    """With 50 due in an early lane and 3 in another, one round serves both lanes."""
+    shard = MemoryShard()
+    for i in range(50):
+        shard.apply(schedule(f"hot{i}", 1_000 + i, lane="aaa-hot"))
+    for i in range(3):
+        shard.apply(schedule(f"cold{i}", 9_000, lane="zzz-cold"))
+    store = store_from(shard)
+    p = planner(store, quantum=4)
+    claimed: dict[str, Claim] = {}
+    plan = p.round(NOW, 0, OWNER, lanes_of(store, "aaa-hot", "zzz-cold"), lambda _: True,
+                   claimed, set())
+    by_lane = [c.lane for c in plan.claims]
+    assert by_lane.count("zzz-cold") == 3 and by_lane.count("aaa-hot") == 4
+    # the next round resumes the hot lane after its last claim (discovery cursor)
+    plan2 = p.round(NOW, 0, OWNER, lanes_of(store, "aaa-hot", "zzz-cold"), lambda _: True,
+                    claimed, set())
+    assert [c.delay_message_id for c in plan2.claims] == [f"hot{i}" for i in range(4, 8)]
+    assert p.state.cursors["aaa-hot"] > keys.timeline_lane_prefix("aaa-hot")
+
+
+def test_closed_and_not_ready_lanes_are_skipped_without_blocking_others(store_from: Build) -> None:
+    """A CLOSED lane and a NOT READY lane claim nothing; the healthy lane still does."""
+    shard = MemoryShard()
+    for lane in ("closed", "sick", "healthy"):
+        shard.apply(schedule(f"{lane}-1", 1_000, lane=lane))
+    shard.apply(r.LaneGate(lane="closed", gate=r.Gate.CLOSED, **op("k")))
+    store = store_from(shard)
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "closed", "sick", "healthy"),
+                                lambda lane: lane != "sick", {}, set())
+    assert [c.delay_message_id for c in plan.claims] == ["healthy-1"]
+    assert plan.waiting == {"closed": "admissionGate CLOSED", "sick": "NOT READY"}
+
+
+def test_ordered_lane_holds_a_key_behind_an_unsettled_attempt(store_from: Build) -> None:
+    """In an ORDERED lane a key with an open attempt waits; one claim per key per round."""
+    shard = MemoryShard()
+    shard.apply(r.LaneConfig(lane="local", ordered=True, **op("o")))
+    shard.apply(schedule("a1", 1_000, key="A"))
+    shard.apply(schedule("a2", 2_000, key="A"))
+    shard.apply(schedule("b1", 3_000, key="B"))
+    store = store_from(shard)
+    open_keys = {("local", "B")}
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                open_keys)
+    assert [c.delay_message_id for c in plan.claims] == ["a1"]
+
+
+def test_capacity_and_permits_bound_claims(store_from: Build) -> None:
+    """Lane capacity and the permit pool both stop claiming at their bound."""
+    shard = MemoryShard()
+    shard.apply(r.LaneConfig(lane="local", capacity=2, **op("c")))
+    for i in range(5):
+        shard.apply(schedule(f"m{i}", 1_000))
+    store = store_from(shard)
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                set())
+    assert len(plan.claims) == 2 and plan.waiting["local"] == "at capacity 2"
+    shard2 = MemoryShard()
+    for i in range(5):
+        shard2.apply(schedule(f"m{i}", 1_000))
+    store2 = store_from(shard2)
+    limited = planner(store2, permits=PermitLimits(worker=3))
+    plan2 = limited.round(NOW, 0, OWNER, lanes_of(store2, "local"), lambda _: True, {}, set())
+    assert len(plan2.claims) == 3 and plan2.waiting["local"] == "out of permits"
+
+
+def test_expired_messages_become_claim_results_and_unproven_expiry_waits(store_from: Build) -> None:
+    """earliest > expireAt: CLAIM_RESULT EXPIRED; latest > expireAt >= earliest: wait."""
+    shard = MemoryShard()
+    shard.apply(schedule("gone", 1_000, expire_at_ms=9_000))
+    shard.apply(schedule("unsure", 1_000, expire_at_ms=10_005))
+    shard.apply(schedule("fine", 1_000, expire_at_ms=20_000))
+    store = store_from(shard)
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                set())
+    assert [c.delay_message_id for c in plan.claims] == ["fine"]
+    (expiry,) = [r.decode(raw) for raw in plan.expiries]
+    assert isinstance(expiry, r.ClaimResult) and expiry.delay_message_id == "gone"
+    assert expiry.disposition == r.ClaimDisposition.EXPIRED

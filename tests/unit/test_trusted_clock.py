@@ -1,0 +1,79 @@
+"""Trusted UTC: intervals, decisions, and what clock steps do to them."""
+
+from __future__ import annotations
+
+from nereus.engine.clock import TrustedClock, chrony_error_ms
+from nereus.trusted_time import TrustedTime
+
+
+class FakeClocks:
+    def __init__(self, wall: int) -> None:
+        self.wall = wall
+        self.mono = 0
+
+    def advance(self, ms: int) -> None:
+        self.wall += ms
+        self.mono += ms
+
+
+def make(clocks: FakeClocks, error: int = 50) -> TrustedClock:
+    return TrustedClock(max_error_ms=error, wall_ms=lambda: clocks.wall,
+                        mono_ms=lambda: clocks.mono)
+
+
+def test_decisions_use_the_safe_bound() -> None:
+    """Due needs earliest >= actionAt; expired needs earliest > expireAt; admission latest."""
+    t = TrustedTime(1_000, 1_100)
+    assert t.is_due(1_000) and not t.is_due(1_001)
+    assert t.has_expired(999) and not t.has_expired(1_000) and not t.has_expired(None)
+    assert t.expiry_open(1_100) and not t.expiry_open(1_099) and t.expiry_open(None)
+
+
+def test_interval_is_the_reading_plus_minus_the_error() -> None:
+    """A steady clock gives [wall - error, wall + error]."""
+    clocks = FakeClocks(10_000)
+    clock = make(clocks)
+    assert clock.now() == TrustedTime(9_950, 10_050)
+    clocks.advance(100)
+    assert clock.now() == TrustedTime(10_050, 10_150)
+
+
+def test_a_backwards_step_widens_instead_of_going_back() -> None:
+    """After the wall clock steps back 5 s, earliest does not move back and latest keeps pace."""
+    clocks = FakeClocks(10_000)
+    clock = make(clocks)
+    clock.now()
+    clocks.mono += 100
+    clocks.wall -= 5_000
+    t = clock.now()
+    assert t.earliest_ms == 9_950  # held, not 4_950
+    assert t.latest_ms == 10_150  # where real elapsed time says it is at least
+    assert clock.steps_backwards == 1
+
+
+def test_a_forwards_jump_cannot_make_work_due_early() -> None:
+    """If the wall clock jumps 10 s ahead in 100 ms, earliest advances only 100 ms."""
+    clocks = FakeClocks(10_000)
+    clock = make(clocks)
+    clock.now()
+    clocks.mono += 100
+    clocks.wall += 10_000
+    t = clock.now()
+    assert t.earliest_ms == 10_050
+    assert not t.is_due(20_000)
+
+
+def test_chrony_tracking_line_gives_an_error_bound() -> None:
+    """`chronyc -c tracking`: |offset| + root delay / 2 + root dispersion, in ms (rounded up)."""
+    line = ("A29FC87B,162.159.200.123,3,1700000000.0,-0.000120,0.000010,0.000200,"
+            "-12.3,0.001,0.02,0.010000,0.002000,64.0,Normal")
+    assert chrony_error_ms(line) == int((0.000120 + 0.005 + 0.002) * 1000) + 1
+    assert chrony_error_ms("garbage") is None
+
+
+def test_extra_error_source_widens_the_interval() -> None:
+    """An extra error estimate (e.g. chrony's) is added to the configured bound."""
+    clocks = FakeClocks(10_000)
+    clock = TrustedClock(max_error_ms=10, wall_ms=lambda: clocks.wall,
+                         mono_ms=lambda: clocks.mono, extra_error_ms=lambda: 40)
+    assert clock.now() == TrustedTime(9_950, 10_050)
