@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: check install lint types imports test bench demo clean
+.PHONY: check install lint types imports test bench demo quickstart clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,3 +35,6 @@ clean:
 
 demo: install
 	NEREUS=$(BIN)/nereus scripts/core-demo
+
+quickstart: install
+	$(BIN)/nereus quickstart
