@@ -76,9 +76,9 @@ def test_prefix_restart_rest_equals_one_pass(entries: LogEntries, data: st.DataO
             runner = ShardRunner(store, log, batch_records=batch)
             assert runner.next_position == cut
             runner.run_until_caught_up()
-            assert store.applied_position() == len(entries) - 1
+            assert store.applied_position() == (len(entries) - 1 if entries else None)
             records = store.get(keys.META_RECORDS)
-            assert records is not None and decode_int(records) == len(entries)
+            assert (decode_int(records) if records else 0) == len(entries)
             digest = digest_pairs(store.scan(b"\x00", b"\x80"))
     assert digest == one_pass(entries).digest()
 
