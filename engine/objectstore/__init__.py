@@ -1,0 +1,1 @@
+"""Object stores behind one Protocol: a local directory (embedded default) and S3."""
