@@ -5,7 +5,8 @@
 held with an exclusive ``flock`` for the daemon's whole life, so two daemons can never own
 one home, and a stale file from a crashed daemon is simply re-locked.
 
-SIGTERM / SIGINT or ``POST /v1/shutdown`` stop it gracefully (see ``Engine.stop``).
+SIGTERM / SIGINT or ``POST /v1/shutdown`` stop it gracefully: the admin socket closes
+first and lets requests in progress finish, then ``Engine.stop`` runs.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ def run(home: Path, *, foreground: bool) -> int:
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())
         stop.wait()
         log_event("engine_stopping")
+        # The admin socket goes first and waits for requests in progress: none may read
+        # a shard store while engine.stop() closes it.
+        if not server.close():
+            log_event("admin_requests_still_running")
         report = engine.stop()
         log_event("engine_exit", **report)
         return 0

@@ -127,10 +127,14 @@ def status(ctx: typer.Context) -> None:
     env: Env = ctx.obj
     try:
         data = env.admin().get("/v1/status")
-    except EngineUnreachable:
-        if env.output.json_mode:
-            env.output.emit({"running": False}, lambda _: None)
-        raise
+    except EngineUnreachable as exc:
+        if not env.output.json_mode:
+            raise
+        # One JSON document only: the answer ("not running") carries the error fields.
+        env.output.emit({"running": False, "ok": False, "error": exc.message, "hint": exc.hint,
+                         "exit_code": int(exc.exit_code)}, lambda _: None)
+        env.output.error(exc.message, exc.hint)
+        raise typer.Exit(int(exc.exit_code)) from None
 
     def human(out: Console) -> None:
         from rich.table import Table

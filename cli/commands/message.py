@@ -32,16 +32,18 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _when(deliver_at: str | None, delay: str | None, *, what: str) -> int:
+def _when(deliver_at: str | None, delay: str | None, *, what: str,
+          names: tuple[str, str] = ("--deliver-at", "--delay")) -> int:
+    """The delivery time from exactly one of a time or a delay; ``names`` label errors."""
     from nereus.errors import UsageError
     from nereus.timespec import parse_duration_ms, parse_time_ms
 
     if (deliver_at is None) == (delay is None):
-        raise UsageError(f"{what}: give exactly one of --deliver-at TIME or --delay DURATION")
+        raise UsageError(f"{what}: give exactly one of {names[0]} TIME or {names[1]} DURATION")
     if deliver_at is not None:
-        return parse_time_ms(deliver_at, field="--deliver-at")
+        return parse_time_ms(deliver_at, field=names[0])
     assert delay is not None
-    return _now_ms() + parse_duration_ms(delay, field="--delay")
+    return _now_ms() + parse_duration_ms(delay, field=names[1])
 
 
 def _check_id(value: str, flag: str) -> str:
@@ -174,7 +176,9 @@ def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
             raise UsageError("field lane: a lane name is required")
         deliver, delay = item.get("deliver_at"), item.get("delay")
         deliver_at_ms = _when(None if deliver is None else str(deliver),
-                              None if delay is None else str(delay), what="field deliver_at/delay")
+                              None if delay is None else str(delay),
+                              what="field deliver_at/delay",
+                              names=("field deliver_at", "field delay"))
         expire = item.get("expire_at")
         headers = item.get("headers") or {}
         if not isinstance(headers, dict) or not all(

@@ -75,7 +75,7 @@ def quickstart(
     try:
         receipts = _submit(env, prepared, wait=True)
         route = RouteRef("default", config.route("default").partitions)
-        cancelled, moved = ids[1], ids[3]
+        cancelled, moved = ids[1], ids[min(3, count - 1)]
         moved_to = now_ms + int(1500 + spread * 1000) + 1500
         receipts += _submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
                                                  delay_message_id=cancelled)], wait=True)

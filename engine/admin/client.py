@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -52,6 +52,10 @@ class AdminClient:
             decoded = json.loads(data) if data else {}
         except ValueError:
             raise EngineUnreachable(f"the engine answered with non-JSON: {data[:80]!r}") from None
+        if response.status == 503:
+            raise EngineUnreachable(decoded.get("error", "the engine is not serving"),
+                                    hint="it is stopping; start it again with `nereus engine "
+                                    "start`")
         if response.status == 404:
             raise NotFound(decoded.get("error", "not found"), hint=decoded.get("hint"))
         if response.status in (400, 403):
@@ -73,8 +77,8 @@ class AdminClient:
         return self.get(f"/v1/messages/{quote(delay_message_id, safe='')}", route=route,
                         barrier="1" if barrier else None)
 
-    def feed(self, interval: float = 1.0) -> Iterator[dict[str, Any]]:
-        """Status documents from the streaming feed, one per interval."""
+    def feed(self, interval: float = 1.0) -> Generator[dict[str, Any], None, None]:
+        """Status documents from the streaming feed, one per interval; ``close()`` hangs up."""
         conn = _UnixConnection(self.path, self.timeout)
         try:
             conn.request("GET", f"/v1/feed?interval={interval}")

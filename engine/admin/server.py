@@ -7,6 +7,9 @@
   for that request only. Nothing a client sends can stop the daemon.
 * ``GET /v1/feed`` streams one JSON status document per line (chunked) at least once a
   second until the client goes away or the engine stops: the dashboard's data source.
+* ``close()`` stops serving and waits for requests in progress to finish, so the engine
+  can be stopped (its stores closed) with no admin thread still reading them; a request
+  that arrives on a kept-alive connection after that gets 503.
 
 Endpoints: ``GET /v1/status``, ``/v1/shards``, ``/v1/lanes``, ``/v1/messages``,
 ``/v1/messages/<id>``, ``/v1/attempts``, ``/v1/feed``; ``POST /v1/commands``,
@@ -21,7 +24,6 @@ import socket
 import socketserver
 import struct
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -32,6 +34,7 @@ from nereus.engine.admin.api import AdminApi
 from nereus.errors import NereusError, NotFound, UsageError
 
 MAX_BODY = 64 << 20
+DRAIN_TIMEOUT_S = 10.0
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -46,6 +49,26 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     api: AdminApi
     on_shutdown: Callable[[], None]
     stopping: threading.Event
+    in_flight: int
+    idle: threading.Condition
+
+    def enter(self) -> bool:
+        """Count a request in, unless the server is stopping."""
+        with self.idle:
+            if self.stopping.is_set():
+                return False
+            self.in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self.idle:
+            self.in_flight -= 1
+            self.idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no request is in progress (feeds end once ``stopping`` is set)."""
+        with self.idle:
+            return self.idle.wait_for(lambda: self.in_flight == 0, timeout)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -62,6 +85,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
+        # A request line that does not parse leaves request_version at the HTTP/0.9
+        # default, and BaseHTTPRequestHandler then writes neither status line nor headers:
+        # the client would get a bare body. Answer such errors in HTTP/1.1 and close.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = self.protocol_version
+            self.close_connection = True
         self._json(code, {"error": message or "bad request", "detail": explain})
 
     def _json(self, code: int, body: Any) -> None:
@@ -84,7 +113,10 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
+        text = self.headers.get("Content-Length") or "0"
+        if not text.strip().isdigit():
+            raise UsageError(f"Content-Length {text!r} is not a byte count")
+        length = int(text)
         if length > MAX_BODY:
             raise UsageError(f"request body of {length} bytes is over {MAX_BODY}")
         raw = self.rfile.read(length) if length else b"{}"
@@ -99,6 +131,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         if not self._allowed():
             return
+        if not self.server.enter():
+            self._json(503, {"error": "the engine is stopping"})
+            self.close_connection = True
+            return
+        try:
+            self._serve(method)
+        finally:
+            self.server.leave()
+
+    def _serve(self, method: str) -> None:
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         api = self.server.api
@@ -185,6 +227,9 @@ class AdminServer:
         self._server.api = api
         self._server.on_shutdown = on_shutdown
         self._server.stopping = threading.Event()
+        self._server.in_flight = 0
+        self._server.idle = threading.Condition()
+        self._closed = False
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.2}, name="admin-socket",
                                         daemon=True)
@@ -192,11 +237,17 @@ class AdminServer:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self) -> None:
-        self._server.stopping.set()
-        self._server.shutdown()
+    def close(self) -> bool:
+        """Stop serving and wait for requests in progress; False if some did not finish."""
+        if self._closed:
+            return True
+        self._closed = True
+        with self._server.idle:
+            self._server.stopping.set()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
-        time.sleep(0)
         if self.path.exists():
             self.path.unlink()
+        return self._server.drain(DRAIN_TIMEOUT_S)

@@ -1,0 +1,105 @@
+"""A real engine daemon for subprocess-level tests, started and stopped as an operator would.
+
+Every engine a test starts has an owner: ``running_engine`` stops it on the way out with
+``nereus engine stop`` and, as a last resort, SIGKILLs the pid in ``<home>/run/engine.pid``
+(only after checking that pid really is this home's daemon). ``wait_for`` polls a
+condition against a deadline instead of sleeping blindly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.conftest import run_nereus
+
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T | None], *, timeout: float, what: str,
+             interval: float = 0.05) -> T:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def engine_pid(home: Path) -> int | None:
+    try:
+        text = (home / "run" / "engine.pid").read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _is_daemon_of(pid: int, home: Path) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"nereus.engine.daemon" in cmdline and str(home.resolve()).encode() in cmdline
+
+
+def kill_engine(home: Path, sig: int = signal.SIGKILL) -> int | None:
+    """Signal this home's daemon (if its pid file names a live daemon of this home)."""
+    pid = engine_pid(home)
+    if pid is None or not _is_daemon_of(pid, home):
+        return None
+    os.kill(pid, sig)
+    return pid
+
+
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie awaiting its reaper counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def start_engine(home: Path) -> dict[str, Any]:
+    result = run_nereus("--json", "engine", "start", "--timeout", "30", home=home, timeout=60)
+    assert result.code == 0, result.stderr
+    data: dict[str, Any] = result.json()
+    return data
+
+
+def stop_engine(home: Path) -> None:
+    """``nereus engine stop``; if that fails, SIGKILL the daemon and wait until it is gone."""
+    result = run_nereus("engine", "stop", "--timeout", "20", home=home, timeout=60)
+    if result.code == 0:
+        return
+    pid = kill_engine(home)
+    if pid is not None:
+        wait_for(lambda: process_gone(pid), timeout=10, what=f"engine pid {pid} to die")
+    raise AssertionError(f"`engine stop` failed ({result.code}): {result.stderr}")
+
+
+@contextmanager
+def running_engine(home: Path) -> Iterator[dict[str, Any]]:
+    """An engine on ``home`` for the duration of the block; always stopped afterwards."""
+    try:
+        yield start_engine(home)
+    finally:
+        stop_engine(home)
+
+
+def read_outbox(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines of a file destination (a torn last line is left out)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in data.split(b"\n")[:-1]]
