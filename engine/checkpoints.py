@@ -1,0 +1,204 @@
+"""Taking, uploading, finding and restoring checkpoints; the Recovery Set and its Floor.
+
+Take: a RocksDB checkpoint (hard links, taken by the shard's owner between two applied
+batches, so it is exactly the state at one applied position), then the manifest: every
+file with size and SHA-256, the digest recomputed from the checkpoint itself, the payload
+objects the state references. Upload: files first, manifest last, then the catalog entry
+with a conditional create; a checkpoint killed half-way has no catalog entry, so nothing
+points at it (its orphaned files are harmless and can be swept).
+
+Recovery Set: the newest ``keep`` catalogued checkpoints of a shard, the only ones recovery
+may use. Recovery Floor: the oldest Shard Log position any member still needs (its applied
+position + 1) and every external object any member references. Log retention and payload
+collection must stay below the floor (``check_floor``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from nereus.checkpoint.manifest import (
+    MANIFEST_NAME,
+    CatalogEntry,
+    FileEntry,
+    Manifest,
+    catalog_key,
+    catalog_prefix,
+    checkpoint_prefix,
+    encode_json,
+)
+from nereus.checkpoint.verify import VerifyReport, file_sha256, verify_directory
+from nereus.engine.objectstore.protocol import ObjectStore
+from nereus.engine.replay import store_digest
+from nereus.errors import NereusError, NotFound
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import PayloadStage, decode_int, decode_value
+from nereus.timespec import format_time_ms
+
+
+class FloorViolation(NereusError):
+    """An action would delete what a Recovery Set member still needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    shard: str
+    position: int  # the oldest log position a member still needs
+    external_objects: frozenset[str]
+    members: tuple[CatalogEntry, ...]
+
+
+def referenced_objects(store: ShardStore) -> list[str]:
+    """Object-store keys of committed payloads the state references."""
+    found = set()
+    for _, raw in store.scan_prefix(keys.PAYLOAD):
+        stage = decode_value(raw, PayloadStage)
+        if stage.object_key:
+            found.add(stage.object_key)
+    return sorted(found)
+
+
+def take_local(
+    store: ShardStore,
+    shard: ShardId,
+    staging: Path,
+    *,
+    checkpoint_id: str,
+    parent: str | None,
+    now_ms: int,
+) -> tuple[Path, Manifest]:
+    """Checkpoint ``store`` into ``staging/<id>`` and write its manifest there."""
+    directory = staging / checkpoint_id
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.mkdir(parents=True, exist_ok=True)
+    store.create_checkpoint(directory)
+    with ShardStore.open(directory, read_only=True) as image:
+        applied = image.applied_position()
+        raw_records = image.get(keys.META_RECORDS)
+        digest = store_digest(image)
+        external = referenced_objects(image)
+    files = []
+    for name in sorted(os.listdir(directory)):
+        size, sha = file_sha256(directory / name)
+        files.append(FileEntry(name=name, size=size, sha256=sha))
+    manifest = Manifest(
+        checkpoint_id=checkpoint_id, route=shard.route, partition=shard.partition,
+        schema_version=keys.SCHEMA_VERSION, applied_position=applied,
+        records_applied=0 if raw_records is None else decode_int(raw_records), digest=digest,
+        files=files, external_objects=external, parent=parent,
+        created_at=format_time_ms(now_ms), created_at_ms=now_ms,
+    )
+    (directory / MANIFEST_NAME).write_bytes(encode_json(manifest))
+    return directory, manifest
+
+
+def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
+           progress: Callable[[int], None] | None = None) -> CatalogEntry:
+    """Files first, manifest last, then the catalog entry (conditional create)."""
+    prefix = checkpoint_prefix(manifest.route, manifest.partition, manifest.checkpoint_id)
+    for entry in manifest.files:
+        objects.put_file(prefix + entry.name, directory / entry.name)
+        if progress is not None:
+            progress(entry.size)
+    objects.put_file(prefix + MANIFEST_NAME, directory / MANIFEST_NAME)
+    catalog = CatalogEntry(
+        checkpoint_id=manifest.checkpoint_id, route=manifest.route,
+        partition=manifest.partition, applied_position=manifest.applied_position,
+        digest=manifest.digest, manifest_key=prefix + MANIFEST_NAME,
+        created_at=manifest.created_at, created_at_ms=manifest.created_at_ms,
+    )
+    key = catalog_key(manifest.route, manifest.partition, manifest.checkpoint_id)
+    if not objects.create_if_absent(key, encode_json(catalog)):
+        raise NereusError(f"catalog entry {key} already exists; checkpoint ids must be unique")
+    return catalog
+
+
+def catalog(objects: ObjectStore, shard: ShardId) -> list[CatalogEntry]:
+    """Catalogued checkpoints of ``shard``, oldest first (by applied position, then time)."""
+    entries = []
+    for info in objects.list(catalog_prefix(shard.route, shard.partition)):
+        if info.key.endswith(".json"):
+            entries.append(msgspec.json.decode(objects.get_bytes(info.key), type=CatalogEntry))
+    entries.sort(key=lambda e: (-1 if e.applied_position is None else e.applied_position,
+                                e.created_at_ms))
+    return entries
+
+
+def find(objects: ObjectStore, checkpoint_id: str) -> CatalogEntry:
+    for info in objects.list("catalog/"):
+        if info.key.endswith(f"/{checkpoint_id}.json"):
+            return msgspec.json.decode(objects.get_bytes(info.key), type=CatalogEntry)
+    raise NotFound(f"no checkpoint {checkpoint_id} in the catalog of {objects.description}",
+                   hint="`nereus checkpoint list SHARD` lists them")
+
+
+def download(objects: ObjectStore, entry: CatalogEntry, dest: Path,
+             progress: Callable[[int], None] | None = None) -> Path:
+    """Fetch every file of a checkpoint (checksums verified by the store) into ``dest``."""
+    prefix = entry.manifest_key[: -len(MANIFEST_NAME)]
+    dest.mkdir(parents=True, exist_ok=True)
+    objects.get_file(entry.manifest_key, dest / MANIFEST_NAME)
+    manifest = msgspec.json.decode((dest / MANIFEST_NAME).read_bytes(), type=Manifest)
+    for file in manifest.files:
+        objects.get_file(prefix + file.name, dest / file.name)
+        if progress is not None:
+            progress(file.size)
+    return dest
+
+
+def verify_entry(objects: ObjectStore, entry: CatalogEntry,
+                 progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Download a catalogued checkpoint to a scratch directory and verify it there."""
+    with tempfile.TemporaryDirectory(prefix="nereus-verify-") as scratch:
+        try:
+            directory = download(objects, entry, Path(scratch) / entry.checkpoint_id)
+        except NereusError as exc:
+            report = VerifyReport(Path(scratch))
+            report.add("download", False, exc.message)
+            return report
+        report = verify_directory(directory, expected_shard=(entry.route, entry.partition),
+                                  catalog=entry, progress=progress)
+        report.path = Path(entry.manifest_key).parent
+        return report
+
+
+def recovery_floor(objects: ObjectStore, shard: ShardId, keep: int) -> Floor:
+    members = tuple(catalog(objects, shard)[-keep:]) if keep > 0 else ()
+    position = 0
+    external: set[str] = set()
+    if members:
+        positions = [m.applied_position for m in members]
+        position = min(-1 if p is None else p for p in positions) + 1
+        for member in members:
+            manifest = msgspec.json.decode(objects.get_bytes(member.manifest_key), type=Manifest)
+            external.update(manifest.external_objects)
+    return Floor(str(shard), position, frozenset(external), members)
+
+
+def check_floor(floor: Floor, *, delete_before: int | None = None,
+                delete_objects: frozenset[str] = frozenset()) -> None:
+    """Refuse to delete log records or objects a Recovery Set member still needs."""
+    if delete_before is not None and delete_before > floor.position:
+        needing = [m.checkpoint_id for m in floor.members
+                   if (m.applied_position or -1) + 1 < delete_before]
+        raise FloorViolation(
+            f"deleting the log of {floor.shard} before position {delete_before} would cross the "
+            f"Recovery Floor at {floor.position} (needed by {', '.join(needing) or 'replay'})",
+            hint="take a newer checkpoint first, or delete only before the floor",
+        )
+    crossing = sorted(delete_objects & floor.external_objects)
+    if crossing:
+        raise FloorViolation(
+            f"objects still referenced by the Recovery Set of {floor.shard}: "
+            f"{', '.join(crossing[:5])}" + (" ..." if len(crossing) > 5 else ""),
+        )

@@ -1,0 +1,185 @@
+"""Checkpoint verification: is this directory really a usable image of that shard?
+
+Checks, in order, each reported with ``name``, ``ok`` and a ``detail`` that names the file,
+key or value at fault:
+
+1. ``manifest`` — manifest.json parses and has a supported format version;
+2. ``files_present`` — every listed file exists (and nothing unlisted hides a problem);
+3. ``file_sizes`` and ``file_checksums`` — sizes and SHA-256 match, file by file;
+4. ``identity`` — the manifest names the expected shard (and the catalog entry, when
+   verifying by id), and the database's own ``meta/identity`` agrees;
+5. ``db_opens`` — RocksDB opens the directory read-only;
+6. ``applied_position`` and ``digest`` — recomputed from the database, equal to the
+   manifest.
+
+A failed early check skips the checks that depend on it (reported as skipped, not ok).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from nereus.checkpoint.manifest import FORMAT, FORMAT_VERSION, MANIFEST_NAME, CatalogEntry, Manifest
+from nereus.errors import NereusError
+from nereus.state import keys
+from nereus.state.digest import digest_pairs
+from nereus.state.store import ShardStore
+
+_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail,
+                "skipped": self.skipped}
+
+
+@dataclass
+class VerifyReport:
+    path: Path
+    checks: list[Check] = field(default_factory=list)
+    manifest: Manifest | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(Check(name, ok, detail))
+        return ok
+
+    def skip(self, *names: str) -> None:
+        for name in names:
+            self.checks.append(Check(name, False, "skipped: an earlier check failed", True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "path": str(self.path),
+                "checkpoint_id": self.manifest.checkpoint_id if self.manifest else None,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+def file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb", buffering=0) as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return size, digest.hexdigest()
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Parse ``path/manifest.json``; raises NereusError saying what is wrong."""
+    try:
+        raw = (path / MANIFEST_NAME).read_bytes()
+    except FileNotFoundError:
+        raise NereusError(f"no {MANIFEST_NAME} in {path}") from None
+    try:
+        manifest = msgspec.json.decode(raw, type=Manifest)
+    except msgspec.DecodeError as exc:
+        raise NereusError(f"{path / MANIFEST_NAME} does not parse: {exc}") from None
+    if manifest.format != FORMAT:
+        raise NereusError(f"{path / MANIFEST_NAME}: format {manifest.format!r} is not {FORMAT!r}")
+    if manifest.format_version != FORMAT_VERSION:
+        raise NereusError(f"{path / MANIFEST_NAME}: format version {manifest.format_version} is "
+                          f"not supported (this build reads {FORMAT_VERSION})")
+    return manifest
+
+
+def verify_directory(
+    path: Path,
+    *,
+    expected_shard: tuple[str, int] | None = None,
+    catalog: CatalogEntry | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    report = VerifyReport(Path(path))
+    try:
+        manifest = read_manifest(report.path)
+    except NereusError as exc:
+        report.add("manifest", False, exc.message)
+        report.skip("files_present", "file_sizes", "file_checksums", "identity", "db_opens",
+                    "applied_position", "digest")
+        return report
+    report.manifest = manifest
+    report.add("manifest", True, f"{manifest.checkpoint_id} of {manifest.shard}, format "
+                                 f"v{manifest.format_version}, {len(manifest.files)} files")
+    missing = [f.name for f in manifest.files if not (report.path / f.name).is_file()]
+    if not report.add("files_present", not missing,
+                      f"missing: {', '.join(missing)}" if missing else
+                      f"all {len(manifest.files)} files present"):
+        report.skip("file_sizes", "file_checksums", "identity", "db_opens", "applied_position",
+                    "digest")
+        return report
+    wrong_size = []
+    for entry in manifest.files:
+        size = os.path.getsize(report.path / entry.name)
+        if size != entry.size:
+            wrong_size.append(f"{entry.name} is {size} bytes, manifest says {entry.size}")
+    report.add("file_sizes", not wrong_size, "; ".join(wrong_size) or "all sizes match")
+    wrong_sum = []
+    for entry in manifest.files:
+        _, sha = file_sha256(report.path / entry.name, progress)
+        if sha != entry.sha256:
+            wrong_sum.append(f"{entry.name} has SHA-256 {sha[:16]}.., manifest says "
+                             f"{entry.sha256[:16]}..")
+    report.add("file_checksums", not wrong_sum, "; ".join(wrong_sum) or "all checksums match")
+    identity_problems = []
+    if expected_shard is not None and (manifest.route, manifest.partition) != expected_shard:
+        identity_problems.append(
+            f"manifest is for shard {manifest.shard}, expected {expected_shard[0]}/"
+            f"{expected_shard[1]}")
+    if catalog is not None and (
+        (catalog.route, catalog.partition, catalog.checkpoint_id, catalog.digest)
+        != (manifest.route, manifest.partition, manifest.checkpoint_id, manifest.digest)
+    ):
+        identity_problems.append(
+            f"catalog entry names {catalog.route}/{catalog.partition} {catalog.checkpoint_id} "
+            f"digest {catalog.digest[:16]}.., the manifest {manifest.shard} "
+            f"{manifest.checkpoint_id} digest {manifest.digest[:16]}..")
+    if wrong_size or wrong_sum:
+        report.add("identity", not identity_problems,
+                   "; ".join(identity_problems) or "manifest identity matches")
+        report.skip("db_opens", "applied_position", "digest")
+        return report
+    try:
+        store = ShardStore.open(report.path, read_only=True)
+    except NereusError as exc:
+        report.add("identity", not identity_problems,
+                   "; ".join(identity_problems) or "manifest identity matches")
+        report.add("db_opens", False, exc.message)
+        report.skip("applied_position", "digest")
+        return report
+    with store:
+        identity = store.identity()
+        if identity is None:
+            identity_problems.append("the database has no meta/identity")
+        elif (identity.route, identity.partition) != (manifest.route, manifest.partition):
+            identity_problems.append(
+                f"the database belongs to {identity.route}/{identity.partition}, the manifest "
+                f"says {manifest.shard}")
+        report.add("identity", not identity_problems,
+                   "; ".join(identity_problems) or f"shard {manifest.shard} everywhere")
+        report.add("db_opens", True, "RocksDB opened the checkpoint read-only")
+        applied = store.applied_position()
+        report.add("applied_position", applied == manifest.applied_position,
+                   f"database at {applied}, manifest says {manifest.applied_position}")
+        digest = digest_pairs(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
+        report.add("digest", digest == manifest.digest,
+                   f"recomputed {digest[:16]}.., manifest {manifest.digest[:16]}..")
+    return report
