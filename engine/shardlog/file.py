@@ -41,6 +41,7 @@ from nereus.framing import (
     encode_frame,
     find_next_frame,
     read_frame,
+    read_frames,
 )
 
 MAX_UNSYNCED_BYTES: Final = 8 << 20
@@ -312,18 +313,16 @@ class FileShardLog:
             while got < limit and cursor.byte < size:
                 handle.seek(cursor.byte)
                 buf = handle.read(min(max(_READ_CHUNK, need), size - cursor.byte))
-                pos = 0
-                frame: Frame | BadFrame = BadFrame(0, "SHORT_HEADER")
-                while got < limit:
-                    frame = read_frame(buf, pos)
-                    if isinstance(frame, BadFrame):
-                        break
-                    out.append(LogRecord(cursor.position, frame.broker_ms, frame.payload))
-                    cursor.position += 1
-                    cursor.byte += frame.end - pos
-                    pos = frame.end
-                    got += 1
-                if got >= limit or pos == len(buf) or not isinstance(frame, BadFrame):
+                run = read_frames(buf, 0, limit - got)
+                out.extend([
+                    LogRecord(position, broker_ms, payload)
+                    for position, (broker_ms, payload) in enumerate(run.frames, cursor.position)
+                ])
+                cursor.position += len(run.frames)
+                cursor.byte += run.end
+                got += len(run.frames)
+                pos, frame = run.end, run.stopped_by
+                if frame is None or got >= limit or pos == len(buf):
                     continue
                 more_in_file = cursor.byte + (len(buf) - pos) < size
                 if more_in_file and frame.problem in ("SHORT_HEADER", "PAST_END"):

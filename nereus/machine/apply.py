@@ -22,7 +22,10 @@ results and position always land in the same WriteBatch.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
 
 from nereus.machine import commands, control, publishing
 from nereus.machine.limits import DEFAULT_LIMITS, Limits
@@ -60,9 +63,11 @@ from nereus.state.values import Result, decode_int, decode_value, encode_int, en
 from nereus.state.view import StateView, Writes
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What applying one record decided: its result, its writes, the decoded record."""
+class Applied(msgspec.Struct, frozen=True):
+    """What applying one record decided: its result, its writes, the decoded record.
+
+    A frozen msgspec Struct (not a frozen dataclass) because one is built per record.
+    """
 
     result: Result
     writes: Writes
@@ -90,32 +95,24 @@ def dedup_key(record: Record) -> str | None:
     raise AssertionError(f"no dedup key for {record!r}")  # pragma: no cover
 
 
-def _dispatch(tx: Tx, record: Record) -> Verdict:
-    match record:
-        case Schedule():
-            return commands.schedule(tx, record)
-        case Cancel():
-            return commands.cancel(tx, record)
-        case Reschedule():
-            return commands.reschedule(tx, record)
-        case QueryBarrier():
-            return commands.query_barrier(tx, record)
-        case PayloadReserve():
-            return commands.payload_reserve(tx, record)
-        case PayloadCommit():
-            return commands.payload_commit(tx, record)
-        case PublishAdmission():
-            return publishing.admission(tx, record)
-        case PublishOutcome():
-            return publishing.outcome(tx, record)
-        case ClaimResult():
-            return publishing.claim_result(tx, record)
-        case ActivationBarrier():
-            return control.activation_barrier(tx, record)
-        case CheckpointMark():
-            return control.checkpoint_mark(tx, record)
-        case _:
-            return control.operator_mutation(tx, record)
+Handler = Callable[[Tx, Any], Verdict]
+
+# The handler of each record type. A dict lookup by type, because a ``match`` over a
+# dozen class patterns tests them one by one on every record.
+_HANDLERS: Final[dict[type[Record], Handler]] = {
+    Schedule: commands.schedule,
+    Cancel: commands.cancel,
+    Reschedule: commands.reschedule,
+    QueryBarrier: commands.query_barrier,
+    PayloadReserve: commands.payload_reserve,
+    PayloadCommit: commands.payload_commit,
+    PublishAdmission: publishing.admission,
+    PublishOutcome: publishing.outcome,
+    ClaimResult: publishing.claim_result,
+    ActivationBarrier: control.activation_barrier,
+    CheckpointMark: control.checkpoint_mark,
+    **dict.fromkeys(OPERATOR_MUTATIONS, control.operator_mutation),
+}
 
 
 def _advance(tx: Tx) -> None:
@@ -181,7 +178,7 @@ def apply(
         )
         tx.put(keys.reject_key(position), encode_value(result))
         return Applied(result, tx.writes, decoded)
-    result = _result(_dispatch(tx, decoded), kind, position, sha)
+    result = _result(_HANDLERS[type(decoded)](tx, decoded), kind, position, sha)
     tx.put(result_key, encode_value(result))
     _advance(tx)
     return Applied(result, tx.writes, decoded)

@@ -28,13 +28,21 @@ class EmptyView:
 
 
 class Overlay:
-    """Pending writes layered over a base view; reads see the pending writes first."""
+    """Pending writes layered over a base view; reads see the pending writes first.
 
-    __slots__ = ("_base", "writes")
+    ``decoded`` lets the state machine keep decoded values across the records of one
+    batch: it maps a key to the raw bytes a value was decoded from and the value. A
+    memo is used only while its raw bytes equal what the key reads now, so it can save
+    work but never change a result; the writes stay the encoded bytes. It exists because
+    a lane value is read, decoded, updated and re-encoded by nearly every record.
+    """
+
+    __slots__ = ("_base", "decoded", "writes")
 
     def __init__(self, base: StateView) -> None:
         self._base = base
         self.writes: Writes = {}
+        self.decoded: dict[bytes, tuple[bytes, object]] = {}
 
     def get(self, key: bytes) -> bytes | None:
         writes = self.writes
@@ -47,3 +55,4 @@ class Overlay:
 
     def clear(self) -> None:
         self.writes = {}
+        self.decoded = {}
