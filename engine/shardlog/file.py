@@ -8,7 +8,9 @@ position of its first record and rolls over at ``segment_bytes``.
   a receipt is never handed out for bytes that are not on disk.
 * **Several writers.** The CLI and the engine append to the same partition: every
   append holds an exclusive ``flock`` on ``.lock`` and re-reads the tail, so positions
-  are assigned from the file itself, never from a stale cache.
+  are assigned from the file itself, never from a stale cache. Threads sharing one log
+  object (the shard loop and admin-socket requests) are serialised by a mutex first,
+  because ``flock`` does not exclude threads that share a file descriptor.
 * **Torn tail.** A crash mid-append can leave a partial or damaged frame at the end of
   the last segment. It was never receipted, so the next writer truncates it and records
   a ``TornTailRepair``; readers treat it as the end of the log.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -105,6 +108,8 @@ class FileShardLog:
         self._tail: _Tail | None = None
         self._cursor: _Cursor | None = None
         self.repairs: list[TornTailRepair] = []
+        self._mutex = threading.Lock()
+        self._read_mutex = threading.Lock()
 
     # segments ---------------------------------------------------------------------------
     def segments(self) -> list[tuple[int, Path]]:
@@ -123,13 +128,16 @@ class FileShardLog:
     # writing ----------------------------------------------------------------------------
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        if self._lock_fd is None:
-            self._lock_fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        # flock excludes other processes (and other log objects); it does not exclude other
+        # threads sharing this object's file descriptor, hence the mutex in front of it
+        with self._mutex:
+            if self._lock_fd is None:
+                self._lock_fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         """Append ``payloads`` durably, in order; returns one receipt each."""
@@ -278,6 +286,10 @@ class FileShardLog:
     # reading ----------------------------------------------------------------------------
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
         """Up to ``max_records`` intact records from ``from_position``, in order."""
+        with self._read_mutex:
+            return self._read(from_position, max_records)
+
+    def _read(self, from_position: int, max_records: int) -> list[LogRecord]:
         cursor = self._cursor
         if cursor is None or cursor.position != from_position:
             cursor = self._seek(from_position)

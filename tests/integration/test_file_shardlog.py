@@ -523,3 +523,32 @@ def test_end_position_agrees_across_objects_and_processes(log_dir: Path) -> None
     assert log.end_position() == 1
     finish_workers(start_workers(log_dir, 1, 10, 1 << 20))
     assert log.end_position() == 1 + sum(1 + i % 3 for i in range(10))
+
+
+def test_threads_sharing_one_log_object_never_interleave(tmp_path: Path) -> None:
+    """Threads appending through one FileShardLog object get distinct, gapless positions.
+
+    flock does not exclude threads sharing a file descriptor; the log must serialise them.
+    """
+    import threading
+
+    log = FileShardLog(tmp_path / "log", segment_bytes=4096)
+    receipts: list[int] = []
+    guard = threading.Lock()
+
+    def writer(n: int) -> None:
+        for i in range(150):
+            got = log.append([f"t{n}-{i}-{'x' * (i % 40)}".encode(), f"t{n}-{i}-b".encode()])
+            with guard:
+                receipts.extend(r.position for r in got)
+            log.end_position()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(receipts) == list(range(4 * 150 * 2))
+    records = FileShardLog(tmp_path / "log").read(0, 10_000)
+    assert [r.position for r in records] == list(range(4 * 150 * 2))
+    assert len({r.payload for r in records}) == len(records)
