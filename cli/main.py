@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from nereus.cli.commands import attempt as attempt_cmd
+from nereus.cli.commands import checkpoint as checkpoint_cmd
 from nereus.cli.commands import engine as engine_cmd
 from nereus.cli.commands import init as init_cmd
 from nereus.cli.commands import lane as lane_cmd
@@ -40,6 +41,8 @@ app.add_typer(message_cmd.app, name="message")
 app.add_typer(shard_cmd.app, name="shard")
 app.add_typer(lane_cmd.app, name="lane")
 app.add_typer(attempt_cmd.app, name="attempt")
+app.add_typer(checkpoint_cmd.app, name="checkpoint")
+app.add_typer(checkpoint_cmd.recovery_app, name="recovery-set")
 
 
 @app.callback()

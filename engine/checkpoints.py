@@ -202,3 +202,53 @@ def check_floor(floor: Floor, *, delete_before: int | None = None,
             f"objects still referenced by the Recovery Set of {floor.shard}: "
             f"{', '.join(crossing[:5])}" + (" ..." if len(crossing) > 5 else ""),
         )
+
+
+def new_checkpoint_id(applied_position: int | None, token: str) -> str:
+    """Sortable by position: ``cp-<applied position, 12 digits>-<token>``."""
+    return f"cp-{(applied_position if applied_position is not None else 0):012d}-{token}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    entry: CatalogEntry
+    manifest: Manifest
+    size_bytes: int
+
+
+def checkpoint_now(
+    store: ShardStore,
+    shard: ShardId,
+    objects: ObjectStore,
+    staging: Path,
+    *,
+    token: str,
+    now_ms: int,
+    progress: Callable[[int], None] | None = None,
+) -> Taken:
+    """Take, upload and catalogue a checkpoint of ``store`` as it is now."""
+    existing = catalog(objects, shard)
+    parent = existing[-1].checkpoint_id if existing else None
+    checkpoint_id = new_checkpoint_id(store.applied_position(), token)
+    directory, manifest = take_local(store, shard, staging, checkpoint_id=checkpoint_id,
+                                     parent=parent, now_ms=now_ms)
+    try:
+        entry = upload(objects, directory, manifest, progress)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return Taken(entry, manifest, sum(f.size for f in manifest.files))
+
+
+def taken_view(taken: Taken, objects: ObjectStore) -> dict[str, object]:
+    return {
+        "checkpoint_id": taken.entry.checkpoint_id,
+        "shard": f"{taken.entry.route}/{taken.entry.partition}",
+        "applied_position": taken.entry.applied_position,
+        "digest": taken.entry.digest,
+        "parent": taken.manifest.parent,
+        "files": len(taken.manifest.files),
+        "size_bytes": taken.size_bytes,
+        "created_at": taken.entry.created_at,
+        "object_store": objects.description,
+        "manifest_key": taken.entry.manifest_key,
+    }

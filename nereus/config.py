@@ -52,12 +52,38 @@ class LaneSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectSettings:
+    """``[objects]``: where checkpoints and large payloads live."""
+
+    store: str = "file"  # file (<home>/objects, or path) | s3
+    path: str | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSettings:
+    """``[checkpoints]``: when the engine takes them and how many recovery may use."""
+
+    every_records: int = 100_000  # 0 = not by record count
+    every_seconds: int = 3_600  # 0 = not by time
+    keep: int = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
+    prune_log: bool = False  # delete log segments wholly below the Recovery Floor
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     routes: dict[str, RouteSettings]
     lanes: dict[str, LaneSettings]
     limits: Limits
     source: str
     engine: dict[str, Any] = field(default_factory=dict)
+    objects: ObjectSettings = field(default_factory=ObjectSettings)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
 
     def route(self, name: str) -> RouteSettings:
         try:
@@ -98,10 +124,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"routes", "lanes", "shard", "engine"}
+    unknown = set(data) - {"routes", "lanes", "shard", "engine", "objects", "checkpoints"}
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}",
-                          hint="known tables: routes, lanes, shard, engine")
+                          hint="known tables: routes, lanes, shard, engine, objects, checkpoints")
     routes: dict[str, RouteSettings] = {}
     for name, table in data.get("routes", {}).items():
         where = f"routes.{name}"
@@ -151,7 +177,37 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
     engine = data.get("engine", {})
     if not isinstance(engine, dict):
         raise _error(text, source, "engine", None, "[engine] must be a table")
-    return Config(routes, lanes, Limits(**limit_table), source, engine)
+    objects = _objects(text, source, data.get("objects", {}))
+    checkpoints = _checkpoints(text, source, data.get("checkpoints", {}))
+    return Config(routes, lanes, Limits(**limit_table), source, engine, objects, checkpoints)
+
+
+def _objects(text: str, source: str, table: dict[str, Any]) -> ObjectSettings:
+    known = {f.name for f in fields(ObjectSettings)}
+    for key in table:
+        if key not in known:
+            raise _error(text, source, "objects", key, f"unknown key {key!r}")
+    settings = ObjectSettings(**table)
+    if settings.store not in ("file", "s3"):
+        raise _error(text, source, "objects", "store",
+                     f"store = {settings.store!r}; expected \"file\" or \"s3\"")
+    if settings.store == "s3" and not settings.bucket:
+        raise _error(text, source, "objects", "bucket", "an s3 object store needs bucket = \"...\"")
+    return settings
+
+
+def _checkpoints(text: str, source: str, table: dict[str, Any]) -> CheckpointSettings:
+    known = {f.name for f in fields(CheckpointSettings)}
+    for key, value in table.items():
+        if key not in known:
+            raise _error(text, source, "checkpoints", key, f"unknown key {key!r}")
+        if key != "prune_log" and (not isinstance(value, int) or isinstance(value, bool)
+                                   or value < 0):
+            raise _error(text, source, "checkpoints", key, f"{key} must be an integer >= 0")
+    settings = CheckpointSettings(**table)
+    if settings.keep < 1:
+        raise _error(text, source, "checkpoints", "keep", "keep must be at least 1")
+    return settings
 
 
 def render_config(*, route: str, partitions: int, log: str) -> str:

@@ -1,0 +1,332 @@
+"""``nereus checkpoint`` and ``nereus recovery-set``: take, list, verify and restore
+checkpoints; show and verify a shard's Recovery Set and its Floor."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.checkpoint.verify import Check
+    from nereus.engine.objectstore.protocol import ObjectStore
+
+app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
+recovery_app = typer.Typer(help="The Recovery Set and Recovery Floor of a shard.",
+                           no_args_is_help=True)
+
+ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION, e.g. default/0.")]
+
+
+def objects_for(env: Env) -> ObjectStore:
+    from nereus.engine.objectstore.factory import open_object_store
+
+    return open_object_store(env.config.objects, env.home)
+
+
+def render_checks(out: Console, verdict: str, checks: list[dict[str, Any]]) -> None:
+    out.print(verdict)
+    for check in checks:
+        mark = "[green]ok[/green]  " if check["ok"] else (
+            "[dim]skip[/dim]" if check.get("skipped") else "[red]FAIL[/red]")
+        out.print(f"  {mark} {check['name']:<16} {check['detail']}")
+
+
+@app.command("create")
+def create(ctx: typer.Context, shard_name: ShardArg) -> None:
+    """Take a checkpoint now, upload it, register it in the catalog."""
+    from nereus.engine.checkpoints import checkpoint_now, taken_view
+    from nereus.layout import HomeLayout
+    from nereus.state import keys
+    from nereus.state.store import ShardStore
+    from nereus.state.values import Identity
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    if env.engine_running():
+        data = env.admin().post("/v1/checkpoints", {"shard": str(shard)}, timeout=3600)
+    else:
+        objects = objects_for(env)
+        identity = Identity(route=shard.route, partition=shard.partition,
+                            schema_version=keys.SCHEMA_VERSION)
+        with ShardStore.open(env.layout.shard_state(shard), identity=identity) as store, \
+                env.output.progress("uploading", None) as advance:
+            taken = checkpoint_now(
+                store, shard, objects, HomeLayout(env.home).root / "staging",
+                token=uuid.uuid4().hex[:8], now_ms=time.time_ns() // 1_000_000,
+                progress=advance)
+        _mark(env, shard, taken.entry.checkpoint_id)
+        data = taken_view(taken, objects)
+    env.output.emit(data, lambda out: out.print(
+        f"checkpoint {data['checkpoint_id']} of {data['shard']} at applied position "
+        f"{data['applied_position']}, digest {data['digest'][:16]}.., {data['files']} files, "
+        f"{data['size_bytes']} bytes -> {data['object_store']}"))
+
+
+def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
+    """Record the checkpoint in the Shard Log (CHECKPOINT_MARK), for the audit trail."""
+    from nereus.records import CheckpointMark, encode
+
+    env.file_log(shard).append([encode(CheckpointMark(
+        mutation_id=str(uuid.uuid4()), checkpoint_id=checkpoint_id))])
+
+
+@app.command("list")
+def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
+    """Catalogued checkpoints of a shard, oldest first; Recovery Set members marked."""
+    from nereus.engine.checkpoints import catalog
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    entries = catalog(objects_for(env), shard)
+    keep = env.config.checkpoints.keep
+    members = {e.checkpoint_id for e in entries[-keep:]}
+    rows: list[dict[str, Any]] = [{"checkpoint_id": e.checkpoint_id,
+             "applied_position": e.applied_position,
+             "digest": e.digest, "created_at": e.created_at,
+             "in_recovery_set": e.checkpoint_id in members} for e in entries]
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        table = Table("checkpoint", "applied", "digest", "created", "recovery set")
+        for row in rows:
+            table.add_row(row["checkpoint_id"], str(row["applied_position"]),
+                          row["digest"][:16], row["created_at"],
+                          "yes" if row["in_recovery_set"] else "")
+        out.print(table)
+
+    env.output.emit({"shard": str(shard), "checkpoints": rows}, human)
+
+
+def _reference(env: Env, shard: Any, after: Any) -> Any:
+    """The next catalogued checkpoint after ``after``, else the live database."""
+    from nereus.engine.checkpoints import catalog, download
+    from nereus.engine.deep_verify import Reference
+    from nereus.engine.replay import store_digest
+    from nereus.errors import NereusError
+    from nereus.state.store import ShardStore
+
+    objects = objects_for(env)
+    later = [e for e in catalog(objects, shard)
+             if (e.applied_position or -1) > (after.applied_position or -1)]
+    if later:
+        entry = later[0]
+        scratch = Path(env.layout.root / "staging" / f"ref-{entry.checkpoint_id}")
+        download(objects, entry, scratch)
+        return Reference(f"checkpoint {entry.checkpoint_id}", scratch, entry.applied_position,
+                         entry.digest)
+    path = env.layout.shard_state(shard)
+    try:
+        with ShardStore.open(path, read_only=True) as live:
+            return Reference("the live database", path, live.applied_position(),
+                             store_digest(live))
+    except NereusError:
+        return None
+
+
+@app.command("verify")
+def verify(
+    ctx: typer.Context,
+    checkpoint_id: Annotated[str | None, typer.Argument(metavar="ID")] = None,
+    path: Annotated[Path | None, typer.Option(
+        "--path", help="Verify a checkpoint directory (files + manifest.json) instead.")] = None,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Also replay the log from it and compare with the next checkpoint "
+        "or the live state.")] = False,
+) -> None:
+    """Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest."""
+    import shutil
+    import tempfile
+
+    from nereus.checkpoint.verify import verify_directory
+    from nereus.engine.checkpoints import download, find
+    from nereus.engine.deep_verify import deep_checks
+    from nereus.errors import NereusError, UsageError
+    from nereus.shard import ShardId
+
+    env: Env = ctx.obj
+    if (checkpoint_id is None) == (path is None):
+        raise UsageError("give a checkpoint ID or --path DIR (one of them)")
+    scratch = Path(tempfile.mkdtemp(prefix="nereus-verify-"))
+    try:
+        if path is not None:
+            if not path.is_dir():
+                from nereus.errors import NotFound
+
+                raise NotFound(f"no checkpoint directory at {path}")
+            directory = path
+            entry = None
+        else:
+            assert checkpoint_id is not None
+            objects = objects_for(env)
+            entry = find(objects, checkpoint_id)
+            directory = scratch / checkpoint_id
+            try:
+                with env.output.progress("downloading", None) as advance:
+                    download(objects, entry, directory, advance)
+            except NereusError as exc:
+                directory = None
+                problem = exc.message
+        if directory is None:
+            report_dict = {"ok": False, "checkpoint_id": checkpoint_id, "path": None,
+                           "checks": [{"name": "download", "ok": False, "detail": problem,
+                                       "skipped": False}]}
+        else:
+            expected = (entry.route, entry.partition) if entry else None
+            with env.output.progress("verifying", None) as advance:
+                report = verify_directory(directory, expected_shard=expected, catalog=entry,
+                                          progress=advance)
+            if entry is not None:
+                report.path = Path(entry.manifest_key).parent
+            if deep and report.manifest is not None:
+                if not report.ok:
+                    from nereus.checkpoint.verify import Check
+
+                    report.checks.append(Check("deep_replay", False,
+                                               "skipped: the checkpoint itself failed", True))
+                else:
+                    manifest = report.manifest
+                    shard = ShardId(manifest.route, manifest.partition)
+                    reference = _reference(env, shard, manifest)
+                    log = env.file_log(shard, create=False)
+                    with env.output.progress("replaying", None) as advance:
+                        report.checks.extend(deep_checks(directory, manifest, log, reference,
+                                                         limits=env.config.limits,
+                                                         progress=advance))
+            report_dict = report.to_dict()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    _emit_verdict(env, report_dict, f"checkpoint {checkpoint_id or path}")
+
+
+def _emit_verdict(env: Env, data: dict[str, Any], what: str) -> None:
+    failed = [c["name"] for c in data["checks"] if not c["ok"] and not c.get("skipped")]
+    verdict = (f"[green]OK[/green] {what}: {len(data['checks'])} checks passed" if data["ok"]
+               else f"[red]FAILED[/red] {what}: {', '.join(failed) or 'incomplete'}")
+    env.output.emit(data, lambda out: render_checks(out, verdict, data["checks"]))
+    if not data["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command("restore")
+def restore(
+    ctx: typer.Context,
+    checkpoint_id: Annotated[str, typer.Argument(metavar="ID")],
+    into: Annotated[Path, typer.Option("--into", help="An empty directory to restore into.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --into.")] = False,
+) -> None:
+    """Download a checkpoint into a directory and verify it there."""
+    import shutil
+
+    from nereus.checkpoint.verify import verify_directory
+    from nereus.engine.checkpoints import download, find
+    from nereus.errors import NereusError
+
+    env: Env = ctx.obj
+    objects = objects_for(env)
+    entry = find(objects, checkpoint_id)
+    if into.exists() and any(into.iterdir()):
+        if not force:
+            raise NereusError(f"{into} is not empty",
+                              hint="choose an empty directory, or pass --force to replace it")
+        shutil.rmtree(into)
+    with env.output.progress("downloading", None) as advance:
+        download(objects, entry, into, advance)
+    report = verify_directory(into, expected_shard=(entry.route, entry.partition), catalog=entry)
+    data = {"checkpoint_id": entry.checkpoint_id, "shard": f"{entry.route}/{entry.partition}",
+            "into": str(into), "applied_position": entry.applied_position,
+            "digest": entry.digest, "ok": report.ok,
+            "checks": [c.to_dict() for c in report.checks]}
+    if not report.ok:
+        _emit_verdict(env, data, f"restore of {checkpoint_id}")
+        return
+    env.output.emit(data, lambda out: out.print(
+        f"restored {entry.checkpoint_id} of {data['shard']} into {into} (applied position "
+        f"{entry.applied_position}, digest verified {entry.digest[:16]}..)"))
+
+
+def _floor_view(env: Env, shard: Any) -> tuple[Any, dict[str, Any]]:
+    from nereus.engine.checkpoints import recovery_floor
+
+    objects = objects_for(env)
+    floor = recovery_floor(objects, shard, env.config.checkpoints.keep)
+    log_start = None
+    if env.layout.shard_log(shard).is_dir():
+        segments = env.file_log(shard, create=False).segments()
+        log_start = segments[0][0] if segments else 0
+    data = {
+        "shard": str(shard), "keep": env.config.checkpoints.keep,
+        "object_store": objects.description,
+        "floor_position": floor.position,
+        "floor_objects": sorted(floor.external_objects),
+        "log_start_position": log_start,
+        "members": [{"checkpoint_id": m.checkpoint_id, "applied_position": m.applied_position,
+                     "digest": m.digest, "created_at": m.created_at} for m in floor.members],
+    }
+    return floor, data
+
+
+@recovery_app.command("show")
+def show(ctx: typer.Context, shard_name: ShardArg) -> None:
+    """The Recovery Set's members and the Recovery Floor they impose."""
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    _, data = _floor_view(env, shard)
+
+    def human(out: Console) -> None:
+        out.print(f"Recovery Set of {shard}: {len(data['members'])} of at most {data['keep']} "
+                  f"checkpoint(s) in {data['object_store']}")
+        for m in data["members"]:
+            out.print(f"  {m['checkpoint_id']}  applied {m['applied_position']}  "
+                      f"{m['created_at']}")
+        out.print(f"Recovery Floor: log position {data['floor_position']}, "
+                  f"{len(data['floor_objects'])} external object(s); log starts at "
+                  f"{data['log_start_position']}")
+
+    env.output.emit(data, human)
+
+
+@recovery_app.command("verify")
+def verify_set(ctx: typer.Context, shard_name: ShardArg) -> None:
+    """Verify every member, that log retention covers the floor, that objects exist."""
+    from nereus.checkpoint.verify import Check
+    from nereus.engine.checkpoints import verify_entry
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    floor, data = _floor_view(env, shard)
+    objects = objects_for(env)
+    checks: list[Check] = []
+    if not floor.members:
+        checks.append(Check("members", False, f"no catalogued checkpoint for {shard}: recovery "
+                            "would have to replay the whole log"))
+    members = []
+    for member in floor.members:
+        with env.output.progress(f"verifying {member.checkpoint_id}", None) as advance:
+            report = verify_entry(objects, member, advance)
+        failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+        checks.append(Check(f"member {member.checkpoint_id}", report.ok,
+                            "; ".join(failed) or f"all {len(report.checks)} checks passed"))
+        members.append({"checkpoint_id": member.checkpoint_id, "ok": report.ok,
+                        "checks": [c.to_dict() for c in report.checks]})
+    log_start = data["log_start_position"]
+    if log_start is None:
+        checks.append(Check("log_retention", False, f"no Shard Log for {shard} in this home"))
+    else:
+        checks.append(Check("log_retention", log_start <= floor.position,
+                            f"log starts at {log_start}, floor at {floor.position}"))
+    missing = [key for key in sorted(floor.external_objects) if objects.head(key) is None]
+    checks.append(Check("external_objects", not missing,
+                        f"missing: {', '.join(missing)}" if missing else
+                        f"all {len(floor.external_objects)} referenced objects exist"))
+    result = {**data, "ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks],
+              "member_reports": members}
+    _emit_verdict(env, result, f"Recovery Set of {shard}")
