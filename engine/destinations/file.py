@@ -5,6 +5,9 @@ Each line carries ``delay_message_id``, ``attempt_id``, ``lane``, ``generation``
 admission, just before the write), ``key``, ``headers`` and ``payload`` (text when it is
 UTF-8, else base64 with ``payload_encoding = "base64"``).
 
+A line left unfinished by a crash (the engine killed mid-write) is ended with a newline
+before the next batch, so every later line still parses.
+
 Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
 RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
 when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
@@ -71,12 +74,16 @@ class FileDestination:
 
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
                          f"open {self.path} failed before any write: {exc.strerror}")
         try:
             start = os.fstat(fd).st_size
+            if start and os.pread(fd, 1, start - 1) != b"\n":
+                # a crash cut an earlier write short: end that fragment so our lines parse
+                os.write(fd, b"\n")
+                start += 1
             published_at = now_ms()
             lines = [render_line(r, published_at) for r in requests]
             data = b"".join(lines)

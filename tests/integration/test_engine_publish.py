@@ -213,3 +213,19 @@ def test_stop_records_a_call_in_progress_as_unknown(tmp_path: Path) -> None:
         assert blocking.entered.wait(10)
     states = message_states(home, partitions=1)
     assert states["slow"].state == MessageState.UNCERTAIN
+
+
+def test_an_unfinished_outbox_line_is_ended_before_new_lines(tmp_path: Path) -> None:
+    """A line cut short by a crash does not swallow the next publish's line."""
+    import json
+
+    home = tmp_path / "home"
+    (home / "outbox").mkdir(parents=True)
+    (home / "outbox" / "local.jsonl").write_text('{"delay_message_id":"earlier","lane":"lo')
+    with running_engine(home, partitions=1) as h:
+        h.queue([h.schedule("after-crash", now_ms())])
+        h.wait_for(lambda: "after-crash" in (home / "outbox" / "local.jsonl").read_text(), 10,
+                   "the publish")
+    lines = (home / "outbox" / "local.jsonl").read_text().splitlines()
+    assert lines[0] == '{"delay_message_id":"earlier","lane":"lo'
+    assert json.loads(lines[1])["delay_message_id"] == "after-crash"
