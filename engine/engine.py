@@ -14,6 +14,7 @@ goes through the Shard Log before the shard loop exits.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -75,8 +76,16 @@ class EngineSettings:
         )
 
 
-def _new_id() -> str:
-    return str(uuid.uuid4())
+class _IdSource:
+    """Unique ids for claims, attempts and outcomes: a random per-process prefix and a
+    counter (a UUID per id cost three ``urandom`` calls per published message)."""
+
+    def __init__(self) -> None:
+        self._prefix = uuid.uuid4().hex[:16]
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}-{next(self._counter):x}"
 
 
 @dataclass
@@ -86,7 +95,7 @@ class Engine:
     settings: EngineSettings = field(default_factory=EngineSettings)
     clock: TrustedClock | None = None
     destinations: dict[str, Destination] | None = None  # tests may inject adapters
-    new_id: Callable[[], str] = _new_id
+    new_id: Callable[[], str] = field(default_factory=_IdSource)
     log_event: Callable[..., None] = lambda *a, **k: None
     shards: dict[ShardId, ShardLoop] = field(default_factory=dict)
     publishers: dict[str, LanePublisher] = field(default_factory=dict)

@@ -214,6 +214,10 @@ class ShardLoop:
         return progressed
 
     def _on_applied(self, applied: Applied) -> None:
+        timeline = keys.TIMELINE[0]
+        for key, value in applied.writes.items():
+            if key[0] == timeline and value is not None:
+                self.planner.note_timeline_put(key)
         record = applied.record
         if applied.duplicate or record is None:
             return

@@ -103,11 +103,15 @@ def open_attempts(store: ShardStore, *, state: str | None = None) -> Iterator[At
             yield decode_value(attempt_raw, Attempt)
 
 
-def due_backlog(store: ShardStore, lane: str, earliest_ms: int, *, cap: int = 100_000) -> int:
-    """Timeline entries of ``lane`` due at ``earliest_ms`` (counted up to ``cap``)."""
+def due_backlog(store: ShardStore, lane: str, earliest_ms: int, *, cap: int = 100_000,
+                start: bytes | None = None) -> int:
+    """Timeline entries of ``lane`` due at ``earliest_ms`` (counted up to ``cap``).
+
+    ``start`` may skip a range known to hold no entries (the scheduler's floor).
+    """
     prefix = keys.timeline_lane_prefix(lane)
     count = 0
-    for _ in store.scan(prefix, prefix + keys.u64(earliest_ms + 1)):
+    for _ in store.scan(max(start or prefix, prefix), prefix + keys.u64(earliest_ms + 1)):
         count += 1
         if count >= cap:
             break

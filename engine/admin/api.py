@@ -108,7 +108,8 @@ class AdminApi:
             for loop in self.engine.shards.values():
                 lane = loop.lanes()[name]
                 gates.add(lane.gate.value)
-                backlog += due_backlog(loop.store, name, now.earliest_ms)
+                backlog += due_backlog(loop.store, name, now.earliest_ms,
+                                       start=loop.planner.floors.get(name))
                 open_attempts_count += lane.open_attempts
                 for state, n in lane.counts.items():
                     counts[state] = counts.get(state, 0) + n

@@ -76,6 +76,16 @@ class Planner:
         self.rotation = LaneRotation(state, quantum=settings.quantum,
                                      max_deficit=settings.max_deficit)
         self.new_id = new_id
+        # per lane: a key below which the lane has no timeline entry. Deleted entries
+        # leave tombstones a scan must step over until compaction; starting at the floor
+        # skips them. Writes of new timeline keys lower it (``note_timeline_put``).
+        self.floors: dict[str, bytes] = {}
+
+    def note_timeline_put(self, key: bytes) -> None:
+        lane = keys.split_timeline_key(key)[0]
+        floor = self.floors.get(lane)
+        if floor is not None and key < floor:
+            self.floors[lane] = key
 
     def round(
         self,
@@ -109,11 +119,15 @@ class Planner:
         lane_claims = sum(1 for c in claimed.values() if c.lane == name)
         prefix = keys.timeline_lane_prefix(name)
         bound = prefix + keys.u64(now.earliest_ms + 1)
+        floor = self.floors.get(name, prefix)
         cursor = self.state.cursors.get(name)
-        start = cursor if cursor is not None and prefix <= cursor < bound else prefix
+        start = cursor if cursor is not None and floor <= cursor < bound else floor
         backlogged = False
         last_key: bytes | None = None
+        first_seen: bytes | None = None
         for key, raw_ref in self.store.scan(start, bound):
+            if first_seen is None:
+                first_seen = key
             if used >= budget:
                 backlogged = True
                 break
@@ -159,6 +173,8 @@ class Planner:
             lane_claims += 1
             used += 1
             last_key = key
+        if start == floor:
+            self.floors[name] = first_seen if first_seen is not None else max(floor, bound)
         if backlogged and last_key is not None:
             self.state.cursors[name] = last_key + b"\x00"
         else:

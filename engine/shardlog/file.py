@@ -109,17 +109,29 @@ class FileShardLog:
         self._cursor: _Cursor | None = None
         self.repairs: list[TornTailRepair] = []
         self._mutex = threading.Lock()
+        self._segments_cache: tuple[int, tuple[tuple[int, Path], ...]] | None = None
         self._read_mutex = threading.Lock()
 
     # segments ---------------------------------------------------------------------------
     def segments(self) -> list[tuple[int, Path]]:
-        """(base position, path) of every segment, in position order."""
+        """(base position, path) of every segment, in position order.
+
+        Cached by the directory's modification time: creating or deleting a segment
+        changes it, appending to one does not, so an idle poll costs one ``stat``. The
+        cache is trusted only once that time is two seconds old, because file-system
+        timestamps are coarse: two changes within one tick can share a stamp.
+        """
+        stamp = os.stat(self.directory).st_mtime_ns
+        cached = self._segments_cache
+        if cached is not None and cached[0] == stamp and time.time_ns() - stamp > 2_000_000_000:
+            return list(cached[1])
         found = []
         for entry in os.scandir(self.directory):
             name = entry.name
             if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
                 found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
         found.sort()
+        self._segments_cache = (stamp, tuple(found))
         return found
 
     def _segment_path(self, base: int) -> Path:

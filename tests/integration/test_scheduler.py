@@ -152,3 +152,23 @@ def test_expired_messages_become_claim_results_and_unproven_expiry_waits(store_f
     (expiry,) = [r.decode(raw) for raw in plan.expiries]
     assert isinstance(expiry, r.ClaimResult) and expiry.delay_message_id == "gone"
     assert expiry.disposition == r.ClaimDisposition.EXPIRED
+
+
+def test_the_scan_floor_skips_empty_ranges_but_new_early_entries_lower_it(
+        store_from: Build) -> None:
+    """After a scan the lane's floor sits at its first entry; a new earlier entry lowers it."""
+    shard = MemoryShard()
+    shard.apply(schedule("late", 50_000))
+    store = store_from(shard)
+    p = planner(store)
+    assert p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set()).claims == []
+    floor = p.floors["local"]
+    assert floor > keys.timeline_lane_prefix("local")
+    early = keys.timeline_key("local", 5_000, "early")
+    shard.apply(schedule("early", 5_000))
+    store.write(dict(shard.data))
+    plan = p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert plan.claims == [], "without a note the floor hides the new entry"
+    p.note_timeline_put(early)
+    plan = p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert [c.delay_message_id for c in plan.claims] == ["early"]
