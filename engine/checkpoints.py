@@ -67,6 +67,20 @@ def referenced_objects(store: ShardStore) -> list[str]:
     return sorted(found)
 
 
+def snapshot(store: ShardStore, staging: Path, checkpoint_id: str) -> Path:
+    """The RocksDB checkpoint of ``store`` at ``staging/<id>`` (fast: hard links).
+
+    The shard's owner calls this between two applied batches; everything slow (hashing,
+    digest, upload) happens afterwards on the image, off the shard's thread.
+    """
+    directory = staging / checkpoint_id
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.mkdir(parents=True, exist_ok=True)
+    store.create_checkpoint(directory)
+    return directory
+
+
 def take_local(
     store: ShardStore,
     shard: ShardId,
@@ -77,11 +91,14 @@ def take_local(
     now_ms: int,
 ) -> tuple[Path, Manifest]:
     """Checkpoint ``store`` into ``staging/<id>`` and write its manifest there."""
-    directory = staging / checkpoint_id
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.mkdir(parents=True, exist_ok=True)
-    store.create_checkpoint(directory)
+    directory = snapshot(store, staging, checkpoint_id)
+    return directory, describe(directory, shard, checkpoint_id=checkpoint_id, parent=parent,
+                               now_ms=now_ms)
+
+
+def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str | None,
+             now_ms: int) -> Manifest:
+    """Hash the image's files, recompute its digest, write ``manifest.json`` beside them."""
     with ShardStore.open(directory, read_only=True) as image:
         applied = image.applied_position()
         raw_records = image.get(keys.META_RECORDS)
@@ -99,7 +116,7 @@ def take_local(
         created_at=format_time_ms(now_ms), created_at_ms=now_ms,
     )
     (directory / MANIFEST_NAME).write_bytes(encode_json(manifest))
-    return directory, manifest
+    return manifest
 
 
 def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
@@ -202,6 +219,32 @@ def check_floor(floor: Floor, *, delete_before: int | None = None,
             f"objects still referenced by the Recovery Set of {floor.shard}: "
             f"{', '.join(crossing[:5])}" + (" ..." if len(crossing) > 5 else ""),
         )
+
+
+def restore_into(objects: ObjectStore, entry: CatalogEntry, target: Path,
+                 progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Download and verify ``entry`` next to ``target``, then move it into place.
+
+    ``target`` must not exist. Nothing is moved unless every check passed.
+    """
+    staging = target.with_name(target.name + ".restoring")
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        download(objects, entry, staging, progress)
+    except NereusError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        report = VerifyReport(staging)
+        report.add("download", False, exc.message)
+        return report
+    report = verify_directory(staging, expected_shard=(entry.route, entry.partition),
+                              catalog=entry)
+    if report.ok:
+        staging.rename(target)
+        report.path = target
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
 
 
 def new_checkpoint_id(applied_position: int | None, token: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -25,15 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from nereus.config import Config
+from nereus.engine.checkpointer import Checkpointer
+from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyErrorSource, TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import Destination, PublishResult
+from nereus.engine.objectstore.factory import open_object_store
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
 from nereus.engine.shardlog.file import FileShardLog
-from nereus.errors import ConfigError
+from nereus.errors import ConfigError, StoreError
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
@@ -100,6 +104,7 @@ class Engine:
     shards: dict[ShardId, ShardLoop] = field(default_factory=dict)
     publishers: dict[str, LanePublisher] = field(default_factory=dict)
     started_ms: int = 0
+    checkpointer: Checkpointer | None = None
 
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
@@ -130,21 +135,24 @@ class Engine:
         for name in self.config.lanes:
             self.publishers[name] = LanePublisher(
                 name, self._destination(name), now_ms=clock.wall_ms, on_event=self.log_event)
+        self.objects = open_object_store(self.config.objects, self.home)
+        self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
+                                         log_event=self.log_event)
         for route in self.config.routes.values():
             if route.log != "file":
                 raise ConfigError(f"route {route.name}: the {route.log} Shard Log is not "
                                   "available in this build")
             for partition in range(route.partitions):
                 shard = ShardId(route.name, partition)
-                store = ShardStore.open(
-                    self.layout.shard_state(shard), create=True,
-                    identity=Identity(route=shard.route, partition=partition,
-                                      schema_version=keys.SCHEMA_VERSION))
                 log = FileShardLog(self.layout.shard_log(shard))
+                store = self._open_state(shard, log)
                 self.shards[shard] = ShardLoop(
                     shard, store, log, limits=self.config.limits, clock=clock,
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
-                    new_id=self.new_id, settings=self.settings.loop, log_event=self.log_event)
+                    new_id=self.new_id, settings=self.settings.loop, log_event=self.log_event,
+                    checkpointer=self.checkpointer,
+                    staging=self.layout.root / "staging" / shard.route / str(partition))
+        self.checkpointer.start()
         for publisher in self.publishers.values():
             publisher.start()
         for loop in self.shards.values():
@@ -155,6 +163,41 @@ class Engine:
                                    f"{loop.error or loop.state}")
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
+
+    def _open_state(self, shard: ShardId, log: FileShardLog) -> ShardStore:
+        """The shard's database; restored from the Recovery Set when missing or damaged."""
+        path = self.layout.shard_state(shard)
+        identity = Identity(route=shard.route, partition=shard.partition,
+                            schema_version=keys.SCHEMA_VERSION)
+        if (path / "CURRENT").exists():
+            try:
+                return ShardStore.open(path, identity=identity)
+            except StoreError as exc:
+                aside = path.with_name(f"{path.name}.damaged-{time.time_ns() // 1_000_000}")
+                path.rename(aside)
+                self.log_event("state_damaged", shard=str(shard), error=exc.message,
+                               moved_to=str(aside))
+        elif path.exists():
+            shutil.rmtree(path)
+        members = recovery_floor(self.objects, shard, self.config.checkpoints.keep).members
+        for entry in reversed(members):
+            report = restore_into(self.objects, entry, path)
+            if report.ok:
+                self.log_event("state_restored", shard=str(shard),
+                               checkpoint_id=entry.checkpoint_id,
+                               applied_position=entry.applied_position)
+                return ShardStore.open(path, identity=identity)
+            failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+            self.log_event("checkpoint_unusable", shard=str(shard),
+                           checkpoint_id=entry.checkpoint_id, problems=failed)
+        start = log.start_position()
+        if start > 0:
+            raise StoreError(
+                f"shard {shard} has no database, no usable checkpoint, and its log starts at "
+                f"position {start}: the state cannot be rebuilt",
+                hint="restore a checkpoint with `nereus checkpoint restore ID --into DIR`",
+            )
+        return ShardStore.open(path, identity=identity, create=True)
 
     def stop(self) -> dict[str, int]:
         deadline = time.monotonic() + self.settings.stop_timeout_s
@@ -179,6 +222,8 @@ class Engine:
         del by_attempt
         for loop in self.shards.values():
             loop.finish(deadline + 5)
+        if self.checkpointer is not None:
+            self.checkpointer.stop(max(deadline + 30 - time.monotonic(), 1.0))
         for loop in self.shards.values():
             loop.log.close()
             loop.store.close()

@@ -24,9 +24,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from nereus.engine.checkpointer import Checkpointer, Job
+from nereus.engine.checkpoints import Taken, new_checkpoint_id, snapshot
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.publisher import LanePublisher
@@ -41,6 +46,7 @@ from nereus.records import (
     ActivationBarrier,
     AttemptResolve,
     AttemptState,
+    CheckpointMark,
     Disposition,
     MessageState,
     Outcome,
@@ -79,6 +85,8 @@ class ShardLoop:
         new_id: Callable[[], str],
         settings: LoopSettings = LoopSettings(),
         log_event: Callable[..., None] = lambda *a, **k: None,
+        checkpointer: Checkpointer | None = None,
+        staging: Path | None = None,
     ) -> None:
         self.shard = shard
         self.store = store
@@ -106,6 +114,11 @@ class ShardLoop:
         self._applied = threading.Condition()
         self.admissions = 0
         self.publish_outcomes = 0
+        self.checkpointer = checkpointer
+        self.staging = staging
+        self._checkpoint_requests: queue.SimpleQueue[Future[Taken]] = queue.SimpleQueue()
+        self._records_since_checkpoint = 0
+        self._last_checkpoint_mono = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"shard-{shard}", daemon=True)
 
     # lifecycle ------------------------------------------------------------------------
@@ -155,6 +168,46 @@ class ShardLoop:
                 self._applied.wait(min(remaining, 0.1))
         return True
 
+    def request_checkpoint(self) -> Future[Taken]:
+        """A checkpoint taken between two batches; the Future resolves once catalogued."""
+        future: Future[Taken] = Future()
+        if self.checkpointer is None or self.staging is None:
+            future.set_exception(RuntimeError("this engine has no object store for checkpoints"))
+            return future
+        self._checkpoint_requests.put(future)
+        self._wake.set()
+        return future
+
+    def _maybe_checkpoint(self) -> None:
+        if self.checkpointer is None or self.staging is None:
+            return
+        requests: list[Future[Taken]] = []
+        while True:
+            try:
+                requests.append(self._checkpoint_requests.get_nowait())
+            except queue.Empty:
+                break
+        settings = self.checkpointer.settings
+        changed = self._records_since_checkpoint
+        due = changed > 0 and (
+            (settings.every_records and changed >= settings.every_records)
+            or (settings.every_seconds
+                and time.monotonic() - self._last_checkpoint_mono >= settings.every_seconds)
+        )
+        if not requests and not due:
+            return
+        checkpoint_id = new_checkpoint_id(self.applied_position, uuid.uuid4().hex[:8])
+        try:
+            directory = snapshot(self.store, self.staging, checkpoint_id)
+        except Exception as exc:
+            for future in requests:
+                future.set_exception(exc)
+            raise
+        self.checkpointer.submit(Job(self.shard, directory, checkpoint_id, self.log,
+                                     self.clock.wall_ms(), requests))
+        self._records_since_checkpoint = 0
+        self._last_checkpoint_mono = time.monotonic()
+
     def reply(self, result: PublishResult) -> None:
         """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
         self._outcomes.put(result)
@@ -167,6 +220,7 @@ class ShardLoop:
             while not self._stop.is_set():
                 progressed = self._apply()
                 progressed |= self._flush_outcomes()
+                self._maybe_checkpoint()
                 if self.state == "ACTIVE" and not self._paused():
                     progressed |= self._schedule()
                 self._expire_claims()
@@ -175,6 +229,12 @@ class ShardLoop:
                 self._wake.clear()
             self._drain()
             self.state = "STOPPED"
+            while True:
+                try:
+                    self._checkpoint_requests.get_nowait().set_exception(
+                        RuntimeError("the engine is stopping"))
+                except queue.Empty:
+                    break
         except Exception as exc:  # the loop owns the shard: record why it stopped
             self.state = "FAILED"
             self.error = f"{type(exc).__name__}: {exc}"
@@ -219,6 +279,8 @@ class ShardLoop:
             if key[0] == timeline and value is not None:
                 self.planner.note_timeline_put(key)
         record = applied.record
+        if not isinstance(record, CheckpointMark):
+            self._records_since_checkpoint += 1
         if applied.duplicate or record is None:
             return
         status = applied.result.status

@@ -55,6 +55,10 @@ def replay(
     log_dir: Annotated[Path | None, typer.Option(
         "--log-dir", help="Read the log from this directory instead of the home.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --into.")] = False,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="live|checkpoint:ID",
+        help="Replay up to the live database's (or that checkpoint's) position and compare "
+        "digests.")] = None,
 ) -> None:
     """Apply the shard's log offline, deterministically, and print the digest."""
     from nereus.engine.replay import replay_empty
@@ -62,11 +66,11 @@ def replay(
     from nereus.shard import ShardId
 
     env: Env = ctx.obj
-    if from_checkpoint is not None:
-        raise UsageError("--from-checkpoint needs checkpoints, which this build does not have yet",
-                         hint="use --empty")
-    if not empty:
-        raise UsageError("say where replay starts: --empty")
+    if empty == (from_checkpoint is not None):
+        raise UsageError("say where replay starts: --empty or --from-checkpoint ID (one)")
+    if compare is not None or from_checkpoint is not None:
+        _replay_checkpoint(env, shard_name, from_checkpoint, to, into, force, compare, log_dir)
+        return
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
     limits = env.config.limits if env.layout.config.exists() else None
     log = env.file_log(shard, directory=log_dir, create=False)
@@ -375,3 +379,117 @@ def dump(
                   + (f" (more: raise --limit {limit})" if truncated else ""))
 
     env.output.emit(data, human)
+
+
+@app.command("prune")
+def prune(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    before: Annotated[int | None, typer.Option(
+        "--before", metavar="POS", help="Delete segments wholly before this position "
+        "(default: the Recovery Floor).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+) -> None:
+    """Log retention: delete whole file-log segments below the Recovery Floor, never above."""
+    import itertools
+
+    from nereus.cli.commands.checkpoint import objects_for
+    from nereus.engine.checkpoints import check_floor, recovery_floor
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    floor = recovery_floor(objects_for(env), shard, env.config.checkpoints.keep)
+    position = floor.position if before is None else before
+    check_floor(floor, delete_before=position)
+    log = env.file_log(shard, create=False)
+    segments = log.segments()
+    doomed = [str(path) for (_, path), (nxt, _) in itertools.pairwise(segments)
+              if nxt <= position]
+    deleted = doomed if dry_run else [str(p) for p in log.delete_before(position)]
+    data = {"shard": str(shard), "before": position, "floor_position": floor.position,
+            "dry_run": dry_run, "deleted": deleted, "log_start_position": log.start_position()}
+    env.output.emit(data, lambda out: out.print(
+        f"{'would delete' if dry_run else 'deleted'} {len(deleted)} segment(s) of {shard} before "
+        f"position {position} (Recovery Floor {floor.position}); log now starts at "
+        f"{data['log_start_position']}"))
+
+
+def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to: int | None,
+                       into: Path | None, force: bool, compare: str | None,
+                       log_dir: Path | None) -> None:
+    """Replay from a checkpoint (or from empty) with an optional digest comparison."""
+    import shutil
+
+    from nereus.cli.commands.checkpoint import objects_for
+    from nereus.engine.checkpoints import download, find
+    from nereus.engine.deep_verify import replay_from
+    from nereus.engine.replay import store_digest
+    from nereus.errors import NereusError, UsageError
+    from nereus.shard import ShardId
+    from nereus.state import keys
+    from nereus.state.store import ShardStore, identity_writes
+    from nereus.state.values import Identity
+
+    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
+    log = env.file_log(shard, directory=log_dir, create=False)
+    scratch = Path(tempfile.mkdtemp(prefix="nereus-replay-"))
+    try:
+        image = scratch / "image"
+        start_id = None
+        if checkpoint_id is not None:
+            entry = find(objects_for(env), checkpoint_id)
+            if (entry.route, entry.partition) != (shard.route, shard.partition):
+                raise UsageError(f"checkpoint {checkpoint_id} belongs to shard "
+                                 f"{entry.route}/{entry.partition}, not {shard}")
+            download(objects_for(env), entry, image)
+            start_id = entry.checkpoint_id
+        else:
+            identity = Identity(route=shard.route, partition=shard.partition,
+                                schema_version=keys.SCHEMA_VERSION)
+            with ShardStore.open(image, create=True) as empty_store:
+                empty_store.write(identity_writes(identity))
+        target, expected, against = to, None, None
+        if compare == "live":
+            with ShardStore.open(env.layout.shard_state(shard), read_only=True) as live:
+                target, expected = live.applied_position(), store_digest(live)
+            against = "the live database"
+        elif compare is not None and compare.startswith("checkpoint:"):
+            other = find(objects_for(env), compare.split(":", 1)[1])
+            target, expected = other.applied_position, other.digest
+            against = f"checkpoint {other.checkpoint_id}"
+        elif compare is not None:
+            raise UsageError(f"--compare {compare!r}: expected live or checkpoint:ID")
+        destination = into or scratch / "db"
+        if destination.exists() and any(destination.iterdir()):
+            if not force:
+                raise NereusError(f"{destination} is not empty",
+                                  hint="choose an empty directory, or pass --force")
+            shutil.rmtree(destination)
+        with env.output.progress(f"replaying {shard}", None) as advance:
+            records, digest = replay_from(image, destination, log, limits=env.config.limits,
+                                          stop_at=target, progress=advance)
+        with ShardStore.open(destination, read_only=True) as result:
+            applied = result.applied_position()
+    finally:
+        log.close()
+    data: dict[str, Any] = {
+        "shard": str(shard), "from_checkpoint": start_id, "records_applied": records,
+        "applied_position": applied, "digest": digest,
+        "into": str(into) if into else None,
+    }
+    if expected is not None:
+        data.update(compare=against, expected_digest=expected, match=digest == expected)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    def human(out: Console) -> None:
+        origin = f"checkpoint {start_id}" if start_id else "empty"
+        out.print(f"replayed {records} record(s) of {shard} from {origin} "
+                  f"(applied position {applied})")
+        out.print(f"  digest {digest}")
+        if expected is not None:
+            verdict = "[green]matches[/green]" if digest == expected else "[red]DIFFERS from[/red]"
+            out.print(f"  {verdict} {against} ({expected[:16]}..)")
+
+    env.output.emit(data, human)
+    if expected is not None and digest != expected:
+        raise typer.Exit(1)

@@ -180,6 +180,17 @@ class AdminApi:
                 out.append(view)
         return out
 
+    # checkpoints ----------------------------------------------------------------------
+    def checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Take a checkpoint of one shard now; answers once it is catalogued."""
+        from nereus.engine.checkpoints import taken_view
+
+        loop = self._loop(str(body.get("shard", "")))
+        taken = loop.request_checkpoint().result(timeout=float(body.get("timeout_s", 3600)))
+        objects = self.engine.checkpointer.objects if self.engine.checkpointer else None
+        assert objects is not None
+        return taken_view(taken, objects)
+
     # commands -------------------------------------------------------------------------
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         """Append records (base64, grouped per shard) and optionally wait for results."""

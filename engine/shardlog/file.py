@@ -26,6 +26,7 @@ definition.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import threading
 import time
@@ -397,6 +398,30 @@ class FileShardLog:
                 if not got:
                     return None if cursor.position < position else cursor
         return cursor
+
+    def start_position(self) -> int:
+        """The first retained position (0 until retention deleted a segment)."""
+        segments = self.segments()
+        return segments[0][0] if segments else 0
+
+    def delete_before(self, position: int) -> list[Path]:
+        """Delete whole segments whose records are all before ``position``.
+
+        The caller checks the Recovery Floor first (``engine.checkpoints.check_floor``);
+        the last segment is never deleted. Returns the deleted files.
+        """
+        deleted: list[Path] = []
+        with self._locked():
+            segments = self.segments()
+            for (_, path), (next_base, _) in itertools.pairwise(segments):
+                if next_base > position:
+                    break
+                path.unlink()
+                deleted.append(path)
+            if deleted:
+                self._fsync_dir()
+                self._cursor = None
+        return deleted
 
     def end_position(self) -> int:
         with self._locked():

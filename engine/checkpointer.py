@@ -1,0 +1,102 @@
+"""The engine's checkpointer: one thread that turns shard snapshots into catalogued
+checkpoints, so hashing and uploading never stall a shard loop.
+
+A shard loop takes the RocksDB snapshot between two applied batches (fast, hard links)
+and hands the directory over. Here: manifest (file hashes, recomputed digest), upload
+(files, manifest, catalog entry last), a CHECKPOINT_MARK in the shard's log, and, when
+``prune_log`` is on, deletion of log segments wholly below the new Recovery Floor.
+Requests from ``nereus checkpoint create`` get the result through a Future.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nereus.config import CheckpointSettings
+from nereus.engine.checkpoints import Taken, catalog, check_floor, describe, recovery_floor, upload
+from nereus.engine.objectstore.protocol import ObjectStore
+from nereus.engine.shardlog.file import FileShardLog
+from nereus.engine.shardlog.protocol import ShardLog
+from nereus.records import CheckpointMark, encode
+from nereus.shard import ShardId
+
+
+@dataclass
+class Job:
+    shard: ShardId
+    directory: Path
+    checkpoint_id: str
+    log: ShardLog
+    now_ms: int
+    futures: list[Future[Taken]] = field(default_factory=list)
+
+
+class Checkpointer:
+    def __init__(self, objects: ObjectStore, settings: CheckpointSettings, *,
+                 log_event: Callable[..., None] = lambda *a, **k: None) -> None:
+        self.objects = objects
+        self.settings = settings
+        self._event = log_event
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="checkpointer", daemon=True)
+        self.taken = 0
+        self.failed = 0
+        self.last: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def stop(self, timeout_s: float) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                taken = self._finish(job)
+            except Exception as exc:
+                self.failed += 1
+                self._event("checkpoint_failed", shard=str(job.shard),
+                            checkpoint_id=job.checkpoint_id, error=f"{type(exc).__name__}: {exc}")
+                for future in job.futures:
+                    future.set_exception(exc)
+            else:
+                self.taken += 1
+                self.last[str(job.shard)] = taken.entry.checkpoint_id
+                for future in job.futures:
+                    future.set_result(taken)
+            finally:
+                shutil.rmtree(job.directory, ignore_errors=True)
+
+    def _finish(self, job: Job) -> Taken:
+        existing = catalog(self.objects, job.shard)
+        parent = existing[-1].checkpoint_id if existing else None
+        manifest = describe(job.directory, job.shard, checkpoint_id=job.checkpoint_id,
+                            parent=parent, now_ms=job.now_ms)
+        entry = upload(self.objects, job.directory, manifest)
+        job.log.append([encode(CheckpointMark(mutation_id=str(uuid.uuid4()),
+                                              checkpoint_id=entry.checkpoint_id))])
+        self._event("checkpoint_taken", shard=str(job.shard), checkpoint_id=entry.checkpoint_id,
+                    applied_position=entry.applied_position, digest=entry.digest)
+        if self.settings.prune_log and isinstance(job.log, FileShardLog):
+            floor = recovery_floor(self.objects, job.shard, self.settings.keep)
+            check_floor(floor, delete_before=floor.position)
+            deleted = job.log.delete_before(floor.position)
+            if deleted:
+                self._event("log_pruned", shard=str(job.shard), before=floor.position,
+                            segments=len(deleted))
+        return Taken(entry, manifest, sum(f.size for f in manifest.files))
