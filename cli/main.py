@@ -20,6 +20,7 @@ from nereus.cli.commands import engine as engine_cmd
 from nereus.cli.commands import init as init_cmd
 from nereus.cli.commands import lane as lane_cmd
 from nereus.cli.commands import message as message_cmd
+from nereus.cli.commands import payload as payload_cmd
 from nereus.cli.commands import quickstart as quickstart_cmd
 from nereus.cli.commands import shard as shard_cmd
 from nereus.cli.context import Env, resolve_home
@@ -43,6 +44,7 @@ app.add_typer(lane_cmd.app, name="lane")
 app.add_typer(attempt_cmd.app, name="attempt")
 app.add_typer(checkpoint_cmd.app, name="checkpoint")
 app.add_typer(checkpoint_cmd.recovery_app, name="recovery-set")
+app.add_typer(payload_cmd.app, name="payload")
 
 
 @app.callback()

@@ -49,12 +49,16 @@ class Output:
             human(self.out)
 
     def warn(self, text: str) -> None:
-        self.err.print(f"[yellow]warning:[/yellow] {text}")
+        from rich.markup import escape
+
+        self.err.print(f"[yellow]warning:[/yellow] {escape(text)}")
 
     def error(self, text: str, hint: str | None = None) -> None:
-        self.err.print(f"[red]error:[/red] {text}")
+        from rich.markup import escape
+
+        self.err.print(f"[red]error:[/red] {escape(text)}")
         if hint:
-            self.err.print(f"[dim]hint:[/dim] {hint}")
+            self.err.print(f"[dim]hint:[/dim] {escape(hint)}")
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:

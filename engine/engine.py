@@ -150,7 +150,7 @@ class Engine:
                     shard, store, log, limits=self.config.limits, clock=clock,
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
                     new_id=self.new_id, settings=self.settings.loop, log_event=self.log_event,
-                    checkpointer=self.checkpointer,
+                    checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
                     staging=self.layout.root / "staging" / shard.route / str(partition))
         self.checkpointer.start()
         for publisher in self.publishers.values():

@@ -39,7 +39,7 @@ from nereus.engine.runner import ShardRunner
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
 from nereus.engine.scheduler.permits import Permits
-from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
+from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
 from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
 from nereus.machine import Applied, Limits
 from nereus.records import (
@@ -87,6 +87,7 @@ class ShardLoop:
         log_event: Callable[..., None] = lambda *a, **k: None,
         checkpointer: Checkpointer | None = None,
         staging: Path | None = None,
+        fetch_payload: FetchPayload | None = None,
     ) -> None:
         self.shard = shard
         self.store = store
@@ -103,7 +104,8 @@ class ShardLoop:
         self.epoch = 0
         self.error: str | None = None
         self._drr = load_state(store.get(STATE_KEY))
-        self.planner = Planner(store, permits, self._drr, settings.planner, new_id)
+        self.planner = Planner(store, permits, self._drr, settings.planner, new_id,
+                               fetch_payload=fetch_payload)
         self._claims: dict[str, Claim] = {}  # by delay message id
         self._by_attempt: dict[str, Claim] = {}
         self._dispatched: set[str] = set()
@@ -446,7 +448,11 @@ class ShardLoop:
 
 
 def _encode_claim(claim: Claim) -> bytes:
+    """The persisted claim: everything but the payload bytes (a large payload stays in the
+    object store; the in-memory claim holds the materialised template)."""
     import msgspec
 
-    return msgspec.msgpack.encode(claim)
+    stored = msgspec.structs.replace(
+        claim, template=msgspec.structs.replace(claim.template, payload=b""))
+    return msgspec.msgpack.encode(stored)
 

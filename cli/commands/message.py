@@ -3,12 +3,22 @@
 These prepare the command (ids and bytes fixed first) and queue it to the shard's log.
 The printed receipt is QUEUED evidence: the Shard Log durably holds the command; the
 shard has not necessarily applied it yet.
+
+A ``--payload-file`` above ``[shard] max_inline_payload_bytes`` takes the large-payload
+path, in this order and all on the message's shard: PAYLOAD_RESERVE (size, SHA-256, an
+expiry), the upload to the object store, the attestation (the stored object's size and
+SHA-256 must be the reserved ones), PAYLOAD_COMMIT, then the SCHEDULE naming the payload
+(``payload_ref``) with an empty inline payload. The reservation is queued before the
+upload so an object in ``payloads/`` always has a stage in some log: ``nereus payload gc``
+relies on that. A run that stops half-way leaves a reservation that expires and an object
+that gc collects.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,15 +27,20 @@ import typer
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rich.console import Console
 
-    from nereus.client import Prepared, Queued
+    from nereus.client import Prepared, Queued, RouteRef
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
 
 WaitOption = Annotated[bool, typer.Option(
     "--wait", help="Wait for the applied result (needs the engine running).")]
 RouteOption = Annotated[str, typer.Option("--route", help="Ingress route.")]
+
+RESERVATION_TTL_MS = 3_600_000  # an abandoned large-payload reservation expires after this
+_CHUNK = 1 << 20
 
 
 def _now_ms() -> int:
@@ -54,7 +69,7 @@ def _check_id(value: str, flag: str) -> str:
     return value
 
 
-def _route(env: Env, name: str) -> Any:
+def _route(env: Env, name: str) -> RouteRef:
     from nereus.client import RouteRef
 
     route = env.config.route(name)
@@ -104,8 +119,10 @@ def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, An
     return [_receipt(q) for q in queue(prepared, env.file_log)]
 
 
-def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
+def _queue_and_report(env: Env, prepared: Prepared, wait: bool,
+                      extra: dict[str, Any] | None = None) -> None:
     data = _submit(env, [prepared], wait)[0]
+    data.update(extra or {})
 
     def human(out: Console) -> None:
         if data["evidence"] == "APPLIED":
@@ -119,17 +136,17 @@ def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
                 f"not yet applied)[/dim]"
             )
         out.print(f"  command id {data['command_id']}")
+        if data.get("payload_id"):
+            out.print(f"  payload {data['payload_id']}: {data['payload_bytes']} bytes, sha256 "
+                      f"{data['payload_sha256'][:16]}.., object {data['payload_object']}")
 
     env.output.emit(data, human)
     if data.get("result") == "REJECTED":
         raise typer.Exit(1)
 
 
-def _prepare_one(
-    env: Env, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None, key: str | None,
-    headers: dict[str, str], body: bytes, message_id: str | None, route: str,
-) -> Prepared:
-    from nereus.client import prepare_schedule
+def _check_message(env: Env, *, lane: str, deliver_at_ms: int,
+                   expire_at_ms: int | None) -> None:
     from nereus.errors import NotFound, UsageError
 
     config = env.config
@@ -138,13 +155,24 @@ def _prepare_one(
         raise NotFound(f"no lane {lane!r} in {config.source} (configured: {known})")
     if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
         raise UsageError("expire_at is before the delivery time: it could never be published")
+
+
+def _prepare_one(
+    env: Env, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None, key: str | None,
+    headers: dict[str, str], body: bytes, message_id: str | None, route: str,
+) -> Prepared:
+    from nereus.client import prepare_schedule
+    from nereus.errors import UsageError
+
+    config = env.config
+    _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
     limit = config.limits.max_inline_payload_bytes
     if len(body) > limit:
         raise UsageError(
             f"the payload is {len(body)} bytes, over the inline limit of {limit} "
-            f"({config.source} [shard] max_inline_payload_bytes)",
-            hint="raise the limit, or shrink the payload; the object-store payload path is not "
-            "in this build yet",
+            f"(shard.max_inline_payload_bytes in {config.source})",
+            hint="schedule it on its own with --payload-file FILE: above the inline limit that "
+            "takes the object-store (large-payload) path",
         )
     return prepare_schedule(
         _route(env, route), command_id=str(uuid.uuid4()),
@@ -219,7 +247,8 @@ def schedule(
         "--header", help="A header K=V (repeatable).")] = None,
     payload: Annotated[str | None, typer.Option("--payload", help="Payload text.")] = None,
     payload_file: Annotated[Path | None, typer.Option(
-        "--payload-file", help="Read the payload from a file.")] = None,
+        "--payload-file", help="Read the payload from a file; above [shard] "
+        "max_inline_payload_bytes it is uploaded to the object store and referenced.")] = None,
     message_id: Annotated[str | None, typer.Option(
         "--id", help="The delayMessageId (default: a new UUID).")] = None,
     batch: Annotated[Path | None, typer.Option(
@@ -252,16 +281,162 @@ def schedule(
     if payload is not None and payload_file is not None:
         raise UsageError("give --payload or --payload-file, not both")
     if payload_file is not None:
-        try:
-            body = payload_file.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"--payload-file {payload_file}: {exc.strerror}") from None
+        with _payload_source(env, payload_file) as (body, large):
+            if large is not None:
+                _schedule_large(env, large, lane=lane, deliver_at_ms=deliver_at_ms,
+                                expire_at_ms=expire_at_ms, key=key, headers=headers,
+                                message_id=message_id, route=route, wait=wait)
+                return
     else:
         body = (payload or "").encode()
     prepared = _prepare_one(env, lane=lane, deliver_at_ms=deliver_at_ms,
                             expire_at_ms=expire_at_ms, key=key, headers=headers, body=body,
                             message_id=message_id, route=route)
     _queue_and_report(env, prepared, wait)
+
+
+@contextmanager
+def _payload_source(env: Env, path: Path) -> Iterator[tuple[bytes, Path | None]]:
+    """(inline bytes, None) at or below the inline limit, else (b"", a file to upload).
+
+    A regular file above the limit is never read into memory here. A pipe or other stream
+    is read, and spooled to a temporary file if it turns out large.
+    """
+    import shutil
+    import stat
+    import tempfile
+
+    from nereus.errors import UsageError
+
+    limit = env.config.limits.max_inline_payload_bytes
+    try:
+        info = path.stat()
+        large_file = stat.S_ISREG(info.st_mode) and info.st_size > limit
+        body = b"" if large_file else path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
+    if large_file:
+        yield b"", path
+        return
+    if len(body) <= limit:
+        yield body, None
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="nereus-payload-"))
+    try:
+        spooled = scratch / "payload"
+        spooled.write_bytes(body)
+        del body
+        yield b"", spooled
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _hash_file(env: Env, path: Path, size_hint: int) -> tuple[int, str]:
+    """Size and SHA-256 of ``path``, streamed (progress bar on stderr)."""
+    import hashlib
+
+    from nereus.errors import UsageError
+
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as handle, env.output.progress("hashing", size_hint) as advance:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                advance(len(chunk))
+    except OSError as exc:
+        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
+    return size, digest.hexdigest()
+
+
+def _stage(env: Env, prepared: Prepared, wait: bool, payload_id: str, *,
+           hint: str | None = None) -> dict[str, Any]:
+    """Queue one stage of the large-payload path; a REJECTED stage stops the flow (exit 1)."""
+    from nereus.errors import NereusError
+
+    data = _submit(env, [prepared], wait)[0]
+    if data.get("result") == "REJECTED":
+        raise NereusError(
+            f"{prepared.kind} of payload {payload_id} was REJECTED on shard {data['shard']} at "
+            f"position {data['source_position']}: {data.get('reason')}: {data.get('detail')}",
+            hint=hint,
+        )
+    return data
+
+
+def _schedule_large(
+    env: Env, path: Path, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None,
+    key: str | None, headers: dict[str, str], message_id: str | None, route: str, wait: bool,
+) -> None:
+    """RESERVE -> upload -> attest -> COMMIT -> SCHEDULE(payload_ref), all on one shard."""
+    from nereus.client import prepare_payload_commit, prepare_payload_reserve, prepare_schedule
+    from nereus.engine.objectstore.factory import open_object_store
+    from nereus.errors import NereusError, UsageError
+    from nereus.machine.validate import check_headers, check_lane, check_times, first_failure
+
+    config = env.config
+    _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
+    # what the SCHEDULE's handler would reject, checked before anything is reserved or uploaded
+    failure = first_failure(check_lane(lane),
+                            check_times(deliver_at_ms, deliver_at_ms, expire_at_ms),
+                            check_headers(headers, config.limits))
+    if failure is not None:
+        raise UsageError(failure.detail or "the message would be REJECTED")
+    limit = config.limits.max_payload_bytes
+
+    def too_large(size: int) -> UsageError:
+        return UsageError(
+            f"the payload is {size} bytes, over the large-payload limit of {limit} "
+            f"(shard.max_payload_bytes in {config.source})")
+
+    try:
+        size_hint = path.stat().st_size
+    except OSError as exc:
+        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
+    if size_hint > limit:
+        raise too_large(size_hint)
+    route_ref = _route(env, route)
+    delay_message_id = _check_id(message_id or str(uuid.uuid4()), "id")
+    objects = open_object_store(config.objects, env.home)
+    size, sha256 = _hash_file(env, path, size_hint)
+    if size > limit:
+        raise too_large(size)
+    shard = route_ref.shard_for(delay_message_id)
+    payload_id = uuid.uuid4().hex
+    object_key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
+    reserve = prepare_payload_reserve(
+        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
+        payload_id=payload_id, size_bytes=size, sha256=sha256,
+        expires_at_ms=_now_ms() + RESERVATION_TTL_MS)
+    stages = [_stage(env, reserve, wait, payload_id)]
+    leftover = (f"the object {object_key} (if uploaded) is collected by `nereus payload gc` "
+                "once the reservation expires")
+    with env.output.progress(f"uploading {object_key}", size) as advance:
+        uploaded = objects.put_file(object_key, path)
+        advance(uploaded.size)
+    attested = objects.head(object_key)
+    if attested is None or (attested.size, attested.sha256) != (size, sha256):
+        found = ("no object" if attested is None else
+                 f"{attested.size} bytes, sha256 {attested.sha256 or 'unknown'}")
+        raise NereusError(
+            f"attestation of {object_key} in {objects.description} failed: reserved {size} bytes "
+            f"sha256 {sha256}, the store holds {found}; PAYLOAD_COMMIT was not queued",
+            hint=f"did {path} change during the upload? {leftover}",
+        )
+    commit = prepare_payload_commit(
+        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
+        payload_id=payload_id, size_bytes=size, sha256=sha256, object_key=object_key)
+    stages.append(_stage(env, commit, wait, payload_id, hint=leftover))
+    prepared = prepare_schedule(
+        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id, lane=lane,
+        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
+        payload=b"", payload_ref=payload_id,
+    )
+    _queue_and_report(env, prepared, wait, extra={
+        "payload_id": payload_id, "payload_bytes": size, "payload_sha256": sha256,
+        "payload_object": object_key, "payload_stages": stages,
+    })
 
 
 def _schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:

@@ -14,16 +14,28 @@ The gates of seed 000 section 1, in the order they are checked:
 
 Discovery is a range scan of the persistent timeline, bounded per lane by the DRR budget;
 nothing keeps an in-memory copy of pending work.
+
+Large payloads are materialised here, at Claim: a message with ``payload_ref`` names a
+COMMITTED payload stage (``payload/<id>``) whose ``object_key`` is fetched with
+``fetch_payload`` and checked against the attested size and SHA-256 before it goes into the
+immutable PublishTemplate (so ``prepared_digest`` covers the real bytes, and the byte permit
+counts them). An object that is missing, corrupt or does not match the attestation is a
+proven permanent pre-send error: CLAIM_RESULT PERMANENT_ERROR through the log, naming the
+key. An object store that does not answer proves nothing: the message is skipped and stays
+due, and no further large payload is tried in that round.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
 from nereus.engine.scheduler.permits import Permits
+from nereus.errors import ServiceUnreachable
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
     ClaimDisposition,
@@ -35,8 +47,14 @@ from nereus.records import (
 )
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane, Message, WorkRef, decode_value
+from nereus.state.values import Lane, Message, PayloadStage, WorkRef, decode_value
 from nereus.trusted_time import TrustedTime
+
+FetchPayload = Callable[[str], bytes]
+"""Given an object key, the object's bytes (the store verifies its recorded SHA-256).
+
+Raises ``ObjectMissing`` / ``ObjectCorrupt`` (proven permanent) or ``ServiceUnreachable``
+(proves nothing: try again later)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +67,7 @@ class PlannerSettings:
 @dataclass
 class RoundPlan:
     claims: list[Claim] = field(default_factory=list)
+    # CLAIM_RESULT records: proven expiries and proven permanent pre-send errors
     expiries: list[bytes] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # lane -> why it did not progress
 
@@ -68,8 +87,11 @@ class Planner:
         state: DrrState,
         settings: PlannerSettings,
         new_id: Callable[[], str],
+        fetch_payload: FetchPayload | None = None,
     ) -> None:
         self.store = store
+        self.fetch_payload = fetch_payload
+        self._store_down: str | None = None  # set for the rest of a round after a failed fetch
         self.permits = permits
         self.state = state
         self.settings = settings
@@ -98,6 +120,7 @@ class Planner:
         open_keys: set[tuple[str, str]],
     ) -> RoundPlan:
         plan = RoundPlan()
+        self._store_down = None
         for name in self.rotation.order(sorted(lanes)):
             lane = lanes[name]
             if lane.gate != Gate.OPEN:
@@ -125,6 +148,7 @@ class Planner:
         backlogged = False
         last_key: bytes | None = None
         first_seen: bytes | None = None
+        held_keys: set[str] = set()  # keys of due work skipped this round (store down)
         for key, raw_ref in self.store.scan(start, bound):
             if first_seen is None:
                 first_seen = key
@@ -154,18 +178,47 @@ class Planner:
                 continue
             if not now.expiry_open(message.expire_at_ms):
                 continue  # cannot prove expiry is still open: wait, neither admit nor expire
-            if lane.ordered and message.key is not None and (name, message.key) in open_keys:
+            if lane.ordered and message.key is not None and (
+                (name, message.key) in open_keys or message.key in held_keys
+            ):
                 continue  # ordered head: an earlier attempt with this key is unsettled
             if lane.capacity is not None and lane.open_attempts + lane_claims >= lane.capacity:
                 plan.waiting[name] = f"at capacity {lane.capacity}"
                 backlogged = True
                 break
-            size = len(message.payload)
+            stage: PayloadStage | None = None
+            if message.payload_ref is not None:
+                stage, problem = self._payload_stage(message.payload_ref)
+                if problem is not None:
+                    plan.expiries.append(self._permanent_error(message, ref, now, problem))
+                    used += 1
+                    continue
+                if self._store_down is not None:
+                    plan.waiting[name] = self._store_down
+                    if message.key is not None:
+                        held_keys.add(message.key)  # an ordered key's later work waits too
+                    continue  # stays due; the store is tried again next round
+            size = len(message.payload) if stage is None else stage.size_bytes
             if not self.permits.try_acquire(name, size):
                 plan.waiting[name] = "out of permits"
                 backlogged = True
                 break
-            claim = self._claim(message, ref, now, mono_ms, owner)
+            payload = message.payload
+            if stage is not None:
+                fetched, problem = self._materialise(stage)
+                if fetched is None:
+                    self.permits.release(name, size)
+                    if problem is not None:
+                        plan.expiries.append(self._permanent_error(message, ref, now, problem))
+                        used += 1
+                    else:
+                        assert self._store_down is not None
+                        plan.waiting[name] = self._store_down
+                        if message.key is not None:
+                            held_keys.add(message.key)
+                    continue
+                payload = fetched
+            claim = self._claim(message, ref, now, mono_ms, owner, payload)
             claimed[delay_message_id] = claim
             plan.claims.append(claim)
             if lane.ordered and message.key is not None:
@@ -181,15 +234,65 @@ class Planner:
             self.state.cursors.pop(name, None)
         self.rotation.settle(name, budget, used, backlogged)
 
+    def _payload_stage(self, payload_id: str) -> tuple[PayloadStage | None, str | None]:
+        """The COMMITTED stage a message references, or why there is none (permanent)."""
+        raw = self.store.get(keys.payload_key(payload_id))
+        if raw is None:
+            return None, f"large payload {payload_id} has no payload stage on this shard"
+        stage = decode_value(raw, PayloadStage)
+        if stage.state != "COMMITTED" or stage.object_key is None:
+            return None, f"large payload {payload_id} is {stage.state}, not COMMITTED"
+        return stage, None
+
+    def _materialise(self, stage: PayloadStage) -> tuple[bytes | None, str | None]:
+        """(bytes, None) fetched and attested; (None, why) permanent; (None, None) retry later.
+
+        A store that does not answer (or no store at all) marks the rest of the round
+        ``_store_down`` so one outage does not cost one timeout per message.
+        """
+        key = stage.object_key
+        assert key is not None
+        if self.fetch_payload is None:
+            self._store_down = "no object store to fetch large payloads from"
+            return None, None
+        try:
+            data = self.fetch_payload(key)
+        except ServiceUnreachable as exc:
+            self._store_down = f"object store unreachable: {exc.message}"
+            return None, None
+        except (ObjectMissing, ObjectCorrupt) as exc:
+            what = "missing" if isinstance(exc, ObjectMissing) else "corrupt"
+            return None, (f"large payload {stage.payload_id}: object {key} is {what} "
+                          f"({exc.message})")
+        sha = hashlib.sha256(data).hexdigest()
+        if (len(data), sha) != (stage.size_bytes, stage.sha256):
+            return None, (
+                f"large payload {stage.payload_id}: object {key} holds {len(data)} bytes "
+                f"sha256 {sha[:16]}.. but {stage.size_bytes} bytes sha256 "
+                f"{stage.sha256[:16]}.. were attested"
+            )
+        return data, None
+
+    def _permanent_error(
+        self, message: Message, ref: WorkRef, now: TrustedTime, detail: str
+    ) -> bytes:
+        return encode(ClaimResult(
+            mutation_id=self.new_id(), delay_message_id=message.delay_message_id,
+            generation=message.generation, work_digest=ref.work_digest,
+            disposition=ClaimDisposition.PERMANENT_ERROR, detail=detail,
+            decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
+        ))
+
     def _claim(
-        self, message: Message, ref: WorkRef, now: TrustedTime, mono_ms: int, owner: Owner
+        self, message: Message, ref: WorkRef, now: TrustedTime, mono_ms: int, owner: Owner,
+        payload: bytes,
     ) -> Claim:
         self.state.claim_sequence += 1
         template = PublishTemplate(
             delay_message_id=message.delay_message_id, generation=message.generation,
             lane=message.lane, deliver_at_ms=message.deliver_at_ms,
             action_at_ms=message.action_at_ms, key=message.key, headers=message.headers,
-            payload=message.payload,
+            payload=payload,
         )
         claim_id, attempt_id = self.new_id(), self.new_id()
         admission = PublishAdmission(
@@ -206,6 +309,6 @@ class Planner:
             deadline_mono_ms=mono_ms + self.settings.claim_ttl_ms,
             delay_message_id=message.delay_message_id, lane=message.lane,
             generation=message.generation, work_digest=ref.work_digest, attempt_id=attempt_id,
-            admission=encode(admission), template=template, size_bytes=len(message.payload),
+            admission=encode(admission), template=template, size_bytes=len(payload),
         )
 

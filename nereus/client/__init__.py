@@ -4,10 +4,13 @@ from nereus.client.prepare import (
     Prepared,
     RouteRef,
     prepare_cancel,
+    prepare_payload_commit,
+    prepare_payload_reserve,
     prepare_reschedule,
     prepare_schedule,
 )
 from nereus.client.queue import Appender, Queued, queue
 
-__all__ = ["Appender", "Prepared", "Queued", "RouteRef", "prepare_cancel", "prepare_reschedule",
+__all__ = ["Appender", "Prepared", "Queued", "RouteRef", "prepare_cancel",
+           "prepare_payload_commit", "prepare_payload_reserve", "prepare_reschedule",
            "prepare_schedule", "queue"]

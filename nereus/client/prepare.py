@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nereus.records import Cancel, Record, Reschedule, Schedule, encode, kind_of
+from nereus.records import (
+    Cancel,
+    PayloadCommit,
+    PayloadReserve,
+    Record,
+    Reschedule,
+    Schedule,
+    encode,
+    kind_of,
+)
 from nereus.shard import ShardId, partition_for
 
 
@@ -83,5 +92,45 @@ def prepare_reschedule(
         command_id=command_id, delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
         action_at_ms=deliver_at_ms if action_at_ms is None else action_at_ms,
         expire_at_ms=expire_at_ms,
+    )
+    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+
+
+def prepare_payload_reserve(
+    route: RouteRef,
+    *,
+    command_id: str,
+    delay_message_id: str,
+    payload_id: str,
+    size_bytes: int,
+    sha256: str,
+    expires_at_ms: int,
+) -> Prepared:
+    """PAYLOAD_RESERVE on the shard of the message that will reference the payload.
+
+    ``delay_message_id`` only picks the shard: a SCHEDULE can reference a payload committed
+    on its own shard alone, so every stage of the large-payload path goes there.
+    """
+    record = PayloadReserve(
+        command_id=command_id, payload_id=payload_id, size_bytes=size_bytes, sha256=sha256,
+        expires_at_ms=expires_at_ms,
+    )
+    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+
+
+def prepare_payload_commit(
+    route: RouteRef,
+    *,
+    command_id: str,
+    delay_message_id: str,
+    payload_id: str,
+    size_bytes: int,
+    sha256: str,
+    object_key: str,
+) -> Prepared:
+    """PAYLOAD_COMMIT of an uploaded and attested payload (same shard as its reservation)."""
+    record = PayloadCommit(
+        command_id=command_id, payload_id=payload_id, size_bytes=size_bytes, sha256=sha256,
+        object_key=object_key,
     )
     return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
