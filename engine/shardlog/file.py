@@ -88,6 +88,8 @@ class _Cursor:
 class FileShardLog:
     """One shard's file log (one directory)."""
 
+    dense = True  # positions are record numbers 0, 1, 2, ...
+
     def __init__(
         self,
         directory: Path,

@@ -31,12 +31,19 @@ class LogRecord:
 
 
 class ShardLog(Protocol):
+    dense: bool  # positions are consecutive (the runner checks for gaps)
+
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         """Durably append ``payloads`` in order; one receipt each."""
         ...
 
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        """Up to ``max_records`` records starting at ``from_position`` (may be fewer)."""
+        """Up to ``max_records`` records with positions >= ``from_position``, in order.
+
+        Positions are increasing integers. The file log and Kafka give dense positions
+        (0, 1, 2, ...); a backend whose positions have gaps (Pulsar: ledger and entry ids)
+        sets ``dense = False`` and the runner then only requires them to increase.
+        """
         ...
 
     def end_position(self) -> int:
