@@ -31,6 +31,7 @@ from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyErrorSource, TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import Destination, PublishResult
+from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.objectstore.factory import open_object_store
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
@@ -49,6 +50,7 @@ from nereus.state.values import Identity
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     max_clock_error_ms: int = 20
+    evidence_interval_s: float = 5.0  # how often UNKNOWN attempts are searched for evidence
     chrony: bool = False  # add chronyd's own error estimate to max_clock_error_ms
     stop_timeout_s: float = 10.0
     permits: PermitLimits = field(default_factory=PermitLimits)
@@ -56,8 +58,9 @@ class EngineSettings:
 
     @classmethod
     def from_config(cls, table: dict[str, Any], source: str) -> EngineSettings:
-        known = {"max_clock_error_ms", "chrony", "stop_timeout_s", "quantum", "claim_ttl_ms",
-                 "max_in_flight", "lane_in_flight", "max_in_flight_bytes", "poll_interval_ms"}
+        known = {"max_clock_error_ms", "chrony", "stop_timeout_s", "evidence_interval_s",
+                 "quantum", "claim_ttl_ms", "max_in_flight", "lane_in_flight",
+                 "max_in_flight_bytes", "poll_interval_ms"}
         for key in table:
             if key not in known:
                 raise ConfigError(f"{source}: [engine] unknown key {key!r}",
@@ -69,6 +72,7 @@ class EngineSettings:
         return cls(
             max_clock_error_ms=int(table.get("max_clock_error_ms", 20)),
             chrony=bool(table.get("chrony", False)),
+            evidence_interval_s=float(table.get("evidence_interval_s", 5.0)),
             stop_timeout_s=float(table.get("stop_timeout_s", 10.0)),
             permits=PermitLimits(
                 worker=int(table.get("max_in_flight", 2_000)),
@@ -105,6 +109,7 @@ class Engine:
     publishers: dict[str, LanePublisher] = field(default_factory=dict)
     started_ms: int = 0
     checkpointer: Checkpointer | None = None
+    evidence: EvidenceRecovery | None = None
 
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
@@ -153,6 +158,8 @@ class Engine:
                     checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
                     staging=self.layout.root / "staging" / shard.route / str(partition))
         self.checkpointer.start()
+        self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
+                                         log_event=self.log_event)
         for publisher in self.publishers.values():
             publisher.start()
         for loop in self.shards.values():
@@ -161,6 +168,7 @@ class Engine:
             if not loop.wait_active(timeout_s):
                 raise RuntimeError(f"shard {shard} did not become active: "
                                    f"{loop.error or loop.state}")
+        self.evidence.start()
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
 
@@ -201,6 +209,8 @@ class Engine:
 
     def stop(self) -> dict[str, int]:
         deadline = time.monotonic() + self.settings.stop_timeout_s
+        if self.evidence is not None:
+            self.evidence.stop()
         for loop in self.shards.values():
             loop.begin_stop()
         while time.monotonic() < deadline and any(

@@ -177,6 +177,9 @@ class AdminApi:
             for attempt in open_attempts(loop.store, state=wanted):
                 view = attempt_view(attempt)
                 view["shard"] = str(loop.shard)
+                recovery = self.engine.evidence
+                view["evidence_search"] = (recovery.search_view(attempt.attempt_id)
+                                           if recovery is not None else None)
                 out.append(view)
         return out
 

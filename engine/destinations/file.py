@@ -116,5 +116,26 @@ class FileDestination:
             offset += len(line)
         return results
 
+    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+        return scan_file_evidence(self.path, attempt_ids)
+
     def close(self) -> None:
         pass
+
+
+def scan_file_evidence(path: Path, attempt_ids: set[str]) -> dict[str, str]:
+    """Attempt ids found in an outbox file, with ``path@offset`` evidence."""
+    found: dict[str, str] = {}
+    if not attempt_ids or not path.exists():
+        return found
+    offset = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                attempt = json.loads(raw).get("attempt_id")
+            except ValueError:
+                attempt = None  # a line cut short by a crash
+            if attempt in attempt_ids:
+                found[attempt] = f"{path}@{offset} (found by evidence scan)"
+            offset += len(raw)
+    return found

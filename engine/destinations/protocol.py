@@ -46,4 +46,9 @@ class Destination(Protocol):
 
     def probe(self) -> str | None: ...
 
+    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+        """Attempt ids with positive destination evidence (by the attempt-id header) in
+        ``[since_ms, until_ms]``, mapped to the evidence. Absence proves nothing."""
+        ...
+
     def close(self) -> None: ...

@@ -229,3 +229,55 @@ def test_an_unfinished_outbox_line_is_ended_before_new_lines(tmp_path: Path) -> 
     lines = (home / "outbox" / "local.jsonl").read_text().splitlines()
     assert lines[0] == '{"delay_message_id":"earlier","lane":"lo'
     assert json.loads(lines[1])["delay_message_id"] == "after-crash"
+
+
+class LostResponseDestination:
+    """Writes to the outbox like the file destination, then reports the send as UNKNOWN
+    (the response was lost): evidence recovery must find the line and settle it."""
+
+    def __init__(self, inner: FileDestination) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms_fn: Callable[[], int]) -> list[PublishResult]:
+        from nereus.records import Disposition, Outcome
+
+        self.inner.publish(requests, now_ms_fn)
+        return [PublishResult(r.attempt_id, Outcome.UNKNOWN, Disposition.NONE, "timeout")
+                for r in requests]
+
+    def probe(self) -> str | None:
+        return None
+
+    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+        return self.inner.scan_evidence(attempt_ids, since_ms, until_ms)
+
+    def close(self) -> None:
+        pass
+
+
+def test_evidence_recovery_settles_unknown_attempts_that_landed(tmp_path: Path) -> None:
+    """UNKNOWN with the message in the destination: the evidence scan makes it PUBLISHED."""
+    home = tmp_path / "home"
+    lost = LostResponseDestination(FileDestination("local", home / "outbox" / "local.jsonl"))
+    settings = EngineSettings(evidence_interval_s=0.2)
+    with running_engine(home, partitions=1, destinations={"local": lost},
+                        settings=settings) as h:
+        h.queue([h.schedule(f"e{i}", now_ms()) for i in range(5)])
+        loop = h.engine.shards[ShardId("default", 0)]
+
+        def settled() -> bool:
+            return all((m := find_message(loop.store, f"e{i}")) is not None
+                       and m.state == MessageState.PUBLISHED for i in range(5))
+
+        h.wait_for(settled, 20, "evidence recovery to settle the attempts")
+        assert h.engine.evidence is not None and h.engine.evidence.settled >= 5
+    with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
+        message = find_message(store, "e0")
+        assert message is not None
+        from nereus.views import message_attempts
+
+        (attempt,) = message_attempts(store, "e0")
+        assert attempt["state"] == "PUBLISHED" and "evidence scan" in attempt["evidence"]
+        assert len(h.outbox()) == 5  # found, not re-sent

@@ -1,0 +1,106 @@
+"""Evidence recovery for UNKNOWN attempts.
+
+An attempt whose producer response was lost (or whose owner died) is UNKNOWN and its
+message UNCERTAIN. It is never retried automatically: a retry could duplicate. Instead this
+background thread asks each lane's destination for positive evidence — a message carrying
+the attempt-id header, published after the attempt was admitted — and turns what it finds
+into a PUBLISH_OUTCOME PUBLISHED through the Shard Log. Absence of evidence changes
+nothing: the attempt stays UNKNOWN until evidence appears or an operator resolves it.
+The last search per attempt is kept for ``nereus attempt list``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nereus.engine.destinations.protocol import PublishResult
+from nereus.records import Disposition, Outcome
+from nereus.views import open_attempts
+
+if TYPE_CHECKING:
+    from nereus.engine.engine import Engine
+
+WINDOW_BEFORE_MS = 60_000
+
+
+@dataclass
+class Search:
+    at_ms: int
+    found: str | None
+    error: str | None = None
+
+
+class EvidenceRecovery:
+    def __init__(self, engine: Engine, *, interval_s: float = 5.0,
+                 log_event: Callable[..., None] = lambda *a, **k: None) -> None:
+        self.engine = engine
+        self.interval_s = interval_s
+        self._event = log_event
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="evidence", daemon=True)
+        self.searches: dict[str, Search] = {}
+        self.settled = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def search_view(self, attempt_id: str) -> dict[str, Any] | None:
+        search = self.searches.get(attempt_id)
+        if search is None:
+            return None
+        from nereus.timespec import format_time_ms
+
+        return {"searched_at": format_time_ms(search.at_ms), "found": search.found,
+                "error": search.error}
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.scan_once()
+            except Exception as exc:  # a scan problem must never stop the engine
+                self._event("evidence_scan_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def scan_once(self) -> int:
+        """One pass over every shard's UNKNOWN attempts; returns how many were settled."""
+        settled = 0
+        clock = self.engine.clock
+        assert clock is not None
+        now = clock.wall_ms()
+        for loop in list(self.engine.shards.values()):
+            if loop.state != "ACTIVE":
+                continue
+            by_lane: dict[str, dict[str, int]] = {}
+            for attempt in open_attempts(loop.store, state="UNKNOWN"):
+                by_lane.setdefault(attempt.lane, {})[attempt.attempt_id] = \
+                    attempt.admitted_broker_ms
+            for lane, attempts in by_lane.items():
+                publisher = self.engine.publishers.get(lane)
+                scan = getattr(publisher.destination, "scan_evidence", None) if publisher \
+                    else None
+                if scan is None:
+                    continue
+                since = min(attempts.values()) - WINDOW_BEFORE_MS
+                try:
+                    found: dict[str, str] = scan(set(attempts), since, now)
+                except Exception as exc:
+                    for attempt_id in attempts:
+                        self.searches[attempt_id] = Search(now, None, str(exc))
+                    continue
+                for attempt_id in attempts:
+                    self.searches[attempt_id] = Search(now, found.get(attempt_id))
+                for attempt_id, evidence in found.items():
+                    loop.reply(PublishResult(attempt_id, Outcome.PUBLISHED, Disposition.NONE,
+                                             f"evidence scan: {evidence}"))
+                    settled += 1
+                if found:
+                    self._event("evidence_found", shard=str(loop.shard), lane=lane,
+                                attempts=len(found))
+        self.settled += settled
+        return settled
