@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from nereus.config import Config
     from nereus.engine.admin.client import AdminClient
     from nereus.engine.shardlog.file import FileShardLog
+    from nereus.engine.shardlog.protocol import ShardLog
 
 
 def resolve_home(option: str | None) -> Path:
@@ -37,6 +38,7 @@ class Env:
     home_explicit: bool = False
     _config: Config | None = None
     _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
+    _other_logs: dict[ShardId, ShardLog] = field(default_factory=dict)
 
     @property
     def layout(self) -> HomeLayout:
@@ -67,9 +69,21 @@ class Env:
             )
         return shard
 
+    def shard_log(self, shard: ShardId, *, directory: Path | None = None,
+                  create: bool = True) -> ShardLog:
+        """The shard's Shard Log on its route's backend (file, Kafka or Pulsar)."""
+        if directory is not None or self.config.route(shard.route).log == "file":
+            return self.file_log(shard, directory=directory, create=create)
+        if shard not in self._other_logs:
+            from nereus.engine.shardlog.factory import open_shard_log
+
+            self._other_logs[shard] = open_shard_log(self.config.route(shard.route), shard,
+                                                     self.home, create=create)
+        return self._other_logs[shard]
+
     def file_log(self, shard: ShardId, *, directory: Path | None = None,
                  create: bool = True) -> FileShardLog:
-        """The shard's file Shard Log (the embedded default)."""
+        """The shard's file Shard Log (the embedded default); file-only operations use it."""
         from nereus.engine.shardlog.file import FileShardLog
         from nereus.errors import UsageError
 
@@ -77,8 +91,8 @@ class Env:
             backend = self.config.route(shard.route).log
             if backend != "file":
                 raise UsageError(
-                    f"route {shard.route} uses the {backend} log, which this build cannot "
-                    "open yet; only the file log is available"
+                    f"route {shard.route} uses the {backend} log; this operation needs the "
+                    "file log (segments on disk)"
                 )
         key = shard
         if directory is not None or key not in self._logs:
@@ -107,3 +121,5 @@ class Env:
                     f"{repair.offset} of {repair.path}: a crashed append that was never receipted"
                 )
             log.close()
+        for other in self._other_logs.values():
+            other.close()

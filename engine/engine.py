@@ -29,7 +29,7 @@ from nereus.config import Config
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyErrorSource, TrustedClock
-from nereus.engine.destinations.file import FileDestination
+from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.objectstore.factory import open_object_store
@@ -37,7 +37,9 @@ from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
+from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.file import FileShardLog
+from nereus.engine.shardlog.protocol import ShardLog
 from nereus.errors import ConfigError, StoreError
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome
@@ -123,15 +125,7 @@ class Engine:
     def _destination(self, name: str) -> Destination:
         if self.destinations is not None and name in self.destinations:
             return self.destinations[name]
-        lane = self.config.lanes[name]
-        if lane.destination == "file":
-            assert lane.path is not None
-            path = Path(lane.path)
-            return FileDestination(name, path if path.is_absolute() else self.home / path)
-        raise ConfigError(
-            f"lane {name}: destination {lane.destination!r} is not available in this build",
-            hint="use destination = \"file\" until the Kafka and Pulsar adapters land",
-        )
+        return open_destination(self.config.lanes[name], self.home)
 
     def start(self, *, timeout_s: float = 60.0) -> None:
         assert self.clock is not None
@@ -144,12 +138,9 @@ class Engine:
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
                                          log_event=self.log_event)
         for route in self.config.routes.values():
-            if route.log != "file":
-                raise ConfigError(f"route {route.name}: the {route.log} Shard Log is not "
-                                  "available in this build")
             for partition in range(route.partitions):
                 shard = ShardId(route.name, partition)
-                log = FileShardLog(self.layout.shard_log(shard))
+                log = open_shard_log(route, shard, self.home)
                 store = self._open_state(shard, log)
                 self.shards[shard] = ShardLoop(
                     shard, store, log, limits=self.config.limits, clock=clock,
@@ -172,7 +163,7 @@ class Engine:
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
 
-    def _open_state(self, shard: ShardId, log: FileShardLog) -> ShardStore:
+    def _open_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
         """The shard's database; restored from the Recovery Set when missing or damaged."""
         path = self.layout.shard_state(shard)
         identity = Identity(route=shard.route, partition=shard.partition,
@@ -198,7 +189,7 @@ class Engine:
             failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
             self.log_event("checkpoint_unusable", shard=str(shard),
                            checkpoint_id=entry.checkpoint_id, problems=failed)
-        start = log.start_position()
+        start = log.start_position() if isinstance(log, FileShardLog) else 0
         if start > 0:
             raise StoreError(
                 f"shard {shard} has no database, no usable checkpoint, and its log starts at "

@@ -31,8 +31,8 @@ from nereus.shard import validate_route_name
 
 LOG_BACKENDS = ("file", "kafka", "pulsar")
 DESTINATIONS = ("file", "kafka", "pulsar")
-_ROUTE_KEYS = {"log", "partitions", "bootstrap", "service_url", "topic"}
-_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "lead_ms"}
+_ROUTE_KEYS = {"log", "partitions", "bootstrap", "service_url", "admin_url", "topic"}
+_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "handoff", "lead_ms"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,12 +212,16 @@ def _checkpoints(text: str, source: str, table: dict[str, Any]) -> CheckpointSet
 
 def render_config(*, route: str, partitions: int, log: str) -> str:
     """The nereus.toml ``nereus init`` writes."""
+    broker = {
+        "kafka": 'bootstrap = "127.0.0.1:9092"\n',
+        "pulsar": 'service_url = "pulsar://127.0.0.1:6650"\nadmin_url = "http://127.0.0.1:8080"\n',
+    }.get(log, "")
     return f"""# Nereus Delay configuration (written by `nereus init`).
 
 [routes.{route}]
 log = "{log}"          # file (embedded) | kafka | pulsar
 partitions = {partitions}
-
+{broker}
 [lanes.local]
 destination = "file"
 path = "outbox/local.jsonl"  # relative to this home, or absolute

@@ -74,7 +74,7 @@ def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
     """Record the checkpoint in the Shard Log (CHECKPOINT_MARK), for the audit trail."""
     from nereus.records import CheckpointMark, encode
 
-    env.file_log(shard).append([encode(CheckpointMark(
+    env.shard_log(shard).append([encode(CheckpointMark(
         mutation_id=str(uuid.uuid4()), checkpoint_id=checkpoint_id))])
 
 
@@ -196,7 +196,7 @@ def verify(
                     manifest = report.manifest
                     shard = ShardId(manifest.route, manifest.partition)
                     reference = _reference(env, shard, manifest)
-                    log = env.file_log(shard, create=False)
+                    log = env.shard_log(shard, create=False)
                     with env.output.progress("replaying", None) as advance:
                         report.checks.extend(deep_checks(directory, manifest, log, reference,
                                                          limits=env.config.limits,
@@ -259,7 +259,9 @@ def _floor_view(env: Env, shard: Any) -> tuple[Any, dict[str, Any]]:
     objects = objects_for(env)
     floor = recovery_floor(objects, shard, env.config.checkpoints.keep)
     log_start = None
-    if env.layout.shard_log(shard).is_dir():
+    if env.config.route(shard.route).log != "file":
+        log_start = 0  # brokers keep their own retention; nereus does not prune them
+    elif env.layout.shard_log(shard).is_dir():
         segments = env.file_log(shard, create=False).segments()
         log_start = segments[0][0] if segments else 0
     data = {

@@ -37,6 +37,16 @@ def init(
     config = parse_config(text, source=str(layout.config))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
+    if log != "file":
+        # create the Command Topic now, so a broker problem shows at init, not at first use
+        from nereus.engine.shardlog.factory import command_topic, open_shard_log
+        from nereus.shard import ShardId
+
+        settings = config.routes[route]
+        open_shard_log(settings, ShardId(route, 0), layout.root, create=True).close()
+        topic = command_topic(settings)
+    else:
+        topic = None
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)
@@ -45,7 +55,8 @@ def init(
         {
             "home": str(layout.root),
             "config": str(layout.config),
-            "routes": [{"route": route, "log": log, "partitions": partitions}],
+            "routes": [{"route": route, "log": log, "partitions": partitions,
+                        "command_topic": topic}],
             "shards": shards,
             "lanes": [
                 {"lane": lane.name, "destination": lane.destination,
@@ -55,7 +66,8 @@ def init(
         },
         lambda out: out.print(
             f"wrote {layout.config}\n"
-            f"  route {route}: {partitions} shard(s) on the {log} log\n"
+            f"  route {route}: {partitions} shard(s) on the {log} log"
+            + (f" (Command Topic {topic})" if topic else "") + "\n"
             f"  lane local -> {layout.outbox / 'local.jsonl'}"
         ),
     )

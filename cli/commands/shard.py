@@ -73,7 +73,7 @@ def replay(
         return
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
     limits = env.config.limits if env.layout.config.exists() else None
-    log = env.file_log(shard, directory=log_dir, create=False)
+    log = env.shard_log(shard, directory=log_dir, create=False)
     total = log.end_position()
     if to is not None:
         total = min(total, to + 1)
@@ -138,8 +138,9 @@ def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> No
         report = inspect_store(store)
         path = str(store.path)
     log_end = None
-    if env.layout.config.exists() and env.layout.shard_log(shard).is_dir():
-        log_end = env.file_log(shard, create=False).end_position()
+    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
+                                       env.config.route(shard.route).log != "file"):
+        log_end = env.shard_log(shard, create=False).end_position()
     applied = report.applied_position
     data = report.to_dict()
     data["timeline_head"] = (None if report.timeline_head_ms is None
@@ -217,8 +218,8 @@ def _offline_shards(env: Env) -> list[dict[str, Any]]:
             except NereusError:
                 state = "NO_STATE"
             end = None
-            if route.log == "file" and env.layout.shard_log(shard).is_dir():
-                end = env.file_log(shard, create=False).end_position()
+            if route.log != "file" or env.layout.shard_log(shard).is_dir():
+                end = env.shard_log(shard, create=False).end_position()
             lag = None if end is None else end - (0 if applied is None else applied + 1)
             out.append({"shard": str(shard), "state": state, "applied_position": applied,
                         "log_end_position": end, "lag": lag})
@@ -293,7 +294,7 @@ def log_command(
                 raise UsageError(f"--kind {item!r}: expected one of {', '.join(codec.ALL_KINDS)}, "
                                  "UNDECODABLE, client, system or operator")
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
-    log = env.file_log(shard, directory=log_dir, create=False)
+    log = env.shard_log(shard, directory=log_dir, create=False)
     position = from_position
     rows: list[dict[str, Any]] = []
     while True:
@@ -431,7 +432,7 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
     from nereus.state.values import Identity
 
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
-    log = env.file_log(shard, directory=log_dir, create=False)
+    log = env.shard_log(shard, directory=log_dir, create=False)
     scratch = Path(tempfile.mkdtemp(prefix="nereus-replay-"))
     try:
         image = scratch / "image"

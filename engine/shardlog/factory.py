@@ -1,0 +1,51 @@
+"""Open a shard's Shard Log from its route's configuration (file, Kafka or Pulsar).
+
+Defaults point at the local servers ``scripts/services`` starts: Kafka on
+127.0.0.1:9092, Pulsar on pulsar://127.0.0.1:6650 (admin http://127.0.0.1:8080). The
+Command Topic is ``nereus.<route>.commands`` (Kafka) or
+``persistent://public/default/nereus-<route>-commands`` (Pulsar), one partition per shard,
+unless ``topic`` is set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nereus.config import RouteSettings
+from nereus.engine.shardlog.protocol import ShardLog
+from nereus.layout import HomeLayout
+from nereus.shard import ShardId
+
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_PULSAR_URL = "pulsar://127.0.0.1:6650"
+DEFAULT_PULSAR_ADMIN = "http://127.0.0.1:8080"
+
+
+def command_topic(route: RouteSettings) -> str:
+    topic = route.options.get("topic")
+    if topic:
+        return str(topic)
+    if route.log == "pulsar":
+        return f"nereus-{route.name}-commands"
+    return f"nereus.{route.name}.commands"
+
+
+def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
+                   create: bool = True) -> ShardLog:
+    if route.log == "kafka":
+        from nereus.engine.shardlog.kafka import KafkaShardLog
+
+        return KafkaShardLog(str(route.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP)),
+                             command_topic(route), shard.partition,
+                             partitions=route.partitions, create=create)
+    if route.log == "pulsar":
+        from nereus.engine.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
+
+        admin = str(route.options.get("admin_url", DEFAULT_PULSAR_ADMIN))
+        if create:
+            ensure_partitioned_topic(admin, command_topic(route), route.partitions)
+        return PulsarShardLog(str(route.options.get("service_url", DEFAULT_PULSAR_URL)),
+                              command_topic(route), shard.partition, admin_url=admin)
+    from nereus.engine.shardlog.file import FileShardLog
+
+    return FileShardLog(HomeLayout(home).shard_log(shard), create=create)
