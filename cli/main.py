@@ -16,6 +16,7 @@ import typer
 
 from nereus.cli.commands import attempt as attempt_cmd
 from nereus.cli.commands import checkpoint as checkpoint_cmd
+from nereus.cli.commands import doctor as doctor_cmd
 from nereus.cli.commands import engine as engine_cmd
 from nereus.cli.commands import init as init_cmd
 from nereus.cli.commands import lane as lane_cmd
@@ -37,6 +38,7 @@ app = typer.Typer(
 )
 app.command("init")(init_cmd.init)
 app.command("quickstart")(quickstart_cmd.quickstart)
+app.command("doctor")(doctor_cmd.doctor)
 app.add_typer(engine_cmd.app, name="engine")
 app.add_typer(message_cmd.app, name="message")
 app.add_typer(shard_cmd.app, name="shard")

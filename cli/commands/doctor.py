@@ -1,0 +1,160 @@
+"""``nereus doctor``: what is wrong with this home, and what to fix.
+
+Config (parse and validation, with file and line), home and socket permissions, disk
+space, every configured broker and object store reachable, clock uncertainty, engine
+state. Exit 1 with the list of what failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import urllib.request
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from nereus.config import Config
+
+MIN_FREE_BYTES = 1 << 30
+
+
+def _check(name: str, ok: bool, detail: str, fix: str | None = None) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "detail": detail, "fix": None if ok else fix}
+
+
+def _kafka(bootstrap: str) -> str | None:
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000})
+    try:
+        client.list_topics(timeout=4)
+    except Exception as exc:
+        return f"no answer from Kafka at {bootstrap}: {exc}"
+    return None
+
+
+def _http(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=4) as answer:
+            answer.read(1)
+    except Exception as exc:
+        return f"no answer from {url}: {exc}"
+    return None
+
+
+def _services(config: Config) -> list[dict[str, Any]]:
+    from nereus.engine.shardlog.factory import (
+        DEFAULT_KAFKA_BOOTSTRAP,
+        DEFAULT_PULSAR_ADMIN,
+    )
+
+    checks = []
+    seen: set[tuple[str, str]] = set()
+    for route in config.routes.values():
+        if route.log == "kafka":
+            target = str(route.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP))
+            seen.add(("kafka", target))
+        elif route.log == "pulsar":
+            target = str(route.options.get("admin_url", DEFAULT_PULSAR_ADMIN))
+            seen.add(("pulsar", target))
+    for lane in config.lanes.values():
+        if lane.destination == "kafka":
+            seen.add(("kafka", str(lane.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP))))
+        elif lane.destination == "pulsar":
+            seen.add(("pulsar", str(lane.options.get("admin_url", DEFAULT_PULSAR_ADMIN))))
+    for kind, target in sorted(seen):
+        problem = _kafka(target) if kind == "kafka" else _http(
+            target.rstrip("/") + "/admin/v2/clusters")
+        checks.append(_check(f"{kind} {target}", problem is None, problem or "answers",
+                             "start it (scripts/services up " + kind + ") or fix the address"))
+    return checks
+
+
+def doctor(ctx: typer.Context) -> None:
+    """Check config, permissions, disk, services and clock; exit 1 listing what to fix."""
+    from nereus.errors import NereusError
+
+    env: Env = ctx.obj
+    layout = env.layout
+    checks: list[dict[str, Any]] = []
+    config = None
+    try:
+        config = env.config
+        checks.append(_check("config", True, f"{layout.config} is valid: "
+                             f"{len(config.routes)} route(s), {len(config.lanes)} lane(s)"))
+    except NereusError as exc:
+        checks.append(_check("config", False, exc.message, exc.hint or "fix nereus.toml"))
+    if layout.root.is_dir():
+        writable = os.access(layout.root, os.W_OK)
+        checks.append(_check("home", writable, f"{layout.root} is "
+                             f"{'writable' if writable else 'NOT writable'}",
+                             f"chown/chmod {layout.root} for this user"))
+    else:
+        checks.append(_check("home", False, f"{layout.root} does not exist",
+                             "run `nereus init`"))
+    sock = layout.run / "admin.sock"
+    if sock.exists():
+        mode = stat.S_IMODE(sock.stat().st_mode)
+        checks.append(_check("admin_socket", mode == 0o600,
+                             f"{sock} mode {mode:04o}", f"chmod 600 {sock}"))
+    engine_state = "running" if env.engine_running() else "not running"
+    checks.append(_check("engine", True, f"the engine is {engine_state}"))
+    if layout.root.is_dir():
+        usage = shutil.disk_usage(layout.root)
+        checks.append(_check("disk", usage.free >= MIN_FREE_BYTES,
+                             f"{usage.free / (1 << 30):.1f} GiB free of "
+                             f"{usage.total / (1 << 30):.1f} GiB",
+                             "free space: logs, state and checkpoints need room to grow"))
+    if config is not None:
+        checks.extend(_services(config))
+        checks.append(_object_store(env))
+        checks.append(_clock(config))
+    ok = all(c["ok"] for c in checks)
+    data = {"ok": ok, "home": str(layout.root), "checks": checks}
+
+    def human(out: Any) -> None:
+        for c in checks:
+            mark = "[green]ok[/green]  " if c["ok"] else "[red]FAIL[/red]"
+            out.print(f"{mark} {c['name']:<28} {c['detail']}", highlight=False)
+            if not c["ok"] and c["fix"]:
+                out.print(f"       fix: {c['fix']}")
+        failed = sum(1 for c in checks if not c["ok"])
+        out.print("[green]all checks passed[/green]" if ok else f"[red]{failed} to fix[/red]")
+
+    env.output.emit(data, human)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _object_store(env: Env) -> dict[str, Any]:
+    from nereus.cli.commands.checkpoint import objects_for
+    from nereus.errors import NereusError
+
+    try:
+        store = objects_for(env)
+        list(store.list("catalog/"))
+    except NereusError as exc:
+        return _check("object_store", False, exc.message, "check [objects] in nereus.toml")
+    except Exception as exc:
+        return _check("object_store", False, f"{type(exc).__name__}: {exc}",
+                      "check [objects] in nereus.toml and the credentials")
+    return _check("object_store", True, f"{store.description} answers")
+
+
+def _clock(config: Config) -> dict[str, Any]:
+    from nereus.engine.clock import TrustedClock, read_chrony_error_ms
+    from nereus.engine.engine import EngineSettings
+
+    settings = EngineSettings.from_config(config.engine, config.source)
+    chrony = read_chrony_error_ms() if settings.chrony else None
+    clock = TrustedClock(max_error_ms=settings.max_clock_error_ms,
+                         extra_error_ms=(lambda: chrony) if chrony is not None else None)
+    now = clock.now()
+    source = f"chrony adds {chrony} ms" if chrony is not None else "configured bound only"
+    return _check("clock", True, f"Trusted UTC uncertainty ±{now.uncertainty_ms // 2} ms "
+                  f"({source}); work is never early, at most this late")
