@@ -17,7 +17,10 @@ from typing import Any
 
 from nereus.engine.objectstore.local import file_sha256
 from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
-from nereus.errors import ServiceUnreachable
+from nereus.errors import NereusError, NotFound, ServiceUnreachable
+
+# S3 error codes that say the credentials or permissions are wrong ("403": a HEAD's answer)
+_REFUSED = frozenset({"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
 
 
 class S3ObjectStore:
@@ -65,14 +68,39 @@ class S3ObjectStore:
         return self.prefix + check_key(key)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call boto3; connection failures become ServiceUnreachable, and the answers that
+        mean the ``[objects]`` settings are wrong (no bucket, refused credentials) become
+        errors naming the store. Other ClientErrors pass through for the caller to read."""
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            ReadTimeoutError,
+        )
         from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import EndpointConnectionError
 
         try:
             return fn(*args, **kwargs)
-        except (EndpointConnectionError, BotoConnectionError) as exc:
+        except (EndpointConnectionError, BotoConnectionError, ConnectionClosedError,
+                ReadTimeoutError) as exc:
             raise ServiceUnreachable(f"object store {self.description} is unreachable: {exc}",
                                      hint="check [objects] endpoint in nereus.toml") from None
+        except ClientError as exc:
+            code = self._code(exc)
+            if code == "NoSuchBucket":
+                raise NotFound(f"object store {self.description}: no bucket {self.bucket}",
+                               hint="create it, or fix [objects] bucket in nereus.toml") from None
+            if code in _REFUSED:
+                raise NereusError(f"object store {self.description} refused the request "
+                                  f"({code}): {exc}",
+                                  hint="check [objects] access_key_id / secret_access_key "
+                                       "in nereus.toml and the bucket's permissions") from None
+            raise
+        except S3UploadFailedError as exc:
+            raise NereusError(f"upload to object store {self.description} failed: {exc}",
+                              hint="check [objects] bucket and credentials in nereus.toml"
+                              ) from None
 
     @staticmethod
     def _code(exc: Any) -> str:
@@ -117,7 +145,7 @@ class S3ObjectStore:
             if self._code(exc) in ("NoSuchKey", "404"):
                 raise ObjectMissing(f"no object {key} in {self.description}") from None
             raise
-        data: bytes = answer["Body"].read()
+        data: bytes = self._call(answer["Body"].read)
         expected = answer.get("Metadata", {}).get("sha256")
         self._verify(key, hashlib.sha256(data).hexdigest(), expected)
         return data

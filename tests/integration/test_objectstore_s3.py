@@ -9,6 +9,7 @@ test of an adapter. Every test gets a fresh bucket, removed afterwards.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ import pytest
 
 from nereus.engine.objectstore.protocol import ObjectStore
 from nereus.engine.objectstore.s3 import S3ObjectStore
-from nereus.errors import ExitCode, ServiceUnreachable
+from nereus.errors import ExitCode, NereusError, NotFound, ServiceUnreachable
 from tests.conftest import CliResult
 from tests.integration.objectstore_contract import ObjectStoreContract
 from tests.integration.services import S3Endpoint, S3Service, s3_service
@@ -73,6 +74,42 @@ class TestS3ObjectStore(ObjectStoreContract):
         assert [item["Key"] for item in listed] == [f"{PREFIX}/cp/one"]
         head = client.head_object(Bucket=store.bucket, Key=f"{PREFIX}/cp/one")
         assert head["Metadata"] == {"sha256": info.sha256}
+
+    def test_a_missing_bucket_is_not_found(self, tmp_path: Path) -> None:
+        """Without ``create_bucket``, a bucket that does not exist is NotFound (exit 3)
+        naming the bucket, for reads, writes and listing alike; never a botocore trace."""
+        endpoint = self.service.require()
+        store = S3ObjectStore(
+            f"nereus-absent-{uuid.uuid4().hex[:12]}", endpoint_url=endpoint.endpoint_url,
+            region=endpoint.region, access_key_id=endpoint.access_key_id,
+            secret_access_key=endpoint.secret_access_key,
+        )
+        for call in (lambda: store.get_bytes("k"), lambda: store.put_bytes("k", b"x"),
+                     lambda: list(store.list(""))):
+            with pytest.raises(NotFound, match=f"no bucket {store.bucket}") as caught:
+                call()
+            assert caught.value.exit_code == ExitCode.NOT_FOUND
+
+    def test_refused_credentials_name_the_store(self, tmp_path: Path) -> None:
+        """A wrong secret is a NereusError naming the store and the server's code, with a
+        hint at the ``[objects]`` credentials (file uploads included)."""
+        good = self.make_store(tmp_path)
+        assert isinstance(good, S3ObjectStore)
+        good.put_bytes("k", b"x")
+        endpoint = self.service.require()
+        store = S3ObjectStore(
+            good.bucket, prefix=PREFIX, endpoint_url=endpoint.endpoint_url,
+            region=endpoint.region, access_key_id=endpoint.access_key_id,
+            secret_access_key="not-the-secret",
+        )
+        source = tmp_path / "f.bin"
+        source.write_bytes(b"data")
+        for call in (lambda: store.get_bytes("k"), lambda: store.head("k"),
+                     lambda: list(store.list("")), lambda: store.put_file("f", source)):
+            with pytest.raises(NereusError, match=r"s3://nereus-test-\w+/tenant-a/") as caught:
+                call()
+            assert caught.value.hint is not None and "[objects]" in caught.value.hint
+        assert good.get_bytes("k") == b"x"
 
     def test_checkpoint_uploads_and_verifies_through_s3(self, tmp_path: Path) -> None:
         """A checkpoint taken from a real shard database uploads to S3, is catalogued, and
@@ -140,6 +177,37 @@ def test_unreachable_endpoint_raises_service_unreachable_quickly(tmp_path: Path)
         elapsed = time.monotonic() - started
         assert caught.value.exit_code == ExitCode.SERVICE_UNREACHABLE == 5, name
         assert elapsed < 5, f"{name} took {elapsed:.1f}s to report the endpoint unreachable"
+
+
+def test_a_server_that_drops_connections_is_unreachable() -> None:
+    """A listener that accepts and closes every connection (no HTTP answer) is reported as
+    ServiceUnreachable (exit 5), like a closed port."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.2)
+        port = server.getsockname()[1]
+        stop = threading.Event()
+
+        def drop_connections() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                conn.close()
+
+        dropper = threading.Thread(target=drop_connections)
+        dropper.start()
+        try:
+            store = S3ObjectStore("nowhere", endpoint_url=f"http://127.0.0.1:{port}",
+                                  access_key_id="k", secret_access_key="s")
+            with pytest.raises(ServiceUnreachable, match="unreachable") as caught:
+                store.get_bytes("k")
+            assert caught.value.exit_code == ExitCode.SERVICE_UNREACHABLE
+        finally:
+            stop.set()
+            dropper.join()
 
 
 def test_cli_exits_5_when_the_object_store_is_unreachable(
