@@ -30,7 +30,7 @@ What it does, in one run:
    seconds (MB = 10^6 bytes); the ratio verify / sha256sum has a target of >= 0.8.
    Where verify's time goes is measured apart: opening the checkpoint read-only, iterating
    the replicated key range without hashing, and the digest recomputation
-   (``digest_pairs`` over that scan, which ``verify_directory`` runs).
+   (``digest_sorted`` over that scan, which ``verify_directory`` runs).
 
 Nothing here changes product code. The scratch checkpoint is removed afterwards.
 """
@@ -59,7 +59,7 @@ from nereus.engine.shardlog.protocol import LogRecord, Receipt
 from nereus.inspection import inspect_store
 from nereus.shard import ShardId
 from nereus.state import keys
-from nereus.state.digest import digest_pairs
+from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity, decode_int
 
@@ -272,14 +272,24 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> dict[str, Any]:
             file_sha256(path)
 
     def verify() -> None:
+        """What `nereus checkpoint verify` runs: parallel file hashing, pipelined digest."""
+        from nereus.engine.parallel_verify import verify_parallel
+
+        report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition))
+        if not report.ok:
+            raise SystemExit(f"verify failed: {report.to_dict()}")
+
+    def verify_core() -> None:
+        """The core's single-threaded reference implementation."""
         report = verify_directory(directory, expected_shard=(SHARD.route, SHARD.partition))
         if not report.ok:
             raise SystemExit(f"verify failed: {report.to_dict()}")
 
-    rounds: dict[str, list[float]] = {"sha256sum": [], "checksums": [], "verify": []}
+    rounds: dict[str, list[float]] = {"sha256sum": [], "checksums": [], "verify": [],
+                                      "verify_core": []}
     for _ in range(repeat):
         for name, fn in (("sha256sum", sha256sum), ("checksums", checksums_only),
-                         ("verify", verify)):
+                         ("verify", verify), ("verify_core", verify_core)):
             started = time.perf_counter()
             fn()
             rounds[name].append(time.perf_counter() - started)
@@ -295,7 +305,7 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> dict[str, Any]:
 
     def digest_only() -> None:
         with ShardStore.open(directory, read_only=True) as image:
-            digest = digest_pairs(image.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
+            digest = digest_sorted(image.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
         if digest != manifest.digest:
             raise SystemExit("digest disagrees with the manifest")
 
@@ -325,6 +335,9 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> dict[str, Any]:
         "verify": {"seconds": med["verify"], "mb_per_s": verify_mb_s,
                    "ratio_to_sha256sum": verify_mb_s / sha_mb_s,
                    "samples_s": rounds["verify"]},
+        "verify_core": {"seconds": med["verify_core"], "mb_per_s": mb / med["verify_core"],
+                        "ratio_to_sha256sum": mb / med["verify_core"] / sha_mb_s,
+                        "samples_s": rounds["verify_core"]},
         "parts_s": {"checksums": med["checksums"], "db_open": open_s,
                     "scan_replicated": scan_s, "digest_with_open": digest_s,
                     "digest_hashing": digest_s - scan_s,
@@ -367,6 +380,9 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"  verify (whole)   {v['verify']['mb_per_s']:8,.0f} MB/s "
           f"({v['verify']['seconds']:.3f}s)   ratio {v['verify']['ratio_to_sha256sum']:.2f}"
           f"   [target >= {TARGET_VERIFY_RATIO}: {mark(v['met'])}]")
+    c = v["verify_core"]
+    print(f"  (single-threaded core reference: {c['mb_per_s']:,.0f} MB/s, "
+          f"{c['seconds']:.3f}s, ratio {c['ratio_to_sha256sum']:.2f})")
     p = v["parts_s"]
     print("  where verify's time goes (each part timed alone, median):")
     rows = [

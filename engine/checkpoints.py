@@ -34,8 +34,9 @@ from nereus.checkpoint.manifest import (
     checkpoint_prefix,
     encode_json,
 )
-from nereus.checkpoint.verify import VerifyReport, file_sha256, verify_directory
+from nereus.checkpoint.verify import VerifyReport, file_sha256
 from nereus.engine.objectstore.protocol import ObjectStore
+from nereus.engine.parallel_verify import verify_parallel
 from nereus.engine.replay import store_digest
 from nereus.errors import NereusError, NotFound
 from nereus.shard import ShardId
@@ -183,8 +184,8 @@ def verify_entry(objects: ObjectStore, entry: CatalogEntry,
             report = VerifyReport(Path(scratch))
             report.add("download", False, exc.message)
             return report
-        report = verify_directory(directory, expected_shard=(entry.route, entry.partition),
-                                  catalog=entry, progress=progress)
+        report = verify_parallel(directory, expected_shard=(entry.route, entry.partition),
+                                 catalog=entry, progress=progress)
         report.path = Path(entry.manifest_key).parent
         return report
 
@@ -237,8 +238,8 @@ def restore_into(objects: ObjectStore, entry: CatalogEntry, target: Path,
         report = VerifyReport(staging)
         report.add("download", False, exc.message)
         return report
-    report = verify_directory(staging, expected_shard=(entry.route, entry.partition),
-                              catalog=entry)
+    report = verify_parallel(staging, expected_shard=(entry.route, entry.partition),
+                             catalog=entry)
     if report.ok:
         staging.rename(target)
         report.path = target

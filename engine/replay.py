@@ -15,7 +15,7 @@ from nereus.errors import NereusError
 from nereus.machine import Limits
 from nereus.shard import ShardId
 from nereus.state import keys
-from nereus.state.digest import digest_pairs
+from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity
 
@@ -30,7 +30,7 @@ class ReplayReport:
 
 def store_digest(store: ShardStore) -> str:
     """The state digest of everything replicated in ``store``."""
-    return digest_pairs(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
+    return digest_sorted(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
 
 
 def replay_empty(

@@ -146,9 +146,9 @@ def verify(
     import shutil
     import tempfile
 
-    from nereus.checkpoint.verify import verify_directory
     from nereus.engine.checkpoints import download, find
     from nereus.engine.deep_verify import deep_checks
+    from nereus.engine.parallel_verify import verify_parallel
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
 
@@ -182,8 +182,8 @@ def verify(
         else:
             expected = (entry.route, entry.partition) if entry else None
             with env.output.progress("verifying", None) as advance:
-                report = verify_directory(directory, expected_shard=expected, catalog=entry,
-                                          progress=advance)
+                report = verify_parallel(directory, expected_shard=expected, catalog=entry,
+                                         progress=advance)
             if entry is not None:
                 report.path = Path(entry.manifest_key).parent
             if deep and report.manifest is not None:
@@ -226,8 +226,8 @@ def restore(
     """Download a checkpoint into a directory and verify it there."""
     import shutil
 
-    from nereus.checkpoint.verify import verify_directory
     from nereus.engine.checkpoints import download, find
+    from nereus.engine.parallel_verify import verify_parallel
     from nereus.errors import NereusError
 
     env: Env = ctx.obj
@@ -240,7 +240,7 @@ def restore(
         shutil.rmtree(into)
     with env.output.progress("downloading", None) as advance:
         download(objects, entry, into, advance)
-    report = verify_directory(into, expected_shard=(entry.route, entry.partition), catalog=entry)
+    report = verify_parallel(into, expected_shard=(entry.route, entry.partition), catalog=entry)
     data = {"checkpoint_id": entry.checkpoint_id, "shard": f"{entry.route}/{entry.partition}",
             "into": str(into), "applied_position": entry.applied_position,
             "digest": entry.digest, "ok": report.ok,

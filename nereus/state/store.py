@@ -140,11 +140,16 @@ class ShardStore:
         return value
 
     def scan(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Keys in ``[start, end)`` in key order."""
-        for key, value in self._db.items(from_key=start):
-            if end is not None and key >= end:
-                return
-            yield key, value
+        """Keys in ``[start, end)`` in key order (RocksDB stops at ``end`` itself)."""
+        if end is None:
+            items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=start)
+            return items
+        from rocksdict import ReadOptions
+
+        bounded = ReadOptions()
+        bounded.set_iterate_upper_bound(end)
+        items = self._db.items(from_key=start, read_opt=bounded)
+        return items
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.scan(prefix, keys.prefix_end(prefix))

@@ -1,0 +1,96 @@
+"""Parallel implementations of the two expensive verification steps.
+
+The core (``nereus.checkpoint.verify``) has no threads; the engine and the CLI pass these
+in. Both compute exactly what the core's defaults compute:
+
+* ``hash_files`` — SHA-256 of every file on a small thread pool (hashlib releases the GIL
+  while hashing, so files are hashed on every core);
+* ``pipelined_digest`` — the state digest with iteration and hashing overlapped: this
+  thread walks RocksDB and frames chunks, a second thread feeds them to SHA-256.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from nereus.checkpoint.verify import VerifyReport, file_sha256, read_manifest, verify_directory
+from nereus.errors import NereusError
+from nereus.state import keys
+from nereus.state.digest import framed_chunks, new_hash
+from nereus.state.store import ShardStore
+
+
+def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
+    workers = max(2, min(8, os.cpu_count() or 2))
+    lock = threading.Lock()
+
+    def advance(n: int) -> None:
+        if progress is not None:
+            with lock:
+                progress(n)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sha256") as pool:
+        return list(pool.map(lambda p: file_sha256(p, advance), paths))
+
+
+def pipelined_digest(store: ShardStore) -> str:
+    digest = new_hash()
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+
+    def consume() -> None:
+        while (chunk := chunks.get()) is not None:
+            digest.update(chunk)
+
+    worker = threading.Thread(target=consume, name="digest", daemon=True)
+    worker.start()
+    try:
+        for chunk in framed_chunks(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT]))):
+            chunks.put(chunk)
+    finally:
+        chunks.put(None)
+        worker.join()
+    return digest.hexdigest()
+
+
+def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
+    """``verify_directory`` with the file hashes and the digest computed at the same time.
+
+    Both start as soon as the manifest is read, on their own threads (the digest on its
+    own read-only handle); ``verify_directory`` then runs its checks in the usual order
+    and consumes the results. If the background digest cannot run (a damaged database),
+    verify_directory's own open reports that, so nothing is lost.
+    """
+    try:
+        manifest = read_manifest(directory)
+    except NereusError:
+        return verify_directory(directory, **kwargs)
+    paths = [directory / entry.name for entry in manifest.files]
+    progress = kwargs.pop("progress", None)
+
+    def background_digest() -> str:
+        with ShardStore.open(directory, read_only=True) as image:
+            return pipelined_digest(image)
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
+        files = pool.submit(hash_files, paths, progress) if all(p.is_file() for p in paths) \
+            else None
+        digest = pool.submit(background_digest)
+
+        def hashed(requested: list[Path], _: Callable[[int], None] | None) -> list[tuple[int, str]]:
+            if files is None or requested != paths:
+                return hash_files(requested, None)
+            return files.result()
+
+        def digested(store: ShardStore) -> str:
+            try:
+                return digest.result()
+            except Exception:
+                return pipelined_digest(store)
+
+        return verify_directory(directory, hash_files=hashed, digest=digested, **kwargs)
