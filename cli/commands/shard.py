@@ -113,7 +113,7 @@ def replay(
 
 @app.command("digest")
 def digest(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
-    """Print the order-independent digest of the shard's replicated state."""
+    """Print the canonical digest (key order) of the shard's replicated state."""
     from nereus.engine.replay import store_digest
 
     env: Env = ctx.obj
