@@ -1,0 +1,219 @@
+"""What the Kafka Shard Log and the Kafka destination share: client settings, topic checks.
+
+``confluent_kafka`` is imported inside the functions, never at module level, so that
+importing ``nereus.engine`` (or running ``nereus --help``) does not load librdkafka.
+
+Every client is made with ``allow.auto.create.topics = false``: a topic is created on
+purpose, with the settings its user needs (``message.timestamp.type = LogAppendTime`` for
+a Command Topic), or it does not exist. A metadata request must never create one behind
+our back with the broker's defaults.
+
+Failures to reach the broker (``_TRANSPORT``, ``_TIMED_OUT``, ``_ALL_BROKERS_DOWN``, ...)
+become ``ServiceUnreachable`` (exit 5) naming the bootstrap address; a topic that exists
+but cannot serve (too few partitions, the wrong timestamp type) is ``TopicMisconfigured``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from nereus.errors import NereusError, NotFound, ServiceUnreachable, UsageError
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+LOG: Final = logging.getLogger("nereus.engine.kafka")
+
+# error names (KafkaError.name()) that say "no broker answered", not "the broker said no"
+UNREACHABLE_ERRORS: Final = frozenset({
+    "_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_MSG_TIMED_OUT",
+    "REQUEST_TIMED_OUT", "_WAIT_COORD", "COORDINATOR_NOT_AVAILABLE", "_DESTROY",
+    "BROKER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "LEADER_NOT_AVAILABLE",
+})
+
+_LEADER_WAIT_S: Final = 0.05
+
+
+class TopicMisconfigured(UsageError):
+    """A topic exists but cannot serve as asked (partitions, timestamp type, access)."""
+
+
+def client_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
+    """Settings every client shares, plus ``extra`` (``**{"linger.ms": 2}``)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "allow.auto.create.topics": False,
+        # librdkafka's own log lines go to the stdlib logger (served by poll/flush)
+        "logger": LOG,
+    }
+    config.update(extra)
+    return config
+
+
+def admin_client(bootstrap: str, client_id: str) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    # no "logger" here: an AdminClient's log queue is only served by its poll(), which
+    # nothing calls, so its lines would pile up; librdkafka writes them to stderr instead
+    return AdminClient({
+        "bootstrap.servers": bootstrap, "client.id": client_id,
+        "allow.auto.create.topics": False,
+    })
+
+
+def error_of(exc: BaseException) -> tuple[str, str]:
+    """(librdkafka error name, its text) of a KafkaException; ("", str(exc)) otherwise."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].name(), exc.args[0].str()
+    return "", str(exc)
+
+
+def unreachable(bootstrap: str, doing: str, detail: object) -> ServiceUnreachable:
+    return ServiceUnreachable(
+        f"Kafka at {bootstrap} is unreachable ({doing}): {detail}",
+        hint="is the broker running and is the bootstrap address right? "
+        "(`scripts/services up kafka` starts a local one)",
+    )
+
+
+def translate(exc: BaseException, bootstrap: str, doing: str) -> NereusError:
+    """The error to raise for a client exception: ``ServiceUnreachable`` when no broker
+    answered, else a ``NereusError`` naming the broker's refusal."""
+    name, text = error_of(exc)
+    if name in UNREACHABLE_ERRORS:
+        return unreachable(bootstrap, doing, text)
+    return NereusError(f"Kafka at {bootstrap} refused {doing}: {name or type(exc).__name__}: "
+                       f"{text}")
+
+
+def partition_count(
+    admin: AdminClient, bootstrap: str, topic: str, timeout_s: float
+) -> int | None:
+    """How many partitions ``topic`` has, or None if it does not exist (one metadata call)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        metadata = admin.list_topics(topic=topic, timeout=timeout_s)
+    except KafkaException as exc:
+        raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
+    found = metadata.topics.get(topic)
+    if found is None:
+        return None
+    if found.error is not None:
+        if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        if found.error.name() in UNREACHABLE_ERRORS:
+            raise unreachable(bootstrap, f"metadata of topic {topic}", found.error.str())
+        raise TopicMisconfigured(
+            f"Kafka at {bootstrap}: topic {topic} cannot be used: {found.error.name()}: "
+            f"{found.error.str()}")
+    return len(found.partitions)
+
+
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    *,
+    client_id: str,
+    partitions: int,
+    config: Mapping[str, str],
+    create: bool,
+    timeout_s: float,
+    metadata_timeout_s: float | None = None,
+    admin: AdminClient | None = None,
+) -> bool:
+    """Make sure ``topic`` exists with at least ``partitions`` partitions, all led.
+
+    Creates it (replication 1, ``config``) when missing and ``create`` is set; a topic
+    someone else created meanwhile is fine. Returns whether this call created it. Raises
+    ``ServiceUnreachable`` when no broker answers within ``timeout_s``, ``NotFound`` when it
+    is missing and may not be created, ``TopicMisconfigured`` when it has too few
+    partitions. The first metadata request waits ``metadata_timeout_s`` (default
+    ``timeout_s``), so a readiness probe can give up sooner than a creation would.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # not re-exported
+
+    admin = admin or admin_client(bootstrap, client_id)
+    deadline = time.monotonic() + timeout_s
+    count = partition_count(admin, bootstrap, topic,
+                            timeout_s if metadata_timeout_s is None else metadata_timeout_s)
+    created = False
+    if count is None:
+        if not create:
+            raise NotFound(
+                f"Kafka at {bootstrap}: topic {topic} does not exist (and creating it is off)",
+                hint="create the topic, or let Nereus create it")
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                      config=dict(config))],
+            operation_timeout=timeout_s, request_timeout=timeout_s)
+        try:
+            futures[topic].result(timeout=max(0.1, deadline - time.monotonic()))
+            created = True
+        except KafkaException as exc:
+            if error_of(exc)[0] != "TOPIC_ALREADY_EXISTS":
+                raise translate(exc, bootstrap, f"creating topic {topic}") from None
+        except TimeoutError:
+            raise unreachable(bootstrap, f"creating topic {topic}",
+                              f"no answer within {timeout_s:g}s") from None
+        count = _wait_for_leaders(admin, bootstrap, topic, partitions, deadline)
+    if count < partitions:
+        raise TopicMisconfigured(
+            f"Kafka at {bootstrap}: topic {topic} has {count} partition(s); "
+            f"{partitions} are needed",
+            hint="add partitions to the topic (kafka-topics --alter --partitions) or use "
+            "another topic")
+    return created
+
+
+def _wait_for_leaders(
+    admin: AdminClient, bootstrap: str, topic: str, partitions: int, deadline: float
+) -> int:
+    """Wait until a new topic's metadata shows every partition with a leader."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(topic=topic, timeout=max(0.1, remaining))
+        except KafkaException as exc:
+            raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
+        found = metadata.topics.get(topic)
+        if (found is not None and found.error is None
+                and len(found.partitions) >= partitions
+                and all(p.leader >= 0 for p in found.partitions.values())):
+            return len(found.partitions)
+        if remaining <= 0:
+            raise unreachable(bootstrap, f"waiting for topic {topic} to get leaders",
+                              "the topic was created but has no leader yet")
+        time.sleep(_LEADER_WAIT_S)
+
+
+def topic_settings(
+    admin: AdminClient, bootstrap: str, topic: str, timeout_s: float
+) -> dict[str, str]:
+    """The topic's effective configuration (DescribeConfigs)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        ConfigResource,
+        ResourceType,
+    )
+
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
+                                     request_timeout=timeout_s)
+    try:
+        (future,) = futures.values()
+        entries = future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise translate(exc, bootstrap, f"describing topic {topic}") from None
+    except TimeoutError:
+        raise unreachable(bootstrap, f"describing topic {topic}",
+                          f"no answer within {timeout_s:g}s") from None
+    return {name: str(entry.value) for name, entry in entries.items()}

@@ -1,0 +1,413 @@
+"""The Kafka destination: classification by delivery report, against a real broker too.
+
+The classifier is tested on librdkafka's own ``KafkaError`` codes (no broker needed), and
+checked against the table in ``docs/outcomes.md`` so the two cannot drift apart. The rest
+runs against the broker from ``scripts/services up kafka`` (session fixture in
+``tests/integration/kafka_service.py``; it fails, never skips, when the broker cannot
+start): records come back with key, value and headers at the offsets the evidence names, a
+record the broker refuses is NOT_PUBLISHED PERMANENT while its batch-mates still publish,
+``scan_evidence`` finds what was published and only that, and an unreachable broker is
+reported fast.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from nereus.engine.destinations.kafka import (
+    ATTEMPT_ID_HEADER,
+    BATCH_REFUSALS,
+    DELAY_MESSAGE_ID_HEADER,
+    KafkaDestination,
+    classify_delivery_error,
+    classify_produce_error,
+)
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.errors import ExitCode, ServiceUnreachable
+from nereus.publish import PublishTemplate
+from nereus.records import Disposition, Outcome
+from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
+
+__all__ = ["kafka_service"]  # the session fixture, imported so pytest finds it here
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTCOMES_MD = ROOT / "docs" / "outcomes.md"
+EVIDENCE = re.compile(r"^kafka:(?P<topic>[\w.-]+)/(?P<partition>\d+)@(?P<offset>\d+)$")
+SESSION = uuid.uuid4().hex[:8]
+TIMEOUT_S = 15.0
+
+P, N, U = Outcome.PUBLISHED, Outcome.NOT_PUBLISHED, Outcome.UNKNOWN
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def request(attempt: str, *, key: str | None = "k", payload: bytes = b"payload",
+            headers: dict[str, str] | None = None, message: str | None = None) -> PublishRequest:
+    template = PublishTemplate(
+        delay_message_id=message or f"m-{attempt}", generation=1, lane="kafka-lane",
+        deliver_at_ms=1_000, action_at_ms=1_000, key=key, headers=headers or {},
+        payload=payload)
+    return PublishRequest(attempt, template)
+
+
+def code(name: str) -> KafkaError:
+    """librdkafka's KafkaError for a code name (``_MSG_TIMED_OUT``, ``MSG_SIZE_TOO_LARGE``)."""
+    return KafkaError(getattr(KafkaError, name))
+
+
+def every_kafka_error() -> list[KafkaError]:
+    """Every error code librdkafka defines (the KafkaError class's integer constants)."""
+    codes = {value for name, value in vars(KafkaError).items()
+             if name.isupper() or (name.startswith("_") and name[1:].isupper())
+             if isinstance(value, int)}
+    return [KafkaError(c) for c in sorted(codes)]
+
+
+# the classifier, on librdkafka's codes --------------------------------------------------
+@pytest.mark.parametrize(("name", "create_topic", "expected"), [
+    ("MSG_SIZE_TOO_LARGE", True, (N, Disposition.PERMANENT)),
+    ("RECORD_LIST_TOO_LARGE", True, (N, Disposition.PERMANENT)),
+    ("INVALID_RECORD", True, (N, Disposition.PERMANENT)),
+    ("TOPIC_AUTHORIZATION_FAILED", True, (N, Disposition.PERMANENT)),
+    ("CLUSTER_AUTHORIZATION_FAILED", False, (N, Disposition.PERMANENT)),
+    ("_UNKNOWN_TOPIC", False, (N, Disposition.PERMANENT)),
+    ("UNKNOWN_TOPIC_OR_PART", False, (N, Disposition.PERMANENT)),
+    ("_UNKNOWN_TOPIC", True, (N, Disposition.LANE_UNAVAILABLE)),
+    ("UNKNOWN_TOPIC_OR_PART", True, (N, Disposition.LANE_UNAVAILABLE)),
+    ("_MSG_TIMED_OUT", True, (U, Disposition.NONE)),
+    ("_TRANSPORT", True, (U, Disposition.NONE)),
+    ("REQUEST_TIMED_OUT", False, (U, Disposition.NONE)),
+    ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", True, (U, Disposition.NONE)),
+    ("NOT_ENOUGH_REPLICAS", True, (U, Disposition.NONE)),
+    ("NOT_LEADER_FOR_PARTITION", True, (U, Disposition.NONE)),
+    ("OUT_OF_ORDER_SEQUENCE_NUMBER", True, (U, Disposition.NONE)),
+    ("_FATAL", True, (U, Disposition.NONE)),
+    ("_UNKNOWN_PARTITION", False, (U, Disposition.NONE)),
+    ("_PURGE_INFLIGHT", True, (U, Disposition.NONE)),
+    ("UNKNOWN", True, (U, Disposition.NONE)),
+])
+def test_delivery_report_errors_are_classified_by_what_they_prove(
+    name: str, create_topic: bool, expected: tuple[Outcome, Disposition]
+) -> None:
+    """Only errors proving the broker refused the batch are NOT_PUBLISHED; the rest UNKNOWN."""
+    verdict = classify_delivery_error(code(name), create_topic=create_topic)
+    assert (verdict.outcome, verdict.disposition) == expected
+    assert verdict.why
+    assert classify_delivery_error(name, create_topic=create_topic) == verdict
+
+
+def test_a_delivery_report_without_error_is_published() -> None:
+    """No error in the report: PUBLISHED, no disposition."""
+    verdict = classify_delivery_error(None, create_topic=True)
+    assert (verdict.outcome, verdict.disposition) == (P, Disposition.NONE)
+
+
+def test_no_librdkafka_error_outside_the_refusal_list_is_ever_not_published() -> None:
+    """Of every code librdkafka defines, exactly the listed refusals are NOT_PUBLISHED in a
+    delivery report; an unlisted (or future) code is UNKNOWN, never a guessed absence."""
+    refusals = {"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD",
+                "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_UNKNOWN_TOPIC",
+                "UNKNOWN_TOPIC_OR_PART"}
+    errors = every_kafka_error()
+    assert len(errors) > 100
+    for create_topic in (True, False):
+        absent = {e.name() for e in errors
+                  if classify_delivery_error(e, create_topic=create_topic).outcome != U}
+        assert absent == refusals
+    assert classify_delivery_error(KafkaError(31_337), create_topic=True).outcome == U
+    assert refusals >= BATCH_REFUSALS
+
+
+@pytest.mark.parametrize(("name", "create_topic", "disposition"), [
+    ("_QUEUE_FULL", True, Disposition.RETRIABLE),
+    ("MSG_SIZE_TOO_LARGE", True, Disposition.PERMANENT),
+    ("_INVALID_ARG", True, Disposition.PERMANENT),
+    ("_UNKNOWN_TOPIC", False, Disposition.PERMANENT),
+    ("_UNKNOWN_TOPIC", True, Disposition.LANE_UNAVAILABLE),
+    ("_UNKNOWN_PARTITION", False, Disposition.PERMANENT),
+    ("_FATAL", True, Disposition.LANE_UNAVAILABLE),
+    ("_MSG_TIMED_OUT", True, Disposition.RETRIABLE),
+])
+def test_errors_raised_by_produce_are_not_published(
+    name: str, create_topic: bool, disposition: Disposition
+) -> None:
+    """A record produce() refused never entered the client: NOT_PUBLISHED, whatever the code."""
+    verdict = classify_produce_error(code(name), create_topic=create_topic)
+    assert (verdict.outcome, verdict.disposition) == (N, disposition)
+
+
+def _kafka_table_rows() -> list[tuple[list[str], str, str, str]]:
+    """(error names, where, outcome, disposition) of docs/outcomes.md's Kafka error tables."""
+    text = OUTCOMES_MD.read_text()
+    section = text.split("\n## Kafka", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[1] not in ("produce()", "delivery report"):
+            continue
+        names = re.findall(r"`([A-Z_]+)`", cells[0])
+        if names:
+            rows.append((names, cells[1], cells[2], cells[3]))
+    return rows
+
+
+def test_docs_outcomes_table_matches_the_classifier() -> None:
+    """Every error row of the Kafka table in docs/outcomes.md says what the code does."""
+    rows = _kafka_table_rows()
+    assert len(rows) >= 25
+    for names, where, outcome, disposition in rows:
+        for name in names:
+            for create_topic in (False, True):
+                if " if create_topic=false, else " in disposition:
+                    off, on = disposition.split(" if create_topic=false, else ")
+                    expected = on if create_topic else off
+                else:
+                    expected = disposition
+                classify = (classify_produce_error if where == "produce()"
+                            else classify_delivery_error)
+                verdict = classify(name, create_topic=create_topic)
+                assert (verdict.outcome.value, verdict.disposition.value) == (
+                    outcome, expected), f"{name} ({where}, create_topic={create_topic})"
+
+
+def test_importing_the_kafka_modules_does_not_load_librdkafka() -> None:
+    """The CLI imports these modules lazily at most; even importing them loads no client."""
+    code_ = ("import sys, nereus.engine.destinations.kafka, nereus.engine.shardlog.kafka; "
+             "assert 'confluent_kafka' not in sys.modules, sorted(sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+# against the broker ---------------------------------------------------------------------
+@pytest.fixture
+def bootstrap(kafka_service: KafkaService) -> str:
+    return kafka_service.require()
+
+
+@pytest.fixture
+def topic(bootstrap: str) -> Iterator[str]:
+    """A fresh topic name (created by whoever uses it), deleted afterwards."""
+    name = f"nereus-dest-{SESSION}-{uuid.uuid4().hex[:8]}"
+    yield name
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name], operation_timeout=10)[name].exception(10)
+
+
+@pytest.fixture
+def destinations() -> Iterator[Callable[..., KafkaDestination]]:
+    """Makes destinations and closes them after the test."""
+    made: list[KafkaDestination] = []
+
+    def make(*args: object, **kwargs: object) -> KafkaDestination:
+        destination = KafkaDestination(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(destination)
+        return destination
+
+    yield make
+    for destination in made:
+        destination.close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
+
+
+def consume(bootstrap: str, topic: str, results: list[PublishResult]) -> dict[str, object]:
+    """The records at the evidence offsets, by attempt id."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "nereus-test-reader",
+                         "enable.auto.commit": False})
+    wanted = {}
+    for result in results:
+        found = EVIDENCE.match(result.evidence)
+        assert found and found["topic"] == topic, result.evidence
+        wanted[(int(found["partition"]), int(found["offset"]))] = result.attempt_id
+    starts: dict[int, int] = {}
+    for partition, offset in wanted:
+        starts[partition] = min(offset, starts.get(partition, offset))
+    consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+    got: dict[str, object] = {}
+    deadline = time.monotonic() + 20
+    try:
+        while len(got) < len(wanted) and time.monotonic() < deadline:
+            for msg in consumer.consume(100, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                attempt = wanted.get((msg.partition(), msg.offset()))  # type: ignore[arg-type]
+                if attempt is not None:
+                    got[attempt] = msg
+    finally:
+        consumer.close()
+    assert len(got) == len(wanted), "not every published record could be read back"
+    return got
+
+
+def test_published_records_carry_key_value_and_headers_at_the_evidence_offsets(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """publish creates the topic, and each record is PUBLISHED with evidence
+    kafka:<topic>/<partition>@<offset>; reading those offsets gives the key, the payload, the
+    template's headers and the nereus ids (a template header with a reserved name dropped)."""
+    destination = destinations("kafka-lane", bootstrap, topic, partitions=3,
+                               timeout_s=TIMEOUT_S)
+    requests = [
+        request("a1", key="order-1", payload=b"first",
+                headers={"trace": "t-1", ATTEMPT_ID_HEADER: "forged"}),
+        request("a2", key=None, payload=bytes(range(256))),
+        request("a3", key="order-1", payload=b"", headers={"x": "y"}, message="m-shared"),
+    ]
+    before = now_ms()
+    results = destination.publish(requests, now_ms)
+    assert [r.attempt_id for r in results] == ["a1", "a2", "a3"]
+    assert all(r.outcome == P and r.disposition == Disposition.NONE for r in results), results
+    for result in results:
+        assert result.published_at_ms is not None
+        assert before - 1_000 <= result.published_at_ms <= now_ms() + 1_000
+
+    records = consume(bootstrap, topic, results)
+    for req in requests:
+        msg = records[req.attempt_id]
+        template = req.template
+        assert msg.value() == template.payload  # type: ignore[attr-defined]
+        assert msg.key() == (None if template.key is None else  # type: ignore[attr-defined]
+                             template.key.encode())
+        headers = msg.headers()  # type: ignore[attr-defined]
+        expected = [(k, v.encode()) for k, v in template.headers.items()
+                    if k != ATTEMPT_ID_HEADER]
+        expected += [(DELAY_MESSAGE_ID_HEADER, template.delay_message_id.encode()),
+                     (ATTEMPT_ID_HEADER, req.attempt_id.encode())]
+        assert headers == expected
+    # one key, one partition
+    assert EVIDENCE.match(results[0].evidence)["partition"] == (  # type: ignore[index]
+        EVIDENCE.match(results[2].evidence)["partition"])  # type: ignore[index]
+
+
+def test_too_large_is_not_published_permanent_and_its_batch_mates_still_publish(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """A record over the topic's max.message.bytes is refused by the broker with its whole
+    batch: it is NOT_PUBLISHED PERMANENT, and the small records batched with it, re-sent
+    alone, are PUBLISHED exactly once. One over the client's limit never leaves: PERMANENT."""
+    create_topic(bootstrap, topic, config={"max.message.bytes": "4000"})
+    destination = destinations("kafka-lane", bootstrap, topic, create_topic=False,
+                               timeout_s=TIMEOUT_S)
+    results = destination.publish([
+        request("small-1", payload=b"s" * 100),
+        request("big", payload=b"B" * 20_000),
+        request("small-2", payload=b"t" * 100),
+        request("huge", payload=b"H" * 2_000_000),
+    ], now_ms)
+    by_id = {r.attempt_id: r for r in results}
+    assert (by_id["big"].outcome, by_id["big"].disposition) == (N, Disposition.PERMANENT)
+    assert "MSG_SIZE_TOO_LARGE" in by_id["big"].evidence
+    assert (by_id["huge"].outcome, by_id["huge"].disposition) == (N, Disposition.PERMANENT)
+    assert by_id["small-1"].outcome == by_id["small-2"].outcome == P, results
+    records = consume(bootstrap, topic, [by_id["small-1"], by_id["small-2"]])
+    assert {m.value() for m in records.values()} == {b"s" * 100, b"t" * 100}  # type: ignore[attr-defined]
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "nereus-test-reader"})
+    try:
+        _, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        reader.close()
+    assert high == 2  # nothing else landed: the refused batch was not stored
+
+
+def test_missing_topic_without_creation_is_permanent_and_probe_says_why(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """With create_topic off, a missing topic makes probe report it and publish answer
+    NOT_PUBLISHED PERMANENT without sending; with creation on, probe creates the topic."""
+    strict = destinations("kafka-lane", bootstrap, topic, create_topic=False,
+                          timeout_s=TIMEOUT_S)
+    reason = strict.probe()
+    assert reason is not None and topic in reason and "does not exist" in reason
+    (result,) = strict.publish([request("a1")], now_ms)
+    assert (result.outcome, result.disposition) == (N, Disposition.PERMANENT)
+    assert "nothing was sent" in result.evidence
+
+    creating = destinations("kafka-lane", bootstrap, topic, timeout_s=TIMEOUT_S)
+    assert creating.probe() is None
+    assert strict.probe() is None
+    (result,) = strict.publish([request("a2")], now_ms)
+    assert result.outcome == P
+
+
+def test_topic_deleted_under_the_destination_is_never_published(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """Deleting the topic after a publish: the next record is not PUBLISHED (UNKNOWN or
+    NOT_PUBLISHED, naming the error), and once the client knows the topic is gone a record
+    is NOT_PUBLISHED PERMANENT (creation off) and probe says it does not exist."""
+    create_topic(bootstrap, topic)
+    destination = destinations("kafka-lane", bootstrap, topic, create_topic=False,
+                               timeout_s=TIMEOUT_S)
+    assert destination.publish([request("a1")], now_ms)[0].outcome == P
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(10)
+    (first,) = destination.publish([request("a2")], now_ms)
+    assert first.outcome != P
+    assert "UNKNOWN_" in first.evidence, first.evidence
+    (later,) = destination.publish([request("a3")], now_ms)
+    assert (later.outcome, later.disposition) == (N, Disposition.PERMANENT), later
+    assert "does not exist" in (destination.probe() or "")
+
+
+def test_scan_evidence_finds_published_attempts_and_only_those(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """scan_evidence returns the publish evidence for attempts whose header is on the topic
+    within the window, nothing for an attempt that was never sent, nothing before the window."""
+    destination = destinations("kafka-lane", bootstrap, topic, partitions=2,
+                               timeout_s=TIMEOUT_S)
+    since = now_ms() - 1_000
+    results = destination.publish([request(f"p{i}", key=f"k{i}") for i in range(6)], now_ms)
+    assert all(r.outcome == P for r in results)
+    until = now_ms() + 1_000
+    evidence = {r.attempt_id: r.evidence for r in results}
+
+    found = destination.scan_evidence({"p1", "p4", "never-sent"}, since, until)
+    assert found == {"p1": evidence["p1"], "p4": evidence["p4"]}
+    assert destination.scan_evidence({"p2"}, until + 60_000, until + 120_000) == {}
+    assert destination.scan_evidence(set(), since, until) == {}
+
+
+def test_unreachable_broker_is_reported_fast(
+    destinations: Callable[..., KafkaDestination],
+) -> None:
+    """Nobody listening: probe gives a reason naming the bootstrap address, publish answers
+    NOT_PUBLISHED LANE_UNAVAILABLE (nothing was produced) and scan_evidence raises
+    ServiceUnreachable (exit 5), each within a few seconds."""
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    destination = destinations("kafka-lane", bootstrap, "nereus-nowhere", timeout_s=1.5)
+
+    started = time.monotonic()
+    reason = destination.probe()
+    assert reason is not None and bootstrap in reason and "unreachable" in reason
+    assert time.monotonic() - started < 5
+
+    started = time.monotonic()
+    (result,) = destination.publish([request("a1")], now_ms)
+    assert (result.outcome, result.disposition) == (N, Disposition.LANE_UNAVAILABLE)
+    assert bootstrap in result.evidence
+    assert time.monotonic() - started < 5
+
+    started = time.monotonic()
+    with pytest.raises(ServiceUnreachable) as caught:
+        destination.scan_evidence({"a1"}, 0, now_ms())
+    assert caught.value.exit_code == ExitCode.SERVICE_UNREACHABLE
+    assert int(caught.value.exit_code) == 5
+    assert bootstrap in caught.value.message
+    assert time.monotonic() - started < 5
