@@ -56,16 +56,23 @@ class LanePublisher:
 
     @property
     def ready(self) -> bool:
-        if self.not_ready_reason is not None and (
-            time.monotonic() - self._last_probe >= self._probe_interval_s
-        ):
-            self._last_probe = time.monotonic()
-            reason = self.destination.probe()
-            with self._lock:
-                was, self.not_ready_reason = self.not_ready_reason, reason
-            if reason is None and was is not None:
-                self._event("lane_ready", {"lane": self.lane})
+        """Runtime readiness; never blocks (probing happens on the publisher's thread)."""
         return self.not_ready_reason is None
+
+    def _probe_if_due(self) -> None:
+        if self.not_ready_reason is None or (
+            time.monotonic() - self._last_probe < self._probe_interval_s
+        ):
+            return
+        self._last_probe = time.monotonic()
+        try:
+            reason = self.destination.probe()
+        except Exception as exc:
+            reason = f"probe raised {type(exc).__name__}: {exc}"
+        with self._lock:
+            was, self.not_ready_reason = self.not_ready_reason, reason
+        if reason is None and was is not None:
+            self._event("lane_ready", {"lane": self.lane})
 
     def start(self) -> None:
         self._thread.start()
@@ -109,7 +116,11 @@ class LanePublisher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=self._probe_interval_s / 2)
+            except queue.Empty:
+                self._probe_if_due()
+                continue
             if job is None or self._stop.is_set():
                 if job is not None:
                     self._jobs.put(job)
