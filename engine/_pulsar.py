@@ -1,0 +1,193 @@
+"""What the Pulsar Shard Log and the Pulsar destination share: names, clients, errors, admin.
+
+``pulsar`` (pulsar-client, a C++ library underneath) is imported inside the functions,
+never at module level, so that importing ``nereus.engine`` (or running ``nereus --help``)
+does not load it.
+
+* **Topic names.** A short name ``orders`` means ``persistent://public/default/orders``;
+  a full name is kept as given. The admin REST path of a topic is
+  ``persistent/<tenant>/<namespace>/<name>``.
+* **Client log.** The C++ client logs through a ``FileLogger`` (``os.devnull`` unless a
+  path is given). Its console logger writes to stdout, which would corrupt the CLI's JSON
+  output, and a Python ``logging`` logger can abort the interpreter at exit ("terminate
+  called without an active exception") when a client thread logs during finalisation.
+* **Errors.** Failures to reach the broker (``Timeout``, ``ConnectError``, ``LookupError``,
+  ...) become ``ServiceUnreachable`` (exit 5) naming the service URL; a refusal by the
+  broker becomes a ``NereusError`` naming the refusal.
+* **Deadlines.** The client's own operation timeout is not a deadline: against an address
+  that drops packets ``create_producer`` was measured to return after 8-12 s with a 2 s
+  operation timeout. ``call_within`` runs such an open in a helper thread it owns, and on
+  the deadline closes the client (which ends the call) and raises ``ServiceUnreachable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from nereus.errors import NereusError, ServiceUnreachable, UsageError
+
+T = TypeVar("T")
+
+DEFAULT_TENANT_NAMESPACE: Final = "public/default"
+
+# result / exception names that say "no broker answered (in time)", not "the broker said no"
+UNREACHABLE_RESULTS: Final = frozenset({
+    "Timeout", "ConnectError", "LookupError", "NotConnected", "ServiceUnitNotReady",
+    "TooManyLookupRequestException", "ReadError", "BrokerMetadataError",
+})
+
+_LATE_CALL_JOIN_S: Final = 5.0
+
+
+class TopicMisconfigured(UsageError):
+    """A topic exists but cannot serve as asked (not partitioned, too few partitions, no
+    infinite retention)."""
+
+
+def full_topic(topic: str) -> str:
+    """``persistent://public/default/<topic>`` for a short name; a full name unchanged."""
+    if "://" in topic:
+        return topic
+    return f"persistent://{DEFAULT_TENANT_NAMESPACE}/{topic}"
+
+
+def admin_topic_path(topic: str) -> str:
+    """The admin REST path of a topic: ``persistent/<tenant>/<namespace>/<name>``."""
+    domain, _, rest = full_topic(topic).partition("://")
+    return f"{domain}/{rest}"
+
+
+def partition_topic(topic: str, partition: int) -> str:
+    """The full name of one partition of a partitioned topic."""
+    return f"{full_topic(topic)}-partition-{partition}"
+
+
+def result_name(value: object) -> str:
+    """The Pulsar result name of a ``pulsar.Result`` or a pulsar exception (else the type)."""
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and type(value).__name__ == "Result":
+        return name
+    return type(value).__name__
+
+
+def is_pulsar_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of pulsar-client's exceptions (``pulsar.PulsarException``)."""
+    from pulsar import PulsarException
+
+    return isinstance(exc, PulsarException)
+
+
+def unreachable(service_url: str, doing: str, detail: object) -> ServiceUnreachable:
+    return ServiceUnreachable(
+        f"Pulsar at {service_url} is unreachable ({doing}): {detail}",
+        hint="is the broker running and is the service URL right? "
+        "(`scripts/services up pulsar` starts a local one)",
+    )
+
+
+def translate(exc: BaseException, service_url: str, doing: str) -> NereusError:
+    """The error to raise for a client exception: ``ServiceUnreachable`` when no broker
+    answered, else a ``NereusError`` naming the broker's refusal."""
+    if isinstance(exc, NereusError):
+        return exc
+    name = result_name(exc)
+    if name in UNREACHABLE_RESULTS:
+        return unreachable(service_url, doing, f"{name}: {exc}")
+    return NereusError(f"Pulsar at {service_url} refused {doing}: {name}: {exc}")
+
+
+def make_client(service_url: str, *, timeout_s: float, log_path: str | None = None) -> Any:
+    """A ``pulsar.Client`` whose operations and connections time out within ``timeout_s``.
+
+    Creating it does not contact the broker."""
+    import pulsar
+
+    return pulsar.Client(
+        service_url,
+        operation_timeout_seconds=max(1, math.ceil(timeout_s)),
+        connection_timeout_ms=max(100, min(int(timeout_s * 1000), 10_000)),
+        logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, log_path or os.devnull),
+    )
+
+
+def call_within(
+    timeout_s: float, fn: Callable[[], T], *, client: Any, service_url: str, doing: str
+) -> T:
+    """``fn()``, or ``ServiceUnreachable`` if it has not returned after ``timeout_s``.
+
+    ``fn`` runs in a helper thread owned by this call. On the deadline the client is
+    closed, which makes the pending call return, and the thread is joined; whatever it
+    returned is discarded with the closed client. An exception ``fn`` raised is re-raised
+    as it is (the caller translates pulsar's, knowing what it was doing)."""
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # handed to the caller below
+            box.append((False, exc))
+
+    worker = threading.Thread(target=run, name=f"pulsar-open: {doing}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive() or not box:
+        # the client may already be failing; it is discarded anyway
+        with contextlib.suppress(Exception):
+            client.close()
+        worker.join(_LATE_CALL_JOIN_S)
+        raise unreachable(service_url, doing, f"no answer within {timeout_s:g}s")
+    ok, value = box[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
+
+
+# admin REST ---------------------------------------------------------------------------------
+def admin_request(
+    admin_url: str, method: str, path: str, body: object = None, *, timeout_s: float
+) -> tuple[int, Any]:
+    """One admin REST call; returns (HTTP status, decoded JSON or None).
+
+    An HTTP error status is returned, not raised; no answer at all is ``ServiceUnreachable``.
+    """
+    url = admin_url.rstrip("/") + "/" + path.lstrip("/")
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServiceUnreachable(
+            f"the Pulsar admin API at {admin_url} is unreachable ({method} {path}): {reason}",
+            hint="is the broker running and is admin_url right? "
+            "(`scripts/services up pulsar` starts a local one)") from None
+    try:
+        decoded = json.loads(raw) if raw else None
+    except ValueError:
+        decoded = raw.decode(errors="replace")
+    return status, decoded
+
+
+def admin_reason(decoded: Any) -> str:
+    """The broker's explanation in an admin error body."""
+    if isinstance(decoded, dict) and "reason" in decoded:
+        return str(decoded["reason"])
+    return str(decoded)
+
+
+def quote_path(path: str) -> str:
+    return urllib.parse.quote(path, safe="/")

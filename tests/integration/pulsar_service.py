@@ -1,0 +1,125 @@
+"""A real Pulsar standalone for integration tests, started with ``scripts/services``.
+
+Like the S3 fixture in ``tests/integration/services.py``: an adapter is never tested only
+against a mock, so when the broker cannot be started the tests that need it FAIL, naming
+what is missing; they never skip. The session fixture ``pulsar_service`` hands over a
+``PulsarService`` whose ``require()`` fails the calling test when there is no broker.
+
+The broker is stopped at the end of the session only if this fixture started it; one that
+was already running (``scripts/services up pulsar`` by hand, or by ``.ci/run``) is left
+running. Addresses come from ``scripts/services env`` (so the ``NEREUS_PULSAR_*`` port
+overrides apply).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.integration.services import (
+    DOWN_TIMEOUT_S,
+    SERVICES,
+    UP_TIMEOUT_S,
+    _tail,
+    run_services,
+    services_env,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarEndpoint:
+    """Where the broker listens: binary protocol and admin REST API."""
+
+    service_url: str
+    admin_url: str
+
+    def delete_topic(self, topic: str, *, partitioned: bool) -> None:
+        """Force-delete a test topic (best effort: a leftover topic harms nothing)."""
+        from nereus.engine._pulsar import admin_request, admin_topic_path
+
+        suffix = "/partitions" if partitioned else ""
+        with contextlib.suppress(Exception):  # the broker may be going down with the session
+            admin_request(self.admin_url, "DELETE",
+                          f"admin/v2/{admin_topic_path(topic)}{suffix}?force=true",
+                          timeout_s=10)
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarService:
+    """The session's Pulsar broker, or why there is none."""
+
+    endpoint: PulsarEndpoint | None
+    error: str | None = None
+
+    def require(self) -> PulsarEndpoint:
+        """The endpoint; fails the calling test if the broker could not be started."""
+        if self.endpoint is None:
+            pytest.fail(self.error or "the Pulsar service is not available", pytrace=False)
+        return self.endpoint
+
+
+def unique_topic(prefix: str) -> str:
+    """A topic name no earlier run used."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _cannot_start(detail: str) -> PulsarService:
+    return PulsarService(None, error=(
+        "the Pulsar service could not be started, so the Pulsar Shard Log and destination "
+        "cannot be tested against a real broker (a mock is never the only test of an "
+        f"adapter).\n{detail}\n"
+        "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
+        "openjdk-17-jre-headless maven`); try `scripts/services up pulsar` by hand."))
+
+
+def _start_pulsar() -> tuple[PulsarService, bool]:
+    """Start Pulsar unless it runs; returns the service and whether this call started it."""
+    try:
+        was_running = run_services("status", "pulsar", timeout=30).returncode == 0
+        up = run_services("up", "pulsar", timeout=UP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        return _cannot_start(f"`scripts/services {' '.join(map(str, exc.cmd[1:]))}` did not "
+                             f"finish within {exc.timeout:.0f}s"), False
+    except OSError as exc:
+        return _cannot_start(f"cannot run {SERVICES}: {exc}"), False
+    if up.returncode != 0:
+        return _cannot_start(f"`scripts/services up pulsar` exited {up.returncode}:\n"
+                             f"{_tail(up.stderr)}"), False
+    started = not was_running and "already running" not in up.stderr
+    try:
+        settings = services_env()
+        endpoint = PulsarEndpoint(settings["NEREUS_PULSAR_URL"],
+                                  settings["NEREUS_PULSAR_HTTP_URL"])
+    except (RuntimeError, KeyError, OSError, subprocess.TimeoutExpired) as exc:
+        return _cannot_start(f"cannot read the Pulsar settings from `scripts/services env`: "
+                             f"{exc!r}"), started
+    return PulsarService(endpoint), started
+
+
+@pytest.fixture(scope="session")
+def pulsar_service() -> Iterator[PulsarService]:
+    """Pulsar standalone from ``scripts/services``, up for the whole session (stopped only if
+    we started it). Call ``require()`` on it to get the endpoint or fail the test."""
+    service, started = _start_pulsar()
+    try:
+        yield service
+    finally:
+        if started:
+            down = run_services("down", "pulsar", timeout=DOWN_TIMEOUT_S)
+            if down.returncode != 0:
+                raise RuntimeError(f"`scripts/services down pulsar` exited {down.returncode}:\n"
+                                   f"{_tail(down.stderr)}")
