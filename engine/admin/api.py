@@ -44,6 +44,21 @@ def result_view(result: Result) -> dict[str, Any]:
     }
 
 
+def _lag(loop: ShardLoop, end: int, applied: int | None) -> int | None:
+    """Records queued but not applied. Dense logs: the position difference; sparse ones
+    (Pulsar) ask the backend, since positions jump between ledgers."""
+    if getattr(loop.log, "dense", True):
+        return end - (0 if applied is None else applied + 1)
+    backlog = getattr(loop.log, "backlog", None)
+    if backlog is None:
+        return None
+    try:
+        found = backlog()
+    except Exception:
+        return None
+    return None if found is None else int(found)
+
+
 class AdminApi:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -88,7 +103,8 @@ class AdminApi:
                 "epoch": loop.epoch,
                 "applied_position": applied,
                 "log_end_position": end,
-                "lag": end - (0 if applied is None else applied + 1),
+                "lag": _lag(loop, end, applied),
+                "caught_up": (applied + 1 if applied is not None else 0) >= end,
                 "claims": len(loop._claims),
                 "in_flight": loop.in_flight,
                 "admissions": loop.admissions,
