@@ -25,6 +25,8 @@ from nereus.state import keys
 from nereus.state.digest import framed_chunks, new_hash
 from nereus.state.store import ShardStore
 
+SMALL_FILE = 1 << 20
+
 
 def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
     workers = max(2, min(8, os.cpu_count() or 2))
@@ -72,20 +74,26 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
         return verify_directory(directory, **kwargs)
     paths = [directory / entry.name for entry in manifest.files]
     progress = kwargs.pop("progress", None)
+    if not all(p.is_file() for p in paths):
+        return verify_directory(directory, progress=progress, **kwargs)
+    # Opening the database rewrites small metadata files (rocksdict-config.json): hash
+    # every small file before the digest thread opens it, the large ones alongside.
+    small = {p: file_sha256(p, progress) for p in paths if p.stat().st_size < SMALL_FILE}
+    large = [p for p in paths if p not in small]
 
     def background_digest() -> str:
         with ShardStore.open(directory, read_only=True) as image:
             return pipelined_digest(image)
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
-        files = pool.submit(hash_files, paths, progress) if all(p.is_file() for p in paths) \
-            else None
+        files = pool.submit(hash_files, large, progress)
         digest = pool.submit(background_digest)
 
         def hashed(requested: list[Path], _: Callable[[int], None] | None) -> list[tuple[int, str]]:
-            if files is None or requested != paths:
+            if requested != paths:
                 return hash_files(requested, None)
-            return files.result()
+            found = dict(zip(large, files.result(), strict=True)) | small
+            return [found[p] for p in paths]
 
         def digested(store: ShardStore) -> str:
             try:
