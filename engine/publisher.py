@@ -5,6 +5,10 @@ is applied and synced. The publisher batches requests, calls the destination and
 every result back to the shard loop that sent it, which turns it into a PUBLISH_OUTCOME
 record in the Shard Log. Readiness follows the destination: a failed call makes the lane
 NOT READY (so the scheduler stops claiming for it, and only for it) until a probe passes.
+Requests already queued when the lane turns NOT READY are not sent into a destination known
+to be failing: the publisher probes first and, if the probe fails too, declines them
+(NOT_PUBLISHED LANE_UNAVAILABLE: never handed to the destination, back to the timeline)
+instead of turning them into UNKNOWN attempts that only an operator or evidence can settle.
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ class LanePublisher:
             time.monotonic() - self._last_probe < self._probe_interval_s
         ):
             return
+        self._probe()
+
+    def _probe(self) -> None:
         self._last_probe = time.monotonic()
         try:
             reason = self.destination.probe()
@@ -110,6 +117,13 @@ class LanePublisher:
         with self._lock:
             return [(job.request, job.reply) for job in self.in_call]
 
+    def _decline(self, jobs: list[_Job], reason: str) -> None:
+        """Jobs taken while the lane is NOT READY: never handed to the destination."""
+        for job in jobs:
+            job.reply(PublishResult(
+                job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                f"lane {self.lane} NOT READY ({reason}): never handed to the destination"))
+
     def _event(self, name: str, fields: dict[str, object]) -> None:
         if self._on_event is not None:
             self._on_event(name, fields)
@@ -135,6 +149,13 @@ class LanePublisher:
                     self._stop.set()
                     break
                 jobs.append(more)
+            if self.not_ready_reason is not None:
+                # handed over while READY, taken while NOT READY: ask the destination
+                # first, and never send while it is known to be unusable
+                self._probe()
+                if self.not_ready_reason is not None:
+                    self._decline(jobs, self.not_ready_reason)
+                    continue
             with self._lock:
                 self.in_call = jobs
             try:

