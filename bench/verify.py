@@ -119,7 +119,7 @@ class GeneratedLog:
         return out
 
     def append(self, payloads: list[bytes]) -> list[Receipt]:  # pragma: no cover - unused
-        raise NotImplementedError
+        raise RuntimeError("the generated benchmark log is read-only")
 
     def end_position(self) -> int:
         return self.n
