@@ -15,16 +15,18 @@ honours the same ``NEREUS_KAFKA_*`` overrides as ``up``.
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from tests.integration.services import SERVICES, run_services, services_env
-
-UP_TIMEOUT_S = 900  # a first `up` may fetch the jars from Maven Central
-DOWN_TIMEOUT_S = 120
+from tests.integration.services import (
+    DOWN_TIMEOUT_S,
+    _tail,
+    bring_up,
+    cannot_start,
+    run_services,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,39 +51,19 @@ def closed_port() -> int:
     return port
 
 
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
 def _cannot_start(detail: str) -> KafkaService:
-    return KafkaService(None, error=(
-        "the Kafka service could not be started, so the Kafka Shard Log and destination "
-        "cannot be tested against a real broker (a mock is never the only test of an "
-        f"adapter).\n{detail}\n"
-        "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
-        "openjdk-17-jre-headless maven`); try `scripts/services up kafka` by hand."))
+    return KafkaService(None, error=cannot_start(
+        "kafka", "the Kafka Shard Log and destination", detail))
 
 
 def _start_kafka() -> tuple[KafkaService, bool]:
     """Start the broker unless it runs; returns the service and whether this call started it."""
-    try:
-        was_running = run_services("status", "kafka", timeout=30).returncode == 0
-        up = run_services("up", "kafka", timeout=UP_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        return _cannot_start(f"`scripts/services {' '.join(map(str, exc.cmd[1:]))}` did not "
-                             f"finish within {exc.timeout:.0f}s"), False
-    except OSError as exc:
-        return _cannot_start(f"cannot run {SERVICES}: {exc}"), False
-    if up.returncode != 0:
-        return _cannot_start(f"`scripts/services up kafka` exited {up.returncode}:\n"
-                             f"{_tail(up.stderr)}"), False
-    started = not was_running and "already running" not in up.stderr
-    try:
-        bootstrap = services_env()["NEREUS_KAFKA_BOOTSTRAP"]
-    except (RuntimeError, KeyError, OSError, subprocess.TimeoutExpired) as exc:
-        return _cannot_start(f"cannot read NEREUS_KAFKA_BOOTSTRAP from `scripts/services "
-                             f"env`: {exc!r}"), started
-    return KafkaService(bootstrap), started
+    settings, started, problem = bring_up("kafka")
+    if settings is None:
+        return _cannot_start(problem or "unknown problem"), started
+    if "NEREUS_KAFKA_BOOTSTRAP" not in settings:
+        return _cannot_start("`scripts/services env` has no NEREUS_KAFKA_BOOTSTRAP"), started
+    return KafkaService(settings["NEREUS_KAFKA_BOOTSTRAP"]), started
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,11 +23,10 @@ import pytest
 
 from tests.integration.services import (
     DOWN_TIMEOUT_S,
-    SERVICES,
-    UP_TIMEOUT_S,
     _tail,
+    bring_up,
+    cannot_start,
     run_services,
-    services_env,
 )
 
 
@@ -78,35 +76,20 @@ def closed_port() -> int:
 
 
 def _cannot_start(detail: str) -> PulsarService:
-    return PulsarService(None, error=(
-        "the Pulsar service could not be started, so the Pulsar Shard Log and destination "
-        "cannot be tested against a real broker (a mock is never the only test of an "
-        f"adapter).\n{detail}\n"
-        "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
-        "openjdk-17-jre-headless maven`); try `scripts/services up pulsar` by hand."))
+    return PulsarService(None, error=cannot_start(
+        "pulsar", "the Pulsar Shard Log and destination", detail))
 
 
 def _start_pulsar() -> tuple[PulsarService, bool]:
     """Start Pulsar unless it runs; returns the service and whether this call started it."""
+    settings, started, problem = bring_up("pulsar")
+    if settings is None:
+        return _cannot_start(problem or "unknown problem"), started
     try:
-        was_running = run_services("status", "pulsar", timeout=30).returncode == 0
-        up = run_services("up", "pulsar", timeout=UP_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        return _cannot_start(f"`scripts/services {' '.join(map(str, exc.cmd[1:]))}` did not "
-                             f"finish within {exc.timeout:.0f}s"), False
-    except OSError as exc:
-        return _cannot_start(f"cannot run {SERVICES}: {exc}"), False
-    if up.returncode != 0:
-        return _cannot_start(f"`scripts/services up pulsar` exited {up.returncode}:\n"
-                             f"{_tail(up.stderr)}"), False
-    started = not was_running and "already running" not in up.stderr
-    try:
-        settings = services_env()
         endpoint = PulsarEndpoint(settings["NEREUS_PULSAR_URL"],
                                   settings["NEREUS_PULSAR_HTTP_URL"])
-    except (RuntimeError, KeyError, OSError, subprocess.TimeoutExpired) as exc:
-        return _cannot_start(f"cannot read the Pulsar settings from `scripts/services env`: "
-                             f"{exc!r}"), started
+    except KeyError as exc:
+        return _cannot_start(f"`scripts/services env` has no {exc}"), started
     return PulsarService(endpoint), started
 
 

@@ -95,40 +95,57 @@ def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def cannot_start(service: str, what: str, detail: str) -> str:
+    """Why a test of ``what`` cannot run because ``service`` did not start, and what to do."""
+    return (f"the {service} service could not be started, so {what} cannot be tested against "
+            "a real server (a mock is never the only test of an adapter).\n"
+            f"{detail}\n"
+            "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
+            f"openjdk-17-jre-headless maven`); try `scripts/services up {service}` by hand.")
+
+
+def bring_up(service: str) -> tuple[dict[str, str] | None, bool, str | None]:
+    """``scripts/services up SERVICE`` unless it runs.
+
+    Returns (the `scripts/services env` settings, whether this call started it, what went
+    wrong); the settings are None exactly when something went wrong.
+    """
+    try:
+        was_running = run_services("status", service, timeout=30).returncode == 0
+        up = run_services("up", service, timeout=UP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        return None, False, (f"`scripts/services {' '.join(map(str, exc.cmd[1:]))}` did not "
+                             f"finish within {exc.timeout:.0f}s")
+    except OSError as exc:
+        return None, False, f"cannot run {SERVICES}: {exc}"
+    if up.returncode != 0:
+        return None, False, (f"`scripts/services up {service}` exited {up.returncode}:\n"
+                             f"{_tail(up.stderr)}")
+    started = not was_running and "already running" not in up.stderr
+    try:
+        return services_env(), started, None
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return None, started, f"cannot read `scripts/services env`: {exc!r}"
+
+
 def _cannot_start(detail: str) -> S3Service:
-    return S3Service(None, error=(
-        "the S3 service could not be started, so the S3 object store cannot be tested "
-        "against a real server (a mock is never the only test of an adapter).\n"
-        f"{detail}\n"
-        "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
-        "openjdk-17-jre-headless maven`); try `scripts/services up s3` by hand."))
+    return S3Service(None, error=cannot_start("s3", "the S3 object store", detail))
 
 
 def _start_s3() -> tuple[S3Service, bool]:
     """Start S3Proxy unless it runs; returns the service and whether this call started it."""
+    settings, started, problem = bring_up("s3")
+    if settings is None:
+        return _cannot_start(problem or "unknown problem"), started
     try:
-        was_running = run_services("status", "s3", timeout=30).returncode == 0
-        up = run_services("up", "s3", timeout=UP_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        return _cannot_start(f"`scripts/services {' '.join(map(str, exc.cmd[1:]))}` did not "
-                             f"finish within {exc.timeout:.0f}s"), False
-    except OSError as exc:
-        return _cannot_start(f"cannot run {SERVICES}: {exc}"), False
-    if up.returncode != 0:
-        return _cannot_start(f"`scripts/services up s3` exited {up.returncode}:\n"
-                             f"{_tail(up.stderr)}"), False
-    started = not was_running and "already running" not in up.stderr
-    try:
-        settings = services_env()
         endpoint = S3Endpoint(
             endpoint_url=settings["NEREUS_S3_ENDPOINT"],
             access_key_id=settings["NEREUS_S3_ACCESS_KEY"],
             secret_access_key=settings["NEREUS_S3_SECRET_KEY"],
             region=settings.get("NEREUS_S3_REGION", "us-east-1"),
         )
-    except (RuntimeError, KeyError, OSError, subprocess.TimeoutExpired) as exc:
-        return _cannot_start(f"cannot read the S3 settings from `scripts/services env`: "
-                             f"{exc!r}"), started
+    except KeyError as exc:
+        return _cannot_start(f"`scripts/services env` has no {exc}"), started
     return S3Service(endpoint), started
 
 
