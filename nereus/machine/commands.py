@@ -74,15 +74,16 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
             f"command {existing.schedule_command_id})",
             **ids,
         )
+    digest = tx.put_timeline_entry(cmd.lane, cmd.action_at_ms, cmd.delay_message_id, 1, 0)
     message = Message(
         delay_message_id=cmd.delay_message_id, lane=cmd.lane, state=MessageState.SCHEDULED,
         generation=1, deliver_at_ms=cmd.deliver_at_ms, action_at_ms=cmd.action_at_ms,
         expire_at_ms=cmd.expire_at_ms, key=cmd.key, headers=cmd.headers, payload=cmd.payload,
-        payload_ref=cmd.payload_ref, work_digest=None, retries=0, attempts=0,
+        payload_ref=cmd.payload_ref, work_digest=digest, retries=0, attempts=0,
         open_attempt_id=None, schedule_command_id=cmd.command_id,
         created_position=tx.position, updated_position=tx.position,
     )
-    tx.save_message(None, tx.put_timeline(message))
+    tx.save_message(None, message)
     return applied(delay_message_id=cmd.delay_message_id, generation=1)
 
 

@@ -137,16 +137,19 @@ class Tx:
 
     def put_timeline(self, message: Message) -> Message:
         """Put ``message`` on the timeline at its actionAt; returns it with its work digest."""
-        digest = work_digest(
-            message.delay_message_id, message.generation, message.action_at_ms, message.retries
-        )
-        ref = WorkRef(
-            generation=message.generation, work_kind="PUBLISH", work_digest=digest,
-            retry=message.retries,
-        )
-        key = keys.timeline_key(message.lane, message.action_at_ms, message.delay_message_id)
-        self.put(key, encode_value(ref))
+        digest = self.put_timeline_entry(message.lane, message.action_at_ms,
+                                         message.delay_message_id, message.generation,
+                                         message.retries)
         return msgspec.structs.replace(message, work_digest=digest)
+
+    def put_timeline_entry(self, lane: str, action_at_ms: int, delay_message_id: str,
+                           generation: int, retry: int) -> str:
+        """Write one timeline entry; returns its work digest."""
+        digest = work_digest(delay_message_id, generation, action_at_ms, retry)
+        ref = WorkRef(generation=generation, work_kind="PUBLISH", work_digest=digest,
+                      retry=retry)
+        self.put(keys.timeline_key(lane, action_at_ms, delay_message_id), encode_value(ref))
+        return digest
 
     def drop_timeline(self, message: Message) -> Message:
         """Remove ``message``'s timeline entry, if it has one."""

@@ -51,6 +51,11 @@ def check_headers(headers: dict[str, str], limits: Limits) -> Verdict | None:
         return rejected(
             Reason.INVALID_FIELD, f"{len(headers)} headers; at most {limits.max_headers} allowed"
         )
+    if not headers:
+        return None
+    chars = sum(map(len, headers)) + sum(map(len, headers.values()))
+    if chars * 4 <= limits.max_header_bytes:  # UTF-8 is at most 4 bytes a character
+        return None
     size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
     if size > limits.max_header_bytes:
         return rejected(
