@@ -209,7 +209,6 @@ class Engine:
         ):
             time.sleep(0.01)
         declined = unknown = 0
-        by_attempt = {a: loop for loop in self.shards.values() for a in loop._by_attempt}
         for publisher in self.publishers.values():
             for request, reply in publisher.stop(max(deadline - time.monotonic(), 0.1)):
                 reply(PublishResult(request.attempt_id, Outcome.NOT_PUBLISHED,
@@ -220,7 +219,6 @@ class Engine:
                 reply(PublishResult(request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
                                     "engine stopped while the destination call was in progress"))
                 unknown += 1
-        del by_attempt
         for loop in self.shards.values():
             loop.finish(deadline + 5)
         if self.checkpointer is not None:

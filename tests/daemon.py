@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from tests.conftest import run_nereus
 
@@ -103,3 +107,61 @@ def read_outbox(path: Path) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     return [json.loads(line) for line in data.split(b"\n")[:-1]]
+
+
+class DaemonRun:
+    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (the
+    test keeps ``owned`` and kills what is left in a finalizer)."""
+
+    def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
+        from nereus.engine.admin.client import AdminClient
+        from nereus.layout import HomeLayout
+
+        self.home = home
+        self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.out_path, "wb") as out:  # the child keeps its own copy of the fd
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )
+        owned.append(self.proc)
+        self.admin = AdminClient(HomeLayout(home).run / "admin.sock", timeout=10)
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")[-2_000:]
+
+    def status(self) -> dict[str, Any] | None:
+        """The admin status document, or None while the socket does not answer."""
+        from nereus.errors import NereusError
+
+        try:
+            answer: dict[str, Any] = self.admin.get("/v1/status")
+        except NereusError:
+            return None
+        return answer
+
+    def wait_ready(self, deadline_s: float = 40.0) -> None:
+        """Until this daemon answers with every shard ACTIVE (its exit fails the test)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"the daemon exited with {self.proc.returncode}:\n{self.output()}")
+            status = self.status()
+            if status is not None and status["owner_id"].split(":")[1] == str(
+                    self.proc.pid) and all(s["state"] == "ACTIVE" for s in status["shards"]):
+                return
+            if time.monotonic() > end:
+                pytest.fail(f"daemon not ready within {deadline_s} s:\n{self.output()}")
+            time.sleep(0.02)
+
+    def lane(self, name: str) -> dict[str, Any]:
+        status = self.status()
+        assert status is not None, f"the daemon does not answer:\n{self.output()}"
+        (lane,) = [lane for lane in status["lanes"] if lane["lane"] == name]
+        return lane
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)

@@ -35,7 +35,6 @@ import contextlib
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -48,7 +47,6 @@ import pytest
 
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.admin.client import AdminClient
 from nereus.engine.destinations.kafka import (
     ATTEMPT_ID_HEADER,
     DELAY_MESSAGE_ID_HEADER,
@@ -59,7 +57,6 @@ from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.kafka import KafkaShardLog
-from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
 from nereus.records import (
@@ -75,6 +72,7 @@ from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, decode_int, decode_value
 from nereus.views import find_message, open_attempts
+from tests.daemon import DaemonRun
 from tests.integration.engine_harness import lateness_ms
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
 from tests.integration.services import run_services
@@ -418,46 +416,6 @@ KILL_AFTER_PUBLISHED = 400
 PARTITIONS = 2
 
 
-class Daemon:
-    """One run of ``python -m nereus.engine.daemon``, owned by the test."""
-
-    def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
-        self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
-        self.out_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.out_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        owned.append(self.proc)
-        self.admin = AdminClient(HomeLayout(home).run / "admin.sock", timeout=10)
-
-    def output(self) -> str:
-        return self.out_path.read_text(errors="replace")[-2_000:]
-
-    def status(self) -> dict[str, Any] | None:
-        try:
-            answer: dict[str, Any] = self.admin.get("/v1/status")
-        except NereusError:
-            return None
-        return answer
-
-    def wait_ready(self) -> None:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the daemon exited with {self.proc.returncode}:\n{self.output()}")
-            status = self.status()
-            return status is not None and status["owner_id"].split(":")[1] == str(
-                self.proc.pid) and all(s["state"] == "ACTIVE" for s in status["shards"])
-
-        wait_for("daemon ready", ready, 40.0)
-
-    def lane(self, name: str) -> dict[str, Any]:
-        status = self.status()
-        assert status is not None, f"the daemon does not answer:\n{self.output()}"
-        (lane,) = [lane for lane in status["lanes"] if lane["lane"] == name]
-        return lane
-
-
 def test_engine_sigkilled_while_publishing_to_kafka(
     tmp_path: Path, kafka_service: KafkaService,  # noqa: F811
 ) -> None:
@@ -489,7 +447,7 @@ evidence_interval_s = 1
     logs: dict[ShardId, KafkaShardLog] = {}
     receipts: dict[tuple[ShardId, int], str] = {}  # (shard, position) -> command id
     try:
-        first = Daemon(home, 0, owned)
+        first = DaemonRun(home, 0, owned)
         first.wait_ready()
         logs = {s: KafkaShardLog(bootstrap, command_topic, s.partition, partitions=PARTITIONS,
                                  create=False) for s in shards}
@@ -512,7 +470,7 @@ evidence_interval_s = 1
         first.proc.wait(timeout=30)
         assert published_at_kill < SCHEDULES, "the kill came too late to hit publishing"
 
-        second = Daemon(home, 1, owned)
+        second = DaemonRun(home, 1, owned)
         second.wait_ready()
 
         def quiet() -> bool:

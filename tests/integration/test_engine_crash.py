@@ -31,9 +31,7 @@ import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -44,9 +42,7 @@ from typing import Any
 import pytest
 
 from nereus.client import RouteRef, prepare_cancel, queue
-from nereus.engine.admin.client import AdminClient
 from nereus.engine.shardlog.file import FileShardLog
-from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
 from nereus.records import (
@@ -64,6 +60,7 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Result, decode_int, decode_value
 from nereus.views import find_message, message_attempts, open_attempts
 from tests.conftest import NEREUS, run_nereus
+from tests.daemon import DaemonRun
 
 SEED = 20_260_807
 KILLS = 5
@@ -96,50 +93,6 @@ def wait_for(what: str, condition: Callable[[], bool], deadline_s: float,
             last = f"; last seen: {seen()}" if seen is not None else ""
             pytest.fail(f"{what}: not reached within {deadline_s} s{last}")
         time.sleep(interval_s)
-
-
-# the daemon -----------------------------------------------------------------------------
-class Daemon:
-    """One run of the engine daemon, owned by this test (SIGKILL or graceful stop)."""
-
-    def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
-        self.home = home
-        self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
-        self.out_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.out_path, "wb") as out:  # the child keeps its own copy of the fd
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            )
-        owned.append(self.proc)
-        self.admin = AdminClient(HomeLayout(home).run / "admin.sock", timeout=10)
-
-    def output(self) -> str:
-        return self.out_path.read_text(errors="replace")[-2_000:]
-
-    def status(self) -> dict[str, Any] | None:
-        """The admin status document, or None while the socket does not answer."""
-        try:
-            answer: dict[str, Any] = self.admin.get("/v1/status")
-        except NereusError:
-            return None
-        return answer
-
-    def wait_ready(self) -> None:
-        """Until this daemon answers with every shard ACTIVE (it failing is a test failure)."""
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the daemon exited with {self.proc.returncode}:\n{self.output()}")
-            status = self.status()
-            return status is not None and status["owner_id"].split(":")[1] == str(
-                self.proc.pid) and all(s["state"] == "ACTIVE" for s in status["shards"])
-
-        wait_for("daemon ready", ready, READY_DEADLINE_S, interval_s=0.02)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
 
 
 # commands -------------------------------------------------------------------------------
@@ -241,8 +194,8 @@ def crash_round(home: Path, run: int, kind: str, rng: random.Random, sent: Sent,
     The batches start ``BATCH_STAGGER_S`` apart, so a burst kill lands while some run,
     some have not started (they then append straight to the log) and some are done.
     """
-    daemon = Daemon(home, run, sent.owned)
-    daemon.wait_ready()
+    daemon = DaemonRun(home, run, sent.owned)
+    daemon.wait_ready(READY_DEADLINE_S)
     earlier = list(sent.later_ids)
     pending = []
     for b in range(BATCHES_PER_ROUND):
@@ -436,8 +389,8 @@ def test_sigkill_during_bursts_and_publishing(tmp_path: Path) -> None:
     try:
         for run, kind in enumerate(kinds):
             crash_round(home, run, kind, rng, sent, work)
-        final = Daemon(home, len(kinds), sent.owned)
-        final.wait_ready()
+        final = DaemonRun(home, len(kinds), sent.owned)
+        final.wait_ready(READY_DEADLINE_S)
 
         def settled() -> bool:
             status = final.status()

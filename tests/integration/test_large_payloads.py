@@ -9,7 +9,7 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from nereus.publish import template_digest
 from nereus.records import MessageState
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, Lane, decode_value
+from nereus.state.values import Lane, decode_value
 from nereus.testing import MemoryShard
 from nereus.trusted_time import TrustedTime
 from tests.conftest import CliResult, run_nereus
@@ -241,23 +241,6 @@ def test_the_engine_publishes_the_full_payload(tmp_path: Path) -> None:
 
 
 # --- materialisation at Claim (the Planner) ----------------------------------------------
-@pytest.fixture
-def store_from(tmp_path: Path) -> Iterator[Callable[[MemoryShard], ShardStore]]:
-    stores: list[ShardStore] = []
-
-    def build(shard: MemoryShard) -> ShardStore:
-        store = ShardStore.open(tmp_path / f"db{len(stores)}", create=True,
-                                identity=Identity(route="default", partition=0,
-                                                  schema_version=keys.SCHEMA_VERSION))
-        store.write(dict(shard.data))
-        stores.append(store)
-        return store
-
-    yield build
-    for store in stores:
-        store.close()
-
-
 def commit_payload(shard: MemoryShard, payload_id: str, data: bytes) -> str:
     """Reserve and commit ``data`` as ``payload_id``; returns its object key."""
     sha = hashlib.sha256(data).hexdigest()

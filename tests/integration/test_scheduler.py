@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
 
 from nereus import records as r
 from nereus.engine.scheduler.claims import Claim
@@ -15,31 +11,14 @@ from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, Lane, decode_value
+from nereus.state.values import Lane, decode_value
 from nereus.testing import MemoryShard
 from nereus.trusted_time import TrustedTime
+from tests.integration.stores import Build
 from tests.unit.builders import op, schedule
 
 OWNER = Owner("owner", "store", 1)
-Build = Callable[[MemoryShard], ShardStore]
 NOW = TrustedTime(10_000, 10_010)
-
-
-@pytest.fixture
-def store_from(tmp_path: Path) -> Iterator[Build]:
-    stores: list[ShardStore] = []
-
-    def build(shard: MemoryShard) -> ShardStore:
-        store = ShardStore.open(tmp_path / f"db{len(stores)}", create=True,
-                                identity=Identity(route="default", partition=0,
-                                                  schema_version=keys.SCHEMA_VERSION))
-        store.write(dict(shard.data))
-        stores.append(store)
-        return store
-
-    yield build
-    for store in stores:
-        store.close()
 
 
 def planner(store: ShardStore, *, quantum: int = 4, permits: PermitLimits | None = None,

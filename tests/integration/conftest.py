@@ -1,0 +1,3 @@
+"""Fixtures shared by the integration tests."""
+
+from tests.integration.stores import store_from  # noqa: F401
