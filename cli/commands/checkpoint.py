@@ -106,8 +106,9 @@ def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
     env.output.emit({"shard": str(shard), "checkpoints": rows}, human)
 
 
-def _reference(env: Env, shard: Any, after: Any) -> Any:
-    """The next catalogued checkpoint after ``after``, else the live database."""
+def _reference(env: Env, shard: Any, after: Any, scratch: Path) -> Any:
+    """The next catalogued checkpoint after ``after`` (downloaded under ``scratch``), else
+    the live database."""
     from nereus.engine.checkpoints import catalog, download
     from nereus.engine.deep_verify import Reference
     from nereus.engine.replay import store_digest
@@ -119,9 +120,9 @@ def _reference(env: Env, shard: Any, after: Any) -> Any:
              if (e.applied_position or -1) > (after.applied_position or -1)]
     if later:
         entry = later[0]
-        scratch = Path(env.layout.root / "staging" / f"ref-{entry.checkpoint_id}")
-        download(objects, entry, scratch)
-        return Reference(f"checkpoint {entry.checkpoint_id}", scratch, entry.applied_position,
+        target = scratch / f"ref-{entry.checkpoint_id}"
+        download(objects, entry, target)
+        return Reference(f"checkpoint {entry.checkpoint_id}", target, entry.applied_position,
                          entry.digest)
     path = env.layout.shard_state(shard)
     try:
@@ -195,7 +196,7 @@ def verify(
                 else:
                     manifest = report.manifest
                     shard = ShardId(manifest.route, manifest.partition)
-                    reference = _reference(env, shard, manifest)
+                    reference = _reference(env, shard, manifest, scratch)
                     log = env.shard_log(shard, create=False)
                     with env.output.progress("replaying", None) as advance:
                         report.checks.extend(deep_checks(directory, manifest, log, reference,
