@@ -80,7 +80,7 @@ class ShardRunner:
             if observer is not None:
                 observer(record, applied)
             expected += 1
-        self.store.write(overlay.writes)
+        self.store.write(overlay.finish())
         self.next_position = expected
         self.log.ack(expected - 1)
         return BatchReport(len(records), records[0].position, records[-1].position)

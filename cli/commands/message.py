@@ -382,14 +382,14 @@ def _schedule_large(
     from nereus.client import prepare_payload_commit, prepare_payload_reserve, prepare_schedule
     from nereus.engine.objectstore.factory import open_object_store
     from nereus.errors import NereusError, UsageError
-    from nereus.machine.validate import check_headers, check_lane, check_times, first_failure
+    from nereus.machine.validate import check_headers, check_lane, check_times
 
     config = env.config
     _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
     # what the SCHEDULE's handler would reject, checked before anything is reserved or uploaded
-    failure = first_failure(check_lane(lane),
-                            check_times(deliver_at_ms, deliver_at_ms, expire_at_ms),
-                            check_headers(headers, config.limits))
+    failure = (check_lane(lane)
+               or check_times(deliver_at_ms, deliver_at_ms, expire_at_ms)
+               or check_headers(headers, config.limits))
     if failure is not None:
         raise UsageError(failure.detail or "the message would be REJECTED")
     limit = config.limits.max_payload_bytes

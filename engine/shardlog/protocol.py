@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
+
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
@@ -23,8 +25,13 @@ class Receipt:
     broker_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
+class LogRecord(msgspec.Struct, frozen=True):
+    """One record read from a Shard Log.
+
+    A frozen msgspec Struct, not a frozen dataclass: the reader builds one per record and
+    a frozen dataclass pays an ``object.__setattr__`` per field (0.4 µs against 0.07).
+    """
+
     position: int
     broker_ms: int
     payload: bytes

@@ -16,7 +16,9 @@ Every record leaves exactly one stable result:
 * otherwise the handler's verdict, stored under ``result/<dedup key>``.
 
 The applied position and the records-applied counter are part of the writes, so state,
-results and position always land in the same WriteBatch.
+results and position always land in the same WriteBatch. Applying into an ``Overlay``,
+they and the lane values are batch aggregates the overlay writes once per batch (see
+``nereus.machine.tx``): ``Applied.writes`` then holds the record's other writes.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from nereus.records.system import (
 )
 from nereus.records.vocabulary import ResultStatus
 from nereus.state import keys
-from nereus.state.values import Result, decode_int, decode_value, encode_int, encode_value
+from nereus.state.values import Result, decode_value, encode_value
 from nereus.state.view import StateView, Writes
 
 
@@ -109,13 +111,6 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
 }
 
 
-def _advance(tx: Tx) -> None:
-    raw = tx.get(keys.META_RECORDS)
-    count = 0 if raw is None else decode_int(raw)
-    tx.put(keys.META_RECORDS, encode_int(count + 1))
-    tx.put(keys.META_APPLIED, encode_int(tx.position))
-
-
 def _result(verdict: Verdict, kind: str, position: int, sha: str) -> Result:
     return Result(
         status=verdict.status, kind=kind, position=position, record_sha256=sha,
@@ -144,7 +139,7 @@ def apply(
             field=decoded.field,
         )
         tx.put(keys.reject_key(position), encode_value(result))
-        _advance(tx)
+        tx.advance()
         return Applied(result, tx.writes, None)
     kind = codec.kind_of(decoded)
     if isinstance(decoded, OPERATOR_MUTATIONS):
@@ -152,7 +147,7 @@ def apply(
         if missing is not None:
             result = _result(missing, kind, position, sha)
             tx.put(keys.reject_key(position), encode_value(result))
-            _advance(tx)
+            tx.advance()
             return Applied(result, tx.writes, decoded)
     key = dedup_key(decoded)
     assert key is not None
@@ -160,7 +155,7 @@ def apply(
     first = tx.get(result_key)
     if first is not None:
         earlier = decode_value(first, Result)
-        _advance(tx)
+        tx.advance()
         if earlier.record_sha256 == sha:
             return Applied(earlier, tx.writes, decoded, duplicate=True)
         result = Result(
@@ -174,5 +169,5 @@ def apply(
         return Applied(result, tx.writes, decoded)
     result = _result(_HANDLERS[type(decoded)](tx, decoded), kind, position, sha)
     tx.put(result_key, encode_value(result))
-    _advance(tx)
+    tx.advance()
     return Applied(result, tx.writes, decoded)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
-from nereus.machine.validate import check_headers, check_id, check_lane, check_times, first_failure
+from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected
 from nereus.records.client import (
     Cancel,
@@ -40,11 +40,11 @@ def _not_scheduled(message: Message, action: str) -> Verdict:
 
 def schedule(tx: Tx, cmd: Schedule) -> Verdict:
     limits = tx.limits
-    failure = first_failure(
-        check_id(cmd.delay_message_id, "delay_message_id", limits),
-        check_lane(cmd.lane),
-        check_times(cmd.deliver_at_ms, cmd.action_at_ms, cmd.expire_at_ms),
-        check_headers(cmd.headers, limits),
+    failure = (  # the first failing check, each run only if the ones before it passed
+        check_id(cmd.delay_message_id, "delay_message_id", limits)
+        or check_lane(cmd.lane)
+        or check_times(cmd.deliver_at_ms, cmd.action_at_ms, cmd.expire_at_ms)
+        or check_headers(cmd.headers, limits)
     )
     if failure is not None:
         return failure

@@ -4,18 +4,18 @@ Handlers never touch keys or counters by hand: ``save_message`` writes the messa
 moves the per-lane state counts in one place, so ``shard inspect`` can answer "messages
 by state" from a few lane values instead of scanning every message.
 
-Lane values are decoded through the batch memo (``Overlay.decoded``) when the view is
-an ``Overlay``: nearly every record reads and rewrites its lane, and decoding it again
-each time cost more than the rest of the lane bookkeeping. A memo entry is used only
-while the bytes the key reads now equal the bytes it was decoded from (see
-``Overlay``), and every write is still the encoded value, so results, writes and the
-state digest are what they would be without it.
+Applying into an ``Overlay`` (the shard runner's batch), lane values and the ``meta``
+counters are batch aggregates: ``put_lane`` and ``advance`` update the overlay's
+``deferred`` typed values instead of writing, and the overlay encodes each once when the
+batch is committed (``Overlay.finish``). Nearly every record moves its lane's counts and
+every record moves the counters, so encoding them per record cost more than the rest
+of the bookkeeping. Over any other view (offline tools, ``MemoryShard``) they are
+written with the record, as before; the committed bytes are the same either way.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TypeVar
 
 import msgspec
 
@@ -29,12 +29,12 @@ from nereus.state.values import (
     Lane,
     Message,
     WorkRef,
+    decode_int,
     decode_value,
+    encode_int,
     encode_value,
 )
 from nereus.state.view import Overlay, StateView, Writes
-
-T = TypeVar("T")
 
 
 def work_digest(delay_message_id: str, generation: int, action_at_ms: int, retry: int) -> str:
@@ -51,7 +51,7 @@ def retry_backoff_ms(base_ms: int, retries: int) -> int:
 class Tx:
     """Reads and pending writes of one record's application."""
 
-    __slots__ = ("_lanes", "_memo", "_view", "broker_ms", "limits", "position", "writes")
+    __slots__ = ("_deferred", "_view", "broker_ms", "limits", "position", "writes")
 
     def __init__(self, view: StateView, *, position: int, broker_ms: int, limits: Limits) -> None:
         self._view = view
@@ -59,9 +59,8 @@ class Tx:
         self.broker_ms = broker_ms
         self.limits = limits
         self.writes: Writes = {}
-        self._lanes: dict[str, Lane] = {}
-        self._memo: dict[bytes, tuple[bytes, object]] = (
-            view.decoded if isinstance(view, Overlay) else {}
+        self._deferred: dict[bytes, Lane | int] | None = (
+            view.deferred if isinstance(view, Overlay) else None
         )
 
     # raw access -------------------------------------------------------------------
@@ -72,15 +71,6 @@ class Tx:
 
     def put(self, key: bytes, value: bytes) -> None:
         self.writes[key] = value
-
-    def _decode(self, key: bytes, raw: bytes, kind: type[T]) -> T:
-        """``raw`` (the bytes ``key`` reads now) decoded, from the batch memo if it has it."""
-        hit = self._memo.get(key)
-        if hit is not None and hit[0] == raw and isinstance(hit[1], kind):
-            return hit[1]
-        value = decode_value(raw, kind)
-        self._memo[key] = (raw, value)
-        return value
 
     def delete(self, key: bytes) -> None:
         self.writes[key] = None
@@ -98,19 +88,38 @@ class Tx:
         self.put(keys.attempt_key(attempt.attempt_id), encode_value(attempt))
 
     def lane(self, name: str) -> Lane:
-        lane = self._lanes.get(name)
-        if lane is None:
-            key = keys.lane_key(name)
-            raw = self.get(key)
-            lane = Lane(name=name) if raw is None else self._decode(key, raw, Lane)
-            self._lanes[name] = lane
-        return lane
+        key = keys.lane_key(name)
+        if self._deferred is not None:
+            pending = self._deferred.get(key)
+            if isinstance(pending, Lane):
+                return pending
+        raw = self.get(key)
+        return Lane(name=name) if raw is None else decode_value(raw, Lane)
 
     def put_lane(self, lane: Lane) -> None:
-        self._lanes[lane.name] = lane
-        key, raw = keys.lane_key(lane.name), encode_value(lane)
-        self.put(key, raw)
-        self._memo[key] = (raw, lane)
+        key = keys.lane_key(lane.name)
+        if self._deferred is None:
+            self.put(key, encode_value(lane))
+        else:
+            self._deferred[key] = lane
+
+    def advance(self) -> None:
+        """Count this record as applied and move the applied position to it."""
+        deferred = self._deferred
+        if deferred is None:
+            raw = self.get(keys.META_RECORDS)
+            count = 0 if raw is None else decode_int(raw)
+            self.put(keys.META_RECORDS, encode_int(count + 1))
+            self.put(keys.META_APPLIED, encode_int(self.position))
+            return
+        pending = deferred.get(keys.META_RECORDS)
+        if isinstance(pending, int):
+            count = pending
+        else:
+            raw = self.get(keys.META_RECORDS)
+            count = 0 if raw is None else decode_int(raw)
+        deferred[keys.META_RECORDS] = count + 1
+        deferred[keys.META_APPLIED] = self.position
 
     def activation(self) -> Activation | None:
         raw = self.get(keys.META_ACTIVATION)

@@ -34,9 +34,12 @@ def check_lane(lane: str) -> Verdict | None:
 
 
 def check_times(deliver_at_ms: int, action_at_ms: int, expire_at_ms: int | None) -> Verdict | None:
-    for field, value in (("deliver_at_ms", deliver_at_ms), ("action_at_ms", action_at_ms)):
-        if not 0 <= value <= MAX_TIME_MS:
-            return rejected(Reason.INVALID_FIELD, f"{field} {value} is outside 0..2^63-1")
+    if not (0 <= deliver_at_ms <= MAX_TIME_MS and 0 <= action_at_ms <= MAX_TIME_MS):
+        field, value = (
+            ("deliver_at_ms", deliver_at_ms) if not 0 <= deliver_at_ms <= MAX_TIME_MS
+            else ("action_at_ms", action_at_ms)
+        )
+        return rejected(Reason.INVALID_FIELD, f"{field} {value} is outside 0..2^63-1")
     if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
         return rejected(
             Reason.INVALID_FIELD,
@@ -47,12 +50,12 @@ def check_times(deliver_at_ms: int, action_at_ms: int, expire_at_ms: int | None)
 
 
 def check_headers(headers: dict[str, str], limits: Limits) -> Verdict | None:
+    if not headers:
+        return None
     if len(headers) > limits.max_headers:
         return rejected(
             Reason.INVALID_FIELD, f"{len(headers)} headers; at most {limits.max_headers} allowed"
         )
-    if not headers:
-        return None
     chars = sum(map(len, headers)) + sum(map(len, headers.values()))
     if chars * 4 <= limits.max_header_bytes:  # UTF-8 is at most 4 bytes a character
         return None
@@ -64,9 +67,3 @@ def check_headers(headers: dict[str, str], limits: Limits) -> Verdict | None:
         )
     return None
 
-
-def first_failure(*checks: Verdict | None) -> Verdict | None:
-    for check in checks:
-        if check is not None:
-            return check
-    return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from nereus.state.values import Lane, encode_int, encode_value
+
 Writes = dict[bytes, bytes | None]  # key -> new value, or None to delete
 
 
@@ -30,29 +32,46 @@ class EmptyView:
 class Overlay:
     """Pending writes layered over a base view; reads see the pending writes first.
 
-    ``decoded`` lets the state machine keep decoded values across the records of one
-    batch: it maps a key to the raw bytes a value was decoded from and the value. A
-    memo is used only while its raw bytes equal what the key reads now, so it can save
-    work but never change a result; the writes stay the encoded bytes. It exists because
-    a lane value is read, decoded, updated and re-encoded by nearly every record.
+    ``deferred`` holds the batch aggregates as typed values: the lane values (every
+    SCHEDULE moves its lane's counts) and the ``meta`` records-applied counter and
+    applied position (every record moves them). Applying into an Overlay, the state
+    machine updates these in place of writing them, and ``finish`` encodes each once for
+    the whole batch instead of once per record. A key is in ``writes`` or in
+    ``deferred``, never both (only the aggregate updates defer, and they never write);
+    ``get`` encodes a deferred value on demand, so a raw read sees exactly the bytes the
+    batch will commit. Encoding is canonical, so the committed bytes are the ones
+    per-record writes would have left and the state digest is unchanged.
     """
 
-    __slots__ = ("_base", "decoded", "writes")
+    __slots__ = ("_base", "deferred", "writes")
 
     def __init__(self, base: StateView) -> None:
         self._base = base
         self.writes: Writes = {}
-        self.decoded: dict[bytes, tuple[bytes, object]] = {}
+        self.deferred: dict[bytes, Lane | int] = {}
 
     def get(self, key: bytes) -> bytes | None:
         writes = self.writes
         if key in writes:
             return writes[key]
+        pending = self.deferred.get(key)
+        if pending is not None:
+            return _encode_aggregate(pending)
+        return self._base.get(key)
+
+    def base_get(self, key: bytes) -> bytes | None:
+        """``key`` as the base view has it (for the first read of an aggregate)."""
         return self._base.get(key)
 
     def merge(self, writes: Mapping[bytes, bytes | None]) -> None:
         self.writes.update(writes)
 
-    def clear(self) -> None:
-        self.writes = {}
-        self.decoded = {}
+    def finish(self) -> Writes:
+        """Every write of the batch, with the deferred aggregates encoded once."""
+        writes = dict(self.writes)
+        writes.update((key, _encode_aggregate(value)) for key, value in self.deferred.items())
+        return writes
+
+
+def _encode_aggregate(value: Lane | int) -> bytes:
+    return encode_int(value) if isinstance(value, int) else encode_value(value)

@@ -152,7 +152,9 @@ def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> Non
     home = tmp_path / "home"
     with running_engine(home, partitions=1) as h:
         h.queue([h.schedule("stuck", now_ms() + 20_000)])
-        h.wait_for(lambda: h.engine.shards[ShardId("default", 0)].applied_position == 0, 10,
+        loop = h.engine.shards[ShardId("default", 0)]
+        # the activation barrier may land before or after it: wait for the message itself
+        h.wait_for(lambda: find_message(loop.store, "stuck") is not None, 10,
                    "the schedule to apply")
     # a previous owner admitted it and died before any outcome: forge that admission
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:

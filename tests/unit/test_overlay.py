@@ -1,0 +1,47 @@
+"""The batch Overlay defers lanes and counters and commits what per-record writes leave."""
+
+from __future__ import annotations
+
+from nereus import records as r
+from nereus.machine import apply, precondition_digest
+from nereus.records.codec import encode
+from nereus.records.vocabulary import ResultStatus
+from nereus.state import keys
+from nereus.state.values import decode_int
+from nereus.state.view import Overlay
+from nereus.testing import MemoryShard
+from tests.unit.builders import op, schedule
+
+
+def test_a_batch_commits_exactly_what_applying_record_by_record_leaves() -> None:
+    log = [encode(schedule(f"m{i}", 1_000 + i)) for i in range(5)] + [b"\xffgarbage"]
+    one_by_one = MemoryShard()
+    for data in log:
+        one_by_one.apply(data)
+    base = MemoryShard()
+    overlay = Overlay(base)
+    for position, data in enumerate(log):
+        overlay.merge(apply(overlay, data, position=position, broker_ms=0).writes)
+    committed = overlay.finish()
+    assert committed == one_by_one.data
+    assert decode_int(committed[keys.META_RECORDS]) == len(log)
+    assert decode_int(committed[keys.META_APPLIED]) == len(log) - 1
+
+
+def test_a_raw_read_of_a_deferred_lane_sees_the_bytes_the_batch_will_commit() -> None:
+    overlay = Overlay(MemoryShard())
+    overlay.merge(apply(overlay, encode(schedule("m1")), position=0, broker_ms=0).writes)
+    lane_key = keys.lane_key("local")
+    assert lane_key in overlay.deferred and lane_key not in overlay.writes
+    assert overlay.get(lane_key) == overlay.finish()[lane_key]
+
+
+def test_an_operator_precondition_planned_mid_batch_matches_the_deferred_lane() -> None:
+    overlay = Overlay(MemoryShard())
+    overlay.merge(apply(overlay, encode(schedule("m1")), position=0, broker_ms=0).writes)
+    gate = r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close-1"))
+    seen = precondition_digest(overlay, gate)
+    planned = r.LaneGate(lane="local", gate=r.Gate.CLOSED, precondition_digest=seen,
+                         **op("close-1"))
+    applied = apply(overlay, encode(planned), position=1, broker_ms=0)
+    assert applied.result.status == ResultStatus.APPLIED
