@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nereus.cli import mutation as mutation_opts
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -34,3 +35,108 @@ def list_lanes(ctx: typer.Context) -> None:
         out.print(table)
 
     env.output.emit(lanes, human)
+
+
+ShardsOpt = Annotated[list[str] | None, typer.Option(
+    "--shard", help="Only this shard (repeatable; default: every shard of every route).")]
+
+
+def _gate(ctx: typer.Context, lane: str, gate: str, *, shard: list[str] | None, reason: str,
+          operator: str | None, key: str | None, precondition: str | None, dry_run: bool,
+          yes: bool, wait: bool) -> None:
+    from nereus.cli import mutation
+    from nereus.records import Gate, LaneGate
+
+    env: Env = ctx.obj
+    _known_lane(env, lane)
+    who = mutation.identity(operator, reason, key, precondition)
+    mutation.run(env, build=lambda _shard: LaneGate(
+        lane=lane, gate=Gate(gate), operator=who.operator, reason=who.reason,
+        precondition_digest=who.precondition), shards=mutation.every_shard(env, shard),
+        who=who, dry_run=dry_run, yes=yes, wait=wait)
+
+
+def _known_lane(env: Env, lane: str) -> None:
+    from nereus.errors import NotFound
+
+    if lane not in env.config.lanes:
+        known = ", ".join(sorted(env.config.lanes)) or "none"
+        raise NotFound(f"no lane {lane!r} in {env.config.source} (configured: {known})")
+
+
+@app.command("close")
+def close(
+    ctx: typer.Context,
+    lane: Annotated[str, typer.Argument(help="The lane to close.")],
+    reason: mutation_opts.ReasonOpt,
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    shard: ShardsOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Close a lane's admissionGate: no new Publish Admission (asks for confirmation)."""
+    _gate(ctx, lane, "CLOSED", shard=shard, reason=reason, operator=operator, key=key,
+          precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+
+@app.command("open")
+def open_lane(
+    ctx: typer.Context,
+    lane: Annotated[str, typer.Argument(help="The lane to open.")],
+    reason: mutation_opts.ReasonOpt,
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    shard: ShardsOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Open a lane's admissionGate again: due messages are admitted and published."""
+    _gate(ctx, lane, "OPEN", shard=shard, reason=reason, operator=operator, key=key,
+          precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+
+@app.command("set")
+def set_policy(
+    ctx: typer.Context,
+    lane: Annotated[str, typer.Argument(help="The lane to change.")],
+    reason: mutation_opts.ReasonOpt,
+    capacity: Annotated[int | None, typer.Option(
+        "--capacity", help="Most open attempts (PUBLISHING + UNKNOWN) in the lane.")] = None,
+    quota: Annotated[int | None, typer.Option(
+        "--quota", help="Most admissions per scheduler round.")] = None,
+    retry_max: Annotated[int | None, typer.Option(
+        "--retry-max", help="Attempts before a retriable failure becomes FAILED.")] = None,
+    retry_backoff_ms: Annotated[int | None, typer.Option(
+        "--retry-backoff-ms", help="Base of the exponential retry backoff, ms.")] = None,
+    ordered: Annotated[bool | None, typer.Option(
+        "--ordered/--unordered", help="Keep per-key order (ORDERED lane) or not.")] = None,
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    shard: ShardsOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Change a lane's capacity, quota, retry policy or ordering (LANE_CONFIG)."""
+    from nereus.cli import mutation
+    from nereus.errors import UsageError
+    from nereus.records import LaneConfig
+
+    env: Env = ctx.obj
+    _known_lane(env, lane)
+    changes = {"capacity": capacity, "quota": quota, "retry_max": retry_max,
+               "retry_backoff_ms": retry_backoff_ms, "ordered": ordered}
+    if all(value is None for value in changes.values()):
+        raise UsageError("nothing to change: give --capacity, --quota, --retry-max, "
+                         "--retry-backoff-ms or --ordered/--unordered")
+    who = mutation.identity(operator, reason, key, precondition)
+    mutation.run(env, build=lambda _shard: LaneConfig(
+        lane=lane, operator=who.operator, reason=who.reason,
+        precondition_digest=who.precondition, **changes),  # type: ignore[arg-type]
+        shards=mutation.every_shard(env, shard), who=who, dry_run=dry_run, yes=yes, wait=wait)

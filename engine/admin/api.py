@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,7 +83,7 @@ def due_lag_ms(loops: Iterable[ShardLoop], lane: str, earliest_ms: int,
     """
     if backlog <= 0:
         return None, None
-    rank = backlog - math.ceil(0.99 * backlog) + 1
+    rank = backlog - (99 * backlog + 99) // 100 + 1  # ceil(0.99 n) in integers
     oldest = sorted(action_at for loop in loops
                     for action_at in _oldest_due_ms(loop, lane, earliest_ms, rank))
     if not oldest:
@@ -261,6 +260,32 @@ class AdminApi:
         objects = self.engine.checkpointer.objects if self.engine.checkpointer else None
         assert objects is not None
         return taken_view(taken, objects)
+
+    # operator mutations ---------------------------------------------------------------
+    def plan_mutation(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Plan one operator mutation against the live shard: precondition, dry run, impact.
+
+        Writes nothing; the CLI appends the planned record through ``submit`` afterwards.
+        """
+        from nereus.operator import plan_mutation
+        from nereus.operator.plan import plan_document
+        from nereus.records.codec import OPERATOR_MUTATIONS
+
+        loop = self._loop(str(body.get("shard", "")))
+        try:
+            record = decode(base64.b64decode(str(body["data"]), validate=True))
+            before = [base64.b64decode(str(item), validate=True)
+                      for item in body.get("before") or []]
+        except (KeyError, ValueError) as exc:
+            raise UsageError(f"body needs data: an operator mutation in base64 ({exc})") from None
+        if not isinstance(record, OPERATOR_MUTATIONS):
+            what = record.detail if isinstance(record, DecodeFailure) else type(record).__name__
+            raise UsageError(f"data is not an operator mutation: {what}")
+        assert self.engine.clock is not None
+        plan = plan_mutation(loop.store, record, shard=str(loop.shard),
+                             broker_ms=self.engine.clock.now().latest_ms,
+                             limits=loop.runner.limits, before=before)
+        return {"shard": str(loop.shard), **plan_document(plan)}
 
     # commands -------------------------------------------------------------------------
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:

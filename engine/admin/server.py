@@ -183,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST":
             if path == "/v1/commands":
                 return api.submit(self._body())
+            if path == "/v1/mutations/plan":
+                return api.plan_mutation(self._body())
             if path == "/v1/checkpoints":
                 return api.checkpoint(self._body())
             if path == "/v1/shutdown":

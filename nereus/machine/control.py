@@ -36,7 +36,7 @@ from nereus.records.vocabulary import (
     Resolution,
 )
 from nereus.state import keys
-from nereus.state.values import Activation, CheckpointMarkValue, encode_value
+from nereus.state.values import Activation, CheckpointMarkValue, Lane, decode_value, encode_value
 from nereus.state.view import StateView
 
 
@@ -55,9 +55,19 @@ def target_key(mutation: OperatorMutation) -> bytes:
 
 
 def precondition_digest(view: StateView, mutation: OperatorMutation) -> str:
-    """Digest of the target state as ``view`` has it; operators send what they saw."""
+    """Digest of the target state as ``view`` has it; operators send what they saw.
+
+    For a lane it covers the lane's policy (gate, gate position, capacity, quota, retry
+    policy, ordering, config revision) and not its counters: every SCHEDULE moves those,
+    and a lane closed during an incident must not come back STALE because traffic kept
+    flowing while the operator typed the reason.
+    """
     key = target_key(mutation)
     value = view.get(key) or b""
+    if value and isinstance(mutation, LaneGate | LaneConfig):
+        lane = decode_value(value, Lane)
+        value = encode_value(msgspec.structs.replace(lane, counts={}, open_attempts=0,
+                                                     admissions=0))
     return hashlib.sha256(key + b"\x00" + value).hexdigest()[:32]
 
 

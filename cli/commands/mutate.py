@@ -1,0 +1,243 @@
+"""``nereus mutate submit FILE.toml``, ``shard pause|resume``, ``message break``.
+
+``mutate submit`` takes any operator mutation written as TOML, for changes prepared in
+a ticket or a review and applied as written::
+
+    kind = "LANE_GATE"            # LANE_GATE, LANE_CONFIG, ATTEMPT_RESOLVE, MESSAGE_BREAK,
+    lane = "payments"             # SHARD_PAUSE or SHARD_RESUME, then that kind's fields
+    gate = "CLOSED"
+    reason = "INC-4411: downstream broker degraded"
+    # optional: operator, idempotency_key, precondition_digest,
+    #           shards = ["default/0"]  (lane kinds: default every shard)
+    #           shard = "default/0"     (ATTEMPT_RESOLVE, SHARD_PAUSE, SHARD_RESUME)
+    #           route = "default"       (MESSAGE_BREAK)
+
+Several mutations go in ``[[mutation]]`` tables; they are all planned first, confirmed
+once, then appended in file order. ``--as`` and ``--reason`` fill in what a table leaves
+out. Every mutation takes the same path as the dedicated commands (``nereus.cli.mutation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from nereus.cli import mutation as mutation_opts
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.cli.mutation import Identity, Planned
+    from nereus.records.codec import OperatorMutation
+    from nereus.shard import ShardId
+
+app = typer.Typer(help="Submit any operator mutation from a TOML file.", no_args_is_help=True)
+
+_PLACEMENT = ("shards", "shard", "route")
+_IDENTITY = ("operator", "reason", "idempotency_key", "precondition_digest")
+
+
+@app.command("submit")
+def submit(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(metavar="FILE.toml", help="The mutation(s), as TOML.")],
+    reason: Annotated[str | None, typer.Option(
+        "--reason", help="Reason for tables that do not give one.")] = None,
+    operator: mutation_opts.AsOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Plan, confirm and append the operator mutation(s) in FILE.toml."""
+    from nereus.cli import mutation
+
+    env: Env = ctx.obj
+    tables = _read(file)
+    planned: list[Planned] = []
+    for number, table in enumerate(tables, start=1):
+        where = f"{file}: mutation {number}" if len(tables) > 1 else str(file)
+        record, shards, who = _parse(env, table, where, reason=reason, operator=operator)
+        planned.append(mutation.plan(env, build=_fixed(record), shards=shards, who=who,
+                                     dry_run=dry_run, wait=wait, ahead=planned))
+    if not dry_run:
+        if not yes:
+            mutation.confirm(env, planned)
+        for item in planned:
+            mutation.commit(env, item, wait=wait)
+    docs = [item.doc for item in planned]
+    if len(docs) == 1:
+        mutation.report(env, docs[0])
+    else:
+        results = [d["result"] for d in docs]
+        overall = next((v for v in ("STALE", "REJECTED") if v in results), results[0])
+
+        def human(out: Console) -> None:
+            for doc in docs:
+                mutation.print_document(out, doc)
+
+        env.output.emit({"mutations": docs, "result": overall}, human)
+    if any(mutation.failed(d) for d in docs):
+        raise typer.Exit(1)
+
+
+def _fixed(record: OperatorMutation) -> Callable[[ShardId], OperatorMutation]:
+    return lambda _shard: record
+
+
+def _read(file: Path) -> list[dict[str, Any]]:
+    import tomllib
+
+    from nereus.errors import NotFound, UsageError
+
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        raise NotFound(f"no mutation file {file}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{file}: not valid TOML: {exc}") from None
+    if "mutation" in data:
+        tables = data.pop("mutation")
+        if data or not isinstance(tables, list) or not tables:
+            raise UsageError(f"{file}: give one mutation at the top level or [[mutation]] "
+                             "tables, not both")
+        return tables
+    if "kind" not in data:
+        raise UsageError(f"{file}: no kind (LANE_GATE, LANE_CONFIG, ATTEMPT_RESOLVE, "
+                         "MESSAGE_BREAK, SHARD_PAUSE or SHARD_RESUME)")
+    return [data]
+
+
+def _parse(env: Env, table: dict[str, Any], where: str, *, reason: str | None,
+           operator: str | None) -> tuple[OperatorMutation, list[ShardId], Identity]:
+    """The record, its shards and its identity from one TOML table; errors name the field."""
+    import msgspec
+
+    from nereus.cli import mutation
+    from nereus.errors import UsageError
+    from nereus.records.codec import OPERATOR_MUTATIONS
+    from nereus.records.operator import LaneConfig, LaneGate, MessageBreak
+
+    fields = dict(table)
+    placement = {name: fields.pop(name) for name in _PLACEMENT if name in fields}
+    kinds = {str(cls.__struct_config__.tag): cls for cls in OPERATOR_MUTATIONS}
+    kind = fields.get("kind")
+    if kind not in kinds:
+        raise UsageError(f"{where}: kind {kind!r} is not an operator mutation; one of "
+                         f"{', '.join(sorted(kinds))}")
+    who = mutation.identity(
+        operator if operator is not None else fields.get("operator"),
+        fields.get("reason") or reason or "", fields.get("idempotency_key"),
+        fields.get("precondition_digest"))
+    fields.update(operator=who.operator, reason=who.reason, idempotency_key="")
+    try:
+        record = cast("OperatorMutation", msgspec.convert(fields, kinds[kind]))
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{where}: {exc}",
+                         hint="see `man nereus-mutate` for each kind's fields") from None
+    if isinstance(record, LaneGate | LaneConfig):
+        shards = mutation.every_shard(env, _as_list(placement.get("shards"), where))
+    elif isinstance(record, MessageBreak):
+        shards = [_message_shard(env, record.delay_message_id, placement.get("route"))]
+    elif "shard" in placement:
+        shards = [env.shard(str(placement["shard"]))]
+    else:
+        raise UsageError(f"{where}: {kind} needs shard = \"ROUTE/PARTITION\"")
+    return record, shards, who
+
+
+def _as_list(value: object, where: str) -> list[str] | None:
+    from nereus.errors import UsageError
+
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: shards must be a list of \"ROUTE/PARTITION\" strings")
+    return value
+
+
+def _message_shard(env: Env, delay_message_id: str, route: object) -> ShardId:
+    from nereus.shard import ShardId, partition_for
+
+    settings = env.config.route(str(route or "default"))
+    return ShardId(settings.name, partition_for(delay_message_id, settings.partitions))
+
+
+# shard pause / resume, message break (registered on their groups in cli/main.py) -------
+def shard_pause(
+    ctx: typer.Context,
+    shard: Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")],
+    reason: mutation_opts.ReasonOpt,
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Stop new Publish Admissions on a shard; commands still apply (asks for confirmation)."""
+    _pause_or_resume(ctx, shard, pause=True, reason=reason, operator=operator, key=key,
+                     precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+
+def shard_resume(
+    ctx: typer.Context,
+    shard: Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")],
+    reason: mutation_opts.ReasonOpt,
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Allow Publish Admissions on a paused shard again."""
+    _pause_or_resume(ctx, shard, pause=False, reason=reason, operator=operator, key=key,
+                     precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+
+def _pause_or_resume(ctx: typer.Context, shard: str, *, pause: bool, reason: str,
+                     operator: str | None, key: str | None, precondition: str | None,
+                     dry_run: bool, yes: bool, wait: bool) -> None:
+    from nereus.cli import mutation
+    from nereus.records import ShardPause, ShardResume
+
+    env: Env = ctx.obj
+    target = env.shard(shard)
+    who = mutation.identity(operator, reason, key, precondition)
+    kind = ShardPause if pause else ShardResume
+    mutation.run(env, build=lambda _shard: kind(
+        operator=who.operator, reason=who.reason, precondition_digest=who.precondition),
+        shards=[target], who=who, dry_run=dry_run, yes=yes, wait=wait)
+
+
+def message_break(
+    ctx: typer.Context,
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
+    reason: mutation_opts.ReasonOpt,
+    route: Annotated[str, typer.Option("--route", help="The message's route.")] = "default",
+    operator: mutation_opts.AsOpt = None,
+    key: mutation_opts.KeyOpt = None,
+    precondition: mutation_opts.PreconditionOpt = None,
+    dry_run: mutation_opts.DryRunOpt = False,
+    yes: mutation_opts.YesOpt = False,
+    wait: mutation_opts.WaitOpt = False,
+) -> None:
+    """Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first)."""
+    from nereus.cli import mutation
+    from nereus.records import MessageBreak
+
+    env: Env = ctx.obj
+    who = mutation.identity(operator, reason, key, precondition)
+    mutation.run(env, build=lambda _shard: MessageBreak(
+        delay_message_id=message_id, operator=who.operator, reason=who.reason,
+        precondition_digest=who.precondition),
+        shards=[_message_shard(env, message_id, route)], who=who, dry_run=dry_run, yes=yes,
+        wait=wait)
