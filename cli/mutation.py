@@ -8,7 +8,9 @@ all of them:
    idempotency key (``--idempotency-key``, else derived from the command's content, so
    running the same command again finds the first result and appends nothing);
 2. **plan** per target shard (``nereus.operator.plan_mutation``): through the admin
-   socket when the engine runs, else against the shard database opened read-only. The
+   socket when the engine runs, else against the shard database opened read-only with
+   the log's not yet applied records dry-applied on top (the state the mutation will
+   meet, since it is appended after them). The
    plan fills in the precondition digest of what the operator is looking at, so a state
    change between planning and applying makes the mutation STALE instead of acting on a
    world the operator never saw; it also dry-applies the record to say what would change;
@@ -24,7 +26,6 @@ all of them:
 from __future__ import annotations
 
 import base64
-import getpass
 import os
 import sys
 import time
@@ -89,6 +90,8 @@ def identity(operator: str | None, reason: str, key: str | None,
 
 
 def _user() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
@@ -201,7 +204,7 @@ def _plan(env: Env, shard: ShardId, mutation: OperatorMutation, running: bool,
             "before": before})
         return answer
     from nereus.operator import plan_mutation
-    from nereus.operator.plan import plan_document
+    from nereus.operator.plan import next_position, plan_document
     from nereus.state.store import ShardStore
     from nereus.state.view import EmptyView
 
@@ -209,13 +212,36 @@ def _plan(env: Env, shard: ShardId, mutation: OperatorMutation, running: bool,
     now_ms = int(time.time() * 1000)
     ahead = [base64.b64decode(data) for data in before]
     if not (path / "CURRENT").exists():  # never applied anything yet
+        tail = _unapplied(env, shard, 0)
         plan = plan_mutation(EmptyView(), mutation, shard=str(shard), broker_ms=now_ms,
-                             limits=env.config.limits, before=ahead)
+                             limits=env.config.limits, before=tail + ahead)
         return plan_document(plan)
     with ShardStore.open(path, read_only=True) as store:
+        tail = _unapplied(env, shard, next_position(store))
         plan = plan_mutation(store, mutation, shard=str(shard), broker_ms=now_ms,
-                             limits=env.config.limits, before=ahead)
+                             limits=env.config.limits, before=tail + ahead)
         return plan_document(plan)
+
+
+def _unapplied(env: Env, shard: ShardId, position: int) -> list[bytes]:
+    """Records the log holds past the database's applied position (the engine is down).
+
+    The mutation will be applied after them, so it is planned against the state they
+    leave: a message scheduled a moment ago and not yet applied is there to break.
+    """
+    from nereus.errors import NotFound
+
+    try:
+        log = env.shard_log(shard, create=False)
+    except NotFound:
+        return []
+    out: list[bytes] = []
+    while True:
+        records = log.read(position, 10_000)
+        if not records:
+            return out
+        out += [record.payload for record in records]
+        position = records[-1].position + 1
 
 
 def _total_impact(plans: list[tuple[ShardId, dict[str, Any]]]) -> dict[str, Any]:
