@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: check install lint types imports test bench demo quickstart clean
+.PHONY: check install lint types imports test bench demo quickstart clean reference
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: install
 	$(BIN)/pytest -q
 
 check: lint types imports test
+
+# man pages and completion scripts, generated from the CLI (tests compare them byte for byte)
+reference: install
+	PYTHON=$(BIN)/python scripts/gen-reference
 
 bench: install
 	$(BIN)/python bench/apply.py

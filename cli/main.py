@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from nereus.cli.commands import attempt as attempt_cmd
 from nereus.cli.commands import checkpoint as checkpoint_cmd
+from nereus.cli.commands import completion as completion_cmd
+from nereus.cli.commands import dashboard as dashboard_cmd
 from nereus.cli.commands import doctor as doctor_cmd
 from nereus.cli.commands import engine as engine_cmd
 from nereus.cli.commands import init as init_cmd
 from nereus.cli.commands import lane as lane_cmd
 from nereus.cli.commands import message as message_cmd
+from nereus.cli.commands import mutate as mutate_cmd
 from nereus.cli.commands import payload as payload_cmd
+from nereus.cli.commands import playbook as playbook_cmd
 from nereus.cli.commands import quickstart as quickstart_cmd
 from nereus.cli.commands import shard as shard_cmd
 from nereus.cli.context import Env, resolve_home
@@ -39,6 +43,8 @@ app = typer.Typer(
 app.command("init")(init_cmd.init)
 app.command("quickstart")(quickstart_cmd.quickstart)
 app.command("doctor")(doctor_cmd.doctor)
+app.command("dashboard")(dashboard_cmd.dashboard)
+app.command("completion")(completion_cmd.completion)
 app.add_typer(engine_cmd.app, name="engine")
 app.add_typer(message_cmd.app, name="message")
 app.add_typer(shard_cmd.app, name="shard")
@@ -47,6 +53,11 @@ app.add_typer(attempt_cmd.app, name="attempt")
 app.add_typer(checkpoint_cmd.app, name="checkpoint")
 app.add_typer(checkpoint_cmd.recovery_app, name="recovery-set")
 app.add_typer(payload_cmd.app, name="payload")
+app.add_typer(mutate_cmd.app, name="mutate")
+shard_cmd.app.command("pause")(mutate_cmd.shard_pause)
+shard_cmd.app.command("resume")(mutate_cmd.shard_resume)
+message_cmd.app.command("break")(mutate_cmd.message_break)
+app.add_typer(playbook_cmd.app, name="playbook")
 
 
 @app.callback()
@@ -108,12 +119,22 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, typer.Abort):
             sys.exit(130)
+        click = _click_exceptions()
         if isinstance(exc, click.ClickException):
             exc.show()
             sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> Any:
+    """The exceptions of the Click that Typer parses with: Typer >= 0.29 bundles its own
+    (``typer._click``; Click itself may not even be installed), older Typer uses Click's."""
+    import importlib
+
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return importlib.import_module("click.exceptions")

@@ -296,3 +296,19 @@ def taken_view(taken: Taken, objects: ObjectStore) -> dict[str, object]:
         "object_store": objects.description,
         "manifest_key": taken.entry.manifest_key,
     }
+
+
+def delete_checkpoint(objects: ObjectStore, entry: CatalogEntry, floor: Floor) -> int:
+    """Delete a catalogued checkpoint that is not in the Recovery Set: the catalog entry
+    first (from then on nothing points at it; a delete killed half-way leaves only
+    harmless orphaned files), then its files. Returns how many objects went."""
+    if any(m.checkpoint_id == entry.checkpoint_id for m in floor.members):
+        raise FloorViolation(f"checkpoint {entry.checkpoint_id} is a member of the Recovery "
+                             f"Set of {floor.shard}: it is never deleted")
+    prefix = checkpoint_prefix(entry.route, entry.partition, entry.checkpoint_id)
+    keys = [info.key for info in objects.list(prefix)]
+    check_floor(floor, delete_objects=frozenset(keys))
+    objects.delete(catalog_key(entry.route, entry.partition, entry.checkpoint_id))
+    for key in sorted(keys, key=lambda k: k.endswith(MANIFEST_NAME)):  # manifest last
+        objects.delete(key)
+    return len(keys) + 1

@@ -8,6 +8,8 @@
     <home>/outbox/                          file destinations (lane ``local``)
     <home>/run/                             engine pid/lock file and admin socket
     <home>/log/                             engine logs
+    <home>/playbooks/*.toml                 the operator's own playbooks (shadow shipped ones)
+    <home>/playbooks/journal/<name>.jsonl   playbook run journals (``--resume`` reads them)
 """
 
 from __future__ import annotations
@@ -45,3 +47,10 @@ class HomeLayout:
     @property
     def logs(self) -> Path:
         return self.root / "log"
+
+    @property
+    def playbooks(self) -> Path:
+        return self.root / "playbooks"
+
+    def playbook_journal(self, name: str) -> Path:
+        return self.root / "playbooks" / "journal" / f"{name}.jsonl"

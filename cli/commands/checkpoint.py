@@ -254,6 +254,76 @@ def restore(
         f"{entry.applied_position}, digest verified {entry.digest[:16]}..)"))
 
 
+@app.command("prune")
+def prune(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    keep: Annotated[int | None, typer.Option(
+        "--keep", min=1, metavar="N", help="Keep the newest N catalogued checkpoints "
+        "(default: [checkpoints] keep). Recovery Set members are always kept.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before deleting.")] = False,
+) -> None:
+    """Delete catalogued checkpoints older than the newest N, never a Recovery Set member.
+
+    Exits 1 when a checkpoint you asked to delete was refused (it is in the Recovery Set).
+    """
+    import sys
+
+    from nereus.checkpoint.retention import plan_prune
+    from nereus.engine.checkpoints import catalog, delete_checkpoint, recovery_floor
+    from nereus.errors import UsageError
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    objects = objects_for(env)
+    recovery_keep = env.config.checkpoints.keep
+    wanted = recovery_keep if keep is None else keep
+    plan = plan_prune(catalog(objects, shard), keep=wanted, recovery_keep=recovery_keep)
+    if plan.deleted and not dry_run and not yes:
+        listing = ", ".join(e.checkpoint_id for e in plan.deleted)
+        if not sys.stdin.isatty():
+            raise UsageError(f"prune would delete {len(plan.deleted)} checkpoint(s) of {shard} "
+                             f"({listing})", hint="pass --yes to delete them, or --dry-run "
+                             "to only list them")
+        if not typer.confirm(f"delete {len(plan.deleted)} checkpoint(s) of {shard}: "
+                             f"{listing}?", default=False, err=True):
+            raise typer.Exit(1)
+    deleted: list[str] = []
+    if not dry_run:
+        # the floor as it is now: a checkpoint taken meanwhile only pushes ours further out
+        floor = recovery_floor(objects, shard, recovery_keep)
+        for entry in plan.deleted:
+            delete_checkpoint(objects, entry, floor)
+            deleted.append(entry.checkpoint_id)
+    else:
+        deleted = [e.checkpoint_id for e in plan.deleted]
+    data: dict[str, Any] = {
+        "shard": str(shard), "keep": wanted, "recovery_set_keep": recovery_keep,
+        "dry_run": dry_run, "object_store": objects.description,
+        "kept": [e.checkpoint_id for e in plan.kept], "deleted": deleted,
+        "refused": [{"checkpoint_id": r.entry.checkpoint_id,
+                     "applied_position": r.entry.applied_position, "reason": r.reason}
+                    for r in plan.refused],
+    }
+
+    def human(out: Console) -> None:
+        from rich.markup import escape
+
+        verb = "would delete" if dry_run else "deleted"
+        out.print(f"{verb} {len(deleted)} checkpoint(s) of {shard}, kept {len(data['kept'])} "
+                  f"(Recovery Set: newest {recovery_keep})")
+        for checkpoint_id in deleted:
+            out.print(f"  {verb} {checkpoint_id}")
+        for refusal in data["refused"]:
+            out.print(f"  [yellow]refused[/yellow] {refusal['checkpoint_id']}: "
+                      f"{escape(refusal['reason'])}")
+
+    env.output.emit(data, human)
+    if plan.refused:
+        raise typer.Exit(1)
+
+
 def _floor_view(env: Env, shard: Any) -> tuple[Any, dict[str, Any]]:
     from nereus.engine.checkpoints import recovery_floor
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +19,13 @@ def init(
     log: Annotated[str, typer.Option(help="Shard Log backend: file, kafka or pulsar.")] = "file",
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite an existing nereus.toml.")] = False,
+    from_home: Annotated[Path | None, typer.Option(
+        "--from", metavar="HOME", help="Copy HOME's configuration instead (same routes, lanes, "
+        "limits, and the same object store, so the engine restores from its Recovery Set); "
+        "the other options are ignored.")] = None,
+    copy_log: Annotated[bool, typer.Option(
+        "--copy-log", help="With --from: copy the segments of HOME's file-log routes here "
+        "(HOME's engine must be stopped).")] = False,
 ) -> None:
     """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox)."""
     from nereus.config import LOG_BACKENDS, parse_config, render_config
@@ -24,15 +33,20 @@ def init(
     from nereus.shard import validate_route_name
 
     env: Env = ctx.obj
-    validate_route_name(route)
-    if log not in LOG_BACKENDS:
-        raise UsageError(f"--log {log!r}: expected one of {', '.join(LOG_BACKENDS)}")
     layout = env.layout
     if layout.config.exists() and not force:
         raise NereusError(
             f"{layout.config} already exists",
             hint="pass --force to overwrite it (existing shard logs and state are kept)",
         )
+    if from_home is not None:
+        _init_from(env, from_home, copy_log)
+        return
+    if copy_log:
+        raise UsageError("--copy-log goes with --from HOME")
+    validate_route_name(route)
+    if log not in LOG_BACKENDS:
+        raise UsageError(f"--log {log!r}: expected one of {', '.join(LOG_BACKENDS)}")
     text = render_config(route=route, partitions=partitions, log=log)
     config = parse_config(text, source=str(layout.config))
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -71,3 +85,93 @@ def init(
             f"  lane local -> {layout.outbox / 'local.jsonl'}"
         ),
     )
+
+
+def pin_object_store(text: str, objects_path: Path) -> str:
+    """``text`` (a nereus.toml) with ``[objects] path`` set to the absolute
+    ``objects_path``: a copied configuration must reach the same file object store,
+    whatever home it is read from."""
+    line = f'path = "{objects_path}"  # the object store of the home this was copied from'
+    header = re.compile(r"^\s*\[\s*objects\s*\]\s*(#.*)?$")
+    lines = text.splitlines()
+    for index, current in enumerate(lines):
+        if header.match(current):
+            end = next((i for i in range(index + 1, len(lines))
+                        if lines[i].lstrip().startswith("[")), len(lines))
+            for inner in range(index + 1, end):
+                if re.match(r"^\s*path\s*=", lines[inner]):
+                    lines[inner] = line
+                    break
+            else:
+                lines.insert(index + 1, line)
+            return "\n".join(lines) + "\n"
+    return text.rstrip("\n") + f'\n\n[objects]\nstore = "file"\n{line}\n'
+
+
+def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
+    """``init --from HOME``: HOME's configuration, pointing at HOME's object store; with
+    ``--copy-log`` the segments of HOME's file-log routes too (broker routes already point
+    at the same Command Topics)."""
+    import shutil
+
+    from nereus.config import parse_config
+    from nereus.engine.daemon import is_locked
+    from nereus.errors import NereusError, NotFound, UsageError
+    from nereus.layout import HomeLayout
+    from nereus.shard import ShardId
+
+    layout = env.layout
+    source = HomeLayout(source_home.expanduser().absolute())
+    if source.root.resolve() == layout.root.absolute().resolve():
+        raise UsageError("--from names this home itself")
+    if not source.config.exists():
+        raise NotFound(f"no configuration at {source.config}")
+    text = source.config.read_text()
+    config = parse_config(text, source=str(source.config))
+    objects_path = None
+    if config.objects.store == "file":
+        relative = Path(config.objects.path or "objects")
+        objects_path = relative if relative.is_absolute() else source.root / relative
+        text = pin_object_store(text, objects_path)
+    copied = parse_config(text, source=str(layout.config))
+    file_routes = [r for r in copied.routes.values() if r.log == "file"]
+    if file_routes and not copy_log:
+        names = ", ".join(r.name for r in file_routes)
+        raise UsageError(
+            f"route(s) {names} of {source.root} use the file log, which lives in that home",
+            hint="pass --copy-log to copy its segments here (stop that home's engine first)")
+    if file_routes and is_locked(source.root):
+        raise NereusError(f"the engine of {source.root} is running: its file log is still "
+                          "being written", hint=f"stop it first: nereus --home {source.root} "
+                          "engine stop")
+    logs: list[dict[str, Any]] = []
+    for route in file_routes:
+        for partition in range(route.partitions):
+            shard = ShardId(route.name, partition)
+            origin, target = source.shard_log(shard), layout.shard_log(shard)
+            if target.exists() and any(target.iterdir()):
+                raise NereusError(f"{target} already holds a Shard Log; not overwriting it")
+            if origin.is_dir():
+                shutil.copytree(origin, target, dirs_exist_ok=True)
+            logs.append({"shard": str(shard), "from": str(origin), "to": str(target),
+                         "segments": len(list(target.glob("*.seg"))) if target.is_dir()
+                         else 0})
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.outbox.mkdir(exist_ok=True)
+    tmp = layout.config.with_suffix(".toml.tmp")
+    tmp.write_text(text)
+    tmp.replace(layout.config)
+    data = {
+        "home": str(layout.root), "config": str(layout.config), "from": str(source.root),
+        "object_store": str(objects_path) if objects_path else f"s3://{config.objects.bucket}",
+        "routes": [{"route": r.name, "log": r.log, "partitions": r.partitions}
+                   for r in copied.routes.values()],
+        "shards": [f"{r.name}/{p}" for r in copied.routes.values() for p in range(r.partitions)],
+        "copied_logs": logs,
+    }
+    env.output.emit(data, lambda out: out.print(
+        f"wrote {layout.config} from {source.config}\n"
+        f"  object store: {data['object_store']}\n"
+        + "".join(f"  copied the Shard Log of {log['shard']} ({log['segments']} segment(s))\n"
+                  for log in logs)
+        + "  `nereus engine start` restores each shard from its newest usable checkpoint"))

@@ -34,6 +34,7 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
                      "nereus/_data/playbooks/README.md"):
         assert required in names, required
     assert not any(name.startswith(("engine/", "cli/", "tui/")) for name in names)
+    _assert_ships_reference(names, source)
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--target", str(target), str(wheel)], check=True)
@@ -43,3 +44,16 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
                          check=True, cwd=tmp_path)
     assert out.stdout.strip().startswith(str(target))
+
+
+def _assert_ships_reference(names: set[str], source: Path) -> None:
+    """Man pages and completions go where man and the shells look under the prefix."""
+    data = {name.split(".data/data/", 1)[1] for name in names if ".data/data/" in name}
+    pages = {f"share/man/man1/{p.name}" for p in (ROOT / "man").glob("nereus*.1")}
+    assert "share/man/man1/nereus.1" in pages and pages <= data, sorted(pages - data)
+    for installed in ("share/bash-completion/completions/nereus",
+                      "share/zsh/site-functions/_nereus",
+                      "share/fish/vendor_completions.d/nereus.fish"):
+        assert installed in data, installed
+    assert not any(path.endswith("README.md") for path in data), sorted(data)
+    assert (source / "completions" / "_nereus").read_text().startswith("#compdef nereus")

@@ -1,0 +1,371 @@
+"""``nereus playbook``: list, show and run the scripted runbooks (``playbooks/*.toml`` and
+``<home>/playbooks/*.toml``).
+
+``run`` prints each step's outcome as it happens (stdout; stderr under ``--json``, whose
+stdout is the one report document at the end), journals every step so ``--resume``
+continues after the last completed one, and asks at confirmation points only when there is
+a terminal to ask on: otherwise ``--yes`` is required and the run stops with exit 2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.engine.playbooks.runner import Answer, RunReport, StepResult
+    from nereus.playbook.catalog import Found
+    from nereus.playbook.model import Playbook
+    from nereus.playbook.plan import Plan, PlannedStep
+
+app = typer.Typer(help="Scripted runbooks: list, show, run (with --dry-run and --resume).",
+                  no_args_is_help=True)
+
+NameArg = Annotated[str, typer.Argument(
+    metavar="NAME", help="A playbook name (`nereus playbook list`), or a path to a .toml file.")]
+
+
+def _load(env: Env, name: str) -> tuple[Found, Playbook]:
+    from nereus.playbook.catalog import locate, read
+
+    found = locate(env.home, name)
+    return found, read(found)
+
+
+@app.command("list")
+def list_playbooks(ctx: typer.Context) -> None:
+    """The shipped playbooks and the home's own (which shadow shipped ones by name)."""
+    from nereus.playbook.catalog import discover, read
+    from nereus.playbook.load import PlaybookError
+
+    env: Env = ctx.obj
+    rows: list[dict[str, Any]] = []
+    for found in discover(env.home).values():
+        try:
+            playbook = read(found)
+            title, problem = playbook.title, None
+            required = [v.name for v in playbook.variables if v.required]
+        except PlaybookError as exc:
+            title, problem, required = "", exc.message, []
+        rows.append({"name": found.name, "title": title, "origin": found.origin,
+                     "shadows_shipped": found.shadows, "path": str(found.path),
+                     "required_vars": required, "error": problem})
+
+    def human(out: Console) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table("playbook", "what it does", "needs", "from")
+        for row in rows:
+            origin = row["origin"] + (" (shadows shipped)" if row["shadows_shipped"] else "")
+            title = (f"[red]unusable: {escape(row['error'])}[/red]" if row["error"]
+                     else escape(row["title"]))
+            table.add_row(row["name"], title, " ".join(f"{n}=" for n in row["required_vars"]),
+                          origin)
+        out.print(table)
+        if not rows:
+            out.print("no playbooks")
+
+    env.output.emit(rows, human)
+
+
+def _step_definition(step: Any) -> dict[str, Any]:
+    return {
+        "id": step.id, "title": step.title, "description": step.description,
+        "run": [w.source for w in step.run], "home": step.home.source if step.home else None,
+        "for_each": step.for_each.source if step.for_each else None,
+        "pre": [c.source for c in step.pre], "post": [c.source for c in step.post],
+        "wait": None if step.wait is None else {
+            "until": step.wait.until.source, "timeout": step.wait.timeout.source,
+            "interval": step.wait.interval.source},
+        "confirm": step.confirm.source if step.confirm else None,
+        "on_failure": step.on_failure.source if step.on_failure else None,
+        "exit_codes": list(step.exit_codes), "timeout": step.timeout.source,
+        "continue_on_failure": step.continue_on_failure,
+    }
+
+
+@app.command("show")
+def show(ctx: typer.Context, name: NameArg) -> None:
+    """A playbook's description, variables and steps, as written."""
+    env: Env = ctx.obj
+    found, playbook = _load(env, name)
+    data: dict[str, Any] = {
+        "name": playbook.name, "title": playbook.title, "description": playbook.description,
+        "origin": found.origin, "path": str(found.path), "shadows_shipped": found.shadows,
+        "on_failure": playbook.on_failure.source if playbook.on_failure else None,
+        "variables": [{"name": v.name, "description": v.description, "default": v.default,
+                       "required": v.required, "type": v.type, "choices": list(v.choices)}
+                      for v in playbook.variables],
+        "steps": [_step_definition(s) for s in playbook.steps],
+    }
+
+    def human(out: Console) -> None:
+        from rich.markup import escape
+
+        out.print(f"[bold]{playbook.name}[/bold] — {escape(playbook.title)}  "
+                  f"[dim]({found.origin}: {found.path})[/dim]")
+        out.print(escape(playbook.description))
+        out.print("\n[bold]variables[/bold]" if playbook.variables else "\nno variables")
+        for v in playbook.variables:
+            default = "required" if v.required else f"default {v.default!r}"
+            choices = f", one of {', '.join(v.choices)}" if v.choices else ""
+            out.print(f"  {v.name} ({v.type}, {default}{choices}): {escape(v.description)}")
+        out.print("\n[bold]steps[/bold]")
+        for number, step in enumerate(data["steps"], start=1):
+            out.print(f"  {number}. [bold]{step['id']}[/bold] — {escape(step['title'])}")
+            _print_step_body(out, step, indent="     ")
+        if data["on_failure"]:
+            out.print(f"\n[bold]on failure[/bold] {escape(data['on_failure'])}")
+
+    env.output.emit(data, human)
+
+
+def _quote(word: str) -> str:
+    """A word as a shell would need it (templates stay readable: braces are not quoted)."""
+    import shlex
+
+    if word and not any(c in word for c in " \t\n'\"\\$`;&|<>()*?!#~"):
+        return word
+    return shlex.quote(word)
+
+
+def _print_step_body(out: Console, step: dict[str, Any], *, indent: str) -> None:
+    from rich.markup import escape
+
+    if step.get("description"):
+        out.print(f"{indent}[dim]{escape(step['description'])}[/dim]")
+    if step.get("for_each"):
+        out.print(f"{indent}for each item in: {escape(step['for_each'])}")
+    for condition in step["pre"]:
+        out.print(f"{indent}pre:     {escape(condition)}")
+    if step.get("confirm"):
+        out.print(f"{indent}confirm: {escape(step['confirm'])}")
+    home = f"--home {step['home']} " if step.get("home") else ""
+    out.print(f"{indent}run:     nereus {escape(home)}--json "
+              f"{escape(' '.join(_quote(w) for w in step['run']))}")
+    if step.get("wait"):
+        wait = step["wait"]
+        timeout = wait.get("timeout_ms", wait.get("timeout"))
+        interval = wait.get("interval_ms", wait.get("interval"))
+        unit = " ms" if "timeout_ms" in wait else ""
+        out.print(f"{indent}wait until: {escape(wait['until'])} (timeout {timeout}{unit}, "
+                  f"every {interval}{unit})")
+    for condition in step["post"]:
+        out.print(f"{indent}post:    {escape(condition)}")
+    if step.get("exit_codes") not in (None, [0]):
+        out.print(f"{indent}accepts exit status {', '.join(map(str, step['exit_codes']))}")
+    if step.get("continue_on_failure"):
+        out.print(f"{indent}on failure the run goes on (continue_on_failure)")
+    if step.get("on_failure"):
+        text = escape(step["on_failure"]).replace("\n", f"\n{indent}            ")
+        out.print(f"{indent}on failure: {text}")
+
+
+# -- run -----------------------------------------------------------------------------------------
+
+
+class _LiveReport:
+    """Each step's outcome as one or two Rich lines, as it happens."""
+
+    def __init__(self, console: Console, total: int, home: str) -> None:
+        self.console = console
+        self.total = total
+        self.home = home  # the run's home; a step against another home says so
+        self._last_wait: dict[str, str] = {}
+
+    def step_started(self, planned: PlannedStep, args: list[str]) -> None:
+        from rich.markup import escape
+
+        home = "" if planned.home == self.home else f"--home {_quote(planned.home)} "
+        self.console.print(f"[bold]▶ [{planned.index + 1}/{self.total}] {planned.step.id}"
+                           f"[/bold] {escape(planned.step.title)}")
+        self.console.print(f"    [dim]nereus {escape(home)}"
+                           f"{escape(' '.join(_quote(a) for a in args))}[/dim]")
+
+    def waiting(self, planned: PlannedStep, polls: int, detail: str) -> None:
+        from rich.markup import escape
+
+        if self._last_wait.get(planned.step.id) != detail or polls % 10 == 0:
+            self._last_wait[planned.step.id] = detail
+            self.console.print(f"    … waiting (poll {polls}): {escape(detail)}")
+
+    def step_finished(self, planned: PlannedStep, result: StepResult) -> None:
+        from rich.markup import escape
+
+        seconds = f"{result.elapsed_ms / 1000:.1f} s"
+        if result.ok:
+            self.console.print(f"  [green]✓[/green] {planned.step.id} passed ({seconds}"
+                               + (f", {result.polls} polls" if result.polls > 1 else "") + ")")
+            return
+        self.console.print(f"  [red]✗[/red] {planned.step.id} failed: {escape(result.detail)}")
+        if result.guidance:
+            self.console.print("    [yellow]on failure:[/yellow] "
+                               + escape(result.guidance).replace("\n", "\n    "))
+        if planned.step.continue_on_failure:
+            self.console.print("    [dim](continue_on_failure: the run goes on)[/dim]")
+
+
+def _ask(question: str, planned: PlannedStep) -> Answer:
+    """Ask on the terminal; without one there is nobody to ask."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return "unavailable"
+    try:
+        return "yes" if typer.confirm(f"step {planned.step.id}: {question}", default=False,
+                                      err=True) else "no"
+    except (EOFError, typer.Abort):
+        return "unavailable"
+
+
+def _new_run_id(now_ms: int) -> str:
+    import uuid
+    from datetime import UTC, datetime
+
+    stamp = datetime.fromtimestamp(now_ms / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
+             resuming: bool) -> None:
+    from nereus.playbook.plan import describe_step
+
+    steps = [describe_step(plan, planned) for planned in plan.steps]
+    for step in steps:
+        step["done_before"] = step["index"] <= start_index
+    data = {"name": plan.playbook.name, "title": plan.playbook.title, "dry_run": True,
+            "path": str(found.path), "home": plan.home, "variables": plan.variables,
+            "journal": journal, "resume_from": (
+                steps[start_index]["id"] if resuming and start_index < len(steps) else None),
+            "steps": steps}
+
+    def human(out: Console) -> None:
+        from rich.markup import escape
+
+        out.print(f"[bold]Plan of {plan.playbook.name}[/bold] — {escape(plan.playbook.title)}"
+                  " [dim](dry run: nothing runs, nothing is written)[/dim]")
+        out.print(f"home: {plan.home}")
+        values = "  ".join(f"{k}={v}" for k, v in plan.variables.items())
+        out.print(f"variables: {escape(values) or 'none'}")
+        for step in steps:
+            done = " [dim](done before: resume skips it)[/dim]" if step["done_before"] else ""
+            out.print(f"\n{step['index']}. [bold]{step['id']}[/bold] — "
+                      f"{escape(step['title'])}{done}")
+            body = dict(step)
+            body["home"] = None if step["home"] == plan.home else step["home"]
+            _print_step_body(out, body, indent="   ")
+        if plan.playbook.on_failure is not None:
+            out.print(f"\n[bold]on failure[/bold] {escape(plan.playbook.on_failure.source)}")
+
+    env.output.emit(data, human)
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    name: NameArg,
+    var: Annotated[list[str] | None, typer.Option(
+        "--var", metavar="NAME=VALUE", help="Set a variable (repeat for several).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the whole plan with variables filled in; run and write "
+        "nothing.")] = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the last unfinished run from its journal, after its last "
+        "completed step, with its variables.")] = False,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="Accept every confirmation point (needed without a terminal).")] = False,
+) -> None:
+    """Run a playbook's steps in order, checking each; stop at the first failure."""
+    import time
+    from pathlib import Path
+
+    from nereus.engine.playbooks.journal_file import JournalFile, read_journal
+    from nereus.engine.playbooks.runner import Runner
+    from nereus.layout import HomeLayout
+    from nereus.playbook.journal import resume_point, unfinished
+    from nereus.playbook.plan import make_plan, parse_assignments, resolve_variables
+
+    env: Env = ctx.obj
+    found, playbook = _load(env, name)
+    given = parse_assignments(var or [])
+    home = str(env.home.absolute())
+    journal_path = HomeLayout(Path(home)).playbook_journal(playbook.name)
+
+    def prepare() -> tuple[Plan, Any]:
+        entries = read_journal(journal_path)
+        point = None
+        if resume:
+            point = resume_point(playbook, entries, given, journal=str(journal_path))
+            raw = {k: str(v) for k, v in point.variables.items()
+                   if playbook.variable(k) is not None} | given
+            variables = resolve_variables(playbook, raw)
+            run_id = point.run_id
+        else:
+            variables = resolve_variables(playbook, given)
+            run_id = "<run_id>" if dry_run else _new_run_id(time.time_ns() // 1_000_000)
+        return make_plan(playbook, variables, run_id=run_id, home=home), point
+
+    plan, point = prepare()  # usage errors surface before anything is written
+    if dry_run:
+        _dry_run(env, found, plan, str(journal_path), point.next_index if point else 0,
+                 point is not None)
+        return
+    _ = env.config  # a run needs an initialised home (exit 3 naming it otherwise)
+    console = env.output.err if env.output.json_mode else env.output.out
+    with JournalFile(journal_path) as journal:
+        plan, point = prepare()  # again under the lock: another run may have written
+        if point is None:
+            previous = unfinished(read_journal(journal_path))
+            if previous is not None:
+                env.output.warn(f"run {previous.run_id} of {playbook.name} stopped before "
+                                "finishing; this starts a new run (--resume would continue "
+                                "that one)")
+        elif point.next_index >= len(plan.steps):
+            console.print(f"run {plan.run_id}: every step was already done; finishing it")
+        console.print(f"[bold]playbook {playbook.name}[/bold] run {plan.run_id}"
+                      + (f", resuming at step {point.next_index + 1}" if point else "")
+                      + f" [dim](journal {journal_path})[/dim]")
+        from nereus.engine.playbooks.invoke import SubprocessInvoke
+
+        runner = Runner(plan=plan, journal=journal, journal_path=str(journal_path),
+                        source=str(found.path), invoke=SubprocessInvoke(), confirm=_ask,
+                        reporter=_LiveReport(console, len(plan.steps), home), assume_yes=yes,
+                        resumed=point is not None,
+                        start_index=point.next_index if point else 0,
+                        outputs=dict(point.outputs) if point else {},
+                        finished_before=point.finished if point else {})
+        report = runner.run()
+    _emit_report(env, report, found)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def _emit_report(env: Env, report: RunReport, found: Found) -> None:
+    data = report.to_dict()
+    data["path"] = str(found.path)
+
+    def human(out: Console) -> None:
+        from rich.markup import escape
+
+        if report.ok:
+            out.print(f"[green]OK[/green] {report.name}: {escape(report.detail)} "
+                      f"[dim](journal {report.journal})[/dim]")
+            return
+        if report.stopped_at is None:
+            out.print(f"[red]FAILED[/red] {report.name}: {escape(report.detail)} "
+                      f"[dim](journal {report.journal})[/dim]")
+            return
+        out.print(f"[red]STOPPED[/red] {report.name} at step {report.stopped_at} "
+                  f"({report.stop_reason}): {escape(report.detail)}")
+        out.print(f"[dim]journal {report.journal}; continue with `nereus playbook run "
+                  f"{report.name} --resume`[/dim]")
+
+    if report.stop_reason == "needs_confirmation":
+        env.output.error(report.detail)
+    env.output.emit(data, human)

@@ -1,0 +1,228 @@
+"""The JSON documents each command prints with ``--json``, as a declarative table.
+
+Typer knows a command's options but not what it prints, so the keys live here, filled by
+reading each command's implementation; the man pages (``nereus.cli.reference``) render
+them. A command missing from ``JSON_KEYS`` is still documented ("see the --json output"),
+and ``tests/cli/test_reference.py`` lists the missing ones so they get filled in. When a
+command's output changes, change its entry here and run ``make reference``.
+
+Keys are snake_case. ``nested`` names the keys inside an object value, or inside each
+object of a list value (``"receipts"`` -> the keys of each receipt); dotted names reach
+deeper (``"lanes.shards"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Form = Literal["object", "array", "lines", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDoc:
+    """What one command prints on stdout with ``--json``.
+
+    ``form``: ``object`` (one JSON object), ``array`` (one JSON array of objects with
+    ``keys``), ``lines`` (JSON lines: one object per line), ``none`` (no JSON document;
+    ``note`` says why).
+    """
+
+    form: Form
+    keys: tuple[str, ...] = ()
+    nested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    note: str = ""
+
+
+# The error document any command prints with --json when it fails (exit status 1-5).
+ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
+
+RECEIPT = ("kind", "delay_message_id", "command_id", "shard", "source_position", "broker_time",
+           "evidence")
+APPLIED = ("result", "reason", "detail", "position", "generation", "attempt_id",
+           "duplicate_of", "record_sha256")
+ATTEMPT = ("attempt_id", "attempt_no", "delay_message_id", "lane", "state", "generation",
+           "owner_id", "admitted_position", "admitted_at", "disposition", "evidence",
+           "settled_position", "settled_by", "late_outcomes")
+MESSAGE = ("delay_message_id", "shard", "lane", "state", "generation", "deliver_at",
+           "deliver_at_ms", "action_at", "expire_at", "key", "headers", "payload_bytes",
+           "retries", "open_attempt_id", "detail", "created_position", "updated_position")
+SHARD_STATUS = ("shard", "state", "epoch", "applied_position", "log_end_position", "lag",
+                "caught_up", "claims", "in_flight", "admissions", "uncertain", "error",
+                "due_backlog")
+LANE_STATUS = ("lane", "destination", "gate", "readiness", "not_ready_reason", "due_backlog",
+               "in_flight", "open_attempts", "published", "failures", "messages_by_state",
+               "admissions", "due_lag_p99_ms", "due_lag_max_ms", "shards")
+LANE_SHARD = ("shard", "gate", "due_backlog", "open_attempts", "admissions")
+CHECK = ("name", "ok", "detail", "skipped")
+CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
+
+_RECEIPT_DOC = JsonDoc(
+    "object", RECEIPT + APPLIED,
+    note="QUEUED receipts carry the first seven keys; with --wait (evidence APPLIED) the "
+    "applied result adds the others.",
+)
+
+# Operator mutations: one document, the queued receipts and (with --wait) their results.
+MUTATION = JsonDoc(
+    "object",
+    ("kind", "target", "operator", "operator_reason", "idempotency_key", "dry_run", "impact",
+     "receipts", "result"),
+    nested={"receipts": ("shard", "source_position", "broker_time", "evidence",
+                         "precondition_digest", "idempotency_key", "result", "reason", "detail",
+                         "duplicate_of"),
+            "impact": ("shards", "messages_changed", "message_transitions", "messages_held",
+                       "lanes", "attempts", "shard_pause")},
+    note="result is QUEUED, APPLIED, STALE or REJECTED (DRY_RUN with --dry-run, whose receipts "
+    "carry would_result, would_reason, would_detail instead of a position).",
+)
+
+PLAYBOOK_STEP = ("id", "title", "description", "run", "home", "for_each", "pre", "post", "wait",
+                 "confirm", "on_failure", "exit_codes", "timeout", "continue_on_failure")
+
+_FLOOR = ("shard", "keep", "object_store", "floor_position", "floor_objects",
+          "log_start_position", "members")
+
+JSON_KEYS: dict[str, JsonDoc] = {
+    "init": JsonDoc(
+        "object", ("home", "config", "routes", "shards", "lanes"),
+        nested={"routes": ("route", "log", "partitions", "command_topic"),
+                "lanes": ("lane", "destination", "path")},
+        note="With --from HOME: home, config, from, object_store, routes, shards, copied_logs "
+        "(each: shard, from, to, segments).",
+    ),
+    "quickstart": JsonDoc(
+        "object", ("ok", "home", "outbox", "engine_log", "scheduled", "cancelled", "rescheduled",
+                   "published", "missing", "receipts", "replays"),
+        nested={"published": ("delay_message_id", "attempt_id", "lane", "generation",
+                              "deliver_at", "published_at", "key", "headers", "payload",
+                              "payload_encoding", "lateness_ms"),
+                "receipts": RECEIPT + APPLIED,
+                "replays": ("shard", "records", "live_digest", "replay_digest", "match")},
+    ),
+    "doctor": JsonDoc("object", ("ok", "home", "checks"),
+                      nested={"checks": ("name", "ok", "detail", "fix")}),
+    "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
+                         "status 2; scripts use shard list, lane list or attempt list."),
+    "completion": JsonDoc("object", ("shell", "script"),
+                          note="Without --json the script itself is printed."),
+    "engine start": JsonDoc("object", ("running", "pid", "socket", "log", "shards"),
+                            note="With --foreground the engine runs attached and prints its "
+                            "log instead."),
+    "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
+    "engine status": JsonDoc(
+        "object", ("running", "owner_id", "home", "started_at", "trusted_time", "shards",
+                   "lanes"),
+        nested={"trusted_time": ("earliest", "latest", "uncertainty_ms"),
+                "shards": SHARD_STATUS, "lanes": LANE_STATUS, "lanes.shards": LANE_SHARD},
+        note="When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
+    ),
+    "message schedule": JsonDoc(
+        "object", RECEIPT + APPLIED + ("payload_id", "payload_bytes", "payload_sha256",
+                                       "payload_object", "payload_stages"),
+        nested={"payload_stages": RECEIPT + APPLIED},
+        note="The payload_* keys appear on the large-payload path (--payload-file above the "
+        "inline limit). With --batch: queued, rejected, receipts (one receipt per line).",
+    ),
+    "message cancel": _RECEIPT_DOC,
+    "message reschedule": _RECEIPT_DOC,
+    "message show": JsonDoc(
+        "object", (*MESSAGE, "attempts", "applied_position", "log_end_position",
+                   "barrier_position", "conclusive"),
+        nested={"attempts": ATTEMPT},
+    ),
+    "message list": JsonDoc("object", ("messages",), nested={"messages": MESSAGE}),
+    "shard list": JsonDoc(
+        "array", ("shard", "state", "applied_position", "log_end_position", "lag"),
+        note="With the engine running, each shard also carries epoch, caught_up, claims, "
+        "in_flight, admissions, uncertain, error, due_backlog.",
+    ),
+    "shard inspect": JsonDoc(
+        "object", ("shard", "route", "partition", "schema_version", "applied_position",
+                   "records_applied", "messages_by_state", "open_obligations",
+                   "timeline_head_ms", "timeline_head", "paused", "activation", "lanes",
+                   "log_end_position", "lag", "db"),
+        nested={"lanes": ("lane", "gate", "messages_by_state", "open_attempts", "admissions",
+                          "next_due_ms", "next_due", "capacity", "retry_max", "ordered"),
+                "db": ("path", "estimated_keys", "live_data_bytes")},
+    ),
+    "shard log": JsonDoc(
+        "lines", ("position", "broker_time", "broker_ms", "kind", "ids", "summary",
+                  "size_bytes"),
+        note="One object per record; size_bytes only for UNDECODABLE records.",
+    ),
+    "shard dump": JsonDoc("object", ("shard", "count", "truncated", "entries"),
+                          nested={"entries": ("family", "key", "value")}),
+    "shard replay": JsonDoc(
+        "object", ("shard", "records_applied", "applied_position", "digest", "into",
+                   "from_checkpoint", "compare", "expected_digest", "match"),
+        note="from_checkpoint with --from-checkpoint or --compare; compare, expected_digest "
+        "and match only with --compare (exit status 1 when the digests differ).",
+    ),
+    "shard digest": JsonDoc("object", ("shard", "digest", "applied_position", "db")),
+    "shard prune": JsonDoc("object", ("shard", "before", "floor_position", "dry_run", "deleted",
+                                      "log_start_position")),
+    "shard pause": MUTATION,
+    "shard resume": MUTATION,
+    "message break": MUTATION,
+    "lane list": JsonDoc("array", LANE_STATUS, nested={"shards": LANE_SHARD}),
+    "lane open": MUTATION,
+    "lane close": MUTATION,
+    "lane set": MUTATION,
+    "attempt list": JsonDoc(
+        "array", (*ATTEMPT, "shard", "evidence_search"),
+        nested={"late_outcomes": ("outcome", "disposition", "evidence", "position"),
+                "evidence_search": ("searched_at", "found", "error")},
+    ),
+    "attempt resolve": MUTATION,
+    "mutate submit": MUTATION,
+    "checkpoint create": JsonDoc(
+        "object", ("checkpoint_id", "shard", "applied_position", "digest", "parent", "files",
+                   "size_bytes", "created_at", "object_store", "manifest_key")),
+    "checkpoint list": JsonDoc(
+        "object", ("shard", "checkpoints"),
+        nested={"checkpoints": (*CATALOG_ENTRY, "in_recovery_set")}),
+    "checkpoint verify": JsonDoc("object", ("ok", "path", "checkpoint_id", "checks"),
+                                 nested={"checks": CHECK},
+                                 note="Exit status 1 when a check fails."),
+    "checkpoint restore": JsonDoc(
+        "object", ("checkpoint_id", "shard", "into", "applied_position", "digest", "ok",
+                   "checks"),
+        nested={"checks": CHECK}),
+    "checkpoint prune": JsonDoc(
+        "object", ("shard", "keep", "recovery_set_keep", "dry_run", "object_store", "kept",
+                   "deleted", "refused"),
+        nested={"refused": ("checkpoint_id", "applied_position", "reason")},
+        note="kept and deleted are lists of checkpoint ids; exit status 1 when a checkpoint "
+        "was refused (a Recovery Set member)."),
+    "recovery-set show": JsonDoc("object", _FLOOR, nested={"members": CATALOG_ENTRY}),
+    "recovery-set verify": JsonDoc(
+        "object", (*_FLOOR, "ok", "checks", "member_reports"),
+        nested={"members": CATALOG_ENTRY, "checks": CHECK,
+                "member_reports": ("checkpoint_id", "ok", "checks")},
+        note="Exit status 1 when a check fails."),
+    "playbook list": JsonDoc("array", ("name", "title", "origin", "shadows_shipped", "path",
+                                       "required_vars", "error")),
+    "playbook show": JsonDoc(
+        "object", ("name", "title", "description", "origin", "path", "shadows_shipped",
+                   "on_failure", "variables", "steps"),
+        nested={"variables": ("name", "description", "default", "required", "type", "choices"),
+                "steps": PLAYBOOK_STEP, "steps.wait": ("until", "timeout", "interval")}),
+    "playbook run": JsonDoc(
+        "object", ("name", "run_id", "ok", "exit_code", "resumed", "journal", "variables",
+                   "stopped_at", "stop_reason", "detail", "steps", "path"),
+        nested={"steps": ("id", "title", "ok", "status", "args", "home", "exit_code", "checks",
+                          "detail", "polls", "elapsed_ms", "guidance", "output")},
+        note="Step progress goes to stderr under --json. With --dry-run: name, title, dry_run, "
+        "path, home, variables, journal, resume_from, steps (the plan, each step with index and "
+        "done_before)."),
+    "payload gc": JsonDoc("object", ("dry_run", "object_store", "deleted", "kept"),
+                          nested={"deleted": ("key", "size_bytes", "reason"),
+                                  "kept": ("key", "size_bytes", "reason")}),
+}
+
+
+def json_doc(command: str) -> JsonDoc | None:
+    """The entry for ``command`` (its words after ``nereus``, e.g. ``"lane list"``)."""
+    return JSON_KEYS.get(command)

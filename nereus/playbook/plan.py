@@ -1,0 +1,223 @@
+"""From a playbook and the operator's ``--var K=V`` to a plan, and the judgement of a
+step's result; pure functions, so a dry run shows exactly what a run would do.
+
+The plan fixes everything that depends on variables alone: the variables' typed values,
+each step's home, command deadline, wait timeout and interval. What depends on earlier
+steps' outputs (``{steps.take.checkpoint_id}``) is filled in at run time from the same
+templates; a dry run shows those holes as ``<steps.take.checkpoint_id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nereus.errors import UsageError
+from nereus.playbook.expr import Expression, ExpressionError, Json, evaluate, explain, truthy
+from nereus.playbook.model import Playbook, Step, Variable
+from nereus.playbook.template import Template, render, render_known
+from nereus.timespec import parse_duration_ms
+
+
+def convert(variable: Variable, raw: str) -> Json:
+    """The typed value of ``raw`` for ``variable`` (UsageError naming it when wrong)."""
+    if variable.choices and raw not in variable.choices:
+        raise UsageError(f"variable {variable.name}: {raw!r} is not one of "
+                         f"{', '.join(variable.choices)}")
+    if variable.type == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise UsageError(f"variable {variable.name}: {raw!r} is not an integer") from None
+    if variable.type == "duration":
+        parse_duration_ms(raw, field=f"variable {variable.name}")
+    return raw
+
+
+def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
+    """``["lane=a", "reason=b c"]`` -> ``{"lane": "a", "reason": "b c"}`` (K=V, once each)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--var {pair!r}: expected NAME=VALUE")
+        if name in out:
+            raise UsageError(f"--var {name} is given twice")
+        out[name] = value
+    return out
+
+
+def resolve_variables(playbook: Playbook, given: Mapping[str, str]) -> dict[str, Json]:
+    """Every variable's value: given, else its default; unknown or missing ones are usage
+    errors that list what the playbook takes."""
+    unknown = sorted(set(given) - {v.name for v in playbook.variables})
+    if unknown:
+        known = ", ".join(v.name for v in playbook.variables) or "none"
+        raise UsageError(f"playbook {playbook.name} has no variable(s) {', '.join(unknown)}",
+                         hint=f"its variables: {known} (`nereus playbook show "
+                         f"{playbook.name}`)")
+    missing = [v for v in playbook.variables if v.required and v.name not in given]
+    if missing:
+        listing = "; ".join(f"{v.name} ({v.description})" for v in missing)
+        raise UsageError(f"playbook {playbook.name} needs variable(s): {listing}",
+                         hint="pass " + " ".join(f"--var {v.name}=VALUE" for v in missing))
+    values: dict[str, Json] = {}
+    for variable in playbook.variables:
+        raw = given.get(variable.name, variable.default)
+        assert raw is not None
+        values[variable.name] = convert(variable, raw)
+    return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedStep:
+    step: Step
+    index: int
+    home: str  # the home the command runs against
+    timeout_ms: int  # deadline of one command run
+    wait_timeout_ms: int | None
+    wait_interval_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    playbook: Playbook
+    variables: dict[str, Json]
+    run_id: str
+    home: str
+    steps: tuple[PlannedStep, ...]
+
+    def base_scope(self) -> dict[str, Json]:
+        """Names every expression of this run sees: variables, run_id, home."""
+        return {**self.variables, "run_id": self.run_id, "home": self.home}
+
+    def scope(self, outputs: Mapping[str, Json], **extra: Json) -> dict[str, Json]:
+        return {**self.base_scope(), "steps": dict(outputs), **extra}
+
+
+def _duration(template: Template, scope: Mapping[str, Json], what: str) -> int:
+    try:
+        text = render(template, scope)
+    except ExpressionError as exc:
+        raise UsageError(f"{what}: {exc.message}") from None
+    return parse_duration_ms(text, field=what)
+
+
+def make_plan(playbook: Playbook, variables: dict[str, Json], *, run_id: str,
+              home: str) -> Plan:
+    """Resolve what depends on variables only; UsageError if a duration is not one."""
+    scope = {**variables, "run_id": run_id, "home": home}
+    steps = []
+    for index, step in enumerate(playbook.steps):
+        where = f"step {step.id}"
+        try:
+            step_home = home if step.home is None else render(step.home, scope)
+        except ExpressionError as exc:
+            raise UsageError(f"{where}: home: {exc.message}") from None
+        wait_timeout = wait_interval = None
+        if step.wait is not None:
+            wait_timeout = _duration(step.wait.timeout, scope, f"{where}: wait.timeout")
+            wait_interval = max(1, _duration(step.wait.interval, scope,
+                                             f"{where}: wait.interval"))
+        steps.append(PlannedStep(step=step, index=index, home=step_home,
+                                 timeout_ms=_duration(step.timeout, scope, f"{where}: timeout"),
+                                 wait_timeout_ms=wait_timeout, wait_interval_ms=wait_interval))
+    return Plan(playbook=playbook, variables=variables, run_id=run_id, home=home,
+                steps=tuple(steps))
+
+
+# -- judging a step ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    condition: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"condition": self.condition, "ok": self.ok, "detail": self.detail}
+
+
+def judge(conditions: Sequence[Expression], scope: Mapping[str, Json]) -> list[CheckResult]:
+    """The verdicts of ``conditions`` in order, up to and including the first false one
+    (later conditions usually build on earlier ones: ``output.running == true`` before
+    ``all(output.shards, "caught_up")``). One that cannot be evaluated is false, with why."""
+    out = []
+    for condition in conditions:
+        try:
+            ok = truthy(evaluate(condition, scope))
+        except ExpressionError as exc:
+            out.append(CheckResult(condition.source, False, exc.message))
+            break
+        out.append(CheckResult(condition.source, ok,
+                               "holds" if ok else explain(condition, scope)))
+        if not ok:
+            break
+    return out
+
+
+def render_args(step: Step, scope: Mapping[str, Json]) -> list[str]:
+    """The command's arguments with every hole filled (ExpressionError if one cannot be)."""
+    return [render(word, scope) for word in step.run]
+
+
+def items_of(step: Step, scope: Mapping[str, Json]) -> list[Json]:
+    """What a ``for_each`` step iterates over (ExpressionError unless it is a list)."""
+    assert step.for_each is not None
+    value = evaluate(step.for_each, scope)
+    if not isinstance(value, list):
+        raise ExpressionError(f"for_each `{step.for_each.source}` is not a list")
+    return value
+
+
+def guidance(step: Step, playbook: Playbook, scope: Mapping[str, Json]) -> str | None:
+    """The on_failure text for ``step`` (the playbook's own when the step has none), with
+    what is known filled in."""
+    parts = []
+    for template in (step.on_failure, playbook.on_failure):
+        if template is not None:
+            try:
+                parts.append(render_known(template, scope).strip())
+            except ExpressionError:
+                parts.append(template.source.strip())
+    return "\n".join(parts) or None
+
+
+# -- what a dry run shows ----------------------------------------------------------------------
+
+
+def describe_step(plan: Plan, planned: PlannedStep) -> dict[str, Any]:
+    """One step of the plan as a JSON-ready dict, holes filled where they can be."""
+    step = planned.step
+    scope = plan.base_scope()
+
+    def known(template: Template | None) -> str | None:
+        if template is None:
+            return None
+        try:
+            return render_known(template, scope)
+        except ExpressionError as exc:
+            return f"{template.source} (cannot be filled in: {exc.message})"
+
+    return {
+        "index": planned.index + 1,
+        "id": step.id,
+        "title": step.title,
+        "description": step.description,
+        "run": [known(word) for word in step.run],
+        "home": planned.home,
+        "for_each": step.for_each.source if step.for_each else None,
+        "pre": [c.source for c in step.pre],
+        "post": [c.source for c in step.post],
+        "exit_codes": list(step.exit_codes),
+        "timeout_ms": planned.timeout_ms,
+        "wait": None if step.wait is None else {
+            "until": step.wait.until.source, "timeout_ms": planned.wait_timeout_ms,
+            "interval_ms": planned.wait_interval_ms},
+        "confirm": known(step.confirm),
+        "continue_on_failure": step.continue_on_failure,
+        "on_failure": known(step.on_failure),
+    }

@@ -1,0 +1,68 @@
+"""The real data source: the engine's admin socket (``AdminClient``).
+
+The status feed (``GET /v1/feed``) drives the dashboard; open attempts are polled once per
+feed document (``GET /v1/attempts``) so each snapshot is consistent to within one tick.
+Every transport failure, whatever its type, leaves here as ``EngineUnreachable`` naming the
+socket, so the app has one error to show and retry on.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nereus.engine.admin.client import AdminClient
+from nereus.errors import EngineUnreachable, NereusError
+from nereus.tui.source import Snapshot
+
+START_HINT = "start it with `nereus engine start`"
+
+
+class AdminSource:
+    """A ``DashboardSource`` over ``<home>/run/admin.sock``."""
+
+    def __init__(self, socket_path: Path, *, interval_s: float = 1.0,
+                 timeout_s: float = 5.0) -> None:
+        self.socket_path = Path(socket_path)
+        self.interval_s = interval_s
+        # A short timeout bounds how long a hung engine can hold the feed thread (and so
+        # how long quitting the dashboard can take).
+        self._client = AdminClient(self.socket_path, timeout=timeout_s)
+
+    @property
+    def where(self) -> str:
+        return str(self.socket_path)
+
+    def snapshots(self, stop: threading.Event) -> Iterator[Snapshot]:
+        feed = self._client.feed(self.interval_s)
+        try:
+            while not stop.is_set():
+                try:
+                    status = next(feed)
+                except StopIteration:
+                    return  # the engine hung up (stopping): the caller reconnects
+                if stop.is_set():
+                    return
+                attempts = self._client.get("/v1/attempts")["attempts"]
+                yield Snapshot(status=status, attempts=attempts)
+        except NereusError:
+            raise
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise EngineUnreachable(f"the engine at {self.socket_path} stopped answering: "
+                                    f"{exc}", hint=START_HINT) from None
+        finally:
+            feed.close()
+
+    def message(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+        found: Mapping[str, Any] = self._client.message(delay_message_id, route=route,
+                                                        barrier=False)
+        return found
+
+    def messages(self, *, lane: str | None = None, shard: str | None = None,
+                 limit: int = 50) -> Sequence[Mapping[str, Any]]:
+        found: Sequence[Mapping[str, Any]] = self._client.get(
+            "/v1/messages", lane=lane, shard=shard, limit=limit)["messages"]
+        return found

@@ -1,0 +1,58 @@
+"""The Textual messages the dashboard's workers post to it (thread-safe to post).
+
+Workers never touch widgets; they post one of these and the app or screen that owns the
+widgets handles it on the UI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from textual.message import Message
+
+from nereus.tui.mutations import MutationOutcome
+from nereus.tui.source import Snapshot
+
+
+class FeedUpdated(Message):
+    """A feed tick arrived."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class FeedLost(Message):
+    """The feed failed or ended; the worker will reconnect after a pause."""
+
+    def __init__(self, problem: str, hint: str | None) -> None:
+        super().__init__()
+        self.problem = problem
+        self.hint = hint
+
+
+class MutationFinished(Message):
+    """A CLI mutation ended (successfully or not)."""
+
+    def __init__(self, outcome: MutationOutcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class MessageLoaded(Message):
+    """``GET /v1/messages/<id>`` answered (``document``) or failed (``error``)."""
+
+    def __init__(self, document: Mapping[str, Any] | None, error: str | None) -> None:
+        super().__init__()
+        self.document = document
+        self.error = error
+
+
+class MessagesLoaded(Message):
+    """``GET /v1/messages`` for a lane or shard answered (``documents``) or failed."""
+
+    def __init__(self, documents: Sequence[Mapping[str, Any]], error: str | None) -> None:
+        super().__init__()
+        self.documents = documents
+        self.error = error

@@ -1,0 +1,355 @@
+"""View models: the engine's JSON turned into plain frozen rows the widgets draw.
+
+Everything here is a pure function of its inputs (the feed documents and the history
+fold), so what the dashboard shows is unit-testable without a terminal, and a field the
+engine does not send (an older engine) becomes ``None`` rather than an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from nereus.tui.history import History
+from nereus.tui.source import Snapshot
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardRow:
+    """One shard as the overview shows it."""
+
+    shard: str
+    state: str
+    epoch: int | None
+    applied_position: int | None
+    log_end_position: int | None
+    lag: int | None
+    due_backlog: int | None
+    admissions: int | None
+    admission_rate: float | None
+    uncertain: int
+    claims: int | None
+    in_flight: int | None
+    error: str | None
+
+    @property
+    def key(self) -> str:
+        return self.shard
+
+    @property
+    def route(self) -> str:
+        return self.shard.rsplit("/", 1)[0]
+
+    @property
+    def search_text(self) -> str:
+        return " ".join((self.shard, self.state, self.error or "",
+                         "uncertain" if self.uncertain else ""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaneShardRow:
+    """One lane's state on one shard (the lane screen's breakdown)."""
+
+    shard: str
+    gate: str
+    due_backlog: int | None
+    open_attempts: int | None
+    admissions: int | None
+
+    @property
+    def key(self) -> str:
+        return self.shard
+
+    @property
+    def search_text(self) -> str:
+        return f"{self.shard} {self.gate}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardLaneRow:
+    """One lane's state on the shard a shard screen shows."""
+
+    lane: str
+    gate: str
+    due_backlog: int | None
+    open_attempts: int | None
+    admissions: int | None
+
+    @property
+    def key(self) -> str:
+        return self.lane
+
+    @property
+    def search_text(self) -> str:
+        return f"{self.lane} {self.gate}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaneRow:
+    """One destination lane, summed over shards, with its recent history."""
+
+    lane: str
+    destination: str | None
+    gate: str
+    readiness: str
+    not_ready_reason: str | None
+    due_backlog: int | None
+    due_lag_p99_ms: int | None
+    due_lag_max_ms: int | None
+    in_flight: int | None
+    open_attempts: int | None
+    published: int | None
+    failures: int | None
+    admissions: int | None
+    admission_rate: float | None
+    messages_by_state: tuple[tuple[str, int], ...]
+    shards: tuple[LaneShardRow, ...]
+    backlog_history: tuple[int, ...]
+    rate_history: tuple[float, ...]
+
+    @property
+    def key(self) -> str:
+        return self.lane
+
+    @property
+    def closed(self) -> bool:
+        return self.gate == "CLOSED"
+
+    @property
+    def search_text(self) -> str:
+        return " ".join((self.lane, self.destination or "", self.gate, self.readiness,
+                         self.not_ready_reason or ""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRow:
+    """An open publish attempt (an open obligation); UNKNOWN ones are UNCERTAIN."""
+
+    attempt_id: str
+    attempt_no: int | None
+    delay_message_id: str
+    lane: str
+    shard: str
+    state: str
+    admitted_at: str | None
+    evidence: str | None
+    owner_id: str | None
+
+    @property
+    def key(self) -> str:
+        return self.attempt_id
+
+    @property
+    def uncertain(self) -> bool:
+        return self.state == "UNKNOWN"
+
+    @property
+    def route(self) -> str:
+        return self.shard.rsplit("/", 1)[0] if "/" in self.shard else "default"
+
+    @property
+    def search_text(self) -> str:
+        return " ".join((self.attempt_id, self.delay_message_id, self.lane, self.shard,
+                         self.state, "uncertain" if self.uncertain else "",
+                         self.evidence or ""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRow:
+    """One message in a lane's or shard's message list."""
+
+    delay_message_id: str
+    shard: str
+    lane: str
+    state: str
+    deliver_at: str | None
+    retries: int | None
+
+    @property
+    def key(self) -> str:
+        return self.delay_message_id
+
+    @property
+    def route(self) -> str:
+        return self.shard.rsplit("/", 1)[0] if "/" in self.shard else "default"
+
+    @property
+    def search_text(self) -> str:
+        return f"{self.delay_message_id} {self.shard} {self.lane} {self.state}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overview:
+    """Everything the overview screen shows for one feed tick."""
+
+    owner_id: str | None
+    home: str | None
+    started_at: str | None
+    trusted_earliest: str | None
+    uncertainty_ms: int | None
+    shards: tuple[ShardRow, ...]
+    lanes: tuple[LaneRow, ...]
+    attempts: tuple[AttemptRow, ...]
+
+    @property
+    def uncertain_count(self) -> int:
+        return sum(1 for attempt in self.attempts if attempt.uncertain)
+
+    @property
+    def obligations_count(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(shard.route for shard in self.shards))
+
+    def lane(self, name: str) -> LaneRow | None:
+        return next((lane for lane in self.lanes if lane.lane == name), None)
+
+    def shard(self, name: str) -> ShardRow | None:
+        return next((shard for shard in self.shards if shard.shard == name), None)
+
+
+def shard_row(doc: Mapping[str, Any], history: History) -> ShardRow:
+    name = str(doc.get("shard", "?"))
+    return ShardRow(
+        shard=name, state=str(doc.get("state", "?")), epoch=_int(doc.get("epoch")),
+        applied_position=_int(doc.get("applied_position")),
+        log_end_position=_int(doc.get("log_end_position")), lag=_int(doc.get("lag")),
+        due_backlog=_int(doc.get("due_backlog")), admissions=_int(doc.get("admissions")),
+        admission_rate=history.shard_rates.get(name), uncertain=_int(doc.get("uncertain")) or 0,
+        claims=_int(doc.get("claims")), in_flight=_int(doc.get("in_flight")),
+        error=_str(doc.get("error")),
+    )
+
+
+def lane_row(doc: Mapping[str, Any], history: History) -> LaneRow:
+    name = str(doc.get("lane", "?"))
+    by_state = doc.get("messages_by_state") or {}
+    return LaneRow(
+        lane=name, destination=_str(doc.get("destination")), gate=str(doc.get("gate", "?")),
+        readiness=str(doc.get("readiness", "?")),
+        not_ready_reason=_str(doc.get("not_ready_reason")),
+        due_backlog=_int(doc.get("due_backlog")), due_lag_p99_ms=_int(doc.get("due_lag_p99_ms")),
+        due_lag_max_ms=_int(doc.get("due_lag_max_ms")), in_flight=_int(doc.get("in_flight")),
+        open_attempts=_int(doc.get("open_attempts")), published=_int(doc.get("published")),
+        failures=_int(doc.get("failures")), admissions=_int(doc.get("admissions")),
+        admission_rate=history.lane_rates.get(name),
+        messages_by_state=tuple(sorted((str(k), int(v)) for k, v in by_state.items())),
+        shards=tuple(
+            LaneShardRow(shard=str(part.get("shard", "?")), gate=str(part.get("gate", "?")),
+                         due_backlog=_int(part.get("due_backlog")),
+                         open_attempts=_int(part.get("open_attempts")),
+                         admissions=_int(part.get("admissions")))
+            for part in doc.get("shards") or ()
+        ),
+        backlog_history=history.lane_backlog.get(name, ()),
+        rate_history=history.lane_rate_series.get(name, ()),
+    )
+
+
+def attempt_row(doc: Mapping[str, Any]) -> AttemptRow:
+    return AttemptRow(
+        attempt_id=str(doc.get("attempt_id", "?")), attempt_no=_int(doc.get("attempt_no")),
+        delay_message_id=str(doc.get("delay_message_id", "?")), lane=str(doc.get("lane", "?")),
+        shard=str(doc.get("shard", "?")), state=str(doc.get("state", "?")),
+        admitted_at=_str(doc.get("admitted_at")), evidence=_str(doc.get("evidence")),
+        owner_id=_str(doc.get("owner_id")),
+    )
+
+
+def message_row(doc: Mapping[str, Any]) -> MessageRow:
+    return MessageRow(
+        delay_message_id=str(doc.get("delay_message_id", "?")), shard=str(doc.get("shard", "?")),
+        lane=str(doc.get("lane", "?")), state=str(doc.get("state", "?")),
+        deliver_at=_str(doc.get("deliver_at")), retries=_int(doc.get("retries")),
+    )
+
+
+def build_overview(snapshot: Snapshot, history: History) -> Overview:
+    """The overview for one snapshot; ``history`` must already include this snapshot."""
+    status = snapshot.status
+    trusted = status.get("trusted_time") or {}
+    # UNCERTAIN first: they are the ones an operator must act on.
+    attempts = sorted((attempt_row(doc) for doc in snapshot.attempts),
+                      key=lambda row: (not row.uncertain, row.admitted_at or "", row.attempt_id))
+    return Overview(
+        owner_id=_str(status.get("owner_id")), home=_str(status.get("home")),
+        started_at=_str(status.get("started_at")),
+        trusted_earliest=_str(trusted.get("earliest")),
+        uncertainty_ms=_int(trusted.get("uncertainty_ms")),
+        shards=tuple(shard_row(doc, history) for doc in status.get("shards") or ()),
+        lanes=tuple(lane_row(doc, history) for doc in status.get("lanes") or ()),
+        attempts=tuple(attempts),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageDetail:
+    """``GET /v1/messages/<id>`` as labelled fields plus the message's attempts."""
+
+    delay_message_id: str
+    state: str
+    fields: tuple[tuple[str, str], ...]
+    attempts: tuple[AttemptRow, ...]
+
+
+_MESSAGE_FIELDS = (
+    ("shard", "shard"), ("lane", "lane"), ("state", "state"), ("generation", "generation"),
+    ("deliver at", "deliver_at"), ("action at", "action_at"), ("expire at", "expire_at"),
+    ("key", "key"), ("payload bytes", "payload_bytes"), ("retries", "retries"),
+    ("open attempt", "open_attempt_id"), ("detail", "detail"),
+    ("created at position", "created_position"), ("updated at position", "updated_position"),
+    ("applied position", "applied_position"), ("log end position", "log_end_position"),
+    ("conclusive", "conclusive"),
+)
+
+
+def message_detail(doc: Mapping[str, Any]) -> MessageDetail:
+    fields = [(label, "-" if doc.get(name) is None else str(doc.get(name)))
+              for label, name in _MESSAGE_FIELDS if name in doc]
+    headers = doc.get("headers") or {}
+    fields.extend((f"header {name}", str(value)) for name, value in sorted(headers.items()))
+    shard = str(doc.get("shard", "?"))
+    attempts = tuple(attempt_row({"shard": shard, **attempt})
+                     for attempt in doc.get("attempts") or ())
+    return MessageDetail(delay_message_id=str(doc.get("delay_message_id", "?")),
+                         state=str(doc.get("state", "?")), fields=tuple(fields),
+                         attempts=attempts)
+
+
+class Searchable(Protocol):
+    @property
+    def search_text(self) -> str: ...
+
+
+RowT = TypeVar("RowT", bound=Searchable)
+
+
+def filter_rows(rows: Iterable[RowT], query: str) -> list[RowT]:
+    """Rows whose text contains every whitespace-separated term of ``query`` (any case)."""
+    terms = query.lower().split()
+    return [row for row in rows
+            if all(term in row.search_text.lower() for term in terms)]
+
+
+def attempts_of(rows: Sequence[AttemptRow], *, lane: str | None = None,
+                shard: str | None = None) -> list[AttemptRow]:
+    return [row for row in rows
+            if (lane is None or row.lane == lane) and (shard is None or row.shard == shard)]
+
+
+def lanes_on_shard(overview: Overview, shard: str) -> list[ShardLaneRow]:
+    """Each lane's gate, backlog and attempts on one shard (from the lanes' breakdowns)."""
+    return [ShardLaneRow(lane=lane.lane, gate=part.gate, due_backlog=part.due_backlog,
+                         open_attempts=part.open_attempts, admissions=part.admissions)
+            for lane in overview.lanes for part in lane.shards if part.shard == shard]

@@ -1,0 +1,1 @@
+"""Dashboard screens: the overview, drill-downs (shard, lane, message) and modals."""
