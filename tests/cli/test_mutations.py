@@ -263,3 +263,43 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
     missing = run_nereus("attempt", "resolve", "nope", "--published", "--evidence", "e",
                          "--reason", "r", "--yes", home=home)
     assert missing.code == 3
+
+
+EVERY_COMMAND = {
+    "lane close": ("lane", "close", "local"),
+    "lane open": ("lane", "open", "local"),
+    "lane set": ("lane", "set", "local", "--quota", "9"),
+    "shard pause": ("shard", "pause", "default/0"),
+    "shard resume": ("shard", "resume", "default/0"),
+    "message break": ("message", "break", "m-break"),
+    "attempt resolve": ("attempt", "resolve", "a-1", "--shard", "default/0",
+                        "--not-published", "--evidence", "no record at the destination"),
+}
+
+
+def test_every_mutation_command_requires_a_reason(tmp_path: Path) -> None:
+    home = _init(tmp_path)
+    for name, args in EVERY_COMMAND.items():
+        result = run_nereus(*args, "--yes", home=home)
+        assert result.code == 2 and "--reason" in result.stderr, name
+    assert _log(home) == []
+
+
+def test_every_mutation_command_is_idempotent_when_run_again(tmp_path: Path) -> None:
+    """The second run appends nothing and reports the first result, whatever it was."""
+    home = _init(tmp_path)
+    assert run_nereus("message", "schedule", "--lane", "local", "--delay", "1h", "--id",
+                      "m-break", "--payload", "x", home=home).code == 0
+    with running_engine(home):
+        for name, args in EVERY_COMMAND.items():
+            first = run_nereus("--json", *args, "--reason", f"test {name}", "--yes", "--wait",
+                               home=home)
+            assert first.code in (0, 1), (name, first.stderr)
+            log_after_first = _log(home)
+            again = run_nereus("--json", *args, "--reason", f"test {name}", "--yes", "--wait",
+                               home=home)
+            assert again.code == first.code, (name, again.stderr)
+            one, two = first.json()["receipts"][0], again.json()["receipts"][0]
+            assert two["duplicate_of"] == one["source_position"], name
+            assert (two["result"], two["reason"]) == (one["result"], one["reason"]), name
+            assert _log(home) == log_after_first, f"{name}: a re-run appended a record"
