@@ -51,10 +51,10 @@ def retry_backoff_ms(base_ms: int, retries: int) -> int:
 class Tx:
     """Reads and pending writes of one record's application."""
 
-    __slots__ = ("_deferred", "_view", "broker_ms", "limits", "position", "writes")
+    __slots__ = ("_deferred", "_view_get", "broker_ms", "limits", "position", "writes")
 
     def __init__(self, view: StateView, *, position: int, broker_ms: int, limits: Limits) -> None:
-        self._view = view
+        self._view_get = view.get  # bound once: every record reads through it
         self.position = position
         self.broker_ms = broker_ms
         self.limits = limits
@@ -65,9 +65,10 @@ class Tx:
 
     # raw access -------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        if key in self.writes:
-            return self.writes[key]
-        return self._view.get(key)
+        writes = self.writes
+        if key in writes:
+            return writes[key]
+        return self._view_get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
         self.writes[key] = value
@@ -133,7 +134,7 @@ class Tx:
         """Write ``new`` and move the lane's per-state counts from ``old``'s state."""
         if old is None or old.state != new.state:
             lane = self.lane(new.lane)
-            counts = dict(lane.counts)
+            counts = lane.counts.copy()
             if old is not None:
                 remaining = counts.get(old.state, 0) - 1
                 if remaining:
@@ -142,7 +143,7 @@ class Tx:
                     counts.pop(old.state, None)
             counts[new.state] = counts.get(new.state, 0) + 1
             self.put_lane(msgspec.structs.replace(lane, counts=counts))
-        self.put(keys.msg_key(new.delay_message_id), encode_value(new))
+        self.writes[keys.msg_key(new.delay_message_id)] = encode_value(new)
 
     def put_timeline(self, message: Message) -> Message:
         """Put ``message`` on the timeline at its actionAt; returns it with its work digest."""

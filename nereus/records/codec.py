@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -86,9 +86,16 @@ def encode(record: Record) -> bytes:
     return HEADER + _encoder.encode(record)
 
 
+# record type -> kind (a dict lookup: apply asks for every record)
+_KINDS: Final[dict[type[Any], str]] = {
+    cls: str(cls.__struct_config__.tag)
+    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)
+}
+
+
 def kind_of(record: Record) -> str:
     """The record's kind name (its tag), such as ``SCHEDULE``."""
-    return str(type(record).__struct_config__.tag)
+    return _KINDS[type(record)]
 
 
 def decode(data: bytes) -> Record | DecodeFailure:

@@ -43,10 +43,11 @@ class Overlay:
     per-record writes would have left and the state digest is unchanged.
     """
 
-    __slots__ = ("_base", "deferred", "writes")
+    __slots__ = ("_base", "_base_get", "deferred", "writes")
 
     def __init__(self, base: StateView) -> None:
         self._base = base
+        self._base_get = base.get  # bound once: every miss of every record goes through it
         self.writes: Writes = {}
         self.deferred: dict[bytes, Lane | int] = {}
 
@@ -57,11 +58,7 @@ class Overlay:
         pending = self.deferred.get(key)
         if pending is not None:
             return _encode_aggregate(pending)
-        return self._base.get(key)
-
-    def base_get(self, key: bytes) -> bytes | None:
-        """``key`` as the base view has it (for the first read of an aggregate)."""
-        return self._base.get(key)
+        return self._base_get(key)
 
     def merge(self, writes: Mapping[bytes, bytes | None]) -> None:
         self.writes.update(writes)
