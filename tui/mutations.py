@@ -72,8 +72,10 @@ def cli_command() -> list[str]:
 
 
 def lane_argv(command: Sequence[str], home: Path, mutation: LaneMutation) -> list[str]:
+    """The CLI line: confirmed in the dashboard already (``--yes``), and ``--wait`` so the
+    notification reports the applied result rather than a queued receipt."""
     return [*command, "--home", str(home), "--json", "lane", mutation.action, mutation.lane,
-            "--reason", mutation.reason, "--yes"]
+            "--reason", mutation.reason, "--yes", "--wait"]
 
 
 class CliMutationRunner:

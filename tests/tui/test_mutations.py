@@ -42,10 +42,10 @@ def test_a_reason_is_required() -> None:
 
 
 def test_the_cli_command_is_the_documented_one() -> None:
-    """`nereus --home H --json lane close LANE --reason R --yes`, nothing more."""
+    """`nereus --home H --json lane close LANE --reason R --yes --wait`, nothing more."""
     argv = lane_argv(["nereus"], Path("/srv/home"), CLOSE)
     assert argv == ["nereus", "--home", "/srv/home", "--json", "lane", "close", "payments",
-                    "--reason", "broker maintenance", "--yes"]
+                    "--reason", "broker maintenance", "--yes", "--wait"]
     command = cli_command()
     assert command[0] == str(Path(sys.executable).parent / "nereus") or command[:2] == [
         sys.executable, "-c"]
@@ -60,7 +60,7 @@ def test_runner_runs_the_cli_and_keeps_its_json(tmp_path: Path) -> None:
     assert outcome.ok and outcome.document is not None
     assert outcome.document["argv"] == ["--home", str(tmp_path / "home"), "--json", "lane",
                                         "close", "payments", "--reason", "broker maintenance",
-                                        "--yes"]
+                                        "--yes", "--wait"]
     assert describe_outcome(outcome) == (
         "information", "lane close payments", "APPLIED; receipts default/0@7; as alice")
 
