@@ -21,7 +21,6 @@ from nereus.engine.replay import store_digest
 from nereus.engine.runner import ShardRunner
 from nereus.engine.shardlog.protocol import LogRecord, ShardLog
 from nereus.machine import Applied, Limits
-from nereus.state import keys
 from nereus.state.decode import decode_key
 from nereus.state.store import ShardStore
 
@@ -37,7 +36,7 @@ class Reference:
 
 
 def _replicated(store: ShardStore) -> dict[bytes, bytes]:
-    return dict(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
+    return dict(store.replicated())
 
 
 def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,

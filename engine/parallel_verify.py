@@ -4,9 +4,12 @@ The core (``nereus.checkpoint.verify``) has no threads; the engine and the CLI p
 in. Both compute exactly what the core's defaults compute:
 
 * ``hash_files`` — SHA-256 of every file on a small thread pool (hashlib releases the GIL
-  while hashing, so files are hashed on every core);
+  while hashing): one thread per core but one, which is left to the digest — on two
+  cores, two hashing threads beside the digest made the whole verify slower, not faster;
 * ``pipelined_digest`` — the state digest with iteration and hashing overlapped: this
-  thread walks RocksDB and frames chunks, a second thread feeds them to SHA-256.
+  thread walks RocksDB and frames chunks, a second thread feeds them to SHA-256;
+* ``process_digest`` — the same in a child process (``nereus.engine.digest_worker``), so
+  the scan, which holds the GIL throughout, does not take turns with the file hashing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from typing import Any
 
 from nereus.checkpoint.verify import VerifyReport, file_sha256, read_manifest, verify_directory
 from nereus.errors import NereusError
-from nereus.state import keys
 from nereus.state.digest import framed_chunks, new_hash
 from nereus.state.store import ShardStore
 
@@ -29,7 +31,7 @@ SMALL_FILE = 1 << 20
 
 
 def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
-    workers = max(2, min(8, os.cpu_count() or 2))
+    workers = max(1, min(8, (os.cpu_count() or 2) - 1))  # a core for the digest
     lock = threading.Lock()
 
     def advance(n: int) -> None:
@@ -52,7 +54,7 @@ def pipelined_digest(store: ShardStore) -> str:
     worker = threading.Thread(target=consume, name="digest", daemon=True)
     worker.start()
     try:
-        for chunk in framed_chunks(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT]))):
+        for chunk in framed_chunks(store.replicated()):
             chunks.put(chunk)
     finally:
         chunks.put(None)
@@ -60,13 +62,32 @@ def pipelined_digest(store: ShardStore) -> str:
     return digest.hexdigest()
 
 
+def process_digest(directory: Path, timeout_s: float = 3600.0) -> str:
+    """The digest of the database at ``directory``, computed by a child interpreter.
+
+    Raises ``RuntimeError`` when the child fails (its stderr says why); callers fall back
+    to computing it in this process.
+    """
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nereus.engine.digest_worker", str(directory)],
+        capture_output=True, text=True, timeout=timeout_s, check=False)
+    digest = done.stdout.strip()
+    if done.returncode != 0 or len(digest) != 64:
+        raise RuntimeError(f"digest worker exited {done.returncode}: {done.stderr.strip()}")
+    return digest
+
+
 def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
     """``verify_directory`` with the file hashes and the digest computed at the same time.
 
-    Both start as soon as the manifest is read, on their own threads (the digest on its
-    own read-only handle); ``verify_directory`` then runs its checks in the usual order
-    and consumes the results. If the background digest cannot run (a damaged database),
-    verify_directory's own open reports that, so nothing is lost.
+    Both start as soon as the manifest is read: the files on threads here, the digest in
+    a child process on its own read-only handle; ``verify_directory`` then runs its checks
+    in the usual order and consumes the results. If the background digest cannot run (a
+    damaged database), it is computed here, and verify_directory's own open reports what
+    is wrong, so nothing is lost.
     """
     try:
         manifest = read_manifest(directory)
@@ -82,8 +103,7 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
     large = [p for p in paths if p not in small]
 
     def background_digest() -> str:
-        with ShardStore.open(directory, read_only=True) as image:
-            return pipelined_digest(image)
+        return process_digest(directory)
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
         files = pool.submit(hash_files, large, progress)

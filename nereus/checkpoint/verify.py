@@ -28,7 +28,6 @@ import msgspec
 
 from nereus.checkpoint.manifest import FORMAT, FORMAT_VERSION, MANIFEST_NAME, CatalogEntry, Manifest
 from nereus.errors import NereusError
-from nereus.state import keys
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
 
@@ -93,7 +92,7 @@ def _hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> li
 
 def store_digest(store: ShardStore) -> str:
     """The state digest of a store (replicated range, key order)."""
-    return digest_sorted(store.scan(b"\x00", bytes([keys.REPLICATED_LIMIT])))
+    return digest_sorted(store.replicated())
 
 
 def read_manifest(path: Path) -> Manifest:

@@ -1,0 +1,43 @@
+"""The digest verification computes in a child process equals the in-process digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nereus.checkpoint.verify import store_digest
+from nereus.engine.parallel_verify import pipelined_digest, process_digest
+from nereus.machine import apply
+from nereus.records import encode
+from nereus.shard import ShardId
+from nereus.state.keys import SCHEMA_VERSION
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
+from nereus.state.view import Overlay
+from tests.unit.builders import schedule
+
+
+def _store(path: Path, messages: int) -> None:
+    shard = ShardId("default", 0)
+    identity = Identity(route=shard.route, partition=shard.partition,
+                        schema_version=SCHEMA_VERSION)
+    with ShardStore.open(path, identity=identity, create=True) as store:
+        overlay = Overlay(store)
+        for position in range(messages):
+            data = encode(schedule(f"m{position}", 1_000 + position))
+            overlay.merge(apply(overlay, data, position=position, broker_ms=0).writes)
+        store.write(overlay.finish())
+
+
+def test_the_child_process_digest_equals_the_in_process_one(tmp_path: Path) -> None:
+    _store(tmp_path / "db", 9_000)  # more than two digest chunks
+    with ShardStore.open(tmp_path / "db", read_only=True) as store:
+        expected = store_digest(store)
+        assert pipelined_digest(store) == expected
+    assert process_digest(tmp_path / "db") == expected
+
+
+def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="no shard database"):
+        process_digest(tmp_path / "missing")
