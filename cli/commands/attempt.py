@@ -86,7 +86,9 @@ def resolve(
 
 
 def _attempt_shard(env: Env, attempt_id: str) -> ShardId:
-    """The shard holding ``attempt_id``: asked of the engine, else read from each database."""
+    """The shard holding ``attempt_id``: asked of the engine (open attempts), else read from
+    each database (read-only, safe beside a running engine; it also finds settled attempts,
+    so re-running a resolve that applied reports its first result)."""
     from nereus.cli.mutation import every_shard
     from nereus.errors import NotFound
     from nereus.state import keys
@@ -96,13 +98,12 @@ def _attempt_shard(env: Env, attempt_id: str) -> ShardId:
         for found in env.admin().get("/v1/attempts")["attempts"]:
             if found["attempt_id"] == attempt_id:
                 return env.shard(found["shard"])
-    else:
-        for shard in every_shard(env):
-            path = env.layout.shard_state(shard)
-            if not (path / "CURRENT").exists():
-                continue
-            with ShardStore.open(path, read_only=True) as store:
-                if store.get(keys.attempt_key(attempt_id)) is not None:
-                    return shard
-    raise NotFound(f"no open attempt {attempt_id} on any shard of {env.home}",
+    for shard in every_shard(env):
+        path = env.layout.shard_state(shard)
+        if not (path / "CURRENT").exists():
+            continue
+        with ShardStore.open(path, read_only=True) as store:
+            if store.get(keys.attempt_key(attempt_id)) is not None:
+                return shard
+    raise NotFound(f"no attempt {attempt_id} on any shard of {env.home}",
                    hint="`nereus attempt list` shows the open ones; give --shard if you know it")

@@ -260,6 +260,11 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
         assert done["result"] == "APPLIED"
         assert _ok("message", "show", "order-7", home=home)["state"] == "PUBLISHED"
         assert _ok("attempt", "list", "--state", "unknown", home=home) == []
+        # settled, it is no longer open; re-running finds it and reports the first result
+        again = _ok("attempt", "resolve", "ghost-7", "--published", "--evidence",
+                    "topic orders offset 41", "--reason", "checked the topic", "--yes",
+                    "--wait", home=home)
+        assert again["receipts"][0]["duplicate_of"] == done["receipts"][0]["source_position"]
     missing = run_nereus("attempt", "resolve", "nope", "--published", "--evidence", "e",
                          "--reason", "r", "--yes", home=home)
     assert missing.code == 3
