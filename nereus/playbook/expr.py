@@ -1,22 +1,9 @@
-"""The condition language of playbooks: a small, safe expression grammar over JSON values.
+"""The condition language of playbooks: a small, safe expression language over JSON values.
 
 Playbook checks must never run arbitrary code (a playbook in an operator's home is data,
-not a program), so this is a hand-written tokenizer and recursive-descent parser whose
-evaluator only walks JSON values. There is no attribute access on Python objects, no
-calls other than the six functions below, no loops and no assignment.
-
-Grammar (lowest precedence first)::
-
-    expr       := or
-    or         := and ("or" and)*
-    and        := not ("and" not)*
-    not        := "not" not | comparison
-    comparison := sum [("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not" "in") sum]
-    sum        := unary (("+" | "-") unary)*
-    unary      := "-" unary | postfix
-    postfix    := primary ("." NAME | "[" expr "]")*
-    primary    := NUMBER | STRING | "true" | "false" | "null" | "[" [expr ("," expr)*] "]"
-                | NAME "(" [expr ("," expr)*] ")" | NAME | "(" expr ")"
+not a program): :mod:`nereus.playbook.syntax` parses the grammar by hand, and the evaluator
+here only walks JSON values. There is no attribute access on Python objects, no calls
+other than the six functions below, no loops and no assignment.
 
 Values are JSON: null, booleans, numbers, strings, lists, objects. Semantics:
 
@@ -49,374 +36,40 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, TypeAlias
-
-from nereus.errors import UsageError
-
-Json: TypeAlias = Any  # null | bool | int | float | str | list[Json] | dict[str, Json]
-
-KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "null"})
-FUNCTIONS = frozenset({"len", "all", "any", "pluck", "find", "where"})
-_COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
-_PUNCTUATION = ("==", "!=", "<=", ">=", "<", ">", "(", ")", "[", "]", ".", ",", "+", "-")
-
-
-class ExpressionError(UsageError):
-    """An expression that does not parse, or cannot be evaluated over the data it got."""
-
-
-# -- tokens ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str  # NUMBER STRING NAME OP END
-    text: str
-    value: Json
-    start: int
-
-
-def _is_name_start(char: str) -> bool:
-    return char.isascii() and (char.isalpha() or char == "_")
-
-
-def _is_name_char(char: str) -> bool:
-    return char.isascii() and (char.isalnum() or char == "_")
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
-
-
-def tokenize(source: str) -> list[Token]:
-    """The tokens of ``source``, ending with an END token; errors name the column."""
-    tokens: list[Token] = []
-    pos = 0
-    while pos < len(source):
-        char = source[pos]
-        if char in " \t\r\n":
-            pos += 1
-        elif char.isascii() and char.isdigit():
-            end = pos
-            while end < len(source) and source[end].isascii() and source[end].isdigit():
-                end += 1
-            is_float = (end + 1 < len(source) and source[end] == "."
-                        and source[end + 1].isascii() and source[end + 1].isdigit())
-            if is_float:
-                end += 1
-                while end < len(source) and source[end].isascii() and source[end].isdigit():
-                    end += 1
-            text = source[pos:end]
-            if end < len(source) and _is_name_char(source[end]):
-                raise _syntax(source, end, f"unexpected {source[end]!r} after number {text}")
-            tokens.append(Token("NUMBER", text, float(text) if is_float else int(text), pos))
-            pos = end
-        elif char in "\"'":
-            chars: list[str] = []
-            end = pos + 1
-            while True:
-                if end >= len(source):
-                    raise _syntax(source, pos, "unterminated string")
-                current = source[end]
-                if current == char:
-                    break
-                if current == "\\":
-                    if end + 1 >= len(source) or source[end + 1] not in _ESCAPES:
-                        raise _syntax(source, end, "unknown escape (use \\n \\t \\\\ \\\" \\')")
-                    chars.append(_ESCAPES[source[end + 1]])
-                    end += 2
-                    continue
-                chars.append(current)
-                end += 1
-            tokens.append(Token("STRING", source[pos:end + 1], "".join(chars), pos))
-            pos = end + 1
-        elif _is_name_start(char):
-            end = pos
-            while end < len(source) and _is_name_char(source[end]):
-                end += 1
-            text = source[pos:end]
-            tokens.append(Token("NAME", text, text, pos))
-            pos = end
-        else:
-            for op in _PUNCTUATION:
-                if source.startswith(op, pos):
-                    tokens.append(Token("OP", op, op, pos))
-                    pos += len(op)
-                    break
-            else:
-                hint = " (use and / or / not)" if char in "&|!" else ""
-                raise _syntax(source, pos, f"unexpected character {char!r}{hint}")
-    tokens.append(Token("END", "", None, len(source)))
-    return tokens
-
-
-def _syntax(source: str, pos: int, message: str) -> ExpressionError:
-    return ExpressionError(f"in `{source}` at column {pos + 1}: {message}")
-
-
-# -- syntax tree -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    start: int
-    end: int
-
-
-@dataclass(frozen=True, slots=True)
-class Literal(Node):
-    value: Json
-
-
-@dataclass(frozen=True, slots=True)
-class Name(Node):
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Attr(Node):
-    target: Node
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Index(Node):
-    target: Node
-    index: Node
-
-
-@dataclass(frozen=True, slots=True)
-class ListOf(Node):
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Node):
-    function: str
-    args: tuple[Node, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Unary(Node):
-    op: str  # "not" | "-"
-    operand: Node
-
-
-@dataclass(frozen=True, slots=True)
-class Binary(Node):
-    op: str  # and or == != < <= > >= in "not in" + -
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True, slots=True)
-class Expression:
-    """A parsed expression and the text it came from (for messages)."""
-
-    source: str
-    root: Node
-
-    def text(self, node: Node) -> str:
-        return self.source[node.start:node.end]
-
-    def __str__(self) -> str:
-        return self.source
-
-
-class _Parser:
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.tokens = tokenize(source)
-        self.pos = 0
-
-    def peek(self) -> Token:
-        return self.tokens[self.pos]
-
-    def take(self) -> Token:
-        token = self.tokens[self.pos]
-        self.pos += 1
-        return token
-
-    def at(self, kind: str, text: str | None = None) -> bool:
-        token = self.peek()
-        return token.kind == kind and (text is None or token.text == text)
-
-    def expect(self, kind: str, text: str) -> Token:
-        if not self.at(kind, text):
-            raise self.error(f"expected {text!r}")
-        return self.take()
-
-    def error(self, message: str) -> ExpressionError:
-        token = self.peek()
-        found = "the end" if token.kind == "END" else repr(token.text)
-        return _syntax(self.source, token.start, f"{message}, found {found}")
-
-    def parse(self) -> Node:
-        if self.at("END"):
-            raise self.error("empty expression")
-        node = self.or_()
-        if not self.at("END"):
-            raise self.error("unexpected text after the expression")
-        return node
-
-    def or_(self) -> Node:
-        node = self.and_()
-        while self.at("NAME", "or"):
-            self.take()
-            right = self.and_()
-            node = Binary(node.start, right.end, "or", node, right)
-        return node
-
-    def and_(self) -> Node:
-        node = self.not_()
-        while self.at("NAME", "and"):
-            self.take()
-            right = self.not_()
-            node = Binary(node.start, right.end, "and", node, right)
-        return node
-
-    def not_(self) -> Node:
-        if self.at("NAME", "not"):
-            start = self.take().start
-            operand = self.not_()
-            return Unary(start, operand.end, "not", operand)
-        return self.comparison()
-
-    def comparison(self) -> Node:
-        left = self.sum_()
-        token = self.peek()
-        op: str | None = None
-        if token.kind == "OP" and token.text in _COMPARISONS:
-            op = self.take().text
-        elif token.kind == "NAME" and token.text == "in":
-            self.take()
-            op = "in"
-        elif (token.kind == "NAME" and token.text == "not"
-              and self.tokens[self.pos + 1].kind == "NAME"
-              and self.tokens[self.pos + 1].text == "in"):
-            self.pos += 2
-            op = "not in"
-        if op is None:
-            return left
-        right = self.sum_()
-        after = self.peek()
-        if (after.kind == "OP" and after.text in _COMPARISONS) or (
-                after.kind == "NAME" and after.text == "in"):
-            raise self.error("comparisons do not chain; join them with and")
-        return Binary(left.start, right.end, op, left, right)
-
-    def sum_(self) -> Node:
-        node = self.unary()
-        while self.at("OP", "+") or self.at("OP", "-"):
-            op = self.take().text
-            right = self.unary()
-            node = Binary(node.start, right.end, op, node, right)
-        return node
-
-    def unary(self) -> Node:
-        if self.at("OP", "-"):
-            start = self.take().start
-            operand = self.unary()
-            if isinstance(operand, Literal) and _is_number(operand.value):
-                return Literal(start, operand.end, -operand.value)
-            return Unary(start, operand.end, "-", operand)
-        return self.postfix()
-
-    def postfix(self) -> Node:
-        node = self.primary()
-        while True:
-            if self.at("OP", "."):
-                self.take()
-                token = self.peek()
-                if token.kind != "NAME":
-                    raise self.error("expected a key name after '.'")
-                self.take()
-                node = Attr(node.start, token.start + len(token.text), node, token.text)
-            elif self.at("OP", "["):
-                self.take()
-                index = self.or_()
-                end = self.expect("OP", "]").start + 1
-                node = Index(node.start, end, node, index)
-            else:
-                return node
-
-    def primary(self) -> Node:
-        token = self.peek()
-        if token.kind in ("NUMBER", "STRING"):
-            self.take()
-            return Literal(token.start, token.start + len(token.text), token.value)
-        if token.kind == "OP" and token.text == "(":
-            self.take()
-            node = self.or_()
-            self.expect("OP", ")")
-            return node
-        if token.kind == "OP" and token.text == "[":
-            self.take()
-            items = self.arguments("]")
-            end = self.expect("OP", "]").start + 1
-            return ListOf(token.start, end, tuple(items))
-        if token.kind == "NAME":
-            self.take()
-            end = token.start + len(token.text)
-            if token.text in ("true", "false", "null"):
-                return Literal(token.start, end,
-                               {"true": True, "false": False, "null": None}[token.text])
-            if token.text in KEYWORDS:
-                raise _syntax(self.source, token.start, f"{token.text!r} needs an operand")
-            if self.at("OP", "("):
-                if token.text not in FUNCTIONS:
-                    raise _syntax(self.source, token.start,
-                                  f"unknown function {token.text}(); known: "
-                                  + ", ".join(sorted(FUNCTIONS)))
-                self.take()
-                args = self.arguments(")")
-                close = self.expect("OP", ")").start + 1
-                _check_arity(self.source, token, len(args))
-                return Call(token.start, close, token.text, tuple(args))
-            return Name(token.start, end, token.text)
-        raise self.error("expected a value")
-
-    def arguments(self, closing: str) -> list[Node]:
-        items: list[Node] = []
-        if self.at("OP", closing):
-            return items
-        items.append(self.or_())
-        while self.at("OP", ","):
-            self.take()
-            items.append(self.or_())
-        return items
-
-
-_ARITY = {"len": (1, 1), "all": (1, 2), "any": (1, 2), "pluck": (2, 2), "find": (3, 3),
-          "where": (3, 3)}
-
-
-def _check_arity(source: str, token: Token, count: int) -> None:
-    low, high = _ARITY[token.text]
-    if not low <= count <= high:
-        wanted = str(low) if low == high else f"{low} or {high}"
-        raise _syntax(source, token.start,
-                      f"{token.text}() takes {wanted} argument(s), got {count}")
-
-
-def parse(source: str) -> Expression:
-    """Parse ``source``; raises ExpressionError naming the column of the problem."""
-    return Expression(source, _Parser(source).parse())
-
+from typing import Any
+
+from nereus.playbook.syntax import (
+    FUNCTIONS,
+    KEYWORDS,
+    Attr,
+    Binary,
+    Call,
+    Expression,
+    ExpressionError,
+    Index,
+    Json,
+    ListOf,
+    Literal,
+    Name,
+    Node,
+    Unary,
+    is_number,
+    parse,
+)
+
+# the language's public names, wherever they are defined
+__all__ = ["FUNCTIONS", "KEYWORDS", "Expression", "ExpressionError", "Json", "equal",
+           "evaluate", "explain", "literal", "names_used", "parse", "show", "truthy"]
 
 # -- evaluation --------------------------------------------------------------------------------
-
-
-def _is_number(value: Json) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def truthy(value: Json) -> bool:
     """JSON truthiness: null, false, 0, "", [] and {} are false."""
     if value is None or value is False:
         return False
-    if _is_number(value):
+    if is_number(value):
         return bool(value)
     if isinstance(value, str | list | dict):
         return len(value) > 0
@@ -428,7 +81,7 @@ def _kind(value: Json) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if _is_number(value):
+    if is_number(value):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -467,7 +120,7 @@ def _path_get(item: Json, path: str) -> Json:
 
 
 def _order(op: str, left: Json, right: Json, text: str) -> bool:
-    both_numbers = _is_number(left) and _is_number(right)
+    both_numbers = is_number(left) and is_number(right)
     both_strings = isinstance(left, str) and isinstance(right, str)
     if not (both_numbers or both_strings):
         raise ExpressionError(f"`{text}`: cannot order a {_kind(left)} and a {_kind(right)} "
@@ -550,7 +203,7 @@ class _Evaluator:
         value = self.eval(node.operand)
         if node.op == "not":
             return not truthy(value)
-        if not _is_number(value):
+        if not is_number(value):
             raise self.fail(node, f"cannot negate a {_kind(value)}")
         return -value
 
@@ -573,7 +226,7 @@ class _Evaluator:
             return not _contains(right, left, text)
         if node.op == "+" and isinstance(left, str) and isinstance(right, str):
             return left + right
-        if not (_is_number(left) and _is_number(right)):
+        if not (is_number(left) and is_number(right)):
             raise self.fail(node, f"{node.op} needs two numbers, got a {_kind(left)} and a "
                             f"{_kind(right)}")
         result = left + right if node.op == "+" else left - right
@@ -686,7 +339,7 @@ def literal(value: Json) -> str:
             raise ExpressionError(f"no literal for {value}")
         text = format(Decimal(repr(value)), "f")  # the grammar has no exponents
         return text if "." in text else text + ".0"
-    if _is_number(value):
+    if is_number(value):
         return str(value)
     if isinstance(value, str):
         return '"' + "".join({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}.get(c, c)
