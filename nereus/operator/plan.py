@@ -12,7 +12,6 @@ how, how many messages move from which state to which, which attempts settle —
 from __future__ import annotations
 
 import base64
-import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,10 +39,6 @@ class MutationPlan:
     earlier: Result | None  # a result already stored under the same idempotency key
     would: Result  # what applying it next would leave
     impact: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 def next_position(view: StateView) -> int:
