@@ -8,11 +8,14 @@ from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
+from textual.widgets import DataTable
 
 from nereus.errors import NereusError
 from nereus.tui.events import MessagesLoaded
 from nereus.tui.host import DashboardHost
+from nereus.tui.models import AttemptRow, message_row
 from nereus.tui.state import DashboardState
+from nereus.tui.widgets.tables import AttemptTable, MessageTable
 
 MESSAGE_LIMIT = 50
 
@@ -39,25 +42,46 @@ class LiveScreen(Screen[None]):
 
 
 class DrillDownScreen(LiveScreen):
-    """A shard or lane screen: Escape goes back, ``r`` reloads its message list."""
+    """A shard or lane screen: its open attempts and messages (Enter opens one), Escape
+    goes back, ``r`` reloads its message list. Each has one ``AttemptTable`` and one
+    ``MessageTable``."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("r", "reload", "Reload messages"),
     ]
 
+    def __init__(self, host: DashboardHost, message_query: Mapping[str, str]) -> None:
+        super().__init__(host)
+        self.message_query = dict(message_query)  # the GET /v1/messages filter (lane or shard)
+
     def on_mount(self) -> None:
         self.action_reload()
 
-    def message_query(self) -> Mapping[str, str]:
-        """The ``GET /v1/messages`` filter of this screen (lane or shard)."""
-        raise NotImplementedError
+    def show_attempts(self, attempts: Sequence[AttemptRow]) -> None:
+        table = self.query_one(AttemptTable)
+        table.show(attempts)
+        table.border_title = f"Open attempts {len(attempts)}"
+
+    def on_messages_loaded(self, event: MessagesLoaded) -> None:
+        table = self.query_one(MessageTable)
+        if event.error is not None:
+            table.border_title = f"Messages — {event.error}"
+            return
+        table.show([message_row(doc) for doc in event.documents])
+        table.border_title = f"Messages (first {MESSAGE_LIMIT}, r reloads)"
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        table = event.data_table
+        if isinstance(table, AttemptTable | MessageTable) and (row := table.row_for(key)):
+            self.open_message(row.delay_message_id, row.route)
 
     def action_reload(self) -> None:
         self.run_worker(self._load_messages, thread=True, group="messages", exclusive=True)
 
     def _load_messages(self) -> None:
-        query: dict[str, Any] = dict(self.message_query())
+        query: dict[str, Any] = dict(self.message_query)
         documents: Sequence[Mapping[str, Any]] = ()
         error = None
         try:

@@ -3,20 +3,18 @@ each shard, its open attempts and its messages. ``c`` / ``o`` close / open this 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static
+from textual.widgets import Footer, Header, Label, Sparkline, Static
 
-from nereus.tui.events import MessagesLoaded
 from nereus.tui.formatting import fmt_int, fmt_rate
 from nereus.tui.host import DashboardHost
-from nereus.tui.models import attempts_of, message_row
+from nereus.tui.models import attempts_of
 from nereus.tui.mutations import LaneAction
-from nereus.tui.screens.base import MESSAGE_LIMIT, DrillDownScreen
+from nereus.tui.screens.base import DrillDownScreen
 from nereus.tui.state import DashboardState
 from nereus.tui.widgets.summary import lane_summary
 from nereus.tui.widgets.tables import AttemptTable, LaneShardTable, MessageTable
@@ -30,7 +28,7 @@ class LaneScreen(DrillDownScreen):
     ]
 
     def __init__(self, host: DashboardHost, lane: str) -> None:
-        super().__init__(host)
+        super().__init__(host, {"lane": lane})
         self.lane = lane
 
     def compose(self) -> ComposeResult:
@@ -47,9 +45,6 @@ class LaneScreen(DrillDownScreen):
         yield AttemptTable(title="Open attempts", id="lane-attempts")
         yield MessageTable(title="Messages", id="lane-messages")
         yield Footer()
-
-    def message_query(self) -> Mapping[str, str]:
-        return {"lane": self.lane}
 
     def show_state(self, state: DashboardState) -> None:
         self.sub_title = f"lane {self.lane}"
@@ -68,23 +63,7 @@ class LaneScreen(DrillDownScreen):
             f"admissions {fmt_rate(lane.admission_rate)}")
         self.query_one(LaneShardTable).show(lane.shards)
         attempts = attempts_of(overview.attempts, lane=self.lane)
-        table = self.query_one(AttemptTable)
-        table.show(attempts)
-        table.border_title = f"Open attempts {len(attempts)}"
-
-    def on_messages_loaded(self, event: MessagesLoaded) -> None:
-        table = self.query_one(MessageTable)
-        if event.error is not None:
-            table.border_title = f"Messages — {event.error}"
-            return
-        table.show([message_row(doc) for doc in event.documents])
-        table.border_title = f"Messages (first {MESSAGE_LIMIT}, r reloads)"
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        key = event.row_key.value
-        table = event.data_table
-        if isinstance(table, AttemptTable | MessageTable) and (row := table.row_for(key)):
-            self.open_message(row.delay_message_id, row.route)
+        self.show_attempts(attempts)
 
     def action_mutate(self, action: LaneAction) -> None:
         self.host.request_lane_mutation(action, self.lane)
