@@ -63,23 +63,21 @@ class ShardRunner:
         if not records:
             return BatchReport(0, None, None)
         overlay = Overlay(self.store)
+        merge, limits, dense, observer = overlay.merge, self.limits, self.dense, self.observer
         expected = self.next_position
-        observer = self.observer
         for record in records:
-            if record.position < expected or (self.dense and record.position != expected):
+            position = record.position
+            if position != expected and (dense or position < expected):
                 raise LogCorruption(
-                    f"the log returned position {record.position} where {expected} was next",
+                    f"the log returned position {position} where {expected} was next",
                     path=str(getattr(self.log, "directory", "shard log")), offset=expected,
                 )
-            expected = record.position
-            applied = apply(
-                overlay, record.payload, position=record.position,
-                broker_ms=record.broker_ms, limits=self.limits,
-            )
-            overlay.merge(applied.writes)
+            applied = apply(overlay, record.payload, position=position,
+                            broker_ms=record.broker_ms, limits=limits)
+            merge(applied.writes)
             if observer is not None:
                 observer(record, applied)
-            expected += 1
+            expected = position + 1
         self.store.write(overlay.finish())
         self.next_position = expected
         self.log.ack(expected - 1)

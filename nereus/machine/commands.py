@@ -19,7 +19,7 @@ from nereus.records.client import (
     Reschedule,
     Schedule,
 )
-from nereus.records.vocabulary import ADMITTED_STATES, MessageState
+from nereus.records.vocabulary import ADMITTED_STATES, MessageState, ResultStatus
 from nereus.state import keys
 from nereus.state.values import Message, PayloadStage, decode_value, encode_value
 
@@ -66,25 +66,30 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
             return rejected(
                 Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_ref} is not committed", **ids
             )
-    existing = tx.message(cmd.delay_message_id)
-    if existing is not None:
+    message_id = cmd.delay_message_id
+    message_key = keys.msg_key(message_id)
+    raw = tx.get(message_key)
+    if raw is not None:
+        existing = decode_value(raw, Message)
         return rejected(
             Reason.MESSAGE_EXISTS,
-            f"message {cmd.delay_message_id} already exists ({existing.state}, scheduled by "
+            f"message {message_id} already exists ({existing.state}, scheduled by "
             f"command {existing.schedule_command_id})",
             **ids,
         )
-    digest = tx.put_timeline_entry(cmd.lane, cmd.action_at_ms, cmd.delay_message_id, 1, 0)
-    message = Message(
-        delay_message_id=cmd.delay_message_id, lane=cmd.lane, state=MessageState.SCHEDULED,
-        generation=1, deliver_at_ms=cmd.deliver_at_ms, action_at_ms=cmd.action_at_ms,
-        expire_at_ms=cmd.expire_at_ms, key=cmd.key, headers=cmd.headers, payload=cmd.payload,
-        payload_ref=cmd.payload_ref, work_digest=digest, retries=0, attempts=0,
-        open_attempt_id=None, schedule_command_id=cmd.command_id,
-        created_position=tx.position, updated_position=tx.position,
-    )
-    tx.save_message(None, message)
-    return applied(delay_message_id=cmd.delay_message_id, generation=1)
+    position, lane, action_at_ms = tx.position, cmd.lane, cmd.action_at_ms
+    digest = tx.put_timeline_entry(lane, action_at_ms, message_id, 1, 0)
+    tx.add_message(message_key, Message(  # positional: see Message; fields in order
+        message_id, lane, MessageState.SCHEDULED,
+        1,  # generation
+        cmd.deliver_at_ms, action_at_ms, cmd.expire_at_ms, cmd.key, cmd.headers, cmd.payload,
+        cmd.payload_ref, digest,
+        0, 0,  # retries, attempts
+        None,  # open_attempt_id
+        cmd.command_id,
+        position, position,  # created_position, updated_position
+    ))
+    return Verdict(status=ResultStatus.APPLIED, delay_message_id=message_id, generation=1)
 
 
 def cancel(tx: Tx, cmd: Cancel) -> Verdict:

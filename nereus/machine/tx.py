@@ -16,6 +16,7 @@ written with the record, as before; the committed bytes are the same either way.
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 import msgspec
 
@@ -36,11 +37,15 @@ from nereus.state.values import (
 )
 from nereus.state.view import Overlay, StateView, Writes
 
+_BLAKE2B_16: Final = hashlib.blake2b(digest_size=16)  # copied: cheaper than configuring one
+
 
 def work_digest(delay_message_id: str, generation: int, action_at_ms: int, retry: int) -> str:
     """The semantic-work digest of one timeline entry (what a claim must match)."""
     text = f"{delay_message_id}\x00{generation}\x00PUBLISH\x00{action_at_ms}\x00{retry}"
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    digest = _BLAKE2B_16.copy()
+    digest.update(text.encode())
+    return digest.hexdigest()
 
 
 def retry_backoff_ms(base_ms: int, retries: int) -> int:
@@ -130,6 +135,18 @@ class Tx:
         return self.get(keys.META_PAUSED) is not None
 
     # messages and the timeline ----------------------------------------------------
+    def add_message(self, key: bytes, message: Message) -> None:
+        """Write a new ``message`` under ``key`` (its ``msg_key``) and count it in its lane.
+
+        ``save_message(None, message)`` without the state-change bookkeeping: SCHEDULE
+        creates a message per record, so this path is kept short.
+        """
+        lane = self.lane(message.lane)
+        counts = lane.counts.copy()
+        counts[message.state] = counts.get(message.state, 0) + 1
+        self.put_lane(msgspec.structs.replace(lane, counts=counts))
+        self.writes[key] = encode_value(message)
+
     def save_message(self, old: Message | None, new: Message) -> None:
         """Write ``new`` and move the lane's per-state counts from ``old``'s state."""
         if old is None or old.state != new.state:
@@ -156,9 +173,8 @@ class Tx:
                            generation: int, retry: int) -> str:
         """Write one timeline entry; returns its work digest."""
         digest = work_digest(delay_message_id, generation, action_at_ms, retry)
-        ref = WorkRef(generation=generation, work_kind="PUBLISH", work_digest=digest,
-                      retry=retry)
-        self.put(keys.timeline_key(lane, action_at_ms, delay_message_id), encode_value(ref))
+        ref = WorkRef(generation, "PUBLISH", digest, retry)  # positional: see Message
+        self.writes[keys.timeline_key(lane, action_at_ms, delay_message_id)] = encode_value(ref)
         return digest
 
     def drop_timeline(self, message: Message) -> Message:

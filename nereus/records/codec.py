@@ -87,7 +87,7 @@ def encode(record: Record) -> bytes:
 
 
 # record type -> kind (a dict lookup: apply asks for every record)
-_KINDS: Final[dict[type[Any], str]] = {
+KINDS: Final[dict[type[Any], str]] = {
     cls: str(cls.__struct_config__.tag)
     for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)
 }
@@ -95,7 +95,7 @@ _KINDS: Final[dict[type[Any], str]] = {
 
 def kind_of(record: Record) -> str:
     """The record's kind name (its tag), such as ``SCHEDULE``."""
-    return _KINDS[type(record)]
+    return KINDS[type(record)]
 
 
 def decode(data: bytes) -> Record | DecodeFailure:

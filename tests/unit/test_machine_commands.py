@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from nereus import records as r
 from nereus.machine import Limits, Reason
-from nereus.records import MessageState, ResultStatus
+from nereus.machine.tx import work_digest
+from nereus.records import MessageState, ResultStatus, encode
 from nereus.state import keys
+from nereus.state.values import Message, Result, WorkRef, decode_value
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, cancel, reschedule, schedule
 
@@ -23,6 +27,38 @@ def test_schedule_creates_generation_one_on_the_timeline() -> None:
     assert (message.key, message.headers, message.payload, message.expire_at_ms) == (
         "k", {"h": "v"}, b"hi", 9_000)
     assert shard.keys_with_prefix(keys.TIMELINE) == [keys.timeline_key("local", 5_000, "m1")]
+
+
+def test_schedule_fills_every_field_of_message_workref_and_result() -> None:
+    """SCHEDULE builds Message, WorkRef and Result positionally; each field lands by name.
+
+    The values differ wherever SCHEDULE lets them (created and updated position are both
+    the record's, retries and attempts both 0), so a swap in a positional call fails here.
+    """
+    shard = MemoryShard()
+    shard.apply(schedule("m0", cmd="c0"))
+    shard.apply(schedule("m00", cmd="c00"))  # positions 0 and 1: the next record is at 2
+    record = schedule("m1", 5_000, cmd="c1", action_at_ms=6_000, expire_at_ms=9_000, key="k",
+                      headers={"h": "v"}, payload=b"hi")
+    data = encode(record)
+    result = shard.result(data, broker_ms=77)
+    digest = work_digest("m1", 1, 6_000, 0)
+    assert result == Result(
+        status=ResultStatus.APPLIED, kind="SCHEDULE", position=2,
+        record_sha256=hashlib.sha256(data).hexdigest(), reason=None, detail=None,
+        delay_message_id="m1", generation=1, attempt_id=None,
+    )
+    assert shard.message("m1") == Message(
+        delay_message_id="m1", lane="local", state=MessageState.SCHEDULED, generation=1,
+        deliver_at_ms=5_000, action_at_ms=6_000, expire_at_ms=9_000, key="k",
+        headers={"h": "v"}, payload=b"hi", payload_ref=None, work_digest=digest, retries=0,
+        attempts=0, open_attempt_id=None, schedule_command_id="c1", created_position=2,
+        updated_position=2,
+    )
+    timeline = shard.data[keys.timeline_key("local", 6_000, "m1")]
+    assert decode_value(timeline, WorkRef) == WorkRef(
+        generation=1, work_kind="PUBLISH", work_digest=digest, retry=0
+    )
 
 
 def test_schedule_over_the_inline_limit_is_rejected_clearly() -> None:
