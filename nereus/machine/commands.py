@@ -79,7 +79,7 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
         )
     position, lane, action_at_ms = tx.position, cmd.lane, cmd.action_at_ms
     digest = tx.put_timeline_entry(lane, action_at_ms, message_id, 1, 0)
-    tx.add_message(message_key, Message(  # positional: see Message; fields in order
+    message = Message(  # positional: see Message; fields in order
         message_id, lane, MessageState.SCHEDULED,
         1,  # generation
         cmd.deliver_at_ms, action_at_ms, cmd.expire_at_ms, cmd.key, cmd.headers, cmd.payload,
@@ -88,7 +88,8 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
         None,  # open_attempt_id
         cmd.command_id,
         position, position,  # created_position, updated_position
-    ))
+    )
+    tx.save_message(None, message, message_key)
     return Verdict(status=ResultStatus.APPLIED, delay_message_id=message_id, generation=1)
 
 

@@ -94,7 +94,12 @@ class Tx:
         self.put(keys.attempt_key(attempt.attempt_id), encode_value(attempt))
 
     def lane(self, name: str) -> Lane:
-        key = keys.lane_key(name)
+        return self._lane_at(keys.lane_key(name), name)
+
+    def put_lane(self, lane: Lane) -> None:
+        self._put_lane_at(keys.lane_key(lane.name), lane)
+
+    def _lane_at(self, key: bytes, name: str) -> Lane:
         if self._deferred is not None:
             pending = self._deferred.get(key)
             if isinstance(pending, Lane):
@@ -102,8 +107,7 @@ class Tx:
         raw = self.get(key)
         return Lane(name=name) if raw is None else decode_value(raw, Lane)
 
-    def put_lane(self, lane: Lane) -> None:
-        key = keys.lane_key(lane.name)
+    def _put_lane_at(self, key: bytes, lane: Lane) -> None:
         if self._deferred is None:
             self.put(key, encode_value(lane))
         else:
@@ -135,22 +139,14 @@ class Tx:
         return self.get(keys.META_PAUSED) is not None
 
     # messages and the timeline ----------------------------------------------------
-    def add_message(self, key: bytes, message: Message) -> None:
-        """Write a new ``message`` under ``key`` (its ``msg_key``) and count it in its lane.
+    def save_message(self, old: Message | None, new: Message, key: bytes | None = None) -> None:
+        """Write ``new`` and move the lane's per-state counts from ``old``'s state.
 
-        ``save_message(None, message)`` without the state-change bookkeeping: SCHEDULE
-        creates a message per record, so this path is kept short.
+        ``key`` is ``new``'s ``msg_key`` when the caller already has it (SCHEDULE does).
         """
-        lane = self.lane(message.lane)
-        counts = lane.counts.copy()
-        counts[message.state] = counts.get(message.state, 0) + 1
-        self.put_lane(msgspec.structs.replace(lane, counts=counts))
-        self.writes[key] = encode_value(message)
-
-    def save_message(self, old: Message | None, new: Message) -> None:
-        """Write ``new`` and move the lane's per-state counts from ``old``'s state."""
         if old is None or old.state != new.state:
-            lane = self.lane(new.lane)
+            lane_key = keys.lane_key(new.lane)
+            lane = self._lane_at(lane_key, new.lane)
             counts = lane.counts.copy()
             if old is not None:
                 remaining = counts.get(old.state, 0) - 1
@@ -159,8 +155,8 @@ class Tx:
                 else:
                     counts.pop(old.state, None)
             counts[new.state] = counts.get(new.state, 0) + 1
-            self.put_lane(msgspec.structs.replace(lane, counts=counts))
-        self.writes[keys.msg_key(new.delay_message_id)] = encode_value(new)
+            self._put_lane_at(lane_key, msgspec.structs.replace(lane, counts=counts))
+        self.writes[key or keys.msg_key(new.delay_message_id)] = encode_value(new)
 
     def put_timeline(self, message: Message) -> Message:
         """Put ``message`` on the timeline at its actionAt; returns it with its work digest."""

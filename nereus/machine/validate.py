@@ -56,7 +56,9 @@ def check_headers(headers: dict[str, str], limits: Limits) -> Verdict | None:
         return rejected(
             Reason.INVALID_FIELD, f"{len(headers)} headers; at most {limits.max_headers} allowed"
         )
-    chars = sum(map(len, headers)) + sum(map(len, headers.values()))
+    chars = 0
+    for name, value in headers.items():  # a loop: cheaper than two sum(map()) for a few
+        chars += len(name) + len(value)
     if chars * 4 <= limits.max_header_bytes:  # UTF-8 is at most 4 bytes a character
         return None
     size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())

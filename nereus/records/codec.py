@@ -100,16 +100,9 @@ def kind_of(record: Record) -> str:
 
 def decode(data: bytes) -> Record | DecodeFailure:
     """Decode one record; never raises."""
-    if len(data) < len(HEADER) or data[:2] != MAGIC:
-        got = data[:2].hex() or "nothing"
-        return DecodeFailure("BAD_MAGIC", f"expected magic 4e52 ('NR'), found {got}", at_byte=0)
-    if data[2] != FORMAT_VERSION:
-        return DecodeFailure(
-            "UNSUPPORTED_VERSION",
-            f"record format version {data[2]} is not supported (this build reads {FORMAT_VERSION})",
-            at_byte=2,
-        )
-    body = data[len(HEADER):]
+    if data[:3] != HEADER:
+        return _bad_header(data)
+    body = data[3:]
     try:
         record = _decoder.decode(body)
     except msgspec.ValidationError as exc:
@@ -130,6 +123,18 @@ def decode(data: bytes) -> Record | DecodeFailure:
             "integer width differs); re-encode it with nereus.records.encode",
         )
     return record
+
+
+def _bad_header(data: bytes) -> DecodeFailure:
+    """Why ``data`` does not start with ``HEADER``."""
+    if len(data) < len(HEADER) or data[:2] != MAGIC:
+        got = data[:2].hex() or "nothing"
+        return DecodeFailure("BAD_MAGIC", f"expected magic 4e52 ('NR'), found {got}", at_byte=0)
+    return DecodeFailure(  # the magic is right, so the version byte is not
+        "UNSUPPORTED_VERSION",
+        f"record format version {data[2]} is not supported (this build reads {FORMAT_VERSION})",
+        at_byte=2,
+    )
 
 
 def to_builtins(record: Record) -> dict[str, object]:
