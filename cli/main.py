@@ -123,10 +123,24 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(130)
         click = _click_exceptions()
         if isinstance(exc, click.ClickException):
+            usage = isinstance(exc, click.UsageError)
+            code = int(ExitCode.USAGE if usage else exc.exit_code)
+            if _json_requested(args):
+                Output(json_mode=True).emit(
+                    {"ok": False, "error": exc.format_message(), "hint": _usage_hint(exc),
+                     "exit_code": code}, lambda _: None)
             exc.show()
-            sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+            sys.exit(code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_hint(exc: Any) -> str | None:
+    """Where to read the usage of the command a parser error is about."""
+    context = getattr(exc, "ctx", None)
+    if context is None or context.parent is None:
+        return "run `nereus --help` for the commands"
+    return f"run `{context.command_path} --help` for its options"
 
 
 def _click_exceptions() -> Any:

@@ -68,6 +68,27 @@ def test_usage_errors_exit_2_with_a_clear_message(home: Path) -> None:
         assert words in result.stderr, (extra, result.stderr)
 
 
+def test_parser_errors_under_json_print_one_json_document(home: Path) -> None:
+    """Unknown options, commands and bad values: exit 2, one JSON error document on stdout
+    (with --json anywhere on the line or NEREUS_OUTPUT=json), Click's message on stderr."""
+    cases = [
+        (("--json", "message", "schedule", "--lane", "local", "--bogus"), None,
+         "No such option: --bogus", "nereus message schedule --help"),
+        (("frob", "--json"), None, "No such command 'frob'", "nereus --help"),
+        (("init", "--partitions", "abc"), {"NEREUS_OUTPUT": "json"}, "--partitions",
+         "nereus init --help"),
+    ]
+    for args, env, words, hint in cases:
+        result = run_nereus(*args, home=home, env=env)
+        assert result.code == 2, (args, result.stderr)
+        document = result.json()
+        assert document["ok"] is False and document["exit_code"] == 2, document
+        assert words in document["error"] and hint in document["hint"], document
+        assert words in result.stderr
+    plain = run_nereus("message", "schedule", "--bogus", home=home)
+    assert plain.code == 2 and plain.stdout == "" and "No such option" in plain.stderr
+
+
 def test_missing_targets_exit_3(home: Path, tmp_path: Path) -> None:
     """Unknown lane, missing config, unknown shard and a missing database exit 3."""
     lane = run_nereus("message", "schedule", "--lane", "nope", "--delay", "1m", home=home)
