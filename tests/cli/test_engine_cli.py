@@ -2,16 +2,14 @@
 ``nereus`` in a subprocess, a fresh home, ``--json``.
 
 Tests that only read or add uniquely named messages share one engine per module
-(``engine_home``); tests about the engine's own life start their own. Every engine started
-here is stopped by its fixture, whatever the test did.
+(``engine_home``, from ``tests/cli/conftest.py``); tests about the engine's own life start
+their own. Every engine started here is stopped by its fixture, whatever the test did.
+``message schedule --batch`` has its own module, ``test_batch_schedule.py``.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,15 @@ from typing import Any
 import pytest
 
 from nereus.shard import partition_for
-from tests.conftest import CliResult, run_nereus
+from tests.cli.engine_homes import (
+    SHARDS,
+    nothing_queued,
+    one_json,
+    uid,
+    utc,
+    write_batch,
+)
+from tests.conftest import run_nereus
 from tests.daemon import (
     engine_pid,
     kill_engine,
@@ -28,63 +34,6 @@ from tests.daemon import (
     running_engine,
     wait_for,
 )
-
-ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
-SHARDS = ["default/0", "default/1"]
-
-
-def _init(path: Path) -> Path:
-    result = run_nereus("init", "--partitions", "2", home=path)
-    assert result.code == 0, result.stderr
-    return path
-
-
-def _utc(text: str) -> datetime:
-    assert ISO_UTC.match(text), f"not ISO-8601 UTC with Z: {text!r}"
-    value = datetime.fromisoformat(text)
-    assert value.utcoffset() == timedelta(0)
-    return value
-
-
-def _one_json(result: CliResult) -> Any:
-    """stdout holds exactly one JSON document (json.loads refuses trailing data)."""
-    return json.loads(result.stdout)
-
-
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _log_ends(home: Path) -> dict[str, int | None]:
-    result = run_nereus("--json", "shard", "list", home=home)
-    assert result.code == 0, result.stderr
-    return {s["shard"]: s["log_end_position"] for s in result.json()}
-
-
-def _nothing_queued(home: Path) -> bool:
-    """No shard of this home has a record in its log (``offline_home`` never gets one)."""
-    return all(not end for end in _log_ends(home).values())
-
-
-def _write_batch(path: Path, lines: list[dict[str, Any] | str]) -> Path:
-    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n"
-                            for line in lines))
-    return path
-
-
-@pytest.fixture(scope="module")
-def engine_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One engine for the module, on a fresh two-shard home; stopped at module end."""
-    home = _init(tmp_path_factory.mktemp("engine") / "home")
-    with running_engine(home):
-        yield home
-
-
-@pytest.fixture(scope="module")
-def offline_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh home no engine ever runs on."""
-    return _init(tmp_path_factory.mktemp("offline") / "home")
-
 
 # engine start / status / stop --------------------------------------------------------------
 
@@ -98,7 +47,7 @@ def test_engine_start_status_stop(home: Path) -> None:
 
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr
-        data = _one_json(status)
+        data = one_json(status)
         assert data["running"] is True
         assert data["owner_id"].split(":")[1] == str(started["pid"])
         assert [s["shard"] for s in data["shards"]] == SHARDS
@@ -106,14 +55,14 @@ def test_engine_start_status_stop(home: Path) -> None:
         assert [lane["lane"] for lane in data["lanes"]] == ["local"]
         assert data["lanes"][0]["gate"] == "OPEN"
         assert data["lanes"][0]["readiness"] == "READY"
-        _utc(data["started_at"])
+        utc(data["started_at"])
 
         human = run_nereus("engine", "status", home=home)
         assert human.code == 0 and "engine running" in human.stdout
 
         stopped = run_nereus("--json", "engine", "stop", home=home)
         assert stopped.code == 0, stopped.stderr
-        assert _one_json(stopped) == {"running": False, "stopped": True, "pid": started["pid"]}
+        assert one_json(stopped) == {"running": False, "stopped": True, "pid": started["pid"]}
     assert process_gone(started["pid"])
     assert not (home / "run" / "admin.sock").exists()
     assert not (home / "run" / "engine.pid").exists()
@@ -123,7 +72,7 @@ def test_engine_status_when_not_running_exits_4(home: Path) -> None:
     """status with no engine exits 4; --json prints one document saying running: false."""
     result = run_nereus("--json", "engine", "status", home=home)
     assert result.code == 4
-    data = _one_json(result)
+    data = one_json(result)
     assert data["running"] is False
     assert data["exit_code"] == 4
     assert "not running" in result.stderr
@@ -141,7 +90,7 @@ def test_engine_stop_when_not_running_exits_0(home: Path) -> None:
     assert "not running" in result.stdout
     as_json = run_nereus("--json", "engine", "stop", home=home)
     assert as_json.code == 0
-    assert _one_json(as_json) == {"running": False, "stopped": False}
+    assert one_json(as_json) == {"running": False, "stopped": False}
 
 
 def test_second_engine_start_names_the_running_pid(engine_home: Path) -> None:
@@ -153,7 +102,7 @@ def test_second_engine_start_names_the_running_pid(engine_home: Path) -> None:
     assert f"pid {pid}" in again.stderr
     as_json = run_nereus("--json", "engine", "start", home=engine_home)
     assert as_json.code != 0
-    assert str(pid) in _one_json(as_json)["error"]
+    assert str(pid) in one_json(as_json)["error"]
     status = run_nereus("--json", "engine", "status", home=engine_home)
     assert status.code == 0
     assert status.json()["owner_id"].split(":")[1] == str(pid)
@@ -188,11 +137,11 @@ def test_killed_engine_leaves_a_stale_socket_that_start_replaces(home: Path) -> 
 
 def test_schedule_wait_gives_the_applied_result(engine_home: Path) -> None:
     """schedule --wait with the engine running answers with evidence and result APPLIED."""
-    mid = _uid("wait")
+    mid = uid("wait")
     result = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1h",
                         "--id", mid, "--payload", "x", "--wait", home=engine_home)
     assert result.code == 0, result.stderr
-    data = _one_json(result)
+    data = one_json(result)
     assert data["evidence"] == "APPLIED"
     assert data["result"] == "APPLIED"
     assert data["delay_message_id"] == mid
@@ -203,20 +152,20 @@ def test_schedule_wait_gives_the_applied_result(engine_home: Path) -> None:
 
 def test_cancel_of_an_unknown_id_is_rejected(engine_home: Path) -> None:
     """cancel --wait of an id no shard knows: result REJECTED with a reason, exit 1."""
-    result = run_nereus("--json", "message", "cancel", _uid("ghost"), "--wait",
+    result = run_nereus("--json", "message", "cancel", uid("ghost"), "--wait",
                         home=engine_home)
     assert result.code == 1, result.stderr
-    data = _one_json(result)
+    data = one_json(result)
     assert data["evidence"] == "APPLIED"
     assert data["result"] == "REJECTED"
     assert data["reason"]
-    human = run_nereus("message", "cancel", _uid("ghost"), "--wait", home=engine_home)
+    human = run_nereus("message", "cancel", uid("ghost"), "--wait", home=engine_home)
     assert human.code == 1 and "REJECTED" in human.stdout
 
 
 def test_reschedule_and_cancel_after_publish_are_rejected(engine_home: Path) -> None:
     """Once a message is admitted or published, reschedule and cancel are REJECTED."""
-    mid = _uid("late")
+    mid = uid("late")
     scheduled = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
                            "100ms", "--id", mid, "--wait", home=engine_home)
     assert scheduled.code == 0 and scheduled.json()["result"] == "APPLIED", scheduled.stderr
@@ -229,7 +178,7 @@ def test_reschedule_and_cancel_after_publish_are_rejected(engine_home: Path) -> 
     for command in (["reschedule", mid, "--delay", "1h"], ["cancel", mid]):
         result = run_nereus("--json", "message", *command, "--wait", home=engine_home)
         assert result.code == 1, (command, result.stderr)
-        data = _one_json(result)
+        data = one_json(result)
         assert data["result"] == "REJECTED", command
         assert data["reason"] in ("ALREADY_ADMITTED", "MESSAGE_TERMINAL"), data
 
@@ -238,7 +187,7 @@ def test_reschedule_and_cancel_after_publish_are_rejected(engine_home: Path) -> 
 
 def test_message_show_reports_state_and_attempts(engine_home: Path) -> None:
     """show --json has the message's shard, state, times, generation and attempts."""
-    mid = _uid("show")
+    mid = uid("show")
     deliver_at = "2031-05-06T07:08:09.123Z"
     queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--deliver-at",
                         deliver_at, "--id", mid, "--key", "k", "--header", "h=v", "--wait",
@@ -246,7 +195,7 @@ def test_message_show_reports_state_and_attempts(engine_home: Path) -> None:
     assert queued.code == 0, queued.stderr
     result = run_nereus("--json", "message", "show", mid, home=engine_home)
     assert result.code == 0, result.stderr
-    data = _one_json(result)
+    data = one_json(result)
     for key in ("delay_message_id", "shard", "state", "deliver_at", "generation", "attempts"):
         assert key in data, key
     assert data["delay_message_id"] == mid
@@ -260,7 +209,7 @@ def test_message_show_reports_state_and_attempts(engine_home: Path) -> None:
 
 def test_message_show_lists_each_attempt(engine_home: Path) -> None:
     """A published message's attempts each carry an attempt_id and a state."""
-    mid = _uid("attempted")
+    mid = uid("attempted")
     run_nereus("message", "schedule", "--lane", "local", "--delay", "50ms", "--id", mid,
                "--wait", home=engine_home)
 
@@ -278,13 +227,13 @@ def test_message_show_lists_each_attempt(engine_home: Path) -> None:
 
 def test_message_show_barrier_is_conclusive(engine_home: Path) -> None:
     """show --barrier appends a query barrier first, so the answer is marked conclusive."""
-    mid = _uid("barrier")
+    mid = uid("barrier")
     queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1h",
                         "--id", mid, home=engine_home)
     assert queued.code == 0 and queued.json()["evidence"] == "QUEUED", queued.stderr
     result = run_nereus("--json", "message", "show", mid, "--barrier", home=engine_home)
     assert result.code == 0, result.stderr
-    data = _one_json(result)
+    data = one_json(result)
     assert data["state"] == "SCHEDULED"
     assert data["conclusive"] is True
     assert data["barrier_position"] > queued.json()["source_position"]
@@ -294,10 +243,10 @@ def test_message_show_barrier_is_conclusive(engine_home: Path) -> None:
 def test_message_show_unknown_id_exits_3(engine_home: Path) -> None:
     """show of an id the engine does not know exits 3 (also with --barrier)."""
     for extra in ([], ["--barrier"]):
-        result = run_nereus("--json", "message", "show", _uid("nobody"), *extra,
+        result = run_nereus("--json", "message", "show", uid("nobody"), *extra,
                             home=engine_home)
         assert result.code == 3, (extra, result.stderr)
-        assert _one_json(result)["exit_code"] == 3
+        assert one_json(result)["exit_code"] == 3
         assert "no message" in result.stderr
 
 
@@ -306,7 +255,7 @@ def test_message_show_unknown_id_exits_3(engine_home: Path) -> None:
 def test_due_messages_are_published_to_the_outbox(engine_home: Path, tmp_path: Path) -> None:
     """Messages due in ~1 s land in outbox/local.jsonl with their fields, not early."""
     outbox = engine_home / "outbox" / "local.jsonl"
-    prefix = _uid("pub")
+    prefix = uid("pub")
     deliver_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat(timespec="milliseconds")
     single = run_nereus("--json", "message", "schedule", "--lane", "local", "--deliver-at",
                         deliver_at, "--id", f"{prefix}-0", "--key", "k0", "--header", "n=0",
@@ -315,7 +264,7 @@ def test_due_messages_are_published_to_the_outbox(engine_home: Path, tmp_path: P
     lines = [{"id": f"{prefix}-{n}", "lane": "local", "delay": "1s", "key": f"k{n}",
               "headers": {"n": str(n)}, "payload": json.dumps({"n": n})} for n in range(1, 4)]
     batch = run_nereus("--json", "message", "schedule", "--batch",
-                       str(_write_batch(tmp_path / "due.jsonl", list(lines))),
+                       str(write_batch(tmp_path / "due.jsonl", list(lines))),
                        home=engine_home)
     assert batch.code == 0, batch.stderr
     wanted = {f"{prefix}-{n}" for n in range(4)}
@@ -334,140 +283,25 @@ def test_due_messages_are_published_to_the_outbox(engine_home: Path, tmp_path: P
         assert line["key"] == f"k{n}"
         assert line["headers"] == {"n": str(n)}
         assert line["attempt_id"]
-        assert _utc(line["published_at"]) >= _utc(line["deliver_at"]), line
+        assert utc(line["published_at"]) >= utc(line["deliver_at"]), line
     assert published[f"{prefix}-0"]["payload"] == "zero"
-    assert _utc(published[f"{prefix}-0"]["deliver_at"]) == datetime.fromisoformat(deliver_at)
+    assert utc(published[f"{prefix}-0"]["deliver_at"]) == datetime.fromisoformat(deliver_at)
     assert json.loads(published[f"{prefix}-2"]["payload"]) == {"n": 2}
     shown = run_nereus("--json", "message", "show", f"{prefix}-1", home=engine_home).json()
     assert shown["state"] == "PUBLISHED"
     assert shown["attempts"][-1]["attempt_id"] == published[f"{prefix}-1"]["attempt_id"]
 
 
-# schedule --batch --------------------------------------------------------------------------
-
-def _batch_lines(prefix: str, count: int) -> list[dict[str, Any] | str]:
-    lines: list[dict[str, Any] | str] = []
-    for n in range(count):
-        line: dict[str, Any] = {"id": f"{prefix}-{n}", "lane": "local", "key": f"k{n}",
-                                "headers": {"n": str(n)}, "payload": f"p{n}"}
-        if n % 2:
-            line["delay"] = "1h"
-        else:
-            line["deliver_at"] = "2035-01-01T00:00:00Z"
-            line["expire_at"] = "2035-01-02T00:00:00Z"
-        lines.append(line)
-    return lines
-
-
-def _check_receipts(data: dict[str, Any], prefix: str, count: int) -> None:
-    assert data["queued"] == count and data["rejected"] == 0
-    receipts = data["receipts"]
-    assert [r["delay_message_id"] for r in receipts] == [f"{prefix}-{n}" for n in range(count)]
-    assert all(r["evidence"] == "QUEUED" and r["kind"] == "SCHEDULE" for r in receipts)
-    for shard in SHARDS:
-        positions = [r["source_position"] for r in receipts if r["shard"] == shard]
-        assert positions == sorted(set(positions)), f"positions on {shard} not increasing"
-        assert positions == list(range(positions[0], positions[0] + len(positions)))
-    for r in receipts:
-        assert r["shard"] == f"default/{partition_for(r['delay_message_id'], 2)}"
-
-
-def test_batch_schedule_with_the_engine_running(engine_home: Path, tmp_path: Path) -> None:
-    """--batch of 3,000 lines through the engine: one receipt per line; all get applied."""
-    prefix, count = _uid("batch"), 3000
-    path = _write_batch(tmp_path / "batch.jsonl", _batch_lines(prefix, count))
-    result = run_nereus("--json", "message", "schedule", "--batch", str(path),
-                        home=engine_home)
-    assert result.code == 0, result.stderr
-    _check_receipts(_one_json(result), prefix, count)
-
-    def all_applied() -> bool:
-        listed = run_nereus("--json", "message", "list", "--state", "scheduled", "--limit",
-                            "100000", home=engine_home)
-        assert listed.code == 0, listed.stderr
-        ours = [m for m in listed.json()["messages"]
-                if m["delay_message_id"].startswith(prefix + "-")]
-        return len(ours) == count
-
-    wait_for(all_applied, timeout=30, what="the batch to be applied", interval=0.2)
-
-
-def test_batch_schedule_without_the_engine(home: Path, tmp_path: Path) -> None:
-    """--batch with no engine goes straight to the Shard Logs; an engine applies it later."""
-    prefix, count = _uid("offline"), 3000
-    path = _write_batch(tmp_path / "batch.jsonl", _batch_lines(prefix, count))
-    result = run_nereus("--json", "message", "schedule", "--batch", str(path), home=home)
-    assert result.code == 0, result.stderr
-    _check_receipts(_one_json(result), prefix, count)
-    assert sum(end or 0 for end in _log_ends(home).values()) == count
-    last = f"{prefix}-{count - 1}"
-    with running_engine(home):
-        shown = run_nereus("--json", "message", "show", last, "--barrier", home=home)
-        assert shown.code == 0, shown.stderr
-        assert shown.json()["state"] == "SCHEDULED"
-        assert shown.json()["expire_at"] is None
-
-
-BAD_LINES: list[tuple[str, dict[str, Any] | str, str]] = [
-    ("not-json", "{not json", "not JSON"),
-    ("not-an-object", "[1, 2]", "JSON object"),
-    ("no-lane", {"id": "x", "delay": "1m"}, "lane"),
-    ("bad-delay", {"id": "x", "lane": "local", "delay": "soon"}, "delay"),
-    ("bad-deliver-at", {"id": "x", "lane": "local", "deliver_at": "tomorrow"}, "deliver_at"),
-    ("both-times", {"id": "x", "lane": "local", "delay": "1m",
-                    "deliver_at": "2035-01-01T00:00:00Z"}, "deliver_at"),
-    ("bad-expire-at", {"id": "x", "lane": "local", "delay": "1m", "expire_at": "never"},
-     "expire_at"),
-    ("bad-headers", {"id": "x", "lane": "local", "delay": "1m", "headers": {"a": 1}},
-     "headers"),
-    ("bad-payload", {"id": "x", "lane": "local", "delay": "1m", "payload": 5}, "payload"),
-    ("bad-key", {"id": "x", "lane": "local", "delay": "1m", "key": ["k"]}, "key"),
-    ("unknown-field", {"id": "x", "lane": "local", "delay": "1m", "colour": "red"}, "colour"),
-]
-
-
-@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD_LINES],
-                         ids=[name for name, _, _ in BAD_LINES])
-def test_batch_with_a_bad_line_exits_2_and_queues_nothing(
-    offline_home: Path, tmp_path: Path, bad: dict[str, Any] | str, field: str,
-) -> None:
-    """A bad line exits 2 naming its line number and field; no line of the file is queued."""
-    lines = _batch_lines(_uid("bad"), 200)
-    lines.insert(150, bad)
-    path = _write_batch(tmp_path / "bad.jsonl", lines)
-    result = run_nereus("--json", "message", "schedule", "--batch", str(path),
-                        home=offline_home)
-    assert result.code == 2, result.stderr
-    error = _one_json(result)["error"]
-    assert error.startswith("line 151:"), error
-    assert field in error, error
-    assert _nothing_queued(offline_home)
-
-
-def test_batch_with_a_bad_line_queues_nothing_through_the_engine(
-    engine_home: Path, tmp_path: Path,
-) -> None:
-    """With the engine running too, a bad line exits 2 before anything reaches a log."""
-    lines = _batch_lines(_uid("bad"), 50)
-    lines.append({"id": "x", "lane": "local", "delay": "later"})
-    before = _log_ends(engine_home)
-    result = run_nereus("--json", "message", "schedule", "--batch",
-                        str(_write_batch(tmp_path / "bad.jsonl", lines)), home=engine_home)
-    assert result.code == 2
-    assert "line 51" in result.stderr and "delay" in result.stderr
-    assert _log_ends(engine_home) == before
-
-
 # lists -----------------------------------------------------------------------------------
 
 def test_message_list_with_the_engine_running(engine_home: Path) -> None:
     """message list --json gives messages with id, shard, lane, state; filters apply."""
-    mid = _uid("listed")
+    mid = uid("listed")
     run_nereus("message", "schedule", "--lane", "local", "--delay", "1h", "--id", mid,
                "--wait", home=engine_home)
     result = run_nereus("--json", "message", "list", "--limit", "100000", home=engine_home)
     assert result.code == 0, result.stderr
-    messages = _one_json(result)["messages"]
+    messages = one_json(result)["messages"]
     ours = [m for m in messages if m["delay_message_id"] == mid]
     assert len(ours) == 1
     assert ours[0]["state"] == "SCHEDULED" and ours[0]["lane"] == "local"
@@ -484,7 +318,7 @@ def test_lane_list_with_the_engine_running(engine_home: Path) -> None:
     """lane list --json is a list of lanes with gate, readiness and due backlog."""
     result = run_nereus("--json", "lane", "list", home=engine_home)
     assert result.code == 0, result.stderr
-    lanes = _one_json(result)
+    lanes = one_json(result)
     assert isinstance(lanes, list)
     assert [lane["lane"] for lane in lanes] == ["local"]
     for lane in lanes:
@@ -498,7 +332,7 @@ def test_attempt_list_with_the_engine_running(engine_home: Path) -> None:
     """attempt list --json is a list of open attempts; a bad --state exits 2."""
     result = run_nereus("--json", "attempt", "list", home=engine_home)
     assert result.code == 0, result.stderr
-    attempts = _one_json(result)
+    attempts = one_json(result)
     assert isinstance(attempts, list)
     for attempt in attempts:
         assert attempt["attempt_id"] and attempt["state"] in ("PUBLISHING", "UNKNOWN")
@@ -512,7 +346,7 @@ def test_shard_list_with_the_engine_running(engine_home: Path) -> None:
     """shard list --json through the engine: every shard ACTIVE with positions and lag."""
     result = run_nereus("--json", "shard", "list", home=engine_home)
     assert result.code == 0, result.stderr
-    shards = _one_json(result)
+    shards = one_json(result)
     assert [s["shard"] for s in shards] == SHARDS
     for s in shards:
         assert s["state"] == "ACTIVE"
@@ -530,7 +364,7 @@ def test_shard_list_with_the_engine_stopped(home: Path) -> None:
         live = {s["shard"]: s for s in run_nereus("--json", "shard", "list", home=home).json()}
     result = run_nereus("--json", "shard", "list", home=home)
     assert result.code == 0, result.stderr
-    for s in _one_json(result):
+    for s in one_json(result):
         assert s["state"] == "STOPPED"
         assert s["applied_position"] is not None
         assert s["log_end_position"] >= live[s["shard"]]["log_end_position"]
@@ -557,16 +391,16 @@ def test_commands_that_need_the_engine_exit_4_without_it(
     offline_home: Path, tmp_path: Path, args: list[str],
 ) -> None:
     """With no engine: exit 4, one JSON error document, a hint to start it; nothing queued."""
-    batch = _write_batch(tmp_path / "b.jsonl", [{"lane": "local", "delay": "1m"}])
+    batch = write_batch(tmp_path / "b.jsonl", [{"lane": "local", "delay": "1m"}])
     args = [str(batch) if a == "BATCH" else a for a in args]
     result = run_nereus("--json", *args, home=offline_home)
     assert result.code == 4, result.stderr
-    data = _one_json(result)
+    data = one_json(result)
     assert data["ok"] is False and data["exit_code"] == 4
     assert "engine" in data["error"]
     assert result.stderr.startswith("error:") and "nereus engine start" in result.stderr
     if "--wait" in args:
-        assert _nothing_queued(offline_home)
+        assert nothing_queued(offline_home)
 
 
 def test_engine_unreachable_in_human_mode(offline_home: Path) -> None:
@@ -587,7 +421,7 @@ def test_quickstart_publishes_and_replays(tmp_path: Path) -> None:
         result = run_nereus("--json", "quickstart", "--count", "3", "--spread", "1",
                             home=home, timeout=90)
         assert result.code == 0, result.stderr
-        data = _one_json(result)
+        data = one_json(result)
         assert data["ok"] is True
         assert data["home"] == str(home)
         expected = set(data["scheduled"]) - {data["cancelled"]}
