@@ -8,7 +8,7 @@ engine does not send (an older engine) becomes ``None`` rather than an exception
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from nereus.tui.history import History
@@ -56,41 +56,26 @@ class ShardRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LaneShardRow:
-    """One lane's state on one shard (the lane screen's breakdown)."""
+class LaneOnShardRow:
+    """One lane's state on one shard: a row of the lane screen, which lists the lane's
+    shards (``key`` is the shard), or of the shard screen, which lists the shard's lanes
+    (``by_shard=False``: ``key`` is the lane)."""
 
+    lane: str
     shard: str
     gate: str
     due_backlog: int | None
     open_attempts: int | None
     admissions: int | None
+    by_shard: bool = True
 
     @property
     def key(self) -> str:
-        return self.shard
+        return self.shard if self.by_shard else self.lane
 
     @property
     def search_text(self) -> str:
-        return f"{self.shard} {self.gate}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShardLaneRow:
-    """One lane's state on the shard a shard screen shows."""
-
-    lane: str
-    gate: str
-    due_backlog: int | None
-    open_attempts: int | None
-    admissions: int | None
-
-    @property
-    def key(self) -> str:
-        return self.lane
-
-    @property
-    def search_text(self) -> str:
-        return f"{self.lane} {self.gate}"
+        return f"{self.key} {self.gate}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +97,7 @@ class LaneRow:
     admissions: int | None
     admission_rate: float | None
     messages_by_state: tuple[tuple[str, int], ...]
-    shards: tuple[LaneShardRow, ...]
+    shards: tuple[LaneOnShardRow, ...]
     backlog_history: tuple[int, ...]
     rate_history: tuple[float, ...]
 
@@ -246,10 +231,11 @@ def lane_row(doc: Mapping[str, Any], history: History) -> LaneRow:
         admission_rate=history.lane_rates.get(name),
         messages_by_state=tuple(sorted((str(k), int(v)) for k, v in by_state.items())),
         shards=tuple(
-            LaneShardRow(shard=str(part.get("shard", "?")), gate=str(part.get("gate", "?")),
-                         due_backlog=_int(part.get("due_backlog")),
-                         open_attempts=_int(part.get("open_attempts")),
-                         admissions=_int(part.get("admissions")))
+            LaneOnShardRow(lane=name, shard=str(part.get("shard", "?")),
+                           gate=str(part.get("gate", "?")),
+                           due_backlog=_int(part.get("due_backlog")),
+                           open_attempts=_int(part.get("open_attempts")),
+                           admissions=_int(part.get("admissions")))
             for part in doc.get("shards") or ()
         ),
         backlog_history=history.lane_backlog.get(name, ()),
@@ -348,8 +334,7 @@ def attempts_of(rows: Sequence[AttemptRow], *, lane: str | None = None,
             if (lane is None or row.lane == lane) and (shard is None or row.shard == shard)]
 
 
-def lanes_on_shard(overview: Overview, shard: str) -> list[ShardLaneRow]:
+def lanes_on_shard(overview: Overview, shard: str) -> list[LaneOnShardRow]:
     """Each lane's gate, backlog and attempts on one shard (from the lanes' breakdowns)."""
-    return [ShardLaneRow(lane=lane.lane, gate=part.gate, due_backlog=part.due_backlog,
-                         open_attempts=part.open_attempts, admissions=part.admissions)
+    return [replace(part, by_shard=False)
             for lane in overview.lanes for part in lane.shards if part.shard == shard]

@@ -18,10 +18,9 @@ from textual.widgets import DataTable
 from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, fmt_text, spark_text
 from nereus.tui.models import (
     AttemptRow,
+    LaneOnShardRow,
     LaneRow,
-    LaneShardRow,
     MessageRow,
-    ShardLaneRow,
     ShardRow,
 )
 
@@ -122,20 +121,20 @@ class AttemptTable(RowTable[AttemptRow]):
                 fmt_text(row.admitted_at))
 
 
-class LaneShardTable(RowTable[LaneShardRow]):
+class LaneShardTable(RowTable[LaneOnShardRow]):
+    """A lane's shards (the first column is the row's key: the shard)."""
+
     COLUMNS = ("shard", "gate", "due", "open attempts", "admissions")
 
-    def cells(self, row: LaneShardRow) -> tuple[RenderableType, ...]:
-        return (row.shard, _state(row.gate), _count(row.due_backlog), _count(row.open_attempts),
+    def cells(self, row: LaneOnShardRow) -> tuple[RenderableType, ...]:
+        return (row.key, _state(row.gate), _count(row.due_backlog), _count(row.open_attempts),
                 _count(row.admissions))
 
 
-class ShardLaneTable(RowTable[ShardLaneRow]):
-    COLUMNS = ("lane", "gate", "due", "open attempts", "admissions")
+class ShardLaneTable(LaneShardTable):
+    """A shard's lanes: the same cells, keyed by lane."""
 
-    def cells(self, row: ShardLaneRow) -> tuple[RenderableType, ...]:
-        return (row.lane, _state(row.gate), _count(row.due_backlog), _count(row.open_attempts),
-                _count(row.admissions))
+    COLUMNS = ("lane", *LaneShardTable.COLUMNS[1:])
 
 
 class MessageTable(RowTable[MessageRow]):
