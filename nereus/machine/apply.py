@@ -76,7 +76,6 @@ class Applied(msgspec.Struct, frozen=True):
 
 
 _sha256: Final = hashlib.sha256
-_KINDS: Final = KINDS
 # a set of types: isinstance() against a tuple of six Struct classes costs 0.4 us a record
 _OPERATOR_MUTATIONS: Final = frozenset(OPERATOR_MUTATIONS)
 
@@ -154,7 +153,7 @@ def apply(
         tx.advance()
         return Applied(result, tx.writes, None)
     cls = type(decoded)
-    kind = _KINDS[cls]
+    kind = KINDS[cls]
     if cls in _OPERATOR_MUTATIONS:
         missing = control.check_operator(cast(OperatorMutation, decoded))
         if missing is not None:
