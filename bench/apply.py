@@ -4,7 +4,8 @@ Usage::
 
     .venv/bin/python bench/apply.py [--records N] [--batch B] [--rounds R] [--json] [--profile]
 
-What it does, in one run and one temp directory (removed afterwards unless ``--keep``):
+What it does, in one run and one temp directory (removed afterwards unless ``--keep``;
+each round's databases are removed when the round ends):
 
 1. prepares N realistic SCHEDULE commands (``nereus.client.prepare_schedule``: 32-hex ids,
    a key, 1-2 headers, ~100-byte payload, delay within a day, lane ``local``) and appends

@@ -1,0 +1,50 @@
+"""The benchmarks still run end to end and report what their docstrings promise.
+
+Small sizes and no timing assertions: the figures themselves are for people to read (see
+the README's Benchmarks section); these tests only keep the scripts from rotting as the
+code under them changes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bench(script: str, *args: str) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json"],
+                            capture_output=True, text=True, timeout=300, check=False, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def test_apply_bench_reports_every_round_and_the_median(tmp_path: Path) -> None:
+    """bench/apply.py applies every record in each round, reports each round's pair and
+    details the median round; its temp directory is gone afterwards."""
+    report = _bench("apply.py", "--records", "3000", "--batch", "500", "--rounds", "3",
+                    "--dir", str(tmp_path))
+    assert report["ours"]["check"] == {"records_applied": 3000, "applied_position": 2999,
+                                       "rejects": 0, "messages": 3000}
+    ratios = sorted(one["ratio"] for one in report["rounds"])
+    assert len(ratios) == 3
+    assert report["ratio"] == ratios[1] and report["ratio_min"] == ratios[0]
+    assert report["targets"]["ratio_met_every_round"] == (ratios[0] >= 0.3)
+    assert report["ours"]["keys_per_record_apply"] == 3.0  # result, message, timeline entry
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
+    """bench/verify.py builds its shard, checkpoints it and times inspect and verify."""
+    report = _bench("verify.py", "--messages", "2000", "--batch", "500", "--repeat", "1",
+                    "--cache-dir", str(tmp_path))
+    assert report["messages"] == 2000
+    assert report["verify"]["replicated_pairs"] >= 3 * 2000  # message, timeline, result each
+    assert report["verify"]["verify"]["seconds"] > 0
+    assert report["inspect"]["wall_s"] > 0
+    assert {"inspect", "verify", "targets"} <= set(report)
