@@ -91,15 +91,28 @@ def read_frame(buf: bytes | memoryview, start: int) -> Frame | BadFrame:
 
 
 def read_frames(buf: bytes | memoryview, start: int, limit: int) -> FrameRun:
-    """Up to ``limit`` consecutive intact frames from ``start`` (the checks of read_frame)."""
+    """Up to ``limit`` consecutive intact frames from ``start`` (the checks of read_frame).
+
+    The checks of ``_check`` are spelled out here for intact frames: the log reader runs
+    this for every record, and a call plus a result tuple per frame were a third of its
+    cost. The first frame that fails a check goes through ``_check``, which names it.
+    """
     frames: list[tuple[int, bytes]] = []
-    pos, size = start, len(buf)
-    while len(frames) < limit and pos < size:
-        checked = _check(buf, pos)
-        if isinstance(checked, str):
-            return FrameRun(frames, pos, BadFrame(pos, checked))
-        pos, broker_ms, payload = checked
-        frames.append((broker_ms, payload))
+    append, unpack, crc32 = frames.append, HEADER.unpack_from, zlib.crc32
+    pos, size, count = start, len(buf), 0
+    while count < limit and pos < size:
+        if size - pos >= HEADER_SIZE:
+            length, broker_ms, header_crc, payload_crc = unpack(buf, pos)
+            end = pos + HEADER_SIZE + length
+            if end <= size and length <= MAX_PAYLOAD and crc32(buf[pos:pos + 12]) == header_crc:
+                payload = bytes(buf[pos + HEADER_SIZE:end])
+                if crc32(payload) == payload_crc:
+                    append((broker_ms, payload))
+                    pos, count = end, count + 1
+                    continue
+        problem = _check(buf, pos)
+        assert isinstance(problem, str)  # a check above failed, so _check names it
+        return FrameRun(frames, pos, BadFrame(pos, problem))
     return FrameRun(frames, pos, None)
 
 
