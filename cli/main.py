@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _usage_hint(exc: Any) -> str | None:
+def _usage_hint(exc: Any) -> str:
     """Where to read the usage of the command a parser error is about."""
     context = getattr(exc, "ctx", None)
     if context is None or context.parent is None:
