@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -64,40 +65,35 @@ def _known_lane(env: Env, lane: str) -> None:
         raise NotFound(f"no lane {lane!r} in {env.config.source} (configured: {known})")
 
 
-@app.command("close")
-def close(
-    ctx: typer.Context,
-    lane: Annotated[str, typer.Argument(help="The lane to close.")],
-    reason: mutation_opts.ReasonOpt,
-    operator: mutation_opts.AsOpt = None,
-    key: mutation_opts.KeyOpt = None,
-    precondition: mutation_opts.PreconditionOpt = None,
-    shard: ShardsOpt = None,
-    dry_run: mutation_opts.DryRunOpt = False,
-    yes: mutation_opts.YesOpt = False,
-    wait: mutation_opts.WaitOpt = False,
-) -> None:
-    """Close a lane's admissionGate: no new Publish Admission (asks for confirmation)."""
-    _gate(ctx, lane, "CLOSED", shard=shard, reason=reason, operator=operator, key=key,
-          precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+LaneArg = Annotated[str, typer.Argument(help="The lane.")]
 
 
-@app.command("open")
-def open_lane(
-    ctx: typer.Context,
-    lane: Annotated[str, typer.Argument(help="The lane to open.")],
-    reason: mutation_opts.ReasonOpt,
-    operator: mutation_opts.AsOpt = None,
-    key: mutation_opts.KeyOpt = None,
-    precondition: mutation_opts.PreconditionOpt = None,
-    shard: ShardsOpt = None,
-    dry_run: mutation_opts.DryRunOpt = False,
-    yes: mutation_opts.YesOpt = False,
-    wait: mutation_opts.WaitOpt = False,
-) -> None:
-    """Open a lane's admissionGate again: due messages are admitted and published."""
-    _gate(ctx, lane, "OPEN", shard=shard, reason=reason, operator=operator, key=key,
-          precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+def _gate_command(gate: str, summary: str) -> Callable[..., None]:
+    """The ``lane close`` or ``lane open`` command: one signature, one gate each."""
+
+    def command(
+        ctx: typer.Context,
+        lane: LaneArg,
+        reason: mutation_opts.ReasonOpt,
+        operator: mutation_opts.AsOpt = None,
+        key: mutation_opts.KeyOpt = None,
+        precondition: mutation_opts.PreconditionOpt = None,
+        shard: ShardsOpt = None,
+        dry_run: mutation_opts.DryRunOpt = False,
+        yes: mutation_opts.YesOpt = False,
+        wait: mutation_opts.WaitOpt = False,
+    ) -> None:
+        _gate(ctx, lane, gate, shard=shard, reason=reason, operator=operator, key=key,
+              precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+    command.__doc__ = summary
+    return command
+
+
+app.command("close")(_gate_command(
+    "CLOSED", "Close a lane's admissionGate: no new Publish Admission (asks for confirmation)."))
+app.command("open")(_gate_command(
+    "OPEN", "Open a lane's admissionGate again: due messages are admitted and published."))
 
 
 @app.command("set")

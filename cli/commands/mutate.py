@@ -171,36 +171,33 @@ def _message_shard(env: Env, delay_message_id: str, route: object) -> ShardId:
 
 
 # shard pause / resume, message break (registered on their groups in cli/main.py) -------
-def shard_pause(
-    ctx: typer.Context,
-    shard: Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")],
-    reason: mutation_opts.ReasonOpt,
-    operator: mutation_opts.AsOpt = None,
-    key: mutation_opts.KeyOpt = None,
-    precondition: mutation_opts.PreconditionOpt = None,
-    dry_run: mutation_opts.DryRunOpt = False,
-    yes: mutation_opts.YesOpt = False,
-    wait: mutation_opts.WaitOpt = False,
-) -> None:
-    """Stop new Publish Admissions on a shard; commands still apply (asks for confirmation)."""
-    _pause_or_resume(ctx, shard, pause=True, reason=reason, operator=operator, key=key,
-                     precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+ShardArg = Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")]
 
 
-def shard_resume(
-    ctx: typer.Context,
-    shard: Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")],
-    reason: mutation_opts.ReasonOpt,
-    operator: mutation_opts.AsOpt = None,
-    key: mutation_opts.KeyOpt = None,
-    precondition: mutation_opts.PreconditionOpt = None,
-    dry_run: mutation_opts.DryRunOpt = False,
-    yes: mutation_opts.YesOpt = False,
-    wait: mutation_opts.WaitOpt = False,
-) -> None:
-    """Allow Publish Admissions on a paused shard again."""
-    _pause_or_resume(ctx, shard, pause=False, reason=reason, operator=operator, key=key,
-                     precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+def _pause_command(pause: bool, summary: str) -> Callable[..., None]:
+    """The ``shard pause`` or ``shard resume`` command: one signature, one record kind each."""
+
+    def command(
+        ctx: typer.Context,
+        shard: ShardArg,
+        reason: mutation_opts.ReasonOpt,
+        operator: mutation_opts.AsOpt = None,
+        key: mutation_opts.KeyOpt = None,
+        precondition: mutation_opts.PreconditionOpt = None,
+        dry_run: mutation_opts.DryRunOpt = False,
+        yes: mutation_opts.YesOpt = False,
+        wait: mutation_opts.WaitOpt = False,
+    ) -> None:
+        _pause_or_resume(ctx, shard, pause=pause, reason=reason, operator=operator, key=key,
+                         precondition=precondition, dry_run=dry_run, yes=yes, wait=wait)
+
+    command.__doc__ = summary
+    return command
+
+
+shard_pause = _pause_command(
+    True, "Stop new Publish Admissions on a shard; commands still apply (asks for confirmation).")
+shard_resume = _pause_command(False, "Allow Publish Admissions on a paused shard again.")
 
 
 def _pause_or_resume(ctx: typer.Context, shard: str, *, pause: bool, reason: str,
