@@ -95,6 +95,7 @@ def every_kafka_error() -> list[KafkaError]:
     ("OUT_OF_ORDER_SEQUENCE_NUMBER", True, (U, Disposition.NONE)),
     ("_FATAL", True, (U, Disposition.NONE)),
     ("_UNKNOWN_PARTITION", False, (U, Disposition.NONE)),
+    ("_DESTROY", False, (U, Disposition.NONE)),
     ("_PURGE_INFLIGHT", True, (U, Disposition.NONE)),
     ("UNKNOWN", True, (U, Disposition.NONE)),
 ])
@@ -358,8 +359,16 @@ def test_topic_deleted_under_the_destination_is_never_published(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(10)
     (first,) = destination.publish([request("a2")], now_ms)
-    assert first.outcome != P
-    assert "UNKNOWN_" in first.evidence, first.evidence
+    # usually _UNKNOWN_PARTITION after librdkafka's retries (UNKNOWN: a first try may have
+    # landed). About once in 40 runs it drops the partition while the produce request is in
+    # flight and reports _DESTROY, which says nothing about the append: UNKNOWN too. Only a
+    # refusal proving the topic is gone may be NOT_PUBLISHED.
+    named = re.match(rf"kafka:{re.escape(topic)}: (_?[A-Z_]+): ", first.evidence)
+    assert named is not None, first.evidence
+    if first.outcome == N:
+        assert named[1] in {"_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART"}, first
+    else:
+        assert first.outcome == U, first
     (later,) = destination.publish([request("a3")], now_ms)
     assert (later.outcome, later.disposition) == (N, Disposition.PERMANENT), later
     assert "does not exist" in (destination.probe() or "")
