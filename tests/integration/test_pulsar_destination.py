@@ -205,9 +205,8 @@ def test_without_handoff_deliver_at_is_not_sent(
                                 initial_position=pulsar.InitialPosition.Earliest)
     destination = open_destination(topic)
     destination.publish([request("now", deliver_at_ms=wall_ms() + 60_000)], wall_ms)
-    started = time.monotonic()
-    assert len(receive_all(consumer, 1, timeout_s=5)) == 1
-    assert time.monotonic() - started < 2
+    # a deliverAt sent to the broker would hold the message back 60 s: well past this wait
+    assert len(receive_all(consumer, 1, timeout_s=20)) == 1
 
 
 def test_too_big_message_is_not_published_permanently(
