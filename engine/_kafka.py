@@ -16,6 +16,7 @@ but cannot serve (too few partitions, the wrong timestamp type) is ``TopicMiscon
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from nereus.errors import NereusError, NotFound, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:
+    from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
 
 LOG: Final = logging.getLogger("nereus.engine.kafka")
@@ -63,6 +65,34 @@ def admin_client(bootstrap: str, client_id: str) -> AdminClient:
         "bootstrap.servers": bootstrap, "client.id": client_id,
         "allow.auto.create.topics": False,
     })
+
+
+def close_consumer(consumer: Consumer, what: str, wait_s: float) -> bool:
+    """Close ``consumer``, waiting at most ``wait_s``; False (logged) if it did not finish.
+
+    librdkafka can deadlock in its destroy when an offset reset is in flight (issue 4514,
+    still open in 2.16: the reset's reply op re-enters the partition lock it holds), and
+    then ``close()`` never returns. The close runs in a daemon thread so that a shard, a
+    scan or the engine's shutdown is never held by it: a consumer that does not close in
+    time is abandoned (its threads and socket stay until the process exits). Our consumers
+    never commit on close, so nothing is lost with it.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            consumer.close()
+        except Exception as exc:  # a failed close is only worth a log line
+            LOG.warning("closing the Kafka consumer of %s failed: %s", what, exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="kafka-close", daemon=True).start()
+    if done.wait(wait_s):
+        return True
+    LOG.error("the Kafka consumer of %s did not close within %gs (a librdkafka deadlock, "
+              "issue 4514); it is abandoned until the process exits", what, wait_s)
+    return False
 
 
 def error_of(exc: BaseException) -> tuple[str, str]:

@@ -38,6 +38,7 @@ from nereus.engine._kafka import (
     UNREACHABLE_ERRORS,
     admin_client,
     client_config,
+    close_consumer,
     ensure_topic,
     error_of,
     translate,
@@ -406,7 +407,8 @@ class KafkaDestination:
         except KafkaException as exc:
             raise translate(exc, self.bootstrap, f"scanning topic {self.topic}") from None
         finally:
-            consumer.close()
+            close_consumer(consumer, f"the scan of {self.topic}",
+                           min(self.timeout_s, _FLUSH_GRACE_S))
 
     def _scan_ranges(
         self, consumer: Consumer, since_ms: int, until_ms: int

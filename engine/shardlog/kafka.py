@@ -20,7 +20,10 @@ Positions are Kafka offsets and ``broker_ms`` is the record's Kafka timestamp.
   would be the producer's clock.
 * **Bounded waits.** Delivery reports arrive within ``timeout_s`` (``delivery.timeout.ms``),
   metadata and offset requests are bounded by it too: an unreachable broker surfaces as
-  ``ServiceUnreachable`` naming the bootstrap address, never as a hang.
+  ``ServiceUnreachable`` naming the bootstrap address, never as a hang. A read is never
+  positioned outside the partition's retained range (no offset reset in flight), and
+  ``close`` waits a bounded time for the consumer (``close_consumer``: librdkafka issue
+  4514 can deadlock a close otherwise).
 * **ack is for monitoring.** ``ack(p)`` commits offset ``p + 1`` for consumer group
   ``nereus-<topic>-<partition>`` (asynchronously; a failed commit is logged) so lag tools
   see the shard's progress. The applied position in RocksDB stays the source of truth.
@@ -40,6 +43,7 @@ from nereus.engine._kafka import (
     TopicMisconfigured,
     admin_client,
     client_config,
+    close_consumer,
     ensure_topic,
     error_of,
     topic_settings,
@@ -63,6 +67,7 @@ LINGER_MS: Final = 2
 _FLUSH_GRACE_S: Final = 5.0  # flush waits this much beyond delivery.timeout.ms
 _QUEUE_FULL_WAIT_S: Final = 0.05
 _RETRY_WAIT_S: Final = 0.05
+_CLOSE_WAIT_S: Final = 5.0  # a consumer that takes longer to close is abandoned (see close)
 # answers while a partition's leadership settles (just after creation, or after a move)
 _SETTLING: Final = frozenset({
     "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
@@ -120,8 +125,8 @@ class KafkaShardLog:
             "group.id": self.group_id,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            # a read from below the retained start jumps to it (the runner sees the gap); a
-            # read from beyond the end re-reads from the start and drops what is before it
+            # reads are positioned inside the retained range (_seek); should retention pass
+            # the position before the fetch, the consumer restarts at the retained start
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
             "fetch.wait.max.ms": FETCH_WAIT_MS,
@@ -256,11 +261,8 @@ class KafkaShardLog:
             consumer = self._consumer
             if consumer is None:
                 raise NereusError(f"{self.description}: the log is closed")
-            if self._next != from_position:
-                from confluent_kafka import TopicPartition
-
-                consumer.assign([TopicPartition(self.topic, self.partition, from_position)])
-                self._next = from_position
+            if self._next != from_position and not self._seek(consumer, from_position):
+                return []  # beyond the end
             out = self._take(consumer, from_position, max_records)
             if not out and from_position < self.end_position():
                 # records exist but were not fetched yet (a fresh seek): wait for them
@@ -274,6 +276,25 @@ class KafkaShardLog:
             if out:
                 self._next = out[-1].position + 1
             return out
+
+    def _seek(self, consumer: Consumer, from_position: int) -> bool:
+        """Position the consumer for ``from_position``; False if it lies beyond the end.
+
+        The consumer is only ever assigned inside the partition's range: an offset outside
+        it makes librdkafka reset the position (``auto.offset.reset``), and closing while
+        that reset is in flight can deadlock (see ``close_consumer``). Below the retained
+        start it is assigned at the start (the runner sees the gap in the positions).
+        """
+        from confluent_kafka import TopicPartition
+
+        start, end = self._watermarks()
+        if from_position > end:
+            self._next = None
+            return False
+        consumer.assign([TopicPartition(self.topic, self.partition,
+                                        max(from_position, start))])
+        self._next = from_position
+        return True
 
     def _take(self, consumer: Consumer, from_position: int, max_records: int) -> list[LogRecord]:
         """What the consumer has now (waiting up to READ_POLL_S for the first record)."""
@@ -300,6 +321,10 @@ class KafkaShardLog:
 
     def end_position(self) -> int:
         """The high watermark: the offset the next appended record will get."""
+        return self._watermarks()[1]
+
+    def _watermarks(self) -> tuple[int, int]:
+        """(first retained offset, high watermark), asked of the partition's leader."""
         from confluent_kafka import KafkaException, TopicPartition
 
         consumer = self._consumer
@@ -308,10 +333,10 @@ class KafkaShardLog:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                _, high = consumer.get_watermark_offsets(
+                low, high = consumer.get_watermark_offsets(
                     TopicPartition(self.topic, self.partition),
                     timeout=max(0.1, deadline - time.monotonic()), cached=False)
-                return int(high)
+                return int(low), int(high)
             except KafkaException as exc:
                 # a partition's leader settles just after the topic is made (or moves):
                 # NOT_LEADER_FOR_PARTITION and the like are retried until the deadline
@@ -350,7 +375,7 @@ class KafkaShardLog:
         with self._read_lock:
             consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            consumer.close()
+            close_consumer(consumer, self.description, min(self.timeout_s, _CLOSE_WAIT_S))
 
 
 def _exception(err: KafkaError) -> BaseException:

@@ -10,6 +10,7 @@ plus a token of this session (so an old broker's topics never collide), and dele
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -188,6 +189,80 @@ def test_existing_topic_is_checked_not_recreated(
         KafkaShardLog(bootstrap, missing, 0, create=False, timeout_s=TIMEOUT_S)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     assert missing not in admin.list_topics(timeout=10).topics  # and nothing created it
+
+
+class AssignRecorder:
+    """A consumer that records every assignment and passes everything on."""
+
+    def __init__(self, inner: Consumer) -> None:
+        self.inner = inner
+        self.assigned: list[list[tuple[int, int]]] = []
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned.append([(p.partition, p.offset) for p in partitions])
+        self.inner.assign(partitions)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_reads_never_position_the_consumer_outside_the_retained_range(
+    bootstrap: str, topics: set[str], tmp_path: Path
+) -> None:
+    """A read beyond the end returns [] without assigning the consumer there; a read from
+    below the retained start is assigned at the start and returns from it (the runner sees
+    the gap). An out-of-range assignment would start an offset reset, and closing during
+    one can deadlock librdkafka (issue 4514)."""
+    topic = topic_for(tmp_path)
+    topics.add(topic)
+    log = KafkaShardLog(bootstrap, topic, 0, timeout_s=TIMEOUT_S)
+    try:
+        log.append(payloads("r", 5))
+        recorder = AssignRecorder(log._consumer)  # type: ignore[arg-type]
+        log._consumer = recorder  # type: ignore[assignment]
+        assert log.read(100, 10) == []
+        assert recorder.assigned == []
+        assert [r.position for r in log.read(5, 10)] == []
+        assert recorder.assigned == [[(0, 5)]]
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (future,) = admin.delete_records([TopicPartition(topic, 0, 2)]).values()
+        future.result(10)
+        assert [r.position for r in read_all(log, 0)] == [2, 3, 4]
+        assert recorder.assigned[1:] == [[(0, 2)]]
+    finally:
+        log.close()
+
+
+def test_close_gives_up_on_a_consumer_that_does_not_close(
+    bootstrap: str, topics: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A consumer whose close hangs (as librdkafka's can, issue 4514) holds close() only for
+    the bounded wait, and the abandonment is logged as an error naming the log."""
+    from nereus.engine.shardlog import kafka as kafka_log
+
+    topic = topic_for(tmp_path)
+    topics.add(topic)
+    log = KafkaShardLog(bootstrap, topic, 0, timeout_s=TIMEOUT_S)
+    real = log._consumer
+    assert real is not None
+    release = threading.Event()
+
+    class Stuck:
+        def close(self) -> None:
+            release.wait()
+
+    monkeypatch.setattr(kafka_log, "_CLOSE_WAIT_S", 0.3)
+    log._consumer = Stuck()  # type: ignore[assignment]
+    try:
+        started = time.monotonic()
+        log.close()
+        assert time.monotonic() - started < 0.3 + 5  # the wait, not forever
+        assert f"kafka:{topic}/0 did not close within 0.3s" in caplog.text
+    finally:
+        release.set()
+        real.close()
 
 
 def test_failed_append_raises_and_gives_no_receipt(
