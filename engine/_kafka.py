@@ -90,8 +90,9 @@ def close_consumer(consumer: Consumer, what: str, wait_s: float) -> bool:
     threading.Thread(target=run, name="kafka-close", daemon=True).start()
     if done.wait(wait_s):
         return True
-    LOG.error("the Kafka consumer of %s did not close within %gs (a librdkafka deadlock, "
-              "issue 4514); it is abandoned until the process exits", what, wait_s)
+    LOG.error("the Kafka consumer of %s did not close within %gs (librdkafka can deadlock "
+              "in its destroy, issue 4514); it is abandoned until the process exits",
+              what, wait_s)
     return False
 
 
