@@ -37,6 +37,8 @@ UNREACHABLE_ERRORS: Final = frozenset({
 })
 
 _LEADER_WAIT_S: Final = 0.05
+# a consumer that takes longer than this to close is abandoned (close_consumer)
+CLOSE_WAIT_S: Final = 5.0
 
 
 class TopicMisconfigured(UsageError):

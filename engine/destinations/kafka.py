@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from nereus.engine._kafka import (
+    CLOSE_WAIT_S,
     UNREACHABLE_ERRORS,
     admin_client,
     client_config,
@@ -408,7 +409,7 @@ class KafkaDestination:
             raise translate(exc, self.bootstrap, f"scanning topic {self.topic}") from None
         finally:
             close_consumer(consumer, f"the scan of {self.topic}",
-                           min(self.timeout_s, _FLUSH_GRACE_S))
+                           min(self.timeout_s, CLOSE_WAIT_S))
 
     def _scan_ranges(
         self, consumer: Consumer, since_ms: int, until_ms: int

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from nereus.engine._kafka import (
+    CLOSE_WAIT_S,
     LOG,
     TopicMisconfigured,
     admin_client,
@@ -67,7 +68,6 @@ LINGER_MS: Final = 2
 _FLUSH_GRACE_S: Final = 5.0  # flush waits this much beyond delivery.timeout.ms
 _QUEUE_FULL_WAIT_S: Final = 0.05
 _RETRY_WAIT_S: Final = 0.05
-_CLOSE_WAIT_S: Final = 5.0  # a consumer that takes longer to close is abandoned (see close)
 # answers while a partition's leadership settles (just after creation, or after a move)
 _SETTLING: Final = frozenset({
     "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
@@ -375,7 +375,7 @@ class KafkaShardLog:
         with self._read_lock:
             consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            close_consumer(consumer, self.description, min(self.timeout_s, _CLOSE_WAIT_S))
+            close_consumer(consumer, self.description, min(self.timeout_s, CLOSE_WAIT_S))
 
 
 def _exception(err: KafkaError) -> BaseException:

@@ -253,7 +253,7 @@ def test_close_gives_up_on_a_consumer_that_does_not_close(
         def close(self) -> None:
             release.wait()
 
-    monkeypatch.setattr(kafka_log, "_CLOSE_WAIT_S", 0.3)
+    monkeypatch.setattr(kafka_log, "CLOSE_WAIT_S", 0.3)
     log._consumer = Stuck()  # type: ignore[assignment]
     try:
         started = time.monotonic()
