@@ -113,9 +113,11 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
     "engine status": JsonDoc(
         "object", ("running", "owner_id", "home", "started_at", "trusted_time", "shards",
-                   "lanes"),
+                   "lanes", "workers"),
         nested={"trusted_time": ("earliest", "latest", "uncertainty_ms"),
-                "shards": SHARD_STATUS, "lanes": LANE_STATUS, "lanes.shards": LANE_SHARD},
+                "shards": SHARD_STATUS, "lanes": LANE_STATUS, "lanes.shards": LANE_SHARD,
+                "workers": ("name", "kind", "state", "restarts", "last_error",
+                            "last_error_at")},
         note="When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
     ),
     "message schedule": JsonDoc(

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import queue
 import shutil
-import threading
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +20,11 @@ from typing import Any
 
 from nereus.config import CheckpointSettings
 from nereus.engine.checkpoints import Taken, catalog, check_floor, describe, recovery_floor, upload
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.objectstore.protocol import ObjectStore
 from nereus.engine.shardlog.file import FileShardLog
 from nereus.engine.shardlog.protocol import ShardLog
+from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import CheckpointMark, encode
 from nereus.shard import ShardId
 
@@ -41,27 +41,35 @@ class Job:
 
 class Checkpointer:
     def __init__(self, objects: ObjectStore, settings: CheckpointSettings, *,
-                 log_event: Callable[..., None] = lambda *a, **k: None) -> None:
+                 events: EventLog = null_event_log) -> None:
         self.objects = objects
         self.settings = settings
-        self._event = log_event
+        self._events = events
         self._jobs: queue.Queue[Job | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="checkpointer", daemon=True)
+        self._worker: Supervised | None = None
         self.taken = 0
         self.failed = 0
         self.last: dict[str, Any] = {}
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        self._worker = owner.spawn("checkpointer", "checkpointer", self.run)
 
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
     def stop(self, timeout_s: float) -> None:
         self._jobs.put(None)
-        self._thread.join(timeout_s)
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Finish queued snapshots until asked to stop (a supervised worker body).
+
+        A failed checkpoint fails its own job (its requesters get the exception); the
+        next job is unaffected.
+        """
         while True:
             job = self._jobs.get()
             if job is None:
@@ -70,8 +78,9 @@ class Checkpointer:
                 taken = self._finish(job)
             except Exception as exc:
                 self.failed += 1
-                self._event("checkpoint_failed", shard=str(job.shard),
-                            checkpoint_id=job.checkpoint_id, error=f"{type(exc).__name__}: {exc}")
+                safe_event(self._events, "checkpoint_failed", level="error",
+                           shard=str(job.shard), checkpoint_id=job.checkpoint_id,
+                           error=f"{type(exc).__name__}: {exc}")
                 for future in job.futures:
                     future.set_exception(exc)
             else:
@@ -90,13 +99,14 @@ class Checkpointer:
         entry = upload(self.objects, job.directory, manifest)
         job.log.append([encode(CheckpointMark(mutation_id=str(uuid.uuid4()),
                                               checkpoint_id=entry.checkpoint_id))])
-        self._event("checkpoint_taken", shard=str(job.shard), checkpoint_id=entry.checkpoint_id,
-                    applied_position=entry.applied_position, digest=entry.digest)
+        safe_event(self._events, "checkpoint_taken", shard=str(job.shard),
+                   checkpoint_id=entry.checkpoint_id, applied_position=entry.applied_position,
+                   digest=entry.digest)
         if self.settings.prune_log and isinstance(job.log, FileShardLog):
             floor = recovery_floor(self.objects, job.shard, self.settings.keep)
             check_floor(floor, delete_before=floor.position)
             deleted = job.log.delete_before(floor.position)
             if deleted:
-                self._event("log_pruned", shard=str(job.shard), before=floor.position,
-                            segments=len(deleted))
+                safe_event(self._events, "log_pruned", shard=str(job.shard),
+                           before=floor.position, segments=len(deleted))
         return Taken(entry, manifest, sum(f.size for f in manifest.files))

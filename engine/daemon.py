@@ -19,7 +19,6 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
@@ -91,8 +90,10 @@ def run(home: Path, *, foreground: bool) -> int:
     lock_fd = acquire_pid_lock(home)
     logger = logs.configure(layout.logs, foreground=foreground)
 
-    def log_event(event: str, **fields: Any) -> None:
-        logger.info(event, **fields)
+    def log_event(event: str, /, **fields: object) -> None:
+        level = fields.pop("level", "info")
+        method = getattr(logger, str(level), None) or logger.info
+        method(event, **fields)
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -102,7 +103,7 @@ def run(home: Path, *, foreground: bool) -> int:
     try:
         engine.start()
         server = AdminServer(AdminApi(engine), socket_path(home), on_shutdown=stop.set)
-        server.start()
+        server.start(engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())
         stop.wait()
         log_event("engine_stopping")

@@ -2,8 +2,10 @@
 Trusted UTC clock; starts them in order and stops them so that no producer call is
 silently dropped.
 
-Threads and their owner (all started and joined here): one loop thread per shard, one
-publisher thread per lane; the admin socket server is owned by the daemon.
+Threads and their owner: every worker (one loop per shard, one publisher per lane, the
+evidence scanner, the checkpointer; the daemon adds the admin socket's accept loop) runs
+under the engine's ``Supervisor``, which logs a crash with its traceback, counts it and
+restarts the worker with capped backoff; ``workers()`` is what ``engine status`` shows.
 
 Stop: shards stop claiming; admissions already appended are applied; publishers finish
 the call in progress (up to the stop timeout). Requests that never reached the
@@ -31,6 +33,7 @@ from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyErrorSource, TrustedClock
 from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
+from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.objectstore.factory import open_object_store
 from nereus.engine.publisher import LanePublisher
@@ -40,6 +43,7 @@ from nereus.engine.shard_loop import LoopSettings, ShardLoop
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.file import FileShardLog
 from nereus.engine.shardlog.protocol import ShardLog
+from nereus.engine.supervisor import Supervisor, WorkerStatus
 from nereus.errors import ConfigError, StoreError
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome
@@ -106,7 +110,7 @@ class Engine:
     clock: TrustedClock | None = None
     destinations: dict[str, Destination] | None = None  # tests may inject adapters
     new_id: Callable[[], str] = field(default_factory=_IdSource)
-    log_event: Callable[..., None] = lambda *a, **k: None
+    log_event: EventLog = null_event_log
     shards: dict[ShardId, ShardLoop] = field(default_factory=dict)
     publishers: dict[str, LanePublisher] = field(default_factory=dict)
     started_ms: int = 0
@@ -121,6 +125,11 @@ class Engine:
                                       extra_error_ms=extra)
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
+        self.supervisor = Supervisor(self.log_event)
+
+    def workers(self) -> list[WorkerStatus]:
+        """Every supervised worker: state, restarts, last error."""
+        return self.supervisor.statuses()
 
     def _destination(self, name: str) -> Destination:
         if self.destinations is not None and name in self.destinations:
@@ -133,10 +142,10 @@ class Engine:
         self.started_ms = clock.wall_ms()
         for name in self.config.lanes:
             self.publishers[name] = LanePublisher(
-                name, self._destination(name), now_ms=clock.wall_ms, on_event=self.log_event)
+                name, self._destination(name), now_ms=clock.wall_ms, events=self.log_event)
         self.objects = open_object_store(self.config.objects, self.home)
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
-                                         log_event=self.log_event)
+                                         events=self.log_event)
         for route in self.config.routes.values():
             for partition in range(route.partitions):
                 shard = ShardId(route.name, partition)
@@ -145,21 +154,21 @@ class Engine:
                 self.shards[shard] = ShardLoop(
                     shard, store, log, limits=self.config.limits, clock=clock,
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
-                    new_id=self.new_id, settings=self.settings.loop, log_event=self.log_event,
+                    new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
                     checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
                     staging=self.layout.root / "staging" / shard.route / str(partition))
-        self.checkpointer.start()
+        self.checkpointer.start(self.supervisor)
         self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
-                                         log_event=self.log_event)
+                                         events=self.log_event)
         for publisher in self.publishers.values():
-            publisher.start()
+            publisher.start(self.supervisor)
         for loop in self.shards.values():
-            loop.start()
+            loop.start(self.supervisor)
         for shard, loop in self.shards.items():
             if not loop.wait_active(timeout_s):
                 raise RuntimeError(f"shard {shard} did not become active: "
                                    f"{loop.error or loop.state}")
-        self.evidence.start()
+        self.evidence.start(self.supervisor)
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
 

@@ -12,11 +12,12 @@ The last search per attempt is kept for ``nereus attempt list``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nereus.engine.destinations.protocol import PublishResult
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import Disposition, Outcome
 from nereus.views import open_attempts
 
@@ -35,21 +36,24 @@ class Search:
 
 class EvidenceRecovery:
     def __init__(self, engine: Engine, *, interval_s: float = 5.0,
-                 log_event: Callable[..., None] = lambda *a, **k: None) -> None:
+                 events: EventLog = null_event_log) -> None:
         self.engine = engine
         self.interval_s = interval_s
-        self._event = log_event
+        self._events = events
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="evidence", daemon=True)
+        self._worker: Supervised | None = None
         self.searches: dict[str, Search] = {}
         self.settled = 0
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        self._worker = owner.spawn("evidence", "evidence", self.run)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
 
     def search_view(self, attempt_id: str) -> dict[str, Any] | None:
         search = self.searches.get(attempt_id)
@@ -60,12 +64,14 @@ class EvidenceRecovery:
         return {"searched_at": format_time_ms(search.at_ms), "found": search.found,
                 "error": search.error}
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Scan every ``interval_s`` until asked to stop (a supervised worker body)."""
         while not self._stop.wait(self.interval_s):
             try:
                 self.scan_once()
-            except Exception as exc:  # a scan problem must never stop the engine
-                self._event("evidence_scan_failed", error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # one failed scan is reported; the next one runs
+                safe_event(self._events, "evidence_scan_failed", level="warning",
+                           error=f"{type(exc).__name__}: {exc}")
 
     def scan_once(self) -> int:
         """One pass over every shard's UNKNOWN attempts; returns how many were settled."""
@@ -100,7 +106,7 @@ class EvidenceRecovery:
                                              f"evidence scan: {evidence}"))
                     settled += 1
                 if found:
-                    self._event("evidence_found", shard=str(loop.shard), lane=lane,
+                    safe_event(self._events, "evidence_found", shard=str(loop.shard), lane=lane,
                                 attempts=len(found))
         self.settled += settled
         return settled

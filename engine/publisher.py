@@ -16,13 +16,21 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import Disposition, Outcome
 
-Reply = Callable[[PublishResult], None]
+
+class Reply(Protocol):
+    """Where a publish result goes (a shard loop's ``reply``): never raises, never blocks."""
+
+    def __call__(self, result: PublishResult, /) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,10 @@ class _Job:
 
 
 class LanePublisher:
+    """One lane's publisher. Its loop (``run``) is a supervised worker body: everything it
+    holds between taking a job and replying lives on this object, so a restart after a
+    crash replies what it already knows, sends what it never sent, and drops nothing."""
+
     def __init__(
         self,
         lane: str,
@@ -40,23 +52,27 @@ class LanePublisher:
         now_ms: Callable[[], int],
         batch: int = 512,
         probe_interval_s: float = 0.5,
-        on_event: Callable[[str, dict[str, object]], None] | None = None,
+        events: EventLog = null_event_log,
     ) -> None:
         self.lane = lane
         self.destination = destination
         self._now_ms = now_ms
         self._batch = batch
         self._probe_interval_s = probe_interval_s
-        self._on_event = on_event
+        self._events = events
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.not_ready_reason: str | None = destination.probe()
         self._last_probe = time.monotonic()
         self.in_call: list[_Job] = []
+        # taken off the queue, not sent yet (a restart sends them first)
+        self._unsent: deque[_Job] = deque()
+        # results known, not yet handed back (a restart hands them back first)
+        self._unreplied: deque[tuple[_Job, PublishResult]] = deque()
         self.published = 0
         self.failures = 0
-        self._thread = threading.Thread(target=self._run, name=f"publisher-{lane}", daemon=True)
+        self._worker: Supervised | None = None
 
     @property
     def ready(self) -> bool:
@@ -79,16 +95,18 @@ class LanePublisher:
         with self._lock:
             was, self.not_ready_reason = self.not_ready_reason, reason
         if reason is None and was is not None:
-            self._event("lane_ready", {"lane": self.lane})
+            safe_event(self._events, "lane_ready", lane=self.lane)
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        """Run the publisher loop on a thread owned by ``supervisor``."""
+        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        self._worker = owner.spawn(f"publisher-{self.lane}", "publisher", self.run)
 
     def submit(self, request: PublishRequest, reply: Reply) -> None:
         self._jobs.put(_Job(request, reply))
 
     def queued(self) -> int:
-        return self._jobs.qsize()
+        return self._jobs.qsize() + len(self._unsent)
 
     def stop(self, deadline_s: float) -> list[tuple[PublishRequest, Reply]]:
         """Stop after the call in progress (waiting up to ``deadline_s``).
@@ -99,20 +117,27 @@ class LanePublisher:
         """
         self._stop.set()
         self._jobs.put(None)
-        self._thread.join(deadline_s)
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(deadline_s)
+        if self._worker is None or not self._worker.alive:
+            self._reply_known()
         unsent: list[tuple[PublishRequest, Reply]] = []
+        while self._unsent:
+            job = self._unsent.popleft()
+            unsent.append((job.request, job.reply))
         while True:
             try:
-                job = self._jobs.get_nowait()
+                queued = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if job is not None:
-                unsent.append((job.request, job.reply))
+            if queued is not None:
+                unsent.append((queued.request, queued.reply))
         return unsent
 
     def stuck(self) -> list[tuple[PublishRequest, Reply]]:
         """Jobs inside a destination call that has not returned (after ``stop``)."""
-        if not self._thread.is_alive():
+        if self._worker is None or not self._worker.alive:
             return []
         with self._lock:
             return [(job.request, job.reply) for job in self.in_call]
@@ -120,65 +145,109 @@ class LanePublisher:
     def _decline(self, jobs: list[_Job], reason: str) -> None:
         """Jobs taken while the lane is NOT READY: never handed to the destination."""
         for job in jobs:
-            job.reply(PublishResult(
+            self._unreplied.append((job, PublishResult(
                 job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
-                f"lane {self.lane} NOT READY ({reason}): never handed to the destination"))
+                f"lane {self.lane} NOT READY ({reason}): never handed to the destination")))
+        self._reply_known()
 
-    def _event(self, name: str, fields: dict[str, object]) -> None:
-        if self._on_event is not None:
-            self._on_event(name, fields)
+    def _reply_known(self) -> None:
+        """Hand back every result already known (each is removed once delivered)."""
+        while self._unreplied:
+            job, result = self._unreplied[0]
+            job.reply(result)
+            self._unreplied.popleft()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def _take(self) -> list[_Job] | None:
+        """The next batch (jobs a crash left unsent first); None when asked to stop."""
+        jobs: list[_Job] = []
+        while self._unsent and len(jobs) < self._batch:
+            jobs.append(self._unsent.popleft())
+        if not jobs:
             try:
                 job = self._jobs.get(timeout=self._probe_interval_s / 2)
             except queue.Empty:
                 self._probe_if_due()
-                continue
+                return []
             if job is None or self._stop.is_set():
                 if job is not None:
-                    self._jobs.put(job)
+                    self._unsent.append(job)
+                return None
+            jobs.append(job)
+        while len(jobs) < self._batch:
+            try:
+                more = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                self._stop.set()
+                break
+            jobs.append(more)
+        return jobs
+
+    def run(self) -> None:
+        """The publisher loop (a supervised worker body; safe to call again after a crash)."""
+        self._recover_after_crash()
+        while not self._stop.is_set():
+            jobs = self._take()
+            if jobs is None:
                 return
-            jobs = [job]
-            while len(jobs) < self._batch:
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._stop.set()
-                    break
-                jobs.append(more)
+            if not jobs:
+                continue
+            self._unsent.extend(jobs)  # held here until the destination call begins
             if self.not_ready_reason is not None:
                 # handed over while READY, taken while NOT READY: ask the destination
                 # first, and never send while it is known to be unusable
                 self._probe()
                 if self.not_ready_reason is not None:
+                    self._unsent.clear()
                     self._decline(jobs, self.not_ready_reason)
                     continue
+            self._send(jobs)
+
+    def _recover_after_crash(self) -> None:
+        """What a crash left half done: results to hand back, a call that never returned."""
+        self._reply_known()
+        with self._lock:
+            lost, self.in_call = self.in_call, []
+        for job in lost:  # the call began and its answer was lost: it may have been sent
+            self._unreplied.append((job, PublishResult(
+                job.request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
+                "the publisher failed during the destination call; the send may have "
+                "happened")))
+        self._reply_known()
+
+    def _send(self, jobs: list[_Job]) -> None:
+        with self._lock:
+            self.in_call = jobs
+            self._unsent.clear()
+        try:
+            results = self.destination.publish([j.request for j in jobs], self._now_ms)
+        except Exception as exc:  # an adapter bug must not kill the lane or lose replies
+            evidence = f"destination raised {type(exc).__name__}: {exc}; the send may " \
+                "have happened"
+            results = [PublishResult(j.request.attempt_id, Outcome.UNKNOWN,
+                                     Disposition.NONE, evidence) for j in jobs]
+        by_attempt = {r.attempt_id: r for r in results}
+        answered: list[tuple[_Job, PublishResult]] = []
+        for item in jobs:
+            answered.append((item, by_attempt.get(item.request.attempt_id) or PublishResult(
+                item.request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
+                f"destination {self.destination.name} gave no result for this request; the "
+                "send may have happened")))
+        with self._lock:  # one step: a job is either in the call or has its result
+            self._unreplied.extend(answered)
+            self.in_call = []
+        failed = None
+        for _, result in answered:
+            if result.outcome == Outcome.PUBLISHED:
+                self.published += 1
+            else:
+                self.failures += 1
+                failed = result.evidence
+        self._reply_known()
+        if failed is not None:
             with self._lock:
-                self.in_call = jobs
-            try:
-                results = self.destination.publish([j.request for j in jobs], self._now_ms)
-            except Exception as exc:  # an adapter bug must not kill the lane or lose replies
-                evidence = f"destination raised {type(exc).__name__}: {exc}; the send may " \
-                    "have happened"
-                results = [PublishResult(j.request.attempt_id, Outcome.UNKNOWN,
-                                         Disposition.NONE, evidence) for j in jobs]
-            with self._lock:
-                self.in_call = []
-            by_attempt = {r.attempt_id: r for r in results}
-            failed = None
-            for item in jobs:
-                result = by_attempt[item.request.attempt_id]
-                if result.outcome == Outcome.PUBLISHED:
-                    self.published += 1
-                else:
-                    self.failures += 1
-                    failed = result.evidence
-                item.reply(result)
-            if failed is not None:
-                with self._lock:
-                    self.not_ready_reason = failed
-                    self._last_probe = time.monotonic()
-                self._event("lane_not_ready", {"lane": self.lane, "reason": failed})
+                self.not_ready_reason = failed
+                self._last_probe = time.monotonic()
+            safe_event(self._events, "lane_not_ready", level="warning", lane=self.lane,
+                       reason=failed)

@@ -25,6 +25,7 @@ import queue
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -34,13 +35,16 @@ from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.checkpoints import Taken, new_checkpoint_id, snapshot
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.runner import ShardRunner
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.engine.shardlog.protocol import Receipt, ShardLog
+from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.errors import LogCorruption
 from nereus.machine import Applied, Limits
 from nereus.records import (
     ActivationBarrier,
@@ -62,6 +66,8 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Activation, Attempt, Lane, Message, Obligation, decode_value
 
 APPEND_RETRIES = 5
+# failures no restart can repair: the loop ends FAILED and says why
+FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +91,7 @@ class ShardLoop:
         owner_id: str,
         new_id: Callable[[], str],
         settings: LoopSettings = LoopSettings(),
-        log_event: Callable[..., None] = lambda *a, **k: None,
+        events: EventLog = null_event_log,
         checkpointer: Checkpointer | None = None,
         staging: Path | None = None,
         fetch_payload: FetchPayload | None = None,
@@ -99,7 +105,7 @@ class ShardLoop:
         self.owner_id = owner_id
         self.new_id = new_id
         self.settings = settings
-        self._event = log_event
+        self._events = events
         self.runner = ShardRunner(store, log, limits=limits, batch_records=settings.batch_records)
         self.state = "STARTING"
         self.epoch = 0
@@ -112,6 +118,13 @@ class ShardLoop:
         self._dispatched: set[str] = set()
         self._open_keys: set[tuple[str, str]] = set()
         self._outcomes: queue.SimpleQueue[PublishResult] = queue.SimpleQueue()
+        # held across a crash and a restart of the loop (never in a call's locals):
+        # applied and synced events not yet acted on, and system records (outcomes,
+        # admissions, claim results) encoded but not yet in the log, retried as the very
+        # same bytes until the log takes them
+        self._pending_events: deque[Applied] = deque()
+        self._outbox: list[tuple[str | None, bytes]] = []  # (attempt id of an admission, bytes)
+        self._activated = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._applied = threading.Condition()
@@ -122,11 +135,17 @@ class ShardLoop:
         self._checkpoint_requests: queue.SimpleQueue[Future[Taken]] = queue.SimpleQueue()
         self._records_since_checkpoint = 0
         self._last_checkpoint_mono = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"shard-{shard}", daemon=True)
+        self._worker: Supervised | None = None
+
+    def _event(self, event: str, /, **fields: object) -> None:
+        safe_event(self._events, event, **fields)
 
     # lifecycle ------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        """Run the loop on a thread owned by ``supervisor`` (restarted after a crash)."""
+        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        self._worker = owner.spawn(f"shard-{self.shard}", "shard", self.run,
+                                   fatal=FATAL_ERRORS)
 
     def begin_stop(self) -> None:
         """No new claims from now on; keep applying and recording outcomes."""
@@ -138,7 +157,9 @@ class ShardLoop:
         """Record what is left, apply it, and end the thread (by ``deadline``)."""
         self._stop.set()
         self._wake.set()
-        self._thread.join(max(deadline - time.monotonic(), 0.1))
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(max(deadline - time.monotonic(), 0.1))
 
     def wait_active(self, timeout_s: float) -> bool:
         end = time.monotonic() + timeout_s
@@ -217,15 +238,28 @@ class ShardLoop:
         self._wake.set()
 
     # the loop -------------------------------------------------------------------------
-    def _run(self) -> None:
+    def run(self) -> None:
+        """The loop (a supervised worker body; called again after a crash).
+
+        A restart resumes: recovery runs again only if it never finished; claims, dispatched
+        attempts, synced events not yet acted on and records not yet appended are kept on
+        this object, so an outage of the Shard Log (an append or a read that fails) costs a
+        pause, not an UNCERTAIN attempt.
+        """
         try:
-            self._recover()
+            if not self._activated:
+                self._recover()
+            elif self.state == "DEGRADED":
+                self.state = "ACTIVE"
+                self._event("shard_resumed", shard=str(self.shard), epoch=self.epoch)
+            self.error = None
             while not self._stop.is_set():
                 progressed = self._apply(until_empty=False)
                 progressed |= self._flush_outcomes()
                 self._maybe_checkpoint()
                 if self.state == "ACTIVE" and not self._paused():
                     progressed |= self._schedule()
+                progressed |= self._flush_outbox()
                 self._expire_claims()
                 if not progressed:
                     self._wake.wait(self.settings.poll_interval_s)
@@ -238,10 +272,13 @@ class ShardLoop:
                         RuntimeError("the engine is stopping"))
                 except queue.Empty:
                     break
-        except Exception as exc:  # the loop owns the shard: record why it stopped
-            self.state = "FAILED"
+        except Exception as exc:  # the supervisor logs, counts and restarts; say why here
             self.error = f"{type(exc).__name__}: {exc}"
-            self._event("shard_failed", shard=str(self.shard), error=self.error)
+            if self._stop.is_set() or isinstance(exc, FATAL_ERRORS):
+                self.state = "FAILED"
+            elif self.state == "ACTIVE":
+                self.state = "DEGRADED"  # no claims until the loop runs again
+            raise
         finally:
             with self._applied:
                 self._applied.notify_all()
@@ -270,22 +307,36 @@ class ShardLoop:
         Measured Kafka -> Kafka (bench/brokers.py, 20,000 due at once): 2,281 -> 6,211
         publishes/s per shard.
         """
-        events: list[tuple[LogRecord, Applied]] = []
-        self.runner.observer = lambda record, applied: events.append((record, applied))
-        progressed = False
+        progressed = self._act_on_pending()  # synced before a crash, not yet acted on
+        runner = self.runner
+        batch: list[Applied] = []
+        runner.observer = lambda _record, applied: batch.append(applied)
         while True:
-            report = self.runner.step()
+            batch.clear()
+            before = runner.next_position
+            try:
+                report = runner.step()
+            finally:  # acted on only once synced: the runner moves on after its write
+                if runner.next_position != before:
+                    self._pending_events.extend(batch)
             if not report.records:
                 break
             progressed = True
             with self._applied:
                 self._applied.notify_all()
-            for _, applied in events:  # the batch is synced: act on it now
-                self._on_applied(applied)
-            events.clear()
-            if not until_empty and report.records < self.runner.batch_records:
+            self._act_on_pending()
+            if not until_empty and report.records < runner.batch_records:
                 break
         return progressed
+
+    def _act_on_pending(self) -> bool:
+        """Act on synced events, oldest first; each is taken off before it is handled."""
+        pending = self._pending_events
+        if not pending:
+            return False
+        while pending:
+            self._on_applied(pending.popleft())
+        return True
 
     def _on_applied(self, applied: Applied) -> None:
         timeline = keys.TIMELINE[0]
@@ -362,7 +413,7 @@ class ShardLoop:
             self._open_keys.discard((message.lane, message.key))
 
     def _flush_outcomes(self) -> bool:
-        records: list[bytes] = []
+        """Publisher results (and declines) as PUBLISH_OUTCOME records, into the log."""
         while True:
             try:
                 result = self._outcomes.get_nowait()
@@ -372,14 +423,20 @@ class ShardLoop:
             raw = self.store.get(keys.attempt_key(result.attempt_id))
             delay_message_id = (claim.delay_message_id if claim is not None else
                                 decode_value(raw, Attempt).delay_message_id if raw else "")
-            records.append(encode(PublishOutcome(
+            self._outbox.append((None, encode(PublishOutcome(
                 outcome_id=self.new_id(), attempt_id=result.attempt_id,
                 delay_message_id=delay_message_id, outcome=result.outcome,
                 disposition=result.disposition, evidence=result.evidence,
-            )))
-        if records:
-            self._append(records)
-        return bool(records)
+            ))))
+        return self._flush_outbox()
+
+    def _flush_outbox(self) -> bool:
+        """Append every record waiting in the outbox (the same bytes on every retry)."""
+        if not self._outbox:
+            return False
+        self._append([data for _, data in self._outbox])
+        self._outbox.clear()
+        return True
 
     def _paused(self) -> bool:
         return self.store.get(keys.META_PAUSED) is not None
@@ -406,16 +463,32 @@ class ShardLoop:
             self._by_attempt[claim.attempt_id] = claim
             local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
         self.store.write(local, sync=False)
-        self._append([c.admission for c in plan.claims] + plan.expiries)
+        self._outbox.extend((c.attempt_id, c.admission) for c in plan.claims)
+        self._outbox.extend((None, data) for data in plan.expiries)
         return True
 
     def _expire_claims(self) -> None:
+        """Release claims whose deadline passed before their admission was acted on.
+
+        An admission still waiting in the outbox is dropped with its claim. One that was
+        applied and won, but whose event was never acted on (a crash in between), is an
+        attempt only this owner could have sent and never did: it is declined.
+        """
         if not self._claims:
             return
         mono = time.monotonic_ns() // 1_000_000
-        for claim in list(self._claims.values()):
-            if claim.deadline_mono_ms < mono and claim.attempt_id not in self._dispatched:
-                self._release(claim)
+        expired = [claim for claim in self._claims.values()
+                   if claim.deadline_mono_ms < mono and claim.attempt_id not in self._dispatched]
+        if not expired:
+            return
+        gone = {claim.attempt_id for claim in expired}
+        self._outbox = [item for item in self._outbox if item[0] not in gone]
+        for claim in expired:
+            self._release(claim)
+            raw = self.store.get(keys.attempt_key(claim.attempt_id))
+            if raw is not None and decode_value(raw, Attempt).state == AttemptState.PUBLISHING:
+                self._decline(claim.attempt_id,
+                              "owner declined before any send: the claim deadline passed")
 
     # recovery and shutdown ------------------------------------------------------------
     def _recover(self) -> None:
@@ -449,6 +522,7 @@ class ShardLoop:
             self._append(orphans)
             self.runner.run_until_caught_up()
             self._event("recovered_unknown", shard=str(self.shard), attempts=len(orphans))
+        self._activated = True
         self.state = "ACTIVE"
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
                     applied_position=self.applied_position)

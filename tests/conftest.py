@@ -41,6 +41,20 @@ def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None 
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+# a test that uses a real server's fixture carries that server's marker, so the fast lane
+# is `pytest -m "not kafka and not pulsar and not s3"`
+_SERVICE_MARKERS = {"kafka_service": "kafka", "kafka_bootstrap": "kafka",
+                    "pulsar_service": "pulsar", "s3_service": "s3"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in _SERVICE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(getattr(pytest.mark, marker))
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """An initialised home with one route (``default``, 2 partitions) and lane ``local``."""

@@ -152,5 +152,15 @@ def status(ctx: typer.Context) -> None:
                           str(lane["due_backlog"]), str(lane["published"]),
                           str(lane["failures"]))
         out.print(lanes)
+        troubled = [w for w in data.get("workers", [])
+                    if w["restarts"] or w["state"] not in ("RUNNING", "STOPPED")]
+        if troubled:
+            workers = Table("worker", "state", "restarts", "last error", "at")
+            for w in troubled:
+                workers.add_row(w["name"], w["state"], str(w["restarts"]),
+                                w["last_error"] or "", w["last_error_at"] or "")
+            out.print(workers)
+        else:
+            out.print(f"{len(data.get('workers', []))} workers running, none restarted")
 
     env.output.emit(data, human)

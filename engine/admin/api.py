@@ -122,7 +122,16 @@ class AdminApi:
                              "uncertainty_ms": now.uncertainty_ms},
             "shards": self.shards(),
             "lanes": self.lanes(),
+            "workers": self.workers(),
         }
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every supervised worker thread: its state, restarts and last error."""
+        return [{"name": worker.name, "kind": worker.kind, "state": worker.state.value,
+                 "restarts": worker.restarts, "last_error": worker.last_error,
+                 "last_error_at": None if worker.last_error_at_ms is None
+                 else format_time_ms(worker.last_error_at_ms)}
+                for worker in self.engine.workers()]
 
     def shards(self) -> list[dict[str, Any]]:
         assert self.engine.clock is not None

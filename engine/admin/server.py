@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from nereus.engine.admin.api import AdminApi
+from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import NereusError, NotFound, UsageError
 
 MAX_BODY = 64 << 20
@@ -234,12 +235,15 @@ class AdminServer:
         self._server.in_flight = 0
         self._server.idle = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2}, name="admin-socket",
-                                        daemon=True)
+        self._worker: Supervised | None = None
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        """Serve on a thread owned by ``supervisor`` (the accept loop restarts on a crash)."""
+        owner = supervisor if supervisor is not None else Supervisor()
+        self._worker = owner.spawn("admin-socket", "admin", self._serve)
+
+    def _serve(self) -> None:
+        self._server.serve_forever(poll_interval=0.2)
 
     def close(self) -> bool:
         """Stop serving and wait for requests in progress; False if some did not finish."""
@@ -248,10 +252,13 @@ class AdminServer:
         self._closed = True
         with self._server.idle:
             self._server.stopping.set()
-        if self._thread.is_alive():
-            self._server.shutdown()
+        if self._worker is not None:
+            self._worker.stopping()
+            if self._worker.alive:
+                self._server.shutdown()
         self._server.server_close()
-        self._thread.join(5)
+        if self._worker is not None:
+            self._worker.join(5)
         if self.path.exists():
             self.path.unlink()
         return self._server.drain(DRAIN_TIMEOUT_S)

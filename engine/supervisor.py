@@ -1,0 +1,205 @@
+"""Supervision: every worker thread has an owner that restarts it and reports it.
+
+A worker is a *body*: a callable that runs until its own stop flag is set (then returns)
+or fails (raises). ``Supervisor.spawn`` runs one body on one thread and, when it raises,
+
+1. logs ``worker_crashed`` with the worker's name, the error and its traceback;
+2. counts the restart and keeps the last error for ``engine status --json``;
+3. waits a capped exponential backoff (``Backoff``; a worker that ran cleanly for
+   ``reset_after_s`` starts again from the shortest delay) and calls the body again.
+
+A body is written to be called again: whatever it holds (claims, queued requests,
+outcomes not yet in the log) lives on its object, not in the call's locals, so a restart
+resumes where the crash left off instead of dropping it.
+
+An exception listed as ``fatal`` (damage no restart can repair, such as a corrupt log) ends
+the worker in FAILED; so does a crash after ``stopping()`` was called (there is nothing
+left to restart for). No worker thread ever dies silently.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+import msgspec
+
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
+
+
+class WorkerState(StrEnum):
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    BACKOFF = "BACKOFF"  # crashed; restarting after a delay
+    STOPPED = "STOPPED"  # its body returned (asked to stop)
+    FAILED = "FAILED"  # a fatal error, or a crash while stopping: not restarted
+
+
+class WorkerBody(Protocol):
+    """A worker's loop: returns when asked to stop, raises when it fails."""
+
+    def __call__(self) -> None: ...
+
+
+class WorkerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One worker as ``engine status --json`` shows it (``workers[]``)."""
+
+    name: str
+    kind: str  # shard | publisher | evidence | checkpointer | admin
+    state: WorkerState
+    restarts: int
+    last_error: str | None
+    last_error_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Capped exponential restart delay."""
+
+    initial_s: float = 0.1
+    cap_s: float = 5.0
+    reset_after_s: float = 30.0  # a run this long resets the delay to ``initial_s``
+
+    def delay_s(self, consecutive: int) -> float:
+        """The delay before restart number ``consecutive`` (1-based) of a crash streak."""
+        growth: float = 2.0 ** max(consecutive - 1, 0)
+        return min(self.initial_s * growth, self.cap_s)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Supervised:
+    """One supervised worker thread."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        body: WorkerBody,
+        *,
+        events: EventLog,
+        backoff: Backoff,
+        fatal: tuple[type[BaseException], ...] = (),
+        wall_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self._body = body
+        self._events = events
+        self._backoff = backoff
+        self._fatal = fatal
+        self._wall_ms = wall_ms
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.state = WorkerState.STARTING
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.last_error_at_ms: int | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stopping(self) -> None:
+        """The owner asked the body to stop: cut a backoff short, restart no more after it."""
+        self._stopping.set()
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        if self._thread.ident is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def status(self) -> WorkerStatus:
+        with self._lock:
+            return WorkerStatus(name=self.name, kind=self.kind, state=self.state,
+                                restarts=self.restarts, last_error=self.last_error,
+                                last_error_at_ms=self.last_error_at_ms)
+
+    def _set(self, state: WorkerState) -> None:
+        with self._lock:
+            self.state = state
+
+    def _run(self) -> None:
+        consecutive = 0
+        while True:
+            self._set(WorkerState.RUNNING)
+            began = time.monotonic()
+            try:
+                self._body()
+            except BaseException as exc:  # every failure is reported, none kills silently
+                fatal = isinstance(exc, self._fatal) or self._stopping.is_set() or not \
+                    isinstance(exc, Exception)
+                with self._lock:
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                    self.last_error_at_ms = self._wall_ms()
+                if time.monotonic() - began >= self._backoff.reset_after_s:
+                    consecutive = 0
+                consecutive += 1
+                delay = self._backoff.delay_s(consecutive)
+                safe_event(
+                    self._events, "worker_crashed", level="error", worker=self.name,
+                    kind=self.kind, error=self.last_error, restarts=self.restarts,
+                    restarting_in_s=None if fatal else round(delay, 3),
+                    traceback="".join(traceback.format_exception(exc)),
+                )
+                if fatal:
+                    self._set(WorkerState.FAILED)
+                    if not isinstance(exc, Exception):
+                        raise
+                    return
+                with self._lock:
+                    self.restarts += 1
+                    self.state = WorkerState.BACKOFF
+                # a stop request cuts the backoff short; the body then runs once more to
+                # wind down (it sees its own stop flag) and is not restarted after that
+                self._stopping.wait(delay)
+                safe_event(self._events, "worker_restarted", worker=self.name, kind=self.kind,
+                           restarts=self.restarts)
+                continue
+            self._set(WorkerState.STOPPED)
+            return
+
+
+class Supervisor:
+    """Owns every worker of an engine; the one place their statuses are read."""
+
+    def __init__(self, events: EventLog = null_event_log, backoff: Backoff = Backoff(),
+                 *, wall_ms: Callable[[], int] = _wall_ms) -> None:
+        self.events = events
+        self.backoff = backoff
+        self._wall_ms = wall_ms
+        self._workers: list[Supervised] = []
+        self._lock = threading.Lock()
+
+    def spawn(self, name: str, kind: str, body: WorkerBody, *,
+              fatal: tuple[type[BaseException], ...] = ()) -> Supervised:
+        """Start ``body`` on a supervised thread called ``name``."""
+        worker = Supervised(name, kind, body, events=self.events, backoff=self.backoff,
+                            fatal=fatal, wall_ms=self._wall_ms)
+        with self._lock:
+            self._workers.append(worker)
+        worker.start()
+        return worker
+
+    def statuses(self) -> list[WorkerStatus]:
+        with self._lock:
+            workers = list(self._workers)
+        return [worker.status() for worker in workers]
+
+    @property
+    def restarts(self) -> int:
+        with self._lock:
+            return sum(worker.restarts for worker in self._workers)

@@ -1,0 +1,116 @@
+"""The lane publisher survives its failures: a failed publish, a crash mid-reply."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.event_log import RecordingEventLog
+from nereus.engine.publisher import LanePublisher
+from nereus.engine.supervisor import Backoff, Supervisor
+from nereus.publish import PublishTemplate
+from nereus.records import Disposition, Outcome
+from tests.daemon import wait_for
+
+
+def request(n: int) -> PublishRequest:
+    template = PublishTemplate(delay_message_id=f"m{n}", generation=1, lane="lane",
+                               deliver_at_ms=0, action_at_ms=0, key=None, headers={},
+                               payload=b"x")
+    return PublishRequest(f"a{n}", template)
+
+
+class Scripted:
+    """A destination that fails while ``broken`` is set, else publishes."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.sent: list[str] = []
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms: Callable[[], int]) -> list[PublishResult]:
+        if self.broken:
+            return [PublishResult(r.attempt_id, Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                                  "cannot open the target") for r in requests]
+        self.sent.extend(r.attempt_id for r in requests)
+        return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE, "here")
+                for r in requests]
+
+    def probe(self) -> str | None:
+        return "still broken" if self.broken else None
+
+    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class Replies:
+    def __init__(self) -> None:
+        self.results: dict[str, list[PublishResult]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, result: PublishResult, /) -> None:
+        with self.lock:
+            self.results.setdefault(result.attempt_id, []).append(result)
+
+
+def keyword_only_log() -> RecordingEventLog:
+    """The daemon's logger takes the event name and keyword fields only, like this one."""
+    return RecordingEventLog()
+
+
+def test_a_lane_survives_its_first_failed_publish() -> None:
+    """A failed publish makes the lane NOT READY and logs it; once the probe passes the lane
+    is READY again and publishes. (Before the event log was typed, the publisher passed a
+    dict positionally to the daemon's keyword logger and died on this very event.)"""
+    events = keyword_only_log()
+    destination = Scripted()
+    publisher = LanePublisher("lane", destination, now_ms=lambda: 0, probe_interval_s=0.02,
+                              events=events)
+    supervisor = Supervisor(events, Backoff(initial_s=0.01))
+    publisher.start(supervisor)
+    replies = Replies()
+    destination.broken = True
+    publisher.submit(request(1), replies)
+    wait_for(lambda: "a1" in replies.results, timeout=5, what="the failed publish's reply")
+    assert not publisher.ready
+    assert events.named("lane_not_ready")[0]["lane"] == "lane"
+    destination.broken = False
+    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY again")
+    publisher.submit(request(2), replies)
+    wait_for(lambda: "a2" in replies.results, timeout=5, what="the next publish")
+    assert replies.results["a2"][0].outcome == Outcome.PUBLISHED
+    assert supervisor.restarts == 0, events.named("worker_crashed")
+    assert publisher.stop(5) == []
+
+
+def test_results_already_held_are_delivered_after_a_crash() -> None:
+    """A reply that raises crashes the publisher mid-delivery; after the restart every result
+    is delivered exactly once and nothing is sent twice."""
+    events = RecordingEventLog()
+    destination = Scripted()
+    publisher = LanePublisher("lane", destination, now_ms=lambda: 0, events=events)
+    replies = Replies()
+    failed_once = threading.Event()
+
+    def fragile(result: PublishResult, /) -> None:
+        if result.attempt_id == "a2" and not failed_once.is_set():
+            failed_once.set()
+            raise RuntimeError("reply failed")
+        replies(result)
+
+    for n in range(1, 4):
+        publisher.submit(request(n), fragile)
+    supervisor = Supervisor(events, Backoff(initial_s=0.01))
+    publisher.start(supervisor)
+    wait_for(lambda: len(replies.results) == 3, timeout=5, what="three replies")
+    assert {k: len(v) for k, v in replies.results.items()} == {"a1": 1, "a2": 1, "a3": 1}
+    assert sorted(destination.sent) == ["a1", "a2", "a3"]
+    assert supervisor.restarts == 1
+    assert events.named("worker_crashed")[0]["error"] == "RuntimeError: reply failed"
+    publisher.stop(5)

@@ -1,0 +1,92 @@
+"""Supervision: a crashed worker is logged with its traceback, counted and restarted."""
+
+from __future__ import annotations
+
+import threading
+
+from nereus.engine.event_log import RecordingEventLog
+from nereus.engine.supervisor import Backoff, Supervisor, WorkerState
+from tests.daemon import wait_for
+
+FAST = Backoff(initial_s=0.01, cap_s=0.05)
+
+
+class Flaky:
+    """A worker body that raises on its first ``failures`` calls, then runs until stopped."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.stop = threading.Event()
+        self.ran = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError(f"boom {self.calls}")
+        self.ran.set()
+        self.stop.wait()
+
+
+def test_a_crashed_worker_is_restarted_and_reported() -> None:
+    """Two crashes: two restarts, the last error kept, each logged with its traceback."""
+    events = RecordingEventLog()
+    supervisor = Supervisor(events, FAST)
+    body = Flaky(failures=2)
+    worker = supervisor.spawn("flaky", "test", body)
+    assert body.ran.wait(5)
+    status = worker.status()
+    assert status.state == WorkerState.RUNNING
+    assert status.restarts == 2
+    assert status.last_error == "RuntimeError: boom 2"
+    assert status.last_error_at_ms is not None
+    crashes = events.named("worker_crashed")
+    assert [c["error"] for c in crashes] == ["RuntimeError: boom 1", "RuntimeError: boom 2"]
+    assert all("Traceback" in str(c["traceback"]) and "boom" in str(c["traceback"])
+               for c in crashes)
+    assert len(events.named("worker_restarted")) == 2
+    body.stop.set()
+    worker.stopping()
+    assert worker.join(5)
+    assert worker.status().state == WorkerState.STOPPED
+    assert [s.name for s in supervisor.statuses()] == ["flaky"]
+
+
+def test_a_fatal_error_is_not_restarted() -> None:
+    """An error the owner declares fatal ends the worker FAILED, once."""
+    supervisor = Supervisor(RecordingEventLog(), FAST)
+    calls: list[int] = []
+
+    def body() -> None:
+        calls.append(1)
+        raise KeyError("damaged")
+
+    worker = supervisor.spawn("doomed", "test", body, fatal=(KeyError,))
+    assert worker.join(5)
+    assert calls == [1]
+    assert worker.status().state == WorkerState.FAILED
+    assert worker.status().restarts == 0
+
+
+def test_stopping_cuts_a_backoff_short_and_runs_the_body_once_more() -> None:
+    """A worker in a long backoff is woken by stopping() and winds down, not restarted again."""
+    supervisor = Supervisor(RecordingEventLog(), Backoff(initial_s=60, cap_s=60))
+    calls: list[int] = []
+
+    def body() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first run fails")
+
+    worker = supervisor.spawn("slow", "test", body)
+    wait_for(lambda: worker.status().state == WorkerState.BACKOFF, timeout=5, what="backoff")
+    worker.stopping()
+    assert worker.join(5)
+    assert len(calls) == 2
+    assert worker.status().state == WorkerState.STOPPED
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    """The delay doubles per consecutive crash up to its cap."""
+    backoff = Backoff(initial_s=0.1, cap_s=1.0)
+    assert [backoff.delay_s(n) for n in (1, 2, 3, 4, 5, 6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
