@@ -36,6 +36,8 @@ class Job:
     checkpoint_id: str
     log: ShardLog
     now_ms: int
+    owner_id: str  # the owner that took the snapshot, and its epoch (on the CHECKPOINT_MARK)
+    fencing_epoch: int
     futures: list[Future[Taken]] = field(default_factory=list)
 
 
@@ -97,8 +99,9 @@ class Checkpointer:
         manifest = describe(job.directory, job.shard, checkpoint_id=job.checkpoint_id,
                             parent=parent, now_ms=job.now_ms)
         entry = upload(self.objects, job.directory, manifest)
-        job.log.append([encode(CheckpointMark(mutation_id=str(uuid.uuid4()),
-                                              checkpoint_id=entry.checkpoint_id))])
+        job.log.append([encode(CheckpointMark(
+            mutation_id=str(uuid.uuid4()), checkpoint_id=entry.checkpoint_id,
+            owner_id=job.owner_id, fencing_epoch=job.fencing_epoch))])
         safe_event(self._events, "checkpoint_taken", shard=str(job.shard),
                    checkpoint_id=entry.checkpoint_id, applied_position=entry.applied_position,
                    digest=entry.digest)

@@ -33,10 +33,22 @@ class Reply(Protocol):
     def __call__(self, result: PublishResult, /) -> None: ...
 
 
+class SendGate(Protocol):
+    """Asked just before the destination call: why this job may not be sent now, or None
+    (a shard loop's ``live_owner_gate``: a fenced owner makes no further producer call)."""
+
+    def __call__(self) -> str | None: ...
+
+
+def _always_open() -> str | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
     request: PublishRequest
     reply: Reply
+    gate: SendGate = _always_open
 
 
 class LanePublisher:
@@ -102,8 +114,9 @@ class LanePublisher:
         owner = supervisor if supervisor is not None else Supervisor(self._events)
         self._worker = owner.spawn(f"publisher-{self.lane}", "publisher", self.run)
 
-    def submit(self, request: PublishRequest, reply: Reply) -> None:
-        self._jobs.put(_Job(request, reply))
+    def submit(self, request: PublishRequest, reply: Reply,
+               gate: SendGate = _always_open) -> None:
+        self._jobs.put(_Job(request, reply, gate))
 
     def queued(self) -> int:
         return self._jobs.qsize() + len(self._unsent)
@@ -202,7 +215,28 @@ class LanePublisher:
                     self._unsent.clear()
                     self._decline(jobs, self.not_ready_reason)
                     continue
-            self._send(jobs)
+            jobs = self._through_gates(jobs)
+            if jobs:
+                self._send(jobs)
+
+    def _through_gates(self, jobs: list[_Job]) -> list[_Job]:
+        """The jobs whose owner may still send; the others are declined, never sent."""
+        allowed: list[_Job] = []
+        refused: list[tuple[_Job, PublishResult]] = []
+        for job in jobs:
+            why = job.gate()
+            if why is None:
+                allowed.append(job)
+            else:
+                refused.append((job, PublishResult(
+                    job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                    f"owner declined before any send: {why}")))
+        if refused:
+            with self._lock:  # one step: a refused job is answered, never also still unsent
+                self._unreplied.extend(refused)
+                self._unsent = deque(allowed)
+            self._reply_known()
+        return allowed
 
     def _recover_after_crash(self) -> None:
         """What a crash left half done: results to hand back, a call that never returned."""

@@ -125,6 +125,7 @@ class ShardLoop:
         self._pending_events: deque[Applied] = deque()
         self._outbox: list[tuple[str | None, bytes]] = []  # (attempt id of an admission, bytes)
         self._activated = False
+        self._fenced: str | None = None  # why another owner is live, once one is
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._applied = threading.Condition()
@@ -164,7 +165,7 @@ class ShardLoop:
     def wait_active(self, timeout_s: float) -> bool:
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            if self.state in ("ACTIVE", "FAILED"):
+            if self.state in ("ACTIVE", "FAILED", "FENCED"):
                 return self.state == "ACTIVE"
             time.sleep(0.005)
         return False
@@ -187,7 +188,7 @@ class ShardLoop:
         with self._applied:
             while self.runner.next_position <= position:
                 remaining = end - time.monotonic()
-                if remaining <= 0 or self.state in ("FAILED", "STOPPED"):
+                if remaining <= 0 or self.state in ("FAILED", "STOPPED", "FENCED"):
                     return self.runner.next_position > position
                 self._applied.wait(min(remaining, 0.1))
         return True
@@ -228,7 +229,7 @@ class ShardLoop:
                 future.set_exception(exc)
             raise
         self.checkpointer.submit(Job(self.shard, directory, checkpoint_id, self.log,
-                                     self.clock.wall_ms(), requests))
+                                     self.clock.wall_ms(), self.owner_id, self.epoch, requests))
         self._records_since_checkpoint = 0
         self._last_checkpoint_mono = time.monotonic()
 
@@ -254,6 +255,9 @@ class ShardLoop:
                 self._event("shard_resumed", shard=str(self.shard), epoch=self.epoch)
             self.error = None
             while not self._stop.is_set():
+                if self._fenced is not None and not self._dispatched and not self._outbox:
+                    self._event("shard_released", shard=str(self.shard), reason=self._fenced)
+                    return  # fenced, and every answer this owner held is in the log
                 progressed = self._apply(until_empty=False)
                 progressed |= self._flush_outcomes()
                 self._maybe_checkpoint()
@@ -356,10 +360,13 @@ class ShardLoop:
             claim = self._by_attempt.get(record.attempt_id)
             if status == ResultStatus.APPLIED:
                 self.admissions += 1
+                if record.attempt_id in self._dispatched:
+                    return  # acted on before a crash; never handed over twice
                 if claim is not None and (why := self._gate_closed(claim)) is None:
                     self._dispatched.add(record.attempt_id)
                     self.publishers[claim.lane].submit(
-                        PublishRequest(record.attempt_id, claim.template), self.reply)
+                        PublishRequest(record.attempt_id, claim.template), self.reply,
+                        self.live_owner_gate)
                 elif record.owner_id == self.owner_id:
                     reason = why if claim is not None else "the claim ended before admission"
                     self._decline(record.attempt_id, f"owner declined before any send: {reason}")
@@ -371,12 +378,56 @@ class ShardLoop:
                 self._release(claim)
                 self.publish_outcomes += 1
             self._refresh_open_key(record.attempt_id)
+        elif isinstance(record, ActivationBarrier) and status == ResultStatus.APPLIED and \
+                self._activated and (record.owner_id, record.fencing_epoch) != (
+                    self.owner_id, self.epoch):
+            self._fence(f"owner {record.owner_id} activated epoch {record.fencing_epoch} "
+                        f"at position {applied.result.position}")
+
+    def live_owner_gate(self) -> str | None:
+        """Why this owner may not call a producer now, or None.
+
+        Read from the *applied* activation (``meta/activation``), not from this loop's
+        memory: once another owner's barrier is applied, no further producer call leaves
+        this owner. The lane publisher asks this for every job just before its call.
+        """
+        if self._fenced is not None:
+            return f"owner {self.owner_id} is fenced: {self._fenced}"
+        raw = self.store.get(keys.META_ACTIVATION)
+        active = None if raw is None else decode_value(raw, Activation)
+        if active is None or (active.owner_id, active.fencing_epoch) != (self.owner_id,
+                                                                         self.epoch):
+            live = "nobody" if active is None else \
+                f"{active.owner_id} epoch {active.fencing_epoch}"
+            return f"owner {self.owner_id} epoch {self.epoch} is not the live owner ({live})"
+        return None
+
+    def _fence(self, why: str) -> None:
+        """Another owner is live: claim nothing more, send nothing more, let the shard go.
+
+        Claims not yet handed to a publisher are released (their admissions, if applied,
+        are STALE FENCED); attempts already with a publisher are refused at its gate and
+        declined. The loop ends once their answers are in the log (evidence only now).
+        """
+        if self._fenced is not None:
+            return
+        self._activated = True  # nothing to recover again: this owner is done here
+        self._fenced = why
+        self.state = "FENCED"
+        self._outbox = [item for item in self._outbox if item[0] is None]
+        for claim in list(self._by_attempt.values()):
+            if claim.attempt_id not in self._dispatched:
+                self._release(claim)
+        self._event("shard_fenced", level="warning", shard=str(self.shard),
+                    owner_id=self.owner_id, epoch=self.epoch, reason=why)
 
     def _gate_closed(self, claim: Claim) -> str | None:
         if self.state != "ACTIVE":
             return f"the shard is {self.state}"
         if claim.fencing_epoch != self.epoch:
             return "the fencing epoch changed"
+        if (why := self.live_owner_gate()) is not None:
+            return why
         if self._claims.get(claim.delay_message_id) is not claim:
             return "the claim was revoked"
         if time.monotonic_ns() // 1_000_000 > claim.deadline_mono_ms:
@@ -425,7 +476,8 @@ class ShardLoop:
                                 decode_value(raw, Attempt).delay_message_id if raw else "")
             self._outbox.append((None, encode(PublishOutcome(
                 outcome_id=self.new_id(), attempt_id=result.attempt_id,
-                delay_message_id=delay_message_id, outcome=result.outcome,
+                delay_message_id=delay_message_id, owner_id=self.owner_id,
+                fencing_epoch=self.epoch, outcome=result.outcome,
                 disposition=result.disposition, evidence=result.evidence,
             ))))
         return self._flush_outbox()
@@ -502,9 +554,14 @@ class ShardLoop:
         (receipt,) = self._append([encode(ActivationBarrier(
             barrier_id=barrier_id, owner_id=self.owner_id, fencing_epoch=self.epoch))])
         self.runner.run_until_caught_up(stop_at=receipt.position)
-        active = self.store.get(keys.META_ACTIVATION)
-        if active is None or decode_value(active, Activation).barrier_id != barrier_id:
-            raise RuntimeError(f"shard {self.shard}: activation barrier {barrier_id} did not win")
+        raw_active = self.store.get(keys.META_ACTIVATION)
+        active = None if raw_active is None else decode_value(raw_active, Activation)
+        if active is None or active.barrier_id != barrier_id:
+            live = "nobody" if active is None else \
+                f"{active.owner_id} epoch {active.fencing_epoch}"
+            self._fence(f"its activation barrier (epoch {self.epoch}) was fenced; the live "
+                        f"owner is {live}")
+            return
         orphans: list[bytes] = []
         for key, raw_obligation in self.store.scan_prefix(keys.OBLIGATION):
             obligation = decode_value(raw_obligation, Obligation)
@@ -514,7 +571,8 @@ class ShardLoop:
             if obligation.state == AttemptState.PUBLISHING:
                 orphans.append(encode(PublishOutcome(
                     outcome_id=self.new_id(), attempt_id=obligation.attempt_id,
-                    delay_message_id=delay_message_id, outcome=Outcome.UNKNOWN,
+                    delay_message_id=delay_message_id, owner_id=self.owner_id,
+                    fencing_epoch=self.epoch, outcome=Outcome.UNKNOWN,
                     evidence=f"recovery: owner {self.owner_id} activated epoch {self.epoch}; "
                     "no live first-send gate survived the restart, the send may have happened",
                 )))

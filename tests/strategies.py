@@ -36,18 +36,20 @@ admissions = st.builds(
     decided_latest_ms=times,
 )
 outcomes = st.builds(
-    r.PublishOutcome, outcome_id=ids, attempt_id=ids, delay_message_id=ids,
-    outcome=st.sampled_from(r.Outcome), disposition=st.sampled_from(r.Disposition),
-    evidence=small_text,
+    r.PublishOutcome, outcome_id=ids, attempt_id=ids, delay_message_id=ids, owner_id=ids,
+    fencing_epoch=st.integers(0, 5), outcome=st.sampled_from(r.Outcome),
+    disposition=st.sampled_from(r.Disposition), evidence=small_text,
 )
 claim_results = st.builds(
     r.ClaimResult, mutation_id=ids, delay_message_id=ids, generation=st.integers(0, 5),
-    work_digest=ids, disposition=st.sampled_from(r.ClaimDisposition), detail=small_text,
+    work_digest=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
+    disposition=st.sampled_from(r.ClaimDisposition), detail=small_text,
     decided_earliest_ms=times, decided_latest_ms=times,
 )
 activations = st.builds(r.ActivationBarrier, barrier_id=ids, owner_id=ids,
                         fencing_epoch=st.integers(0, 5))
-marks = st.builds(r.CheckpointMark, mutation_id=ids, checkpoint_id=ids)
+marks = st.builds(r.CheckpointMark, mutation_id=ids, checkpoint_id=ids, owner_id=ids,
+                  fencing_epoch=st.integers(0, 5))
 operator_fields = {"operator": small_text, "reason": small_text, "idempotency_key": small_text,
                    "precondition_digest": st.none() | ids}
 lane_gates = st.builds(r.LaneGate, lane=lanes, gate=st.sampled_from(r.Gate), **operator_fields)

@@ -14,7 +14,9 @@ from pathlib import Path
 from nereus.engine.shardlog.file import FileShardLog
 from nereus.records import PublishAdmission, encode
 from nereus.shard import ShardId, partition_for
+from nereus.state import keys
 from nereus.state.store import ShardStore
+from nereus.state.values import Activation, decode_value
 from nereus.views import find_message
 from tests.conftest import run_nereus
 from tests.daemon import start_engine, stop_engine, wait_for
@@ -43,17 +45,29 @@ def make_unknown_attempt(home: Path, delay_message_id: str = "uncertain-1",
         stop_engine(home)
     with ShardStore.open(home / "state" / shard.route / str(shard.partition),
                          read_only=True) as store:
-        message = find_message(store, delay_message_id)
-    assert message is not None and message.work_digest is not None
+        data = dead_owners_admission(store, delay_message_id, attempt_id)
     log = FileShardLog(home / "shardlog" / shard.route / str(shard.partition))
     try:
-        log.append([encode(PublishAdmission(
-            attempt_id=attempt_id, delay_message_id=delay_message_id, generation=1,
-            work_digest=message.work_digest, lane=lane, claim_id="dead-claim",
-            claim_sequence=1, owner_id="dead-owner", fencing_epoch=1, prepared_digest="x",
-            decided_earliest_ms=message.action_at_ms,
-            decided_latest_ms=max(message.action_at_ms, int(time.time() * 1000)) + 1,
-        ))])
+        log.append([data])
     finally:
         log.close()
     return shard
+
+
+def dead_owners_admission(store: ShardStore, delay_message_id: str,
+                          attempt_id: str = "ghost-attempt") -> bytes:
+    """The PUBLISH_ADMISSION the shard's last live owner (the engine that just stopped)
+    would have appended for the message's current work, had it died right after."""
+    message = find_message(store, delay_message_id)
+    raw_active = store.get(keys.META_ACTIVATION)
+    assert message is not None and message.work_digest is not None
+    assert raw_active is not None, "no owner ever activated this shard"
+    active = decode_value(raw_active, Activation)
+    return encode(PublishAdmission(
+        attempt_id=attempt_id, delay_message_id=delay_message_id,
+        generation=message.generation, work_digest=message.work_digest, lane=message.lane,
+        claim_id="dead-claim", claim_sequence=1, owner_id=active.owner_id,
+        fencing_epoch=active.fencing_epoch, prepared_digest="x",
+        decided_earliest_ms=message.action_at_ms,
+        decided_latest_ms=max(message.action_at_ms, int(time.time() * 1000)) + 1,
+    ))

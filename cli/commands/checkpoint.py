@@ -71,11 +71,18 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
 
 
 def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
-    """Record the checkpoint in the Shard Log (CHECKPOINT_MARK), for the audit trail."""
+    """Record the checkpoint in the Shard Log (CHECKPOINT_MARK), for the audit trail.
+
+    An offline tool is not the shard's owner: the mark names it (``offline:USER@HOST``,
+    epoch 0) and is RECORDED for the audit trail without moving the shard's mark."""
+    import getpass
+    import socket
+
     from nereus.records import CheckpointMark, encode
 
     env.shard_log(shard).append([encode(CheckpointMark(
-        mutation_id=str(uuid.uuid4()), checkpoint_id=checkpoint_id))])
+        mutation_id=str(uuid.uuid4()), checkpoint_id=checkpoint_id,
+        owner_id=f"offline:{getpass.getuser()}@{socket.gethostname()}", fencing_epoch=0))])
 
 
 @app.command("list")

@@ -169,6 +169,7 @@ class Planner:
                 plan.expiries.append(encode(ClaimResult(
                     mutation_id=self.new_id(), delay_message_id=delay_message_id,
                     generation=message.generation, work_digest=ref.work_digest,
+                    owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
                     disposition=ClaimDisposition.EXPIRED,
                     detail=f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
                     f"{message.expire_at_ms}",
@@ -190,7 +191,7 @@ class Planner:
             if message.payload_ref is not None:
                 stage, problem = self._payload_stage(message.payload_ref)
                 if problem is not None:
-                    plan.expiries.append(self._permanent_error(message, ref, now, problem))
+                    plan.expiries.append(self._permanent_error(message, ref, now, owner, problem))
                     used += 1
                     continue
                 if self._store_down is not None:
@@ -209,7 +210,8 @@ class Planner:
                 if fetched is None:
                     self.permits.release(name, size)
                     if problem is not None:
-                        plan.expiries.append(self._permanent_error(message, ref, now, problem))
+                        plan.expiries.append(
+                            self._permanent_error(message, ref, now, owner, problem))
                         used += 1
                     else:
                         assert self._store_down is not None
@@ -274,11 +276,12 @@ class Planner:
         return data, None
 
     def _permanent_error(
-        self, message: Message, ref: WorkRef, now: TrustedTime, detail: str
+        self, message: Message, ref: WorkRef, now: TrustedTime, owner: Owner, detail: str
     ) -> bytes:
         return encode(ClaimResult(
             mutation_id=self.new_id(), delay_message_id=message.delay_message_id,
             generation=message.generation, work_digest=ref.work_digest,
+            owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
             disposition=ClaimDisposition.PERMANENT_ERROR, detail=detail,
             decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
         ))

@@ -12,11 +12,12 @@ import hashlib
 
 import msgspec
 
+from nereus.machine.fencing import barrier_fenced, fenced
 from nereus.machine.publishing import settle
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_lane
-from nereus.machine.verdict import Ids, Verdict, applied, rejected, stale
+from nereus.machine.verdict import Ids, Verdict, applied, recorded, rejected, stale
 from nereus.records.codec import OperatorMutation
 from nereus.records.operator import (
     AttemptResolve,
@@ -202,12 +203,9 @@ def _message_break(tx: Tx, mutation: MessageBreak) -> Verdict:
 
 
 def activation_barrier(tx: Tx, rec: ActivationBarrier) -> Verdict:
-    current = tx.activation()
-    if current is not None and rec.fencing_epoch < current.fencing_epoch:
-        return stale(
-            Reason.FENCED,
-            f"epoch {rec.fencing_epoch} is older than the active owner's {current.fencing_epoch}",
-        )
+    why = barrier_fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:
+        return stale(Reason.FENCED, f"activation refused: {why}")
     tx.put(keys.META_ACTIVATION, encode_value(Activation(
         barrier_id=rec.barrier_id, owner_id=rec.owner_id, fencing_epoch=rec.fencing_epoch,
         position=tx.position,
@@ -216,6 +214,10 @@ def activation_barrier(tx: Tx, rec: ActivationBarrier) -> Verdict:
 
 
 def checkpoint_mark(tx: Tx, rec: CheckpointMark) -> Verdict:
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:  # an offline tool's checkpoint, or a fenced owner's: audit only
+        return recorded(Reason.FENCED, f"checkpoint {rec.checkpoint_id} kept for the audit "
+                        f"trail, not the shard's mark: {why}")
     tx.put(keys.META_CHECKPOINT_MARK, encode_value(CheckpointMarkValue(
         checkpoint_id=rec.checkpoint_id, position=tx.position,
     )))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
+from nereus.machine.fencing import fenced
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx, retry_backoff_ms
 from nereus.machine.verdict import Ids, Verdict, applied, recorded, rejected, stale
@@ -88,14 +89,9 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         )
     if tx.attempt(rec.attempt_id) is not None:
         return rejected(Reason.INVALID_FIELD, f"attempt id {rec.attempt_id} is already used", **ids)
-    activation = tx.activation()
-    if activation is not None and rec.fencing_epoch < activation.fencing_epoch:
-        return stale(
-            Reason.FENCED,
-            f"fencing epoch {rec.fencing_epoch} is older than the active owner's "
-            f"{activation.fencing_epoch}",
-            **ids,
-        )
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:
+        return stale(Reason.FENCED, f"admission refused: {why}", **ids)
     if tx.paused():
         return stale(Reason.SHARD_PAUSED, "the shard is paused by an operator", **ids)
     lane = tx.lane(message.lane)
@@ -217,7 +213,13 @@ def outcome(tx: Tx, rec: PublishOutcome) -> Verdict:
         return rejected(Reason.INVALID_FIELD,
                         "a NOT_PUBLISHED outcome needs a disposition (RETRIABLE, PERMANENT, "
                         "LANE_UNAVAILABLE)", **ids)
-    late = attempt.state in (AttemptState.PUBLISHED, AttemptState.NOT_PUBLISHED) or (
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    settled = attempt.state in (AttemptState.PUBLISHED, AttemptState.NOT_PUBLISHED)
+    # a fenced owner's outcome is evidence only: PUBLISHED with destination evidence
+    # settles an open attempt, anything else is kept on the attempt and changes nothing
+    evidence_only = why is not None and not (
+        rec.outcome == Outcome.PUBLISHED and rec.evidence.strip())
+    late = settled or evidence_only or (
         attempt.state == AttemptState.UNKNOWN and rec.outcome != Outcome.PUBLISHED
     )
     if late:
@@ -226,6 +228,10 @@ def outcome(tx: Tx, rec: PublishOutcome) -> Verdict:
         tx.put_attempt(msgspec.structs.replace(
             attempt, late_outcomes=(*attempt.late_outcomes, kept)
         ))
+        if evidence_only and not settled:
+            return recorded(Reason.FENCED,
+                            f"{rec.outcome} from a fenced owner is kept as evidence, not "
+                            f"applied: {why}", **ids)
         if attempt.state == AttemptState.UNKNOWN:
             return recorded(Reason.UNKNOWN_NOT_DOWNGRADED,
                             f"{rec.outcome} for an UNKNOWN attempt is kept as evidence; only "
@@ -249,6 +255,9 @@ def claim_result(tx: Tx, rec: ClaimResult) -> Verdict:
         assert failure is not None
         return failure
     ids: Ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:
+        return stale(Reason.FENCED, f"claim result refused: {why}", **ids)
     if rec.disposition == ClaimDisposition.EXPIRED:
         if message.expire_at_ms is None or rec.decided_earliest_ms <= message.expire_at_ms:
             return stale(

@@ -45,7 +45,7 @@ from nereus.records.system import (
 )
 
 MAGIC: Final = b"NR"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2  # 2: owner and epoch on every system mutation
 HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
 
 ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit

@@ -3,6 +3,12 @@
 They are ordered with Client Commands, which is what makes "Cancel wins before admission,
 never after" decidable by replay alone. The Trusted UTC decision travels inside the
 record (``decided_earliest_ms`` / ``decided_latest_ms``) because apply has no clock.
+
+Every system mutation names the owner that wrote it and its fencing epoch (seed 000
+sections 2-4). Apply compares them with the applied activation (the live owner): a record
+from any other owner, an equal epoch included, is fenced. A fenced admission or claim
+result is refused (it is that owner's local judgement); a fenced outcome counts only as
+evidence (see ``nereus.machine.fencing``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class PublishOutcome(msgspec.Struct, frozen=True, kw_only=True, tag="PUBLISH_OUT
     outcome_id: str
     attempt_id: str
     delay_message_id: str
+    owner_id: str  # the owner that observed the outcome
+    fencing_epoch: int
     outcome: Outcome
     disposition: Disposition = Disposition.NONE
     evidence: str = ""  # destination evidence: partition+offset, MessageId, file offset
@@ -50,6 +58,8 @@ class ClaimResult(msgspec.Struct, frozen=True, kw_only=True, tag="CLAIM_RESULT",
     delay_message_id: str
     generation: int
     work_digest: str
+    owner_id: str  # the owner whose claim ended
+    fencing_epoch: int
     disposition: ClaimDisposition
     detail: str = ""
     decided_earliest_ms: int
@@ -71,3 +81,5 @@ class CheckpointMark(msgspec.Struct, frozen=True, kw_only=True, tag="CHECKPOINT_
 
     mutation_id: str
     checkpoint_id: str
+    owner_id: str  # who took it: the live owner, or an offline tool (recorded, not applied)
+    fencing_epoch: int

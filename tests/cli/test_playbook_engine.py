@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 
 from nereus.engine.shardlog.file import FileShardLog
-from nereus.records import PublishAdmission, encode
 from nereus.shard import partition_for
 from nereus.state.store import ShardStore
-from nereus.views import find_message
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import read_outbox, running_engine, stop_engine, wait_for
+from tests.uncertain import dead_owners_admission
 
 STUCK = "stuck-message"
 GHOST = "ghost-attempt"
@@ -50,16 +49,10 @@ def forge_dead_owners_admission(home: Path) -> None:
     stopped): the next owner's recovery must make the attempt UNKNOWN."""
     partition = partition_for(STUCK, 2)
     with ShardStore.open(home / "state" / "default" / str(partition), read_only=True) as store:
-        message = find_message(store, STUCK)
-    assert message is not None and message.work_digest is not None
+        data = dead_owners_admission(store, STUCK, GHOST)
     log = FileShardLog(home / "shardlog" / "default" / str(partition))
     try:
-        log.append([encode(PublishAdmission(
-            attempt_id=GHOST, delay_message_id=STUCK, generation=1,
-            work_digest=message.work_digest, lane="local", claim_id="c", claim_sequence=1,
-            owner_id="dead-owner", fencing_epoch=1, prepared_digest="x",
-            decided_earliest_ms=message.action_at_ms,
-            decided_latest_ms=message.action_at_ms + 1))])
+        log.append([data])
     finally:
         log.close()
 

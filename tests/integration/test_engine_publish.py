@@ -13,7 +13,7 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import EngineSettings
-from nereus.records import MessageState, PublishAdmission, encode
+from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -25,6 +25,7 @@ from tests.integration.engine_harness import (
     now_ms,
     running_engine,
 )
+from tests.uncertain import dead_owners_admission
 
 
 def message_states(home: Path, partitions: int = 2) -> dict[str, Message]:
@@ -158,17 +159,11 @@ def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> Non
                    "the schedule to apply")
     # a previous owner admitted it and died before any outcome: forge that admission
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
-        message = find_message(store, "stuck")
-    assert message is not None and message.work_digest is not None
+        data = dead_owners_admission(store, "stuck")
     from nereus.engine.shardlog.file import FileShardLog
 
     log = FileShardLog(home / "shardlog" / "default" / "0")
-    log.append([encode(PublishAdmission(
-        attempt_id="ghost-attempt", delay_message_id="stuck", generation=1,
-        work_digest=message.work_digest, lane="local", claim_id="c", claim_sequence=1,
-        owner_id="dead-owner", fencing_epoch=1, prepared_digest="x",
-        decided_earliest_ms=message.action_at_ms, decided_latest_ms=message.action_at_ms + 1,
-    ))])
+    log.append([data])
     log.close()
     with running_engine(home, partitions=1) as h:
         loop = h.engine.shards[ShardId("default", 0)]

@@ -34,7 +34,7 @@ from nereus.testing import MemoryShard
 from nereus.trusted_time import TrustedTime
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
-from tests.unit.builders import op, schedule
+from tests.unit.builders import activate, op, schedule
 
 INLINE_LIMIT = 64
 OWNER = Owner("owner", "store", 1)
@@ -335,6 +335,7 @@ def test_a_missing_or_corrupt_object_is_a_permanent_pre_send_error(
     """Missing, corrupt, or not the attested bytes: CLAIM_RESULT PERMANENT_ERROR naming the
     object key, no claim, permits returned; applied, it FAILS the message."""
     shard = MemoryShard()
+    activate(shard, OWNER.owner_id, OWNER.fencing_epoch)
     object_key = commit_payload(shard, "p1", b"x" * 5_000)
     shard.apply(schedule("big", 1_000, payload_ref="p1"))
     store = store_from(shard)

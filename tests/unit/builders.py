@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nereus import records as r
+from nereus.state import keys
 from nereus.testing import MemoryShard
 
 
@@ -22,26 +23,44 @@ def reschedule(mid: str, at: int, *, cmd: str | None = None) -> r.Reschedule:
                         deliver_at_ms=at, action_at_ms=at)
 
 
+OWNER = "owner-a"
+
+
+def barrier(owner: str = OWNER, epoch: int = 1, *, bid: str | None = None) -> r.ActivationBarrier:
+    return r.ActivationBarrier(barrier_id=bid or f"b-{owner}-{epoch}", owner_id=owner,
+                               fencing_epoch=epoch)
+
+
+def activate(shard: MemoryShard, owner: str = OWNER, epoch: int = 1) -> None:
+    """Make ``owner`` the live owner at ``epoch`` unless some owner already is."""
+    if shard.get(keys.META_ACTIVATION) is None:
+        assert shard.result(barrier(owner, epoch)).status == r.ResultStatus.APPLIED
+
+
 def admission(shard: MemoryShard, mid: str, attempt: str, *, earliest: int | None = None,
-              latest: int | None = None, epoch: int = 1) -> r.PublishAdmission:
-    """An admission for the message's current timeline work, as a scheduler would claim it."""
+              latest: int | None = None, epoch: int = 1,
+              owner: str = OWNER) -> r.PublishAdmission:
+    """An admission for the message's current timeline work, as a scheduler would claim it
+    (the scheduler's owner is live: a shard with no activation yet is activated for it)."""
+    activate(shard, owner, epoch)
     message = shard.message(mid)
     assert message is not None and message.work_digest is not None
     earliest = message.action_at_ms if earliest is None else earliest
     return r.PublishAdmission(
         attempt_id=attempt, delay_message_id=mid, generation=message.generation,
         work_digest=message.work_digest, lane=message.lane, claim_id=f"claim-{attempt}",
-        claim_sequence=1, owner_id="owner-a", fencing_epoch=epoch, prepared_digest="p" * 8,
+        claim_sequence=1, owner_id=owner, fencing_epoch=epoch, prepared_digest="p" * 8,
         decided_earliest_ms=earliest, decided_latest_ms=earliest + 5 if latest is None else latest,
     )
 
 
 def outcome(mid: str, attempt: str, result: r.Outcome,
             disposition: r.Disposition = r.Disposition.NONE, *, oid: str | None = None,
-            evidence: str = "offset 7") -> r.PublishOutcome:
+            evidence: str = "offset 7", owner: str = OWNER, epoch: int = 1) -> r.PublishOutcome:
     return r.PublishOutcome(outcome_id=oid or f"o-{attempt}-{result}-{disposition}",
-                            attempt_id=attempt, delay_message_id=mid, outcome=result,
-                            disposition=disposition, evidence=evidence)
+                            attempt_id=attempt, delay_message_id=mid, owner_id=owner,
+                            fencing_epoch=epoch, outcome=result, disposition=disposition,
+                            evidence=evidence)
 
 
 def op(key: str) -> dict[str, str]:

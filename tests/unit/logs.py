@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nereus import records as r
 from nereus.testing import MemoryShard
-from tests.unit.builders import admission, cancel, op, outcome, reschedule, schedule
+from tests.unit.builders import admission, barrier, cancel, op, outcome, reschedule, schedule
 
 MIDS = ["m0", "m1", "m2", "m3", "m4"]
 LogEntries = list[tuple[bytes, int]]
@@ -23,6 +23,9 @@ def shard_logs(draw: st.DrawFn, max_ops: int = 40) -> LogEntries:
     shard = MemoryShard()
     log: LogEntries = []
     now = 1_000
+    first = r.encode(barrier())  # the scheduler's owner activates the shard first
+    shard.apply(first, broker_ms=now)
+    log.append((first, now))
     count = draw(st.integers(min_value=1, max_value=max_ops))
     for n in range(count):
         now += draw(st.integers(min_value=0, max_value=500))

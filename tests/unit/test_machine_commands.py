@@ -8,6 +8,7 @@ from nereus import records as r
 from nereus.machine import Limits, Reason
 from nereus.machine.tx import work_digest
 from nereus.records import MessageState, ResultStatus, encode
+from nereus.records.codec import HEADER
 from nereus.state import keys
 from nereus.state.values import Message, Result, WorkRef, decode_value
 from nereus.testing import MemoryShard
@@ -163,7 +164,7 @@ def test_same_command_different_bytes_is_a_conflict() -> None:
 def test_bad_bytes_leave_a_rejected_result_and_the_shard_moves_on() -> None:
     """Undecodable bytes become REJECTED at their position; later records still apply."""
     shard = MemoryShard()
-    result = shard.result(b"NR\x01\xc1garbage")
+    result = shard.result(HEADER + b"\xc1garbage")
     assert result.status == ResultStatus.REJECTED and result.reason == "MALFORMED"
     assert result.at_byte is not None
     assert shard.get(keys.reject_key(0)) is not None

@@ -10,7 +10,7 @@ from nereus.machine import Reason, precondition_digest
 from nereus.records import AttemptState, MessageState, Outcome, ResultStatus
 from nereus.state import keys
 from nereus.testing import MemoryShard
-from tests.unit.builders import admission, op, outcome, schedule
+from tests.unit.builders import OWNER, activate, admission, op, outcome, schedule
 
 
 @pytest.mark.parametrize(("missing", "reason"), [
@@ -141,9 +141,10 @@ def test_activation_barrier_records_the_owner_and_fences_older_epochs() -> None:
 
 
 def test_checkpoint_mark_is_recorded() -> None:
-    """CHECKPOINT_MARK stores which checkpoint was marked at which position."""
+    """CHECKPOINT_MARK of the live owner stores which checkpoint was marked at which position."""
     shard = MemoryShard()
+    activate(shard)
     shard.apply(schedule("m1"))
-    assert shard.result(r.CheckpointMark(mutation_id="x", checkpoint_id="cp-1")).status == \
-        ResultStatus.APPLIED
+    assert shard.result(r.CheckpointMark(mutation_id="x", checkpoint_id="cp-1", owner_id=OWNER,
+                                         fencing_epoch=1)).status == ResultStatus.APPLIED
     assert shard.get(keys.META_CHECKPOINT_MARK) is not None

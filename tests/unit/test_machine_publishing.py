@@ -9,7 +9,16 @@ from nereus.machine import Reason
 from nereus.records import AttemptState, Disposition, MessageState, Outcome, ResultStatus
 from nereus.state import keys
 from nereus.testing import MemoryShard
-from tests.unit.builders import admission, cancel, op, outcome, reschedule, schedule
+from tests.unit.builders import (
+    OWNER,
+    activate,
+    admission,
+    cancel,
+    op,
+    outcome,
+    reschedule,
+    schedule,
+)
 
 
 def admitted(mid: str = "m1", attempt: str = "a1", **fields: object) -> MemoryShard:
@@ -227,9 +236,11 @@ def test_claim_result_permanent_error_fails_the_message() -> None:
     shard.apply(schedule("m1"))
     message = shard.message("m1")
     assert message is not None and message.work_digest is not None
+    activate(shard)
     result = shard.result(r.ClaimResult(
         mutation_id="x1", delay_message_id="m1", generation=1, work_digest=message.work_digest,
-        disposition=r.ClaimDisposition.PERMANENT_ERROR, detail="record too large",
+        owner_id=OWNER, fencing_epoch=1, disposition=r.ClaimDisposition.PERMANENT_ERROR,
+        detail="record too large",
         decided_earliest_ms=1_000, decided_latest_ms=1_001,
     ), broker_ms=1_000)
     assert result.status == ResultStatus.APPLIED
@@ -246,10 +257,13 @@ def test_claim_result_expired_needs_proof() -> None:
     message = shard.message("m1")
     assert message is not None and message.work_digest is not None
 
+    activate(shard)
+
     def expiry(mid: str, earliest: int) -> r.ClaimResult:
         return r.ClaimResult(
             mutation_id=mid, delay_message_id="m1", generation=1,
-            work_digest=message.work_digest or "", disposition=r.ClaimDisposition.EXPIRED,
+            work_digest=message.work_digest or "", owner_id=OWNER, fencing_epoch=1,
+            disposition=r.ClaimDisposition.EXPIRED,
             decided_earliest_ms=earliest, decided_latest_ms=earliest + 10,
         )
 
