@@ -61,7 +61,6 @@ from typing import Any
 
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config
-from nereus.engine.destinations.factory import handoff_lead_ms
 from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.protocol import ShardLog
@@ -277,13 +276,10 @@ def nereus_to_pulsar(root: Path, env: dict[str, str], args: argparse.Namespace,
             logs[shard] = open_shard_log(config.routes["default"], shard, home)
         t0 = now_ms() + START_MARGIN_MS
         deliver = {m: t0 + delay for m, delay in delays}
-        # as `nereus message schedule` does: a handoff lane acts lead_ms before deliverAt
-        lead_ms = handoff_lead_ms(config.lanes["out"]) or 0
         began = time.monotonic()
         for start in range(0, len(delays), 1_000):
             prepared = [prepare_schedule(route, command_id=uuid.uuid4().hex, delay_message_id=m,
-                                         lane="out", deliver_at_ms=deliver[m],
-                                         action_at_ms=deliver[m] - lead_ms, key=m,
+                                         lane="out", deliver_at_ms=deliver[m], key=m,
                                          payload=PAYLOAD)
                         for m, _ in delays[start:start + 1_000]]
             queue(prepared, logs.__getitem__)
@@ -304,7 +300,7 @@ def nereus_to_pulsar(root: Path, env: dict[str, str], args: argparse.Namespace,
             delete_pulsar_topic(env, topic)
     report = delivery_report(deliver, seen, accepted_s)
     report.update(states=states, engine_published=published, topic=topic,
-                  route_log=args.route_log, lead_ms=lead_ms,
+                  route_log=args.route_log, lead_ms=config.lanes["out"].handoff_lead_ms,
                   handoff="deliver_at" if handoff else "publish")
     return report
 

@@ -156,7 +156,9 @@ class Engine:
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
                     new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
                     checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
-                    staging=self.layout.root / "staging" / shard.route / str(partition))
+                    staging=self.layout.root / "staging" / shard.route / str(partition),
+                    lane_leads={name: lane.handoff_lead_ms
+                                for name, lane in self.config.lanes.items()})
         self.checkpointer.start(self.supervisor)
         self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
                                          events=self.log_event)

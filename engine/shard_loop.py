@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +52,7 @@ from nereus.records import (
     AttemptState,
     CheckpointMark,
     Disposition,
-    MessageState,
+    LaneConfig,
     Outcome,
     PublishAdmission,
     PublishOutcome,
@@ -63,7 +63,14 @@ from nereus.records import (
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Activation, Attempt, Lane, Message, Obligation, decode_value
+from nereus.state.values import (
+    Activation,
+    Attempt,
+    Lane,
+    Obligation,
+    Result,
+    decode_value,
+)
 
 APPEND_RETRIES = 5
 # failures no restart can repair: the loop ends FAILED and says why
@@ -95,6 +102,7 @@ class ShardLoop:
         checkpointer: Checkpointer | None = None,
         staging: Path | None = None,
         fetch_payload: FetchPayload | None = None,
+        lane_leads: Mapping[str, int] | None = None,
     ) -> None:
         self.shard = shard
         self.store = store
@@ -111,12 +119,17 @@ class ShardLoop:
         self.epoch = 0
         self.error: str | None = None
         self._drr = load_state(store.get(STATE_KEY))
+        # each lane's handoff lead as its destination really has it (nereus.toml)
+        self.lane_leads: dict[str, int] = dict(lane_leads or {})
         self.planner = Planner(store, permits, self._drr, settings.planner, new_id,
-                               fetch_payload=fetch_payload)
+                               fetch_payload=fetch_payload, leads=self.lane_leads)
         self._claims: dict[str, Claim] = {}  # by delay message id
         self._by_attempt: dict[str, Claim] = {}
         self._dispatched: set[str] = set()
-        self._open_keys: set[tuple[str, str]] = set()
+        # ordered head: the (lane, key) of every open obligation (PUBLISHING or UNKNOWN),
+        # kept exactly from the obligation writes of each applied record, whatever ended
+        # the attempt (outcome, operator, break); claims add their keys per round
+        self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
         self._outcomes: queue.SimpleQueue[PublishResult] = queue.SimpleQueue()
         # held across a crash and a restart of the loop (never in a call's locals):
         # applied and synced events not yet acted on, and system records (outcomes,
@@ -343,10 +356,13 @@ class ShardLoop:
         return True
 
     def _on_applied(self, applied: Applied) -> None:
-        timeline = keys.TIMELINE[0]
+        timeline, obligation = keys.TIMELINE[0], keys.OBLIGATION[0]
         for key, value in applied.writes.items():
-            if key[0] == timeline and value is not None:
+            first = key[0]
+            if first == timeline and value is not None:
                 self.planner.note_timeline_put(key)
+            elif first == obligation:
+                self._note_obligation(key, value)
         record = applied.record
         # exact types, not isinstance: these run for every applied record, and isinstance
         # against a msgspec Struct class that does not match costs ~70 ns
@@ -377,7 +393,6 @@ class ShardLoop:
             if claim is not None:
                 self._release(claim)
                 self.publish_outcomes += 1
-            self._refresh_open_key(record.attempt_id)
         elif isinstance(record, ActivationBarrier) and status == ResultStatus.APPLIED and \
                 self._activated and (record.owner_id, record.fencing_epoch) != (
                     self.owner_id, self.epoch):
@@ -451,17 +466,22 @@ class ShardLoop:
         self.permits.release(claim.lane, claim.size_bytes)
         self.store.write({keys.claim_key(claim.delay_message_id): None}, sync=False)
 
-    def _refresh_open_key(self, attempt_id: str) -> None:
-        raw = self.store.get(keys.attempt_key(attempt_id))
-        if raw is None:
+    def _note_obligation(self, key: bytes, value: bytes | None) -> None:
+        """An obligation opened (its key now holds the ordered head) or closed."""
+        attempt_id = key[1:].split(b"\x00", 1)[1].decode()
+        if value is None:
+            self._obligation_keys.pop(attempt_id, None)
             return
-        attempt = decode_value(raw, Attempt)
-        message_raw = self.store.get(keys.msg_key(attempt.delay_message_id))
-        if message_raw is None:
-            return
-        message = decode_value(message_raw, Message)
-        if message.key is not None and message.state != MessageState.UNCERTAIN:
-            self._open_keys.discard((message.lane, message.key))
+        opened = decode_value(value, Obligation)
+        if opened.key is not None:
+            self._obligation_keys[attempt_id] = (opened.lane, opened.key)
+
+    def held_keys(self) -> set[tuple[str, str]]:
+        """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""
+        held = set(self._obligation_keys.values())
+        held.update((claim.lane, claim.template.key) for claim in self._claims.values()
+                    if claim.template.key is not None)
+        return held
 
     def _flush_outcomes(self) -> bool:
         """Publisher results (and declines) as PUBLISH_OUTCOME records, into the log."""
@@ -507,7 +527,7 @@ class ShardLoop:
         owner = Owner(self.owner_id, str(self.store.path), self.epoch)
         plan = self.planner.round(now, mono, owner, self.lanes(),
                                   lambda lane: self.publishers[lane].ready,
-                                  self._claims, self._open_keys)
+                                  self._claims, self.held_keys())
         if not plan.claims and not plan.expiries:
             return False
         local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self._drr)}
@@ -567,7 +587,7 @@ class ShardLoop:
             obligation = decode_value(raw_obligation, Obligation)
             delay_message_id = key[1:].split(b"\x00", 1)[0].decode()
             if obligation.key is not None:
-                self._open_keys.add((obligation.lane, obligation.key))
+                self._obligation_keys[obligation.attempt_id] = (obligation.lane, obligation.key)
             if obligation.state == AttemptState.PUBLISHING:
                 orphans.append(encode(PublishOutcome(
                     outcome_id=self.new_id(), attempt_id=obligation.attempt_id,
@@ -580,10 +600,44 @@ class ShardLoop:
             self._append(orphans)
             self.runner.run_until_caught_up()
             self._event("recovered_unknown", shard=str(self.shard), attempts=len(orphans))
+        self._sync_lane_policy()
         self._activated = True
         self.state = "ACTIVE"
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
                     applied_position=self.applied_position)
+
+    def _sync_lane_policy(self) -> None:
+        """Replicate each configured lane's handoff lead into its policy (LANE_CONFIG).
+
+        Apply derives a message's actionAt from the lane's *replicated* lead, so it must
+        say what the destination really does. A lower lead than the replicated one is
+        refused while SCHEDULED messages may rely on it (LEAD_IN_USE): then this owner says
+        so, and its planner still waits for deliverAt less the configured lead.
+        """
+        records: dict[str, tuple[int, str]] = {}
+        for name, lead in sorted(self.lane_leads.items()):
+            raw = self.store.get(keys.lane_key(name))
+            if (decode_value(raw, Lane).handoff_lead_ms if raw else 0) == lead:
+                continue
+            key = f"config:{name}:handoff_lead_ms={lead}:{self.owner_id}:{self.epoch}"
+            records[name] = (lead, key)
+        if not records:
+            return
+        self._append([encode(LaneConfig(
+            lane=name, handoff_lead_ms=lead, operator=f"engine {self.owner_id}",
+            reason=f"configured handoff lead of lane {name}: {lead} ms", idempotency_key=key,
+        )) for name, (lead, key) in records.items()])
+        self.runner.run_until_caught_up()
+        for name, (lead, key) in records.items():
+            raw = self.store.get(keys.result_key(f"m/{key}"))
+            result = None if raw is None else decode_value(raw, Result)
+            if result is not None and result.status == ResultStatus.APPLIED:
+                self._event("lane_policy_replicated", shard=str(self.shard), lane=name,
+                            handoff_lead_ms=lead)
+            else:
+                self._event("lane_policy_refused", level="error", shard=str(self.shard),
+                            lane=name, handoff_lead_ms=lead,
+                            detail=None if result is None else result.detail)
 
     def _drain(self) -> None:
         if self.state == "ACTIVE":

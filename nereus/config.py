@@ -43,12 +43,29 @@ class RouteSettings:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+DEFAULT_HANDOFF_LEAD_MS = 1_000
+
+
 @dataclass(frozen=True, slots=True)
 class LaneSettings:
     name: str
     destination: str
     path: str | None
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def deliver_at_handoff(self) -> bool:
+        """The destination holds each message until deliverAt (Pulsar ``deliver_at``)."""
+        return self.destination == "pulsar" and self.options.get("handoff") == "deliver_at"
+
+    @property
+    def handoff_lead_ms(self) -> int:
+        """How long before deliverAt this lane's destination may be handed a message: its
+        ``lead_ms`` for a deliver-at handoff, else 0 (a plain publish is never early). The
+        engine replicates it into the lane's policy (LANE_CONFIG), where apply reads it."""
+        if not self.deliver_at_handoff:
+            return 0
+        return int(self.options.get("lead_ms", DEFAULT_HANDOFF_LEAD_MS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,15 +61,6 @@ def _when(deliver_at: str | None, delay: str | None, *, what: str,
     return _now_ms() + parse_duration_ms(delay, field=names[1])
 
 
-def _action_at(env: Env, lane: str, deliver_at_ms: int) -> int:
-    """When the destination action may start: deliverAt, or earlier by the lane's lead when
-    the destination holds messages until deliverAt (Pulsar ``deliver_at`` handoff)."""
-    from nereus.engine.destinations.factory import handoff_lead_ms
-
-    lead = handoff_lead_ms(env.config.lanes[lane]) if lane in env.config.lanes else None
-    return deliver_at_ms if lead is None else max(deliver_at_ms - lead, 0)
-
-
 def _check_id(value: str, flag: str) -> str:
     from nereus.errors import UsageError
 
@@ -186,8 +177,8 @@ def _prepare_one(
     return prepare_schedule(
         _route(env, route), command_id=str(uuid.uuid4()),
         delay_message_id=_check_id(message_id or str(uuid.uuid4()), "id"), lane=lane,
-        deliver_at_ms=deliver_at_ms, action_at_ms=_action_at(env, lane, deliver_at_ms),
-        expire_at_ms=expire_at_ms, key=key, headers=headers, payload=body,
+        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
+        payload=body,
     )
 
 
@@ -439,8 +430,8 @@ def _schedule_large(
     stages.append(_stage(env, commit, wait, payload_id, hint=leftover))
     prepared = prepare_schedule(
         route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id, lane=lane,
-        deliver_at_ms=deliver_at_ms, action_at_ms=_action_at(env, lane, deliver_at_ms),
-        expire_at_ms=expire_at_ms, key=key, headers=headers, payload=b"", payload_ref=payload_id,
+        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
+        payload=b"", payload_ref=payload_id,
     )
     _queue_and_report(env, prepared, wait, extra={
         "payload_id": payload_id, "payload_bytes": size, "payload_sha256": sha256,

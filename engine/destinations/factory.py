@@ -13,15 +13,6 @@ from nereus.config import LaneSettings
 from nereus.engine.destinations.protocol import Destination
 from nereus.engine.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, DEFAULT_PULSAR_URL
 
-DEFAULT_LEAD_MS = 1_000
-
-
-def handoff_lead_ms(lane: LaneSettings) -> int | None:
-    """The lead of a deliver-at handoff lane (actionAt = deliverAt - lead), else None."""
-    if lane.destination == "pulsar" and lane.options.get("handoff") == "deliver_at":
-        return int(lane.options.get("lead_ms", DEFAULT_LEAD_MS))
-    return None
-
 
 def open_destination(lane: LaneSettings, home: Path) -> Destination:
     if lane.destination == "kafka":
@@ -36,7 +27,7 @@ def open_destination(lane: LaneSettings, home: Path) -> Destination:
         return PulsarDestination(lane.name,
                                  str(lane.options.get("service_url", DEFAULT_PULSAR_URL)),
                                  str(lane.options.get("topic", lane.name)),
-                                 deliver_at_handoff=handoff_lead_ms(lane) is not None)
+                                 deliver_at_handoff=lane.deliver_at_handoff)
     from nereus.engine.destinations.file import FileDestination
 
     assert lane.path is not None

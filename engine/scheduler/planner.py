@@ -88,8 +88,12 @@ class Planner:
         settings: PlannerSettings,
         new_id: Callable[[], str],
         fetch_payload: FetchPayload | None = None,
+        leads: dict[str, int] | None = None,
     ) -> None:
         self.store = store
+        # each lane's handoff lead as its destination has it: work is claimed only once
+        # earliest >= deliverAt - lead, whatever the replicated policy let actionAt be
+        self.leads = leads if leads is not None else {}
         self.fetch_payload = fetch_payload
         self._store_down: str | None = None  # set for the rest of a round after a failed fetch
         self.permits = permits
@@ -143,12 +147,14 @@ class Planner:
         prefix = keys.timeline_lane_prefix(name)
         bound = prefix + keys.u64(now.earliest_ms + 1)
         floor = self.floors.get(name, prefix)
-        cursor = self.state.cursors.get(name)
+        cursor = None if lane.ordered else self.state.cursors.get(name)
+        # an ORDERED lane is scanned from its floor every round, so the first due entry of
+        # a key seen is that key's head and no later entry of it can overtake it
         start = cursor if cursor is not None and floor <= cursor < bound else floor
         backlogged = False
         last_key: bytes | None = None
         first_seen: bytes | None = None
-        held_keys: set[str] = set()  # keys of due work skipped this round (store down)
+        held_keys: set[str] = set()  # ordered keys whose head was seen (or held) this round
         for key, raw_ref in self.store.scan(start, bound):
             if first_seen is None:
                 first_seen = key
@@ -165,6 +171,13 @@ class Planner:
             ref = decode_value(raw_ref, WorkRef)
             if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
                 continue
+            if lane.ordered and message.key is not None:
+                if (name, message.key) in open_keys or message.key in held_keys:
+                    plan.waiting.setdefault(name, f"ordered head: key {message.key!r} has an "
+                                                  "earlier unsettled message")
+                    held_keys.add(message.key)
+                    continue  # ordered head: an earlier message with this key is unsettled
+                held_keys.add(message.key)  # this is the key's head: later ones wait
             if now.has_expired(message.expire_at_ms):
                 plan.expiries.append(encode(ClaimResult(
                     mutation_id=self.new_id(), delay_message_id=delay_message_id,
@@ -179,10 +192,12 @@ class Planner:
                 continue
             if not now.expiry_open(message.expire_at_ms):
                 continue  # cannot prove expiry is still open: wait, neither admit nor expire
-            if lane.ordered and message.key is not None and (
-                (name, message.key) in open_keys or message.key in held_keys
-            ):
-                continue  # ordered head: an earlier attempt with this key is unsettled
+            if now.earliest_ms < message.deliver_at_ms - self.leads.get(name, 0):
+                # the replicated lead is longer than the destination's (a lowered lead that
+                # was refused while messages relied on it): deliverAt still bounds the send
+                plan.waiting[name] = (f"deliverAt not reached: lane {name}'s destination "
+                                      f"holds messages for {self.leads.get(name, 0)} ms")
+                continue
             if lane.capacity is not None and lane.open_attempts + lane_claims >= lane.capacity:
                 plan.waiting[name] = f"at capacity {lane.capacity}"
                 backlogged = True
@@ -196,8 +211,6 @@ class Planner:
                     continue
                 if self._store_down is not None:
                     plan.waiting[name] = self._store_down
-                    if message.key is not None:
-                        held_keys.add(message.key)  # an ordered key's later work waits too
                     continue  # stays due; the store is tried again next round
             size = len(message.payload) if stage is None else stage.size_bytes
             if not self.permits.try_acquire(name, size):
@@ -216,8 +229,6 @@ class Planner:
                     else:
                         assert self._store_down is not None
                         plan.waiting[name] = self._store_down
-                        if message.key is not None:
-                            held_keys.add(message.key)
                     continue
                 payload = fetched
             claim = self._claim(message, ref, now, mono_ms, owner, payload)

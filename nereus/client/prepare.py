@@ -66,8 +66,7 @@ def prepare_schedule(
 ) -> Prepared:
     record = Schedule(
         command_id=command_id, delay_message_id=delay_message_id, lane=lane,
-        deliver_at_ms=deliver_at_ms,
-        action_at_ms=deliver_at_ms if action_at_ms is None else action_at_ms,
+        deliver_at_ms=deliver_at_ms, action_at_ms=action_at_ms,
         expire_at_ms=expire_at_ms, key=key, headers=dict(headers or {}), payload=payload,
         payload_ref=payload_ref,
     )
@@ -90,8 +89,7 @@ def prepare_reschedule(
 ) -> Prepared:
     record = Reschedule(
         command_id=command_id, delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
-        action_at_ms=deliver_at_ms if action_at_ms is None else action_at_ms,
-        expire_at_ms=expire_at_ms,
+        action_at_ms=action_at_ms, expire_at_ms=expire_at_ms,
     )
     return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
 

@@ -38,6 +38,25 @@ def _not_scheduled(message: Message, action: str) -> Verdict:
     )
 
 
+def action_at(tx: Tx, lane_name: str, deliver_at_ms: int,
+              requested_ms: int | None) -> tuple[int, Verdict | None]:
+    """The action time of new timeline work: deliverAt less the lane's replicated handoff
+    lead when none is requested; a requested time earlier than that is REJECTED
+    (deliverAt is a not-before boundary: only a destination that holds the message until
+    deliverAt may be handed it earlier, and only by the lead its lane grants)."""
+    lead = tx.lane(lane_name).handoff_lead_ms
+    allowed = max(deliver_at_ms - lead, 0)
+    if requested_ms is None:
+        return allowed, None
+    if requested_ms < allowed:
+        return requested_ms, rejected(
+            Reason.ACTION_BEFORE_DELIVER,
+            f"action_at_ms {requested_ms} is {deliver_at_ms - requested_ms} ms before "
+            f"deliver_at_ms {deliver_at_ms}; lane {lane_name} grants a handoff lead of {lead} ms",
+        )
+    return requested_ms, None
+
+
 def schedule(tx: Tx, cmd: Schedule) -> Verdict:
     limits = tx.limits
     failure = (  # the first failing check, each run only if the ones before it passed
@@ -77,7 +96,10 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
             f"command {existing.schedule_command_id})",
             **ids,
         )
-    position, lane, action_at_ms = tx.position, cmd.lane, cmd.action_at_ms
+    position, lane = tx.position, cmd.lane
+    action_at_ms, failure = action_at(tx, lane, cmd.deliver_at_ms, cmd.action_at_ms)
+    if failure is not None:
+        return failure
     digest = tx.put_timeline_entry(lane, action_at_ms, message_id, 1, 0)
     message = Message(  # positional: see Message; fields in order
         message_id, lane, MessageState.SCHEDULED,
@@ -119,10 +141,13 @@ def reschedule(tx: Tx, cmd: Reschedule) -> Verdict:
         )
     if message.state != MessageState.SCHEDULED:
         return _not_scheduled(message, "reschedule")
+    new_action_at, failure = action_at(tx, message.lane, cmd.deliver_at_ms, cmd.action_at_ms)
+    if failure is not None:
+        return failure
     moved = tx.move_state(
         tx.drop_timeline(message), MessageState.SCHEDULED,
         generation=message.generation + 1, deliver_at_ms=cmd.deliver_at_ms,
-        action_at_ms=cmd.action_at_ms, expire_at_ms=cmd.expire_at_ms, retries=0,
+        action_at_ms=new_action_at, expire_at_ms=cmd.expire_at_ms, retries=0,
     )
     tx.save_message(message, tx.put_timeline(moved))
     return applied(delay_message_id=message.delay_message_id, generation=moved.generation)

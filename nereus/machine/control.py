@@ -132,7 +132,8 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
     failure = check_lane(mutation.lane)
     if failure is not None:
         return failure
-    bounds = {"capacity": 1, "quota": 1, "retry_max": 1, "retry_backoff_ms": 0}
+    bounds = {"capacity": 1, "quota": 1, "retry_max": 1, "retry_backoff_ms": 0,
+              "handoff_lead_ms": 0}
     changes: dict[str, object] = {}
     for field, minimum in bounds.items():
         value = getattr(mutation, field)
@@ -145,6 +146,15 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
     if not changes:
         return rejected(Reason.INVALID_FIELD, "LANE_CONFIG changes nothing")
     lane = tx.lane(mutation.lane)
+    lead = mutation.handoff_lead_ms
+    scheduled = lane.counts.get(MessageState.SCHEDULED, 0)
+    if lead is not None and lead < lane.handoff_lead_ms and scheduled:
+        return rejected(
+            Reason.LEAD_IN_USE,
+            f"lane {lane.name} has {scheduled} SCHEDULED messages whose actionAt may rely on "
+            f"its handoff lead of {lane.handoff_lead_ms} ms; lowering it to {lead} ms could "
+            "publish them before deliverAt. Let them publish (or cancel/reschedule them) first",
+        )
     tx.put_lane(msgspec.structs.replace(
         lane, config_revision=lane.config_revision + 1, **changes
     ))

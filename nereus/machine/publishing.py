@@ -103,11 +103,13 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
             f"lane {lane.name} has {lane.open_attempts} open attempts (capacity {lane.capacity})",
             **ids,
         )
-    if rec.decided_earliest_ms < message.action_at_ms:
+    due_at = max(message.action_at_ms, message.deliver_at_ms - lane.handoff_lead_ms)
+    if rec.decided_earliest_ms < due_at:
         return stale(
             Reason.NOT_DUE,
             f"Trusted UTC earliest {rec.decided_earliest_ms} is before actionAt "
-            f"{message.action_at_ms}",
+            f"{message.action_at_ms} (deliverAt {message.deliver_at_ms} less lane "
+            f"{lane.name}'s handoff lead {lane.handoff_lead_ms} ms: {due_at})",
             **ids,
         )
     if message.expire_at_ms is not None and rec.decided_latest_ms > message.expire_at_ms:
@@ -193,7 +195,9 @@ def settle(
         ))
         return "message FAILED (retries exhausted)"
     backoff = retry_backoff_ms(lane.retry_backoff_ms, max(retries, 1))
-    action_at = max(message.action_at_ms, tx.broker_ms) + backoff
+    # never before deliverAt less the lane's lead as it is now (it may have been lowered)
+    action_at = max(max(message.action_at_ms, tx.broker_ms) + backoff,
+                    message.deliver_at_ms - lane.handoff_lead_ms)
     retry = tx.move_state(
         message, MessageState.SCHEDULED, retries=retries, action_at_ms=action_at, **done
     )

@@ -36,6 +36,8 @@ class Reason(StrEnum):
     LANE_AT_CAPACITY = "LANE_AT_CAPACITY"
     SHARD_PAUSED = "SHARD_PAUSED"
     NOT_DUE = "NOT_DUE"
+    ACTION_BEFORE_DELIVER = "ACTION_BEFORE_DELIVER"  # actionAt earlier than the lane's lead
+    LEAD_IN_USE = "LEAD_IN_USE"  # lowering a handoff lead SCHEDULED messages may rely on
     EXPIRED = "EXPIRED"
     NOT_EXPIRED = "NOT_EXPIRED"
     TIME_EVIDENCE = "TIME_EVIDENCE"

@@ -33,7 +33,10 @@ def check_lane(lane: str) -> Verdict | None:
     return None
 
 
-def check_times(deliver_at_ms: int, action_at_ms: int, expire_at_ms: int | None) -> Verdict | None:
+def check_times(deliver_at_ms: int, action_at_ms: int | None,
+                expire_at_ms: int | None) -> Verdict | None:
+    if action_at_ms is None:
+        action_at_ms = deliver_at_ms
     if not (0 <= deliver_at_ms <= MAX_TIME_MS and 0 <= action_at_ms <= MAX_TIME_MS):
         field, value = (
             ("deliver_at_ms", deliver_at_ms) if not 0 <= deliver_at_ms <= MAX_TIME_MS

@@ -19,7 +19,10 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True, tag="SCHEDULE", tag_fi
     delay_message_id: str
     lane: str
     deliver_at_ms: int
-    action_at_ms: int  # earliest destination action; deliverAt for a plain publish
+    # earliest destination action. None: derived when applied from the lane's replicated
+    # handoff lead (deliverAt - lead; deliverAt on a lane without one). An explicit value
+    # earlier than that is REJECTED: deliverAt is a not-before boundary on every path.
+    action_at_ms: int | None = None
     expire_at_ms: int | None = None  # closes new Publish Admission
     key: str | None = None  # ordering / partitioning key at the destination
     headers: dict[str, str] = msgspec.field(default_factory=dict)
@@ -42,7 +45,7 @@ class Reschedule(msgspec.Struct, frozen=True, kw_only=True, tag="RESCHEDULE", ta
     command_id: str
     delay_message_id: str
     deliver_at_ms: int
-    action_at_ms: int
+    action_at_ms: int | None = None  # as for SCHEDULE: None keeps the lane's handoff lead
     expire_at_ms: int | None = None
 
 

@@ -38,6 +38,10 @@ class LaneConfig(_Operator, frozen=True, kw_only=True, tag="LANE_CONFIG"):
     retry_max: int | None = None  # attempts before a retriable failure becomes FAILED
     retry_backoff_ms: int | None = None  # base of the exponential backoff
     ordered: bool | None = None  # ORDERED lanes keep per-key order
+    # how long before deliverAt the destination action may start because the destination
+    # holds the message until deliverAt (a Pulsar deliver_at handoff); 0 for a plain publish.
+    # Lowering it is refused while the lane has SCHEDULED messages that may rely on it.
+    handoff_lead_ms: int | None = None
 
 
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):

@@ -135,6 +135,7 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
     retry_max: int = DEFAULT_RETRY_MAX
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     ordered: bool = False
+    handoff_lead_ms: int = 0  # the destination holds messages until deliverAt this long
     config_revision: int = 0
     counts: dict[str, int] = msgspec.field(default_factory=dict)  # messages by state
     open_attempts: int = 0

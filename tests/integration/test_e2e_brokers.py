@@ -12,7 +12,6 @@ from pathlib import Path
 
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.destinations.factory import handoff_lead_ms
 from nereus.engine.engine import Engine
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.records import MessageState
@@ -111,11 +110,10 @@ def run_end_to_end(home: Path, config_text: str, lane: str, consume: Consume, *,
         logs = {ShardId("default", p): open_shard_log(route_settings, ShardId("default", p),
                                                        home)
                 for p in range(route_settings.partitions)}
-        lead = handoff_lead_ms(config.lanes[lane])  # as the CLI does for handoff lanes
+        # no action time: applied, it is deliverAt less the lane's replicated handoff lead
         prepared = [prepare_schedule(route, command_id=f"s-{mid}", delay_message_id=mid,
-                                     lane=lane, deliver_at_ms=at,
-                                     action_at_ms=None if lead is None else at - lead,
-                                     key=mid, payload=mid.encode())
+                                     lane=lane, deliver_at_ms=at, key=mid,
+                                     payload=mid.encode())
                     for mid, at in deliver.items()]
         cancelled = set(rng.sample(sorted(deliver), count // 6))
         prepared += [prepare_cancel(route, command_id=f"c-{mid}", delay_message_id=mid)

@@ -151,3 +151,25 @@ def test_the_scan_floor_skips_empty_ranges_but_new_early_entries_lower_it(
     p.note_timeline_put(early)
     plan = p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
     assert [c.delay_message_id for c in plan.claims] == ["early"]
+
+
+def test_a_replicated_lead_longer_than_the_destinations_waits_for_deliver_at(
+        store_from: Build) -> None:
+    """The lane's replicated lead (5 s) let actionAt be early, but its destination (lead
+    0: a plain publish) holds nothing: the planner waits until deliverAt and says why."""
+    shard = MemoryShard()
+    shard.apply(r.LaneConfig(lane="local", handoff_lead_ms=5_000, **op("lead")))
+    shard.apply(r.Schedule(command_id="s1", delay_message_id="held", lane="local",
+                           deliver_at_ms=12_000))
+    shard.apply(r.Schedule(command_id="s2", delay_message_id="due", lane="local",
+                           deliver_at_ms=10_000))
+    store = store_from(shard)
+    plain = planner(store)
+    plain.leads = {"local": 0}
+    plan = plain.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert [c.delay_message_id for c in plan.claims] == ["due"]
+    assert "deliverAt not reached" in plan.waiting["local"]
+    handoff = planner(store)
+    handoff.leads = {"local": 5_000}
+    plan = handoff.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert sorted(c.delay_message_id for c in plan.claims) == ["due", "held"]
