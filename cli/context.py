@@ -16,6 +16,7 @@ from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 
 if TYPE_CHECKING:
+    from nereus.client import RouteRef
     from nereus.config import Config
     from nereus.engine.admin.client import AdminClient
     from nereus.engine.shardlog.file import FileShardLog
@@ -68,6 +69,52 @@ class Env:
                 f"partition(s), 0..{route.partitions - 1}"
             )
         return shard
+
+    def route_ref(self, name: str) -> RouteRef:
+        """What a client needs of route ``name``: partitions and the ORDERED lanes."""
+        from nereus.client import RouteRef
+
+        route = self.config.route(name)
+        return RouteRef(route.name, route.partitions, self.config.ordered_lanes)
+
+    def message_shard(self, route: str, delay_message_id: str) -> ShardId:
+        """The shard that holds an existing message.
+
+        By its id's hash, unless an ORDERED lane placed it by its key: then the engine is
+        asked (it searches every shard it owns), or, with no engine, each shard's database
+        is read (read-only). A message that is queued but not applied yet is not found that
+        way; its id's shard is the answer then.
+        """
+        ref = self.route_ref(route)
+        home_shard = ref.shard_for(delay_message_id)
+        if not ref.ordered_lanes or ref.partitions == 1:
+            return home_shard
+        if self.engine_running():
+            from nereus.errors import EngineUnreachable
+
+            try:
+                found = self.admin().message(delay_message_id, route=route, barrier=False)
+                return ShardId.parse(str(found["shard"]))
+            except NotFound:
+                return home_shard
+            except EngineUnreachable:
+                pass
+        from nereus.errors import StoreError
+        from nereus.state import keys
+        from nereus.state.store import ShardStore
+
+        for partition in range(ref.partitions):
+            shard = ShardId(ref.name, partition)
+            path = self.layout.shard_state(shard)
+            if not (path / "CURRENT").exists():
+                continue
+            try:
+                with ShardStore.open(path, read_only=True) as store:
+                    if store.get(keys.msg_key(delay_message_id)) is not None:
+                        return shard
+            except StoreError:
+                continue
+        return home_shard
 
     def shard_log(self, shard: ShardId, *, directory: Path | None = None,
                   create: bool = True) -> ShardLog:

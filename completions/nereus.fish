@@ -181,7 +181,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a list -d 'Every lane: admissionGate, readiness, due backlog, in flight (needs the engine).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a close -d 'Close a lane\'s admissionGate: no new Publish Admission (asks for confirmation).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a open -d 'Open a lane\'s admissionGate again: due messages are admitted and published.'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a set -d 'Change a lane\'s capacity, quota, retry policy or ordering (LANE_CONFIG).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a set -d 'Change a lane\'s capacity, quota or retry policy (LANE_CONFIG).'
 
 # nereus lane list
 
@@ -211,7 +211,6 @@ complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcomm
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l quota -x -d 'Most admissions per scheduler round.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l retry-max -x -d 'Attempts before a retriable failure becomes FAILED.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l retry-backoff-ms -x -d 'Base of the exponential retry backoff, ms.'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l ordered -d 'Keep per-key order (ORDERED lane) or not.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'

@@ -158,7 +158,9 @@ class Engine:
                     checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
                     staging=self.layout.root / "staging" / shard.route / str(partition),
                     lane_leads={name: lane.handoff_lead_ms
-                                for name, lane in self.config.lanes.items()})
+                                for name, lane in self.config.lanes.items()},
+                    lane_ordered={name: lane.ordered
+                                  for name, lane in self.config.lanes.items()})
         self.checkpointer.start(self.supervisor)
         self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
                                          events=self.log_event)

@@ -103,6 +103,7 @@ class ShardLoop:
         staging: Path | None = None,
         fetch_payload: FetchPayload | None = None,
         lane_leads: Mapping[str, int] | None = None,
+        lane_ordered: Mapping[str, bool] | None = None,
     ) -> None:
         self.shard = shard
         self.store = store
@@ -121,6 +122,7 @@ class ShardLoop:
         self._drr = load_state(store.get(STATE_KEY))
         # each lane's handoff lead as its destination really has it (nereus.toml)
         self.lane_leads: dict[str, int] = dict(lane_leads or {})
+        self.lane_ordered: dict[str, bool] = dict(lane_ordered or {})
         self.planner = Planner(store, permits, self._drr, settings.planner, new_id,
                                fetch_payload=fetch_payload, leads=self.lane_leads)
         self._claims: dict[str, Claim] = {}  # by delay message id
@@ -607,36 +609,46 @@ class ShardLoop:
                     applied_position=self.applied_position)
 
     def _sync_lane_policy(self) -> None:
-        """Replicate each configured lane's handoff lead into its policy (LANE_CONFIG).
+        """Replicate each configured lane's handoff lead and ordering into its policy.
 
-        Apply derives a message's actionAt from the lane's *replicated* lead, so it must
-        say what the destination really does. A lower lead than the replicated one is
-        refused while SCHEDULED messages may rely on it (LEAD_IN_USE): then this owner says
-        so, and its planner still waits for deliverAt less the configured lead.
+        Apply reads them from the replicated lane (actionAt = deliverAt - lead; the ordered
+        head), so they must say what the configuration, and the destination, really do.
+        The state machine refuses a change that messages already rely on (a lower lead under
+        SCHEDULED messages: LEAD_IN_USE; ORDERED under unfinished unordered ones:
+        ORDERING_IN_USE): then this owner says so in its log, and its planner still waits
+        for deliverAt less the lead the destination has.
         """
-        records: dict[str, tuple[int, str]] = {}
-        for name, lead in sorted(self.lane_leads.items()):
+        records: dict[str, tuple[str, LaneConfig]] = {}
+        for name in sorted(set(self.lane_leads) | set(self.lane_ordered)):
             raw = self.store.get(keys.lane_key(name))
-            if (decode_value(raw, Lane).handoff_lead_ms if raw else 0) == lead:
+            lane = decode_value(raw, Lane) if raw else Lane(name=name)
+            changes: dict[str, int | bool] = {}
+            lead = self.lane_leads.get(name, 0)
+            if lane.handoff_lead_ms != lead:
+                changes["handoff_lead_ms"] = lead
+            if lane.ordered != self.lane_ordered.get(name, False):
+                changes["ordered"] = self.lane_ordered.get(name, False)
+            if not changes:
                 continue
-            key = f"config:{name}:handoff_lead_ms={lead}:{self.owner_id}:{self.epoch}"
-            records[name] = (lead, key)
+            listed = ",".join(f"{k}={v}" for k, v in changes.items())
+            key = f"config:{name}:{listed}:{self.owner_id}:{self.epoch}"
+            records[name] = (listed, LaneConfig(
+                lane=name, operator=f"engine {self.owner_id}",
+                reason=f"lane {name} as configured: {listed}", idempotency_key=key,
+                **changes))  # type: ignore[arg-type]
         if not records:
             return
-        self._append([encode(LaneConfig(
-            lane=name, handoff_lead_ms=lead, operator=f"engine {self.owner_id}",
-            reason=f"configured handoff lead of lane {name}: {lead} ms", idempotency_key=key,
-        )) for name, (lead, key) in records.items()])
+        self._append([encode(record) for _, record in records.values()])
         self.runner.run_until_caught_up()
-        for name, (lead, key) in records.items():
-            raw = self.store.get(keys.result_key(f"m/{key}"))
+        for name, (listed, record) in records.items():
+            raw = self.store.get(keys.result_key(f"m/{record.idempotency_key}"))
             result = None if raw is None else decode_value(raw, Result)
             if result is not None and result.status == ResultStatus.APPLIED:
                 self._event("lane_policy_replicated", shard=str(self.shard), lane=name,
-                            handoff_lead_ms=lead)
+                            changes=listed)
             else:
                 self._event("lane_policy_refused", level="error", shard=str(self.shard),
-                            lane=name, handoff_lead_ms=lead,
+                            lane=name, changes=listed,
                             detail=None if result is None else result.detail)
 
     def _drain(self) -> None:

@@ -32,7 +32,8 @@ from nereus.shard import validate_route_name
 LOG_BACKENDS = ("file", "kafka", "pulsar")
 DESTINATIONS = ("file", "kafka", "pulsar")
 _ROUTE_KEYS = {"log", "partitions", "bootstrap", "service_url", "admin_url", "topic"}
-_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "handoff", "lead_ms"}
+_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "handoff", "lead_ms",
+              "ordered"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,12 @@ class LaneSettings:
     destination: str
     path: str | None
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ordered(self) -> bool:
+        """An ORDERED lane: messages with one key publish in order, across the route (they
+        are placed by key); the engine replicates it into the lane's policy."""
+        return self.options.get("ordered") is True
 
     @property
     def deliver_at_handoff(self) -> bool:
@@ -101,6 +108,10 @@ class Config:
     engine: dict[str, Any] = field(default_factory=dict)
     objects: ObjectSettings = field(default_factory=ObjectSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+
+    @property
+    def ordered_lanes(self) -> frozenset[str]:
+        return frozenset(name for name, lane in self.lanes.items() if lane.ordered)
 
     def route(self, name: str) -> RouteSettings:
         try:

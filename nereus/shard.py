@@ -2,7 +2,9 @@
 
 A shard is named ``route/partition`` (``default/3``). The partition of a message is a
 stable hash of its delayMessageId, so every command for one message reaches the same
-shard, on every machine and every Python version (no ``hash()``, which is salted).
+shard, on every machine and every Python version (no ``hash()``, which is salted). A
+keyed message of an ORDERED lane is placed by the same hash of its ordering key instead,
+so one key's messages share one shard and its order holds across the whole route.
 """
 
 from __future__ import annotations

@@ -109,8 +109,6 @@ def set_policy(
         "--retry-max", help="Attempts before a retriable failure becomes FAILED.")] = None,
     retry_backoff_ms: Annotated[int | None, typer.Option(
         "--retry-backoff-ms", help="Base of the exponential retry backoff, ms.")] = None,
-    ordered: Annotated[bool | None, typer.Option(
-        "--ordered/--unordered", help="Keep per-key order (ORDERED lane) or not.")] = None,
     operator: mutation_opts.AsOpt = None,
     key: mutation_opts.KeyOpt = None,
     precondition: mutation_opts.PreconditionOpt = None,
@@ -119,7 +117,11 @@ def set_policy(
     yes: mutation_opts.YesOpt = False,
     wait: mutation_opts.WaitOpt = False,
 ) -> None:
-    """Change a lane's capacity, quota, retry policy or ordering (LANE_CONFIG)."""
+    """Change a lane's capacity, quota or retry policy (LANE_CONFIG).
+
+    Ordering and the handoff lead are set in nereus.toml ([lanes.NAME] ordered, lead_ms):
+    they decide where messages are placed and when they may be handed over, so the engine
+    replicates them from there."""
     from nereus.cli import mutation
     from nereus.errors import UsageError
     from nereus.records import LaneConfig
@@ -127,10 +129,10 @@ def set_policy(
     env: Env = ctx.obj
     _known_lane(env, lane)
     changes = {"capacity": capacity, "quota": quota, "retry_max": retry_max,
-               "retry_backoff_ms": retry_backoff_ms, "ordered": ordered}
+               "retry_backoff_ms": retry_backoff_ms}
     if all(value is None for value in changes.values()):
-        raise UsageError("nothing to change: give --capacity, --quota, --retry-max, "
-                         "--retry-backoff-ms or --ordered/--unordered")
+        raise UsageError("nothing to change: give --capacity, --quota, --retry-max or "
+                         "--retry-backoff-ms")
     who = mutation.identity(operator, reason, key, precondition)
     mutation.run(env, build=lambda _shard: LaneConfig(
         lane=lane, operator=who.operator, reason=who.reason,

@@ -70,10 +70,7 @@ def _check_id(value: str, flag: str) -> str:
 
 
 def _route(env: Env, name: str) -> RouteRef:
-    from nereus.client import RouteRef
-
-    route = env.config.route(name)
-    return RouteRef(route.name, route.partitions)
+    return env.route_ref(name)
 
 
 def _receipt(item: Queued) -> dict[str, Any]:
@@ -402,13 +399,13 @@ def _schedule_large(
     size, sha256 = _hash_file(env, path, size_hint)
     if size > limit:
         raise too_large(size)
-    shard = route_ref.shard_for(delay_message_id)
+    shard = route_ref.placement(delay_message_id, lane, key)
     payload_id = uuid.uuid4().hex
     object_key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
     reserve = prepare_payload_reserve(
         route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
         payload_id=payload_id, size_bytes=size, sha256=sha256,
-        expires_at_ms=_now_ms() + RESERVATION_TTL_MS)
+        expires_at_ms=_now_ms() + RESERVATION_TTL_MS, shard=shard)
     stages = [_stage(env, reserve, wait, payload_id)]
     leftover = (f"the object {object_key} (if uploaded) is collected by `nereus payload gc` "
                 "once the reservation expires")
@@ -426,7 +423,8 @@ def _schedule_large(
         )
     commit = prepare_payload_commit(
         route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
-        payload_id=payload_id, size_bytes=size, sha256=sha256, object_key=object_key)
+        payload_id=payload_id, size_bytes=size, sha256=sha256, object_key=object_key,
+        shard=shard)
     stages.append(_stage(env, commit, wait, payload_id, hint=leftover))
     prepared = prepare_schedule(
         route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id, lane=lane,
@@ -471,9 +469,10 @@ def cancel(
     from nereus.client import prepare_cancel
 
     env: Env = ctx.obj
+    delay_message_id = _check_id(message_id, "ID")
     prepared = prepare_cancel(
-        _route(env, route), command_id=str(uuid.uuid4()),
-        delay_message_id=_check_id(message_id, "ID"),
+        _route(env, route), command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
+        shard=env.message_shard(route, delay_message_id),
     )
     _queue_and_report(env, prepared, wait)
 
@@ -497,10 +496,12 @@ def reschedule(
 
     env: Env = ctx.obj
     deliver_at_ms = _when(deliver_at, delay, what="reschedule")
+    delay_message_id = _check_id(message_id, "ID")
     prepared = prepare_reschedule(
         _route(env, route), command_id=str(uuid.uuid4()),
-        delay_message_id=_check_id(message_id, "ID"), deliver_at_ms=deliver_at_ms,
+        delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
         expire_at_ms=None if expire_at is None else parse_time_ms(expire_at, field="--expire-at"),
+        shard=env.message_shard(route, delay_message_id),
     )
     _queue_and_report(env, prepared, wait)
 

@@ -164,10 +164,7 @@ def _as_list(value: object, where: str) -> list[str] | None:
 
 
 def _message_shard(env: Env, delay_message_id: str, route: object) -> ShardId:
-    from nereus.shard import ShardId, partition_for
-
-    settings = env.config.route(str(route or "default"))
-    return ShardId(settings.name, partition_for(delay_message_id, settings.partitions))
+    return env.message_shard(str(route or "default"), delay_message_id)
 
 
 # shard pause / resume, message break (registered on their groups in cli/main.py) -------

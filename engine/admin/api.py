@@ -104,9 +104,18 @@ class AdminApi:
         return loop
 
     def _loop_for_message(self, delay_message_id: str, route: str) -> ShardLoop:
+        """The loop of the shard that holds the message: its id's shard, unless an ORDERED
+        lane placed it by key elsewhere (every shard of the route is then searched)."""
         settings = self.engine.config.route(route)
         shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
-        return self.engine.shards[shard]
+        home = self.engine.shards[shard]
+        if find_message(home.store, delay_message_id) is not None:
+            return home
+        for other, loop in sorted(self.engine.shards.items()):
+            if other.route == route and other != shard and \
+                    find_message(loop.store, delay_message_id) is not None:
+                return loop
+        return home
 
     # status ---------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

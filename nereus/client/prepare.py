@@ -25,13 +25,23 @@ from nereus.shard import ShardId, partition_for
 
 @dataclass(frozen=True, slots=True)
 class RouteRef:
-    """What a client needs to know about a route: its name and partition count."""
+    """What a client needs to know about a route: its name, its partition count, and which
+    lanes are ORDERED (their keyed messages are placed by key)."""
 
     name: str
     partitions: int
+    ordered_lanes: frozenset[str] = frozenset()
 
     def shard_for(self, delay_message_id: str) -> ShardId:
+        """The shard a message id hashes to (where every unordered message lives)."""
         return ShardId(self.name, partition_for(delay_message_id, self.partitions))
+
+    def placement(self, delay_message_id: str, lane: str, key: str | None) -> ShardId:
+        """Where a new message lives: a keyed message of an ORDERED lane on its key's shard
+        (one key, one shard: per-key order holds across the route), any other by its id."""
+        if key is not None and lane in self.ordered_lanes:
+            return ShardId(self.name, partition_for(key, self.partitions))
+        return self.shard_for(delay_message_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +80,16 @@ def prepare_schedule(
         expire_at_ms=expire_at_ms, key=key, headers=dict(headers or {}), payload=payload,
         payload_ref=payload_ref,
     )
-    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+    return _prepared(route.placement(delay_message_id, lane, key), record, command_id,
+                     delay_message_id)
 
 
-def prepare_cancel(route: RouteRef, *, command_id: str, delay_message_id: str) -> Prepared:
+def prepare_cancel(route: RouteRef, *, command_id: str, delay_message_id: str,
+                   shard: ShardId | None = None) -> Prepared:
+    """CANCEL on ``shard``: the message's shard (its id's unless it was placed by key)."""
     record = Cancel(command_id=command_id, delay_message_id=delay_message_id)
-    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+    return _prepared(shard or route.shard_for(delay_message_id), record, command_id,
+                     delay_message_id)
 
 
 def prepare_reschedule(
@@ -86,12 +100,15 @@ def prepare_reschedule(
     deliver_at_ms: int,
     action_at_ms: int | None = None,
     expire_at_ms: int | None = None,
+    shard: ShardId | None = None,
 ) -> Prepared:
+    """RESCHEDULE on ``shard`` (as for ``prepare_cancel``)."""
     record = Reschedule(
         command_id=command_id, delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
         action_at_ms=action_at_ms, expire_at_ms=expire_at_ms,
     )
-    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+    return _prepared(shard or route.shard_for(delay_message_id), record, command_id,
+                     delay_message_id)
 
 
 def prepare_payload_reserve(
@@ -103,17 +120,20 @@ def prepare_payload_reserve(
     size_bytes: int,
     sha256: str,
     expires_at_ms: int,
+    shard: ShardId | None = None,
 ) -> Prepared:
     """PAYLOAD_RESERVE on the shard of the message that will reference the payload.
 
-    ``delay_message_id`` only picks the shard: a SCHEDULE can reference a payload committed
-    on its own shard alone, so every stage of the large-payload path goes there.
+    ``delay_message_id`` (or ``shard``: the message's ``placement``) only picks the shard:
+    a SCHEDULE can reference a payload committed on its own shard alone, so every stage of
+    the large-payload path goes there.
     """
     record = PayloadReserve(
         command_id=command_id, payload_id=payload_id, size_bytes=size_bytes, sha256=sha256,
         expires_at_ms=expires_at_ms,
     )
-    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+    return _prepared(shard or route.shard_for(delay_message_id), record, command_id,
+                     delay_message_id)
 
 
 def prepare_payload_commit(
@@ -125,10 +145,12 @@ def prepare_payload_commit(
     size_bytes: int,
     sha256: str,
     object_key: str,
+    shard: ShardId | None = None,
 ) -> Prepared:
     """PAYLOAD_COMMIT of an uploaded and attested payload (same shard as its reservation)."""
     record = PayloadCommit(
         command_id=command_id, payload_id=payload_id, size_bytes=size_bytes, sha256=sha256,
         object_key=object_key,
     )
-    return _prepared(route.shard_for(delay_message_id), record, command_id, delay_message_id)
+    return _prepared(shard or route.shard_for(delay_message_id), record, command_id,
+                     delay_message_id)

@@ -155,6 +155,15 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
             f"its handoff lead of {lane.handoff_lead_ms} ms; lowering it to {lead} ms could "
             "publish them before deliverAt. Let them publish (or cancel/reschedule them) first",
         )
+    pending = sum(lane.counts.get(state, 0) for state in (
+        MessageState.SCHEDULED, MessageState.PUBLISHING, MessageState.UNCERTAIN))
+    if mutation.ordered and not lane.ordered and pending:
+        return rejected(
+            Reason.ORDERING_IN_USE,
+            f"lane {lane.name} has {pending} unfinished messages placed and scheduled without "
+            "per-key order; making it ORDERED now could not keep their order. Let them "
+            "finish first",
+        )
     tx.put_lane(msgspec.structs.replace(
         lane, config_revision=lane.config_revision + 1, **changes
     ))

@@ -38,6 +38,7 @@ class Reason(StrEnum):
     NOT_DUE = "NOT_DUE"
     ACTION_BEFORE_DELIVER = "ACTION_BEFORE_DELIVER"  # actionAt earlier than the lane's lead
     LEAD_IN_USE = "LEAD_IN_USE"  # lowering a handoff lead SCHEDULED messages may rely on
+    ORDERING_IN_USE = "ORDERING_IN_USE"  # making a lane ORDERED under unordered messages
     EXPIRED = "EXPIRED"
     NOT_EXPIRED = "NOT_EXPIRED"
     TIME_EVIDENCE = "TIME_EVIDENCE"

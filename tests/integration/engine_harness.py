@@ -37,7 +37,7 @@ class Harness:
     def __init__(self, home: Path, engine: Engine, partitions: int) -> None:
         self.home = home
         self.engine = engine
-        self.route = RouteRef("default", partitions)
+        self.route = RouteRef("default", partitions, engine.config.ordered_lanes)
         self.layout = HomeLayout(home)
         self._logs: dict[ShardId, FileShardLog] = {}
         self._n = 0
@@ -51,8 +51,12 @@ class Harness:
         for item in prepared:
             by_shard.setdefault(item.shard, []).append(item.data)
         for shard, payloads in by_shard.items():
-            log = self._logs.setdefault(shard, FileShardLog(self.layout.shard_log(shard)))
-            log.append(payloads)
+            self.append(shard, payloads)
+
+    def append(self, shard: ShardId, payloads: list[bytes]) -> None:
+        """Append raw records (operator mutations, forged system records) to a shard's log."""
+        log = self._logs.setdefault(shard, FileShardLog(self.layout.shard_log(shard)))
+        log.append(payloads)
 
     def schedule(self, mid: str, deliver_at_ms: int, lane: str = "local",
                  **fields: Any) -> Prepared:

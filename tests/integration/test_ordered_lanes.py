@@ -1,0 +1,156 @@
+"""Ordered lanes keep order: the ordered head is released on every path that ends a claim.
+
+An ORDERED lane (``ordered = true`` in nereus.toml, replicated into the lane policy by the
+engine) places keyed messages by their key, so one key's messages share a shard, and the
+planner claims a key's next message only when no earlier one is claimed or unsettled.
+Before this, the head was released only by an outcome: a claim that ended any other way (a
+STALE admission after the lane closed, an expired claim, a decline) kept its key held and
+every later message of that key waited until the engine restarted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.records import Gate, LaneGate, PublishAdmission, decode, encode
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.values import Lane, Result, decode_value
+from nereus.timespec import parse_time_ms
+from tests.integration.engine_harness import now_ms, running_engine
+
+ORDERED_LANE = ('[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n'
+                "ordered = true\n")
+COUNT = 50
+
+
+def gate(lane_gate: Gate, n: int) -> bytes:
+    return encode(LaneGate(lane="local", gate=lane_gate, operator="test",
+                           reason="close around the due time", idempotency_key=f"gate-{n}"))
+
+
+class CloseBeforeAdmission:
+    """The shard's real log, but the lane's CLOSE is appended just before the admission of
+    one chosen message: the claim was made with the lane OPEN, its admission is applied
+    with the lane CLOSED (STALE LANE_CLOSED), deterministically."""
+
+    def __init__(self, inner: ShardLog, target: str) -> None:
+        self.inner = inner
+        self.dense = inner.dense
+        self.target = target
+        self.closed = threading.Event()
+
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
+        if not self.closed.is_set() and any(
+                isinstance(record := decode(p), PublishAdmission)
+                and record.delay_message_id == self.target for p in payloads):
+            self.inner.append([gate(Gate.CLOSED, 1)])
+            self.closed.set()
+        return self.inner.append(payloads)
+
+    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
+        return self.inner.read(from_position, max_records)
+
+    def end_position(self) -> int:
+        return self.inner.end_position()
+
+    def ack(self, position: int) -> None:
+        self.inner.ack(position)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.timeout(120)
+def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 same-key messages due together; the lane closes between the claim and the
+    admission of the 11th (STALE LANE_CLOSED) and reopens: all publish, once each, in
+    deliverAt order, none stuck behind the released claim."""
+    from nereus.engine import engine as engine_module
+
+    real_open = engine_module.open_shard_log
+    interposed: list[CloseBeforeAdmission] = []
+
+    def open_interposed(*args: Any, **kwargs: Any) -> CloseBeforeAdmission:
+        log = CloseBeforeAdmission(real_open(*args, **kwargs), target="m040")
+        interposed.append(log)
+        return log
+
+    monkeypatch.setattr(engine_module, "open_shard_log", open_interposed)
+    home = tmp_path / "home"
+    with running_engine(home, partitions=3, lanes=ORDERED_LANE) as h:
+        for loop in h.engine.shards.values():
+            raw = loop.store.get(keys.lane_key("local"))
+            assert raw is not None and decode_value(raw, Lane).ordered, "ordering replicated"
+        base = now_ms() + 1_000
+        # ids in reverse of their due order: the timeline order is by time, not by id
+        prepared = [h.schedule(f"m{COUNT - n:03d}", base + n * 10, key="k")
+                    for n in range(COUNT)]
+        shards = {item.shard for item in prepared}
+        assert len(shards) == 1, "one key, one shard"
+        (shard,) = shards
+        h.queue(prepared)
+        loop = h.engine.shards[shard]
+        h.wait_for(lambda: _gate(loop) == Gate.CLOSED, 30, "the lane closed mid-run")
+        h.wait_for(lambda: not loop._claims and loop.in_flight == 0, 10,
+                   "the claims the close ended are released")
+        stale = [r for r in _results(loop) if r.reason == "LANE_CLOSED"]
+        assert [r.delay_message_id for r in stale] == ["m040"], "the close did not hit a claim"
+        assert len(h.outbox()) == 10
+        h.append(shard, [gate(Gate.OPEN, 2)])
+        h.wait_for(lambda: len(h.outbox()) >= COUNT, 30,
+                   f"all {COUNT} published after the lane reopened")
+        lines = h.outbox()
+    ids = [line["delay_message_id"] for line in lines]
+    assert len(ids) == len(set(ids)) == COUNT, "a message published twice"
+    deliver = [parse_time_ms(line["deliver_at"]) for line in lines]
+    assert deliver == sorted(deliver), "published out of deliverAt order"
+    assert all(parse_time_ms(line["published_at"]) >= parse_time_ms(line["deliver_at"])
+               for line in lines)
+
+
+def _results(loop: object) -> list[Result]:
+    store = loop.store  # type: ignore[attr-defined]
+    return [decode_value(raw, Result) for _, raw in store.scan_prefix(keys.RESULT)]
+
+
+def _gate(loop: object) -> Gate:
+    raw = loop.store.get(keys.lane_key("local"))  # type: ignore[attr-defined]
+    assert raw is not None
+    return decode_value(raw, Lane).gate
+
+
+def test_keyed_messages_of_an_ordered_lane_share_a_shard_and_are_found_by_id(
+        tmp_path: Path) -> None:
+    """Placed by key across four shards, yet the admin API finds each by its id."""
+    from nereus.engine.admin.api import AdminApi
+
+    home = tmp_path / "home"
+    with running_engine(home, partitions=4, lanes=ORDERED_LANE) as h:
+        ids = [f"order-{n}" for n in range(20)]
+        prepared = [h.schedule(mid, now_ms() + 60_000, key="customer-7") for mid in ids]
+        assert len({p.shard for p in prepared}) == 1
+        assert {h.route.shard_for(mid) for mid in ids} != {prepared[0].shard}, (
+            "the ids alone would have spread them")
+        h.queue(prepared)
+        api = AdminApi(h.engine)
+        h.wait_for(lambda: all(_found(api, mid) for mid in ids), 10, "all applied")
+        assert {api.message(mid)["shard"] for mid in ids} == {str(prepared[0].shard)}
+        assert isinstance(prepared[0].shard, ShardId)
+
+
+def _found(api: object, mid: str) -> bool:
+    from nereus.errors import NotFound
+
+    try:
+        api.message(mid)  # type: ignore[attr-defined]
+    except NotFound:
+        return False
+    return True
