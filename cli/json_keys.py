@@ -102,7 +102,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
                 "replays": ("shard", "records", "live_digest", "replay_digest", "match")},
     ),
     "doctor": JsonDoc("object", ("ok", "home", "checks"),
-                      nested={"checks": ("name", "ok", "detail", "fix")}),
+                      nested={"checks": ("name", "ok", "severity", "detail", "fix")}),
     "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
                          "status 2; scripts use shard list, lane list or attempt list."),
     "completion": JsonDoc("object", ("shell", "script"),

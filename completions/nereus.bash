@@ -53,7 +53,7 @@ __nereus_options() {
         "lane list") echo "--home --json --help" ;;
         "lane close") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
         "lane open") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
-        "lane set") echo "--reason --capacity --quota --retry-max --retry-backoff-ms --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
+        "lane set") echo "--reason --capacity --quota --retry-max --retry-backoff-ms --unavailable-max --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
         "attempt") echo "--home --json --help" ;;
         "attempt list") echo "--state --shard --home --json --help" ;;
         "attempt resolve") echo "--evidence --reason --published --shard --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
@@ -155,6 +155,7 @@ __nereus_value() {
         "--quota:lane set") echo "text" ;;
         "--retry-max:lane set") echo "text" ;;
         "--retry-backoff-ms:lane set") echo "text" ;;
+        "--unavailable-max:lane set") echo "text" ;;
         "--as:lane set") echo "text" ;;
         "--idempotency-key:lane set") echo "text" ;;
         "--precondition:lane set" | "--precondition-digest:lane set") echo "text" ;;

@@ -208,9 +208,10 @@ complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcomm
 # nereus lane set
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l capacity -x -d 'Most open attempts (PUBLISHING + UNKNOWN) in the lane.'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l quota -x -d 'Most admissions per scheduler round.'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l quota -x -d 'Most admissions per second (a token bucket with one second of burst), decided by the Shard Log\'s broker time.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l retry-max -x -d 'Attempts before a retriable failure becomes FAILED.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l retry-backoff-ms -x -d 'Base of the exponential retry backoff, ms.'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l unavailable-max -x -d 'Attempts that never reached the destination (declined while the lane was unavailable) before the message is FAILED.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'

@@ -277,7 +277,8 @@ class LanePublisher:
                 self.published += 1
             else:
                 self.failures += 1
-                failed = result.evidence
+                if not result.message_fault:  # a message's own fault leaves the lane READY
+                    failed = result.evidence
         self._reply_known()
         if failed is not None:
             with self._lock:

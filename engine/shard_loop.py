@@ -123,8 +123,11 @@ class ShardLoop:
         # each lane's handoff lead as its destination really has it (nereus.toml)
         self.lane_leads: dict[str, int] = dict(lane_leads or {})
         self.lane_ordered: dict[str, bool] = dict(lane_ordered or {})
-        self.planner = Planner(store, permits, self._drr, settings.planner, new_id,
-                               fetch_payload=fetch_payload, leads=self.lane_leads)
+        self.planner = Planner(
+            store, permits, self._drr, settings.planner, new_id, fetch_payload=fetch_payload,
+            leads=self.lane_leads,
+            record_limits={name: publisher.destination.max_record_bytes
+                           for name, publisher in publishers.items()})
         self._claims: dict[str, Claim] = {}  # by delay message id
         self._by_attempt: dict[str, Claim] = {}
         self._dispatched: set[str] = set()
@@ -529,7 +532,7 @@ class ShardLoop:
         owner = Owner(self.owner_id, str(self.store.path), self.epoch)
         plan = self.planner.round(now, mono, owner, self.lanes(),
                                   lambda lane: self.publishers[lane].ready,
-                                  self._claims, self.held_keys())
+                                  self._claims, self.held_keys(), self._dispatched)
         if not plan.claims and not plan.expiries:
             return False
         local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self._drr)}

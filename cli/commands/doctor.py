@@ -22,8 +22,44 @@ if TYPE_CHECKING:
 MIN_FREE_BYTES = 1 << 30
 
 
-def _check(name: str, ok: bool, detail: str, fix: str | None = None) -> dict[str, Any]:
-    return {"name": name, "ok": ok, "detail": detail, "fix": None if ok else fix}
+def _check(name: str, ok: bool, detail: str, fix: str | None = None, *,
+           severity: str = "error") -> dict[str, Any]:
+    """One check. A failed ``warning`` is reported but does not fail the doctor."""
+    return {"name": name, "ok": ok, "severity": severity, "detail": detail,
+            "fix": None if ok else fix}
+
+
+def _unconfigured_lanes(env: Env, config: Config) -> dict[str, Any]:
+    """Lanes that hold unfinished messages but have no [lanes.NAME]: never published."""
+    from nereus.errors import StoreError
+    from nereus.shard import ShardId
+    from nereus.state import keys
+    from nereus.state.store import ShardStore
+    from nereus.state.values import Lane, decode_value
+
+    waiting: dict[str, int] = {}
+    for route in config.routes.values():
+        for partition in range(route.partitions):
+            path = env.layout.shard_state(ShardId(route.name, partition))
+            if not (path / "CURRENT").exists():
+                continue
+            try:
+                with ShardStore.open(path, read_only=True) as store:
+                    for _, raw in store.scan_prefix(keys.LANE):
+                        lane = decode_value(raw, Lane)
+                        pending = sum(lane.counts.get(s, 0)
+                                      for s in ("SCHEDULED", "PUBLISHING", "UNCERTAIN"))
+                        if pending and lane.name not in config.lanes:
+                            waiting[lane.name] = waiting.get(lane.name, 0) + pending
+            except StoreError:
+                continue
+    if not waiting:
+        return _check("lanes", True, "every lane with messages is configured",
+                      severity="warning")
+    listed = ", ".join(f"{name} ({n} unfinished)" for name, n in sorted(waiting.items()))
+    return _check("lanes", False, f"messages wait on unconfigured lanes: {listed}",
+                  f"add [lanes.NAME] to {config.source} for each (or cancel those messages)",
+                  severity="warning")
 
 
 def _kafka(bootstrap: str) -> str | None:
@@ -115,17 +151,22 @@ def doctor(ctx: typer.Context) -> None:
         checks.extend(_services(config))
         checks.append(_object_store(env))
         checks.append(_clock(config))
-    ok = all(c["ok"] for c in checks)
+        checks.append(_unconfigured_lanes(env, config))
+    ok = all(c["ok"] or c["severity"] == "warning" for c in checks)
     data = {"ok": ok, "home": str(layout.root), "checks": checks}
 
     def human(out: Any) -> None:
         for c in checks:
-            mark = "[green]ok[/green]  " if c["ok"] else "[red]FAIL[/red]"
+            mark = "[green]ok[/green]  " if c["ok"] else (
+                "[yellow]warn[/yellow]" if c["severity"] == "warning" else "[red]FAIL[/red]")
             out.print(f"{mark} {c['name']:<28} {c['detail']}", highlight=False)
             if not c["ok"] and c["fix"]:
                 out.print(f"       fix: {c['fix']}")
-        failed = sum(1 for c in checks if not c["ok"])
-        out.print("[green]all checks passed[/green]" if ok else f"[red]{failed} to fix[/red]")
+        failed = sum(1 for c in checks if not c["ok"] and c["severity"] != "warning")
+        warned = sum(1 for c in checks if not c["ok"] and c["severity"] == "warning")
+        note = f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""
+        out.print(f"[green]all checks passed[/green]{note}" if ok
+                  else f"[red]{failed} to fix[/red]{note}")
 
     env.output.emit(data, human)
     if not ok:

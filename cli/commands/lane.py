@@ -104,11 +104,15 @@ def set_policy(
     capacity: Annotated[int | None, typer.Option(
         "--capacity", help="Most open attempts (PUBLISHING + UNKNOWN) in the lane.")] = None,
     quota: Annotated[int | None, typer.Option(
-        "--quota", help="Most admissions per scheduler round.")] = None,
+        "--quota", help="Most admissions per second (a token bucket with one second of "
+        "burst), decided by the Shard Log's broker time.")] = None,
     retry_max: Annotated[int | None, typer.Option(
         "--retry-max", help="Attempts before a retriable failure becomes FAILED.")] = None,
     retry_backoff_ms: Annotated[int | None, typer.Option(
         "--retry-backoff-ms", help="Base of the exponential retry backoff, ms.")] = None,
+    unavailable_max: Annotated[int | None, typer.Option(
+        "--unavailable-max", help="Attempts that never reached the destination (declined "
+        "while the lane was unavailable) before the message is FAILED.")] = None,
     operator: mutation_opts.AsOpt = None,
     key: mutation_opts.KeyOpt = None,
     precondition: mutation_opts.PreconditionOpt = None,
@@ -129,10 +133,10 @@ def set_policy(
     env: Env = ctx.obj
     _known_lane(env, lane)
     changes = {"capacity": capacity, "quota": quota, "retry_max": retry_max,
-               "retry_backoff_ms": retry_backoff_ms}
+               "retry_backoff_ms": retry_backoff_ms, "unavailable_max": unavailable_max}
     if all(value is None for value in changes.values()):
-        raise UsageError("nothing to change: give --capacity, --quota, --retry-max or "
-                         "--retry-backoff-ms")
+        raise UsageError("nothing to change: give --capacity, --quota, --retry-max, "
+                         "--retry-backoff-ms or --unavailable-max")
     who = mutation.identity(operator, reason, key, precondition)
     mutation.run(env, build=lambda _shard: LaneConfig(
         lane=lane, operator=who.operator, reason=who.reason,

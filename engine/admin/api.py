@@ -20,7 +20,7 @@ from nereus.records import QueryBarrier, decode, encode
 from nereus.records.codec import DecodeFailure
 from nereus.shard import ShardId, partition_for
 from nereus.state import keys
-from nereus.state.values import Result, decode_value
+from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import format_time_ms
 from nereus.views import (
     attempt_view,
@@ -30,6 +30,11 @@ from nereus.views import (
     message_view,
     open_attempts,
 )
+
+
+def _unfinished(lane: Lane) -> bool:
+    """The lane holds messages that are not finished (scheduled or admitted)."""
+    return any(lane.counts.get(state, 0) for state in ("SCHEDULED", "PUBLISHING", "UNCERTAIN"))
 
 
 def result_view(result: Result) -> dict[str, Any]:
@@ -169,17 +174,30 @@ class AdminApi:
         return out
 
     def lanes(self) -> list[dict[str, Any]]:
+        """Every configured lane, then every lane that has messages but no configuration
+        (readiness UNCONFIGURED: its messages are never published until it is configured)."""
         assert self.engine.clock is not None
         now = self.engine.clock.now()
+        loops = sorted(self.engine.shards.items())
+        replicated: dict[str, dict[ShardId, Lane]] = {}
+        for shard, loop in loops:
+            for _, raw in loop.store.scan_prefix(keys.LANE):
+                lane = decode_value(raw, Lane)
+                replicated.setdefault(lane.name, {})[shard] = lane
+        names = sorted(self.engine.publishers) + sorted(
+            name for name, by_shard in replicated.items()
+            if name not in self.engine.publishers and any(_unfinished(lane)
+                                                          for lane in by_shard.values()))
         out = []
-        for name, publisher in sorted(self.engine.publishers.items()):
+        for name in names:
+            publisher = self.engine.publishers.get(name)
             gates: set[str] = set()
             backlog = open_attempts_count = 0
             counts: dict[str, int] = {}
             admissions = 0
             per_shard: list[dict[str, Any]] = []
-            for shard, loop in sorted(self.engine.shards.items()):
-                lane = loop.lanes()[name]
+            for shard, loop in loops:
+                lane = replicated.get(name, {}).get(shard) or Lane(name=name)
                 gates.add(lane.gate.value)
                 shard_backlog = due_backlog(loop.store, name, now.earliest_ms,
                                             start=loop.planner.floors.get(name))
@@ -194,17 +212,26 @@ class AdminApi:
                                   "admissions": lane.admissions})
             lag_p99, lag_max = due_lag_ms(self.engine.shards.values(), name, now.earliest_ms,
                                           backlog)
+            why: str | None
+            if publisher is None:
+                readiness, why = "UNCONFIGURED", (
+                    f"no [lanes.{name}] in {self.engine.config.source}: its messages wait "
+                    "until the lane is configured")
+            else:
+                readiness = "READY" if publisher.ready else "NOT_READY"
+                why = publisher.not_ready_reason
             out.append({
                 "lane": name,
-                "destination": self.engine.config.lanes[name].destination,
+                "destination": None if publisher is None
+                else self.engine.config.lanes[name].destination,
                 "gate": "CLOSED" if "CLOSED" in gates else "OPEN",
-                "readiness": "READY" if publisher.ready else "NOT_READY",
-                "not_ready_reason": publisher.not_ready_reason,
+                "readiness": readiness,
+                "not_ready_reason": why,
                 "due_backlog": backlog,
                 "in_flight": self.engine.permits.in_flight(name),
                 "open_attempts": open_attempts_count,
-                "published": publisher.published,
-                "failures": publisher.failures,
+                "published": 0 if publisher is None else publisher.published,
+                "failures": 0 if publisher is None else publisher.failures,
                 "messages_by_state": counts,
                 "admissions": admissions,
                 "due_lag_p99_ms": lag_p99,

@@ -53,6 +53,8 @@ def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
 
 
 class FileDestination:
+    max_record_bytes: int | None = None  # a line may be as long as the payload limit allows
+
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.path = Path(path)

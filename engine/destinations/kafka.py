@@ -74,6 +74,14 @@ class Verdict:
     outcome: Outcome
     disposition: Disposition
     why: str
+    message_fault: bool = False  # the record itself was refused: its lane stays READY
+
+
+# refusals that are the record's own fault (its size or content), not the lane's
+MESSAGE_FAULTS: Final = frozenset({"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
+                                   "INVALID_RECORD", "_INVALID_ARG", "_INVALID_TYPE"})
+# the client's default message.max.bytes: a larger record is refused before it is sent
+MAX_RECORD_BYTES: Final = 1_000_000
 
 
 # delivery-report errors that prove the broker refused the record's batch before appending
@@ -143,7 +151,8 @@ def classify_delivery_error(error: KafkaError | str | None, *, create_topic: boo
                        "obligation until evidence settles it")
     disposition, why = refused
     return Verdict(Outcome.NOT_PUBLISHED,
-                   disposition or _topic_disposition(create_topic), why)
+                   disposition or _topic_disposition(create_topic), why,
+                   message_fault=name in MESSAGE_FAULTS)
 
 
 def classify_produce_error(error: KafkaError | str, *, create_topic: bool) -> Verdict:
@@ -153,7 +162,8 @@ def classify_produce_error(error: KafkaError | str, *, create_topic: bool) -> Ve
     disposition, why = _NOT_HANDED_OVER.get(
         name, (Disposition.RETRIABLE, "produce() refused the record before queueing it"))
     return Verdict(Outcome.NOT_PUBLISHED,
-                   disposition or _topic_disposition(create_topic), why)
+                   disposition or _topic_disposition(create_topic), why,
+                   message_fault=name in MESSAGE_FAULTS)
 
 
 def evidence_of(topic: str, partition: int | None, offset: int | None) -> str:
@@ -187,6 +197,7 @@ class KafkaDestination:
         self.name = name
         self.bootstrap = bootstrap
         self.topic = topic
+        self.max_record_bytes: int | None = MAX_RECORD_BYTES
         self.create_topic = create_topic
         self.partitions = partitions
         self.timeout_s = timeout_s
@@ -351,7 +362,7 @@ class KafkaDestination:
     @staticmethod
     def _result(request: PublishRequest, verdict: Verdict, what: str) -> PublishResult:
         return PublishResult(request.attempt_id, verdict.outcome, verdict.disposition,
-                             f"{what} ({verdict.why})")
+                             f"{what} ({verdict.why})", message_fault=verdict.message_fault)
 
     def _new_producer(self) -> Producer:
         from confluent_kafka import Producer

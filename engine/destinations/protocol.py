@@ -10,6 +10,12 @@ It must classify every request by side-effect evidence (seed 000, section 4):
   landed, a timeout after send). Never guess NOT_PUBLISHED.
 
 ``probe`` reports readiness: None when the destination can take work, else the reason.
+
+A failure that is the *message's* own fault (too large, a record the destination refuses
+as invalid) sets ``message_fault``: the message fails (PERMANENT) but its lane stays READY,
+since every other message is still welcome. Any other failure makes the lane NOT READY
+until a probe passes. ``max_record_bytes`` is the destination's size limit for one record
+(None: none): the planner checks it at Claim, before any attempt is admitted.
 """
 
 from __future__ import annotations
@@ -35,10 +41,24 @@ class PublishResult:
     disposition: Disposition
     evidence: str
     published_at_ms: int | None = None
+    message_fault: bool = False  # the message's own fault: its lane stays READY
+
+
+RECORD_OVERHEAD_BYTES = 512  # the headers Nereus adds: delay message id and attempt id
+
+
+def record_size(template: PublishTemplate) -> int:
+    """What one message weighs at a destination: payload, key and headers (UTF-8), plus
+    the headers Nereus adds."""
+    headers = sum(len(k.encode()) + len(v.encode()) for k, v in template.headers.items())
+    key = 0 if template.key is None else len(template.key.encode())
+    return len(template.payload) + key + headers + RECORD_OVERHEAD_BYTES
 
 
 class Destination(Protocol):
     name: str
+    # the largest record this destination takes (None: no limit); checked at Claim
+    max_record_bytes: int | None
 
     def publish(
         self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]

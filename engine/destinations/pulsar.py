@@ -78,6 +78,11 @@ REFUSED_BEFORE_SEND: Final[dict[str, Disposition]] = {
     "ProducerNotInitialized": Disposition.LANE_UNAVAILABLE,
 }
 
+# refusals that are the message's own fault: its lane stays READY
+MESSAGE_FAULTS: Final = frozenset({"MessageTooBig", "InvalidMessage", BUILD_ERROR})
+# the broker's default maxMessageSize: a larger message is refused
+MAX_RECORD_BYTES: Final = 5 * 1024 * 1024
+
 # the producer could not be opened: nothing was sent; the lane's problem unless listed
 OPEN_REFUSED: Final[dict[str, Disposition]] = {
     "TopicNotFound": Disposition.PERMANENT,
@@ -152,6 +157,7 @@ class PulsarDestination:
         self.name = name
         self.service_url = service_url
         self.topic = full_topic(topic)
+        self.max_record_bytes: int | None = MAX_RECORD_BYTES
         self.deliver_at_handoff = deliver_at_handoff
         self.send_timeout_ms = send_timeout_ms
         self.connect_timeout_s = connect_timeout_s
@@ -326,7 +332,9 @@ class PulsarDestination:
         else:
             text = f"{slot.name} {when}{extra}: never handed to the broker"
         return PublishResult(request.attempt_id, outcome, disposition,
-                             f"pulsar:{self.topic}: {text}")
+                             f"pulsar:{self.topic}: {text}",
+                             message_fault=outcome == Outcome.NOT_PUBLISHED
+                             and slot.name in MESSAGE_FAULTS)
 
     def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
         """Wanted attempt ids found on the topic between ``since_ms`` and ``until_ms``

@@ -28,14 +28,16 @@ due, and no further large payload is tried in that round.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from nereus.engine.destinations.protocol import record_size
 from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
 from nereus.engine.scheduler.permits import Permits
 from nereus.errors import ServiceUnreachable
+from nereus.machine.tx import quota_tokens_milli
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
     ClaimDisposition,
@@ -89,8 +91,11 @@ class Planner:
         new_id: Callable[[], str],
         fetch_payload: FetchPayload | None = None,
         leads: dict[str, int] | None = None,
+        record_limits: dict[str, int | None] | None = None,
     ) -> None:
         self.store = store
+        # each lane's destination record size limit, checked at Claim (None: no limit)
+        self.record_limits = record_limits if record_limits is not None else {}
         # each lane's handoff lead as its destination has it: work is claimed only once
         # earliest >= deliverAt - lead, whatever the replicated policy let actionAt be
         self.leads = leads if leads is not None else {}
@@ -122,7 +127,10 @@ class Planner:
         ready: Callable[[str], bool],
         claimed: dict[str, Claim],
         open_keys: set[tuple[str, str]],
+        admitted: Collection[str] = (),
     ) -> RoundPlan:
+        """One round over every lane. ``admitted``: attempt ids of claims whose admission
+        was applied (they have spent their quota token already)."""
         plan = RoundPlan()
         self._store_down = None
         for name in self.rotation.order(sorted(lanes)):
@@ -133,17 +141,22 @@ class Planner:
             if not ready(name):
                 plan.waiting[name] = "NOT READY"
                 continue
-            self._lane_round(plan, lane, now, mono_ms, owner, claimed, open_keys)
+            self._lane_round(plan, lane, now, mono_ms, owner, claimed, open_keys, admitted)
         return plan
 
     def _lane_round(
         self, plan: RoundPlan, lane: Lane, now: TrustedTime, mono_ms: int, owner: Owner,
-        claimed: dict[str, Claim], open_keys: set[tuple[str, str]],
+        claimed: dict[str, Claim], open_keys: set[tuple[str, str]], admitted: Collection[str],
     ) -> None:
         name = lane.name
         budget = self.rotation.budget(name)
         used = 0
         lane_claims = sum(1 for c in claimed.values() if c.lane == name)
+        quota_left: int | None = None
+        if lane.quota is not None:  # the replicated bucket, refilled to now, less the
+            tokens, _ = quota_tokens_milli(lane, now.earliest_ms)  # claims not yet admitted
+            quota_left = tokens // 1_000 - sum(
+                1 for c in claimed.values() if c.lane == name and c.attempt_id not in admitted)
         prefix = keys.timeline_lane_prefix(name)
         bound = prefix + keys.u64(now.earliest_ms + 1)
         floor = self.floors.get(name, prefix)
@@ -202,6 +215,10 @@ class Planner:
                 plan.waiting[name] = f"at capacity {lane.capacity}"
                 backlogged = True
                 break
+            if quota_left is not None and quota_left <= 0:
+                plan.waiting[name] = f"quota: {lane.quota} admissions per second"
+                backlogged = True
+                break
             stage: PayloadStage | None = None
             if message.payload_ref is not None:
                 stage, problem = self._payload_stage(message.payload_ref)
@@ -231,12 +248,26 @@ class Planner:
                         plan.waiting[name] = self._store_down
                     continue
                 payload = fetched
-            claim = self._claim(message, ref, now, mono_ms, owner, payload)
+            template = _template(message, payload)
+            limit = self.record_limits.get(name)
+            if limit is not None and (weight := record_size(template)) > limit:
+                # seed 000 section 2 step 4: the target-size check at Claim is a proven
+                # permanent pre-send error, decided before any attempt exists
+                self.permits.release(name, size)
+                plan.expiries.append(self._permanent_error(
+                    message, ref, now, owner,
+                    f"the record is {weight} bytes at the destination; lane {name}'s "
+                    f"destination takes at most {limit}"))
+                used += 1
+                continue
+            claim = self._claim(message, ref, now, mono_ms, owner, template)
             claimed[delay_message_id] = claim
             plan.claims.append(claim)
             if lane.ordered and message.key is not None:
                 open_keys.add((name, message.key))
             lane_claims += 1
+            if quota_left is not None:
+                quota_left -= 1
             used += 1
             last_key = key
         if start == floor:
@@ -299,15 +330,9 @@ class Planner:
 
     def _claim(
         self, message: Message, ref: WorkRef, now: TrustedTime, mono_ms: int, owner: Owner,
-        payload: bytes,
+        template: PublishTemplate,
     ) -> Claim:
         self.state.claim_sequence += 1
-        template = PublishTemplate(
-            delay_message_id=message.delay_message_id, generation=message.generation,
-            lane=message.lane, deliver_at_ms=message.deliver_at_ms,
-            action_at_ms=message.action_at_ms, key=message.key, headers=message.headers,
-            payload=payload,
-        )
         claim_id, attempt_id = self.new_id(), self.new_id()
         admission = PublishAdmission(
             attempt_id=attempt_id, delay_message_id=message.delay_message_id,
@@ -323,6 +348,16 @@ class Planner:
             deadline_mono_ms=mono_ms + self.settings.claim_ttl_ms,
             delay_message_id=message.delay_message_id, lane=message.lane,
             generation=message.generation, work_digest=ref.work_digest, attempt_id=attempt_id,
-            admission=encode(admission), template=template, size_bytes=len(payload),
+            admission=encode(admission), template=template, size_bytes=len(template.payload),
         )
+
+
+def _template(message: Message, payload: bytes) -> PublishTemplate:
+    """The immutable prepared publish template of a claim (seed 000 section 2 step 5)."""
+    return PublishTemplate(
+        delay_message_id=message.delay_message_id, generation=message.generation,
+        lane=message.lane, deliver_at_ms=message.deliver_at_ms,
+        action_at_ms=message.action_at_ms, key=message.key, headers=message.headers,
+        payload=payload,
+    )
 

@@ -68,7 +68,8 @@ def precondition_digest(view: StateView, mutation: OperatorMutation) -> str:
     if value and isinstance(mutation, LaneGate | LaneConfig):
         lane = decode_value(value, Lane)
         value = encode_value(msgspec.structs.replace(lane, counts={}, open_attempts=0,
-                                                     admissions=0))
+                                                     admissions=0, quota_tokens_milli=0,
+                                                     quota_at_ms=None))
     return hashlib.sha256(key + b"\x00" + value).hexdigest()[:32]
 
 
@@ -133,7 +134,7 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
     if failure is not None:
         return failure
     bounds = {"capacity": 1, "quota": 1, "retry_max": 1, "retry_backoff_ms": 0,
-              "handoff_lead_ms": 0}
+              "handoff_lead_ms": 0, "unavailable_max": 1}
     changes: dict[str, object] = {}
     for field, minimum in bounds.items():
         value = getattr(mutation, field)

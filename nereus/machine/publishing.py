@@ -14,7 +14,7 @@ import msgspec
 
 from nereus.machine.fencing import fenced
 from nereus.machine.reasons import Reason
-from nereus.machine.tx import Tx, retry_backoff_ms
+from nereus.machine.tx import Tx, quota_tokens_milli, retry_backoff_ms
 from nereus.machine.verdict import Ids, Verdict, applied, recorded, rejected, stale
 from nereus.records.system import ClaimResult, PublishAdmission, PublishOutcome
 from nereus.records.vocabulary import (
@@ -119,6 +119,17 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
             f"{message.expire_at_ms} is still open",
             **ids,
         )
+    if lane.quota is not None:
+        tokens, as_of = quota_tokens_milli(lane, tx.broker_ms)
+        if tokens < 1_000:
+            return stale(
+                Reason.QUOTA_EXCEEDED,
+                f"lane {lane.name} admits {lane.quota} per second and its bucket is spent "
+                f"({tokens / 1_000:.3f} tokens at broker time {as_of})",
+                **ids,
+            )
+        lane = msgspec.structs.replace(lane, quota_tokens_milli=tokens - 1_000,
+                                       quota_at_ms=as_of)
     attempt_no = message.attempts + 1
     tx.put_attempt(Attempt(
         attempt_id=rec.attempt_id, delay_message_id=message.delay_message_id,
@@ -186,20 +197,33 @@ def settle(
             message, MessageState.FAILED, detail=f"permanent publish error: {evidence}", **done
         ))
         return "message FAILED (permanent)"
-    retries = message.retries + (1 if disposition == Disposition.RETRIABLE else 0)
     lane = tx.lane(message.lane)
-    if retries >= lane.retry_max:
-        tx.save_message(message, tx.move_state(
-            message, MessageState.FAILED, retries=retries,
-            detail=f"retries exhausted ({retries} of {lane.retry_max}): {evidence}", **done,
-        ))
-        return "message FAILED (retries exhausted)"
-    backoff = retry_backoff_ms(lane.retry_backoff_ms, max(retries, 1))
+    if disposition == Disposition.LANE_UNAVAILABLE:
+        # never reached the destination: bounded like a retriable failure, on its own count
+        retries, unavailable = message.retries, message.unavailable + 1
+        if unavailable >= lane.unavailable_max:
+            tx.save_message(message, tx.move_state(
+                message, MessageState.FAILED, unavailable=unavailable,
+                detail=f"never reached the destination in {unavailable} attempts (lane "
+                f"unavailable; unavailable_max {lane.unavailable_max}): {evidence}", **done,
+            ))
+            return "message FAILED (lane unavailable too often)"
+        backoff = retry_backoff_ms(lane.retry_backoff_ms, unavailable)
+    else:
+        retries, unavailable = message.retries + 1, message.unavailable
+        if retries >= lane.retry_max:
+            tx.save_message(message, tx.move_state(
+                message, MessageState.FAILED, retries=retries,
+                detail=f"retries exhausted ({retries} of {lane.retry_max}): {evidence}", **done,
+            ))
+            return "message FAILED (retries exhausted)"
+        backoff = retry_backoff_ms(lane.retry_backoff_ms, retries)
     # never before deliverAt less the lane's lead as it is now (it may have been lowered)
     action_at = max(max(message.action_at_ms, tx.broker_ms) + backoff,
                     message.deliver_at_ms - lane.handoff_lead_ms)
     retry = tx.move_state(
-        message, MessageState.SCHEDULED, retries=retries, action_at_ms=action_at, **done
+        message, MessageState.SCHEDULED, retries=retries, unavailable=unavailable,
+        action_at_ms=action_at, **done
     )
     tx.save_message(message, tx.put_timeline(retry))
     return f"message back on the timeline at {action_at} ms (retry {retries})"

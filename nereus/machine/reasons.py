@@ -34,6 +34,7 @@ class Reason(StrEnum):
     ATTEMPT_OPEN = "ATTEMPT_OPEN"
     LANE_CLOSED = "LANE_CLOSED"
     LANE_AT_CAPACITY = "LANE_AT_CAPACITY"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"  # the lane's admissions-per-second bucket is empty
     SHARD_PAUSED = "SHARD_PAUSED"
     NOT_DUE = "NOT_DUE"
     ACTION_BEFORE_DELIVER = "ACTION_BEFORE_DELIVER"  # actionAt earlier than the lane's lead

@@ -48,6 +48,21 @@ def work_digest(delay_message_id: str, generation: int, action_at_ms: int, retry
     return digest.hexdigest()
 
 
+def quota_tokens_milli(lane: Lane, at_ms: int) -> tuple[int, int]:
+    """The lane's token bucket refilled to broker time ``at_ms``: (milli-tokens, as of ms).
+
+    ``quota`` tokens a second, at most ``quota`` of them (one second of burst); a bucket
+    never used is full. Integers only, and every input is replicated (the lane value and
+    the record's broker time), so replay decides exactly as the live shard did.
+    """
+    assert lane.quota is not None
+    cap = lane.quota * 1_000
+    if lane.quota_at_ms is None:
+        return cap, at_ms
+    elapsed = max(at_ms - lane.quota_at_ms, 0)
+    return min(cap, lane.quota_tokens_milli + elapsed * lane.quota), max(at_ms, lane.quota_at_ms)
+
+
 def retry_backoff_ms(base_ms: int, retries: int) -> int:
     """Exponential backoff for the ``retries``-th retriable failure, capped."""
     return min(base_ms << max(retries - 1, 0), MAX_BACKOFF_MS) if base_ms else 0

@@ -134,7 +134,8 @@ def describe_writes(view: StateView, writes: dict[bytes, bytes | None]) -> dict[
     return impact
 
 
-_POLICY = ("gate", "capacity", "quota", "retry_max", "retry_backoff_ms", "ordered")
+_POLICY = ("gate", "capacity", "quota", "retry_max", "retry_backoff_ms", "unavailable_max",
+           "ordered", "handoff_lead_ms")
 
 
 def _lane_change(old: bytes | None, new: bytes | None) -> dict[str, Any]:

@@ -34,8 +34,10 @@ class LaneConfig(_Operator, frozen=True, kw_only=True, tag="LANE_CONFIG"):
 
     lane: str
     capacity: int | None = None  # max open attempts (PUBLISHING + UNKNOWN) in the lane
-    quota: int | None = None  # max admissions per scheduler round (enforced by the engine)
+    quota: int | None = None  # max admissions per second (token bucket, 1 s of burst)
     retry_max: int | None = None  # attempts before a retriable failure becomes FAILED
+    # attempts that never reached the destination (declined: LANE_UNAVAILABLE) before FAILED
+    unavailable_max: int | None = None
     retry_backoff_ms: int | None = None  # base of the exponential backoff
     ordered: bool | None = None  # ORDERED lanes keep per-key order
     # how long before deliverAt the destination action may start because the destination

@@ -58,8 +58,8 @@ def summarize(record: Record) -> str:
             target = f"lane {record.lane} gate {record.gate}"
         case operator.LaneConfig():
             changes = {k: getattr(record, k) for k in ("capacity", "quota", "retry_max",
-                                                        "retry_backoff_ms", "ordered",
-                                                        "handoff_lead_ms")
+                                                        "retry_backoff_ms", "unavailable_max",
+                                                        "ordered", "handoff_lead_ms")
                        if getattr(record, k) is not None}
             target = f"lane {record.lane} " + " ".join(f"{k}={v}" for k, v in changes.items())
         case operator.AttemptResolve():

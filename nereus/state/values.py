@@ -16,6 +16,7 @@ import msgspec
 from nereus.records.vocabulary import AttemptState, Disposition, Gate, MessageState, ResultStatus
 
 DEFAULT_RETRY_MAX: Final = 5
+DEFAULT_UNAVAILABLE_MAX: Final = 20
 DEFAULT_RETRY_BACKOFF_MS: Final = 1_000
 MAX_BACKOFF_MS: Final = 3_600_000
 
@@ -56,6 +57,7 @@ class Message(msgspec.Struct, frozen=True):
     created_position: int
     updated_position: int
     detail: str | None = None  # why it ended, when it ended badly
+    unavailable: int = 0  # attempts that never reached the destination (LANE_UNAVAILABLE)
 
 
 class WorkRef(msgspec.Struct, frozen=True):
@@ -131,8 +133,12 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
     gate: Gate = Gate.OPEN
     gate_position: int | None = None
     capacity: int | None = None
-    quota: int | None = None
+    quota: int | None = None  # admissions per second (a token bucket, 1 s of burst)
+    # the bucket, replicated: milli-tokens left at broker time quota_at_ms (None: full)
+    quota_tokens_milli: int = 0
+    quota_at_ms: int | None = None
     retry_max: int = DEFAULT_RETRY_MAX
+    unavailable_max: int = DEFAULT_UNAVAILABLE_MAX  # LANE_UNAVAILABLE attempts, then FAILED
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     ordered: bool = False
     handoff_lead_ms: int = 0  # the destination holds messages until deliverAt this long

@@ -87,6 +87,7 @@ class TrueTimeRecorder:
     def __init__(self, inner: FileDestination) -> None:
         self.inner = inner
         self.name = inner.name
+        self.max_record_bytes = inner.max_record_bytes
         self.true_ms: dict[str, int] = {}
 
     def publish(self, requests: Sequence[PublishRequest],
@@ -181,6 +182,7 @@ class BlockingDestination:
     """A destination whose calls never return until released."""
 
     name = "local"
+    max_record_bytes = None
 
     def __init__(self) -> None:
         self.entered = threading.Event()
@@ -235,6 +237,7 @@ class LostResponseDestination:
     def __init__(self, inner: FileDestination) -> None:
         self.inner = inner
         self.name = inner.name
+        self.max_record_bytes = inner.max_record_bytes
 
     def publish(self, requests: Sequence[PublishRequest],
                 now_ms_fn: Callable[[], int]) -> list[PublishResult]:

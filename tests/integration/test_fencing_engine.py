@@ -30,6 +30,7 @@ class HeldDestination:
     """Records what reaches it; each call waits until ``release`` is set."""
 
     name = "local"
+    max_record_bytes = None
 
     def __init__(self) -> None:
         self.release = threading.Event()

@@ -32,6 +32,7 @@ class Holding:
     """Stands in for Pulsar's deliver_at handoff: records what it was handed, and when."""
 
     name = "held"
+    max_record_bytes = None
 
     def __init__(self) -> None:
         self.handed: dict[str, int] = {}

@@ -149,6 +149,18 @@ def test_errors_raised_by_produce_are_not_published(
     assert (verdict.outcome, verdict.disposition) == (N, disposition)
 
 
+def test_only_the_records_own_refusals_are_message_faults() -> None:
+    """Size and validity refusals fail the message alone (message_fault: the lane stays
+    READY); authorization and missing topics are the lane's problem."""
+    for name in ("MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD"):
+        assert classify_delivery_error(code(name), create_topic=True).message_fault, name
+    for name in ("MSG_SIZE_TOO_LARGE", "_INVALID_ARG", "_INVALID_TYPE"):
+        assert classify_produce_error(code(name), create_topic=True).message_fault, name
+    for name in ("TOPIC_AUTHORIZATION_FAILED", "_UNKNOWN_TOPIC", "_MSG_TIMED_OUT"):
+        assert not classify_delivery_error(code(name), create_topic=False).message_fault, name
+    assert not classify_produce_error(code("_QUEUE_FULL"), create_topic=True).message_fault
+
+
 def _kafka_table_rows() -> list[tuple[list[str], str, str, str]]:
     """(error names, where, outcome, disposition) of docs/outcomes.md's Kafka error tables."""
     text = OUTCOMES_MD.read_text()

@@ -173,3 +173,24 @@ def test_a_replicated_lead_longer_than_the_destinations_waits_for_deliver_at(
     handoff.leads = {"local": 5_000}
     plan = handoff.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
     assert sorted(c.delay_message_id for c in plan.claims) == ["due", "held"]
+
+
+def test_the_target_size_check_runs_at_claim(store_from: Build) -> None:
+    """A record larger than its lane's destination takes is a CLAIM_RESULT PERMANENT_ERROR
+    naming both sizes, decided at Claim: no claim, no attempt, permits returned."""
+    shard = MemoryShard()
+    shard.apply(schedule("small", 9_000, payload=b"x" * 100))
+    shard.apply(schedule("big", 9_000, payload=b"x" * 5_000))
+    store = store_from(shard)
+    permits = Permits(PermitLimits())
+    limited = Planner(store, permits, DrrState(), PlannerSettings(), lambda: "id",
+                      record_limits={"local": 2_000})
+    plan = limited.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert [c.delay_message_id for c in plan.claims] == ["small"]
+    (raw,) = plan.expiries
+    result = r.decode(raw)
+    assert isinstance(result, r.ClaimResult)
+    assert result.delay_message_id == "big"
+    assert result.disposition == r.ClaimDisposition.PERMANENT_ERROR
+    assert "5512 bytes" in result.detail and "at most 2000" in result.detail
+    assert permits.bytes_used == 100

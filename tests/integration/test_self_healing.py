@@ -147,6 +147,7 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
         """Publishes to a file, but holds each call until ``gate`` opens (in flight)."""
 
         name = "local"
+        max_record_bytes = None
 
         def __init__(self, path: Path) -> None:
             from nereus.engine.destinations.file import FileDestination

@@ -25,6 +25,7 @@ class Scripted:
     """A destination that fails while ``broken`` is set, else publishes."""
 
     name = "scripted"
+    max_record_bytes = None
 
     def __init__(self) -> None:
         self.broken = False
@@ -113,4 +114,35 @@ def test_results_already_held_are_delivered_after_a_crash() -> None:
     assert sorted(destination.sent) == ["a1", "a2", "a3"]
     assert supervisor.restarts == 1
     assert events.named("worker_crashed")[0]["error"] == "RuntimeError: reply failed"
+    publisher.stop(5)
+
+
+def test_a_messages_own_fault_leaves_its_lane_ready() -> None:
+    """A PERMANENT failure that is the message's own (too large, invalid) fails that message
+    only: the lane stays READY and the next message is published."""
+
+    class Picky(Scripted):
+        def publish(self, requests: Sequence[PublishRequest],
+                    now_ms: Callable[[], int]) -> list[PublishResult]:
+            results = []
+            for r in requests:
+                if r.template.delay_message_id == "m1":
+                    results.append(PublishResult(r.attempt_id, Outcome.NOT_PUBLISHED,
+                                                 Disposition.PERMANENT, "MSG_SIZE_TOO_LARGE",
+                                                 message_fault=True))
+                else:
+                    self.sent.append(r.attempt_id)
+                    results.append(PublishResult(r.attempt_id, Outcome.PUBLISHED,
+                                                 Disposition.NONE, "here"))
+            return results
+
+    publisher = LanePublisher("lane", Picky(), now_ms=lambda: 0)
+    publisher.start()
+    replies = Replies()
+    publisher.submit(request(1), replies)
+    wait_for(lambda: "a1" in replies.results, timeout=5, what="the refused message's reply")
+    assert publisher.ready, publisher.not_ready_reason
+    publisher.submit(request(2), replies)
+    wait_for(lambda: "a2" in replies.results, timeout=5, what="the next message")
+    assert replies.results["a2"][0].outcome == Outcome.PUBLISHED
     publisher.stop(5)

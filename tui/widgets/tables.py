@@ -39,6 +39,7 @@ RowT = TypeVar("RowT", bound=Keyed)
 def _state(text: str) -> Text:
     style = {"ACTIVE": "green", "READY": "green", "OPEN": "green", "PUBLISHED": "green",
              "FAILED": "bold red", "NOT_READY": "bold red", "UNKNOWN": "bold red",
+             "UNCONFIGURED": "bold red", "FENCED": "bold red", "DEGRADED": "bold yellow",
              "UNCERTAIN": "bold red", "CLOSED": "bold yellow", "PUBLISHING": "yellow",
              "STOPPING": "yellow", "STARTING": "yellow"}.get(text, "")
     return Text(text, style=style)
