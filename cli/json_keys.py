@@ -50,7 +50,7 @@ MESSAGE = ("delay_message_id", "shard", "lane", "state", "generation", "deliver_
            "retries", "open_attempt_id", "detail", "created_position", "updated_position")
 SHARD_STATUS = ("shard", "state", "epoch", "applied_position", "log_end_position", "lag",
                 "caught_up", "claims", "in_flight", "admissions", "uncertain", "error",
-                "due_backlog")
+                "waiting", "due_backlog")
 LANE_STATUS = ("lane", "destination", "gate", "readiness", "not_ready_reason", "due_backlog",
                "in_flight", "open_attempts", "published", "failures", "messages_by_state",
                "admissions", "due_lag_p99_ms", "due_lag_max_ms", "shards")

@@ -11,6 +11,11 @@ available). Two guards make clock steps safe:
   clock that jumps ahead cannot make work due early.
 
 Readers are injectable (``wall_ms``, ``mono_ms``) so tests can skew and step the clock.
+
+Trust is earned, not assumed: with ``[engine] chrony = true`` the clock is trusted only
+while chrony says it is synchronised and no leap second is pending (``problem()``); the
+engine makes no admission otherwise. After a start, ``raise_floor`` (the latest decision
+an applied admission carries) keeps the first readings from going back in time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from nereus.trusted_time import TrustedTime
 
@@ -32,31 +39,69 @@ def _mono_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def chrony_error_ms(csv_line: str) -> int | None:
-    """The error bound in `chronyc -c tracking` output: |offset| + root delay/2 + dispersion."""
+@dataclass(frozen=True, slots=True)
+class ClockReport:
+    """What an external time source says: its extra error bound, and whether the clock can
+    be trusted at all (``problem``: why not; admissions stop while it is set)."""
+
+    error_ms: int = 0
+    problem: str | None = None
+
+
+class ClockHealth(Protocol):
+    """An external time source asked on every reading (it must answer at once)."""
+
+    def __call__(self) -> ClockReport: ...
+
+
+# chronyc -c tracking, field 13 (0-based): the leap status
+_LEAP_OK = "Normal"
+
+
+def chrony_report(csv_line: str) -> ClockReport:
+    """The error bound and trust of a `chronyc -c tracking` line.
+
+    Error: |offset| + root delay / 2 + root dispersion. Not trusted when chrony says the
+    clock is not synchronised, or a leap second is pending (the step at midnight can repeat
+    or skip a second of wall-clock readings).
+    """
     fields = csv_line.strip().split(",")
-    if len(fields) < 12:
-        return None
+    if len(fields) < 14:
+        return ClockReport(0, f"chrony's tracking report is unreadable: {csv_line.strip()!r}")
     try:
         offset = abs(float(fields[4]))
         root_delay = float(fields[10])
         root_dispersion = float(fields[11])
     except ValueError:
-        return None
-    return int((offset + root_delay / 2 + root_dispersion) * 1000) + 1
+        return ClockReport(0, f"chrony's tracking report is unreadable: {csv_line.strip()!r}")
+    error = int((offset + root_delay / 2 + root_dispersion) * 1000) + 1
+    leap = fields[13].strip()
+    if leap == _LEAP_OK:
+        return ClockReport(error)
+    if leap.lower().startswith("not sync"):
+        return ClockReport(error, "chrony reports the clock is not synchronised")
+    return ClockReport(error, f"chrony reports a pending leap second ({leap})")
 
 
-def read_chrony_error_ms(timeout_s: float = 1.0) -> int | None:
-    """Ask chronyd for its error bound; None when chrony is not there or not synchronised."""
+def chrony_error_ms(csv_line: str) -> int | None:
+    """The error bound in `chronyc -c tracking` output (None when it is unreadable)."""
+    report = chrony_report(csv_line)
+    return None if report.problem and "unreadable" in report.problem else report.error_ms
+
+
+def read_chrony(timeout_s: float = 1.0) -> ClockReport:
+    """Ask chronyd; a chrony that cannot be asked is a clock that cannot be trusted."""
     chronyc = shutil.which("chronyc")
     if chronyc is None:
-        return None
+        return ClockReport(0, "[engine] chrony = true, but chronyc is not installed")
     try:
         out = subprocess.run([chronyc, "-c", "tracking"], capture_output=True, text=True,
                              timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return chrony_error_ms(out.stdout) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return ClockReport(0, f"chronyc tracking did not answer: {exc}")
+    if out.returncode != 0:
+        return ClockReport(0, f"chronyc tracking failed: {(out.stderr or out.stdout).strip()}")
+    return chrony_report(out.stdout)
 
 
 class TrustedClock:
@@ -68,18 +113,20 @@ class TrustedClock:
         max_error_ms: int = 50,
         wall_ms: Callable[[], int] = _wall_ms,
         mono_ms: Callable[[], int] = _mono_ms,
-        extra_error_ms: Callable[[], int | None] | None = None,
+        health: ClockHealth | None = None,
     ) -> None:
         self.max_error_ms = max_error_ms
         self._wall = wall_ms
         self._mono = mono_ms
-        self._extra = extra_error_ms
+        self._health = health
         self._last: tuple[int, int, int] | None = None  # earliest, latest, mono
+        self._floor = 0  # true time is known to be at least this (raise_floor)
         self._lock = threading.Lock()
         self.steps_backwards = 0
 
     def now(self) -> TrustedTime:
-        error = self.max_error_ms + ((self._extra() or 0) if self._extra else 0)
+        report = self._health() if self._health else None
+        error = self.max_error_ms + (report.error_ms if report else 0)
         with self._lock:
             wall, mono = self._wall(), self._mono()
             earliest, latest = wall - error, wall + error
@@ -90,29 +137,43 @@ class TrustedClock:
                     self.steps_backwards += 1
                 earliest = max(min(earliest, last_earliest + elapsed), last_earliest)
                 latest = max(latest, last_latest + elapsed)
+            earliest, latest = max(earliest, self._floor), max(latest, self._floor)
             self._last = (earliest, latest, mono)
             return TrustedTime(earliest, latest)
+
+    def problem(self) -> str | None:
+        """Why the clock may not be trusted for a decision right now, or None."""
+        return self._health().problem if self._health else None
+
+    def raise_floor(self, earliest_ms: int) -> None:
+        """True time is known to be at least ``earliest_ms`` (an applied admission was
+        decided with it): no later reading may be earlier, whatever the wall clock says
+        after a restart. ``latest`` is raised with it, so the interval stays ordered."""
+        with self._lock:
+            self._floor = max(self._floor, earliest_ms)
 
     def wall_ms(self) -> int:
         return self._wall()
 
 
-class ChronyErrorSource:
-    """chrony's current error bound, refreshed in the background (never on a hot path)."""
+class ChronyHealth:
+    """chrony's error bound and trust, refreshed by a supervised worker (``run``) so a
+    reading never waits for chronyc."""
 
-    def __init__(self, interval_s: float = 30.0) -> None:
+    def __init__(self, interval_s: float = 10.0,
+                 read: Callable[[], ClockReport] = read_chrony) -> None:
         self.interval_s = interval_s
-        self.value: int | None = read_chrony_error_ms()
+        self._read = read
+        self.report: ClockReport = read()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chrony", daemon=True)
-        self._thread.start()
 
-    def __call__(self) -> int | None:
-        return self.value
+    def __call__(self) -> ClockReport:
+        return self.report
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Refresh until ``close`` (a supervised worker body)."""
         while not self._stop.wait(self.interval_s):
-            self.value = read_chrony_error_ms()
+            self.report = self._read()
 
     def close(self) -> None:
         self._stop.set()

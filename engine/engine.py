@@ -30,7 +30,7 @@ from typing import Any
 from nereus.config import Config
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.checkpoints import recovery_floor, restore_into
-from nereus.engine.clock import ChronyErrorSource, TrustedClock
+from nereus.engine.clock import ChronyHealth, TrustedClock
 from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
@@ -119,10 +119,11 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
+        self.chrony: ChronyHealth | None = None
         if self.clock is None:
-            extra = ChronyErrorSource() if self.settings.chrony else None
+            self.chrony = ChronyHealth() if self.settings.chrony else None
             self.clock = TrustedClock(max_error_ms=self.settings.max_clock_error_ms,
-                                      extra_error_ms=extra)
+                                      health=self.chrony)
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
         self.supervisor = Supervisor(self.log_event)
@@ -162,6 +163,8 @@ class Engine:
                     lane_ordered={name: lane.ordered
                                   for name, lane in self.config.lanes.items()})
         self.checkpointer.start(self.supervisor)
+        if self.chrony is not None:
+            self.supervisor.spawn("chrony", "clock", self.chrony.run)
         self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
                                          events=self.log_event)
         for publisher in self.publishers.values():
@@ -215,6 +218,8 @@ class Engine:
         deadline = time.monotonic() + self.settings.stop_timeout_s
         if self.evidence is not None:
             self.evidence.stop()
+        if self.chrony is not None:
+            self.chrony.close()
         for loop in self.shards.values():
             loop.begin_stop()
         while time.monotonic() < deadline and any(

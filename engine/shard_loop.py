@@ -45,7 +45,7 @@ from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, Planne
 from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption
-from nereus.machine import Applied, Limits
+from nereus.machine import Applied, Limits, Reason
 from nereus.records import (
     ActivationBarrier,
     AttemptResolve,
@@ -73,6 +73,7 @@ from nereus.state.values import (
 )
 
 APPEND_RETRIES = 5
+TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
 # failures no restart can repair: the loop ends FAILED and says why
 FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption,)
 
@@ -143,6 +144,9 @@ class ShardLoop:
         self._pending_events: deque[Applied] = deque()
         self._outbox: list[tuple[str | None, bytes]] = []  # (attempt id of an admission, bytes)
         self._activated = False
+        # why this shard admits nothing right now though it is ACTIVE (None: it may)
+        self.waiting: str | None = None
+        self._time_hold_until_mono_ms = 0
         self._fenced: str | None = None  # why another owner is live, once one is
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -391,8 +395,12 @@ class ShardLoop:
                 elif record.owner_id == self.owner_id:
                     reason = why if claim is not None else "the claim ended before admission"
                     self._decline(record.attempt_id, f"owner declined before any send: {reason}")
-            elif claim is not None:
-                self._release(claim)
+            else:
+                if claim is not None:
+                    self._release(claim)
+                if applied.result.reason == Reason.TIME_EVIDENCE and \
+                        record.owner_id == self.owner_id:
+                    self._hold_for_time(applied.result.detail or "")
         elif isinstance(record, PublishOutcome | AttemptResolve):
             claim = self._by_attempt.get(record.attempt_id)
             if claim is not None:
@@ -458,6 +466,18 @@ class ShardLoop:
         if publisher is None or not publisher.ready:
             return f"lane {claim.lane} is NOT READY"
         return None
+
+    def _wait(self, why: str) -> None:
+        if why != self.waiting:
+            self._event("shard_waiting", level="warning", shard=str(self.shard), reason=why)
+        self.waiting = why
+
+    def _hold_for_time(self, detail: str) -> None:
+        """An admission of ours was refused because our decision led the broker's clock by
+        more than the shard allows: our clock is ahead. Claim nothing for a while (no flood
+        of refused admissions) and say why."""
+        self._time_hold_until_mono_ms = time.monotonic_ns() // 1_000_000 + TIME_HOLD_MS
+        self._wait(f"this engine's clock leads the Shard Log's broker clock: {detail}")
 
     def _decline(self, attempt_id: str, why: str) -> None:
         self._outcomes.put(PublishResult(attempt_id, Outcome.NOT_PUBLISHED,
@@ -527,8 +547,15 @@ class ShardLoop:
         return {name: found.get(name, Lane(name=name)) for name in self.publishers}
 
     def _schedule(self) -> bool:
-        now = self.clock.now()
         mono = time.monotonic_ns() // 1_000_000
+        problem = self.clock.problem()
+        if problem is not None:
+            self._wait(f"Trusted UTC is not trusted: {problem}; no admission until it is")
+            return False
+        if mono < self._time_hold_until_mono_ms:
+            return False  # a decision of ours was refused as ahead of the broker: wait
+        self.waiting = None
+        now = self.clock.now()
         owner = Owner(self.owner_id, str(self.store.path), self.epoch)
         plan = self.planner.round(now, mono, owner, self.lanes(),
                                   lambda lane: self.publishers[lane].ready,
@@ -571,6 +598,12 @@ class ShardLoop:
     def _recover(self) -> None:
         self.state = "RECOVERING"
         self.runner.run_until_caught_up()
+        # true time is at least the latest decision an applied admission carries: the
+        # clock never reads earlier than that, whatever the wall clock says after a restart
+        decided = [decode_value(raw, Lane).last_decided_ms
+                   for _, raw in self.store.scan_prefix(keys.LANE)]
+        if decided and max(decided) > 0:
+            self.clock.raise_floor(max(decided))
         self.store.write({k: None for k, _ in self.store.scan_prefix(keys.CLAIM)}, sync=False)
         raw = self.store.get(keys.META_ACTIVATION)
         previous = decode_value(raw, Activation).fencing_epoch if raw else 0

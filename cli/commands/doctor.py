@@ -189,14 +189,19 @@ def _object_store(env: Env) -> dict[str, Any]:
 
 
 def _clock(config: Config) -> dict[str, Any]:
-    from nereus.engine.clock import TrustedClock, read_chrony_error_ms
+    from nereus.engine.clock import TrustedClock, read_chrony
     from nereus.engine.engine import EngineSettings
 
     settings = EngineSettings.from_config(config.engine, config.source)
-    chrony = read_chrony_error_ms() if settings.chrony else None
+    report = read_chrony() if settings.chrony else None
     clock = TrustedClock(max_error_ms=settings.max_clock_error_ms,
-                         extra_error_ms=(lambda: chrony) if chrony is not None else None)
+                         health=(lambda: report) if report is not None else None)
     now = clock.now()
-    source = f"chrony adds {chrony} ms" if chrony is not None else "configured bound only"
+    if report is not None and report.problem is not None:
+        return _check("clock", False, f"Trusted UTC is not trusted: {report.problem}; the "
+                      "engine admits nothing until it is",
+                      "synchronise the clock (chronyc tracking, chronyc sources)")
+    source = f"chrony adds {report.error_ms} ms" if report is not None \
+        else "configured bound only"
     return _check("clock", True, f"Trusted UTC uncertainty ±{now.uncertainty_ms // 2} ms "
                   f"({source}); work is never early, at most this late")

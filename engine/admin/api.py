@@ -167,6 +167,7 @@ class AdminApi:
                 "admissions": loop.admissions,
                 "uncertain": sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
                 "error": loop.error,
+                "waiting": loop.waiting,
                 "due_backlog": sum(due_backlog(loop.store, name, now.earliest_ms,
                                                start=loop.planner.floors.get(name))
                                    for name in self.engine.publishers),

@@ -69,7 +69,7 @@ def precondition_digest(view: StateView, mutation: OperatorMutation) -> str:
         lane = decode_value(value, Lane)
         value = encode_value(msgspec.structs.replace(lane, counts={}, open_attempts=0,
                                                      admissions=0, quota_tokens_milli=0,
-                                                     quota_at_ms=None))
+                                                     quota_at_ms=None, last_decided_ms=0))
     return hashlib.sha256(key + b"\x00" + value).hexdigest()[:32]
 
 

@@ -17,7 +17,10 @@ class Limits:
     max_headers: int = 64
     max_header_bytes: int = 16_384  # all header names and values together
     max_id_bytes: int = 256
-    max_clock_ahead_ms: int = 30_000  # a time decision may lead its broker timestamp by this
+    # a time decision may lead the broker timestamp of its record by at most this: a
+    # broker with its own clock (Kafka LogAppendTime) bounds how early a skewed engine
+    # clock can make anything
+    max_clock_ahead_ms: int = 1_000
 
 
 DEFAULT_LIMITS = Limits()

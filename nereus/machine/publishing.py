@@ -147,7 +147,8 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         )),
     )
     tx.put_lane(msgspec.structs.replace(
-        lane, open_attempts=lane.open_attempts + 1, admissions=lane.admissions + 1
+        lane, open_attempts=lane.open_attempts + 1, admissions=lane.admissions + 1,
+        last_decided_ms=max(lane.last_decided_ms, rec.decided_earliest_ms),
     ))
     publishing = tx.move_state(
         tx.drop_timeline(message), MessageState.PUBLISHING,

@@ -142,6 +142,9 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     ordered: bool = False
     handoff_lead_ms: int = 0  # the destination holds messages until deliverAt this long
+    # the latest Trusted UTC earliest a winning admission of this lane was decided with:
+    # true time is at least this, so a restarted owner's clock never reads earlier
+    last_decided_ms: int = 0
     config_revision: int = 0
     counts: dict[str, int] = msgspec.field(default_factory=dict)  # messages by state
     open_attempts: int = 0

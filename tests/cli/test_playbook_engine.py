@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.shard import partition_for
-from nereus.state.store import ShardStore
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import read_outbox, running_engine, stop_engine, wait_for
-from tests.uncertain import dead_owners_admission
+from tests.uncertain import make_unknown_attempt
 
 STUCK = "stuck-message"
 GHOST = "ghost-attempt"
@@ -44,29 +41,13 @@ def lane(home: Path, name: str = "local") -> dict[str, Any]:
     return found
 
 
-def forge_dead_owners_admission(home: Path) -> None:
-    """Append the PUBLISH_ADMISSION of an owner that died before any outcome (the engine is
-    stopped): the next owner's recovery must make the attempt UNKNOWN."""
-    partition = partition_for(STUCK, 2)
-    with ShardStore.open(home / "state" / "default" / str(partition), read_only=True) as store:
-        data = dead_owners_admission(store, STUCK, GHOST)
-    log = FileShardLog(home / "shardlog" / "default" / str(partition))
-    try:
-        log.append([data])
-    finally:
-        log.close()
-
-
 @pytest.fixture(scope="module")
 def engine_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A two-shard home whose engine runs, with attempt GHOST of message STUCK UNKNOWN."""
     home = tmp_path_factory.mktemp("playbooks") / "home"
     assert run_nereus("init", "--partitions", "2", home=home).code == 0
-    with running_engine(home):
-        scheduled = run_nereus("message", "schedule", "--lane", "local", "--delay", "20s",
-                               "--id", STUCK, "--payload", "x", "--wait", home=home)
-        assert scheduled.code == 0, scheduled.stderr
-    forge_dead_owners_admission(home)
+    # an owner that admitted STUCK and died before any outcome
+    make_unknown_attempt(home, STUCK, GHOST, partitions=2)
     with running_engine(home):
         wait_for(lambda: GHOST in [a["attempt_id"] for a in run_nereus(
             "--json", "attempt", "list", "--state", "unknown", home=home).json()],

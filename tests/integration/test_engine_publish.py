@@ -25,7 +25,7 @@ from tests.integration.engine_harness import (
     now_ms,
     running_engine,
 )
-from tests.uncertain import dead_owners_admission
+from tests.uncertain import make_unknown_attempt
 
 
 def message_states(home: Path, partitions: int = 2) -> dict[str, Message]:
@@ -152,20 +152,8 @@ def test_a_failing_lane_does_not_delay_a_healthy_one(tmp_path: Path) -> None:
 def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> None:
     """An attempt left PUBLISHING by a dead owner becomes UNKNOWN; it is not retried."""
     home = tmp_path / "home"
-    with running_engine(home, partitions=1) as h:
-        h.queue([h.schedule("stuck", now_ms() + 20_000)])
-        loop = h.engine.shards[ShardId("default", 0)]
-        # the activation barrier may land before or after it: wait for the message itself
-        h.wait_for(lambda: find_message(loop.store, "stuck") is not None, 10,
-                   "the schedule to apply")
-    # a previous owner admitted it and died before any outcome: forge that admission
-    with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
-        data = dead_owners_admission(store, "stuck")
-    from nereus.engine.shardlog.file import FileShardLog
-
-    log = FileShardLog(home / "shardlog" / "default" / "0")
-    log.append([data])
-    log.close()
+    # a previous owner admitted it and died before any outcome: append what it wrote
+    make_unknown_attempt(home, "stuck")
     with running_engine(home, partitions=1) as h:
         loop = h.engine.shards[ShardId("default", 0)]
         assert loop.epoch == 2

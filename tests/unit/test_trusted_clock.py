@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nereus.engine.clock import TrustedClock, chrony_error_ms
+from nereus.engine.clock import ClockReport, TrustedClock, chrony_error_ms, chrony_report
 from nereus.trusted_time import TrustedTime
 
 
@@ -75,5 +75,47 @@ def test_extra_error_source_widens_the_interval() -> None:
     """An extra error estimate (e.g. chrony's) is added to the configured bound."""
     clocks = FakeClocks(10_000)
     clock = TrustedClock(max_error_ms=10, wall_ms=lambda: clocks.wall,
-                         mono_ms=lambda: clocks.mono, extra_error_ms=lambda: 40)
+                         mono_ms=lambda: clocks.mono, health=lambda: ClockReport(40))
     assert clock.now() == TrustedTime(9_950, 10_050)
+
+
+TRACKING = ("A29FC87B,162.159.200.123,3,1700000000.0,-0.000120,0.000010,0.000200,"
+            "-12.3,0.001,0.02,0.010000,0.002000,64.0,{leap}")
+
+
+def test_chrony_trust_follows_its_leap_status() -> None:
+    """Normal: trusted, with its error bound. Not synchronised, or a leap second pending:
+    not trusted, saying why. An unreadable report is not trusted either."""
+    ok = chrony_report(TRACKING.format(leap="Normal"))
+    assert ok.problem is None and ok.error_ms == 8
+    unsynced = chrony_report(TRACKING.format(leap="Not synchronised"))
+    assert unsynced.problem is not None and "not synchronised" in unsynced.problem
+    for leap in ("Insert second", "Delete second"):
+        pending = chrony_report(TRACKING.format(leap=leap))
+        assert pending.problem is not None and "leap second" in pending.problem
+    assert chrony_report("506C,1,2").problem is not None
+
+
+def test_the_clock_reports_the_problem_of_its_time_source() -> None:
+    """problem() is the health source's; a plain clock has none."""
+    clocks = FakeClocks(10_000)
+    assert make(clocks).problem() is None
+    untrusted = TrustedClock(wall_ms=lambda: clocks.wall, mono_ms=lambda: clocks.mono,
+                             health=lambda: ClockReport(5, "chrony reports the clock is not "
+                                                           "synchronised"))
+    assert untrusted.problem() == "chrony reports the clock is not synchronised"
+
+
+def test_a_floor_keeps_the_first_readings_from_going_back() -> None:
+    """A restarted owner whose wall clock is a minute behind the last applied decision
+    reads no earlier than that decision, and time still moves forward from there."""
+    clocks = FakeClocks(100_000)
+    clock = make(clocks, error=50)
+    clock.raise_floor(160_000)
+    first = clock.now()
+    assert first.earliest_ms == 160_000 and first.latest_ms >= first.earliest_ms
+    clocks.advance(1_000)
+    assert clock.now().earliest_ms >= 160_000
+    fresh = make(FakeClocks(500_000))
+    fresh.raise_floor(1_000)  # a floor below the reading changes nothing
+    assert fresh.now().earliest_ms == 499_950
