@@ -40,6 +40,7 @@ class Env:
     _config: Config | None = None
     _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
     _other_logs: dict[ShardId, ShardLog] = field(default_factory=dict)
+    _checked: set[ShardId] = field(default_factory=set)
 
     @property
     def layout(self) -> HomeLayout:
@@ -127,6 +128,21 @@ class Env:
             self._other_logs[shard] = open_shard_log(self.config.route(shard.route), shard,
                                                      self.home, create=create)
         return self._other_logs[shard]
+
+    def command_log(self, shard: ShardId) -> ShardLog:
+        """The shard's Shard Log to append to: its route identity is checked first (once
+        per shard and process) and written if the log is empty, so a client never appends
+        to another route's log or under another partition count."""
+        log = self.shard_log(shard)
+        if shard not in self._checked:
+            from nereus.engine.shardlog.identity import ensure_route_identity
+
+            route = self.config.route(shard.route)
+            ensure_route_identity(log, route.identity(shard.partition),
+                                  where=getattr(log, "description", f"the Shard Log of {shard}"),
+                                  source=str(self.config.source))
+            self._checked.add(shard)
+        return log
 
     def file_log(self, shard: ShardId, *, directory: Path | None = None,
                  create: bool = True) -> FileShardLog:

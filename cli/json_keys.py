@@ -87,7 +87,8 @@ _FLOOR = ("shard", "keep", "object_store", "floor_position", "floor_objects",
 JSON_KEYS: dict[str, JsonDoc] = {
     "init": JsonDoc(
         "object", ("home", "config", "routes", "shards", "lanes"),
-        nested={"routes": ("route", "log", "partitions", "command_topic"),
+        nested={"routes": ("route", "log", "partitions", "command_topic", "route_id",
+                           "attached"),
                 "lanes": ("lane", "destination", "path")},
         note="With --from HOME: home, config, from, object_store, routes, shards, copied_logs "
         "(each: shard, from, to, segments).",

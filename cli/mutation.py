@@ -342,7 +342,7 @@ def _append(env: Env, plans: list[tuple[ShardId, dict[str, Any]]], *, running: b
             receipts[index].update(_receipt_fields(answer))
         return receipts
     for index, shard, data in pending:
-        got = env.shard_log(shard).append([data])[0]
+        got = env.command_log(shard).append([data])[0]
         receipts[index].update({"source_position": got.position,
                                 "broker_time": format_time_ms(got.broker_ms),
                                 "evidence": "QUEUED", "result": None, "reason": None,

@@ -23,7 +23,7 @@ __nereus_commands() {
 __nereus_options() {
     case "$1" in
         "") echo "--home --json --help" ;;
-        "init") echo "--route --partitions --log --force --from --copy-log --home --json --help" ;;
+        "init") echo "--route --partitions --log --force --from --copy-log --attach --home --json --help" ;;
         "quickstart") echo "--count --spread --home --json --help" ;;
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;

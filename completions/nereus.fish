@@ -33,6 +33,7 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l log -x -d 'Shard Log
 complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite an existing nereus.toml.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l from -r -F -d 'Copy HOME\'s configuration instead (same routes, lanes, limits, and the same object store, so the engine restores from its Recovery Set); the other options are ignored.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l copy-log -d 'With --from: copy the segments of HOME\'s file-log routes here (HOME\'s engine must be stopped).'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l attach -d 'Use a Command Topic that already holds a route\'s data: this home takes that route\'s identity (and partition count) instead of refusing.'
 
 # nereus quickstart
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l count -x -d 'Messages to schedule.'

@@ -42,15 +42,16 @@ from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.file import FileShardLog
+from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.engine.shardlog.protocol import ShardLog
 from nereus.engine.supervisor import Supervisor, WorkerStatus
 from nereus.errors import ConfigError, StoreError
 from nereus.layout import HomeLayout
-from nereus.records import Disposition, Outcome
+from nereus.records import Disposition, Outcome, RouteIdentity
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity
+from nereus.state.values import Identity, decode_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,11 @@ class Engine:
                 shard = ShardId(route.name, partition)
                 log = open_shard_log(route, shard, self.home)
                 store = self._open_state(shard, log)
+                applied = store.get(keys.META_ROUTE)
+                ensure_route_identity(
+                    log, route.identity(partition), source=self.config.source,
+                    where=getattr(log, "description", f"the Shard Log of {shard}"),
+                    applied=None if applied is None else decode_value(applied, RouteIdentity))
                 self.shards[shard] = ShardLoop(
                     shard, store, log, limits=self.config.limits, clock=clock,
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,

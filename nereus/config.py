@@ -27,11 +27,12 @@ from typing import Any
 from nereus.errors import ConfigError
 from nereus.machine.limits import Limits
 from nereus.machine.validate import LANE_NAME
+from nereus.records.system import RouteIdentity
 from nereus.shard import validate_route_name
 
 LOG_BACKENDS = ("file", "kafka", "pulsar")
 DESTINATIONS = ("file", "kafka", "pulsar")
-_ROUTE_KEYS = {"log", "partitions", "bootstrap", "service_url", "admin_url", "topic"}
+_ROUTE_KEYS = {"id", "log", "partitions", "bootstrap", "service_url", "admin_url", "topic"}
 _LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "handoff", "lead_ms",
               "ordered"}
 
@@ -42,6 +43,16 @@ class RouteSettings:
     log: str
     partitions: int
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def route_id(self) -> str:
+        """The route's identity (``id``, made by ``nereus init``; "" when absent)."""
+        return str(self.options.get("id", ""))
+
+    def identity(self, partition: int) -> RouteIdentity:
+        """The ROUTE_IDENTITY the first record of partition ``partition`` must be."""
+        return RouteIdentity(route_id=self.route_id, route=self.name, partition=partition,
+                             partitions=self.partitions)
 
 
 DEFAULT_HANDOFF_LEAD_MS = 1_000
@@ -238,7 +249,7 @@ def _checkpoints(text: str, source: str, table: dict[str, Any]) -> CheckpointSet
     return settings
 
 
-def render_config(*, route: str, partitions: int, log: str) -> str:
+def render_config(*, route: str, partitions: int, log: str, route_id: str) -> str:
     """The nereus.toml ``nereus init`` writes."""
     broker = {
         "kafka": 'bootstrap = "127.0.0.1:9092"\n',
@@ -247,6 +258,7 @@ def render_config(*, route: str, partitions: int, log: str) -> str:
     return f"""# Nereus Delay configuration (written by `nereus init`).
 
 [routes.{route}]
+id = "{route_id}"  # this route's identity, in the first record of each log partition
 log = "{log}"          # file (embedded) | kafka | pulsar
 partitions = {partitions}
 {broker}

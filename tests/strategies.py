@@ -57,15 +57,19 @@ lane_configs = st.builds(r.LaneConfig, lane=lanes, capacity=st.none() | st.integ
                          quota=st.none() | st.integers(0, 10),
                          retry_max=st.none() | st.integers(0, 10),
                          retry_backoff_ms=st.none() | st.integers(0, 10_000),
+                         unavailable_max=st.none() | st.integers(0, 30),
+                         handoff_lead_ms=st.none() | st.integers(0, 5_000),
                          ordered=st.none() | st.booleans(), **operator_fields)
 resolves = st.builds(r.AttemptResolve, attempt_id=ids, resolution=st.sampled_from(r.Resolution),
                      evidence=small_text, **operator_fields)
 breaks = st.builds(r.MessageBreak, delay_message_id=ids, **operator_fields)
 pauses = st.builds(r.ShardPause, **operator_fields)
 resumes = st.builds(r.ShardResume, **operator_fields)
+identities = st.builds(r.RouteIdentity, route_id=ids, route=lanes,
+                       partition=st.integers(0, 8), partitions=st.integers(1, 9))
 
 any_record = st.one_of(
     schedules, cancels, reschedules, barriers, reserves, commits, admissions, outcomes,
     claim_results, activations, marks, lane_gates, lane_configs, resolves, breaks, pauses,
-    resumes,
+    resumes, identities,
 )

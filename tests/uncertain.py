@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 
 from nereus.client import RouteRef, prepare_schedule
+from nereus.config import parse_config
 from nereus.engine.shardlog.file import FileShardLog
+from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.machine.tx import work_digest
-from nereus.records import ActivationBarrier, PublishAdmission, encode
+from nereus.records import ActivationBarrier, PublishAdmission, RouteIdentity, encode
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -60,8 +62,14 @@ def make_unknown_attempt(home: Path, delay_message_id: str = "uncertain-1",
         claim_id="dead-claim", claim_sequence=1, owner_id=DEAD_OWNER, fencing_epoch=epoch,
         prepared_digest="x", decided_earliest_ms=now, decided_latest_ms=now + 1,
     )
+    config = home / "nereus.toml"
+    identity = (parse_config(config.read_text()).route("default").identity(shard.partition)
+                if config.exists() else  # a home the test harness configures later (no id)
+                RouteIdentity(route_id="", route="default", partition=shard.partition,
+                              partitions=partitions))
     log = FileShardLog(home / "shardlog" / shard.route / str(shard.partition))
     try:
+        ensure_route_identity(log, identity, where="the test's log")
         log.append([schedule.data, encode(barrier), encode(admission)])
     finally:
         log.close()

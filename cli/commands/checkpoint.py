@@ -80,7 +80,7 @@ def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
 
     from nereus.records import CheckpointMark, encode
 
-    env.shard_log(shard).append([encode(CheckpointMark(
+    env.command_log(shard).append([encode(CheckpointMark(
         mutation_id=str(uuid.uuid4()), checkpoint_id=checkpoint_id,
         owner_id=f"offline:{getpass.getuser()}@{socket.gethostname()}", fencing_epoch=0))])
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from nereus.config import RouteSettings
+    from nereus.records import RouteIdentity
 
 
 def init(
@@ -26,6 +31,9 @@ def init(
     copy_log: Annotated[bool, typer.Option(
         "--copy-log", help="With --from: copy the segments of HOME's file-log routes here "
         "(HOME's engine must be stopped).")] = False,
+    attach: Annotated[bool, typer.Option(
+        "--attach", help="Use a Command Topic that already holds a route's data: this home "
+        "takes that route's identity (and partition count) instead of refusing.")] = False,
 ) -> None:
     """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox)."""
     from nereus.config import LOG_BACKENDS, parse_config, render_config
@@ -47,20 +55,24 @@ def init(
     validate_route_name(route)
     if log not in LOG_BACKENDS:
         raise UsageError(f"--log {log!r}: expected one of {', '.join(LOG_BACKENDS)}")
-    text = render_config(route=route, partitions=partitions, log=log)
+    text = render_config(route=route, partitions=partitions, log=log,
+                         route_id=uuid.uuid4().hex)
     config = parse_config(text, source=str(layout.config))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
-    if log != "file":
-        # create the Command Topic now, so a broker problem shows at init, not at first use
-        from nereus.engine.shardlog.factory import command_topic, open_shard_log
-        from nereus.shard import ShardId
-
-        settings = config.routes[route]
-        open_shard_log(settings, ShardId(route, 0), layout.root, create=True).close()
-        topic = command_topic(settings)
-    else:
-        topic = None
+    found = _found_identity(env, config.routes[route], attach=attach)
+    attached = found is not None
+    if found is not None and found.partitions != partitions and not attach:
+        raise UsageError(
+            f"route {route}'s log holds {found.partitions} partitions; --partitions "
+            f"{partitions} would move message ids to other shards",
+            hint=f"init with --partitions {found.partitions}")
+    if found is not None:  # this home takes the route identity its log already holds
+        text = render_config(route=route, partitions=found.partitions, log=log,
+                             route_id=found.route_id)
+        config = parse_config(text, source=str(layout.config))
+        partitions = found.partitions
+    topic = _claim_log(env, config.routes[route]) if log != "file" else None
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)
@@ -70,7 +82,8 @@ def init(
             "home": str(layout.root),
             "config": str(layout.config),
             "routes": [{"route": route, "log": log, "partitions": partitions,
-                        "command_topic": topic}],
+                        "command_topic": topic, "route_id": config.routes[route].route_id,
+                        "attached": attached}],
             "shards": shards,
             "lanes": [
                 {"lane": lane.name, "destination": lane.destination,
@@ -85,6 +98,64 @@ def init(
             f"  lane local -> {layout.outbox / 'local.jsonl'}"
         ),
     )
+
+
+def _found_identity(env: Env, settings: RouteSettings, *,
+                    attach: bool) -> RouteIdentity | None:
+    """The route identity the route's log already holds, if this home should take it.
+
+    A file log lives in this home (a re-init with --force keeps its identity). A broker's
+    Command Topic is shared: one that holds another route's data is refused unless
+    ``--attach`` says to share it on purpose."""
+    from nereus.engine.shardlog.factory import command_topic, open_shard_log
+    from nereus.engine.shardlog.identity import describe, first_identity
+    from nereus.errors import NereusError, UsageError
+    from nereus.shard import ShardId
+
+    if settings.log == "file" and not env.layout.shard_log(ShardId(settings.name, 0)).is_dir():
+        return None
+    log = open_shard_log(settings, ShardId(settings.name, 0), env.layout.root, create=True)
+    try:
+        found, problem = first_identity(log)
+    finally:
+        log.close()
+    where = (f"Command Topic {command_topic(settings)}" if settings.log != "file"
+             else f"the file log of route {settings.name}")
+    if found is None and problem is None:
+        if attach:
+            raise UsageError(f"--attach: {where} is empty; there is no route to attach to")
+        return None
+    if found is None:
+        raise NereusError(f"{where} is not a Nereus route's log: {problem}",
+                          hint="give this route its own topic ([routes.NAME] topic)")
+    if found.route != settings.name:
+        raise NereusError(f"{where} holds {describe(found)}, not route {settings.name}",
+                          hint=f"init with --route {found.route}, or use another topic")
+    if settings.log != "file" and not attach:
+        raise NereusError(
+            f"{where} already holds {describe(found)}: another home's route",
+            hint="sharing it would apply that home's commands here: give this route its own "
+            "topic, or pass --attach to take that route's identity on purpose")
+    return found
+
+
+def _claim_log(env: Env, settings: RouteSettings) -> str:
+    """Create the broker Command Topic now (a broker problem shows at init, not at first
+    use) and write the route identity as the first record of every empty partition."""
+    from nereus.engine.shardlog.factory import command_topic, open_shard_log
+    from nereus.engine.shardlog.identity import ensure_route_identity
+    from nereus.shard import ShardId
+
+    topic = command_topic(settings)
+    for partition in range(settings.partitions):
+        log = open_shard_log(settings, ShardId(settings.name, partition), env.layout.root,
+                             create=True)
+        try:
+            ensure_route_identity(log, settings.identity(partition),
+                                  where=f"Command Topic {topic} partition {partition}")
+        finally:
+            log.close()
+    return topic
 
 
 def pin_object_store(text: str, objects_path: Path) -> str:

@@ -113,7 +113,7 @@ def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, An
             f"--wait needs the engine, and none runs on {env.home}",
             hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
         )
-    return [_receipt(q) for q in queue(prepared, env.shard_log)]
+    return [_receipt(q) for q in queue(prepared, env.command_log)]
 
 
 def _queue_and_report(env: Env, prepared: Prepared, wait: bool,

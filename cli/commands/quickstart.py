@@ -49,7 +49,8 @@ def quickstart(
     if not layout.config.exists():
         layout.root.mkdir(parents=True, exist_ok=True)
         layout.outbox.mkdir(exist_ok=True)
-        layout.config.write_text(render_config(route="default", partitions=2, log="file"))
+        layout.config.write_text(render_config(route="default", partitions=2, log="file",
+                                               route_id=uuid.uuid4().hex))
     env._config = parse_config(layout.config.read_text(), source=str(layout.config))
     config = env.config
     if "local" not in config.lanes:

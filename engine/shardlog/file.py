@@ -99,6 +99,7 @@ class FileShardLog:
         create: bool = True,
     ) -> None:
         self.directory = Path(directory)
+        self.description = f"the file log {self.directory}"
         if create:
             self.directory.mkdir(parents=True, exist_ok=True)
         elif not self.directory.is_dir():

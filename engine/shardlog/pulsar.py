@@ -200,6 +200,7 @@ class PulsarShardLog:
         self.topic = full_topic(topic)
         self.partition = partition
         self.partition_topic = partition_topic(topic, partition)
+        self.description = f"pulsar:{self.partition_topic}"
         self.subscription = f"nereus-{partition}"
         self.timeout_s = timeout_s
         self.max_pending = max_pending

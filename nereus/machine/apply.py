@@ -56,6 +56,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RouteIdentity,
 )
 from nereus.records.vocabulary import ResultStatus
 from nereus.state import keys
@@ -93,6 +94,7 @@ _DEDUP_KEYS: dict[type[Any], Callable[[Any], str | None]] = {
     ClaimResult: lambda r: "s/" + r.mutation_id,
     CheckpointMark: lambda r: "s/" + r.mutation_id,
     ActivationBarrier: lambda r: "b/" + r.barrier_id,
+    RouteIdentity: lambda r: f"i/{r.route_id}/{r.route}/{r.partition}/{r.partitions}",
     **dict.fromkeys(OPERATOR_MUTATIONS, _operator_key),
 }
 
@@ -117,6 +119,7 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
     PublishOutcome: publishing.outcome,
     ClaimResult: publishing.claim_result,
     ActivationBarrier: control.activation_barrier,
+    RouteIdentity: control.route_identity,
     CheckpointMark: control.checkpoint_mark,
     **dict.fromkeys(OPERATOR_MUTATIONS, control.operator_mutation),
 }

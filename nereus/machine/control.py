@@ -27,7 +27,7 @@ from nereus.records.operator import (
     ShardPause,
     ShardResume,
 )
-from nereus.records.system import ActivationBarrier, CheckpointMark
+from nereus.records.system import ActivationBarrier, CheckpointMark, RouteIdentity
 from nereus.records.vocabulary import (
     ADMITTED_STATES,
     AttemptState,
@@ -231,6 +231,25 @@ def activation_barrier(tx: Tx, rec: ActivationBarrier) -> Verdict:
         position=tx.position,
     )))
     return applied(f"owner {rec.owner_id} active at epoch {rec.fencing_epoch}")
+
+
+def route_identity(tx: Tx, rec: RouteIdentity) -> Verdict:
+    """The first identity stays: a different one later in the log is REJECTED (the engine
+    and the client refuse to append to, or start on, a log of another identity anyway)."""
+    raw = tx.get(keys.META_ROUTE)
+    if raw is not None:
+        first = decode_value(raw, RouteIdentity)
+        if first != rec:
+            return rejected(
+                Reason.ROUTE_MISMATCH,
+                f"this shard is route {first.route} id {first.route_id or '-'} partition "
+                f"{first.partition} of {first.partitions}, not {rec.route} id "
+                f"{rec.route_id or '-'} partition {rec.partition} of {rec.partitions}",
+            )
+        return applied("the same route identity again")
+    tx.put(keys.META_ROUTE, encode_value(rec))
+    return applied(f"route {rec.route} id {rec.route_id or '-'} partition {rec.partition} of "
+                   f"{rec.partitions}")
 
 
 def checkpoint_mark(tx: Tx, rec: CheckpointMark) -> Verdict:

@@ -38,6 +38,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RouteIdentity,
 )
 from nereus.records.vocabulary import (
     AttemptState,
@@ -79,6 +80,7 @@ __all__ = [
     "Reschedule",
     "Resolution",
     "ResultStatus",
+    "RouteIdentity",
     "Schedule",
     "ShardPause",
     "ShardResume",

@@ -42,6 +42,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RouteIdentity,
 )
 
 MAGIC: Final = b"NR"
@@ -51,13 +52,14 @@ HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
 ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit
 SystemMutation = (
     PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
+    | RouteIdentity
 )
 OperatorMutation = LaneGate | LaneConfig | AttemptResolve | MessageBreak | ShardPause | ShardResume
 Record = ClientCommand | SystemMutation | OperatorMutation
 
 CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
-                           CheckpointMark)
+                           CheckpointMark, RouteIdentity)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, AttemptResolve, MessageBreak, ShardPause,
                              ShardResume)
 ALL_KINDS: Final = tuple(

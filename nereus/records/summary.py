@@ -52,6 +52,9 @@ def summarize(record: Record) -> str:
             return f"{record.delay_message_id} {record.disposition} {record.detail}"
         case system.ActivationBarrier():
             return f"owner {record.owner_id} epoch {record.fencing_epoch}"
+        case system.RouteIdentity():
+            return (f"route {record.route} id {record.route_id or '-'} partition "
+                    f"{record.partition} of {record.partitions}")
         case system.CheckpointMark():
             return f"checkpoint {record.checkpoint_id}"
         case operator.LaneGate():

@@ -75,6 +75,21 @@ class ActivationBarrier(msgspec.Struct, frozen=True, kw_only=True, tag="ACTIVATI
     fencing_epoch: int
 
 
+class RouteIdentity(msgspec.Struct, frozen=True, kw_only=True, tag="ROUTE_IDENTITY",
+                    tag_field="kind", forbid_unknown_fields=True):
+    """The first record of every partition of a route's Shard Log: whose log this is.
+
+    Every engine start and every client append checks it against the configuration, so
+    a home never adopts another home's Command Topic, and a partition count never changes
+    under data (which would move message ids to other shards).
+    """
+
+    route_id: str  # made by `nereus init` (nereus.toml [routes.NAME] id); "" if none
+    route: str
+    partition: int
+    partitions: int
+
+
 class CheckpointMark(msgspec.Struct, frozen=True, kw_only=True, tag="CHECKPOINT_MARK",
                      tag_field="kind", forbid_unknown_fields=True):
     """Marks in the log where a checkpoint was taken, for audit and deep verification."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from nereus.records.system import RouteIdentity
 from nereus.state import keys
 from nereus.state.values import (
     Activation,
@@ -34,7 +35,7 @@ _VALUE_TYPES: dict[str, type[Any]] = {
 }
 _META_TYPES: dict[bytes, type[Any]] = {
     keys.META_IDENTITY: Identity, keys.META_ACTIVATION: Activation,
-    keys.META_CHECKPOINT_MARK: CheckpointMarkValue,
+    keys.META_CHECKPOINT_MARK: CheckpointMarkValue, keys.META_ROUTE: RouteIdentity,
 }
 
 

@@ -84,6 +84,7 @@ META_RECORDS: Final = META + b"records_applied"
 META_PAUSED: Final = META + b"paused"
 META_ACTIVATION: Final = META + b"activation"
 META_CHECKPOINT_MARK: Final = META + b"checkpoint_mark"
+META_ROUTE: Final = META + b"route"  # the applied ROUTE_IDENTITY (whose log this shard is)
 
 
 def is_replicated(key: bytes) -> bool:

@@ -75,7 +75,7 @@ def test_batch_schedule_without_the_engine(home: Path, tmp_path: Path) -> None:
     result = run_nereus("--json", "message", "schedule", "--batch", str(path), home=home)
     assert result.code == 0, result.stderr
     _check_receipts(one_json(result), prefix, count)
-    assert sum(end or 0 for end in log_ends(home).values()) == count
+    assert sum(end or 0 for end in log_ends(home).values()) == count + 2  # + the identities
     last = f"{prefix}-{count - 1}"
     with running_engine(home):
         shown = run_nereus("--json", "message", "show", last, "--barrier", home=home)

@@ -50,7 +50,8 @@ def test_cancel_and_reschedule_print_receipts(home: Path) -> None:
     assert cancel.json()["kind"] == "CANCEL"
     moved = run_nereus("--json", "message", "reschedule", "m1", "--deliver-at", "1900000000000",
                        home=home)
-    assert moved.code == 0 and moved.json()["source_position"] == 2
+    # position 0 of every partition holds the route identity
+    assert moved.code == 0 and moved.json()["source_position"] == 3
 
 
 def test_usage_errors_exit_2_with_a_clear_message(home: Path) -> None:
@@ -122,14 +123,14 @@ def test_replay_digest_and_inspect_agree(home: Path, tmp_path: Path) -> None:
                         home=home)
     assert replay.code == 0, replay.stderr
     replayed = replay.json()
-    assert replayed["records_applied"] == len(mine) + 1
+    assert replayed["records_applied"] == len(mine) + 2  # + the identity and the cancel
     digest = run_nereus("shard", "digest", shard, "--db", str(into), "--json", home=home).json()
     assert digest["digest"] == replayed["digest"]
-    assert digest["applied_position"] == len(mine)
+    assert digest["applied_position"] == len(mine) + 1
     inspect = run_nereus("shard", "inspect", shard, "--db", str(into), "--json", home=home)
     assert inspect.code == 0, inspect.stderr
     data = inspect.json()
-    assert data["shard"] == shard and data["applied_position"] == len(mine)
+    assert data["shard"] == shard and data["applied_position"] == len(mine) + 1
     assert data["messages_by_state"]["SCHEDULED"] == len(mine) - 1
     assert data["messages_by_state"]["CANCELLED"] == 1
     assert set(data["messages_by_state"]) == {"SCHEDULED", "PUBLISHING", "PUBLISHED", "CANCELLED",
@@ -151,8 +152,9 @@ def test_replay_to_a_position_stops_there(home: Path) -> None:
         run_nereus("message", "schedule", "--lane", "local", "--delay", f"{n + 1}h", "--id", "x",
                    "--route", "default", home=home)
     shard = f"default/{partition_for('x', 2)}"
-    result = run_nereus("--json", "shard", "replay", shard, "--empty", "--to", "1", home=home)
-    assert result.code == 0 and result.json()["applied_position"] == 1
+    result = run_nereus("--json", "shard", "replay", shard, "--empty", "--to", "2", home=home)
+    assert result.code == 0 and result.json()["applied_position"] == 2
+    assert result.json()["records_applied"] == 3  # the identity and two schedules
 
 
 def test_json_flag_and_home_work_anywhere_and_from_the_environment(home: Path) -> None:

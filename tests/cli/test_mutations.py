@@ -149,7 +149,7 @@ def test_on_a_terminal_a_destructive_mutation_asks_and_no_writes_nothing(
     assert _log(home) == []
     code, err = _on_a_terminal(home, b"y\n", "lane", "close", "local", "--reason", "x")
     assert code == 0, err
-    assert [entry["kind"] for entry in _log(home)] == ["LANE_GATE"]
+    assert [entry["kind"] for entry in _log(home)] == ["ROUTE_IDENTITY", "LANE_GATE"]
 
 
 def test_a_mutation_planned_against_state_that_changed_is_rejected_as_stale(
@@ -182,13 +182,13 @@ def test_mutations_without_the_engine_go_straight_to_the_log_in_order_with_comma
     assert run_nereus("message", "schedule", "--lane", "local", "--delay", "1h", "--id",
                       "target", "--payload", "x", home=home).code == 0
     later = _ok("message", "break", "target", "--reason", "poison", "--yes", home=home)
-    assert later["receipts"][0]["source_position"] == 3
+    assert later["receipts"][0]["source_position"] == 4  # after the identity at 0
     with running_engine(home):
         assert _ok("message", "show", "late", "--barrier", home=home)["state"] == "SCHEDULED"
         target = _ok("message", "show", "target", "--barrier", home=home)
         assert target["state"] == "FAILED" and "BROKEN by" in target["detail"]
         results = {(e["kind"], e["position"]) for e in _log(home)}
-    assert ("MESSAGE_BREAK", 0) in results and ("SCHEDULE", 1) in results
+    assert ("MESSAGE_BREAK", 1) in results and ("SCHEDULE", 2) in results
 
 
 def test_shard_pause_and_resume_and_the_log_is_the_audit_trail(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ import pytest
 from nereus.client import RouteRef, prepare_schedule
 from nereus.engine.shardlog.file import FileShardLog
 from nereus.records import Cancel, decode, encode
+from nereus.shard import ShardId
 from tests.conftest import run_nereus
+from tests.homelog import home_log
 
 
 def schedule_many(home: Path, count: int, *, start: int = 0) -> None:
@@ -62,7 +64,7 @@ def test_a_restored_checkpoint_has_exactly_the_manifest_digest(one_shard: Path,
                                                                tmp_path: Path) -> None:
     """create -> restore into an empty directory -> the digest equals the manifest's."""
     taken = create(one_shard)
-    assert taken["applied_position"] == 199
+    assert taken["applied_position"] == 200  # 200 schedules after the route identity at 0
     into = tmp_path / "restored"
     restore = run_nereus("--json", "checkpoint", "restore", str(taken["checkpoint_id"]),
                          "--into", str(into), home=one_shard)
@@ -196,8 +198,7 @@ def test_retention_never_crosses_the_recovery_floor(tmp_path: Path) -> None:
     """prune deletes segments below the floor and refuses to go past it."""
     home = tmp_path / "home"
     assert run_nereus("init", home=home).code == 0
-    log_dir = home / "shardlog" / "default" / "0"
-    writer = FileShardLog(log_dir, segment_bytes=4096)  # small segments: many to prune
+    writer = home_log(home, ShardId("default", 0), segment_bytes=4096)  # many to prune
     route = RouteRef("default", 1)
     writer.append([prepare_schedule(route, command_id=f"c{n}", delay_message_id=f"m{n}",
                                     lane="local", deliver_at_ms=10**13).data
@@ -303,11 +304,11 @@ def test_engine_start_restores_a_missing_or_damaged_database(one_shard: Path) ->
 
 def test_shard_log_and_dump_decode_offline(one_shard: Path) -> None:
     """shard log (JSON lines, kind filter) and shard dump (families) work without the engine."""
-    result = run_nereus("--json", "shard", "log", "default/0", "--kind", "SCHEDULE", "--to", "4",
+    result = run_nereus("--json", "shard", "log", "default/0", "--kind", "SCHEDULE", "--to", "5",
                         home=one_shard)
     assert result.code == 0
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [line["position"] for line in lines] == [0, 1, 2, 3, 4]
+    assert [line["position"] for line in lines] == [1, 2, 3, 4, 5]  # 0: the route identity
     assert {line["kind"] for line in lines} == {"SCHEDULE"}
     assert lines[0]["ids"]["delay_message_id"] == "m0" and "lane=local" in lines[0]["summary"]
     dump = run_nereus("--json", "shard", "dump", "default/0", "--cf", "msg", "--prefix", "m1",

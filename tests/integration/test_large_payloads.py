@@ -34,6 +34,7 @@ from nereus.testing import MemoryShard
 from nereus.trusted_time import TrustedTime
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
+from tests.homelog import home_log
 from tests.unit.builders import activate, op, schedule
 
 INLINE_LIMIT = 64
@@ -66,9 +67,12 @@ def schedule_file(home: Path, path: Path, *extra: str) -> CliResult:
 
 
 def log_lines(home: Path, shard: str) -> list[dict[str, Any]]:
+    """The shard's decoded log after its route identity (the first record of every log)."""
     result = run_nereus("--json", "shard", "log", shard, home=home)
     assert result.code == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert not lines or lines[0]["kind"] == "ROUTE_IDENTITY", lines[:1]
+    return lines[1:]
 
 
 def gc(home: Path, *args: str) -> CliResult:
@@ -116,9 +120,10 @@ def test_the_schedule_record_carries_a_reference_not_the_bytes(tmp_path: Path) -
     receipt = schedule_file(home, payload_file(tmp_path)).json()
     log = FileShardLog(home / "shardlog" / "default" / "0", create=False)
     try:
-        records = [r.decode(item.payload) for item in log.read(0, 10)]
+        identity, *records = [r.decode(item.payload) for item in log.read(0, 10)]
     finally:
         log.close()
+    assert isinstance(identity, r.RouteIdentity)
     assert isinstance(records[0], r.PayloadReserve) and isinstance(records[1], r.PayloadCommit)
     reserve, commit, sched = records
     assert isinstance(sched, r.Schedule)
@@ -425,8 +430,7 @@ def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
         expires_at_ms=expires_at_ms)
     logs: dict[Any, FileShardLog] = {}
     try:
-        queue([prepared], lambda s: logs.setdefault(s, FileShardLog(
-            home / "shardlog" / s.route / str(s.partition))))
+        queue([prepared], lambda s: logs.setdefault(s, home_log(home, s)))
     finally:
         for log in logs.values():
             log.close()

@@ -9,6 +9,7 @@ from nereus import records as r
 from nereus.machine import Reason, precondition_digest
 from nereus.records import AttemptState, MessageState, Outcome, ResultStatus
 from nereus.state import keys
+from nereus.state.values import decode_value
 from nereus.testing import MemoryShard
 from tests.unit.builders import OWNER, activate, admission, op, outcome, schedule
 
@@ -148,3 +149,21 @@ def test_checkpoint_mark_is_recorded() -> None:
     assert shard.result(r.CheckpointMark(mutation_id="x", checkpoint_id="cp-1", owner_id=OWNER,
                                          fencing_epoch=1)).status == ResultStatus.APPLIED
     assert shard.get(keys.META_CHECKPOINT_MARK) is not None
+
+
+def test_the_first_route_identity_stays() -> None:
+    """ROUTE_IDENTITY: the first is the shard's; the same again changes nothing; another
+    route's (or another partition count) is REJECTED ROUTE_MISMATCH naming both."""
+    shard = MemoryShard()
+    ours = r.RouteIdentity(route_id="aa11", route="default", partition=0, partitions=2)
+    assert shard.result(ours).status == ResultStatus.APPLIED
+    again = shard.result(r.encode(ours))
+    assert again.status == ResultStatus.APPLIED
+    for other in (r.RouteIdentity(route_id="bb22", route="default", partition=0, partitions=2),
+                  r.RouteIdentity(route_id="aa11", route="default", partition=0, partitions=3)):
+        refused = shard.result(other)
+        assert (refused.status, refused.reason) == (ResultStatus.REJECTED,
+                                                    Reason.ROUTE_MISMATCH)
+        assert "aa11" in (refused.detail or "")
+    raw = shard.get(keys.META_ROUTE)
+    assert raw is not None and decode_value(raw, r.RouteIdentity) == ours

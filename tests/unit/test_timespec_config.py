@@ -59,7 +59,8 @@ def test_partitioning_is_stable() -> None:
 
 def test_the_written_config_parses() -> None:
     """What init writes is valid and has lane local on the file outbox."""
-    config = parse_config(render_config(route="default", partitions=4, log="file"))
+    config = parse_config(render_config(route="default", partitions=4, log="file",
+                                        route_id="0123abcd"))
     assert config.routes["default"].partitions == 4
     assert config.lanes["local"].path == "outbox/local.jsonl"
 
