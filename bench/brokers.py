@@ -224,7 +224,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 def engine_settings(config: Config) -> EngineSettings:
-    return EngineSettings.from_config(config.engine, config.source)
+    return EngineSettings.from_config(config.engine)
 
 
 def message_states(engine: Engine) -> dict[str, int]:

@@ -163,8 +163,7 @@ def outbox_lines(home: Path) -> list[dict[str, Any]]:
 
 @contextmanager
 def running(home: Path, config: Config) -> Iterator[Engine]:
-    engine = Engine(home, config, settings=EngineSettings.from_config(config.engine,
-                                                                      config.source))
+    engine = Engine(home, config, settings=EngineSettings.from_config(config.engine))
     engine.start()
     try:
         yield engine

@@ -86,7 +86,7 @@ def run(home: Path, *, foreground: bool) -> int:
 
     layout = HomeLayout(home)
     config = parse_config(layout.config.read_text(), source=str(layout.config))
-    settings = EngineSettings.from_config(config.engine, config.source)
+    settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_pid_lock(home)
     logger = logs.configure(layout.logs, foreground=foreground)
 

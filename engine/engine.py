@@ -25,9 +25,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from nereus.config import Config
+from nereus.config import Config, EngineConfig
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyHealth, TrustedClock
@@ -45,7 +44,7 @@ from nereus.engine.shardlog.file import FileShardLog
 from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.engine.shardlog.protocol import ShardLog
 from nereus.engine.supervisor import Supervisor, WorkerStatus
-from nereus.errors import ConfigError, StoreError
+from nereus.errors import StoreError
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity
 from nereus.shard import ShardId
@@ -64,30 +63,18 @@ class EngineSettings:
     loop: LoopSettings = field(default_factory=LoopSettings)
 
     @classmethod
-    def from_config(cls, table: dict[str, Any], source: str) -> EngineSettings:
-        known = {"max_clock_error_ms", "chrony", "stop_timeout_s", "evidence_interval_s",
-                 "quantum", "claim_ttl_ms", "max_in_flight", "lane_in_flight",
-                 "max_in_flight_bytes", "poll_interval_ms"}
-        for key in table:
-            if key not in known:
-                raise ConfigError(f"{source}: [engine] unknown key {key!r}",
-                                  hint=f"known keys: {', '.join(sorted(known))}")
-        planner = PlannerSettings(
-            quantum=int(table.get("quantum", 256)),
-            claim_ttl_ms=int(table.get("claim_ttl_ms", 30_000)),
-        )
+    def from_config(cls, engine: EngineConfig) -> EngineSettings:
+        """The runtime settings of ``[engine]`` (already checked by the config schema)."""
         return cls(
-            max_clock_error_ms=int(table.get("max_clock_error_ms", 20)),
-            chrony=bool(table.get("chrony", False)),
-            evidence_interval_s=float(table.get("evidence_interval_s", 5.0)),
-            stop_timeout_s=float(table.get("stop_timeout_s", 10.0)),
-            permits=PermitLimits(
-                worker=int(table.get("max_in_flight", 2_000)),
-                lane=int(table.get("lane_in_flight", 1_000)),
-                bytes=int(table.get("max_in_flight_bytes", 64 << 20)),
-            ),
-            loop=LoopSettings(poll_interval_s=float(table.get("poll_interval_ms", 5)) / 1000,
-                              planner=planner),
+            max_clock_error_ms=engine.max_clock_error_ms,
+            chrony=engine.chrony,
+            evidence_interval_s=engine.evidence_interval_s,
+            stop_timeout_s=engine.stop_timeout_s,
+            permits=PermitLimits(worker=engine.max_in_flight, lane=engine.lane_in_flight,
+                                 bytes=engine.max_in_flight_bytes),
+            loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
+                              planner=PlannerSettings(quantum=engine.quantum,
+                                                      claim_ttl_ms=engine.claim_ttl_ms)),
         )
 
 

@@ -1,8 +1,9 @@
-"""``nereus.toml``: parsing and validation with file and line in every error.
+"""``nereus.toml``: one typed schema, checked in one place, with file and line in every error.
 
 ::
 
     [routes.default]          # one route; its partitions are shards default/0 ...
+    id = "..."                # the route's identity (nereus init writes it)
     log = "file"              # file (embedded) | kafka | pulsar
     partitions = 1
 
@@ -13,16 +14,23 @@
     [shard]                   # state machine limits (replay must use the same ones)
     max_inline_payload_bytes = 65536
 
-Unknown keys are errors, not silently ignored: a typo in a durability setting must not
-pass unnoticed.
+Every table is a frozen msgspec Struct and the file is converted *strictly*: an unknown
+key (with "did you mean" for a misspelt one), a wrong type (``chrony = "false"`` is a
+string, not a boolean; ``max_in_flight = "lots"``) or a value out of its range
+(``max_in_flight = 0``, ``quantum = 0``: nothing would ever publish; ``poll_interval_ms =
+0``: a spinning core) is a ``ConfigError`` (exit 2) naming ``nereus.toml:LINE``, the key and
+what was expected. The engine, the factories and the CLI read the typed values.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal, get_args, get_type_hints
+
+import msgspec
 
 from nereus.errors import ConfigError
 from nereus.machine.limits import Limits
@@ -30,67 +38,88 @@ from nereus.machine.validate import LANE_NAME
 from nereus.records.system import RouteIdentity
 from nereus.shard import validate_route_name
 
-LOG_BACKENDS = ("file", "kafka", "pulsar")
-DESTINATIONS = ("file", "kafka", "pulsar")
-_ROUTE_KEYS = {"id", "log", "partitions", "bootstrap", "service_url", "admin_url", "topic"}
-_LANE_KEYS = {"destination", "path", "topic", "bootstrap", "service_url", "handoff", "lead_ms",
-              "ordered"}
+LOG_BACKENDS: Final = ("file", "kafka", "pulsar")
+DESTINATIONS: Final = ("file", "kafka", "pulsar")
+DEFAULT_HANDOFF_LEAD_MS: Final = 1_000
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
-@dataclass(frozen=True, slots=True)
-class RouteSettings:
-    name: str
-    log: str
-    partitions: int
-    options: dict[str, Any] = field(default_factory=dict)
+class RouteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[routes.NAME]``: one ingress route; its partitions are its shards."""
+
+    name: str = ""  # the table's name (filled in; not a key of the table)
+    id: str = ""  # the route's identity, in the first record of each log partition
+    log: Literal["file", "kafka", "pulsar"] = "file"
+    partitions: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
+    bootstrap: str | None = None  # kafka
+    service_url: str | None = None  # pulsar
+    admin_url: str | None = None  # pulsar
+    topic: str | None = None  # the Command Topic (default nereus.<route>.commands)
+    # a Kafka Command Topic keeps what recovery needs: -1 keeps every record (the default);
+    # a bounded retention is compared with the Recovery Floor by `doctor`
+    retention_ms: Annotated[int, msgspec.Meta(ge=-1)] = -1
+    replication_factor: Positive | None = None  # default: min(3, brokers)
+    min_insync_replicas: Positive | None = None  # default: min(2, replication factor)
 
     @property
     def route_id(self) -> str:
-        """The route's identity (``id``, made by ``nereus init``; "" when absent)."""
-        return str(self.options.get("id", ""))
+        return self.id
 
     def identity(self, partition: int) -> RouteIdentity:
         """The ROUTE_IDENTITY the first record of partition ``partition`` must be."""
-        return RouteIdentity(route_id=self.route_id, route=self.name, partition=partition,
+        return RouteIdentity(route_id=self.id, route=self.name, partition=partition,
                              partitions=self.partitions)
 
 
-DEFAULT_HANDOFF_LEAD_MS = 1_000
+class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[lanes.NAME]``: a destination lane."""
 
-
-@dataclass(frozen=True, slots=True)
-class LaneSettings:
-    name: str
-    destination: str
-    path: str | None
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ordered(self) -> bool:
-        """An ORDERED lane: messages with one key publish in order, across the route (they
-        are placed by key); the engine replicates it into the lane's policy."""
-        return self.options.get("ordered") is True
+    name: str = ""  # the table's name (filled in; not a key of the table)
+    destination: Literal["file", "kafka", "pulsar"]
+    path: str | None = None  # file: relative to the home, or absolute
+    topic: str | None = None  # kafka, pulsar (default: the lane's name)
+    bootstrap: str | None = None  # kafka
+    service_url: str | None = None  # pulsar
+    admin_url: str | None = None  # pulsar (doctor checks it)
+    # pulsar: "deliver_at" hands each message over lead_ms early and Pulsar holds it
+    handoff: Literal["publish", "deliver_at"] = "publish"
+    lead_ms: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] = DEFAULT_HANDOFF_LEAD_MS
+    ordered: bool = False  # one key's messages publish in order (placed by key)
 
     @property
     def deliver_at_handoff(self) -> bool:
         """The destination holds each message until deliverAt (Pulsar ``deliver_at``)."""
-        return self.destination == "pulsar" and self.options.get("handoff") == "deliver_at"
+        return self.destination == "pulsar" and self.handoff == "deliver_at"
 
     @property
     def handoff_lead_ms(self) -> int:
         """How long before deliverAt this lane's destination may be handed a message: its
         ``lead_ms`` for a deliver-at handoff, else 0 (a plain publish is never early). The
         engine replicates it into the lane's policy (LANE_CONFIG), where apply reads it."""
-        if not self.deliver_at_handoff:
-            return 0
-        return int(self.options.get("lead_ms", DEFAULT_HANDOFF_LEAD_MS))
+        return self.lead_ms if self.deliver_at_handoff else 0
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectSettings:
+class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[engine]``: the daemon's runtime settings."""
+
+    max_clock_error_ms: NonNegative = 20
+    chrony: bool = False  # add chronyd's error estimate; trust the clock only while synced
+    evidence_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    stop_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    quantum: Positive = 256  # DRR: claims per lane per round
+    claim_ttl_ms: Annotated[int, msgspec.Meta(ge=100)] = 30_000
+    max_in_flight: Positive = 2_000
+    lane_in_flight: Positive = 1_000
+    max_in_flight_bytes: Positive = 64 << 20
+    poll_interval_ms: Annotated[float, msgspec.Meta(ge=1, le=1_000)] = 5
+
+
+class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[objects]``: where checkpoints and large payloads live."""
 
-    store: str = "file"  # file (<home>/objects, or path) | s3
+    store: Literal["file", "s3"] = "file"  # file (<home>/objects, or path) | s3
     path: str | None = None
     bucket: str | None = None
     prefix: str = ""
@@ -100,13 +129,12 @@ class ObjectSettings:
     secret_access_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointSettings:
+class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[checkpoints]``: when the engine takes them and how many recovery may use."""
 
-    every_records: int = 100_000  # 0 = not by record count
-    every_seconds: int = 3_600  # 0 = not by time
-    keep: int = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
+    every_records: NonNegative = 100_000  # 0 = not by record count
+    every_seconds: NonNegative = 3_600  # 0 = not by time
+    keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor
 
 
@@ -116,7 +144,7 @@ class Config:
     lanes: dict[str, LaneSettings]
     limits: Limits
     source: str
-    engine: dict[str, Any] = field(default_factory=dict)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     objects: ObjectSettings = field(default_factory=ObjectSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
 
@@ -132,6 +160,13 @@ class Config:
 
             known = ", ".join(sorted(self.routes)) or "none"
             raise NotFound(f"no route {name!r} in {self.source} (configured: {known})") from None
+
+
+# the tables of the file and the Struct each one is
+_TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
+    "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
+    "objects": ObjectSettings, "checkpoints": CheckpointSettings,
+}
 
 
 def _line_of(text: str, table: str, key: str | None = None) -> int | None:
@@ -151,10 +186,69 @@ def _line_of(text: str, table: str, key: str | None = None) -> int | None:
     return None
 
 
-def _error(text: str, source: str, table: str, key: str | None, message: str) -> ConfigError:
-    line = _line_of(text, table, key)
+def _error(text: str, source: str, table: str | None, key: str | None,
+           message: str, hint: str | None = None) -> ConfigError:
+    line = _line_of(text, table, key) if table else None
     where = f"{source}:{line}" if line else source
-    return ConfigError(f"{where}: [{table}] {message}")
+    prefix = f"[{table}] " if table else ""
+    return ConfigError(f"{where}: {prefix}{message}", hint=hint)
+
+
+def _expected(text: str) -> str:
+    """msgspec's "Expected `int` >= 1" as plain words."""
+    words = {"`int`": "an integer", "`float`": "a number", "`bool`": "true or false",
+             "`str`": "a string", "`object`": "a table", "`array`": "a list"}
+    for code, word in words.items():
+        text = text.replace(code, word)
+    return text.replace("Expected ", "expected ").replace("`", "")
+
+
+def _did_you_mean(name: str, known: list[str]) -> str | None:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"known: {', '.join(known)}" if known else None
+
+
+def _explain(exc: msgspec.ValidationError, table: str, kind: type[msgspec.Struct],
+             data: dict[str, Any], text: str, source: str) -> ConfigError:
+    """A ConfigError for ``exc``, raised converting ``data`` (table ``table``) to ``kind``."""
+    detail, _, at = str(exc).rpartition(" - at `")
+    if not detail:
+        detail, at = str(exc), ""
+    path = [part for part in at.rstrip("`").removeprefix("$").split(".") if part]
+    unknown = re.match(r"Object contains unknown field `([^`]+)`", detail)
+    if unknown and not path:
+        name = unknown.group(1)
+        known = [k for k in kind.__struct_fields__ if k != "name"]
+        return _error(text, source, table, name, f"unknown key {name!r}",
+                      _did_you_mean(name, known))
+    missing = re.match(r"Object missing required field `([^`]+)`", detail)
+    if missing:
+        return _error(text, source, table, None, f"needs {missing.group(1)} = ...")
+    key = path[0] if path else None
+    value = data.get(key) if key is not None else None
+    shown = f"{key} = {value!r}" if key is not None else "this table"
+    hint = None
+    if detail.startswith("Invalid enum value") and key is not None:
+        allowed = [str(a) for a in get_args(get_type_hints(kind)[key])]
+        return _error(text, source, table, key,
+                      f"{shown}: expected one of {', '.join(allowed)}",
+                      _did_you_mean(str(value), allowed))
+    if isinstance(value, str) and value.lower() in ("true", "false") and "bool" in detail:
+        hint = f"write {key} = {value.lower()} (no quotes): a quoted value is a string"
+    elif isinstance(value, str) and re.fullmatch(r"-?\d+(\.\d+)?", value):
+        hint = f"write {key} = {value} (no quotes): a quoted value is a string"
+    return _error(text, source, table, key, f"{shown}: {_expected(detail)}", hint)
+
+
+def _convert(data: Any, kind: type[Any], table: str, text: str, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise _error(text, source, table, None, "must be a table")
+    try:
+        return msgspec.convert(data, kind, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _explain(exc, table, kind, data, text, source) from None
 
 
 def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
@@ -163,90 +257,68 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"routes", "lanes", "shard", "engine", "objects", "checkpoints"}
-    if unknown:
-        raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}",
-                          hint="known tables: routes, lanes, shard, engine, objects, checkpoints")
+    for name in data:
+        if name not in _TABLE_TYPES:
+            line = _line_of(text, name)
+            where = f"{source}:{line}" if line else source
+            raise ConfigError(f"{where}: unknown table [{name}]",
+                              hint=_did_you_mean(name, list(_TABLE_TYPES)))
     routes: dict[str, RouteSettings] = {}
-    for name, table in data.get("routes", {}).items():
+    for name, table in _group(data, "routes", text, source).items():
         where = f"routes.{name}"
         try:
             validate_route_name(name)
         except Exception as exc:
             raise _error(text, source, where, None, str(exc)) from None
-        for key in set(table) - _ROUTE_KEYS:
-            raise _error(text, source, where, key, f"unknown key {key!r}")
-        log = table.get("log", "file")
-        if log not in LOG_BACKENDS:
-            raise _error(text, source, where, "log",
-                         f"log = {log!r}; expected one of {', '.join(LOG_BACKENDS)}")
-        partitions = table.get("partitions", 1)
-        if not isinstance(partitions, int) or isinstance(partitions, bool) or not (
-            1 <= partitions <= 4096
-        ):
-            raise _error(text, source, where, "partitions",
-                         f"partitions = {partitions!r}; expected an integer 1..4096")
-        options = {k: v for k, v in table.items() if k not in ("log", "partitions")}
-        routes[name] = RouteSettings(name, log, partitions, options)
+        _no_name_key(table, where, text, source)
+        route: RouteSettings = _convert(table, RouteSettings, where, text, source)
+        if route.id and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", route.id):
+            raise _error(text, source, where, "id",
+                         f"id = {route.id!r}: expected 1-64 of A-Z a-z 0-9 . _ -")
+        if route.min_insync_replicas is not None and route.replication_factor is not None \
+                and route.min_insync_replicas > route.replication_factor:
+            raise _error(text, source, where, "min_insync_replicas",
+                         f"min_insync_replicas = {route.min_insync_replicas} is more than "
+                         f"replication_factor = {route.replication_factor}")
+        routes[name] = msgspec.structs.replace(route, name=name)
     lanes: dict[str, LaneSettings] = {}
-    for name, table in data.get("lanes", {}).items():
+    for name, table in _group(data, "lanes", text, source).items():
         where = f"lanes.{name}"
         if not LANE_NAME.match(name):
             raise _error(text, source, where, None,
                          "lane names are 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit")
-        for key in set(table) - _LANE_KEYS:
-            raise _error(text, source, where, key, f"unknown key {key!r}")
-        destination = table.get("destination")
-        if destination not in DESTINATIONS:
-            raise _error(text, source, where, "destination",
-                         f"destination = {destination!r}; expected one of "
-                         f"{', '.join(DESTINATIONS)}")
-        path = table.get("path")
-        if destination == "file" and not isinstance(path, str):
+        _no_name_key(table, where, text, source)
+        lane: LaneSettings = _convert(table, LaneSettings, where, text, source)
+        if lane.destination == "file" and lane.path is None:
             raise _error(text, source, where, "path", "a file lane needs path = \"...\"")
-        options = {k: v for k, v in table.items() if k not in ("destination", "path")}
-        lanes[name] = LaneSettings(name, destination, path, options)
-    limit_table = data.get("shard", {})
-    known = {f.name for f in fields(Limits)}
-    for key, value in limit_table.items():
-        if key not in known:
-            raise _error(text, source, "shard", key, f"unknown limit {key!r}")
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise _error(text, source, "shard", key, f"{key} must be a positive integer")
-    engine = data.get("engine", {})
-    if not isinstance(engine, dict):
-        raise _error(text, source, "engine", None, "[engine] must be a table")
-    objects = _objects(text, source, data.get("objects", {}))
-    checkpoints = _checkpoints(text, source, data.get("checkpoints", {}))
-    return Config(routes, lanes, Limits(**limit_table), source, engine, objects, checkpoints)
-
-
-def _objects(text: str, source: str, table: dict[str, Any]) -> ObjectSettings:
-    known = {f.name for f in fields(ObjectSettings)}
-    for key in table:
-        if key not in known:
-            raise _error(text, source, "objects", key, f"unknown key {key!r}")
-    settings = ObjectSettings(**table)
-    if settings.store not in ("file", "s3"):
-        raise _error(text, source, "objects", "store",
-                     f"store = {settings.store!r}; expected \"file\" or \"s3\"")
-    if settings.store == "s3" and not settings.bucket:
+        if lane.handoff == "deliver_at" and lane.destination != "pulsar":
+            raise _error(text, source, where, "handoff",
+                         f"handoff = \"deliver_at\" needs a destination that holds messages "
+                         f"until deliverAt (pulsar), not {lane.destination}")
+        lanes[name] = msgspec.structs.replace(lane, name=name)
+    limits: Limits = _convert(data.get("shard", {}), Limits, "shard", text, source)
+    engine: EngineConfig = _convert(data.get("engine", {}), EngineConfig, "engine", text, source)
+    objects: ObjectSettings = _convert(data.get("objects", {}), ObjectSettings, "objects", text,
+                                       source)
+    checkpoints: CheckpointSettings = _convert(data.get("checkpoints", {}), CheckpointSettings,
+                                               "checkpoints", text, source)
+    if objects.store == "s3" and not objects.bucket:
         raise _error(text, source, "objects", "bucket", "an s3 object store needs bucket = \"...\"")
-    return settings
+    return Config(routes, lanes, limits, source, engine, objects, checkpoints)
 
 
-def _checkpoints(text: str, source: str, table: dict[str, Any]) -> CheckpointSettings:
-    known = {f.name for f in fields(CheckpointSettings)}
-    for key, value in table.items():
-        if key not in known:
-            raise _error(text, source, "checkpoints", key, f"unknown key {key!r}")
-        if key != "prune_log" and (not isinstance(value, int) or isinstance(value, bool)
-                                   or value < 0):
-            raise _error(text, source, "checkpoints", key, f"{key} must be an integer >= 0")
-    settings = CheckpointSettings(**table)
-    if settings.keep < 1:
-        raise _error(text, source, "checkpoints", "keep", "keep must be at least 1")
-    return settings
+def _group(data: dict[str, Any], name: str, text: str, source: str) -> dict[str, Any]:
+    group = data.get(name, {})
+    if not isinstance(group, dict) or not all(isinstance(v, dict) for v in group.values()):
+        raise _error(text, source, None, None,
+                     f"[{name}] holds tables: write [{name}.NAME] with its keys")
+    return group
+
+
+def _no_name_key(table: dict[str, Any], where: str, text: str, source: str) -> None:
+    if "name" in table:
+        raise _error(text, source, where, "name",
+                     "unknown key 'name' (the table's own name is the name)")
 
 
 def render_config(*, route: str, partitions: int, log: str, route_id: str) -> str:

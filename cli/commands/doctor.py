@@ -94,16 +94,16 @@ def _services(config: Config) -> list[dict[str, Any]]:
     seen: set[tuple[str, str]] = set()
     for route in config.routes.values():
         if route.log == "kafka":
-            target = str(route.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP))
+            target = route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP
             seen.add(("kafka", target))
         elif route.log == "pulsar":
-            target = str(route.options.get("admin_url", DEFAULT_PULSAR_ADMIN))
+            target = route.admin_url or DEFAULT_PULSAR_ADMIN
             seen.add(("pulsar", target))
     for lane in config.lanes.values():
         if lane.destination == "kafka":
-            seen.add(("kafka", str(lane.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP))))
+            seen.add(("kafka", lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP))
         elif lane.destination == "pulsar":
-            seen.add(("pulsar", str(lane.options.get("admin_url", DEFAULT_PULSAR_ADMIN))))
+            seen.add(("pulsar", lane.admin_url or DEFAULT_PULSAR_ADMIN))
     for kind, target in sorted(seen):
         problem = _kafka(target) if kind == "kafka" else _http(
             target.rstrip("/") + "/admin/v2/clusters")
@@ -156,12 +156,14 @@ def doctor(ctx: typer.Context) -> None:
     data = {"ok": ok, "home": str(layout.root), "checks": checks}
 
     def human(out: Any) -> None:
+        from rich.markup import escape
+
         for c in checks:
             mark = "[green]ok[/green]  " if c["ok"] else (
                 "[yellow]warn[/yellow]" if c["severity"] == "warning" else "[red]FAIL[/red]")
-            out.print(f"{mark} {c['name']:<28} {c['detail']}", highlight=False)
+            out.print(f"{mark} {escape(c['name']):<28} {escape(c['detail'])}", highlight=False)
             if not c["ok"] and c["fix"]:
-                out.print(f"       fix: {c['fix']}")
+                out.print(f"       fix: {escape(c['fix'])}", highlight=False)
         failed = sum(1 for c in checks if not c["ok"] and c["severity"] != "warning")
         warned = sum(1 for c in checks if not c["ok"] and c["severity"] == "warning")
         note = f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""
@@ -192,7 +194,7 @@ def _clock(config: Config) -> dict[str, Any]:
     from nereus.engine.clock import TrustedClock, read_chrony
     from nereus.engine.engine import EngineSettings
 
-    settings = EngineSettings.from_config(config.engine, config.source)
+    settings = EngineSettings.from_config(config.engine)
     report = read_chrony() if settings.chrony else None
     clock = TrustedClock(max_error_ms=settings.max_clock_error_ms,
                          health=(lambda: report) if report is not None else None)

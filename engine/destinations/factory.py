@@ -19,14 +19,14 @@ def open_destination(lane: LaneSettings, home: Path) -> Destination:
         from nereus.engine.destinations.kafka import KafkaDestination
 
         return KafkaDestination(lane.name,
-                                str(lane.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP)),
-                                str(lane.options.get("topic", lane.name)))
+                                lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
+                                lane.topic or lane.name)
     if lane.destination == "pulsar":
         from nereus.engine.destinations.pulsar import PulsarDestination
 
         return PulsarDestination(lane.name,
-                                 str(lane.options.get("service_url", DEFAULT_PULSAR_URL)),
-                                 str(lane.options.get("topic", lane.name)),
+                                 lane.service_url or DEFAULT_PULSAR_URL,
+                                 lane.topic or lane.name,
                                  deliver_at_handoff=lane.deliver_at_handoff)
     from nereus.engine.destinations.file import FileDestination
 

@@ -22,9 +22,8 @@ DEFAULT_PULSAR_ADMIN = "http://127.0.0.1:8080"
 
 
 def command_topic(route: RouteSettings) -> str:
-    topic = route.options.get("topic")
-    if topic:
-        return str(topic)
+    if route.topic:
+        return route.topic
     if route.log == "pulsar":
         return f"nereus-{route.name}-commands"
     return f"nereus.{route.name}.commands"
@@ -35,16 +34,16 @@ def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
     if route.log == "kafka":
         from nereus.engine.shardlog.kafka import KafkaShardLog
 
-        return KafkaShardLog(str(route.options.get("bootstrap", DEFAULT_KAFKA_BOOTSTRAP)),
+        return KafkaShardLog(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
                              command_topic(route), shard.partition,
                              partitions=route.partitions, create=create)
     if route.log == "pulsar":
         from nereus.engine.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
 
-        admin = str(route.options.get("admin_url", DEFAULT_PULSAR_ADMIN))
+        admin = route.admin_url or DEFAULT_PULSAR_ADMIN
         if create:
             ensure_partitioned_topic(admin, command_topic(route), route.partitions)
-        return PulsarShardLog(str(route.options.get("service_url", DEFAULT_PULSAR_URL)),
+        return PulsarShardLog(route.service_url or DEFAULT_PULSAR_URL,
                               command_topic(route), shard.partition, admin_url=admin)
     from nereus.engine.shardlog.file import FileShardLog
 

@@ -280,7 +280,7 @@ def test_destination_broker_stops_mid_run(tmp_path: Path,
     with kafka_restored():
         destination = WatchedKafka("kafka_lane", bootstrap, topic, timeout_s=DELIVERY_TIMEOUT_S)
         engine = Engine(
-            home, config, settings=EngineSettings.from_config(config.engine, config.source),
+            home, config, settings=EngineSettings.from_config(config.engine),
             destinations={"kafka_lane": destination})
         engine.start()
         destination.publisher = engine.publishers["kafka_lane"]
