@@ -160,10 +160,11 @@ def ensure_topic(
     timeout_s: float,
     metadata_timeout_s: float | None = None,
     admin: AdminClient | None = None,
+    replication_factor: int = 1,
 ) -> bool:
     """Make sure ``topic`` exists with at least ``partitions`` partitions, all led.
 
-    Creates it (replication 1, ``config``) when missing and ``create`` is set; a topic
+    Creates it (``replication_factor``, ``config``) when missing and ``create`` is set; a topic
     someone else created meanwhile is fine. Returns whether this call created it. Raises
     ``ServiceUnreachable`` when no broker answers within ``timeout_s``, ``NotFound`` when it
     is missing and may not be created, ``TopicMisconfigured`` when it has too few
@@ -184,7 +185,7 @@ def ensure_topic(
                 f"Kafka at {bootstrap}: topic {topic} does not exist (and creating it is off)",
                 hint="create the topic, or let Nereus create it")
         futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1,
+            [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                       config=dict(config))],
             operation_timeout=timeout_s, request_timeout=timeout_s)
         try:
@@ -227,6 +228,29 @@ def _wait_for_leaders(
             raise unreachable(bootstrap, f"waiting for topic {topic} to get leaders",
                               "the topic was created but has no leader yet")
         time.sleep(_LEADER_WAIT_S)
+
+
+def broker_count(admin: AdminClient, bootstrap: str, timeout_s: float) -> int:
+    """How many brokers the cluster has (one metadata call)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return len(admin.list_topics(timeout=timeout_s).brokers)
+    except KafkaException as exc:
+        raise translate(exc, bootstrap, "a metadata request") from None
+
+
+def replica_count(admin: AdminClient, bootstrap: str, topic: str, timeout_s: float) -> int:
+    """The replication factor of ``topic`` (replicas of its first partition)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        found = admin.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
+    if found is None or not found.partitions:
+        return 0
+    return len(next(iter(found.partitions.values())).replicas)
 
 
 def topic_settings(

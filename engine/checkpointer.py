@@ -22,8 +22,7 @@ from nereus.config import CheckpointSettings
 from nereus.engine.checkpoints import Taken, catalog, check_floor, describe, recovery_floor, upload
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.objectstore.protocol import ObjectStore
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.protocol import ShardLog
+from nereus.engine.shardlog.protocol import PrunableLog, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import CheckpointMark, encode
 from nereus.shard import ShardId
@@ -105,7 +104,7 @@ class Checkpointer:
         safe_event(self._events, "checkpoint_taken", shard=str(job.shard),
                    checkpoint_id=entry.checkpoint_id, applied_position=entry.applied_position,
                    digest=entry.digest)
-        if self.settings.prune_log and isinstance(job.log, FileShardLog):
+        if self.settings.prune_log and isinstance(job.log, PrunableLog):
             floor = recovery_floor(self.objects, job.shard, self.settings.keep)
             check_floor(floor, delete_before=floor.position)
             deleted = job.log.delete_before(floor.position)

@@ -17,7 +17,7 @@ import typer
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
-    from nereus.config import Config
+    from nereus.config import Config, RouteSettings
 
 MIN_FREE_BYTES = 1 << 30
 
@@ -27,6 +27,72 @@ def _check(name: str, ok: bool, detail: str, fix: str | None = None, *,
     """One check. A failed ``warning`` is reported but does not fail the doctor."""
     return {"name": name, "ok": ok, "severity": severity, "detail": detail,
             "fix": None if ok else fix}
+
+
+def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
+    """A Kafka Command Topic keeps what recovery needs: replicated (warn below 3 replicas
+    and min.insync.replicas 2), and retention never below the Recovery Floor."""
+    import time
+
+    from nereus.cli.commands.checkpoint import objects_for
+    from nereus.engine.checkpoints import recovery_floor
+    from nereus.engine.shardlog.factory import command_topic
+    from nereus.engine.shardlog.kafka import KafkaShardLog
+    from nereus.errors import NereusError
+    from nereus.shard import ShardId
+
+    topic = command_topic(route)
+    name = f"command_topic {topic}"
+    checks: list[dict[str, Any]] = []
+    try:
+        logs = [KafkaShardLog(route.bootstrap or "127.0.0.1:9092", topic, p,
+                              partitions=route.partitions, create=False)
+                for p in range(route.partitions)]
+    except NereusError as exc:
+        return [_check(name, False, exc.message, exc.hint or "start Kafka, or fix the route")]
+    try:
+        settings = logs[0].topic_config()
+        factor = logs[0].replication_factor()
+        in_sync = int(settings.get("min.insync.replicas", "1"))
+        durable = factor >= 3 and in_sync >= 2
+        checks.append(_check(
+            f"{name} replication", durable,
+            f"replication factor {factor}, min.insync.replicas {in_sync}" + (
+                "" if durable else ": losing one broker can lose acknowledged commands"),
+            "on a cluster of 3 or more brokers use replication_factor = 3 and "
+            "min_insync_replicas = 2 (a new topic gets them by default)", severity="warning"))
+        retention = int(settings.get("retention.ms", "-1"))
+        if retention < 0:
+            checks.append(_check(f"{name} retention", True, "retention.ms=-1: every record "
+                                 "is kept (prune below the Recovery Floor with shard prune)"))
+            return checks
+        objects = objects_for(env)
+        now = time.time_ns() // 1_000_000
+        problems: list[str] = []
+        for partition, log in enumerate(logs):
+            shard = ShardId(route.name, partition)
+            floor = recovery_floor(objects, shard, env.config.checkpoints.keep).position
+            start = log.start_position()
+            if start > floor:
+                problems.append(f"{shard}: Kafka already deleted records {floor}..{start - 1} "
+                                "that the Recovery Floor needs")
+                continue
+            head = log.read(floor, 1)
+            if head and now - head[0].broker_ms > retention * 0.8:
+                age_h = (now - head[0].broker_ms) / 3_600_000
+                problems.append(f"{shard}: the record at the Recovery Floor ({floor}) is "
+                                f"{age_h:.1f} h old; retention.ms={retention} deletes it soon")
+        checks.append(_check(
+            f"{name} retention", not problems,
+            "; ".join(problems) or f"retention.ms={retention} keeps the Recovery Floor",
+            "take a checkpoint (nereus checkpoint create) to raise the floor, or set "
+            "retention_ms = -1 for the route"))
+    except NereusError as exc:
+        checks.append(_check(name, False, exc.message, exc.hint))
+    finally:
+        for log in logs:
+            log.close()
+    return checks
 
 
 def _unconfigured_lanes(env: Env, config: Config) -> dict[str, Any]:
@@ -152,6 +218,9 @@ def doctor(ctx: typer.Context) -> None:
         checks.append(_object_store(env))
         checks.append(_clock(config))
         checks.append(_unconfigured_lanes(env, config))
+        for route in config.routes.values():
+            if route.log == "kafka":
+                checks.extend(_command_topic(env, route))
     ok = all(c["ok"] or c["severity"] == "warning" for c in checks)
     data = {"ok": ok, "home": str(layout.root), "checks": checks}
 

@@ -391,26 +391,38 @@ def prune(
         "(default: the Recovery Floor).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
 ) -> None:
-    """Log retention: delete whole file-log segments below the Recovery Floor, never above."""
+    """Log retention: delete the log below the Recovery Floor, never above (whole file-log
+    segments; Kafka records with DeleteRecords)."""
     import itertools
 
     from nereus.cli.commands.checkpoint import objects_for
     from nereus.engine.checkpoints import check_floor, recovery_floor
+    from nereus.engine.shardlog.file import FileShardLog
+    from nereus.engine.shardlog.protocol import PrunableLog
+    from nereus.errors import UsageError
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     floor = recovery_floor(objects_for(env), shard, env.config.checkpoints.keep)
     position = floor.position if before is None else before
     check_floor(floor, delete_before=position)
-    log = env.file_log(shard, create=False)
-    segments = log.segments()
-    doomed = [str(path) for (_, path), (nxt, _) in itertools.pairwise(segments)
-              if nxt <= position]
-    deleted = doomed if dry_run else [str(p) for p in log.delete_before(position)]
+    log = env.shard_log(shard, create=False)
+    if not isinstance(log, PrunableLog):
+        raise UsageError(f"route {shard.route}'s {env.config.route(shard.route).log} log "
+                         "keeps its own retention; nereus does not delete from it")
+    if not dry_run:
+        deleted = log.delete_before(position)
+    elif isinstance(log, FileShardLog):
+        deleted = [str(path) for (_, path), (nxt, _) in itertools.pairwise(log.segments())
+                   if nxt <= position]
+    else:
+        start = log.start_position()
+        deleted = [f"{getattr(log, 'description', shard)} positions {start}..{position - 1}"
+                   ] if position > start else []
     data = {"shard": str(shard), "before": position, "floor_position": floor.position,
             "dry_run": dry_run, "deleted": deleted, "log_start_position": log.start_position()}
     env.output.emit(data, lambda out: out.print(
-        f"{'would delete' if dry_run else 'deleted'} {len(deleted)} segment(s) of {shard} before "
+        f"{'would delete' if dry_run else 'deleted'} {len(deleted)} part(s) of {shard} before "
         f"position {position} (Recovery Floor {floor.position}); log now starts at "
         f"{data['log_start_position']}"))
 

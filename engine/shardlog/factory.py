@@ -36,7 +36,10 @@ def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
 
         return KafkaShardLog(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
                              command_topic(route), shard.partition,
-                             partitions=route.partitions, create=create)
+                             partitions=route.partitions, create=create,
+                             retention_ms=route.retention_ms,
+                             replication_factor=route.replication_factor,
+                             min_insync_replicas=route.min_insync_replicas)
     if route.log == "pulsar":
         from nereus.engine.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
 

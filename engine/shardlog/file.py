@@ -407,20 +407,20 @@ class FileShardLog:
         segments = self.segments()
         return segments[0][0] if segments else 0
 
-    def delete_before(self, position: int) -> list[Path]:
+    def delete_before(self, position: int) -> list[str]:
         """Delete whole segments whose records are all before ``position``.
 
         The caller checks the Recovery Floor first (``engine.checkpoints.check_floor``);
         the last segment is never deleted. Returns the deleted files.
         """
-        deleted: list[Path] = []
+        deleted: list[str] = []
         with self._locked():
             segments = self.segments()
             for (_, path), (next_base, _) in itertools.pairwise(segments):
                 if next_base > position:
                     break
                 path.unlink()
-                deleted.append(path)
+                deleted.append(str(path))
             if deleted:
                 self._fsync_dir()
                 self._cursor = None

@@ -43,10 +43,12 @@ from nereus.engine._kafka import (
     LOG,
     TopicMisconfigured,
     admin_client,
+    broker_count,
     client_config,
     close_consumer,
     ensure_topic,
     error_of,
+    replica_count,
     topic_settings,
     translate,
     unreachable,
@@ -59,9 +61,9 @@ if TYPE_CHECKING:
 
 COMMAND_TOPIC_CONFIG: Final = {
     "message.timestamp.type": "LogAppendTime",
-    "min.insync.replicas": "1",
     "cleanup.policy": "delete",
 }
+KEEP_FOREVER: Final = -1  # retention.ms of a Command Topic unless configured
 READ_POLL_S: Final = 0.05  # how long a read waits for records when the log may be at its end
 FETCH_WAIT_MS: Final = 100  # the broker holds an empty fetch this long (bounds a re-seek)
 LINGER_MS: Final = 2
@@ -98,6 +100,9 @@ class KafkaShardLog:
         create: bool = True,
         client_id: str = "nereus",
         timeout_s: float = 30,
+        retention_ms: int = KEEP_FOREVER,
+        replication_factor: int | None = None,
+        min_insync_replicas: int | None = None,
     ) -> None:
         if not 0 <= partition < partitions:
             raise UsageError(f"partition {partition} is not one of the topic's {partitions} "
@@ -138,9 +143,17 @@ class KafkaShardLog:
         self._acked = 0
         try:
             admin = admin_client(bootstrap, client_id)
-            created = ensure_topic(bootstrap, topic, client_id=client_id, partitions=partitions,
-                                   config=COMMAND_TOPIC_CONFIG, create=create,
-                                   timeout_s=timeout_s, admin=admin)
+            self._admin = admin
+            # recovery needs every record above the Recovery Floor: keep them all unless a
+            # retention is configured (doctor compares it with the floor), replicated as
+            # widely as the cluster allows (at most 3), min.insync.replicas at most 2
+            factor = replication_factor or min(3, broker_count(admin, bootstrap, timeout_s))
+            in_sync = min_insync_replicas or min(2, factor)
+            created = ensure_topic(
+                bootstrap, topic, client_id=client_id, partitions=partitions,
+                config={**COMMAND_TOPIC_CONFIG, "retention.ms": str(retention_ms),
+                        "min.insync.replicas": str(in_sync)},
+                create=create, timeout_s=timeout_s, admin=admin, replication_factor=factor)
             if not created:
                 self._check_topic(topic_settings(admin, bootstrap, topic, timeout_s))
         except BaseException:
@@ -344,6 +357,42 @@ class KafkaShardLog:
                     raise translate(exc, self.bootstrap,
                                     f"end offset of {self.description}") from None
             time.sleep(_RETRY_WAIT_S)
+
+    def start_position(self) -> int:
+        """The first retained offset (records below it were deleted by retention or prune)."""
+        return self._watermarks()[0]
+
+    def delete_before(self, position: int) -> list[str]:
+        """Delete every record below ``position`` (``DeleteRecords``); what went, described.
+
+        The caller checks the Recovery Floor first (``engine.checkpoints.check_floor``): this
+        never decides what may go, it only does it."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        start, end = self._watermarks()
+        target = min(position, end)
+        if target <= start:
+            return []
+        futures = self._admin.delete_records(
+            [TopicPartition(self.topic, self.partition, target)],
+            request_timeout=self.timeout_s, operation_timeout=self.timeout_s)
+        try:
+            for future in futures.values():
+                future.result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise translate(exc, self.bootstrap,
+                            f"deleting records of {self.description} below {target}") from None
+        except TimeoutError:
+            raise unreachable(self.bootstrap, f"deleting records of {self.description}",
+                              f"no answer within {self.timeout_s:g}s") from None
+        return [f"{self.description} offsets {start}..{target - 1}"]
+
+    def topic_config(self) -> dict[str, str]:
+        """The Command Topic's effective configuration (for doctor)."""
+        return topic_settings(self._admin, self.bootstrap, self.topic, self.timeout_s)
+
+    def replication_factor(self) -> int:
+        return replica_count(self._admin, self.bootstrap, self.topic, self.timeout_s)
 
     # ack and close ----------------------------------------------------------------------
     def ack(self, position: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -62,3 +62,20 @@ class ShardLog(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PrunableLog(ShardLog, Protocol):
+    """A Shard Log whose records below a position can be deleted (log retention).
+
+    The file log deletes whole segments, Kafka deletes records (``DeleteRecords``). The
+    caller checks the Recovery Floor first; ``delete_before`` only does what it is told.
+    """
+
+    def start_position(self) -> int:
+        """The first position the log still holds."""
+        ...
+
+    def delete_before(self, position: int) -> list[str]:
+        """Delete what lies below ``position``; returns what went, described."""
+        ...
