@@ -56,7 +56,7 @@ __nereus_options() {
         "lane set") echo "--reason --capacity --quota --retry-max --retry-backoff-ms --unavailable-max --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
         "attempt") echo "--home --json --help" ;;
         "attempt list") echo "--state --shard --home --json --help" ;;
-        "attempt resolve") echo "--evidence --reason --published --shard --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
+        "attempt resolve") echo "--evidence --reason --published --shard --unverified --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
         "checkpoint") echo "--home --json --help" ;;
         "checkpoint create") echo "--home --json --help" ;;
         "checkpoint list") echo "--home --json --help" ;;

@@ -230,10 +230,11 @@ complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from list' -l shard -x -d 'Only this shard.'
 
 # nereus attempt resolve
-complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l evidence -x -d 'What proves the outcome (broker offset, consumer check, ticket).'
+complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l evidence -x -d 'Where the message landed: kafka:TOPIC/PARTITION@OFFSET, pulsar:TOPIC@LEDGER:ENTRY:PARTITION or PATH@OFFSET (the record is fetched and its attempt id and evidence MAC checked); free text only with --unverified.'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l published -d 'The message was published (settle it PUBLISHED) or not (back to the timeline for a retry, or FAILED when no retries are left).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l shard -x -d 'The attempt\'s shard (default: found by looking it up).'
+complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l unverified -d '--unverified records the evidence as your word, unchecked (free text, or --not-published, which no destination record can prove); --verified (the default) fetches the record it names and checks it.'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'

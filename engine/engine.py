@@ -38,6 +38,7 @@ from nereus.engine.objectstore.factory import open_object_store
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
+from nereus.engine.secrets import route_key
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
 from nereus.engine.shardlog.factory import open_shard_log
 from nereus.engine.shardlog.file import FileShardLog
@@ -154,7 +155,8 @@ class Engine:
                     lane_leads={name: lane.handoff_lead_ms
                                 for name, lane in self.config.lanes.items()},
                     lane_ordered={name: lane.ordered
-                                  for name, lane in self.config.lanes.items()})
+                                  for name, lane in self.config.lanes.items()},
+                    evidence_key=route_key(self.home, route.name))
         self.checkpointer.start(self.supervisor)
         if self.chrony is not None:
             self.supervisor.spawn("chrony", "clock", self.chrony.run)

@@ -3,8 +3,9 @@
 An attempt whose producer response was lost (or whose owner died) is UNKNOWN and its
 message UNCERTAIN. It is never retried automatically: a retry could duplicate. Instead this
 background thread asks each lane's destination for positive evidence — a message carrying
-the attempt-id header, published after the attempt was admitted — and turns what it finds
-into a PUBLISH_OUTCOME PUBLISHED through the Shard Log. Absence of evidence changes
+the attempt-id header and this attempt's evidence MAC (``nereus.evidence_mac``, under the
+route's key), published after the attempt was admitted — and turns what it finds into a
+PUBLISH_OUTCOME PUBLISHED through the Shard Log. Absence of evidence changes
 nothing: the attempt stays UNKNOWN until evidence appears or an operator resolves it.
 The last search per attempt is kept for ``nereus attempt list``.
 """
@@ -19,6 +20,7 @@ from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import Disposition, Outcome
+from nereus.state.values import Attempt
 from nereus.views import open_attempts
 
 if TYPE_CHECKING:
@@ -82,19 +84,20 @@ class EvidenceRecovery:
         for loop in list(self.engine.shards.values()):
             if loop.state != "ACTIVE":
                 continue
-            by_lane: dict[str, dict[str, int]] = {}
+            by_lane: dict[str, dict[str, Attempt]] = {}
             for attempt in open_attempts(loop.store, state="UNKNOWN"):
-                by_lane.setdefault(attempt.lane, {})[attempt.attempt_id] = \
-                    attempt.admitted_broker_ms
+                by_lane.setdefault(attempt.lane, {})[attempt.attempt_id] = attempt
             for lane, attempts in by_lane.items():
                 publisher = self.engine.publishers.get(lane)
-                scan = getattr(publisher.destination, "scan_evidence", None) if publisher \
-                    else None
-                if scan is None:
+                if publisher is None:
                     continue
-                since = min(attempts.values()) - WINDOW_BEFORE_MS
+                since = min(a.admitted_broker_ms for a in attempts.values()) - WINDOW_BEFORE_MS
+                # a record is evidence only with the MAC of this attempt under the route's key
+                wanted = {attempt_id: loop.evidence_mac(a.delay_message_id, a.generation,
+                                                        attempt_id)
+                          for attempt_id, a in attempts.items()}
                 try:
-                    found: dict[str, str] = scan(set(attempts), since, now)
+                    found = publisher.destination.scan_evidence(wanted, since, now)
                 except Exception as exc:
                     for attempt_id in attempts:
                         self.searches[attempt_id] = Search(now, None, str(exc))

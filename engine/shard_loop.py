@@ -45,6 +45,7 @@ from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, Planne
 from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption
+from nereus.evidence_mac import evidence_mac
 from nereus.machine import Applied, Limits, Reason
 from nereus.records import (
     ActivationBarrier,
@@ -105,6 +106,7 @@ class ShardLoop:
         fetch_payload: FetchPayload | None = None,
         lane_leads: Mapping[str, int] | None = None,
         lane_ordered: Mapping[str, bool] | None = None,
+        evidence_key: bytes = b"",
     ) -> None:
         self.shard = shard
         self.store = store
@@ -124,6 +126,7 @@ class ShardLoop:
         # each lane's handoff lead as its destination really has it (nereus.toml)
         self.lane_leads: dict[str, int] = dict(lane_leads or {})
         self.lane_ordered: dict[str, bool] = dict(lane_ordered or {})
+        self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
         self.planner = Planner(
             store, permits, self._drr, settings.planner, new_id, fetch_payload=fetch_payload,
             leads=self.lane_leads,
@@ -389,9 +392,11 @@ class ShardLoop:
                     return  # acted on before a crash; never handed over twice
                 if claim is not None and (why := self._gate_closed(claim)) is None:
                     self._dispatched.add(record.attempt_id)
+                    template = claim.template
                     self.publishers[claim.lane].submit(
-                        PublishRequest(record.attempt_id, claim.template), self.reply,
-                        self.live_owner_gate)
+                        PublishRequest(record.attempt_id, template, self.evidence_mac(
+                            template.delay_message_id, template.generation, record.attempt_id)),
+                        self.reply, self.live_owner_gate)
                 elif record.owner_id == self.owner_id:
                     reason = why if claim is not None else "the claim ended before admission"
                     self._decline(record.attempt_id, f"owner declined before any send: {reason}")
@@ -411,6 +416,10 @@ class ShardLoop:
                     self.owner_id, self.epoch):
             self._fence(f"owner {record.owner_id} activated epoch {record.fencing_epoch} "
                         f"at position {applied.result.position}")
+
+    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
+        """The MAC this attempt's destination record carries (and evidence must show)."""
+        return evidence_mac(self._evidence_key, delay_message_id, generation, attempt_id)
 
     def live_owner_gate(self) -> str | None:
         """Why this owner may not call a producer now, or None.

@@ -51,7 +51,9 @@ def resolve(
     ctx: typer.Context,
     attempt_id: Annotated[str, typer.Argument(metavar="ATTEMPT", help="The UNKNOWN attempt.")],
     evidence: Annotated[str, typer.Option(
-        "--evidence", help="What proves the outcome (broker offset, consumer check, ticket).")],
+        "--evidence", help="Where the message landed: kafka:TOPIC/PARTITION@OFFSET, "
+        "pulsar:TOPIC@LEDGER:ENTRY:PARTITION or PATH@OFFSET (the record is fetched and its "
+        "attempt id and evidence MAC checked); free text only with --unverified.")],
     reason: mutation_opts.ReasonOpt,
     published: Annotated[bool | None, typer.Option(
         "--published/--not-published",
@@ -59,6 +61,10 @@ def resolve(
              "for a retry, or FAILED when no retries are left).")] = None,
     shard: Annotated[str | None, typer.Option(
         "--shard", help="The attempt's shard (default: found by looking it up).")] = None,
+    unverified: Annotated[bool, typer.Option(
+        "--unverified/--verified", help="--unverified records the evidence as your word, "
+        "unchecked (free text, or --not-published, which no destination record can prove); "
+        "--verified (the default) fetches the record it names and checks it.")] = False,
     operator: mutation_opts.AsOpt = None,
     key: mutation_opts.KeyOpt = None,
     precondition: mutation_opts.PreconditionOpt = None,
@@ -76,13 +82,62 @@ def resolve(
         raise UsageError("say what the evidence shows: --published or --not-published")
     if not evidence.strip():
         raise UsageError("--evidence must say what proves the outcome")
+    if not published and not unverified:
+        raise UsageError("no destination record can prove a message was NOT published",
+                         hint="pass --unverified to record your evidence as your word")
     who = mutation.identity(operator, reason, key, precondition)
     target = env.shard(shard) if shard else _attempt_shard(env, attempt_id)
+    if not unverified:
+        evidence = _verify(env, target, attempt_id, evidence)
     resolution = Resolution.PUBLISHED if published else Resolution.NOT_PUBLISHED
     mutation.run(env, build=lambda _shard: AttemptResolve(
         attempt_id=attempt_id, resolution=resolution, evidence=evidence,
-        operator=who.operator, reason=who.reason, precondition_digest=who.precondition),
+        verified=not unverified, operator=who.operator, reason=who.reason,
+        precondition_digest=who.precondition),
         shards=[target], who=who, dry_run=dry_run, yes=yes, wait=wait)
+
+
+def _verify(env: Env, shard: ShardId, attempt_id: str, reference: str) -> str:
+    """Fetch the record ``reference`` names; it must carry this attempt's id and evidence
+    MAC (under the route's key). Returns the evidence text to record."""
+    from nereus.engine.evidence_fetch import fetch_evidence, is_reference
+    from nereus.engine.secrets import route_key
+    from nereus.errors import NereusError, NotFound, UsageError
+    from nereus.evidence_mac import mac_matches
+    from nereus.state import keys
+    from nereus.state.store import ShardStore
+    from nereus.state.values import Attempt, decode_value
+
+    if not is_reference(reference):
+        raise UsageError(f"--evidence {reference!r} names no destination record, so it cannot "
+                         "be checked",
+                         hint="give kafka:TOPIC/PARTITION@OFFSET, "
+                         "pulsar:TOPIC@LEDGER:ENTRY:PARTITION or PATH@OFFSET, or pass "
+                         "--unverified to record it as your word")
+    with ShardStore.open(env.layout.shard_state(shard), read_only=True) as store:
+        raw = store.get(keys.attempt_key(attempt_id))
+    if raw is None:
+        raise NotFound(f"no attempt {attempt_id} on shard {shard}")
+    attempt = decode_value(raw, Attempt)
+    lane = env.config.lanes.get(attempt.lane)
+    if lane is None:
+        raise NotFound(f"attempt {attempt_id} is on lane {attempt.lane}, which "
+                       f"{env.config.source} does not configure: its destination is unknown")
+    fetched = fetch_evidence(reference, lane)
+    if fetched.attempt_id != attempt_id:
+        raise NereusError(
+            f"{reference} is not attempt {attempt_id}'s record: it carries attempt "
+            f"{fetched.attempt_id or '(none)'}", hint="find the record with this attempt's "
+            "nereus-attempt-id, or pass --unverified")
+    key = route_key(env.home, shard.route, create=False)
+    if not mac_matches(key, attempt.delay_message_id, attempt.generation, attempt_id,
+                       fetched.mac):
+        raise NereusError(
+            f"{reference} carries attempt {attempt_id} but its evidence MAC does not verify "
+            f"under route {shard.route}'s key: it was not written by this route's engine",
+            hint="check the key (<home>/secrets) matches the publishing home's, or pass "
+            "--unverified")
+    return f"verified {reference}: attempt id and evidence MAC match"
 
 
 def _attempt_shard(env: Env, attempt_id: str) -> ShardId:

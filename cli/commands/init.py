@@ -179,6 +179,22 @@ def pin_object_store(text: str, objects_path: Path) -> str:
     return text.rstrip("\n") + f'\n\n[objects]\nstore = "file"\n{line}\n'
 
 
+def _copy_route_keys(source: Path, target: Path, routes: dict[str, RouteSettings]) -> None:
+    """The routes' evidence keys go with their configuration: a home that publishes or
+    resolves for a route must sign and check evidence with the same key."""
+    import os
+    import shutil
+
+    from nereus.engine.secrets import key_path
+
+    for name in routes:
+        origin, copy = key_path(source, name), key_path(target, name)
+        if origin.exists() and not copy.exists():
+            copy.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            shutil.copyfile(origin, copy)
+            os.chmod(copy, 0o600)
+
+
 def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
     """``init --from HOME``: HOME's configuration, pointing at HOME's object store; with
     ``--copy-log`` the segments of HOME's file-log routes too (broker routes already point
@@ -229,6 +245,7 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
                          else 0})
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
+    _copy_route_keys(source.root, layout.root, copied.routes)
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)

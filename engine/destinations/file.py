@@ -3,7 +3,8 @@
 Each line carries ``delay_message_id``, ``attempt_id``, ``lane``, ``generation``,
 ``deliver_at`` and ``published_at`` (ISO-8601 UTC; ``published_at`` is read after
 admission, just before the write), ``key``, ``headers`` and ``payload`` (text when it is
-UTF-8, else base64 with ``payload_encoding = "base64"``).
+UTF-8, else base64 with ``payload_encoding = "base64"``) and ``mac``: the attempt's
+evidence MAC (``nereus.evidence_mac``), which the evidence scan checks.
 
 A line left unfinished by a crash (the engine killed mid-write) is ended with a newline
 before the next batch, so every later line still parses.
@@ -18,9 +19,10 @@ is ``<path>@<byte offset>``.
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
@@ -46,6 +48,7 @@ def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
         "key": template.key,
         "headers": template.headers,
         "payload": payload,
+        "mac": request.mac,
     }
     if encoding:
         line["payload_encoding"] = encoding
@@ -118,26 +121,30 @@ class FileDestination:
             offset += len(line)
         return results
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
-        return scan_file_evidence(self.path, attempt_ids)
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        return scan_file_evidence(self.path, wanted)
 
     def close(self) -> None:
         pass
 
 
-def scan_file_evidence(path: Path, attempt_ids: set[str]) -> dict[str, str]:
-    """Attempt ids found in an outbox file, with ``path@offset`` evidence."""
+def scan_file_evidence(path: Path, wanted: Mapping[str, str]) -> dict[str, str]:
+    """Attempt ids found in an outbox file with the MAC ``wanted`` expects for them, with
+    ``path@offset`` evidence."""
     found: dict[str, str] = {}
-    if not attempt_ids or not path.exists():
+    if not wanted or not path.exists():
         return found
     offset = 0
     with open(path, "rb") as handle:
         for raw in handle:
             try:
-                attempt = json.loads(raw).get("attempt_id")
+                line = json.loads(raw)
             except ValueError:
-                attempt = None  # a line cut short by a crash
-            if attempt in attempt_ids:
-                found[attempt] = f"{path}@{offset} (found by evidence scan)"
+                line = {}  # a line cut short by a crash
+            attempt = line.get("attempt_id") if isinstance(line, dict) else None
+            if isinstance(attempt, str) and attempt in wanted and hmac.compare_digest(
+                    str(line.get("mac", "")), wanted[attempt]):
+                found[attempt] = f"{path}@{offset} (found by evidence scan, MAC verified)"
             offset += len(raw)
     return found

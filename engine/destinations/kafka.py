@@ -28,9 +28,10 @@ UNKNOWN attempts with evidence; not finding one proves nothing.
 
 from __future__ import annotations
 
+import hmac
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -55,7 +56,9 @@ if TYPE_CHECKING:
 
 DELAY_MESSAGE_ID_HEADER: Final = "nereus-delay-message-id"
 ATTEMPT_ID_HEADER: Final = "nereus-attempt-id"
-_RESERVED_HEADERS: Final = frozenset({DELAY_MESSAGE_ID_HEADER, ATTEMPT_ID_HEADER})
+EVIDENCE_MAC_HEADER: Final = "nereus-evidence-mac"
+_RESERVED_HEADERS: Final = frozenset({DELAY_MESSAGE_ID_HEADER, ATTEMPT_ID_HEADER,
+                                      EVIDENCE_MAC_HEADER})
 
 LINGER_MS: Final = 5
 # a probe's metadata request never waits longer than this: the shard loop asks a lane
@@ -309,7 +312,8 @@ class KafkaDestination:
         headers: list[tuple[str, str | bytes | None]] = [
             (k, v.encode()) for k, v in template.headers.items() if k not in _RESERVED_HEADERS]
         headers += [(DELAY_MESSAGE_ID_HEADER, template.delay_message_id.encode()),
-                    (ATTEMPT_ID_HEADER, request.attempt_id.encode())]
+                    (ATTEMPT_ID_HEADER, request.attempt_id.encode()),
+                    (EVIDENCE_MAC_HEADER, request.mac.encode())]
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             reports[index] = _Report(err, msg)
@@ -375,10 +379,11 @@ class KafkaDestination:
 
     # evidence ---------------------------------------------------------------------------
     def scan_evidence(
-        self, attempt_ids: set[str], since_ms: int, until_ms: int
+        self, wanted: Mapping[str, str], since_ms: int, until_ms: int
     ) -> dict[str, str]:
-        """attempt id -> evidence for records carrying one of ``attempt_ids`` in their
-        ``nereus-attempt-id`` header, among those stamped from ``since_ms`` to ``until_ms``.
+        """attempt id -> evidence for records carrying one of ``wanted``'s attempt ids in
+        their ``nereus-attempt-id`` header *and* the MAC ``wanted`` expects for it in
+        ``nereus-evidence-mac``, among those stamped from ``since_ms`` to ``until_ms``.
 
         The window is found with the topic's time index (offsets_for_times), so widen it by
         the producers' clock error when the topic uses CreateTime. Raises
@@ -388,9 +393,9 @@ class KafkaDestination:
         """
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        if not attempt_ids:
+        if not wanted:
             return {}
-        wanted = {a.encode(): a for a in attempt_ids}
+        by_id = {a.encode(): a for a in wanted}
         consumer = Consumer(client_config(self.bootstrap, self.client_id, **{
             "group.id": f"nereus-scan-{self.topic}",  # never commits
             "enable.auto.commit": False,
@@ -407,14 +412,14 @@ class KafkaDestination:
                 consumer.assign([TopicPartition(self.topic, p, start)
                                  for p, (start, _) in ranges.items()])
             pending = set(ranges)
-            while pending and len(found) < len(wanted):
+            while pending and len(found) < len(by_id):
                 if time.monotonic() >= deadline:
                     raise unreachable(
                         self.bootstrap, f"scanning topic {self.topic}",
                         f"partitions {sorted(pending)} not read to the end within "
                         f"{self.timeout_s:g}s")
                 for msg in consumer.consume(_SCAN_BATCH, timeout=_SCAN_POLL_S):
-                    self._scan_one(msg, ranges, pending, wanted, found)
+                    self._scan_one(msg, ranges, pending, by_id, wanted, found)
             return found
         except KafkaException as exc:
             raise translate(exc, self.bootstrap, f"scanning topic {self.topic}") from None
@@ -456,7 +461,7 @@ class KafkaDestination:
 
     def _scan_one(
         self, msg: Message, ranges: dict[int, tuple[int, int]], pending: set[int],
-        wanted: dict[bytes, str], found: dict[str, str],
+        by_id: dict[bytes, str], wanted: Mapping[str, str], found: dict[str, str],
     ) -> None:
         partition = msg.partition()
         if partition is None or partition not in pending:
@@ -476,9 +481,13 @@ class KafkaDestination:
             pending.discard(partition)
             return
         raw = msg.headers() or []
-        for key, value in raw.items() if isinstance(raw, dict) else raw:
-            if key == ATTEMPT_ID_HEADER and isinstance(value, bytes) and value in wanted:
-                found[wanted[value]] = evidence_of(self.topic, partition, offset)
+        headers = dict(raw.items() if isinstance(raw, dict) else raw)
+        attempt = headers.get(ATTEMPT_ID_HEADER)
+        if isinstance(attempt, bytes) and attempt in by_id:
+            attempt_id = by_id[attempt]
+            mac = headers.get(EVIDENCE_MAC_HEADER)
+            if isinstance(mac, bytes) and hmac.compare_digest(mac, wanted[attempt_id].encode()):
+                found[attempt_id] = evidence_of(self.topic, partition, offset)
         if offset >= ranges[partition][1] - 1:
             pending.discard(partition)
 

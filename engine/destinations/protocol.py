@@ -20,7 +20,7 @@ until a probe passes. ``max_record_bytes`` is the destination's size limit for o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +32,9 @@ from nereus.records import Disposition, Outcome
 class PublishRequest:
     attempt_id: str
     template: PublishTemplate
+    # HMAC of (delay message id, generation, attempt id) under the route's key: written
+    # into the record beside the attempt id, so only our records count as evidence
+    mac: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +69,12 @@ class Destination(Protocol):
 
     def probe(self) -> str | None: ...
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
-        """Attempt ids with positive destination evidence (by the attempt-id header) in
-        ``[since_ms, until_ms]``, mapped to the evidence. Absence proves nothing."""
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        """Attempt ids with positive destination evidence in ``[since_ms, until_ms]``,
+        mapped to the evidence. ``wanted`` maps each attempt id to the MAC its record must
+        carry: a record with the attempt id but another MAC is not evidence. Absence
+        proves nothing."""
         ...
 
     def close(self) -> None: ...

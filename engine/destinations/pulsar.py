@@ -41,9 +41,10 @@ with readers (which deliver-at does not delay), and reports the MessageId of mes
 from __future__ import annotations
 
 import contextlib
+import hmac
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -61,6 +62,7 @@ from nereus.records import Disposition, Outcome
 
 PROPERTY_DELAY_MESSAGE_ID: Final = "nereus-delay-message-id"
 PROPERTY_ATTEMPT_ID: Final = "nereus-attempt-id"
+PROPERTY_EVIDENCE_MAC: Final = "nereus-evidence-mac"
 
 OK: Final = "Ok"
 BUILD_ERROR: Final = "BuildError"  # our own name: the message could not even be built
@@ -287,6 +289,7 @@ class PulsarDestination:
             properties = dict(template.headers)
             properties[PROPERTY_DELAY_MESSAGE_ID] = template.delay_message_id
             properties[PROPERTY_ATTEMPT_ID] = request.attempt_id
+            properties[PROPERTY_EVIDENCE_MAC] = request.mac
             sending[0] = index
             try:
                 producer.send_async(
@@ -336,14 +339,15 @@ class PulsarDestination:
                              message_fault=outcome == Outcome.NOT_PUBLISHED
                              and slot.name in MESSAGE_FAULTS)
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
-        """Wanted attempt ids found on the topic between ``since_ms`` and ``until_ms``
-        (publish time), mapped to their MessageId evidence. Stops when all are found, at
-        the end of each partition, past ``until_ms``, or at ``scan_timeout_s`` (returning
-        what it found: absence proves nothing)."""
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        """Wanted attempt ids found on the topic, with the MAC ``wanted`` expects for them,
+        between ``since_ms`` and ``until_ms`` (publish time), mapped to their MessageId
+        evidence. Stops when all are found, at the end of each partition, past
+        ``until_ms``, or at ``scan_timeout_s`` (returning what it found: absence proves
+        nothing)."""
         import pulsar
 
-        wanted = set(attempt_ids)
         found: dict[str, str] = {}
         if not wanted:
             return found
@@ -366,8 +370,11 @@ class PulsarDestination:
                             break
                         if message.publish_timestamp() > until_ms:
                             break
-                        attempt_id = message.properties().get(PROPERTY_ATTEMPT_ID)
-                        if attempt_id in wanted:
+                        properties = message.properties()
+                        attempt_id = properties.get(PROPERTY_ATTEMPT_ID)
+                        if attempt_id in wanted and hmac.compare_digest(
+                                str(properties.get(PROPERTY_EVIDENCE_MAC, "")),
+                                wanted[attempt_id]):
                             found[attempt_id] = message_evidence(self.topic,
                                                                  message.message_id())
                 finally:

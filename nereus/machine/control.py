@@ -192,7 +192,8 @@ def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:
         outcome, disposition = Outcome.PUBLISHED, Disposition.NONE
     else:
         outcome, disposition = Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE
-    evidence = f"operator {mutation.operator}: {mutation.evidence}"
+    checked = "verified" if mutation.verified else "unverified"
+    evidence = f"operator {mutation.operator} ({checked}): {mutation.evidence}"
     summary = settle(tx, attempt, message, outcome, disposition, evidence,
                      f"OPERATOR:{mutation.operator}")
     return applied(summary, delay_message_id=attempt.delay_message_id,

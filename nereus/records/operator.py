@@ -52,6 +52,9 @@ class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"
     attempt_id: str
     resolution: Resolution
     evidence: str = ""
+    # True when the CLI fetched the destination record the evidence names and its attempt
+    # id and evidence MAC matched; False: the operator's word (recorded as unverified)
+    verified: bool = False
 
 
 class MessageBreak(_Operator, frozen=True, kw_only=True, tag="MESSAGE_BREAK"):

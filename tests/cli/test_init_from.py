@@ -37,6 +37,10 @@ def test_init_from_copies_config_object_store_and_file_log(tmp_path: Path) -> No
     new_ends = {s["shard"]: s["log_end_position"] for s in
                 run_nereus("--json", "shard", "list", home=new).json()}
     assert new_ends == old_ends and sum(e or 0 for e in new_ends.values()) >= 1
+    # the route's evidence key (made by the old engine) came along, private
+    old_key, new_key = (home / "secrets" / "default.evidence-key" for home in (old, new))
+    assert new_key.read_text() == old_key.read_text()
+    assert new_key.stat().st_mode & 0o777 == 0o600
     again = run_nereus("init", "--from", str(old), "--copy-log", home=new)
     assert again.code == 1 and "already exists" in again.stderr
     itself = run_nereus("init", "--from", str(old), "--force", home=old)

@@ -249,24 +249,28 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
         refused = run_nereus("attempt", "resolve", "ghost-7", "--published", "--evidence",
                              "offset 41", "--reason", "checked", home=home)
         assert refused.code == 2
+        unchecked = run_nereus("attempt", "resolve", "ghost-7", "--published", "--evidence",
+                               "topic orders offset 41", "--reason", "checked", "--yes",
+                               home=home)
+        assert unchecked.code == 2 and "--unverified" in unchecked.stderr
         plan = _ok("attempt", "resolve", "ghost-7", "--published", "--evidence",
-                   "topic orders offset 41", "--reason", "checked the topic", "--dry-run",
-                   home=home)
+                   "topic orders offset 41", "--unverified", "--reason", "checked the topic",
+                   "--dry-run", home=home)
         assert plan["impact"]["attempts"][0]["from"] == "UNKNOWN"
         assert plan["impact"]["message_transitions"] == {"UNCERTAIN->PUBLISHED": 1}
         done = _ok("attempt", "resolve", "ghost-7", "--published", "--evidence",
-                   "topic orders offset 41", "--reason", "checked the topic", "--yes",
-                   "--wait", home=home)
+                   "topic orders offset 41", "--unverified", "--reason", "checked the topic",
+                   "--yes", "--wait", home=home)
         assert done["result"] == "APPLIED"
         assert _ok("message", "show", "order-7", home=home)["state"] == "PUBLISHED"
         assert _ok("attempt", "list", "--state", "unknown", home=home) == []
         # settled, it is no longer open; re-running finds it and reports the first result
         again = _ok("attempt", "resolve", "ghost-7", "--published", "--evidence",
-                    "topic orders offset 41", "--reason", "checked the topic", "--yes",
-                    "--wait", home=home)
+                    "topic orders offset 41", "--unverified", "--reason", "checked the topic",
+                    "--yes", "--wait", home=home)
         assert again["receipts"][0]["duplicate_of"] == done["receipts"][0]["source_position"]
     missing = run_nereus("attempt", "resolve", "nope", "--published", "--evidence", "e",
-                         "--reason", "r", "--yes", home=home)
+                         "--unverified", "--reason", "r", "--yes", home=home)
     assert missing.code == 3
 
 
@@ -278,7 +282,8 @@ EVERY_COMMAND = {
     "shard resume": ("shard", "resume", "default/0"),
     "message break": ("message", "break", "m-break"),
     "attempt resolve": ("attempt", "resolve", "a-1", "--shard", "default/0",
-                        "--not-published", "--evidence", "no record at the destination"),
+                        "--not-published", "--evidence", "no record at the destination",
+                        "--unverified"),
 }
 
 

@@ -77,7 +77,8 @@ def test_uncertain_attempt_blocks_the_upgrade_check_until_resolved(engine_home: 
     assert "resolve-uncertain" in uncertain["guidance"]
     assert blocked.json()["stopped_at"] is None  # a report: every check ran
     resolved = playbook(engine_home, "resolve-uncertain", f"attempt={GHOST}",
-                        "outcome=published", "evidence=consumer audit saw it at offset 7")
+                        "outcome=published", "evidence=consumer audit saw it at offset 7",
+                        "check=unverified")
     assert resolved.code == 0, resolved.stdout + resolved.stderr
     assert statuses(resolved) == {"show": "ok", "resolve": "ok", "gone": "ok", "message": "ok"}
     assert resolved.json()["steps"][1]["output"]["result"] == "APPLIED"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from nereus.engine.clock import TrustedClock
@@ -238,8 +238,9 @@ class LostResponseDestination:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
-        return self.inner.scan_evidence(attempt_ids, since_ms, until_ms)
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        return self.inner.scan_evidence(wanted, since_ms, until_ms)
 
     def close(self) -> None:
         pass

@@ -12,7 +12,7 @@ evidence, never a downgrade).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,8 @@ class HeldDestination:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
         return {}
 
     def close(self) -> None:

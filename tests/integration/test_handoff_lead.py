@@ -11,7 +11,7 @@ lead the destination really has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
@@ -47,7 +47,8 @@ class Holding:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
         return {}
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ from nereus.engine.destinations.kafka import (
     ATTEMPT_ID_HEADER,
     BATCH_REFUSALS,
     DELAY_MESSAGE_ID_HEADER,
+    EVIDENCE_MAC_HEADER,
     KafkaDestination,
     classify_delivery_error,
     classify_produce_error,
@@ -59,7 +60,16 @@ def request(attempt: str, *, key: str | None = "k", payload: bytes = b"payload",
         delay_message_id=message or f"m-{attempt}", generation=1, lane="kafka-lane",
         deliver_at_ms=1_000, action_at_ms=1_000, key=key, headers=headers or {},
         payload=payload)
-    return PublishRequest(attempt, template)
+    return PublishRequest(attempt, template, mac=mac_of(attempt))
+
+
+def mac_of(attempt: str) -> str:
+    """The evidence MAC a test request carries (any fixed text per attempt will do here)."""
+    return f"mac-{attempt}"
+
+
+def macs(*attempts: str) -> dict[str, str]:
+    return {attempt: mac_of(attempt) for attempt in attempts}
 
 
 def code(name: str) -> KafkaError:
@@ -301,7 +311,8 @@ def test_published_records_carry_key_value_and_headers_at_the_evidence_offsets(
         expected = [(k, v.encode()) for k, v in template.headers.items()
                     if k != ATTEMPT_ID_HEADER]
         expected += [(DELAY_MESSAGE_ID_HEADER, template.delay_message_id.encode()),
-                     (ATTEMPT_ID_HEADER, req.attempt_id.encode())]
+                     (ATTEMPT_ID_HEADER, req.attempt_id.encode()),
+                     (EVIDENCE_MAC_HEADER, req.mac.encode())]
         assert headers == expected
     # one key, one partition
     assert EVIDENCE.match(results[0].evidence)["partition"] == (  # type: ignore[index]
@@ -399,8 +410,9 @@ def test_topic_deleted_under_the_destination_ends_in_not_published_permanent(
 def test_scan_evidence_finds_published_attempts_and_only_those(
     bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
 ) -> None:
-    """scan_evidence returns the publish evidence for attempts whose header is on the topic
-    within the window, nothing for an attempt that was never sent, nothing before the window."""
+    """scan_evidence returns the publish evidence for attempts whose header and MAC are on
+    the topic within the window; nothing for an attempt never sent, nothing before the
+    window, nothing for a record with the attempt id but another MAC."""
     destination = destinations("kafka-lane", bootstrap, topic, partitions=2,
                                timeout_s=TIMEOUT_S)
     since = now_ms() - 1_000
@@ -409,10 +421,11 @@ def test_scan_evidence_finds_published_attempts_and_only_those(
     until = now_ms() + 1_000
     evidence = {r.attempt_id: r.evidence for r in results}
 
-    found = destination.scan_evidence({"p1", "p4", "never-sent"}, since, until)
+    found = destination.scan_evidence(macs("p1", "p4", "never-sent"), since, until)
     assert found == {"p1": evidence["p1"], "p4": evidence["p4"]}
-    assert destination.scan_evidence({"p2"}, until + 60_000, until + 120_000) == {}
-    assert destination.scan_evidence(set(), since, until) == {}
+    assert destination.scan_evidence(macs("p2"), until + 60_000, until + 120_000) == {}
+    assert destination.scan_evidence({}, since, until) == {}
+    assert destination.scan_evidence({"p3": "not-its-mac"}, since, until) == {}
 
 
 def test_unreachable_broker_is_reported_fast(
@@ -442,3 +455,25 @@ def test_unreachable_broker_is_reported_fast(
     assert int(caught.value.exit_code) == 5
     assert bootstrap in caught.value.message
     assert time.monotonic() - started < 5
+
+
+def test_an_evidence_reference_fetches_the_record_it_names(
+    bootstrap: str, topic: str, destinations: Callable[..., KafkaDestination]
+) -> None:
+    """`attempt resolve --evidence kafka:TOPIC/PARTITION@OFFSET` reads exactly that record:
+    its attempt id and evidence MAC; an offset past the end is NotFound."""
+    from nereus.config import parse_config
+    from nereus.engine.evidence_fetch import fetch_evidence
+    from nereus.errors import NotFound
+
+    destination = destinations("kafka-lane", bootstrap, topic, partitions=2,
+                               timeout_s=TIMEOUT_S)
+    results = destination.publish([request(f"f{i}", key=f"k{i}") for i in range(4)], now_ms)
+    lane = parse_config(f'[lanes.out]\ndestination = "kafka"\nbootstrap = "{bootstrap}"\n'
+                        f'topic = "{topic}"\n').lanes["out"]
+    for result in results:
+        fetched = fetch_evidence(result.evidence, lane)
+        assert (fetched.attempt_id, fetched.mac) == (result.attempt_id,
+                                                     mac_of(result.attempt_id))
+    with pytest.raises(NotFound):
+        fetch_evidence(f"kafka:{topic}/0@999999", lane)

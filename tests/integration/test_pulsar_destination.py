@@ -20,6 +20,7 @@ from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.destinations.pulsar import (
     PROPERTY_ATTEMPT_ID,
     PROPERTY_DELAY_MESSAGE_ID,
+    PROPERTY_EVIDENCE_MAC,
     PulsarDestination,
     classify_open_failure,
     classify_send,
@@ -52,7 +53,12 @@ def request(attempt_id: str, *, key: str | None = None, payload: bytes = b"hello
     return PublishRequest(attempt_id, PublishTemplate(
         delay_message_id=f"msg-{attempt_id}", generation=1, lane="pulsar-lane",
         deliver_at_ms=deliver_at, action_at_ms=deliver_at, key=key,
-        headers=headers or {}, payload=payload))
+        headers=headers or {}, payload=payload), mac=f"mac-{attempt_id}")
+
+
+def macs(*attempts: str) -> dict[str, str]:
+    """The evidence MACs test requests carry, as scan_evidence wants them."""
+    return {attempt: f"mac-{attempt}" for attempt in attempts}
 
 
 def outcomes(results: list[PublishResult]) -> list[tuple[Outcome, Disposition]]:
@@ -163,7 +169,8 @@ def test_published_messages_carry_payload_key_and_properties(
         assert message.partition_key() == req.template.key
         assert message.properties() == {**req.template.headers,
                                         PROPERTY_DELAY_MESSAGE_ID: f"msg-{req.attempt_id}",
-                                        PROPERTY_ATTEMPT_ID: req.attempt_id}
+                                        PROPERTY_ATTEMPT_ID: req.attempt_id,
+                                        PROPERTY_EVIDENCE_MAC: req.mac}
         message_id = message.message_id()
         assert id_of(by_attempt[req.attempt_id]) == (
             message_id.ledger_id(), message_id.entry_id(), message_id.partition())
@@ -263,17 +270,18 @@ def test_scan_evidence_finds_a_published_attempt_and_not_an_absent_one(
     evidence = {r.attempt_id: r.evidence for r in results}
     after = wall_ms()
     scanner = open_destination(topic)  # a fresh object, as after a restart
-    assert scanner.scan_evidence({"e1", "e2", "absent"}, before - 60_000, after + 1_000) == {
-        "e1": evidence["e1"], "e2": evidence["e2"]}
-    assert scanner.scan_evidence({"absent"}, before - 60_000, after + 1_000) == {}
-    assert scanner.scan_evidence({"e1"}, after + 1_000, after + 60_000) == {}
-    assert scanner.scan_evidence({"e1"}, before - 60_000, before - 30_000) == {}
-    assert scanner.scan_evidence(set(), 0, after) == {}
+    assert scanner.scan_evidence(macs("e1", "e2", "absent"), before - 60_000,
+                                 after + 1_000) == {"e1": evidence["e1"], "e2": evidence["e2"]}
+    assert scanner.scan_evidence(macs("absent"), before - 60_000, after + 1_000) == {}
+    assert scanner.scan_evidence(macs("e1"), after + 1_000, after + 60_000) == {}
+    assert scanner.scan_evidence(macs("e1"), before - 60_000, before - 30_000) == {}
+    assert scanner.scan_evidence({}, 0, after) == {}
+    assert scanner.scan_evidence({"e1": "not-its-mac"}, before - 60_000, after + 1_000) == {}
     plain = make_topic()  # not partitioned: the evidence says partition -1 both ways
     (result,) = open_destination(plain).publish([request("p1")], wall_ms)
     assert id_of(result.evidence)[2] == -1
-    assert open_destination(plain).scan_evidence({"p1"}, before - 60_000, wall_ms() + 1_000) \
-        == {"p1": result.evidence}
+    assert open_destination(plain).scan_evidence(macs("p1"), before - 60_000,
+                                                 wall_ms() + 1_000) == {"p1": result.evidence}
 
 
 # an unreachable broker -------------------------------------------------------------------
@@ -294,7 +302,7 @@ def test_unreachable_broker_is_not_ready_and_nothing_is_sent() -> None:
         assert all("nothing sent" in r.evidence for r in results)
         assert time.monotonic() - started < 4.5
         with pytest.raises(ServiceUnreachable):
-            destination.scan_evidence({"u1"}, 0, wall_ms())
+            destination.scan_evidence(macs("u1"), 0, wall_ms())
     finally:
         destination.close()
 
@@ -361,3 +369,23 @@ def test_open_failure_classification(name: str, expected: Disposition) -> None:
     disposition its error names (the lane's problem unless it is the topic's or quota)."""
     assert classify_open_failure(_pulsar_error(name)) == expected
     assert classify_open_failure(name) == expected
+
+
+def test_an_evidence_reference_fetches_the_message_it_names(
+    make_topic: Callable[..., str], open_destination: Callable[..., PulsarDestination],
+    endpoint: PulsarEndpoint,
+) -> None:
+    """`attempt resolve --evidence pulsar:TOPIC@LEDGER:ENTRY:PARTITION` reads exactly that
+    message's attempt id and evidence MAC, on a partitioned topic and a plain one."""
+    from nereus.config import parse_config
+    from nereus.engine.evidence_fetch import fetch_evidence
+
+    lane = parse_config(f'[lanes.out]\ndestination = "pulsar"\n'
+                        f'service_url = "{endpoint.service_url}"\n').lanes["out"]
+    for topic in (make_topic(partitions=2), make_topic()):
+        results = open_destination(topic).publish([request("v1", key="a"),
+                                                   request("v2", key="b")], wall_ms)
+        for result in results:
+            fetched = fetch_evidence(result.evidence, lane)
+            assert (fetched.attempt_id, fetched.mac) == (result.attempt_id,
+                                                         f"mac-{result.attempt_id}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,7 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
         def probe(self) -> str | None:
             return None
 
-        def scan_evidence(self, attempt_ids: set[str], since_ms: int,
+        def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
                           until_ms: int) -> dict[str, str]:
             return {}
 

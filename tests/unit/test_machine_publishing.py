@@ -89,6 +89,22 @@ def test_admission_needs_proof_that_expiry_is_still_open() -> None:
     assert shard.result(ok, broker_ms=1_990).status == ResultStatus.APPLIED
 
 
+def test_an_admission_applied_after_expire_at_still_wins() -> None:
+    """expireAt bounds the *decision*: an admission decided while expiry was provably open
+    wins even when source lag applies it after expireAt (seed: source lag does not rewrite
+    an already valid admission into rejection); one decided after it does not."""
+    shard = MemoryShard()
+    shard.apply(schedule("m1", 1_000, expire_at_ms=2_000))
+    lagged = admission(shard, "m1", "a1", earliest=1_990, latest=2_000)
+    result = shard.result(lagged, broker_ms=2_500)
+    assert result.status == ResultStatus.APPLIED
+    message = shard.message("m1")
+    assert message is not None and message.state == MessageState.PUBLISHING
+    shard.apply(schedule("m2", 1_000, expire_at_ms=2_000))
+    late = admission(shard, "m2", "a2", earliest=2_001, latest=2_010)
+    assert shard.result(late, broker_ms=2_010).reason == Reason.EXPIRED
+
+
 def test_admission_from_a_clock_far_ahead_of_the_broker_is_stale() -> None:
     """A decision claiming a time well after the broker persisted it is TIME_EVIDENCE."""
     shard = MemoryShard()

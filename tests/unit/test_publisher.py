@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.event_log import RecordingEventLog
@@ -43,7 +43,8 @@ class Scripted:
     def probe(self) -> str | None:
         return "still broken" if self.broken else None
 
-    def scan_evidence(self, attempt_ids: set[str], since_ms: int, until_ms: int) -> dict[str, str]:
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
         return {}
 
     def close(self) -> None:

@@ -1,0 +1,54 @@
+"""Route secrets kept outside the Shard Log: the key destination evidence is signed with.
+
+``<home>/secrets/<route>.evidence-key`` holds 32 random bytes (hex), made on first use with
+mode 0600 in a 0700 directory. Every home that publishes or resolves for a route must hold
+the same key: ``nereus init --from HOME`` copies it; a home attached to another's route
+(``init --attach``) needs that home's key file copied in, or its evidence will not verify.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from nereus.errors import UsageError
+from nereus.layout import HomeLayout
+
+
+def key_path(home: Path, route: str) -> Path:
+    return HomeLayout(home).root / "secrets" / f"{route}.evidence-key"
+
+
+def route_key(home: Path, route: str, *, create: bool = True) -> bytes:
+    """The route's evidence key (made, 0600, when missing and ``create``)."""
+    path = key_path(home, route)
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        if not create:
+            raise UsageError(f"no evidence key for route {route} at {path}",
+                             hint="copy it from the home that publishes for this route") from None
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        fresh = secrets.token_hex(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it meanwhile: use theirs
+            return route_key(home, route, create=False)
+        try:
+            os.write(fd, (fresh + "\n").encode())
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        return bytes.fromhex(fresh)
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise UsageError(f"{path} is not a hex key", hint="restore it from the home that "
+                         "made it (64 hex digits)") from None
+    if len(key) < 16:
+        raise UsageError(f"{path} holds a key of {len(key)} bytes; at least 16 are needed")
+    return key

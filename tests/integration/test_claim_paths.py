@@ -1,0 +1,153 @@
+"""Claims that end without a send, and a lane that hangs while READY.
+
+* **Claim expiry and the decline path.** The first admission reaches the Shard Log only
+  after its claim's deadline (a slow append): its claim is released, the admission still
+  wins when applied (nothing in the log revoked it), and this owner — the only one that
+  could have sent it — declines it: NOT_PUBLISHED LANE_UNAVAILABLE "owner declined before
+  any send". The message goes back to the timeline and the next attempt publishes it,
+  once.
+* **A READY lane that hangs holds only its own permits.** Its destination accepts calls
+  and never returns; it keeps at most ``lane_in_flight`` claims, and a healthy lane keeps
+  publishing on time from the rest of the engine's permits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.engine import EngineSettings
+from nereus.engine.scheduler.permits import PermitLimits
+from nereus.engine.scheduler.planner import PlannerSettings
+from nereus.engine.shard_loop import LoopSettings
+from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode
+from nereus.state import keys
+from nereus.state.values import Attempt, decode_value
+from nereus.views import find_message
+from tests.integration.engine_harness import file_lane, lateness_ms, now_ms, running_engine
+
+CLAIM_TTL_MS = 200
+
+
+class SlowFirstAdmission:
+    """The shard's log, but the first append holding an admission takes 3 claim TTLs."""
+
+    def __init__(self, inner: ShardLog) -> None:
+        self.inner = inner
+        self.dense = inner.dense
+        self.slowed = threading.Event()
+
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
+        if not self.slowed.is_set() and any(isinstance(decode(p), PublishAdmission)
+                                            for p in payloads):
+            self.slowed.set()
+            time.sleep(3 * CLAIM_TTL_MS / 1000)  # the slow broker this test is about
+        return self.inner.append(payloads)
+
+    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
+        return self.inner.read(from_position, max_records)
+
+    def end_position(self) -> int:
+        return self.inner.end_position()
+
+    def ack(self, position: int) -> None:
+        self.inner.ack(position)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """First attempt: declined before any send (claim expired); second: PUBLISHED; the
+    destination saw the message once."""
+    from nereus.engine import engine as engine_module
+
+    real_open = engine_module.open_shard_log
+    monkeypatch.setattr(engine_module, "open_shard_log",
+                        lambda *a, **k: SlowFirstAdmission(real_open(*a, **k)))
+    settings = EngineSettings(loop=LoopSettings(planner=PlannerSettings(
+        claim_ttl_ms=CLAIM_TTL_MS)))
+    home = tmp_path / "home"
+    with running_engine(home, partitions=1, settings=settings) as h:
+        (loop,) = h.engine.shards.values()
+        h.queue([h.schedule("m1", now_ms() - 1)])
+        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.state == "PUBLISHED", 30, "m1 PUBLISHED after the decline")
+        attempts = sorted((decode_value(raw, Attempt) for _, raw in
+                           loop.store.scan_prefix(keys.ATTEMPT)), key=lambda a: a.attempt_no)
+        message = find_message(loop.store, "m1")
+    assert [a.state for a in attempts] == [AttemptState.NOT_PUBLISHED, AttemptState.PUBLISHED]
+    first = attempts[0]
+    assert first.disposition == Disposition.LANE_UNAVAILABLE
+    assert "owner declined before any send" in first.evidence
+    assert "claim" in first.evidence
+    assert message is not None and message.unavailable == 1 and message.retries == 0
+    assert [line["attempt_id"] for line in h.outbox()] == [attempts[1].attempt_id]
+
+
+class Hung:
+    """A destination that is READY and never answers until released."""
+
+    name = "hung"
+    max_record_bytes = None
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now: Callable[[], int]) -> list[PublishResult]:
+        self.calls += 1
+        self.release.wait(60)
+        return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE, "late")
+                for r in requests]
+
+    def probe(self) -> str | None:
+        return None
+
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        self.release.set()
+
+
+@pytest.mark.timeout(90)
+def test_a_ready_lane_that_hangs_holds_only_its_own_permits(tmp_path: Path) -> None:
+    """100 due on a hanging READY lane, 200 on a healthy one: the hung lane holds at most
+    lane_in_flight claims, the healthy lane publishes all on time (p99 under 500 ms)."""
+    hung = Hung()
+    settings = EngineSettings(permits=PermitLimits(worker=40, lane=20))
+    lanes = file_lane("local", "outbox/local.jsonl") + '[lanes.hung]\ndestination = "file"\n' \
+        'path = "outbox/hung.jsonl"\n'
+    home = tmp_path / "home"
+    with running_engine(home, lanes=lanes, settings=settings,
+                        destinations={"hung": hung}) as h:
+        base = now_ms()
+        h.queue([h.schedule(f"stuck{i}", base, lane="hung") for i in range(100)])
+        h.wait_for(lambda: hung.calls >= 1, 10, "the hung lane's first call")
+        h.queue([h.schedule(f"good{i}", base + 500 + 5 * i) for i in range(200)])
+        peak: list[int] = []
+
+        def healthy_done() -> bool:
+            peak.append(h.engine.permits.in_flight("hung"))
+            return len(h.outbox()) == 200
+
+        h.wait_for(healthy_done, 30, "the healthy lane to publish")
+        assert h.engine.publishers["hung"].ready, "the hanging lane is READY all along"
+        assert max(peak) <= 20, f"the hung lane held {max(peak)} permits"
+        lines: list[dict[str, Any]] = h.outbox()
+        hung.release.set()
+    late = sorted(lateness_ms(line) for line in lines)
+    assert late[0] >= 0
+    assert late[int(len(late) * 0.99) - 1] < 500, f"healthy lane p99 lateness {late[-5:]} ms"
