@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +26,22 @@ from nereus.engine.engine import EngineSettings
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
 from nereus.views import find_message
+from tests.integration.doubles import DelegatingLog, QuietDestination
 from tests.integration.engine_harness import file_lane, lateness_ms, now_ms, running_engine
 
 CLAIM_TTL_MS = 200
 
 
-class SlowFirstAdmission:
+class SlowFirstAdmission(DelegatingLog):
     """The shard's log, but the first append holding an admission takes 3 claim TTLs."""
 
     def __init__(self, inner: ShardLog) -> None:
-        self.inner = inner
-        self.dense = inner.dense
+        super().__init__(inner)
         self.slowed = threading.Event()
 
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
@@ -50,18 +50,6 @@ class SlowFirstAdmission:
             self.slowed.set()
             time.sleep(3 * CLAIM_TTL_MS / 1000)  # the slow broker this test is about
         return self.inner.append(payloads)
-
-    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        return self.inner.read(from_position, max_records)
-
-    def end_position(self) -> int:
-        return self.inner.end_position()
-
-    def ack(self, position: int) -> None:
-        self.inner.ack(position)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(60)
@@ -94,11 +82,10 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
     assert [line["attempt_id"] for line in h.outbox()] == [attempts[1].attempt_id]
 
 
-class Hung:
+class Hung(QuietDestination):
     """A destination that is READY and never answers until released."""
 
     name = "hung"
-    max_record_bytes = None
 
     def __init__(self) -> None:
         self.release = threading.Event()
@@ -110,13 +97,6 @@ class Hung:
         self.release.wait(60)
         return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE, "late")
                 for r in requests]
-
-    def probe(self) -> str | None:
-        return None
-
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
-                      until_ms: int) -> dict[str, str]:
-        return {}
 
     def close(self) -> None:
         self.release.set()

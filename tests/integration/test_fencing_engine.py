@@ -12,7 +12,7 @@ evidence, never a downgrade).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,14 +23,12 @@ from nereus.engine.supervisor import WorkerState
 from nereus.records import ActivationBarrier, AttemptState, Disposition, Outcome, encode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
+from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import now_ms, running_engine
 
 
-class HeldDestination:
+class HeldDestination(QuietDestination):
     """Records what reaches it; each call waits until ``release`` is set."""
-
-    name = "local"
-    max_record_bytes = None
 
     def __init__(self) -> None:
         self.release = threading.Event()
@@ -44,13 +42,6 @@ class HeldDestination:
         self.release.wait(30)
         return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE, "held@0")
                 for r in requests]
-
-    def probe(self) -> str | None:
-        return None
-
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
-                      until_ms: int) -> dict[str, str]:
-        return {}
 
     def close(self) -> None:
         self.release.set()

@@ -11,7 +11,7 @@ lead the destination really has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
@@ -20,6 +20,7 @@ from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from nereus.views import find_message
+from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import now_ms, running_engine
 
 
@@ -28,11 +29,10 @@ def handoff_lane(lead_ms: int) -> str:
             f"lead_ms = {lead_ms}\n")
 
 
-class Holding:
+class Holding(QuietDestination):
     """Stands in for Pulsar's deliver_at handoff: records what it was handed, and when."""
 
     name = "held"
-    max_record_bytes = None
 
     def __init__(self) -> None:
         self.handed: dict[str, int] = {}
@@ -43,16 +43,6 @@ class Holding:
             self.handed[request.template.delay_message_id] = now()
         return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE, "held")
                 for r in requests]
-
-    def probe(self) -> str | None:
-        return None
-
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
-                      until_ms: int) -> dict[str, str]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 def replicated_lead(store: object, lane: str = "held") -> int:

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.records import Gate, LaneGate, PublishAdmission, decode, encode
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import parse_time_ms
+from tests.integration.doubles import DelegatingLog
 from tests.integration.engine_harness import now_ms, running_engine
 
 ORDERED_LANE = ('[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n'
@@ -35,14 +36,13 @@ def gate(lane_gate: Gate, n: int) -> bytes:
                            reason="close around the due time", idempotency_key=f"gate-{n}"))
 
 
-class CloseBeforeAdmission:
+class CloseBeforeAdmission(DelegatingLog):
     """The shard's real log, but the lane's CLOSE is appended just before the admission of
     one chosen message: the claim was made with the lane OPEN, its admission is applied
     with the lane CLOSED (STALE LANE_CLOSED), deterministically."""
 
     def __init__(self, inner: ShardLog, target: str) -> None:
-        self.inner = inner
-        self.dense = inner.dense
+        super().__init__(inner)
         self.target = target
         self.closed = threading.Event()
 
@@ -53,18 +53,6 @@ class CloseBeforeAdmission:
             self.inner.append([gate(Gate.CLOSED, 1)])
             self.closed.set()
         return self.inner.append(payloads)
-
-    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        return self.inner.read(from_position, max_records)
-
-    def end_position(self) -> int:
-        return self.inner.end_position()
-
-    def ack(self, position: int) -> None:
-        self.inner.ack(position)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(120)

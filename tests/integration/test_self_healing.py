@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from nereus.timespec import parse_time_ms
 from tests.conftest import run_nereus
 from tests.daemon import engine_pid, read_outbox, running_engine, wait_for
 from tests.integration import engine_harness
+from tests.integration.doubles import DelegatingLog, QuietDestination
 from tests.integration.engine_harness import now_ms
 
 
@@ -93,12 +94,11 @@ def test_a_failing_lane_heals_without_an_engine_restart(tmp_path: Path) -> None:
     assert not early, early
 
 
-class FlakyLog:
+class FlakyLog(DelegatingLog):
     """A Shard Log that fails every append and read while ``down`` is set (a lost broker)."""
 
     def __init__(self, inner: ShardLog) -> None:
-        self.inner = inner
-        self.dense = inner.dense
+        super().__init__(inner)
         self.down = threading.Event()
         self.failed_calls = 0
 
@@ -114,15 +114,6 @@ class FlakyLog:
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
         self._check()
         return self.inner.read(from_position, max_records)
-
-    def end_position(self) -> int:
-        return self.inner.end_position()
-
-    def ack(self, position: int) -> None:
-        self.inner.ack(position)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(120)
@@ -143,11 +134,8 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
     monkeypatch.setattr(engine_module, "open_shard_log", open_flaky)
     gate = threading.Event()
 
-    class HeldDestination:
+    class HeldDestination(QuietDestination):
         """Publishes to a file, but holds each call until ``gate`` opens (in flight)."""
-
-        name = "local"
-        max_record_bytes = None
 
         def __init__(self, path: Path) -> None:
             from nereus.engine.destinations.file import FileDestination
@@ -157,16 +145,6 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
         def publish(self, requests: Any, now: Any) -> Any:
             gate.wait(30)
             return self.file.publish(requests, now)
-
-        def probe(self) -> str | None:
-            return None
-
-        def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
-                          until_ms: int) -> dict[str, str]:
-            return {}
-
-        def close(self) -> None:
-            pass
 
     home = tmp_path / "home"
     destination = HeldDestination(home / "outbox" / "local.jsonl")

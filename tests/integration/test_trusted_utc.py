@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,15 +29,13 @@ from nereus.records import Gate
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
+from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import now_ms, running_engine
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
 
 
-class TrueTimeFile:
+class TrueTimeFile(QuietDestination):
     """The file destination, noting the true (unskewed) time of every publish."""
-
-    name = "local"
-    max_record_bytes = None
 
     def __init__(self, path: Path) -> None:
         self.file = FileDestination("local", path)
@@ -51,16 +49,6 @@ class TrueTimeFile:
             self.true_ms[request.template.delay_message_id] = stamp
             self.deliver_ms[request.template.delay_message_id] = request.template.deliver_at_ms
         return self.file.publish(requests, now)
-
-    def probe(self) -> str | None:
-        return None
-
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
-                      until_ms: int) -> dict[str, str]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 class Switchable:
