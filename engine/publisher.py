@@ -157,10 +157,13 @@ class LanePublisher:
 
     def _decline(self, jobs: list[_Job], reason: str) -> None:
         """Jobs taken while the lane is NOT READY: never handed to the destination."""
-        for job in jobs:
-            self._unreplied.append((job, PublishResult(
-                job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
-                f"lane {self.lane} NOT READY ({reason}): never handed to the destination")))
+        answers = [(job, PublishResult(
+            job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+            f"lane {self.lane} NOT READY ({reason}): never handed to the destination"))
+            for job in jobs]
+        with self._lock:  # one step: a declined job is answered, never also still unsent
+            self._unreplied.extend(answers)
+            self._unsent.clear()
         self._reply_known()
 
     def _reply_known(self) -> None:
@@ -212,7 +215,6 @@ class LanePublisher:
                 # first, and never send while it is known to be unusable
                 self._probe()
                 if self.not_ready_reason is not None:
-                    self._unsent.clear()
                     self._decline(jobs, self.not_ready_reason)
                     continue
             jobs = self._through_gates(jobs)

@@ -146,6 +146,9 @@ def status(ctx: typer.Context) -> None:
             shards.add_row(s["shard"], s["state"], str(s["applied_position"]), str(s["lag"]),
                            str(s["in_flight"]), str(s["uncertain"]))
         out.print(shards)
+        for s in data["shards"]:
+            if s.get("waiting"):
+                out.print(f"{s['shard']} admits nothing now: {s['waiting']}", markup=False)
         lanes = Table("lane", "gate", "readiness", "due backlog", "published", "failures")
         for lane in data["lanes"]:
             lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
