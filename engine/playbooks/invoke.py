@@ -69,6 +69,8 @@ def parse_output(stdout: str) -> tuple[Any, str | None]:
         return json.loads(stdout), None
     except json.JSONDecodeError as exc:
         return None, f"stdout is not one JSON document ({exc.msg} at line {exc.lineno})"
+    except RecursionError:
+        return None, "stdout is a JSON document nested too deeply to read"
 
 
 class SubprocessInvoke:
@@ -83,12 +85,13 @@ class SubprocessInvoke:
         self.env = base
 
     def __call__(self, args: Sequence[str], *, home: str, timeout_ms: int) -> Invocation:
-        argv = [*self.command, "--home", home, "--json", *args]
+        # --home=HOME is one word: a home that starts with "-" is still the home
+        argv = [*self.command, f"--home={home}", "--json", *args]
         started = time.monotonic()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, env=self.env)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
             return Invocation(tuple(args), home, None, None, "", 0,
                               f"could not start {argv[0]}: {exc}")
         problem = None

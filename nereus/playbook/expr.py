@@ -29,6 +29,11 @@ Functions (``PATH`` is a string naming a dotted path inside each item, e.g. ``"g
 An evaluation problem (a missing key, comparing a string with a number) raises
 ``ExpressionError``; a playbook check that raises is a failed check whose detail is the
 message.
+
+The evaluator recurses over the syntax tree, and that is bounded where the tree is made:
+:func:`nereus.playbook.syntax.parse` refuses a tree deeper than ``MAX_EXPRESSION_DEPTH``
+(32), so evaluating or explaining one takes at most a few frames per level. Walks over
+*values* (``equal``) are loops, since a command's output can nest as deep as it likes.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from typing import Any
 from nereus.playbook.syntax import (
     FUNCTIONS,
     KEYWORDS,
+    MAX_EXPRESSION_CHARS,
+    MAX_EXPRESSION_DEPTH,
     Attr,
     Binary,
     Call,
@@ -59,7 +66,8 @@ from nereus.playbook.syntax import (
 )
 
 # the language's public names, wherever they are defined
-__all__ = ["FUNCTIONS", "KEYWORDS", "Expression", "ExpressionError", "Json", "equal",
+__all__ = ["FUNCTIONS", "KEYWORDS", "MAX_EXPRESSION_CHARS", "MAX_EXPRESSION_DEPTH",
+           "Expression", "ExpressionError", "Json", "equal",
            "evaluate", "explain", "literal", "names_used", "parse", "show", "truthy"]
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -93,20 +101,32 @@ def _kind(value: Json) -> str:
 
 
 def equal(left: Json, right: Json) -> bool:
-    """Structural JSON equality; booleans and numbers never equal each other."""
-    if _kind(left) != _kind(right):
-        return False
-    if isinstance(left, list):
-        return len(left) == len(right) and all(equal(a, b) for a, b in zip(left, right,
-                                                                         strict=True))
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(equal(left[k], right[k]) for k in left)
-    return bool(left == right)
+    """Structural JSON equality; booleans and numbers never equal each other. A loop over
+    pairs, not recursion: the values come from commands' output, however deep."""
+    pairs = [(left, right)]
+    while pairs:
+        a, b = pairs.pop()
+        if _kind(a) != _kind(b):
+            return False
+        if isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            pairs.extend(zip(a, b, strict=True))
+        elif isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            pairs.extend((a[k], b[k]) for k in a)
+        elif a != b:
+            return False
+    return True
 
 
 def show(value: Json, limit: int = 80) -> str:
     """A value as JSON, shortened for messages."""
-    text = json.dumps(value, default=str, ensure_ascii=False)
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except RecursionError:  # a value nested deeper than json can write
+        text = f"<a {_kind(value)} too deeply nested to show>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -29,7 +29,7 @@ import msgspec
 from nereus.errors import UsageError
 from nereus.playbook.expr import Json, equal, show
 from nereus.playbook.model import Playbook
-from nereus.playbook.plan import convert
+from nereus.playbook.plan import check_variable_names, convert
 
 JOURNAL_VERSION = 1
 
@@ -153,6 +153,7 @@ def resume_point(playbook: Playbook, entries: Sequence[Entry], given: Mapping[st
     """Where ``--resume`` continues the last run of ``entries``, with ``given`` variables
     (each must equal the journal's; the journal's fill in the rest). ResumeRefused with a
     message saying why not."""
+    check_variable_names(playbook, given)  # a mistyped --var first: it is what to fix
     run = last_run(entries)
     if not run:
         raise ResumeRefused(f"no run of playbook {playbook.name} to resume in {journal}",
@@ -176,7 +177,7 @@ def resume_point(playbook: Playbook, entries: Sequence[Entry], given: Mapping[st
     for name, raw in sorted(given.items()):
         variable = playbook.variable(name)
         if variable is None:
-            continue  # resolve_variables names unknown variables
+            continue  # not reached: check_variable_names refused it
         value = convert(variable, raw)
         if name in started.variables and not equal(value, started.variables[name]):
             differences.append(f"{name}={show(value)} (the run has {name}="

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nereus.errors import UsageError
+from nereus.playbook.command import command_words
 from nereus.playbook.expr import (
     FUNCTIONS,
     KEYWORDS,
@@ -116,6 +117,9 @@ def load_playbook(text: str, *, origin: str, name: str | None = None,
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line L, column C)"
         raise PlaybookError(f"{origin}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise PlaybookError(f"{origin}: arrays or inline tables are nested too deeply for a "
+                            "playbook") from None
     source = _Source(text, origin)
     for key in sorted(set(data) - _TOP_KEYS):
         raise source.error(source.top_line(key), "", f"unknown key {key!r} (known: "
@@ -323,7 +327,12 @@ def _run(source: _Source, line: int | None, where: str, value: Any) -> tuple[Tem
                            "`nereus --home HOME --json`")
     if words[0] in ("playbook",):
         raise source.error(line, where, "run: a playbook cannot run playbooks")
-    return tuple(_template(source, line, where, "run", word) for word in words)
+    run = tuple(_template(source, line, where, "run", word) for word in words)
+    try:
+        command_words(run)
+    except ExpressionError as exc:
+        raise source.error(line, where, f"run: {exc.message}") from None
+    return run
 
 
 def _template(source: _Source, line: int | None, where: str, key: str, value: Any) -> Template:

@@ -9,11 +9,13 @@ templates; a dry run shows those holes as ``<steps.take.checkpoint_id>``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nereus.errors import UsageError
+from nereus.playbook.command import command_words, render_command, render_word
 from nereus.playbook.expr import Expression, ExpressionError, Json, evaluate, explain, truthy
 from nereus.playbook.model import Playbook, Step, Variable
 from nereus.playbook.template import Template, render, render_known
@@ -49,15 +51,26 @@ def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def check_variable_names(playbook: Playbook, given: Mapping[str, str]) -> None:
+    """Every ``--var`` must name a variable the playbook declares: a usage error listing the
+    unknown ones, what it takes and the likely intended name."""
+    names = [v.name for v in playbook.variables]
+    unknown = sorted(set(given) - set(names))
+    if not unknown:
+        return
+    guesses = [f"{name} -> {close[0]}" for name in unknown
+               if (close := difflib.get_close_matches(name, names, n=1, cutoff=0.6))]
+    known = ", ".join(names) or "none"
+    raise UsageError(f"playbook {playbook.name} has no variable(s) "
+                     f"{', '.join(unknown)}"
+                     + (f" (did you mean {'; '.join(guesses)}?)" if guesses else ""),
+                     hint=f"its variables: {known} (`nereus playbook show {playbook.name}`)")
+
+
 def resolve_variables(playbook: Playbook, given: Mapping[str, str]) -> dict[str, Json]:
     """Every variable's value: given, else its default; unknown or missing ones are usage
     errors that list what the playbook takes."""
-    unknown = sorted(set(given) - {v.name for v in playbook.variables})
-    if unknown:
-        known = ", ".join(v.name for v in playbook.variables) or "none"
-        raise UsageError(f"playbook {playbook.name} has no variable(s) {', '.join(unknown)}",
-                         hint=f"its variables: {known} (`nereus playbook show "
-                         f"{playbook.name}`)")
+    check_variable_names(playbook, given)
     missing = [v for v in playbook.variables if v.required and v.name not in given]
     if missing:
         listing = "; ".join(f"{v.name} ({v.description})" for v in missing)
@@ -160,8 +173,9 @@ def judge(conditions: Sequence[Expression], scope: Mapping[str, Json]) -> list[C
 
 
 def render_args(step: Step, scope: Mapping[str, Json]) -> list[str]:
-    """The command's arguments with every hole filled (ExpressionError if one cannot be)."""
-    return [render(word, scope) for word in step.run]
+    """The command's arguments with every hole filled (ExpressionError if one cannot be),
+    laid out so that no value can be read as an option (:mod:`nereus.playbook.command`)."""
+    return render_command(command_words(step.run), scope)
 
 
 def items_of(step: Step, scope: Mapping[str, Json]) -> list[Json]:
@@ -189,6 +203,21 @@ def guidance(step: Step, playbook: Playbook, scope: Mapping[str, Json]) -> str |
 # -- what a dry run shows ----------------------------------------------------------------------
 
 
+def _known_command(step: Step, scope: Mapping[str, Json]) -> list[str]:
+    """The command line a run would use, holes filled where they can be."""
+    try:
+        words = command_words(step.run)
+    except ExpressionError as exc:
+        return [*(w.source for w in step.run), f"(cannot run: {exc.message})"]
+    out = []
+    for word in words:
+        try:
+            out.append(render_word(word, scope, known=True))
+        except ExpressionError as exc:
+            out.append(f"{word.source} (cannot be filled in: {exc.message})")
+    return out
+
+
 def describe_step(plan: Plan, planned: PlannedStep) -> dict[str, Any]:
     """One step of the plan as a JSON-ready dict, holes filled where they can be."""
     step = planned.step
@@ -207,7 +236,7 @@ def describe_step(plan: Plan, planned: PlannedStep) -> dict[str, Any]:
         "id": step.id,
         "title": step.title,
         "description": step.description,
-        "run": [known(word) for word in step.run],
+        "run": _known_command(step, scope),
         "home": planned.home,
         "for_each": step.for_each.source if step.for_each else None,
         "pre": [c.source for c in step.pre],

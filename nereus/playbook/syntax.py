@@ -19,6 +19,16 @@ Grammar (lowest precedence first)::
                 | NAME "(" [expr ("," expr)*] ")" | NAME | "(" expr ")"
 
 Evaluation (what the values mean) is :mod:`nereus.playbook.expr`.
+
+Input bounds: a playbook is data an operator may have written by hand or generated, so an
+expression longer than ``MAX_EXPRESSION_CHARS`` or nested deeper than
+``MAX_EXPRESSION_DEPTH`` is refused when it is parsed, with an ``ExpressionError`` (a usage
+error) that says the size and the limit. Depth is checked twice: the bracket nesting
+(``(``, ``[``, a call's arguments) before parsing, because brackets are where the parser
+recurses (prefix ``not``/``-`` and operator chains are parsed by loops), and the depth of
+the finished tree, because that is where the evaluator, ``explain`` and the dataclasses'
+``==`` recurse. With both under ``MAX_EXPRESSION_DEPTH`` no walk of an expression
+recurses more than a few frames per level, so none can raise RecursionError.
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "null"})
 FUNCTIONS = frozenset({"len", "all", "any", "pluck", "find", "where"})
 _COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 _PUNCTUATION = ("==", "!=", "<=", ">=", "<", ">", "(", ")", "[", "]", ".", ",", "+", "-")
+
+# The longest expression (a condition, or one {hole} of a template) a playbook may hold.
+# The longest shipped condition is about 150 characters.
+MAX_EXPRESSION_CHARS = 4096
+# The deepest an expression may nest: brackets, and levels of its syntax tree (every
+# operator, call, index, key and not/- is one; `a and b and c` is 3 deep). The deepest
+# shipped condition is 6 deep; long `and` chains belong in several conditions.
+MAX_EXPRESSION_DEPTH = 32
+# How much of an expression an error message quotes.
+_QUOTE_CHARS = 60
 
 
 def is_number(value: Json) -> bool:
@@ -130,7 +150,16 @@ def tokenize(source: str) -> list[Token]:
 
 
 def _syntax(source: str, pos: int, message: str) -> ExpressionError:
-    return ExpressionError(f"in `{source}` at column {pos + 1}: {message}")
+    return ExpressionError(f"in `{quote(source, pos)}` at column {pos + 1}: {message}")
+
+
+def quote(source: str, pos: int = 0) -> str:
+    """``source`` for an error message: whole when short, else the part around ``pos``."""
+    if len(source) <= _QUOTE_CHARS:
+        return source
+    start = max(0, min(pos - _QUOTE_CHARS // 2, len(source) - _QUOTE_CHARS))
+    end = start + _QUOTE_CHARS
+    return ("..." if start else "") + source[start:end] + ("..." if end < len(source) else "")
 
 
 # -- syntax tree -------------------------------------------------------------------------------
@@ -255,11 +284,13 @@ class _Parser:
         return node
 
     def not_(self) -> Node:
-        if self.at("NAME", "not"):
-            start = self.take().start
-            operand = self.not_()
-            return Unary(start, operand.end, "not", operand)
-        return self.comparison()
+        starts: list[int] = []  # a loop, not recursion: `not not not x` cannot go deep here
+        while self.at("NAME", "not"):
+            starts.append(self.take().start)
+        node = self.comparison()
+        for start in reversed(starts):
+            node = Unary(start, node.end, "not", node)
+        return node
 
     def comparison(self) -> Node:
         left = self.sum_()
@@ -293,13 +324,16 @@ class _Parser:
         return node
 
     def unary(self) -> Node:
-        if self.at("OP", "-"):
-            start = self.take().start
-            operand = self.unary()
-            if isinstance(operand, Literal) and is_number(operand.value):
-                return Literal(start, operand.end, -operand.value)
-            return Unary(start, operand.end, "-", operand)
-        return self.postfix()
+        starts: list[int] = []
+        while self.at("OP", "-"):
+            starts.append(self.take().start)
+        node = self.postfix()
+        for start in reversed(starts):
+            if isinstance(node, Literal) and is_number(node.value):
+                node = Literal(start, node.end, -node.value)
+            else:
+                node = Unary(start, node.end, "-", node)
+        return node
 
     def postfix(self) -> Node:
         node = self.primary()
@@ -378,6 +412,66 @@ def _check_arity(source: str, token: Token, count: int) -> None:
                       f"{token.text}() takes {wanted} argument(s), got {count}")
 
 
+def _too_deep(source: str, levels: int, pos: int) -> ExpressionError:
+    return ExpressionError(
+        f"expression nested {levels} deep, the limit is {MAX_EXPRESSION_DEPTH} "
+        f"(at column {pos + 1} of `{quote(source, pos)}`; split a long `and` into several "
+        "conditions, or drop redundant brackets)")
+
+
+def _check_brackets(source: str, tokens: list[Token]) -> None:
+    """Refuse bracket nesting beyond the limit before the parser recurses into it."""
+    level = deepest = where = 0
+    for token in tokens:
+        if token.kind == "OP" and token.text in ("(", "["):
+            level += 1
+            if level > deepest:
+                deepest, where = level, token.start
+        elif token.kind == "OP" and token.text in (")", "]"):
+            level = max(0, level - 1)
+    if deepest > MAX_EXPRESSION_DEPTH:
+        raise _too_deep(source, deepest, where)
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Attr):
+        return (node.target,)
+    if isinstance(node, Index):
+        return (node.target, node.index)
+    if isinstance(node, ListOf):
+        return node.items
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, Unary):
+        return (node.operand,)
+    if isinstance(node, Binary):
+        return (node.left, node.right)
+    return ()
+
+
+def depth(node: Node) -> tuple[int, Node]:
+    """The number of levels of the tree under ``node`` and its deepest node (a loop, so
+    any tree can be measured)."""
+    deepest, at = 0, node
+    stack = [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        if level > deepest:
+            deepest, at = level, current
+        stack.extend((child, level + 1) for child in _children(current))
+    return deepest, at
+
+
 def parse(source: str) -> Expression:
-    """Parse ``source``; raises ExpressionError naming the column of the problem."""
-    return Expression(source, _Parser(source).parse())
+    """Parse ``source``; raises ExpressionError naming the column of the problem, or the
+    size or depth that is over its limit (never RecursionError)."""
+    if len(source) > MAX_EXPRESSION_CHARS:
+        raise ExpressionError(f"expression is {len(source)} characters, the limit is "
+                              f"{MAX_EXPRESSION_CHARS} (`{quote(source)}`)")
+    parser = _Parser(source)
+    _check_brackets(source, parser.tokens)
+    root = parser.parse()
+    levels, at = depth(root)
+    if levels > MAX_EXPRESSION_DEPTH:
+        raise _too_deep(source, levels, at.start)
+    return Expression(source, root)

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from nereus.playbook.expr import Expression, ExpressionError, Json, evaluate, names_used, parse
+from nereus.playbook.syntax import quote as _excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ def parse_template(source: str) -> Template:
             text.append(char)
             pos += 2
         elif char == "}":
-            raise ExpressionError(f"in {source!r} at column {pos + 1}: a lone '}}' "
+            raise ExpressionError(f"in {_excerpt(source, pos)!r} at column {pos + 1}: a lone '}}' "
                                   "(write '}}}}' for a literal brace)")
         elif char == "{":
             end = _closing(source, pos)
@@ -59,7 +60,7 @@ def parse_template(source: str) -> Template:
             try:
                 parts.append(parse(inner.strip()))
             except ExpressionError as exc:
-                raise ExpressionError(f"in {source!r}: {exc.message}") from None
+                raise ExpressionError(f"in {_excerpt(source, pos)!r}: {exc.message}") from None
             pos = end + 1
         else:
             text.append(char)
@@ -87,8 +88,25 @@ def _closing(source: str, start: int) -> int:
         elif char == "{":
             break
         pos += 1
-    raise ExpressionError(f"in {source!r} at column {start + 1}: '{{' is not closed "
-                          "(write '{{{{' for a literal brace)")
+    raise ExpressionError(f"in {_excerpt(source, start)!r} at column {start + 1}: '{{' is "
+                          "not closed (write '{{{{' for a literal brace)")
+
+
+def split_at_equals(template: Template) -> tuple[Template, Template] | None:
+    """``--reason={reason}`` -> (``--reason``, ``{reason}``): the template split at its
+    first ``=`` outside a hole, or None when its text has none."""
+    source = template.source
+    pos = 0
+    while pos < len(source):
+        if source.startswith("{{", pos) or source.startswith("}}", pos):
+            pos += 2
+        elif source[pos] == "{":
+            pos = _closing(source, pos) + 1
+        elif source[pos] == "=":
+            return parse_template(source[:pos]), parse_template(source[pos + 1:])
+        else:
+            pos += 1
+    return None
 
 
 def as_text(value: Json, *, hole: str) -> str:
@@ -100,7 +118,10 @@ def as_text(value: Json, *, hole: str) -> str:
         return value
     if isinstance(value, int | float):
         return str(value)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    except RecursionError:
+        raise ExpressionError(f"{{{hole}}} is nested too deeply to write as text") from None
 
 
 def render(template: Template, scope: Mapping[str, Json]) -> str:

@@ -86,14 +86,16 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(home: Path) -> None:
     plan = result.json()
     assert plan["dry_run"] is True and plan["variables"]["lane"] == "local"
     close = plan["steps"][1]
-    assert close["run"][:5] == ["lane", "close", "local", "--reason", "disk swap"]
+    assert close["run"] == ["lane", "close", "--reason=disk swap",
+                            "--idempotency-key=playbook-<run_id>-close", "--yes", "--wait",
+                            "--", "local"]
     assert close["confirm"].startswith("Close lane local? No new Publish Admission")
     assert "<find(steps.lane_exists, 'lane', lane).due_backlog>" in close["confirm"]
     assert plan["steps"][2]["wait"] == {
         "until": plan["steps"][2]["wait"]["until"], "timeout_ms": 600_000, "interval_ms": 1000}
     human = run_nereus("playbook", "run", "checkpoint-cycle", "--dry-run", home=home)
     assert human.code == 0, human.stderr
-    assert "nereus --json checkpoint verify '<steps.take.checkpoint_id>'" in human.stdout
+    assert "nereus --json checkpoint verify -- '<steps.take.checkpoint_id>'" in human.stdout
     assert "post:    output.ok == true" in human.stdout
     assert snapshot(home) == before
     assert not (home / "playbooks").exists()

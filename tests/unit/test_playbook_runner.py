@@ -139,7 +139,7 @@ def test_a_run_runs_every_step_in_order_and_journals_it(tmp_path: Path) -> None:
     assert recorder.events == [
         "start look", "ok look", "start close", "ok close", "start drained",
         "wait drained 1", "wait drained 2", "ok drained", "asked Close local (2 in flight)?"]
-    assert nereus.calls[1] == ("lane", "close", "local", "--idempotency-key", "k-r1")
+    assert nereus.calls[1] == ("lane", "close", "--idempotency-key=k-r1", "--", "local")
     assert report.steps[2].polls == 3 and clock.now == 1_002_000
     entries = read_journal(tmp_path / "t.jsonl")
     assert [type(e).__name__ for e in entries] == [
