@@ -132,11 +132,20 @@ class Env:
     def command_log(self, shard: ShardId) -> ShardLog:
         """The shard's Shard Log to append to: its route identity is checked first (once
         per shard and process) and written if the log is empty, so a client never appends
-        to another route's log or under another partition count."""
+        to another route's log or under another partition count. A log that ends at or
+        before the shard's applied position (records the state applied are gone) is refused
+        (``LogDiverged``): an append would take a position the state already used."""
         log = self.shard_log(shard)
         if shard not in self._checked:
+            from nereus.engine.continuity import applied_position, check_log_end, guard_file_log
+            from nereus.engine.shardlog.file import FileShardLog
             from nereus.engine.shardlog.identity import ensure_route_identity
 
+            state = self.layout.shard_state(shard)
+            applied = applied_position(state)
+            check_log_end(shard, applied, log.end_position(), state)
+            if isinstance(log, FileShardLog):
+                guard_file_log(shard, log, applied, state)
             route = self.config.route(shard.route)
             ensure_route_identity(log, route.identity(shard.partition),
                                   where=getattr(log, "description", f"the Shard Log of {shard}"),

@@ -1,9 +1,11 @@
-"""The engine daemon process: pid lock, logs, signals, the engine and its admin socket.
+"""The engine daemon process: home lock, logs, signals, the engine and its admin socket.
 
 ``nereus engine start`` runs ``python -m nereus.engine.daemon --home H`` in a new session
-(detached; ``--foreground`` runs the same code attached). ``<home>/run/engine.pid`` is
+(detached; ``--foreground`` runs the same code attached). The home directory itself is
 held with an exclusive ``flock`` for the daemon's whole life, so two daemons can never own
-one home, and a stale file from a crashed daemon is simply re-locked.
+one home, whatever happens to the files in it; ``<home>/run/engine.pid`` says which pid
+holds it, and the daemon removes that file (and its socket) on exit only if it is still
+the one it made.
 
 SIGTERM / SIGINT or ``POST /v1/shutdown`` stop it gracefully: the admin socket closes
 first and lets requests in progress finish, then ``Engine.stop`` runs.
@@ -13,68 +15,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
+from nereus.engine.home_lock import (
+    AlreadyRunning,
+    acquire_home_lock,
+    is_locked,
+    lock_holder,
+    pid_file,
+    read_pid,
+    remove_if_ours,
+    socket_path,
+    write_pid_file,
+)
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
-
-class AlreadyRunning(NereusError):
-    """Another daemon holds this home's pid lock."""
-
-
-def pid_file(home: Path) -> Path:
-    return HomeLayout(home).run / "engine.pid"
-
-
-def socket_path(home: Path) -> Path:
-    return HomeLayout(home).run / "admin.sock"
-
-
-def acquire_pid_lock(home: Path) -> int:
-    path = pid_file(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise AlreadyRunning(
-            f"an engine already runs on {home} (pid {read_pid(home) or '?'})",
-            hint="stop it with `nereus engine stop`, or use another --home",
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    os.fsync(fd)
-    return fd
-
-
-def read_pid(home: Path) -> int | None:
-    try:
-        text = pid_file(home).read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def is_locked(home: Path) -> bool:
-    """True while a live daemon holds the pid lock."""
-    path = pid_file(home)
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+__all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "read_pid",
+           "run", "socket_path"]
 
 
 def run(home: Path, *, foreground: bool) -> int:
@@ -87,7 +49,8 @@ def run(home: Path, *, foreground: bool) -> int:
     layout = HomeLayout(home)
     config = parse_config(layout.config.read_text(), source=str(layout.config))
     settings = EngineSettings.from_config(config.engine)
-    lock_fd = acquire_pid_lock(home)
+    lock_fd = acquire_home_lock(home)
+    pid_stat = write_pid_file(home)
     logger = logs.configure(layout.logs, foreground=foreground)
 
     def log_event(event: str, /, **fields: object) -> None:
@@ -123,8 +86,7 @@ def run(home: Path, *, foreground: bool) -> int:
     finally:
         if server is not None:
             server.close()
-        with contextlib.suppress(OSError):
-            pid_file(home).unlink()
+        remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
 
 

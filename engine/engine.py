@@ -30,6 +30,7 @@ from nereus.config import Config, EngineConfig
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyHealth, TrustedClock
+from nereus.engine.continuity import DivergedLog, check_shard, guard_file_log
 from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
@@ -45,7 +46,7 @@ from nereus.engine.shardlog.file import FileShardLog
 from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.engine.shardlog.protocol import ShardLog
 from nereus.engine.supervisor import Supervisor, WorkerStatus
-from nereus.errors import StoreError
+from nereus.errors import StoreError, StoreInUse
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity
 from nereus.shard import ShardId
@@ -139,14 +140,28 @@ class Engine:
         for route in self.config.routes.values():
             for partition in range(route.partitions):
                 shard = ShardId(route.name, partition)
-                log = open_shard_log(route, shard, self.home)
+                log: ShardLog = open_shard_log(route, shard, self.home)
                 store = self._open_state(shard, log)
-                applied = store.get(keys.META_ROUTE)
-                ensure_route_identity(
-                    log, route.identity(partition), source=self.config.source,
-                    where=getattr(log, "description", f"the Shard Log of {shard}"),
-                    applied=None if applied is None else decode_value(applied, RouteIdentity))
-                self.shards[shard] = ShardLoop(
+                # before anything is appended (the route identity of an empty log, the
+                # activation barrier): a log that lost applied records takes nothing more
+                diverged = check_shard(shard, store, log, self.layout.shard_state(shard))
+                if diverged is not None:
+                    self.log_event("shard_diverged", level="error", shard=str(shard),
+                                   error=diverged.message, hint=diverged.hint,
+                                   applied_position=diverged.applied_position,
+                                   log_end=diverged.log_end)
+                    log = DivergedLog(log, diverged)
+                else:
+                    if isinstance(log, FileShardLog):
+                        guard_file_log(shard, log, store.applied_position(),
+                                       self.layout.shard_state(shard))
+                    applied = store.get(keys.META_ROUTE)
+                    ensure_route_identity(
+                        log, route.identity(partition), source=self.config.source,
+                        where=getattr(log, "description", f"the Shard Log of {shard}"),
+                        applied=None if applied is None
+                        else decode_value(applied, RouteIdentity))
+                loop = self.shards[shard] = ShardLoop(
                     shard, store, log, limits=self.config.limits, clock=clock,
                     publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
                     new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
@@ -157,6 +172,8 @@ class Engine:
                     lane_ordered={name: lane.ordered
                                   for name, lane in self.config.lanes.items()},
                     evidence_key=route_key(self.home, route.name))
+                if diverged is not None:
+                    loop.fail(diverged)
         self.checkpointer.start(self.supervisor)
         if self.chrony is not None:
             self.supervisor.spawn("chrony", "clock", self.chrony.run)
@@ -164,9 +181,11 @@ class Engine:
                                          events=self.log_event)
         for publisher in self.publishers.values():
             publisher.start(self.supervisor)
-        for loop in self.shards.values():
+        # a FAILED shard (its log diverged) never runs; the others do, and status says why
+        running = {shard: loop for shard, loop in self.shards.items() if loop.state != "FAILED"}
+        for loop in running.values():
             loop.start(self.supervisor)
-        for shard, loop in self.shards.items():
+        for shard, loop in running.items():
             if not loop.wait_active(timeout_s):
                 raise RuntimeError(f"shard {shard} did not become active: "
                                    f"{loop.error or loop.state}")
@@ -182,6 +201,8 @@ class Engine:
         if (path / "CURRENT").exists():
             try:
                 return ShardStore.open(path, identity=identity)
+            except StoreInUse:
+                raise  # held by another process: in use, not damaged; never moved aside
             except StoreError as exc:
                 aside = path.with_name(f"{path.name}.damaged-{time.time_ns() // 1_000_000}")
                 path.rename(aside)
@@ -190,7 +211,14 @@ class Engine:
         elif path.exists():
             shutil.rmtree(path)
         members = recovery_floor(self.objects, shard, self.config.checkpoints.keep).members
+        log_end = log.end_position()
         for entry in reversed(members):
+            if entry.applied_position is not None and entry.applied_position >= log_end:
+                # the log lost records this checkpoint applied: restoring it would diverge
+                self.log_event("checkpoint_ahead_of_log", level="warning", shard=str(shard),
+                               checkpoint_id=entry.checkpoint_id, log_end=log_end,
+                               applied_position=entry.applied_position)
+                continue
             report = restore_into(self.objects, entry, path)
             if report.ok:
                 self.log_event("state_restored", shard=str(shard),

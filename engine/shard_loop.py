@@ -44,7 +44,7 @@ from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
 from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
-from nereus.errors import LogCorruption
+from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.evidence_mac import evidence_mac
 from nereus.machine import Applied, Limits, Reason
 from nereus.records import (
@@ -76,7 +76,7 @@ from nereus.state.values import (
 APPEND_RETRIES = 5
 TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
 # failures no restart can repair: the loop ends FAILED and says why
-FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption,)
+FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption, LogDiverged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +172,12 @@ class ShardLoop:
         owner = supervisor if supervisor is not None else Supervisor(self._events)
         self._worker = owner.spawn(f"shard-{self.shard}", "shard", self.run,
                                    fatal=FATAL_ERRORS)
+
+    def fail(self, error: NereusError) -> None:
+        """Never run: the shard is FAILED for ``error`` (its log diverged from its state),
+        and says so in ``engine status`` until it is recovered."""
+        self.state = "FAILED"
+        self.error = error.message + (f"; recovery: {error.hint}" if error.hint else "")
 
     def begin_stop(self) -> None:
         """No new claims from now on; keep applying and recording outcomes."""
@@ -305,6 +311,8 @@ class ShardLoop:
             self.error = f"{type(exc).__name__}: {exc}"
             if self._stop.is_set() or isinstance(exc, FATAL_ERRORS):
                 self.state = "FAILED"
+                self._event("shard_failed", level="error", shard=str(self.shard),
+                            reason=self.error)
             elif self.state == "ACTIVE":
                 self.state = "DEGRADED"  # no claims until the loop runs again
             raise

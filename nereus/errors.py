@@ -76,3 +76,26 @@ class StoreError(NereusError):
     """The state store cannot be opened or does not belong to the expected shard."""
 
     exit_code = ExitCode.NO
+
+
+class StoreInUse(StoreError):
+    """Another process (or this one) holds the shard database open: it is in use, not
+    damaged, and must never be moved aside or replaced."""
+
+    def __init__(self, message: str, *, holder_pid: int | None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder_pid = holder_pid
+
+
+class LogDiverged(NereusError):
+    """A shard's Shard Log and its state store disagree: the log ends before the applied
+    position, or holds other bytes there. The shard stops; nothing is appended to it."""
+
+    exit_code = ExitCode.NO
+
+    def __init__(self, message: str, *, shard: str, applied_position: int, log_end: int,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.shard = shard
+        self.applied_position = applied_position
+        self.log_end = log_end

@@ -6,7 +6,7 @@
     <home>/shardlog/<route>/<partition>/    file Shard Log segments (embedded default)
     <home>/state/<route>/<partition>/       the shard's live RocksDB database
     <home>/outbox/                          file destinations (lane ``local``)
-    <home>/run/                             engine pid/lock file and admin socket
+    <home>/run/                             engine pid file and admin socket (the lock is the home)
     <home>/log/                             engine logs
     <home>/playbooks/*.toml                 the operator's own playbooks (shadow shipped ones)
     <home>/playbooks/journal/<name>.jsonl   playbook run journals (``--resume`` reads them)

@@ -128,6 +128,49 @@ def _unconfigured_lanes(env: Env, config: Config) -> dict[str, Any]:
                   severity="warning")
 
 
+def _log_continuity(env: Env, config: Config) -> list[dict[str, Any]]:
+    """Each shard's Shard Log still holds the record its state applied last (a log that
+    ends before it, or holds other bytes there, has diverged: the shard must be recovered).
+    Databases are opened read-only, so this works beside a running engine."""
+    from nereus.engine.continuity import check_log_end, check_shard
+    from nereus.errors import LogDiverged, NereusError, NotFound
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+
+    checks: list[dict[str, Any]] = []
+    for route in config.routes.values():
+        for partition in range(route.partitions):
+            shard = ShardId(route.name, partition)
+            path = env.layout.shard_state(shard)
+            if not (path / "CURRENT").exists():
+                continue
+            name = f"shard_log {shard}"
+            try:
+                with ShardStore.open(path, read_only=True) as store:
+                    applied = store.applied_position()
+                    try:
+                        log = env.shard_log(shard, create=False)
+                    except NotFound:  # no log directory at all: it ends at position 0
+                        check_log_end(shard, applied, 0, path)
+                    else:
+                        problem = check_shard(shard, store, log, path)
+                        if problem is not None:
+                            raise problem
+            except LogDiverged as exc:
+                checks.append(_check(name, False, exc.message, exc.hint))
+                continue
+            except Exception as exc:  # a broker that does not answer: reported above
+                detail = exc.message if isinstance(exc, NereusError) else \
+                    f"{type(exc).__name__}: {exc}"
+                checks.append(_check(name, False, f"cannot compare the log with the state: "
+                                     f"{detail}", "make the log readable and run doctor again",
+                                     severity="warning"))
+                continue
+            checks.append(_check(name, True, "nothing applied yet" if applied is None else
+                                 f"the log holds the applied position {applied}"))
+    return checks
+
+
 def _kafka(bootstrap: str) -> str | None:
     from confluent_kafka.admin import AdminClient
 
@@ -218,6 +261,7 @@ def doctor(ctx: typer.Context) -> None:
         checks.append(_object_store(env))
         checks.append(_clock(config))
         checks.append(_unconfigured_lanes(env, config))
+        checks.extend(_log_continuity(env, config))
         for route in config.routes.values():
             if route.log == "kafka":
                 checks.extend(_command_topic(env, route))

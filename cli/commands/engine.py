@@ -20,13 +20,13 @@ app = typer.Typer(help="Start, stop and query the engine daemon.", no_args_is_he
 def start_daemon(env: Env, timeout: float) -> dict[str, Any]:
     """Start the daemon detached and wait until its admin socket answers."""
     from nereus.engine.admin.client import AdminClient
-    from nereus.engine.daemon import AlreadyRunning, is_locked, read_pid, socket_path
+    from nereus.engine.daemon import AlreadyRunning, is_locked, lock_holder, socket_path
     from nereus.errors import NereusError
 
     env.config  # noqa: B018 - fail early and clearly when the home has no valid config
     home = env.home.resolve()
-    if is_locked(home):
-        raise AlreadyRunning(f"an engine already runs on {home} (pid {read_pid(home) or '?'})",
+    if is_locked(home):  # the home directory's lock, not the pid file (which may be gone)
+        raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})",
                              hint="stop it with `nereus engine stop`")
     env.layout.logs.mkdir(parents=True, exist_ok=True)
     out_path = env.layout.logs / "engine.out"
@@ -50,9 +50,16 @@ def start_daemon(env: Env, timeout: float) -> dict[str, Any]:
             except NereusError:
                 pass
             else:
-                return {"running": True, "pid": proc.pid, "socket": str(socket_path(home)),
-                        "log": str(env.layout.logs / "engine.log"),
-                        "shards": [s["shard"] for s in status["shards"]]}
+                # another engine's socket is not an answer: ours then exits (home locked)
+                if status["owner_id"].split(":")[1] == str(proc.pid):
+                    for shard in status["shards"]:
+                        if shard["state"] == "FAILED":
+                            env.output.warn(f"shard {shard['shard']} is FAILED: "
+                                            f"{shard['error']}")
+                    return {"running": True, "pid": proc.pid,
+                            "socket": str(socket_path(home)),
+                            "log": str(env.layout.logs / "engine.log"),
+                            "shards": [s["shard"] for s in status["shards"]]}
         time.sleep(0.05)
     raise NereusError(f"the engine did not answer within {timeout:.0f} s",
                       hint=f"see {env.layout.logs / 'engine.log'}")
@@ -64,11 +71,11 @@ def stop_daemon(env: Env, timeout: float) -> dict[str, Any]:
     import signal
 
     from nereus.engine.admin.client import AdminClient
-    from nereus.engine.daemon import is_locked, read_pid, socket_path
+    from nereus.engine.daemon import is_locked, lock_holder, socket_path
     from nereus.errors import NereusError
 
     home = env.home.resolve()
-    pid = read_pid(home)
+    pid = lock_holder(home)  # the lock's holder, whatever became of the pid file
     if not is_locked(home):
         return {"running": False, "stopped": False}
     try:

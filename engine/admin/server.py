@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from nereus.engine.admin.api import AdminApi
+from nereus.engine.home_lock import remove_if_ours
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import NereusError, NotFound, UsageError
 
@@ -229,6 +230,7 @@ class AdminServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        self._made = os.stat(self.path)  # what close() may remove: this socket, no other
         self._server.api = api
         self._server.on_shutdown = on_shutdown
         self._server.stopping = threading.Event()
@@ -259,6 +261,5 @@ class AdminServer:
         self._server.server_close()
         if self._worker is not None:
             self._worker.join(5)
-        if self.path.exists():
-            self.path.unlink()
+        remove_if_ours(self.path, self._made)  # never a socket another process made since
         return self._server.drain(DRAIN_TIMEOUT_S)

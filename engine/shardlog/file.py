@@ -115,6 +115,10 @@ class FileShardLog:
         self._mutex = threading.Lock()
         self._segments_cache: tuple[int, tuple[tuple[int, Path], ...]] | None = None
         self._read_mutex = threading.Lock()
+        # called with the log's end under the append lock before every append; raises to
+        # refuse it (``engine.continuity.guard_file_log``: never append at a position the
+        # shard's state already applied another record at)
+        self.check_end: Callable[[int], None] | None = None
 
     # segments ---------------------------------------------------------------------------
     def segments(self) -> list[tuple[int, Path]]:
@@ -161,6 +165,8 @@ class FileShardLog:
             return []
         with self._locked():
             tail = self._load_tail()
+            if self.check_end is not None:
+                self.check_end(tail.next_position)
             broker_ms = max(self._clock_ms(), tail.last_ms)
             first = tail.next_position
             receipts: list[Receipt] = []
@@ -237,6 +243,8 @@ class FileShardLog:
                 )
             cached = _Tail(base, path, 0, base, 0)
         size = path.stat().st_size
+        if size < cached.size:  # cut by someone else: what the cache counted is gone
+            cached = _Tail(base, path, 0, base, 0)
         if size != cached.size or (cached.base > 0 and cached.last_ms == 0):
             # an empty last segment (a writer died right after rolling) takes its time
             # from the segment before it, or a backwards clock could stamp earlier

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nereus.errors import NotFound, StoreError
+from nereus.errors import NotFound, StoreError, StoreInUse
 from nereus.state import keys
 from nereus.state.values import Identity, decode_int, decode_value, encode_value
 
@@ -52,6 +52,53 @@ def _options() -> Options:
     options.set_memtable_prefix_bloom_ratio(0.1)
     options.set_memtable_whole_key_filtering(True)
     return options
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid holding RocksDB's ``LOCK`` file of the database at ``path``, if another
+    process does. RocksDB takes a POSIX record lock on it, and ``F_GETLK`` names the
+    holder without taking anything; a lock of this very process is not reported."""
+    import fcntl
+    import os
+    import struct
+
+    try:
+        fd = os.open(path / "LOCK", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # struct flock: l_type, l_whence, l_start, l_len, l_pid (+ padding)
+        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0) + bytes(4)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    kind, _, _, _, pid = struct.unpack("hhqqi", answer[:struct.calcsize("hhqqi")])
+    return pid if kind != fcntl.F_UNLCK and pid > 0 else None
+
+
+def _raise_if_in_use(path: Path, error: str) -> None:
+    """A database another process (or this one) holds open is in use, not damaged."""
+    holder = lock_holder(path)
+    if holder is None and "lock hold by current process" not in error:
+        return
+    if holder is None:
+        who = "this process"
+    else:
+        try:
+            argv = (Path("/proc") / str(holder) / "cmdline").read_bytes().split(b"\0")
+            command = " ".join(a.decode(errors="replace") for a in argv if a)[:160]
+        except OSError:
+            command = ""
+        who = f"pid {holder}" + (f" ({command})" if command else "")
+    raise StoreInUse(
+        f"the shard database at {path} is in use by {who}: it is not damaged, and it is "
+        "left where it is",
+        holder_pid=holder,
+        hint="stop that process first (another engine, or a tool that opened the database "
+        "for writing); read-only tools (shard inspect, dump, digest) work beside it",
+    )
 
 
 class ShardStore:
@@ -106,6 +153,8 @@ class ShardStore:
             else:
                 db = Rdict(str(path), options=options)
         except Exception as exc:
+            if not read_only:
+                _raise_if_in_use(path, str(exc))
             raise StoreError(f"cannot open shard database at {path}: {exc}") from exc
         store = cls(db, path, read_only=read_only)
         if identity is not None:

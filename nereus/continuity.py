@@ -1,0 +1,91 @@
+"""Does a shard's Shard Log still hold what its state store says it applied?
+
+The store's applied position is the last log position whose effects are in the state. So
+the log must extend past it (a log that is *ahead* of the store holds records not applied
+yet, which is normal), and the record at that position must be the one that was applied:
+every record leaves a result carrying its position and SHA-256 — under its dedup key, or
+under ``reject/<position>`` when it had none or conflicted — so one log read and two point
+reads prove it.
+
+When either fails, state and log have diverged: a record appended now would take a
+position the state already used for another record, and replay would no longer rebuild
+this state. Nothing may be appended to such a shard; it must be recovered (a log restored
+from a backup, or the state restored from the Recovery Set and replayed).
+
+Pure: the caller reads the store, the log's end and the record, and turns a ``Divergence``
+into an error naming the shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from nereus.machine import dedup_key
+from nereus.records import codec
+from nereus.records.codec import DecodeFailure
+from nereus.state import keys
+from nereus.state.values import Result, decode_value
+
+ENDS_BEFORE_APPLIED: Final = "ENDS_BEFORE_APPLIED"
+RECORD_DIFFERS: Final = "RECORD_DIFFERS"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Divergence:
+    """Why a log and a state store disagree."""
+
+    problem: str  # ENDS_BEFORE_APPLIED or RECORD_DIFFERS
+    applied_position: int  # the store's last applied position
+    log_end: int  # the position the log would give its next record
+    detail: str  # one sentence in operator terms
+
+
+def log_ends_before(applied_position: int | None, log_end: int) -> Divergence | None:
+    """The log ends at or before the applied position: the applied record is gone."""
+    if applied_position is None or log_end > applied_position:
+        return None
+    lost = (f"position {applied_position} is" if log_end == applied_position
+            else f"positions {log_end}..{applied_position} are")
+    return Divergence(
+        problem=ENDS_BEFORE_APPLIED, applied_position=applied_position, log_end=log_end,
+        detail=f"the Shard Log ends at position {log_end} but the state has applied up to "
+        f"position {applied_position}: {lost} missing from the log")
+
+
+def applied_record_differs(
+    get: Callable[[bytes], bytes | None], applied_position: int, log_end: int,
+    record: bytes | None,
+) -> Divergence | None:
+    """The record the log holds at the applied position is not the one the state applied.
+
+    ``get`` reads the store; ``record`` is the log's payload at ``applied_position`` (None:
+    the log holds no record there, though it extends past it).
+    """
+    if record is None:
+        return _differs(applied_position, log_end, "the log holds no record there")
+    sha = hashlib.sha256(record).hexdigest()
+    raw = get(keys.reject_key(applied_position))
+    if raw is not None:
+        stored = decode_value(raw, Result)
+    else:
+        decoded = codec.decode(record)
+        key = None if isinstance(decoded, DecodeFailure) else dedup_key(decoded)
+        found = None if key is None else get(keys.result_key(key))
+        if found is None:
+            return _differs(applied_position, log_end, "the state holds no result for it")
+        stored = decode_value(found, Result)
+    if stored.record_sha256 != sha:
+        return _differs(applied_position, log_end,
+                        f"its SHA-256 is {sha[:16]}.., the state applied {stored.kind} "
+                        f"{stored.record_sha256[:16]}..")
+    return None
+
+
+def _differs(applied_position: int, log_end: int, why: str) -> Divergence:
+    return Divergence(
+        problem=RECORD_DIFFERS, applied_position=applied_position, log_end=log_end,
+        detail=f"the Shard Log's record at the applied position {applied_position} is not the "
+        f"one the state applied ({why}); the log ends at position {log_end}")
