@@ -191,8 +191,11 @@ JSON_KEYS: dict[str, JsonDoc] = {
                                  note="Exit status 1 when a check fails."),
     "checkpoint restore": JsonDoc(
         "object", ("checkpoint_id", "shard", "into", "applied_position", "digest", "ok",
-                   "checks"),
-        nested={"checks": CHECK}),
+                   "replaced", "checks"),
+        nested={"checks": CHECK},
+        note="replaced: null (into was new or empty), restored (an earlier restore's output) "
+        "or foreign (a directory confirmed with --force --yes or at the prompt). Exit status "
+        "1 when a check fails (nothing is left at into) or into is a live store."),
     "checkpoint prune": JsonDoc(
         "object", ("shard", "keep", "recovery_set_keep", "dry_run", "object_store", "kept",
                    "deleted", "refused"),

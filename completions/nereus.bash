@@ -61,7 +61,7 @@ __nereus_options() {
         "checkpoint create") echo "--home --json --help" ;;
         "checkpoint list") echo "--home --json --help" ;;
         "checkpoint verify") echo "--path --deep --home --json --help" ;;
-        "checkpoint restore") echo "--into --force --home --json --help" ;;
+        "checkpoint restore") echo "--into --force --yes -y --home --json --help" ;;
         "checkpoint prune") echo "--keep --dry-run --yes --home --json --help" ;;
         "recovery-set") echo "--home --json --help" ;;
         "recovery-set show") echo "--home --json --help" ;;

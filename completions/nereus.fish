@@ -30,7 +30,7 @@ complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor da
 complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -d 'Name of the ingress route.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l partitions -x -d 'Partitions (= shards) of the route.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l log -x -d 'Shard Log backend: file, kafka or pulsar.'
-complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite an existing nereus.toml.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite an existing nereus.toml. Routes that hold data in this home (shard logs or state) keep their name, partitions and log backend: a change to them is refused (exit 2).'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l from -r -F -d 'Copy HOME\'s configuration instead (same routes, lanes, limits, and the same object store, so the engine restores from its Recovery Set); the other options are ignored.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l copy-log -d 'With --from: copy the segments of HOME\'s file-log routes here (HOME\'s engine must be stopped).'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l attach -d 'Use a Command Topic that already holds a route\'s data: this home takes that route\'s identity (and partition count) instead of refusing.'
@@ -246,7 +246,7 @@ complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a create -d 'Take a checkpoint now, upload it, register it in the catalog.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a list -d 'Catalogued checkpoints of a shard, oldest first; Recovery Set members marked.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a verify -d 'Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a restore -d 'Download a checkpoint into a directory and verify it there.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a restore -d 'Download a checkpoint next to --into, verify it there, then move it into place.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
 
 # nereus checkpoint create
@@ -258,8 +258,9 @@ complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_s
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l deep -d 'Also replay the log from it and compare with the next checkpoint or the live state.'
 
 # nereus checkpoint restore
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l into -r -F -d 'An empty directory to restore into.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l force -d 'Replace a non-empty --into.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l into -r -F -d 'The directory to restore into: new, empty, or (with --force) one to replace.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l force -d 'Replace a non-empty --into: one an earlier restore created at once, any other after confirmation. Never a live store.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l yes -s y -d 'With --force: replace a directory a restore did not create without asking (scripts; required without a terminal).'
 
 # nereus checkpoint prune
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from prune' -l keep -x -d 'Keep the newest N catalogued checkpoints (default: [checkpoints] keep). Recovery Set members are always kept.'

@@ -3,8 +3,10 @@ checkpoints; show and verify a shard's Recovery Set and its Floor."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -228,37 +230,106 @@ def _emit_verdict(env: Env, data: dict[str, Any], what: str) -> None:
 def restore(
     ctx: typer.Context,
     checkpoint_id: Annotated[str, typer.Argument(metavar="ID")],
-    into: Annotated[Path, typer.Option("--into", help="An empty directory to restore into.")],
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --into.")] = False,
+    into: Annotated[Path, typer.Option(
+        "--into", help="The directory to restore into: new, empty, or (with --force) one to "
+        "replace.")],
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace a non-empty --into: one an earlier restore created at once, "
+        "any other after confirmation. Never a live store.")] = False,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="With --force: replace a directory a restore did not create "
+        "without asking (scripts; required without a terminal).")] = False,
 ) -> None:
-    """Download a checkpoint into a directory and verify it there."""
-    import shutil
+    """Download a checkpoint next to --into, verify it there, then move it into place.
 
-    from nereus.engine.checkpoints import download, find
-    from nereus.engine.parallel_verify import verify_parallel
-    from nereus.errors import NereusError
+    The checkpoint is staged in a hidden directory beside --into (same filesystem) and
+    renamed into place only after every check passed: a failed or interrupted restore
+    leaves nothing at --into and removes its staging directory. Exits 1 when a check
+    fails.
+
+    Refused whatever the flags (exit 1): a live store, that is a RocksDB directory some
+    running process has open, anything under state/ of a home whose engine runs, a
+    non-empty directory inside such a home, a Nereus home, the object store itself. A
+    non-empty directory needs --force; a restore's own earlier output (marked with a
+    .nereus-restore file) is then replaced at once, any other directory after a prompt on
+    a terminal or with --yes (without a terminal and without --yes: exit 2).
+    """
+    import sys
+
+    from nereus.engine.checkpoints import find, restore_into
+    from nereus.engine.restore_target import inspect_target, live_store
+    from nereus.errors import NereusError, UsageError
 
     env: Env = ctx.obj
     objects = objects_for(env)
+    protected = [(Path(root), f"the object store {objects.description}")
+                 for root in [getattr(objects, "root", None)] if root is not None]
+    target = inspect_target(into, protected=protected)
+    if target.live is not None:
+        raise NereusError(f"refusing to restore there: {target.live.reason}",
+                          hint=target.live.hint)
+    if target.path.exists() and not target.path.is_dir():
+        raise UsageError(f"--into {into} is not a directory", hint="name a directory")
     entry = find(objects, checkpoint_id)
-    if into.exists() and any(into.iterdir()):
+    if target.state == "restored" and not force:
+        raise NereusError(
+            f"{into} is not empty: it holds checkpoint {target.restored_checkpoint}, "
+            "restored earlier", hint="pass --force to replace it, or choose a new directory")
+    if target.state == "foreign":
         if not force:
-            raise NereusError(f"{into} is not empty",
-                              hint="choose an empty directory, or pass --force to replace it")
-        shutil.rmtree(into)
-    with env.output.progress("downloading", None) as advance:
-        download(objects, entry, into, advance)
-    report = verify_parallel(into, expected_shard=(entry.route, entry.partition), catalog=entry)
+            raise NereusError(f"{into} is not empty and was not created by a restore",
+                              hint="choose a new or empty directory, or pass --force (and "
+                              "confirm) to replace its contents")
+        if not yes:
+            question = (f"replace the contents of {into} (not created by a restore) with "
+                        f"checkpoint {entry.checkpoint_id}")
+            if not sys.stdin.isatty():
+                raise UsageError(f"{question}: needs confirmation and there is no terminal to "
+                                 "ask on", hint="pass --yes to confirm in a script, or "
+                                 "choose a new directory")
+            if not typer.confirm(f"{question}?", default=False, err=True):
+                env.output.err.print(f"not confirmed: {into} was left as it was")
+                raise typer.Exit(1)
+
+    replacing = target.state in ("restored", "foreign")
+
+    def still_not_live() -> None:  # the engine may have started while we downloaded
+        live = live_store(target.path, replacing=replacing,
+                          restored=target.state == "restored", protected=protected)
+        if live is not None:
+            raise NereusError(f"refusing to restore there: {live.reason}",
+                              hint=live.hint)
+
+    with _terminated_cleanly(), env.output.progress("downloading", None) as advance:
+        report = restore_into(objects, entry, target.path, advance, replace=replacing,
+                              mark=True, before_move=still_not_live)
     data = {"checkpoint_id": entry.checkpoint_id, "shard": f"{entry.route}/{entry.partition}",
-            "into": str(into), "applied_position": entry.applied_position,
+            "into": str(target.path), "applied_position": entry.applied_position,
             "digest": entry.digest, "ok": report.ok,
+            "replaced": target.state if replacing else None,
             "checks": [c.to_dict() for c in report.checks]}
     if not report.ok:
-        _emit_verdict(env, data, f"restore of {checkpoint_id}")
+        _emit_verdict(env, data, f"restore of {checkpoint_id} (nothing was written to {into})")
         return
     env.output.emit(data, lambda out: out.print(
-        f"restored {entry.checkpoint_id} of {data['shard']} into {into} (applied position "
-        f"{entry.applied_position}, digest verified {entry.digest[:16]}..)"))
+        f"restored {entry.checkpoint_id} of {data['shard']} into {target.path} (applied "
+        f"position {entry.applied_position}, digest verified {entry.digest[:16]}..)"))
+
+
+@contextlib.contextmanager
+def _terminated_cleanly() -> Iterator[None]:
+    """SIGTERM during the block exits through ``finally`` clauses (status 143), so a
+    restore that is stopped removes its staging directory like one that fails."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("prune")

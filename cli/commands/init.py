@@ -23,7 +23,9 @@ def init(
                                             help="Partitions (= shards) of the route.")] = 1,
     log: Annotated[str, typer.Option(help="Shard Log backend: file, kafka or pulsar.")] = "file",
     force: Annotated[bool, typer.Option(
-        "--force", help="Overwrite an existing nereus.toml.")] = False,
+        "--force", help="Overwrite an existing nereus.toml. Routes that hold data in this "
+        "home (shard logs or state) keep their name, partitions and log backend: a change "
+        "to them is refused (exit 2).")] = False,
     from_home: Annotated[Path | None, typer.Option(
         "--from", metavar="HOME", help="Copy HOME's configuration instead (same routes, lanes, "
         "limits, and the same object store, so the engine restores from its Recovery Set); "
@@ -35,7 +37,13 @@ def init(
         "--attach", help="Use a Command Topic that already holds a route's data: this home "
         "takes that route's identity (and partition count) instead of refusing.")] = False,
 ) -> None:
-    """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox)."""
+    """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).
+
+    With --force on a home that holds data, a route that has shard logs or state here
+    must stay as it is (same name, partitions and log backend, and it keeps its route id);
+    a configuration that changes or drops it exits 2 and nereus.toml is left as it was.
+    Other settings are rewritten.
+    """
     from nereus.config import LOG_BACKENDS, parse_config, render_config
     from nereus.errors import NereusError, UsageError
     from nereus.shard import validate_route_name
@@ -55,9 +63,11 @@ def init(
     validate_route_name(route)
     if log not in LOG_BACKENDS:
         raise UsageError(f"--log {log!r}: expected one of {', '.join(LOG_BACKENDS)}")
+    kept = _kept_routes(env)
     text = render_config(route=route, partitions=partitions, log=log,
-                         route_id=uuid.uuid4().hex)
+                         route_id=kept.get(route) or uuid.uuid4().hex)
     config = parse_config(text, source=str(layout.config))
+    _refuse_route_changes(env, config.routes, check_partitions=not attach)
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
     found = _found_identity(env, config.routes[route], attach=attach)
@@ -72,6 +82,7 @@ def init(
                              route_id=found.route_id)
         config = parse_config(text, source=str(layout.config))
         partitions = found.partitions
+        _refuse_route_changes(env, config.routes)
     topic = _claim_log(env, config.routes[route]) if log != "file" else None
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
@@ -98,6 +109,97 @@ def init(
             f"  lane local -> {layout.outbox / 'local.jsonl'}"
         ),
     )
+
+
+def routes_with_data(root: Path) -> dict[str, list[Path]]:
+    """Routes that hold data in the home at ``root``: each with its partition directories
+    (``shardlog/ROUTE/N``, ``state/ROUTE/N``) that hold a non-empty file."""
+    found: dict[str, list[Path]] = {}
+    for area in ("shardlog", "state"):
+        base = root / area
+        routes = sorted(base.iterdir()) if base.is_dir() else []
+        for route_dir in routes:
+            if not route_dir.is_dir():
+                continue
+            for partition_dir in sorted(route_dir.iterdir()):
+                if partition_dir.name.isdigit() and _holds_data(partition_dir):
+                    found.setdefault(route_dir.name, []).append(partition_dir)
+    return found
+
+
+def _holds_data(directory: Path) -> bool:
+    for path in directory.rglob("*"):
+        if path.name != ".lock" and path.is_file() and path.stat().st_size > 0:
+            return True
+    return False
+
+
+def _existing_config(env: Env) -> Any:
+    """The home's current configuration, or None (absent or unreadable)."""
+    from nereus.config import parse_config
+    from nereus.errors import NereusError
+
+    path = env.layout.config
+    try:
+        return parse_config(path.read_text(), source=str(path))
+    except (OSError, NereusError):
+        return None
+
+
+def _kept_routes(env: Env) -> dict[str, str]:
+    """Route ids to keep on re-init: those of configured routes that hold data here (their
+    logs carry that identity in their first records)."""
+    existing = _existing_config(env)
+    if existing is None:
+        return {}
+    data = routes_with_data(env.layout.root)
+    return {name: settings.id for name, settings in existing.routes.items()
+            if name in data and settings.id}
+
+
+def _refuse_route_changes(env: Env, routes: dict[str, RouteSettings], *,
+                          check_partitions: bool = True) -> None:
+    """Refuse a configuration that drops a route holding data in this home, or changes
+    its partitions or its log backend: its messages would be stranded, or their ids would
+    hash to other shards. Other settings may change."""
+    from nereus.errors import UsageError
+
+    data = routes_with_data(env.layout.root)
+    if not data:
+        return
+    existing = _existing_config(env)
+    before = existing.routes if existing is not None else {}
+    problems: list[str] = []
+    hints: list[str] = []
+    for name, dirs in sorted(data.items()):
+        where = ", ".join(str(d.relative_to(env.layout.root)) for d in dirs[:3]) + (
+            " ..." if len(dirs) > 3 else "")
+        old = before.get(name)
+        new = routes.get(name)
+        if new is None:
+            was = f" ({old.partitions} partition(s) on the {old.log} log)" if old else ""
+            problems.append(f"route {name}{was} holds data ({where}) and the new "
+                            "configuration has no such route")
+            hints.append(f"init with --route {name}" + (
+                f" --partitions {old.partitions} --log {old.log}" if old else ""))
+            continue
+        if old is not None and old.log != new.log:
+            problems.append(f"route {name} holds data ({where}): its log would change from "
+                            f"{old.log} to {new.log}")
+            hints.append(f"keep --log {old.log} for route {name}")
+        partitions = old.partitions if old is not None else 1 + max(int(d.name) for d in dirs)
+        changed = (partitions != new.partitions if old is not None
+                   else partitions > new.partitions)
+        if check_partitions and changed:
+            problems.append(f"route {name} holds data ({where}): its partitions would change "
+                            f"from {partitions} to {new.partitions}, moving message ids to "
+                            "other shards")
+            hints.append(f"keep --partitions {partitions} for route {name}")
+    if problems:
+        raise UsageError(
+            f"{env.layout.config} was left as it was: " + "; ".join(problems),
+            hint="; ".join(hints) + ". init --force may rewrite other settings, not the "
+            "routes that hold data; a new layout needs a new route or a new home")
 
 
 def _found_identity(env: Env, settings: RouteSettings, *,
@@ -221,6 +323,7 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
         objects_path = relative if relative.is_absolute() else source.root / relative
         text = pin_object_store(text, objects_path)
     copied = parse_config(text, source=str(layout.config))
+    _refuse_route_changes(env, copied.routes)
     file_routes = [r for r in copied.routes.values() if r.log == "file"]
     if file_routes and not copy_log:
         names = ", ".join(r.name for r in file_routes)
