@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from nereus.cli.commands import attempt as attempt_cmd
 from nereus.cli.commands import checkpoint as checkpoint_cmd
+from nereus.cli.commands import command as command_cmd
 from nereus.cli.commands import completion as completion_cmd
 from nereus.cli.commands import dashboard as dashboard_cmd
 from nereus.cli.commands import doctor as doctor_cmd
@@ -58,6 +59,7 @@ shard_cmd.app.command("pause")(mutate_cmd.shard_pause)
 shard_cmd.app.command("resume")(mutate_cmd.shard_resume)
 message_cmd.app.command("break")(mutate_cmd.message_break)
 app.add_typer(playbook_cmd.app, name="playbook")
+app.add_typer(command_cmd.app, name="command")
 
 
 @app.callback()
@@ -104,6 +106,9 @@ def _json_requested(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from nereus.engine.private_files import enter_private_mode
+
+    enter_private_mode()
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
         code = app(args=args, prog_name="nereus", standalone_mode=False)
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         output = Output(json_mode=_json_requested(args))
         if output.json_mode:
             output.emit({"ok": False, "error": exc.message, "hint": exc.hint,
-                         "exit_code": int(exc.exit_code)}, lambda _: None)
+                         "exit_code": int(exc.exit_code), **exc.document}, lambda _: None)
         output.error(exc.message, exc.hint)
         sys.exit(int(exc.exit_code))
     except typer.Exit as exc:
@@ -131,8 +136,38 @@ def main(argv: list[str] | None = None) -> None:
                      "exit_code": code}, lambda _: None)
             exc.show()
             sys.exit(code)
-        raise
+        _crashed(exc, args)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _crashed(exc: Exception, args: list[str]) -> NoReturn:
+    """A bug: one line on stderr, the traceback in a crash file, the JSON error document
+    under ``--json``, exit 70."""
+    from nereus.cli.crash import write_crash_file
+
+    path = write_crash_file(exc, resolve_home(_home_option(args)), args)
+    where = f"the traceback is in {path}" if path is not None else "no crash file could be written"
+    message = f"internal error ({type(exc).__name__}): {str(exc)[:200]}"
+    hint = f"{where}; please report it with that file"
+    output = Output(json_mode=_json_requested(args))
+    if output.json_mode:
+        output.emit({"ok": False, "error": message, "hint": hint,
+                     "exit_code": int(ExitCode.INTERNAL),
+                     "crash_file": None if path is None else str(path)}, lambda _: None)
+    output.error(message, hint)
+    sys.exit(int(ExitCode.INTERNAL))
+
+
+def _home_option(args: list[str]) -> str | None:
+    """The ``--home`` of a command line already hoisted (the globals come first)."""
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--home" and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--home="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def _usage_hint(exc: Any) -> str:

@@ -132,6 +132,7 @@ def run(env: Env, *, build: Build, shards: Sequence[ShardId], who: Identity,
     report(env, planned.doc)
     if failed(planned.doc):
         raise typer.Exit(1)
+    not_known(env, [planned.doc], wait=wait and not dry_run)
 
 
 def plan(env: Env, *, build: Build, shards: Sequence[ShardId], who: Identity,
@@ -185,6 +186,21 @@ def failed(doc: dict[str, Any]) -> bool:
     if doc["dry_run"]:
         return any(r["would_result"] != "APPLIED" for r in doc["receipts"])
     return doc["result"] in ("REJECTED", "STALE")
+
+
+def not_known(env: Env, docs: Sequence[dict[str, Any]], *, wait: bool) -> None:
+    """Under --wait, a shard still QUEUED means the result is not known yet: exit 6."""
+    from nereus.errors import ExitCode
+
+    queued = [r for doc in docs for r in doc["receipts"] if r.get("evidence") == "QUEUED"]
+    if not wait or not queued:
+        return
+    key = queued[0].get("idempotency_key")
+    env.output.err.print(
+        f"queued; result not known yet on {len(queued)} shard(s): durable in the Shard Log "
+        f"but not applied in time (see `nereus engine status`); ask later with `nereus "
+        f"command show {key}`", markup=False, highlight=False)
+    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
 
 
 def _kind(mutation: OperatorMutation) -> str:
@@ -299,8 +315,12 @@ def confirm(env: Env, planned: Sequence[Planned]) -> None:
         raise UsageError(
             f"{what}: needs confirmation and there is no terminal to ask on",
             hint="pass --yes to confirm in a script, or --dry-run to see what would change")
+    import copy
+
+    from nereus.cli.output import terminal_safe
+
     for p in planned:
-        _print_impact(env.output.err, p.doc)
+        _print_impact(env.output.err, terminal_safe(copy.deepcopy(p.doc)))
     if not typer.confirm(f"{what}?", default=False, err=True):
         env.output.err.print("not confirmed: nothing was written")
         raise typer.Exit(1)
@@ -376,14 +396,14 @@ def report(env: Env, doc: dict[str, Any]) -> None:
 
 def print_document(out: Console, doc: dict[str, Any]) -> None:
     """The human rendering of one mutation's document."""
-    from rich.markup import escape
+    from nereus.cli.output import safe_markup as escape
 
     head = escape(_describe(doc["kind"], doc["target"]))
     out.print(f"{'DRY RUN: ' if doc['dry_run'] else ''}{head} "
               f"[dim](by {escape(doc['operator'])}: {escape(doc['operator_reason'])})[/dim]")
     _print_impact(out, doc)
     for r in doc["receipts"]:
-        out.print(_receipt_line(r), markup=False)
+        out.print(_receipt_line(r))
     if doc["dry_run"]:
         out.print("nothing was written (--dry-run)")
 
@@ -412,12 +432,12 @@ def _print_impact(out: Console, doc: dict[str, Any]) -> None:
         changes = ", ".join(f"{name} {c['from']} -> {c['to']}"
                             for name, c in lane["changed"].items()) or "no policy change"
         out.print(f"  lane {lane['lane']} on {lane['shard']}: {changes}; "
-                  f"{lane['scheduled']} scheduled, {lane['in_flight']} in flight", markup=False)
+                  f"{lane['scheduled']} scheduled, {lane['in_flight']} in flight")
     if impact["messages_changed"]:
         moves = ", ".join(f"{n} {t}" for t, n in impact["message_transitions"].items())
-        out.print(f"  messages: {moves}", markup=False)
+        out.print(f"  messages: {moves}")
     for a in impact["attempts"]:
         out.print(f"  attempt {a['attempt_id']} ({a['delay_message_id']}) on {a['shard']}: "
-                  f"{a['from']} -> {a['to']}", markup=False)
+                  f"{a['from']} -> {a['to']}")
     for line in impact.get("shard_pause", []):
-        out.print(f"  shard {line}", markup=False)
+        out.print(f"  shard {line}")

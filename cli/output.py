@@ -14,8 +14,40 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from nereus.terminal_text import escape_controls
+
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+class Shown(str):
+    """A string already made safe to print inside Rich markup (``safe_markup``)."""
+
+    __slots__ = ()
+
+
+def safe_markup(text: str) -> str:
+    """``text`` to print inside Rich markup: control characters escaped, markup inert.
+    Idempotent: a ``Shown`` string is returned as it is."""
+    if isinstance(text, Shown):
+        return text
+    from rich.markup import escape
+
+    return Shown(escape(escape_controls(text)))
+
+
+def terminal_safe(data: Any) -> Any:
+    """Make every string inside ``data`` (dicts, lists) ``safe_markup``, in place; returns
+    the value to store for ``data`` itself (a new string when it is one)."""
+    if isinstance(data, str):
+        return safe_markup(data)
+    if isinstance(data, dict):
+        for key, value in data.items():
+            data[key] = terminal_safe(value)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            data[index] = terminal_safe(value)
+    return data
 
 
 class Output:
@@ -41,24 +73,24 @@ class Output:
         return self._err
 
     def emit(self, data: dict[str, Any] | list[Any], human: Callable[[Console], None]) -> None:
-        """One JSON document with ``--json``; otherwise ``human`` draws for people."""
+        """One JSON document with ``--json``, unchanged; otherwise ``human`` draws for
+        people, after every string in ``data`` is made terminal-safe in place
+        (``terminal_safe``): renderers print the document's values inside Rich markup, so
+        this is the one place that keeps escape sequences and markup in data inert."""
         if self.json_mode:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
         else:
+            terminal_safe(data)
             human(self.out)
 
     def warn(self, text: str) -> None:
-        from rich.markup import escape
-
-        self.err.print(f"[yellow]warning:[/yellow] {escape(text)}")
+        self.err.print(f"[yellow]warning:[/yellow] {safe_markup(text)}")
 
     def error(self, text: str, hint: str | None = None) -> None:
-        from rich.markup import escape
-
-        self.err.print(f"[red]error:[/red] {escape(text)}")
+        self.err.print(f"[red]error:[/red] {safe_markup(text)}")
         if hint:
-            self.err.print(f"[dim]hint:[/dim] {escape(hint)}")
+            self.err.print(f"[dim]hint:[/dim] {safe_markup(hint)}")
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:

@@ -45,7 +45,10 @@ def run(home: Path, *, foreground: bool) -> int:
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.engine import Engine, EngineSettings
+    from nereus.engine.private_files import enter_private_mode, secure_home
 
+    enter_private_mode()
+    secure_home(home)
     layout = HomeLayout(home)
     config = parse_config(layout.config.read_text(), source=str(layout.config))
     settings = EngineSettings.from_config(config.engine)

@@ -20,6 +20,8 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     ENGINE_UNREACHABLE = 4
     SERVICE_UNREACHABLE = 5
+    RESULT_NOT_KNOWN = 6  # queued, but its result is not known yet (`nereus command show`)
+    INTERNAL = 70  # a bug: one line on stderr, the traceback in a crash file (EX_SOFTWARE)
 
 
 class NereusError(Exception):
@@ -27,10 +29,13 @@ class NereusError(Exception):
 
     exit_code: ExitCode = ExitCode.NO
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None,
+                 document: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # more keys for the JSON error document (which lines, which receipts, ...)
+        self.document = document or {}
 
 
 class UsageError(NereusError):
@@ -59,6 +64,12 @@ class ServiceUnreachable(NereusError):
     """An external service (broker, object store) does not answer."""
 
     exit_code = ExitCode.SERVICE_UNREACHABLE
+
+
+class ResultNotKnown(NereusError):
+    """The command is durable in the Shard Log, but its applied result is not known yet."""
+
+    exit_code = ExitCode.RESULT_NOT_KNOWN
 
 
 class LogCorruption(NereusError):

@@ -14,18 +14,23 @@ from datetime import UTC, datetime
 
 from nereus.errors import UsageError
 
+MAX_TIME_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the last instant ISO-8601 (and every tool that prints it) can
+write. Times beyond it are refused on input; stored ones are printed, never a crash."""
+
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_MAX_DURATION_TEXT = 64
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_time_ms(text: str, *, field: str = "time") -> int:
     """Parse an ISO-8601 time with zone, or epoch milliseconds, into epoch ms."""
     value = text.strip()
-    if value.isdigit():
-        return int(value)
+    if value.isascii() and value.isdigit():
+        return _in_range(int(value) if len(value) <= 20 else MAX_TIME_MS + 1, text, field)
     try:
         parsed = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise UsageError(
             f"{field}: {text!r} is not a time",
             hint="give ISO-8601 with a zone (2026-11-29T20:00:00Z) or epoch milliseconds",
@@ -35,12 +40,37 @@ def parse_time_ms(text: str, *, field: str = "time") -> int:
             f"{field}: {text!r} has no time zone",
             hint="add a zone such as Z or +01:00; naive times are ambiguous",
         )
-    return int(parsed.timestamp() * 1000)
+    try:
+        return _in_range(int(parsed.timestamp() * 1000), text, field)
+    except (OverflowError, ValueError):
+        raise UsageError(f"{field}: {text!r} is outside the times Nereus Delay can keep",
+                         hint=_RANGE_HINT) from None
+
+
+_RANGE_HINT = "times run from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+
+
+def _in_range(ms: int, text: str, field: str) -> int:
+    if not 0 <= ms <= MAX_TIME_MS:
+        raise UsageError(f"{field}: {text!r} is outside the times Nereus Delay can keep",
+                         hint=_RANGE_HINT)
+    return ms
+
+
+def add_duration_ms(now_ms: int, duration_ms: int, *, text: str, field: str) -> int:
+    """``now_ms + duration_ms``, refused (naming the field) past the last representable time."""
+    if now_ms + duration_ms > MAX_TIME_MS:
+        raise UsageError(f"{field}: {text!r} from now is past 9999-12-31T23:59:59.999Z",
+                         hint="give a shorter delay")
+    return now_ms + duration_ms
 
 
 def parse_duration_ms(text: str, *, field: str = "duration") -> int:
     """Parse ``30s``, ``5m``, ``2h``, ``1d``, ``500ms`` or ``1h30m`` into milliseconds."""
     value = text.strip()
+    if len(value) > _MAX_DURATION_TEXT:
+        raise UsageError(f"{field}: a duration of {len(value)} characters is not a duration",
+                         hint="use a number and a unit: 500ms, 30s, 5m, 2h, 1d (or 1h30m)")
     pos, total = 0, 0
     for match in _DURATION_PART.finditer(value):
         if match.start() != pos:
@@ -56,6 +86,11 @@ def parse_duration_ms(text: str, *, field: str = "duration") -> int:
 
 
 def format_time_ms(ms: int) -> str:
-    """Epoch milliseconds as ISO-8601 UTC with millisecond precision and a ``Z``."""
+    """Epoch milliseconds as ISO-8601 UTC with millisecond precision and a ``Z``.
+
+    Total: a stored value outside 1970..9999 (written by an older build, or a hostile log)
+    is shown as ``<ms> ms (out of range)`` instead of breaking whatever lists it."""
+    if not 0 <= ms <= MAX_TIME_MS:
+        return f"{ms} ms (out of range)"
     stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -248,8 +249,9 @@ def doctor(ctx: typer.Context) -> None:
         mode = stat.S_IMODE(sock.stat().st_mode)
         checks.append(_check("admin_socket", mode == 0o600,
                              f"{sock} mode {mode:04o}", f"chmod 600 {sock}"))
-    engine_state = "running" if env.engine_running() else "not running"
-    checks.append(_check("engine", True, f"the engine is {engine_state}"))
+    checks.append(_engine(env))
+    if layout.root.is_dir():
+        checks.append(_privacy(layout.root))
     if layout.root.is_dir():
         usage = shutil.disk_usage(layout.root)
         checks.append(_check("disk", usage.free >= MIN_FREE_BYTES,
@@ -269,7 +271,7 @@ def doctor(ctx: typer.Context) -> None:
     data = {"ok": ok, "home": str(layout.root), "checks": checks}
 
     def human(out: Any) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         for c in checks:
             mark = "[green]ok[/green]  " if c["ok"] else (
@@ -286,6 +288,50 @@ def doctor(ctx: typer.Context) -> None:
     env.output.emit(data, human)
     if not ok:
         raise typer.Exit(1)
+
+
+def _engine(env: Env) -> dict[str, Any]:
+    """Running and healthy (every shard and worker), or not running; a running engine with
+    a FAILED shard or worker fails the doctor."""
+    from nereus.errors import NereusError
+
+    if not env.engine_running():
+        return _check("engine", True, "the engine is not running")
+    try:
+        status = env.admin().get("/v1/status")
+    except NereusError as exc:
+        return _check("engine", False, f"the engine runs but its status failed: {exc.message}",
+                      "see <home>/log/engine.log; restart it with `nereus engine stop` and "
+                      "`nereus engine start`")
+    problems = status.get("problems", [])
+    if problems:
+        return _check("engine", False, "the engine is running, not healthy: "
+                      + "; ".join(problems),
+                      "`nereus engine status` and <home>/log/engine.log say why; fix the "
+                      "cause (a shard log that ends before its database: restore the shard "
+                      "from its Recovery Set), then restart the engine")
+    return _check("engine", True, f"the engine is running: {len(status['shards'])} shard(s) "
+                  f"and {len(status['workers'])} worker(s) healthy")
+
+
+def _privacy(root: Path) -> dict[str, Any]:
+    """The home is 0700 and its files 0600: nothing in it for other users of the host."""
+    from nereus.engine.private_files import loose_modes
+
+    loose = list(loose_modes(root))
+    if not loose:
+        return _check("permissions", True, f"{root} and everything in it is private to its "
+                      "owner (directories 0700, files 0600)")
+    shown = ", ".join(f"{path} {mode:04o}" for path, mode in loose[:5])
+    more = " ..." if len(loose) > 5 else ""
+    # the configuration (object-store credentials) and the evidence keys are secrets: a
+    # failure; anything else others can read (messages in the log and outbox) a warning
+    secret = any(path.name == "nereus.toml" or "secrets" in path.relative_to(root).parts
+                 for path, _ in loose if path != root)
+    return _check("permissions", False, f"readable by other users: {shown}{more}",
+                  f"chmod -R go-rwx {root}  (nereus.toml can hold object-store secrets; the "
+                  "log, database and outbox hold your messages)",
+                  severity="error" if secret else "warning")
 
 
 def _object_store(env: Env) -> dict[str, Any]:

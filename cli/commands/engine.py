@@ -155,7 +155,7 @@ def status(ctx: typer.Context) -> None:
         out.print(shards)
         for s in data["shards"]:
             if s.get("waiting"):
-                out.print(f"{s['shard']} admits nothing now: {s['waiting']}", markup=False)
+                out.print(f"{s['shard']} admits nothing now: {s['waiting']}")
         lanes = Table("lane", "gate", "readiness", "due backlog", "published", "failures")
         for lane in data["lanes"]:
             lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
@@ -172,5 +172,9 @@ def status(ctx: typer.Context) -> None:
             out.print(workers)
         else:
             out.print(f"{len(data.get('workers', []))} workers running, none restarted")
+        for problem in data["problems"]:
+            out.print(f"[red]not healthy:[/red] {problem}")
 
     env.output.emit(data, human)
+    if not data["healthy"]:
+        raise typer.Exit(1)

@@ -16,6 +16,7 @@ that gc collects.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from contextlib import contextmanager
@@ -32,12 +33,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.client import Prepared, Queued, RouteRef
+    from nereus.errors import NereusError
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
 
 WaitOption = Annotated[bool, typer.Option(
     "--wait", help="Wait for the applied result (needs the engine running).")]
 RouteOption = Annotated[str, typer.Option("--route", help="Ingress route.")]
+CommandIdOption = Annotated[str | None, typer.Option(
+    "--command-id", help="The command's id: a retry with the same id and the same content "
+    "returns the first result (exit 0) instead of acting twice; different content under it "
+    "is REJECTED DUPLICATE_CONFLICT.")]
 
 RESERVATION_TTL_MS = 3_600_000  # an abandoned large-payload reservation expires after this
 _CHUNK = 1 << 20
@@ -58,14 +64,31 @@ def _when(deliver_at: str | None, delay: str | None, *, what: str,
     if deliver_at is not None:
         return parse_time_ms(deliver_at, field=names[0])
     assert delay is not None
-    return _now_ms() + parse_duration_ms(delay, field=names[1])
+    from nereus.timespec import add_duration_ms
+
+    return add_duration_ms(_now_ms(), parse_duration_ms(delay, field=names[1]), text=delay,
+                           field=names[1])
 
 
-def _check_id(value: str, flag: str) -> str:
+def _check_id(env: Env, value: str, flag: str) -> str:
+    """An id as the shard will accept it: 1..max_id_bytes of UTF-8, no control characters."""
     from nereus.errors import UsageError
+    from nereus.terminal_text import find_control
 
-    if not value or "\x00" in value or len(value.encode()) > 256:
-        raise UsageError(f"{flag} {value!r}: ids are 1-256 bytes without NUL characters")
+    limit = env.config.limits.max_id_bytes
+    shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
+    if not value:
+        raise UsageError(f"{flag}: an id must not be empty")
+    _utf8(value, flag)
+    control = find_control(value)
+    if control is not None:
+        raise UsageError(f"{flag} {shown}: character {control} is a control character "
+                         f"(U+{ord(value[control]):04X}); ids are printable text",
+                         hint="ids reach operators' terminals and logs: use letters, digits "
+                         "and punctuation")
+    if len(value.encode()) > limit:
+        raise UsageError(f"{flag} {shown}: {len(value.encode())} bytes, over the limit of "
+                         f"{limit} (shard.max_id_bytes)")
     return value
 
 
@@ -88,37 +111,105 @@ def _receipt(item: Queued) -> dict[str, Any]:
     }
 
 
+# one admin request or one log append carries at most this much (the admin socket takes
+# 64 MiB of JSON; base64 adds a third): a batch of any size goes in chunks
+CHUNK_RECORDS = 5_000
+CHUNK_BYTES = 16 << 20
+WAIT_MS = 30_000
+
+
+class Interrupted(Exception):
+    """A submission stopped part-way: ``receipts`` were acknowledged, the rest not."""
+
+    def __init__(self, receipts: list[dict[str, Any]], cause: NereusError) -> None:
+        super().__init__(cause.message)
+        self.receipts = receipts
+        self.cause = cause
+
+
+def _chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
+    chunk: list[Prepared] = []
+    size = 0
+    for item in prepared:
+        if chunk and (len(chunk) >= CHUNK_RECORDS or size + len(item.data) > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item.data)
+    if chunk:
+        yield chunk
+
+
 def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
-    """Queue through the engine when it runs (optionally waiting), else straight to the log."""
-    import base64
+    """Queue through the engine when it runs (optionally waiting), else straight to the log,
+    in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
+    from nereus.errors import EngineUnreachable, NereusError
 
-    from nereus.client import queue
-    from nereus.errors import EngineUnreachable
-
-    if env.engine_running():
-        body = {
-            "records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
-                        for p in prepared],
-            "wait_ms": 30_000 if wait else 0,
-        }
-        answer = env.admin().post("/v1/commands", body, timeout=120)
-        out = []
-        for item, receipt in zip(prepared, answer["receipts"], strict=True):
-            data = {"kind": item.kind, "delay_message_id": item.delay_message_id,
-                    "command_id": item.command_id, **receipt}
-            out.append(data)
-        return out
-    if wait:
+    running = env.engine_running()
+    if wait and not running:
         raise EngineUnreachable(
             f"--wait needs the engine, and none runs on {env.home}",
             hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
         )
-    return [_receipt(q) for q in queue(prepared, env.command_log)]
+    out: list[dict[str, Any]] = []
+    for chunk in _chunks(prepared):
+        try:
+            out += _submit_chunk(env, chunk, wait) if running else _queue_chunk(env, chunk)
+        except NereusError as exc:
+            raise Interrupted(out, exc) from None
+    return out
+
+
+def _submit_chunk(env: Env, chunk: list[Prepared], wait: bool) -> list[dict[str, Any]]:
+    import base64
+
+    body = {"records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
+                        for p in chunk],
+            "wait_ms": WAIT_MS if wait else 0}
+    answer = env.admin().post("/v1/commands", body, timeout=120 + WAIT_MS / 1000)
+    return [{"kind": item.kind, "delay_message_id": item.delay_message_id,
+             "command_id": item.command_id, **receipt}
+            for item, receipt in zip(chunk, answer["receipts"], strict=True)]
+
+
+def _queue_chunk(env: Env, chunk: list[Prepared]) -> list[dict[str, Any]]:
+    from nereus.client import queue
+    from nereus.errors import ServiceUnreachable
+
+    try:
+        return [_receipt(q) for q in queue(chunk, env.command_log)]
+    except OSError as exc:
+        raise ServiceUnreachable(f"appending to the Shard Log failed: {exc}") from None
+
+
+def _not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
+    """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
+    from nereus.errors import ExitCode
+
+    if not wait:
+        return
+    queued = [r for r in data if r.get("evidence") == "QUEUED"]
+    if not queued:
+        return
+    first = queued[0]
+    env.output.err.print(
+        f"queued; result not known yet: {len(queued)} command(s) durable in the Shard Log "
+        f"but not applied within {WAIT_MS // 1000} s (is shard {first['shard']} failed? see "
+        f"`nereus engine status`); ask later with `nereus command show "
+        f"{first['command_id']}`", markup=False, highlight=False)
+    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
+
+
+def _submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
+    try:
+        return _submit(env, [prepared], wait)[0]
+    except Interrupted as stopped:
+        raise stopped.cause from None
 
 
 def _queue_and_report(env: Env, prepared: Prepared, wait: bool,
                       extra: dict[str, Any] | None = None) -> None:
-    data = _submit(env, [prepared], wait)[0]
+    data = _submit_one(env, prepared, wait)
     data.update(extra or {})
 
     def human(out: Console) -> None:
@@ -140,6 +231,7 @@ def _queue_and_report(env: Env, prepared: Prepared, wait: bool,
     env.output.emit(data, human)
     if data.get("result") == "REJECTED":
         raise typer.Exit(1)
+    _not_known(env, [data], wait)
 
 
 def _check_message(env: Env, *, lane: str, deliver_at_ms: int,
@@ -157,12 +249,24 @@ def _check_message(env: Env, *, lane: str, deliver_at_ms: int,
 def _prepare_one(
     env: Env, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None, key: str | None,
     headers: dict[str, str], body: bytes, message_id: str | None, route: str,
+    command_id: str | None = None,
 ) -> Prepared:
     from nereus.client import prepare_schedule
     from nereus.errors import UsageError
+    from nereus.machine.validate import check_headers
 
     config = env.config
     _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
+    if key is not None:
+        _utf8(key, "key")
+    for name, value in headers.items():
+        _utf8(name, "header name")
+        _utf8(value, f"header {name!r}")
+    bad_headers = check_headers(headers, config.limits)
+    if bad_headers is not None:
+        raise UsageError(f"headers: {bad_headers.detail}",
+                         hint=f"the limits are [shard] max_headers and max_header_bytes in "
+                         f"{config.source}")
     limit = config.limits.max_inline_payload_bytes
     if len(body) > limit:
         raise UsageError(
@@ -172,24 +276,45 @@ def _prepare_one(
             "takes the object-store (large-payload) path",
         )
     return prepare_schedule(
-        _route(env, route), command_id=str(uuid.uuid4()),
-        delay_message_id=_check_id(message_id or str(uuid.uuid4()), "id"), lane=lane,
+        _route(env, route), command_id=_command_id(env, command_id),
+        delay_message_id=_message_id(env, message_id), lane=lane,
         deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
         payload=body,
     )
 
 
-def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
-    import json
+def _utf8(value: str, what: str) -> None:
+    """Refuse text that is not Unicode (lone surrogates: undecodable bytes on the command
+    line, or ``\\ud800`` in JSON): it cannot be stored or published."""
+    from nereus.errors import UsageError
 
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"{what}: character {exc.start} is not valid Unicode "
+                         f"({value[exc.start]!r})") from None
+
+
+def _message_id(env: Env, given: str | None) -> str:
+    """``--id`` checked (an empty one is refused, not replaced), or a new UUID."""
+    return str(uuid.uuid4()) if given is None else _check_id(env, given, "id")
+
+
+def _command_id(env: Env, given: str | None) -> str | None:
+    """``--command-id`` checked like an id; None lets the command derive one."""
+    return None if given is None else _check_id(env, given, "--command-id")
+
+
+def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
     from nereus.errors import NereusError, UsageError
     from nereus.timespec import parse_time_ms
 
     where = f"line {number}"
     try:
         item = json.loads(line)
-    except ValueError as exc:
-        raise UsageError(f"{where}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise UsageError(f"{where}: not JSON ({why})") from None
     if not isinstance(item, dict):
         raise UsageError(f"{where}: expected a JSON object")
     unknown = set(item) - {"id", "lane", "deliver_at", "delay", "expire_at", "key", "headers",
@@ -216,12 +341,15 @@ def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
         key = item.get("key")
         if key is not None and not isinstance(key, str):
             raise UsageError("field key: expected a string")
+        message_id = item.get("id")
+        if message_id is not None and not isinstance(message_id, str):
+            raise UsageError("field id: expected a string")
         return _prepare_one(
             env, lane=item["lane"], deliver_at_ms=deliver_at_ms,
             expire_at_ms=None if expire is None else parse_time_ms(str(expire),
                                                                    field="field expire_at"),
-            key=key, headers=headers, body=payload.encode(),
-            message_id=None if item.get("id") is None else str(item["id"]), route=route,
+            key=key, headers=headers, body=payload.encode(errors="surrogatepass"),
+            message_id=message_id, route=route,
         )
     except NereusError as exc:
         exc.message = f"{where}: {exc.message}"
@@ -253,8 +381,17 @@ def schedule(
         "expire_at, key, headers, payload. Queued with group commit.")] = None,
     route: RouteOption = "default",
     wait: WaitOption = False,
+    command_id: Annotated[str | None, typer.Option(
+        "--command-id", help="The command's id (default: derived from the content, so an "
+        "identical retry is the same command).")] = None,
 ) -> None:
-    """Schedule a message for publication not before a time."""
+    """Schedule a message for publication not before a time.
+
+    Retries are safe: an identical schedule (same --id, lane, time, expiry, key, headers
+    and payload) is the same command, applied once; a retry returns the first result with
+    exit 0. A different schedule for an existing --id is REJECTED MESSAGE_EXISTS.
+    A command id is remembered for ever today; give --deliver-at, not --delay, to retry
+    (a delay is counted from each run's now)."""
     from nereus.errors import UsageError
     from nereus.timespec import parse_time_ms
 
@@ -263,6 +400,8 @@ def schedule(
         if any(v is not None for v in (lane, deliver_at, delay, payload, payload_file,
                                        message_id, key, expire_at)) or header:
             raise UsageError("--batch takes every field from the file; give no other message flags")
+        if command_id is not None:
+            raise UsageError("--command-id names one command; a batch derives one per line")
         _schedule_batch(env, batch, route, wait)
         return
     if lane is None:
@@ -285,10 +424,11 @@ def schedule(
                                 message_id=message_id, route=route, wait=wait)
                 return
     else:
+        _utf8(payload or "", "--payload")
         body = (payload or "").encode()
     prepared = _prepare_one(env, lane=lane, deliver_at_ms=deliver_at_ms,
                             expire_at_ms=expire_at_ms, key=key, headers=headers, body=body,
-                            message_id=message_id, route=route)
+                            message_id=message_id, route=route, command_id=command_id)
     _queue_and_report(env, prepared, wait)
 
 
@@ -352,7 +492,7 @@ def _stage(env: Env, prepared: Prepared, wait: bool, payload_id: str, *,
     """Queue one stage of the large-payload path; a REJECTED stage stops the flow (exit 1)."""
     from nereus.errors import NereusError
 
-    data = _submit(env, [prepared], wait)[0]
+    data = _submit_one(env, prepared, wait)
     if data.get("result") == "REJECTED":
         raise NereusError(
             f"{prepared.kind} of payload {payload_id} was REJECTED on shard {data['shard']} at "
@@ -394,7 +534,7 @@ def _schedule_large(
     if size_hint > limit:
         raise too_large(size_hint)
     route_ref = _route(env, route)
-    delay_message_id = _check_id(message_id or str(uuid.uuid4()), "id")
+    delay_message_id = _message_id(env, message_id)
     objects = open_object_store(config.objects, env.home)
     size, sha256 = _hash_file(env, path, size_hint)
     if size > limit:
@@ -437,25 +577,126 @@ def _schedule_large(
     })
 
 
-def _schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
-    from nereus.errors import UsageError
+MAX_BAD_LINES = 20  # a batch with bad lines names this many of them, then counts the rest
+
+
+def _read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepared]]:
+    """Every line of the file prepared, or a usage error naming every bad line (up to
+    ``MAX_BAD_LINES``): nothing is queued from a file with a bad line."""
+    from nereus.errors import NereusError, UsageError
 
     try:
-        lines = path.read_text().splitlines()
+        with open(path, encoding="utf-8", errors="strict") as handle:
+            lines = handle.read().splitlines()
     except OSError as exc:
         raise UsageError(f"--batch {path}: {exc.strerror}") from None
-    prepared = [_batch_line(env, number, line, route)
-                for number, line in enumerate(lines, start=1) if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--batch {path}: not UTF-8 at byte {exc.start}") from None
+    numbers: list[int] = []
+    prepared: list[Prepared] = []
+    bad: list[dict[str, Any]] = []
+    bad_count = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            prepared.append(_batch_line(env, number, line, route))
+            numbers.append(number)
+        except NereusError as exc:
+            bad_count += 1
+            if len(bad) < MAX_BAD_LINES:
+                bad.append({"line": number, "error": exc.message})
+    if bad:
+        more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
+        listed = "; ".join(item["error"] for item in bad[:5]) + (" ..." if len(bad) > 5 else "")
+        raise UsageError(
+            listed if bad_count == 1 else
+            f"{listed}{more}: {bad_count} bad lines in {path}, nothing was queued",
+            hint="fix the lines listed (JSON: bad_lines) and run it again; nothing of the file "
+            "was queued", document={"bad_lines": bad, "bad_line_count": bad_count})
     if not prepared:
         raise UsageError(f"--batch {path}: no messages in the file")
-    receipts = _submit(env, prepared, wait)
+    return numbers, prepared
+
+
+def _schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
+    numbers, prepared = _read_batch(env, path, route)
+    try:
+        receipts = _submit(env, prepared, wait)
+    except Interrupted as stopped:
+        raise _interrupted(env, path, numbers, prepared, stopped) from None
+    for number, receipt in zip(numbers, receipts, strict=True):
+        receipt["line"] = number
     rejected = sum(1 for r in receipts if r.get("result") == "REJECTED")
     data = {"queued": len(receipts), "rejected": rejected, "receipts": receipts}
     env.output.emit(data, lambda out: out.print(
-        f"queued {len(receipts)} message(s) from {path}"
+        f"queued {len(receipts)} message(s) from {escape_path(path)}"
         + (f"; {rejected} REJECTED" if rejected else "")))
     if rejected:
         raise typer.Exit(1)
+    _not_known(env, receipts, wait)
+
+
+def escape_path(path: Path) -> str:
+    from nereus.cli.output import safe_markup
+
+    return safe_markup(str(path))
+
+
+def _interrupted(env: Env, path: Path, numbers: list[int], prepared: list[Prepared],
+                 stopped: Interrupted) -> NereusError:
+    """The error for a batch that stopped part-way: which lines the log acknowledged, and
+    a retry file with the others, each with its id and absolute times fixed, so running it
+    queues the same commands (a line the log took without our hearing of it is applied
+    once: its command id is derived from its content)."""
+    from nereus.errors import NereusError
+
+    acknowledged = stopped.receipts
+    for number, receipt in zip(numbers, acknowledged, strict=False):
+        receipt["line"] = number
+    rest = prepared[len(acknowledged):]
+    retry = path.with_name(f"{path.name}.retry-{_now_ms()}.jsonl")
+    written: Path | None = None
+    try:
+        with open(retry, "x", encoding="utf-8", errors="surrogatepass") as handle:
+            for item in rest:
+                handle.write(json.dumps(_batch_fields(item)) + "\n")
+        retry_note = (f"a retry is safe: `nereus message schedule --batch {retry}` queues the "
+                      f"{len(rest)} line(s) not acknowledged with the same ids and times; "
+                      "a command the log already holds is applied once")
+        written = retry
+    except OSError as exc:
+        retry_note = (f"no retry file could be written next to {path} ({exc.strerror}); "
+                      "re-run the lines not acknowledged, giving each line an id")
+    cause = stopped.cause
+    first_missing = numbers[len(acknowledged)] if rest else None
+    error = NereusError(
+        f"the batch {path} stopped after {len(acknowledged)} of {len(prepared)} message(s) "
+        f"were acknowledged (lines from {first_missing} on were not): {cause.message}",
+        hint=retry_note, document={
+            "acknowledged": acknowledged, "acknowledged_count": len(acknowledged),
+            "not_acknowledged_lines": numbers[len(acknowledged):],
+            "retry_file": None if written is None else str(written)})
+    error.exit_code = cause.exit_code
+    return error
+
+
+def _batch_fields(item: Prepared) -> dict[str, Any]:
+    """A batch line that prepares exactly ``item`` again."""
+    from nereus.records import Schedule
+
+    record = item.record
+    assert isinstance(record, Schedule)
+    line: dict[str, Any] = {"id": record.delay_message_id, "lane": record.lane,
+                            "deliver_at": str(record.deliver_at_ms)}
+    if record.expire_at_ms is not None:
+        line["expire_at"] = str(record.expire_at_ms)
+    if record.key is not None:
+        line["key"] = record.key
+    if record.headers:
+        line["headers"] = dict(record.headers)
+    line["payload"] = record.payload.decode(errors="surrogatepass")
+    return line
 
 
 @app.command("cancel")
@@ -464,15 +705,18 @@ def cancel(
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
     route: RouteOption = "default",
     wait: WaitOption = False,
+    command_id: CommandIdOption = None,
 ) -> None:
-    """Cancel a message; wins only before its Publish Admission."""
+    """Cancel a message; wins only before its Publish Admission.
+
+    To retry safely give --command-id: the same id is one command, applied once."""
     from nereus.client import prepare_cancel
 
     env: Env = ctx.obj
-    delay_message_id = _check_id(message_id, "ID")
+    delay_message_id = _check_id(env, message_id, "ID")
     prepared = prepare_cancel(
-        _route(env, route), command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
-        shard=env.message_shard(route, delay_message_id),
+        _route(env, route), command_id=_command_id(env, command_id) or str(uuid.uuid4()),
+        delay_message_id=delay_message_id, shard=env.message_shard(route, delay_message_id),
     )
     _queue_and_report(env, prepared, wait)
 
@@ -489,16 +733,19 @@ def reschedule(
         "--expire-at", help="No new publish attempt after this time.")] = None,
     route: RouteOption = "default",
     wait: WaitOption = False,
+    command_id: CommandIdOption = None,
 ) -> None:
-    """Move a message to a new time (a new generation); only before admission."""
+    """Move a message to a new time (a new generation); only before admission.
+
+    To retry safely give --command-id: the same id is one command, applied once."""
     from nereus.client import prepare_reschedule
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
     deliver_at_ms = _when(deliver_at, delay, what="reschedule")
-    delay_message_id = _check_id(message_id, "ID")
+    delay_message_id = _check_id(env, message_id, "ID")
     prepared = prepare_reschedule(
-        _route(env, route), command_id=str(uuid.uuid4()),
+        _route(env, route), command_id=_command_id(env, command_id) or str(uuid.uuid4()),
         delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
         expire_at_ms=None if expire_at is None else parse_time_ms(expire_at, field="--expire-at"),
         shard=env.message_shard(route, delay_message_id),

@@ -82,6 +82,7 @@ def submit(
         env.output.emit({"mutations": docs, "result": overall}, human)
     if any(mutation.failed(d) for d in docs):
         raise typer.Exit(1)
+    mutation.not_known(env, docs, wait=wait and not dry_run)
 
 
 def _fixed(record: OperatorMutation) -> Callable[[ShardId], OperatorMutation]:

@@ -240,7 +240,7 @@ def gc(
             "deleted": [v.to_dict() for v in shown], "kept": [v.to_dict() for v in kept]}
 
     def human(out: Console) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         verb = "would delete" if dry_run else "deleted"
         for action, group in ((verb, shown), ("keep", kept)):

@@ -57,8 +57,9 @@ def list_playbooks(ctx: typer.Context) -> None:
                      "required_vars": required, "error": problem})
 
     def human(out: Console) -> None:
-        from rich.markup import escape
         from rich.table import Table
+
+        from nereus.cli.output import safe_markup as escape
 
         table = Table("playbook", "what it does", "needs", "from")
         for row in rows:
@@ -106,7 +107,7 @@ def show(ctx: typer.Context, name: NameArg) -> None:
     }
 
     def human(out: Console) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         out.print(f"[bold]{playbook.name}[/bold] — {escape(playbook.title)}  "
                   f"[dim]({found.origin}: {found.path})[/dim]")
@@ -136,7 +137,7 @@ def _quote(word: str) -> str:
 
 
 def _print_step_body(out: Console, step: dict[str, Any], *, indent: str) -> None:
-    from rich.markup import escape
+    from nereus.cli.output import safe_markup as escape
 
     if step.get("description"):
         out.print(f"{indent}[dim]{escape(step['description'])}[/dim]")
@@ -180,7 +181,7 @@ class _LiveReport:
         self._last_wait: dict[str, str] = {}
 
     def step_started(self, planned: PlannedStep, args: list[str]) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         home = "" if planned.home == self.home else f"--home {_quote(planned.home)} "
         self.console.print(f"[bold]▶ [{planned.index + 1}/{self.total}] {planned.step.id}"
@@ -189,14 +190,14 @@ class _LiveReport:
                            f"{escape(' '.join(_quote(a) for a in args))}[/dim]")
 
     def waiting(self, planned: PlannedStep, polls: int, detail: str) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         if self._last_wait.get(planned.step.id) != detail or polls % 10 == 0:
             self._last_wait[planned.step.id] = detail
             self.console.print(f"    … waiting (poll {polls}): {escape(detail)}")
 
     def step_finished(self, planned: PlannedStep, result: StepResult) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         seconds = f"{result.elapsed_ms / 1000:.1f} s"
         if result.ok:
@@ -246,7 +247,7 @@ def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
             "steps": steps}
 
     def human(out: Console) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         out.print(f"[bold]Plan of {plan.playbook.name}[/bold] — {escape(plan.playbook.title)}"
                   " [dim](dry run: nothing runs, nothing is written)[/dim]")
@@ -351,7 +352,7 @@ def _emit_report(env: Env, report: RunReport, found: Found) -> None:
     data["path"] = str(found.path)
 
     def human(out: Console) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         if report.ok:
             out.print(f"[green]OK[/green] {report.name}: {escape(report.detail)} "

@@ -328,8 +328,11 @@ def log_command(
 
 
 def _print_log_row(env: Env, entry: dict[str, Any]) -> None:
-    env.output.out.print(f"{entry['position']:>8}  {entry['broker_time']}  {entry['kind']:<18} "
-                         f"{entry['summary']}", markup=False, highlight=False)
+    from nereus.terminal_text import escape_controls
+
+    env.output.out.print(escape_controls(f"{entry['position']:>8}  {entry['broker_time']}  "
+                                         f"{entry['kind']:<18} {entry['summary']}"),
+                         markup=False, highlight=False)
 
 
 @app.command("dump")

@@ -30,6 +30,11 @@ EXIT_STATUS: Mapping[ExitCode, str] = {
     "(the command needs a running engine).",
     ExitCode.SERVICE_UNREACHABLE: "An external service is unreachable: a broker (Kafka, Pulsar) "
     "or the object store.",
+    ExitCode.RESULT_NOT_KNOWN: "Queued, result not known yet: the command is durable in the "
+    "Shard Log but was not applied in time (--wait ran out, or the shard is failed); "
+    "nereus command show COMMAND_ID tells it later.",
+    ExitCode.INTERNAL: "Internal error (a bug): one line on stderr, the traceback in a crash "
+    "file under the home's log directory, and still a JSON error document with --json.",
 }
 INTERRUPTED = "Interrupted (Ctrl-C)."
 
@@ -250,7 +255,10 @@ def overview_page(root: Command, docs: Mapping[str, JsonDoc]) -> str:
         out += _tagged(italic(path), escape(text))
     out += _section("JSON OUTPUT") + paragraphs(JSON_CONVENTIONS)
     out += _tagged(italic("on failure"),
-                   f"Any command, exit status 1 to 5: one object with {_keys(ERROR_KEYS)}.")
+                   f"Any command, exit status 1 to 5 and 70: one object with {_keys(ERROR_KEYS)} "
+                   "(and, where they apply, more keys: bad_lines and bad_line_count for a "
+                   "batch with bad lines; acknowledged, not_acknowledged_lines and retry_file "
+                   "for an interrupted batch; crash_file for exit status 70).")
     for command in root.leaves():
         doc = docs.get(command.key)
         keys = _keys(doc.keys) if doc is not None and doc.keys else json_text(doc)

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from nereus.engine.admin import params
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
@@ -96,6 +97,21 @@ def due_lag_ms(loops: Iterable[ShardLoop], lane: str, earliest_ms: int,
     return earliest_ms - oldest[min(rank, len(oldest)) - 1], earliest_ms - oldest[0]
 
 
+# shard states that are not a healthy engine's (STARTING and RECOVERING pass on their own)
+UNHEALTHY_SHARD_STATES = frozenset({"FAILED", "DEGRADED", "FENCED", "STOPPED"})
+UNHEALTHY_WORKER_STATES = frozenset({"FAILED", "BACKOFF"})
+
+
+def health_problems(shards: list[dict[str, Any]], workers: list[dict[str, Any]]) -> list[str]:
+    """One line per shard or worker that is not healthy, with its reason."""
+    problems = [f"shard {s['shard']} is {s['state']}: {s['error'] or 'no reason recorded'}"
+                for s in shards if s["state"] in UNHEALTHY_SHARD_STATES]
+    problems += [f"worker {w['name']} is {w['state']} after {w['restarts']} restart(s): "
+                 f"{w['last_error'] or 'no error recorded'}"
+                 for w in workers if w["state"] in UNHEALTHY_WORKER_STATES]
+    return problems
+
+
 class AdminApi:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -126,17 +142,22 @@ class AdminApi:
     def status(self) -> dict[str, Any]:
         assert self.engine.clock is not None
         now = self.engine.clock.now()
+        shards = self.shards()
+        workers = self.workers()
+        problems = health_problems(shards, workers)
         return {
             "running": True,
+            "healthy": not problems,
+            "problems": problems,
             "owner_id": self.engine.owner_id,
             "home": str(self.engine.home),
             "started_at": format_time_ms(self.engine.started_ms),
             "trusted_time": {"earliest": format_time_ms(now.earliest_ms),
                              "latest": format_time_ms(now.latest_ms),
                              "uncertainty_ms": now.uncertainty_ms},
-            "shards": self.shards(),
+            "shards": shards,
             "lanes": self.lanes(),
-            "workers": self.workers(),
+            "workers": workers,
         }
 
     def workers(self) -> list[dict[str, Any]]:
@@ -152,21 +173,26 @@ class AdminApi:
         now = self.engine.clock.now()
         out = []
         for shard, loop in sorted(self.engine.shards.items()):
-            end = loop.log.end_position()
             applied = loop.applied_position
+            try:
+                end: int | None = loop.log.end_position()
+                log_error = None
+            except Exception as exc:  # a damaged or unreachable log must not hide the rest
+                end, log_error = None, f"{type(exc).__name__}: {exc}"
             out.append({
                 "shard": str(shard),
                 "state": loop.state,
                 "epoch": loop.epoch,
                 "applied_position": applied,
                 "log_end_position": end,
-                "lag": _lag(loop, end, applied),
-                "caught_up": (applied + 1 if applied is not None else 0) >= end,
+                "lag": None if end is None else _lag(loop, end, applied),
+                "caught_up": end is not None and
+                (applied + 1 if applied is not None else 0) >= end,
                 "claims": len(loop._claims),
                 "in_flight": loop.in_flight,
                 "admissions": loop.admissions,
                 "uncertain": sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
-                "error": loop.error,
+                "error": loop.error or log_error,
                 "waiting": loop.waiting,
                 "due_backlog": sum(due_backlog(loop.store, name, now.earliest_ms,
                                                start=loop.planner.floors.get(name))
@@ -296,13 +322,35 @@ class AdminApi:
                 out.append(view)
         return out
 
+    def command(self, command_id: str) -> dict[str, Any]:
+        """Where a command stands: APPLIED with its result on some shard, QUEUED in a
+        shard's log past the applied position, or NotFound."""
+        from nereus.engine.command_lookup import applied_result, command_view, queued_position
+
+        loops = sorted(self.engine.shards.items())
+        for shard, loop in loops:
+            result = applied_result(loop.store, command_id)
+            if result is not None:
+                return command_view(command_id, str(shard), result, None)
+        for shard, loop in loops:
+            applied = loop.applied_position
+            queued = queued_position(loop.log, 0 if applied is None else applied + 1,
+                                     command_id)
+            if queued is not None:
+                return command_view(command_id, str(shard), None, queued)
+        raise NotFound(f"no command {command_id} on any shard of this engine: neither applied "
+                       "nor queued", hint="check the id (a receipt's command_id, or an "
+                       "operator mutation's idempotency_key)")
+
     # checkpoints ----------------------------------------------------------------------
     def checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
         """Take a checkpoint of one shard now; answers once it is catalogued."""
         from nereus.engine.checkpoints import taken_view
 
         loop = self._loop(str(body.get("shard", "")))
-        taken = loop.request_checkpoint().result(timeout=float(body.get("timeout_s", 3600)))
+        timeout_s = params.number(body.get("timeout_s"), "timeout_s", low=1, high=86_400,
+                                  default=3600)
+        taken = loop.request_checkpoint().result(timeout=timeout_s)
         objects = self.engine.checkpointer.objects if self.engine.checkpointer else None
         assert objects is not None
         return taken_view(taken, objects)
@@ -339,7 +387,7 @@ class AdminApi:
         items = body.get("records")
         if not isinstance(items, list) or not items:
             raise UsageError("body needs records: [{shard, data}] with data in base64")
-        wait_ms = int(body.get("wait_ms", 0))
+        wait_ms = params.integer(body.get("wait_ms"), "wait_ms", low=0, high=600_000, default=0)
         grouped: dict[ShardLoop, list[tuple[int, bytes]]] = {}
         for index, item in enumerate(items):
             try:

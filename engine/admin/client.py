@@ -40,7 +40,13 @@ class AdminClient:
         try:
             payload = None if body is None else json.dumps(body).encode()
             headers = {"Content-Type": "application/json"} if payload is not None else {}
-            conn.request(method, url, body=payload, headers=headers)
+            try:
+                conn.request(method, url, body=payload, headers=headers)
+            except (BrokenPipeError, ConnectionResetError):
+                # the server may refuse a request before reading its body (too large): it
+                # answered and hung up while we were still sending; read what it said
+                if conn.sock is None:
+                    raise
             response = conn.getresponse()
             data = response.read()
         except (FileNotFoundError, ConnectionRefusedError) as exc:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from nereus.engine.admin import params
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.home_lock import remove_if_ours
 from nereus.engine.supervisor import Supervised, Supervisor
@@ -120,7 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise UsageError(f"Content-Length {text!r} is not a byte count")
         length = int(text)
         if length > MAX_BODY:
-            raise UsageError(f"request body of {length} bytes is over {MAX_BODY}")
+            self.close_connection = True  # the body stays unread: answer, then hang up
+            raise UsageError(f"the request body is {length} bytes, over the admin socket's "
+                             f"limit of {MAX_BODY} bytes ({MAX_BODY >> 20} MiB)")
         raw = self.rfile.read(length) if length else b"{}"
         try:
             body = json.loads(raw)
@@ -148,7 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.api
         try:
             if method == "GET" and url.path == "/v1/feed":
-                self._feed(float(query.get("interval", "1")))
+                self._feed(params.number(query.get("interval"), "interval", low=0.1,
+                                         high=60.0, default=1.0))
                 return
             body = self._route(method, url.path, query, api)
         except NotFound as exc:
@@ -177,7 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/messages":
                 return {"messages": api.messages(
                     shard=query.get("shard"), state=query.get("state"),
-                    lane=query.get("lane"), limit=int(query.get("limit", "100")))}
+                    lane=query.get("lane"),
+                    limit=params.integer(query.get("limit"), "limit", low=1, high=100_000,
+                                         default=100))}
+            if path.startswith("/v1/commands/"):
+                return api.command(unquote(path[len("/v1/commands/"):]))
             if path.startswith("/v1/messages/"):
                 return api.message(unquote(path[len("/v1/messages/"):]),
                                    route=query.get("route", "default"),
@@ -195,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         raise NotFound(f"no endpoint {method} {path}")
 
     def _feed(self, interval: float) -> None:
-        interval = min(max(interval, 0.1), 1.0)
+        interval = min(interval, 1.0)
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")

@@ -8,7 +8,10 @@ the core draws no randomness.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+import msgspec
 
 from nereus.records import (
     Cancel,
@@ -56,6 +59,17 @@ class Prepared:
     record: Record
 
 
+def content_command_id(route: RouteRef, record: Schedule) -> str:
+    """A SCHEDULE's command id derived from everything it says (route, message id, lane,
+    times, key, headers, payload): the same schedule prepared twice — a script's retry after
+    a timeout, a re-run batch — is the same command, so the shard applies it once and
+    answers the retry with the first result; any difference is a new command (and, for
+    the same message id, REJECTED ``MESSAGE_EXISTS``)."""
+    data = encode(msgspec.structs.replace(record, command_id=""))
+    digest = hashlib.blake2b(route.name.encode() + b"\0" + data, digest_size=16).hexdigest()
+    return f"sched-{digest}"
+
+
 def _prepared(shard: ShardId, record: Record, command_id: str, delay_id: str | None) -> Prepared:
     return Prepared(shard, kind_of(record), command_id, delay_id, encode(record), record)
 
@@ -63,7 +77,7 @@ def _prepared(shard: ShardId, record: Record, command_id: str, delay_id: str | N
 def prepare_schedule(
     route: RouteRef,
     *,
-    command_id: str,
+    command_id: str | None = None,
     delay_message_id: str,
     lane: str,
     deliver_at_ms: int,
@@ -75,11 +89,14 @@ def prepare_schedule(
     payload_ref: str | None = None,
 ) -> Prepared:
     record = Schedule(
-        command_id=command_id, delay_message_id=delay_message_id, lane=lane,
+        command_id=command_id or "", delay_message_id=delay_message_id, lane=lane,
         deliver_at_ms=deliver_at_ms, action_at_ms=action_at_ms,
         expire_at_ms=expire_at_ms, key=key, headers=dict(headers or {}), payload=payload,
         payload_ref=payload_ref,
     )
+    if command_id is None:  # derived from the content: an identical retry is one command
+        command_id = content_command_id(route, record)
+        record = msgspec.structs.replace(record, command_id=command_id)
     return _prepared(route.placement(delay_message_id, lane, key), record, command_id,
                      delay_message_id)
 

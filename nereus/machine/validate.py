@@ -7,16 +7,19 @@ import re
 from nereus.machine.limits import Limits
 from nereus.machine.reasons import Reason
 from nereus.machine.verdict import Verdict, rejected
+from nereus.terminal_text import find_control
+from nereus.timespec import MAX_TIME_MS
 
 LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-MAX_TIME_MS = (1 << 63) - 1
 
 
 def check_id(value: str, field: str, limits: Limits) -> Verdict | None:
     if not value:
         return rejected(Reason.INVALID_FIELD, f"{field} is empty")
-    if "\x00" in value:
-        return rejected(Reason.INVALID_FIELD, f"{field} contains a NUL character")
+    control = find_control(value)
+    if control is not None:
+        return rejected(Reason.INVALID_FIELD, f"{field} holds a control character "
+                        f"(U+{ord(value[control]):04X}) at character {control}")
     if len(value.encode()) > limits.max_id_bytes:
         return rejected(
             Reason.INVALID_FIELD, f"{field} is longer than {limits.max_id_bytes} bytes"
@@ -42,7 +45,11 @@ def check_times(deliver_at_ms: int, action_at_ms: int | None,
             ("deliver_at_ms", deliver_at_ms) if not 0 <= deliver_at_ms <= MAX_TIME_MS
             else ("action_at_ms", action_at_ms)
         )
-        return rejected(Reason.INVALID_FIELD, f"{field} {value} is outside 0..2^63-1")
+        return rejected(Reason.INVALID_FIELD, f"{field} {value} is outside 0..{MAX_TIME_MS} "
+                        "(1970-01-01 to 9999-12-31 UTC)")
+    if expire_at_ms is not None and expire_at_ms > MAX_TIME_MS:
+        return rejected(Reason.INVALID_FIELD, f"expire_at_ms {expire_at_ms} is after "
+                        f"{MAX_TIME_MS} (9999-12-31 UTC)")
     if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
         return rejected(
             Reason.INVALID_FIELD,

@@ -179,7 +179,8 @@ def _python_for_others() -> str | None:
 
 
 def test_another_user_is_refused_with_403(sock: Path) -> None:
-    """Even with the socket opened to all (0666), a peer that is not the owner gets 403."""
+    """Even with the socket opened to all (0666), a peer that is not the owner gets 403.
+    (Before that, the home's 0700 keeps other users from reaching the socket at all.)"""
     if os.getuid() != 0:
         pytest.skip("needs root to run a client as another user")
     python = _python_for_others()
@@ -192,7 +193,13 @@ def test_another_user_is_refused_with_403(sock: Path) -> None:
         os.setgid(nobody.pw_gid)
         os.setuid(nobody.pw_uid)
 
+    # the home is private (0700): open the way to the socket too, as a careless operator
+    # might, so that the socket's own check is what refuses
+    passage = [sock.parent, sock.parent.parent]
+    modes = [stat.S_IMODE(path.stat().st_mode) for path in passage]
     sock.chmod(0o666)
+    for path in passage:
+        path.chmod(0o711)
     try:
         client = subprocess.run(
             [python, "-I", "-c", NOBODY_CLIENT, str(sock)], preexec_fn=become_nobody,
@@ -201,6 +208,8 @@ def test_another_user_is_refused_with_403(sock: Path) -> None:
         )
     finally:
         sock.chmod(0o600)
+        for path, mode in zip(passage, modes, strict=True):
+            path.chmod(mode)
     assert client.returncode == 0, client.stderr.decode()
     answer = Response(client.stdout)
     assert answer.status == 403

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Header, Static
 
 from nereus.errors import NereusError
+from nereus.terminal_text import escape_controls
 from nereus.tui.events import MessageLoaded
 from nereus.tui.host import DashboardHost
 from nereus.tui.models import message_detail
@@ -32,7 +34,8 @@ class MessageScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"message {self.delay_message_id} · loading…", id="message-head")
+        yield Static(Text(f"message {escape_controls(self.delay_message_id)} · loading…"),
+                     id="message-head")
         yield FieldTable(title="Fields", id="fields")
         yield AttemptTable(title="Attempts", id="message-attempts")
         yield Footer()
@@ -56,11 +59,11 @@ class MessageScreen(LiveScreen):
     def on_message_loaded(self, event: MessageLoaded) -> None:
         head = self.query_one("#message-head", Static)
         if event.error is not None or event.document is None:
-            head.update(f"message {self.delay_message_id}: {event.error}")
+            head.update(Text(escape_controls(f"message {self.delay_message_id}: {event.error}")))
             return
         detail = message_detail(event.document)
-        head.update(f"message {detail.delay_message_id} · {detail.state} · "
-                    f"{len(detail.attempts)} attempt(s)")
+        head.update(Text(escape_controls(f"message {detail.delay_message_id} · {detail.state} "
+                                         f"· {len(detail.attempts)} attempt(s)")))
         self.query_one(FieldTable).show(detail.fields)
         attempts = self.query_one(AttemptTable)
         attempts.show(detail.attempts)

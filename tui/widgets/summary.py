@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from nereus.terminal_text import escape_controls
 from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, fmt_text
 from nereus.tui.models import LaneRow, ShardRow
 
@@ -13,7 +14,8 @@ def _pairs(text: Text, pairs: list[tuple[str, str]]) -> None:
         if index:
             text.append("  ")
         text.append(f"{label} ", style="dim")
-        text.append(value, style="bold" if value in ("CLOSED", "NOT_READY", "FAILED") else "")
+        text.append(escape_controls(value),
+                    style="bold" if value in ("CLOSED", "NOT_READY", "FAILED") else "")
 
 
 def lane_summary(lane: LaneRow) -> Text:
@@ -21,7 +23,7 @@ def lane_summary(lane: LaneRow) -> Text:
     _pairs(text, [("lane", lane.lane), ("destination", fmt_text(lane.destination)),
                   ("gate", lane.gate), ("readiness", lane.readiness)])
     if lane.not_ready_reason:
-        text.append(f"\nnot ready: {lane.not_ready_reason}", style="red")
+        text.append(f"\nnot ready: {escape_controls(lane.not_ready_reason)}", style="red")
     text.append("\n")
     _pairs(text, [("due", fmt_int(lane.due_backlog)), ("p99 lag", fmt_ms(lane.due_lag_p99_ms)),
                   ("max lag", fmt_ms(lane.due_lag_max_ms)), ("in flight", fmt_int(lane.in_flight)),
@@ -49,5 +51,5 @@ def shard_summary(shard: ShardRow) -> Text:
                   ("rate", fmt_rate(shard.admission_rate)), ("claims", fmt_int(shard.claims)),
                   ("in flight", fmt_int(shard.in_flight))])
     if shard.error:
-        text.append(f"\nerror: {shard.error}", style="bold red")
+        text.append(f"\nerror: {escape_controls(shard.error)}", style="bold red")
     return text

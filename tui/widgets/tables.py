@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
+from nereus.terminal_text import escape_controls
 from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, fmt_text, spark_text
 from nereus.tui.models import (
     AttemptRow,
@@ -42,7 +43,7 @@ def _state(text: str) -> Text:
              "UNCONFIGURED": "bold red", "FENCED": "bold red", "DEGRADED": "bold yellow",
              "UNCERTAIN": "bold red", "CLOSED": "bold yellow", "PUBLISHING": "yellow",
              "STOPPING": "yellow", "STARTING": "yellow"}.get(text, "")
-    return Text(text, style=style)
+    return Text(escape_controls(text), style=style)
 
 
 def _count(value: int | None, *, alarm: bool = False) -> Text:
@@ -82,19 +83,25 @@ class RowTable(DataTable[RenderableType], Generic[RowT]):
     def row_for(self, key: str | None) -> RowT | None:
         return next((row for row in self._rows if row.key == key), None)
 
+    def safe_cells(self, row: RowT) -> tuple[RenderableType, ...]:
+        """``cells(row)`` with every plain string shown as text, never as markup, and its
+        control characters escaped: ids, lanes and reasons come from clients and operators."""
+        return tuple(Text(escape_controls(cell)) if isinstance(cell, str) else cell
+                     for cell in self.cells(row))
+
     def show(self, rows: Sequence[RowT]) -> None:
         """Replace the rows, keeping the cursor on the same key when it is still there."""
         kept = self.selected.key if self.selected is not None else None
         if [row.key for row in rows] == [row.key for row in self._rows]:
             self._rows = list(rows)
             for index, row in enumerate(rows):  # same rows in place: update the cells only
-                for column, cell in enumerate(self.cells(row)):
+                for column, cell in enumerate(self.safe_cells(row)):
                     self.update_cell_at(Coordinate(index, column), cell)
             return
         self.clear()
         self._rows = list(rows)
         for row in rows:
-            self.add_row(*self.cells(row), key=row.key)
+            self.add_row(*self.safe_cells(row), key=row.key)
         keys = [row.key for row in rows]
         if kept in keys:
             self.move_cursor(row=keys.index(kept), animate=False)
@@ -163,4 +170,5 @@ class FieldTable(DataTable[RenderableType]):
     def show(self, fields: Sequence[tuple[str, str]]) -> None:
         self.clear()
         for label, value in fields:
-            self.add_row(Text(label, style="bold"), _state(value) if value.isupper() else value)
+            self.add_row(Text(label, style="bold"),
+                         _state(value) if value.isupper() else Text(escape_controls(value)))
