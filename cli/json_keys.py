@@ -113,21 +113,29 @@ JSON_KEYS: dict[str, JsonDoc] = {
                             "log instead."),
     "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
     "engine status": JsonDoc(
-        "object", ("running", "owner_id", "home", "started_at", "trusted_time", "shards",
-                   "lanes", "workers"),
+        "object", ("running", "healthy", "problems", "owner_id", "home", "started_at",
+                   "trusted_time", "shards", "lanes", "workers"),
         nested={"trusted_time": ("earliest", "latest", "uncertainty_ms"),
                 "shards": SHARD_STATUS, "lanes": LANE_STATUS, "lanes.shards": LANE_SHARD,
                 "workers": ("name", "kind", "state", "restarts", "last_error",
                             "last_error_at")},
-        note="When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
+        note="Exit status 1 when a shard or worker is not healthy (problems says which and "
+        "why). When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
     ),
     "message schedule": JsonDoc(
         "object", RECEIPT + APPLIED + ("payload_id", "payload_bytes", "payload_sha256",
                                        "payload_object", "payload_stages"),
         nested={"payload_stages": RECEIPT + APPLIED},
         note="The payload_* keys appear on the large-payload path (--payload-file above the "
-        "inline limit). With --batch: queued, rejected, receipts (one receipt per line).",
+        "inline limit). With --batch: queued, rejected, receipts (one receipt per line, with "
+        "its line number in line). Exit status 6 with --wait when a result is not known yet.",
     ),
+    "command show": JsonDoc(
+        "object", ("command_id", "shard", "evidence", "kind", "source_position", "broker_time",
+                   "result", "reason", "detail", "delay_message_id", "generation",
+                   "attempt_id"),
+        note="evidence APPLIED (exit status 0, or 1 when REJECTED or STALE) or QUEUED (exit "
+        "status 6: durable in the Shard Log, not applied yet)."),
     "message cancel": _RECEIPT_DOC,
     "message reschedule": _RECEIPT_DOC,
     "message show": JsonDoc(

@@ -5,7 +5,7 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook" ;;
+        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command" ;;
         "engine") echo "start stop status" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume" ;;
@@ -16,6 +16,7 @@ __nereus_commands() {
         "payload") echo "gc" ;;
         "mutate") echo "submit" ;;
         "playbook") echo "list show run" ;;
+        "command") echo "show" ;;
     esac
 }
 
@@ -33,9 +34,9 @@ __nereus_options() {
         "engine stop") echo "--timeout --home --json --help" ;;
         "engine status") echo "--home --json --help" ;;
         "message") echo "--home --json --help" ;;
-        "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --home --json --help" ;;
-        "message cancel") echo "--route --wait --home --json --help" ;;
-        "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --home --json --help" ;;
+        "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --command-id --home --json --help" ;;
+        "message cancel") echo "--route --wait --command-id --home --json --help" ;;
+        "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --help" ;;
         "message show") echo "--barrier --route --home --json --help" ;;
         "message list") echo "--shard --state --lane --limit --home --json --help" ;;
         "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
@@ -74,6 +75,8 @@ __nereus_options() {
         "playbook list") echo "--home --json --help" ;;
         "playbook show") echo "--home --json --help" ;;
         "playbook run") echo "--var --dry-run --resume --yes --home --json --help" ;;
+        "command") echo "--home --json --help" ;;
+        "command show") echo "--home --json --help" ;;
     esac
 }
 
@@ -101,11 +104,14 @@ __nereus_value() {
         "--id:message schedule") echo "text" ;;
         "--batch:message schedule") echo "file" ;;
         "--route:message schedule") echo "text" ;;
+        "--command-id:message schedule") echo "text" ;;
         "--route:message cancel") echo "text" ;;
+        "--command-id:message cancel") echo "text" ;;
         "--deliver-at:message reschedule") echo "text" ;;
         "--delay:message reschedule") echo "text" ;;
         "--expire-at:message reschedule") echo "text" ;;
         "--route:message reschedule") echo "text" ;;
+        "--command-id:message reschedule") echo "text" ;;
         "--route:message show") echo "text" ;;
         "--shard:message list") echo "text" ;;
         "--state:message list") echo "text" ;;
@@ -208,6 +214,7 @@ __nereus_argument() {
         "mutate submit:1") echo "file" ;;
         "playbook show:1") echo "text" ;;
         "playbook run:1") echo "text" ;;
+        "command show:1") echo "text" ;;
     esac
 }
 

@@ -10,21 +10,22 @@ complete -c nereus -l json -d 'Print exactly one JSON document on stdout (also N
 complete -c nereus -l help -d 'Show the help and exit'
 
 # nereus
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a engine -d 'Start, stop and query the engine daemon.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a message -d 'Schedule, cancel and reschedule delayed messages.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a shard -d 'Inspect, replay and digest shards offline.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a lane -d 'Destination lanes: gates, readiness, backlog.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a payload -d 'Large payloads in the object store.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a mutate -d 'Submit any operator mutation from a TOML file.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a engine -d 'Start, stop and query the engine daemon.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a message -d 'Schedule, cancel and reschedule delayed messages.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a shard -d 'Inspect, replay and digest shards offline.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a lane -d 'Destination lanes: gates, readiness, backlog.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a attempt -d 'Open publish attempts and their evidence.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a payload -d 'Large payloads in the object store.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a mutate -d 'Submit any operator mutation from a TOML file.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a command -d 'What became of a queued command.'
 
 # nereus init
 complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -d 'Name of the ingress route.'
@@ -83,10 +84,12 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l batch -r -F -d 'JSON lines, one message each: id, lane, deliver_at or delay, expire_at, key, headers, payload. Queued with group commit.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l wait -d 'Wait for the applied result (needs the engine running).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l command-id -x -d 'The command\'s id (default: derived from the content, so an identical retry is the same command).'
 
 # nereus message cancel
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l wait -d 'Wait for the applied result (needs the engine running).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
 # nereus message reschedule
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l deliver-at -x -d 'New not-before time: ISO-8601 with zone, or epoch ms.'
@@ -94,6 +97,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'No new publish attempt after this time.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l wait -d 'Wait for the applied result (needs the engine running).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
 # nereus message show
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l barrier -d 'Append a query barrier first, so the answer is conclusive.'
@@ -308,3 +312,8 @@ complete -c nereus -n '__fish_seen_subcommand_from playbook; and __fish_seen_sub
 complete -c nereus -n '__fish_seen_subcommand_from playbook; and __fish_seen_subcommand_from run' -l dry-run -d 'Print the whole plan with variables filled in; run and write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from playbook; and __fish_seen_subcommand_from run' -l resume -d 'Continue the last unfinished run from its journal, after its last completed step, with its variables.'
 complete -c nereus -n '__fish_seen_subcommand_from playbook; and __fish_seen_subcommand_from run' -l yes -d 'Accept every confirmation point (needed without a terminal).'
+
+# nereus command
+complete -c nereus -n '__fish_seen_subcommand_from command; and not __fish_seen_subcommand_from show' -a show -d 'A command\'s result: APPLIED (exit 0; 1 if REJECTED or STALE), QUEUED and not applied yet (exit 6), or not found on any shard (exit 3). Works with the engine down.'
+
+# nereus command show

@@ -386,7 +386,7 @@ def prune(
     }
 
     def human(out: Console) -> None:
-        from rich.markup import escape
+        from nereus.cli.output import safe_markup as escape
 
         verb = "would delete" if dry_run else "deleted"
         out.print(f"{verb} {len(deleted)} checkpoint(s) of {shard}, kept {len(data['kept'])} "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.engine.private_files import secure_home
 
 if TYPE_CHECKING:
     from nereus.config import RouteSettings
@@ -69,6 +70,7 @@ def init(
     config = parse_config(text, source=str(layout.config))
     _refuse_route_changes(env, config.routes, check_partitions=not attach)
     layout.root.mkdir(parents=True, exist_ok=True)
+    secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)
     found = _found_identity(env, config.routes[route], attach=attach)
     attached = found is not None
@@ -347,6 +349,7 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
                          "segments": len(list(target.glob("*.seg"))) if target.is_dir()
                          else 0})
     layout.root.mkdir(parents=True, exist_ok=True)
+    secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)
     _copy_route_keys(source.root, layout.root, copied.routes)
     tmp = layout.config.with_suffix(".toml.tmp")

@@ -102,16 +102,21 @@ def set_policy(
     lane: Annotated[str, typer.Argument(help="The lane to change.")],
     reason: mutation_opts.ReasonOpt,
     capacity: Annotated[int | None, typer.Option(
-        "--capacity", help="Most open attempts (PUBLISHING + UNKNOWN) in the lane.")] = None,
+        "--capacity", min=1, max=1_000_000,
+        help="Most open attempts (PUBLISHING + UNKNOWN) in the lane.")] = None,
     quota: Annotated[int | None, typer.Option(
-        "--quota", help="Most admissions per second (a token bucket with one second of "
-        "burst), decided by the Shard Log's broker time.")] = None,
+        "--quota", min=1, max=10_000_000,
+        help="Most admissions per second (a token bucket with one second of burst), "
+        "decided by the Shard Log's broker time.")] = None,
     retry_max: Annotated[int | None, typer.Option(
-        "--retry-max", help="Attempts before a retriable failure becomes FAILED.")] = None,
+        "--retry-max", min=1, max=1_000_000,
+        help="Attempts before a retriable failure becomes FAILED.")] = None,
     retry_backoff_ms: Annotated[int | None, typer.Option(
-        "--retry-backoff-ms", help="Base of the exponential retry backoff, ms.")] = None,
+        "--retry-backoff-ms", min=0, max=86_400_000,
+        help="Base of the exponential retry backoff, ms.")] = None,
     unavailable_max: Annotated[int | None, typer.Option(
-        "--unavailable-max", help="Attempts that never reached the destination (declined "
+        "--unavailable-max", min=1, max=1_000_000,
+        help="Attempts that never reached the destination (declined "
         "while the lane was unavailable) before the message is FAILED.")] = None,
     operator: mutation_opts.AsOpt = None,
     key: mutation_opts.KeyOpt = None,

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
 
+MAX_POSITION = (1 << 63) - 1  # a Shard Log position (Kafka offsets are signed 64-bit)
+
 app = typer.Typer(help="Inspect, replay and digest shards offline.", no_args_is_help=True)
 
 ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION, e.g. default/0.")]
@@ -48,7 +50,7 @@ def replay(
     empty: Annotated[bool, typer.Option("--empty", help="Start from an empty state.")] = False,
     from_checkpoint: Annotated[str | None, typer.Option(
         "--from-checkpoint", metavar="ID", help="Start from a checkpoint.")] = None,
-    to: Annotated[int | None, typer.Option("--to", metavar="POS",
+    to: Annotated[int | None, typer.Option("--to", metavar="POS", min=0, max=MAX_POSITION,
                                            help="Stop after applying this position.")] = None,
     into: Annotated[Path | None, typer.Option(
         "--into", help="Write the database here (default: a temporary directory).")] = None,
@@ -251,9 +253,9 @@ def _log_entry(record: Any) -> dict[str, Any]:
 def log_command(
     ctx: typer.Context,
     shard_name: ShardArg,
-    from_position: Annotated[int, typer.Option("--from", metavar="POS", min=0,
+    from_position: Annotated[int, typer.Option("--from", metavar="POS", min=0, max=MAX_POSITION,
                                                help="First position.")] = 0,
-    to_position: Annotated[int | None, typer.Option("--to", metavar="POS",
+    to_position: Annotated[int | None, typer.Option("--to", metavar="POS", min=0, max=MAX_POSITION,
                                                     help="Last position (inclusive).")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         "--kind", help="Only records of this kind (repeatable), e.g. SCHEDULE, LANE_GATE, "
@@ -390,7 +392,8 @@ def prune(
     ctx: typer.Context,
     shard_name: ShardArg,
     before: Annotated[int | None, typer.Option(
-        "--before", metavar="POS", help="Delete segments wholly before this position "
+        "--before", metavar="POS", min=0, max=MAX_POSITION,
+        help="Delete segments wholly before this position "
         "(default: the Recovery Floor).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
 ) -> None:
