@@ -18,10 +18,10 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.engine.playbooks.runner import Answer, RunReport, StepResult
-    from nereus.playbook.catalog import Found
-    from nereus.playbook.model import Playbook
-    from nereus.playbook.plan import Plan, PlannedStep
+    from nereus.cli.playbook.catalog import Found
+    from nereus.cli.playbook.model import Playbook
+    from nereus.cli.playbook.plan import Plan, PlannedStep
+    from nereus.cli.playbook.runner import Answer, RunReport, StepResult
 
 app = typer.Typer(help="Scripted runbooks: list, show, run (with --dry-run and --resume).",
                   no_args_is_help=True)
@@ -31,7 +31,7 @@ NameArg = Annotated[str, typer.Argument(
 
 
 def _load(env: Env, name: str) -> tuple[Found, Playbook]:
-    from nereus.playbook.catalog import locate, read
+    from nereus.cli.playbook.catalog import locate, read
 
     found = locate(env.home, name)
     return found, read(found)
@@ -40,8 +40,8 @@ def _load(env: Env, name: str) -> tuple[Found, Playbook]:
 @app.command("list")
 def list_playbooks(ctx: typer.Context) -> None:
     """The shipped playbooks and the home's own (which shadow shipped ones by name)."""
-    from nereus.playbook.catalog import discover, read
-    from nereus.playbook.load import PlaybookError
+    from nereus.cli.playbook.catalog import discover, read
+    from nereus.cli.playbook.load import PlaybookError
 
     env: Env = ctx.obj
     rows: list[dict[str, Any]] = []
@@ -235,7 +235,7 @@ def _new_run_id(now_ms: int) -> str:
 
 def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
              resuming: bool) -> None:
-    from nereus.playbook.plan import describe_step
+    from nereus.cli.playbook.plan import describe_step
 
     steps = [describe_step(plan, planned) for planned in plan.steps]
     for step in steps:
@@ -286,11 +286,11 @@ def run(
     import time
     from pathlib import Path
 
-    from nereus.engine.playbooks.journal_file import JournalFile, read_journal
-    from nereus.engine.playbooks.runner import Runner
+    from nereus.cli.playbook.journal import resume_point, unfinished
+    from nereus.cli.playbook.journal_file import JournalFile, read_journal
+    from nereus.cli.playbook.plan import make_plan, parse_assignments, resolve_variables
+    from nereus.cli.playbook.runner import Runner
     from nereus.layout import HomeLayout
-    from nereus.playbook.journal import resume_point, unfinished
-    from nereus.playbook.plan import make_plan, parse_assignments, resolve_variables
 
     env: Env = ctx.obj
     found, playbook = _load(env, name)
@@ -332,7 +332,7 @@ def run(
         console.print(f"[bold]playbook {playbook.name}[/bold] run {plan.run_id}"
                       + (f", resuming at step {point.next_index + 1}" if point else "")
                       + f" [dim](journal {journal_path})[/dim]")
-        from nereus.engine.playbooks.invoke import SubprocessInvoke
+        from nereus.cli.playbook.invoke import SubprocessInvoke
 
         runner = Runner(plan=plan, journal=journal, journal_path=str(journal_path),
                         source=str(found.path), invoke=SubprocessInvoke(), confirm=_ask,

@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus.cli.main import _hoist_global_options
+from nereus.cli.playbook import syntax
+from nereus.cli.playbook.expr import ExpressionError, evaluate, explain, parse
+from nereus.cli.playbook.load import PlaybookError, load_playbook
+from nereus.cli.playbook.model import Playbook
+from nereus.cli.playbook.plan import make_plan, render_args, resolve_variables
 from nereus.errors import NereusError, UsageError
-from nereus.playbook import syntax
-from nereus.playbook.expr import ExpressionError, evaluate, explain, parse
-from nereus.playbook.load import PlaybookError, load_playbook
-from nereus.playbook.model import Playbook
-from nereus.playbook.plan import make_plan, render_args, resolve_variables
 
 SCOPE: dict[str, Any] = {"a": {"b": [1, {"c": True}]}, "xs": [1, 2, 3], "s": "text", "n": 2}
 # an opening with its closing; each adds at least one level of nesting

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.playbook.catalog import SHIPPED_DIR, discover, locate, read
-from nereus.playbook.load import PlaybookError, load_playbook, prose
+from nereus.cli.playbook.catalog import SHIPPED_DIR, discover, locate, read
+from nereus.cli.playbook.load import PlaybookError, load_playbook, prose
 
 MINIMAL = '''
 description = "A test playbook."

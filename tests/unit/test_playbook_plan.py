@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from nereus.errors import UsageError
-from nereus.playbook.expr import parse
-from nereus.playbook.journal import (
+from nereus.cli.playbook.expr import parse
+from nereus.cli.playbook.journal import (
     Entry,
     JournalDamaged,
     ResumeRefused,
@@ -23,15 +22,16 @@ from nereus.playbook.journal import (
     resume_point,
     unfinished,
 )
-from nereus.playbook.load import load_playbook
-from nereus.playbook.model import Playbook
-from nereus.playbook.plan import (
+from nereus.cli.playbook.load import load_playbook
+from nereus.cli.playbook.model import Playbook
+from nereus.cli.playbook.plan import (
     describe_step,
     judge,
     make_plan,
     parse_assignments,
     resolve_variables,
 )
+from nereus.errors import UsageError
 
 TEXT = '''
 description = "Plan test."

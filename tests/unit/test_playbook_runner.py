@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.playbooks.invoke import Invocation, parse_output
-from nereus.engine.playbooks.journal_file import JournalBusy, JournalFile, read_journal
-from nereus.engine.playbooks.runner import Answer, Runner, StepResult
-from nereus.playbook.journal import (
+from nereus.cli.playbook.invoke import Invocation, parse_output
+from nereus.cli.playbook.journal import (
     RunFinished,
     RunStarted,
     RunStopped,
@@ -21,8 +19,10 @@ from nereus.playbook.journal import (
     StepStarted,
     resume_point,
 )
-from nereus.playbook.load import load_playbook
-from nereus.playbook.plan import Plan, PlannedStep, make_plan, resolve_variables
+from nereus.cli.playbook.journal_file import JournalBusy, JournalFile, read_journal
+from nereus.cli.playbook.load import load_playbook
+from nereus.cli.playbook.plan import Plan, PlannedStep, make_plan, resolve_variables
+from nereus.cli.playbook.runner import Answer, Runner, StepResult
 
 TEXT = '''
 description = "Runner test."

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import nereus
+from nereus.cli.playbook.load import PLAYBOOK_NAME, load_playbook
+from nereus.cli.playbook.model import Playbook
 from nereus.errors import NotFound
 from nereus.layout import HomeLayout
-from nereus.playbook.load import PLAYBOOK_NAME, load_playbook
-from nereus.playbook.model import Playbook
 
-SHIPPED_DIR = Path(__file__).parent.parent / "_data" / "playbooks"
+SHIPPED_DIR = Path(nereus.__file__).parent / "_data" / "playbooks"
 
 
 @dataclass(frozen=True, slots=True)

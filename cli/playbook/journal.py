@@ -26,10 +26,10 @@ from typing import Any
 
 import msgspec
 
+from nereus.cli.playbook.expr import Json, equal, show
+from nereus.cli.playbook.model import Playbook
+from nereus.cli.playbook.plan import check_variable_names, convert
 from nereus.errors import UsageError
-from nereus.playbook.expr import Json, equal, show
-from nereus.playbook.model import Playbook
-from nereus.playbook.plan import check_variable_names, convert
 
 JOURNAL_VERSION = 1
 

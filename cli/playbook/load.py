@@ -17,9 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nereus.errors import UsageError
-from nereus.playbook.command import command_words
-from nereus.playbook.expr import (
+from nereus.cli.playbook.command import command_words
+from nereus.cli.playbook.expr import (
     FUNCTIONS,
     KEYWORDS,
     Expression,
@@ -27,7 +26,7 @@ from nereus.playbook.expr import (
     names_used,
     parse,
 )
-from nereus.playbook.model import (
+from nereus.cli.playbook.model import (
     BUILTIN_NAMES,
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_WAIT_INTERVAL,
@@ -38,8 +37,9 @@ from nereus.playbook.model import (
     Variable,
     Wait,
 )
-from nereus.playbook.plan import convert
-from nereus.playbook.template import Template, parse_template
+from nereus.cli.playbook.plan import convert
+from nereus.cli.playbook.template import Template, parse_template
+from nereus.errors import UsageError
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 PLAYBOOK_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

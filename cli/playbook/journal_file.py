@@ -13,8 +13,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from nereus.cli.playbook.journal import Entry, decode_entries, encode_entry
 from nereus.errors import NereusError
-from nereus.playbook.journal import Entry, decode_entries, encode_entry
 
 
 def read_journal(path: Path) -> list[Entry]:

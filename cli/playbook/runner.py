@@ -20,17 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from nereus.engine.playbooks.invoke import Invocation, Invoke
-from nereus.engine.playbooks.journal_file import JournalFile
-from nereus.playbook.expr import ExpressionError, Json
-from nereus.playbook.journal import (
+from nereus.cli.playbook.expr import ExpressionError, Json
+from nereus.cli.playbook.invoke import Invocation, Invoke
+from nereus.cli.playbook.journal import (
     RunFinished,
     RunStarted,
     RunStopped,
     StepFinished,
     StepStarted,
 )
-from nereus.playbook.plan import (
+from nereus.cli.playbook.journal_file import JournalFile
+from nereus.cli.playbook.plan import (
     CheckResult,
     Plan,
     PlannedStep,
@@ -39,7 +39,7 @@ from nereus.playbook.plan import (
     judge,
     render_args,
 )
-from nereus.playbook.template import render, render_known
+from nereus.cli.playbook.template import render, render_known
 from nereus.timespec import format_time_ms
 
 Answer = Literal["yes", "no", "unavailable"]
