@@ -55,9 +55,9 @@ from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_schedule
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.records import codec
 from nereus.state import keys
 from nereus.state.store import ShardStore

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.protocol import LogRecord
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.protocol import LogRecord
 from nereus.machine import DEFAULT_LIMITS, apply, commands
 from nereus.machine.tx import Tx
 from nereus.records import Schedule, codec

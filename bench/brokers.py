@@ -59,11 +59,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config
 from nereus.engine.engine import Engine, EngineSettings
-from nereus.engine.shardlog.factory import open_shard_log
-from nereus.engine.shardlog.protocol import ShardLog
 from nereus.shard import ShardId, partition_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -344,7 +344,7 @@ def pulsar_direct(root: Path, env: dict[str, str], args: argparse.Namespace,
 
 
 def delete_pulsar_topic(env: dict[str, str], topic: str) -> None:
-    from nereus.engine._pulsar import admin_request, admin_topic_path
+    from nereus.adapters._pulsar import admin_request, admin_topic_path
 
     with contextlib.suppress(Exception):  # a leftover bench topic harms nothing
         admin_request(env["NEREUS_PULSAR_HTTP_URL"], "DELETE",
@@ -379,7 +379,7 @@ def read_receipts(bootstrap: str, topic: str, expected: int,
 
 
 def kafka_to_kafka(root: Path, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    from nereus.engine._kafka import ensure_topic
+    from nereus.adapters._kafka import ensure_topic
 
     bootstrap = env["NEREUS_KAFKA_BOOTSTRAP"]
     run = uuid.uuid4().hex[:10]

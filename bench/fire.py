@@ -48,10 +48,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config, render_config
 from nereus.engine.engine import Engine, EngineSettings
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import parse_time_ms

@@ -9,7 +9,7 @@ What it does, in one run:
 
 1. **the shard**: a RocksDB database of shard ``default/0`` holding N SCHEDULE messages
    (default 1,000,000: 32-hex ids, a key, 1-2 headers, ~100-byte payload, due within a
-   day, four lanes), built by ``nereus.engine.runner.ShardRunner`` applying generated
+   day, four lanes), built by ``nereus.adapters.runner.ShardRunner`` applying generated
    SCHEDULE records in synced batches of ``--batch``, then fully compacted. Building takes
    a while, so the database is kept under ``--cache-dir`` (default
    ``~/.cache/nereus-bench``), keyed by N, seed, batch, payload size and key schema
@@ -19,13 +19,13 @@ What it does, in one run:
    runs it (a fresh process: interpreter start, imports, open, report, Rich table), the
    median of R runs against the target (< 0.5 s), beside ``inspect_store`` alone in this
    process (open read-only + report) so start-up cost and the report itself are apart.
-3. **verify**: a checkpoint of that database (``nereus.engine.checkpoints.take_local``,
+3. **verify**: a checkpoint of that database (``nereus.adapters.checkpoints.take_local``,
    timed and reported: it hashes the files and computes the digest too) in a scratch
    directory beside the cache (hard links). With the files warm in the page cache, each
    of R rounds times, in this order: ``sha256sum`` over the checkpoint's files (one
    subprocess), the file-checksum part of verify alone (``file_sha256`` over the
    manifest's files, as ``verify_directory`` calls it), the whole verify as ``nereus
-   checkpoint verify`` runs it (``nereus.engine.parallel_verify.verify_parallel``: every
+   checkpoint verify`` runs it (``nereus.adapters.parallel_verify.verify_parallel``: every
    check of ``verify_directory`` — manifest, sizes, checksums, identity, read-only open,
    applied position, digest — with the files hashed on threads and the digest computed in
    a child process at the same time), and the core's single-threaded ``verify_directory``
@@ -54,11 +54,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.checkpoints import take_local
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.checkpoint.verify import file_sha256, verify_directory
 from nereus.client import RouteRef, prepare_schedule
-from nereus.engine.checkpoints import take_local
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
 from nereus.inspection import inspect_store
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -276,8 +276,8 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> dict[str, Any]:
 
     def verify() -> None:
         """What `nereus checkpoint verify` runs: file hashing on threads, the pipelined
-        digest in a child process (``nereus.engine.digest_worker``)."""
-        from nereus.engine.parallel_verify import verify_parallel
+        digest in a child process (``nereus.adapters.digest_worker``)."""
+        from nereus.adapters.parallel_verify import verify_parallel
 
         report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition))
         if not report.ok:

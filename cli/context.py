@@ -16,11 +16,11 @@ from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 
 if TYPE_CHECKING:
+    from nereus.adapters.admin_client import AdminClient
+    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.protocol import ShardLog
     from nereus.client import RouteRef
     from nereus.config import Config
-    from nereus.engine.admin.client import AdminClient
-    from nereus.engine.shardlog.file import FileShardLog
-    from nereus.engine.shardlog.protocol import ShardLog
 
 
 def resolve_home(option: str | None) -> Path:
@@ -123,7 +123,7 @@ class Env:
         if directory is not None or self.config.route(shard.route).log == "file":
             return self.file_log(shard, directory=directory, create=create)
         if shard not in self._other_logs:
-            from nereus.engine.shardlog.factory import open_shard_log
+            from nereus.adapters.shardlog.factory import open_shard_log
 
             self._other_logs[shard] = open_shard_log(self.config.route(shard.route), shard,
                                                      self.home, create=create)
@@ -137,9 +137,9 @@ class Env:
         (``LogDiverged``): an append would take a position the state already used."""
         log = self.shard_log(shard)
         if shard not in self._checked:
-            from nereus.engine.continuity import applied_position, check_log_end, guard_file_log
-            from nereus.engine.shardlog.file import FileShardLog
-            from nereus.engine.shardlog.identity import ensure_route_identity
+            from nereus.adapters.continuity import applied_position, check_log_end, guard_file_log
+            from nereus.adapters.shardlog.file import FileShardLog
+            from nereus.adapters.shardlog.identity import ensure_route_identity
 
             state = self.layout.shard_state(shard)
             applied = applied_position(state)
@@ -156,7 +156,7 @@ class Env:
     def file_log(self, shard: ShardId, *, directory: Path | None = None,
                  create: bool = True) -> FileShardLog:
         """The shard's file Shard Log (the embedded default); file-only operations use it."""
-        from nereus.engine.shardlog.file import FileShardLog
+        from nereus.adapters.shardlog.file import FileShardLog
         from nereus.errors import UsageError
 
         if directory is None:
@@ -176,7 +176,7 @@ class Env:
 
     def admin(self) -> AdminClient:
         """The engine's admin socket client (raises EngineUnreachable when not running)."""
-        from nereus.engine.admin.client import AdminClient
+        from nereus.adapters.admin_client import AdminClient
 
         return AdminClient(self.layout.run / "admin.sock")
 

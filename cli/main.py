@@ -106,7 +106,7 @@ def _json_requested(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from nereus.engine.private_files import enter_private_mode
+    from nereus.adapters.private_files import enter_private_mode
 
     enter_private_mode()
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))

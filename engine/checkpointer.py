@@ -18,11 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.checkpoints import (
+    Taken,
+    catalog,
+    check_floor,
+    describe,
+    recovery_floor,
+    upload,
+)
+from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.shardlog.protocol import PrunableLog, ShardLog
 from nereus.config import CheckpointSettings
-from nereus.engine.checkpoints import Taken, catalog, check_floor, describe, recovery_floor, upload
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
-from nereus.engine.objectstore.protocol import ObjectStore
-from nereus.engine.shardlog.protocol import PrunableLog, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import CheckpointMark, encode
 from nereus.shard import ShardId

@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from nereus.engine.home_lock import (
+from nereus.adapters.home_lock import (
     AlreadyRunning,
     acquire_home_lock,
     is_locked,
@@ -40,12 +40,12 @@ __all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "re
 
 
 def run(home: Path, *, foreground: bool) -> int:
+    from nereus.adapters.private_files import enter_private_mode, secure_home
     from nereus.config import parse_config
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.engine import Engine, EngineSettings
-    from nereus.engine.private_files import enter_private_mode, secure_home
 
     enter_private_mode()
     secure_home(home)

@@ -26,25 +26,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nereus.adapters.checkpoints import recovery_floor, restore_into
+from nereus.adapters.continuity import DivergedLog, check_shard, guard_file_log
+from nereus.adapters.objectstore.factory import open_object_store
+from nereus.adapters.secrets import route_key
+from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.identity import ensure_route_identity
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.config import Config, EngineConfig
 from nereus.engine.checkpointer import Checkpointer
-from nereus.engine.checkpoints import recovery_floor, restore_into
 from nereus.engine.clock import ChronyHealth, TrustedClock
-from nereus.engine.continuity import DivergedLog, check_shard, guard_file_log
 from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
-from nereus.engine.objectstore.factory import open_object_store
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
-from nereus.engine.secrets import route_key
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
-from nereus.engine.shardlog.factory import open_shard_log
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.identity import ensure_route_identity
-from nereus.engine.shardlog.protocol import ShardLog
 from nereus.engine.supervisor import Supervisor, WorkerStatus
 from nereus.errors import StoreError, StoreInUse
 from nereus.layout import HomeLayout

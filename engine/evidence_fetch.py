@@ -66,9 +66,9 @@ def fetch_evidence(reference: str, lane: LaneSettings) -> Fetched:
 def _kafka(where: str, lane: LaneSettings, topic: str, partition: int, offset: int) -> Fetched:
     from confluent_kafka import Consumer, TopicPartition
 
-    from nereus.engine._kafka import CLOSE_WAIT_S, client_config, close_consumer
+    from nereus.adapters._kafka import CLOSE_WAIT_S, client_config, close_consumer
+    from nereus.adapters.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP
     from nereus.engine.destinations.kafka import ATTEMPT_ID_HEADER, EVIDENCE_MAC_HEADER
-    from nereus.engine.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP
 
     bootstrap = lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP
     consumer = Consumer(client_config(bootstrap, "nereus-evidence", **{
@@ -99,9 +99,9 @@ def _pulsar(where: str, lane: LaneSettings, topic: str, ledger: int, entry: int,
             partition: int) -> Fetched:
     import pulsar
 
-    from nereus.engine._pulsar import make_client, partition_topic
+    from nereus.adapters._pulsar import make_client, partition_topic
+    from nereus.adapters.shardlog.factory import DEFAULT_PULSAR_URL
     from nereus.engine.destinations.pulsar import PROPERTY_ATTEMPT_ID, PROPERTY_EVIDENCE_MAC
-    from nereus.engine.shardlog.factory import DEFAULT_PULSAR_URL
 
     client = make_client(lane.service_url or DEFAULT_PULSAR_URL, timeout_s=FETCH_TIMEOUT_S)
     try:

@@ -31,18 +31,18 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nereus.adapters.checkpoints import Taken, new_checkpoint_id, snapshot
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.checkpointer import Checkpointer, Job
-from nereus.engine.checkpoints import Taken, new_checkpoint_id, snapshot
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.runner import ShardRunner
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
-from nereus.engine.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.evidence_mac import evidence_mac

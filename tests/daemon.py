@@ -114,7 +114,7 @@ class DaemonRun:
     test keeps ``owned`` and kills what is left in a finalizer)."""
 
     def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
-        from nereus.engine.admin.client import AdminClient
+        from nereus.adapters.admin_client import AdminClient
         from nereus.layout import HomeLayout
 
         self.home = home

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.identity import ensure_route_identity
 from nereus.config import parse_config
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.shard import ShardId
 
 

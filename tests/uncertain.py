@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.identity import ensure_route_identity
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.identity import ensure_route_identity
 from nereus.machine.tx import work_digest
 from nereus.records import ActivationBarrier, PublishAdmission, RouteIdentity, encode
 from nereus.shard import ShardId

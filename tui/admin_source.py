@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nereus.engine.admin.client import AdminClient
+from nereus.adapters.admin_client import AdminClient
 from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
 

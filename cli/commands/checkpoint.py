@@ -17,8 +17,8 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.objectstore.protocol import ObjectStore
     from nereus.checkpoint.verify import Check
-    from nereus.engine.objectstore.protocol import ObjectStore
 
 app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
 recovery_app = typer.Typer(help="The Recovery Set and Recovery Floor of a shard.",
@@ -28,7 +28,7 @@ ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION,
 
 
 def objects_for(env: Env) -> ObjectStore:
-    from nereus.engine.objectstore.factory import open_object_store
+    from nereus.adapters.objectstore.factory import open_object_store
 
     return open_object_store(env.config.objects, env.home)
 
@@ -44,7 +44,7 @@ def render_checks(out: Console, verdict: str, checks: list[dict[str, Any]]) -> N
 @app.command("create")
 def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Take a checkpoint now, upload it, register it in the catalog."""
-    from nereus.engine.checkpoints import checkpoint_now, taken_view
+    from nereus.adapters.checkpoints import checkpoint_now, taken_view
     from nereus.layout import HomeLayout
     from nereus.state import keys
     from nereus.state.store import ShardStore
@@ -90,7 +90,7 @@ def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
 @app.command("list")
 def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Catalogued checkpoints of a shard, oldest first; Recovery Set members marked."""
-    from nereus.engine.checkpoints import catalog
+    from nereus.adapters.checkpoints import catalog
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
@@ -118,9 +118,9 @@ def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
 def _reference(env: Env, shard: Any, after: Any, scratch: Path) -> Any:
     """The next catalogued checkpoint after ``after`` (downloaded under ``scratch``), else
     the live database."""
-    from nereus.engine.checkpoints import catalog, download
-    from nereus.engine.deep_verify import Reference
-    from nereus.engine.replay import store_digest
+    from nereus.adapters.checkpoints import catalog, download
+    from nereus.adapters.deep_verify import Reference
+    from nereus.adapters.replay import store_digest
     from nereus.errors import NereusError
     from nereus.state.store import ShardStore
 
@@ -156,9 +156,9 @@ def verify(
     import shutil
     import tempfile
 
-    from nereus.engine.checkpoints import download, find
-    from nereus.engine.deep_verify import deep_checks
-    from nereus.engine.parallel_verify import verify_parallel
+    from nereus.adapters.checkpoints import download, find
+    from nereus.adapters.deep_verify import deep_checks
+    from nereus.adapters.parallel_verify import verify_parallel
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
 
@@ -256,8 +256,8 @@ def restore(
     """
     import sys
 
-    from nereus.engine.checkpoints import find, restore_into
-    from nereus.engine.restore_target import inspect_target, live_store
+    from nereus.adapters.checkpoints import find, restore_into
+    from nereus.adapters.restore_target import inspect_target, live_store
     from nereus.errors import NereusError, UsageError
 
     env: Env = ctx.obj
@@ -348,8 +348,8 @@ def prune(
     """
     import sys
 
+    from nereus.adapters.checkpoints import catalog, delete_checkpoint, recovery_floor
     from nereus.checkpoint.retention import plan_prune
-    from nereus.engine.checkpoints import catalog, delete_checkpoint, recovery_floor
     from nereus.errors import UsageError
 
     env: Env = ctx.obj
@@ -403,7 +403,7 @@ def prune(
 
 
 def _floor_view(env: Env, shard: Any) -> tuple[Any, dict[str, Any]]:
-    from nereus.engine.checkpoints import recovery_floor
+    from nereus.adapters.checkpoints import recovery_floor
 
     objects = objects_for(env)
     floor = recovery_floor(objects, shard, env.config.checkpoints.keep)
@@ -448,8 +448,8 @@ def show(ctx: typer.Context, shard_name: ShardArg) -> None:
 @recovery_app.command("verify")
 def verify_set(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Verify every member, that log retention covers the floor, that objects exist."""
+    from nereus.adapters.checkpoints import verify_entry
     from nereus.checkpoint.verify import Check
-    from nereus.engine.checkpoints import verify_entry
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)

@@ -63,7 +63,7 @@ def _quote(text: str) -> str:
 
 def _offline(env: Env, command_id: str) -> dict[str, Any]:
     """Each shard's database read-only, then the part of its log not applied yet."""
-    from nereus.engine.command_lookup import applied_result, command_view, queued_position
+    from nereus.adapters.command_lookup import applied_result, command_view, queued_position
     from nereus.errors import NotFound
     from nereus.operator.plan import next_position
     from nereus.shard import ShardId

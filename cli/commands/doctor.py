@@ -35,10 +35,10 @@ def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
     and min.insync.replicas 2), and retention never below the Recovery Floor."""
     import time
 
+    from nereus.adapters.checkpoints import recovery_floor
+    from nereus.adapters.shardlog.factory import command_topic
+    from nereus.adapters.shardlog.kafka import KafkaShardLog
     from nereus.cli.commands.checkpoint import objects_for
-    from nereus.engine.checkpoints import recovery_floor
-    from nereus.engine.shardlog.factory import command_topic
-    from nereus.engine.shardlog.kafka import KafkaShardLog
     from nereus.errors import NereusError
     from nereus.shard import ShardId
 
@@ -133,7 +133,7 @@ def _log_continuity(env: Env, config: Config) -> list[dict[str, Any]]:
     """Each shard's Shard Log still holds the record its state applied last (a log that
     ends before it, or holds other bytes there, has diverged: the shard must be recovered).
     Databases are opened read-only, so this works beside a running engine."""
-    from nereus.engine.continuity import check_log_end, check_shard
+    from nereus.adapters.continuity import check_log_end, check_shard
     from nereus.errors import LogDiverged, NereusError, NotFound
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
@@ -195,7 +195,7 @@ def _http(url: str) -> str | None:
 
 
 def _services(config: Config) -> list[dict[str, Any]]:
-    from nereus.engine.shardlog.factory import (
+    from nereus.adapters.shardlog.factory import (
         DEFAULT_KAFKA_BOOTSTRAP,
         DEFAULT_PULSAR_ADMIN,
     )
@@ -316,7 +316,7 @@ def _engine(env: Env) -> dict[str, Any]:
 
 def _privacy(root: Path) -> dict[str, Any]:
     """The home is 0700 and its files 0600: nothing in it for other users of the host."""
-    from nereus.engine.private_files import loose_modes
+    from nereus.adapters.private_files import loose_modes
 
     loose = list(loose_modes(root))
     if not loose:

@@ -19,7 +19,7 @@ app = typer.Typer(help="Start, stop and query the engine daemon.", no_args_is_he
 
 def start_daemon(env: Env, timeout: float) -> dict[str, Any]:
     """Start the daemon detached and wait until its admin socket answers."""
-    from nereus.engine.admin.client import AdminClient
+    from nereus.adapters.admin_client import AdminClient
     from nereus.engine.daemon import AlreadyRunning, is_locked, lock_holder, socket_path
     from nereus.errors import NereusError
 
@@ -70,7 +70,7 @@ def stop_daemon(env: Env, timeout: float) -> dict[str, Any]:
     import os
     import signal
 
-    from nereus.engine.admin.client import AdminClient
+    from nereus.adapters.admin_client import AdminClient
     from nereus.engine.daemon import is_locked, lock_holder, socket_path
     from nereus.errors import NereusError
 

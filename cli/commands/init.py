@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from nereus.adapters.private_files import secure_home
 from nereus.cli.context import Env
-from nereus.engine.private_files import secure_home
 
 if TYPE_CHECKING:
     from nereus.config import RouteSettings
@@ -211,8 +211,8 @@ def _found_identity(env: Env, settings: RouteSettings, *,
     A file log lives in this home (a re-init with --force keeps its identity). A broker's
     Command Topic is shared: one that holds another route's data is refused unless
     ``--attach`` says to share it on purpose."""
-    from nereus.engine.shardlog.factory import command_topic, open_shard_log
-    from nereus.engine.shardlog.identity import describe, first_identity
+    from nereus.adapters.shardlog.factory import command_topic, open_shard_log
+    from nereus.adapters.shardlog.identity import describe, first_identity
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
 
@@ -246,8 +246,8 @@ def _found_identity(env: Env, settings: RouteSettings, *,
 def _claim_log(env: Env, settings: RouteSettings) -> str:
     """Create the broker Command Topic now (a broker problem shows at init, not at first
     use) and write the route identity as the first record of every empty partition."""
-    from nereus.engine.shardlog.factory import command_topic, open_shard_log
-    from nereus.engine.shardlog.identity import ensure_route_identity
+    from nereus.adapters.shardlog.factory import command_topic, open_shard_log
+    from nereus.adapters.shardlog.identity import ensure_route_identity
     from nereus.shard import ShardId
 
     topic = command_topic(settings)
@@ -289,7 +289,7 @@ def _copy_route_keys(source: Path, target: Path, routes: dict[str, RouteSettings
     import os
     import shutil
 
-    from nereus.engine.secrets import key_path
+    from nereus.adapters.secrets import key_path
 
     for name in routes:
         origin, copy = key_path(source, name), key_path(target, name)

@@ -507,8 +507,8 @@ def _schedule_large(
     key: str | None, headers: dict[str, str], message_id: str | None, route: str, wait: bool,
 ) -> None:
     """RESERVE -> upload -> attest -> COMMIT -> SCHEDULE(payload_ref), all on one shard."""
+    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.client import prepare_payload_commit, prepare_payload_reserve, prepare_schedule
-    from nereus.engine.objectstore.factory import open_object_store
     from nereus.errors import NereusError, UsageError
     from nereus.machine.validate import check_headers, check_lane, check_times
 

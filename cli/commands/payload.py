@@ -32,8 +32,8 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.engine.checkpoints import Floor
-    from nereus.engine.objectstore.protocol import ObjectInfo, ObjectStore
+    from nereus.adapters.checkpoints import Floor
+    from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
     from nereus.shard import ShardId
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)
@@ -130,7 +130,7 @@ def _known(env: Env) -> list[Known]:
 
 
 def _floors(env: Env, objects: ObjectStore) -> list[Floor]:
-    from nereus.engine.checkpoints import recovery_floor
+    from nereus.adapters.checkpoints import recovery_floor
 
     return [recovery_floor(objects, shard, env.config.checkpoints.keep) for shard in _shards(env)]
 
@@ -200,8 +200,8 @@ def gc(
         "Floor).")] = None,
 ) -> None:
     """Collect abandoned large payloads (expired reservations, objects with no stage)."""
-    from nereus.engine.checkpoints import FloorViolation, check_floor
-    from nereus.engine.objectstore.factory import open_object_store
+    from nereus.adapters.checkpoints import FloorViolation, check_floor
+    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.errors import NereusError, NotFound, UsageError
 
     env: Env = ctx.obj

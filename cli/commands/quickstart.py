@@ -32,12 +32,12 @@ def quickstart(
                                  help="Seconds over which they fall due."),
 ) -> None:
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
+    from nereus.adapters.replay import replay_empty, store_digest
+    from nereus.adapters.shardlog.file import FileShardLog
     from nereus.cli.commands.engine import start_daemon, stop_daemon
     from nereus.cli.commands.message import _prepare_one, _submit
     from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
     from nereus.config import parse_config, render_config
-    from nereus.engine.replay import replay_empty, store_digest
-    from nereus.engine.shardlog.file import FileShardLog
     from nereus.errors import NereusError
     from nereus.state.store import ShardStore
     from nereus.timespec import format_time_ms

@@ -63,7 +63,7 @@ def replay(
         "digests.")] = None,
 ) -> None:
     """Apply the shard's log offline, deterministically, and print the digest."""
-    from nereus.engine.replay import replay_empty
+    from nereus.adapters.replay import replay_empty
     from nereus.errors import UsageError
     from nereus.shard import ShardId
 
@@ -116,7 +116,7 @@ def replay(
 @app.command("digest")
 def digest(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
     """Print the canonical digest (key order) of the shard's replicated state."""
-    from nereus.engine.replay import store_digest
+    from nereus.adapters.replay import store_digest
 
     env: Env = ctx.obj
     shard, store = _open_db(env, shard_name, db)
@@ -401,10 +401,10 @@ def prune(
     segments; Kafka records with DeleteRecords)."""
     import itertools
 
+    from nereus.adapters.checkpoints import check_floor, recovery_floor
+    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.protocol import PrunableLog
     from nereus.cli.commands.checkpoint import objects_for
-    from nereus.engine.checkpoints import check_floor, recovery_floor
-    from nereus.engine.shardlog.file import FileShardLog
-    from nereus.engine.shardlog.protocol import PrunableLog
     from nereus.errors import UsageError
 
     env: Env = ctx.obj
@@ -439,10 +439,10 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
     """Replay from a checkpoint (or from empty) with an optional digest comparison."""
     import shutil
 
+    from nereus.adapters.checkpoints import download, find
+    from nereus.adapters.deep_verify import replay_from
+    from nereus.adapters.replay import store_digest
     from nereus.cli.commands.checkpoint import objects_for
-    from nereus.engine.checkpoints import download, find
-    from nereus.engine.deep_verify import replay_from
-    from nereus.engine.replay import store_digest
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
     from nereus.state import keys

@@ -325,7 +325,7 @@ class AdminApi:
     def command(self, command_id: str) -> dict[str, Any]:
         """Where a command stands: APPLIED with its result on some shard, QUEUED in a
         shard's log past the applied position, or NotFound."""
-        from nereus.engine.command_lookup import applied_result, command_view, queued_position
+        from nereus.adapters.command_lookup import applied_result, command_view, queued_position
 
         loops = sorted(self.engine.shards.items())
         for shard, loop in loops:
@@ -345,7 +345,7 @@ class AdminApi:
     # checkpoints ----------------------------------------------------------------------
     def checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
         """Take a checkpoint of one shard now; answers once it is catalogued."""
-        from nereus.engine.checkpoints import taken_view
+        from nereus.adapters.checkpoints import taken_view
 
         loop = self._loop(str(body.get("shard", "")))
         timeout_s = params.number(body.get("timeout_s"), "timeout_s", low=1, high=86_400,

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from nereus.adapters.home_lock import remove_if_ours
 from nereus.engine.admin import params
 from nereus.engine.admin.api import AdminApi
-from nereus.engine.home_lock import remove_if_ours
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import NereusError, NotFound, UsageError
 

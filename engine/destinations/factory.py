@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, DEFAULT_PULSAR_URL
 from nereus.config import LaneSettings
 from nereus.engine.destinations.protocol import Destination
-from nereus.engine.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, DEFAULT_PULSAR_URL
 
 
 def open_destination(lane: LaneSettings, home: Path) -> Destination:

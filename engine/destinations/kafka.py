@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from nereus.engine._kafka import (
+from nereus.adapters._kafka import (
     CLOSE_WAIT_S,
     UNREACHABLE_ERRORS,
     admin_client,

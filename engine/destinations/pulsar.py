@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nereus.engine._pulsar import (
+from nereus.adapters._pulsar import (
     call_within,
     full_topic,
     is_pulsar_error,

@@ -31,8 +31,8 @@ import hashlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.destinations.protocol import record_size
-from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
 from nereus.engine.scheduler.permits import Permits

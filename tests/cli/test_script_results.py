@@ -143,7 +143,7 @@ def test_a_batch_over_the_admin_request_limit_goes_in_chunks(engine_home: Path,
 
 
 def test_the_servers_refusal_reaches_the_operator_as_it_said_it(engine_home: Path) -> None:
-    from nereus.engine.admin.client import AdminClient
+    from nereus.adapters.admin_client import AdminClient
     from nereus.errors import UsageError
 
     client = AdminClient(engine_home / "run" / "admin.sock")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
 
 
 class DelegatingLog:

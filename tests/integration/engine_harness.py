@@ -10,12 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
 from nereus.config import parse_config
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import Destination
 from nereus.engine.engine import Engine, EngineSettings
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 from nereus.timespec import parse_time_ms

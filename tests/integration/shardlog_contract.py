@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
 
 MakeLog = Callable[[], ShardLog]
 

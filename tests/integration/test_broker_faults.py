@@ -45,6 +45,8 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
 from nereus.engine.destinations.kafka import (
@@ -55,8 +57,6 @@ from nereus.engine.destinations.kafka import (
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.shardlog.factory import open_shard_log
-from nereus.engine.shardlog.kafka import KafkaShardLog
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
 from nereus.records import (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_schedule
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.records import Cancel, decode, encode
 from nereus.shard import ShardId
 from tests.conftest import run_nereus
@@ -240,8 +240,8 @@ def test_recovery_set_verify_fails_when_the_log_no_longer_covers_the_floor(
 KILL_DURING_UPLOAD = """
 import os, sys, time, uuid
 from pathlib import Path
-from nereus.engine.checkpoints import checkpoint_now
-from nereus.engine.objectstore.local import LocalObjectStore
+from nereus.adapters.checkpoints import checkpoint_now
+from nereus.adapters.objectstore.local import LocalObjectStore
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule
-from nereus.engine.shardlog.kafka import KafkaShardLog
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 from nereus.timespec import parse_time_ms

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.replay import replay_empty, store_digest
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
-from nereus.engine.replay import replay_empty, store_digest
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.machine import DEFAULT_LIMITS
 from nereus.shard import ShardId
 from nereus.state import keys

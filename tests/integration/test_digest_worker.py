@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.parallel_verify import pipelined_digest, process_digest
 from nereus.checkpoint.verify import store_digest
-from nereus.engine.parallel_verify import pipelined_digest, process_digest
 from nereus.machine import apply
 from nereus.records import encode
 from nereus.shard import ShardId

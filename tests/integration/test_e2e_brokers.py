@@ -10,10 +10,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
 from nereus.engine.engine import Engine
-from nereus.engine.shardlog.factory import open_shard_log
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.views import find_message

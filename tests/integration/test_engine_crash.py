@@ -41,8 +41,8 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_cancel, queue
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
 from nereus.records import (

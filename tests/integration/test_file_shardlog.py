@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.engine.shardlog.file import FileShardLog, TornTailRepair
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.shardlog.file import FileShardLog, TornTailRepair
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption
 from nereus.framing import HEADER_SIZE, encode_frame
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all
@@ -369,7 +369,7 @@ def test_any_single_flipped_byte_before_the_last_frame_is_reported_exactly(
 APPEND_WORKER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from nereus.engine.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.file import FileShardLog
 
     directory, worker, appends, segment_bytes = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
     log = FileShardLog(Path(directory), segment_bytes=segment_bytes)
@@ -448,7 +448,7 @@ def test_several_processes_appending_at_once_share_one_gapless_sequence(log_dir:
 BIG_WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from nereus.engine.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.file import FileShardLog
 
     log = FileShardLog(Path(sys.argv[1]), segment_bytes=int(sys.argv[2]))
     for i in range(int(sys.argv[3])):

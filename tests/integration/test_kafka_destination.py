@@ -207,7 +207,7 @@ def test_docs_outcomes_table_matches_the_classifier() -> None:
 
 def test_importing_the_kafka_modules_does_not_load_librdkafka() -> None:
     """The CLI imports these modules lazily at most; even importing them loads no client."""
-    code_ = ("import sys, nereus.engine.destinations.kafka, nereus.engine.shardlog.kafka; "
+    code_ = ("import sys, nereus.engine.destinations.kafka, nereus.adapters.shardlog.kafka; "
              "assert 'confluent_kafka' not in sys.modules, sorted(sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True,
                           check=False, timeout=60)

@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from nereus.engine._kafka import TopicMisconfigured
-from nereus.engine.shardlog.kafka import KafkaAppendFailed, KafkaShardLog
+from nereus.adapters._kafka import TopicMisconfigured
+from nereus.adapters.shardlog.kafka import KafkaAppendFailed, KafkaShardLog
 from nereus.errors import ExitCode, NotFound, ServiceUnreachable
 from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all
@@ -240,7 +240,7 @@ def test_close_gives_up_on_a_consumer_that_does_not_close(
 ) -> None:
     """A consumer whose close hangs (as librdkafka's can, issue 4514) holds close() only for
     the bounded wait, and the abandonment is logged as an error naming the log."""
-    from nereus.engine.shardlog import kafka as kafka_log
+    from nereus.adapters.shardlog import kafka as kafka_log
 
     topic = topic_for(tmp_path)
     topics.add(topic)

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from nereus import records as r
+from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_payload_reserve, queue
-from nereus.engine.objectstore.local import LocalObjectStore
-from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
 from nereus.engine.shard_loop import ShardLoop
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.errors import ServiceUnreachable
 from nereus.publish import template_digest
 from nereus.records import MessageState
@@ -181,7 +181,7 @@ def test_a_failed_attestation_stops_before_the_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """If the stored object is not the reserved bytes, exit 1 and queue no COMMIT/SCHEDULE."""
-    from nereus.engine.objectstore.protocol import ObjectInfo
+    from nereus.adapters.objectstore.protocol import ObjectInfo
 
     home = small_inline_home(tmp_path, partitions=1)
     path = payload_file(tmp_path)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.engine.objectstore.protocol import ObjectStore
-from nereus.engine.objectstore.s3 import S3ObjectStore
+from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.objectstore.s3 import S3ObjectStore
 from nereus.errors import ExitCode, NereusError, NotFound, ServiceUnreachable
 from tests.conftest import CliResult
 from tests.integration.objectstore_contract import ObjectStoreContract
@@ -114,9 +114,9 @@ class TestS3ObjectStore(ObjectStoreContract):
     def test_checkpoint_uploads_and_verifies_through_s3(self, tmp_path: Path) -> None:
         """A checkpoint taken from a real shard database uploads to S3, is catalogued, and
         verifies after download (files, checksums, identity, digest)."""
-        from nereus.engine.checkpoints import catalog, checkpoint_now, verify_entry
-        from nereus.engine.runner import ShardRunner
-        from nereus.engine.shardlog.file import FileShardLog
+        from nereus.adapters.checkpoints import catalog, checkpoint_now, verify_entry
+        from nereus.adapters.runner import ShardRunner
+        from nereus.adapters.shardlog.file import FileShardLog
         from nereus.records import Schedule, encode
         from nereus.shard import ShardId
         from nereus.state import keys

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.shardlog.protocol import Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.records import Gate, LaneGate, PublishAdmission, decode, encode
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -21,25 +21,29 @@ def _build(kind: str, source: Path, out: Path) -> Path:
 
 
 def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> None:
-    """A wheel built from the sdist holds nereus.engine/cli/tui as files and imports them."""
+    """A wheel built from the sdist holds nereus.engine/adapters/cli/tui as files and imports
+    them."""
     sdist = _build("sdist", ROOT, tmp_path / "sdist")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path / "src", filter="data")
     (source,) = (tmp_path / "src").iterdir()
-    assert not (source / "nereus" / "engine").is_symlink(), "the sdist must dereference links"
+    for linked in ("engine", "adapters", "cli", "tui"):
+        assert not (source / "nereus" / linked).is_symlink(), "the sdist must dereference links"
     wheel = _build("wheel", source, tmp_path / "wheel")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("nereus/engine/runner.py", "nereus/engine/shardlog/file.py",
+    for required in ("nereus/engine/shard_loop.py", "nereus/adapters/runner.py",
+                     "nereus/adapters/shardlog/file.py",
                      "nereus/cli/main.py", "nereus/tui/__init__.py",
                      "nereus/_data/playbooks/README.md"):
         assert required in names, required
-    assert not any(name.startswith(("engine/", "cli/", "tui/")) for name in names)
+    assert not any(name.startswith(("engine/", "adapters/", "cli/", "tui/")) for name in names)
     _assert_ships_reference(names, source)
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--target", str(target), str(wheel)], check=True)
-    probe = ("import nereus.engine.runner, nereus.cli.main, nereus.tui, nereus\n"
-             "print(nereus.engine.runner.__file__)")
+    probe = ("import nereus.adapters.runner, nereus.engine.shard_loop, nereus.cli.main, "
+             "nereus.tui, nereus\n"
+             "print(nereus.adapters.runner.__file__)")
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
                          check=True, cwd=tmp_path)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nereus.engine._pulsar import admin_request, admin_topic_path, full_topic
+from nereus.adapters._pulsar import admin_request, admin_topic_path, full_topic
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.destinations.pulsar import (
     PROPERTY_ATTEMPT_ID,

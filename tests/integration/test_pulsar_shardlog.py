@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from nereus.engine._pulsar import TopicMisconfigured, admin_request, admin_topic_path
-from nereus.engine.replay import store_digest
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.shardlog.pulsar import (
+from nereus.adapters._pulsar import TopicMisconfigured, admin_request, admin_topic_path
+from nereus.adapters.replay import store_digest
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import Receipt, ShardLog
+from nereus.adapters.shardlog.pulsar import (
     PositionOutOfRange,
     PulsarShardLog,
     decode_position,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
 from nereus.engine.supervisor import WorkerStatus
 from nereus.layout import HomeLayout
 from nereus.timespec import parse_time_ms

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
 from nereus.engine.clock import ClockReport, TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine
-from nereus.engine.shardlog.kafka import KafkaShardLog
 from nereus.records import Gate
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.continuity import guard_file_log
+from nereus.adapters.shardlog.file import FileShardLog
 from nereus.continuity import (
     ENDS_BEFORE_APPLIED,
     RECORD_DIFFERS,
     applied_record_differs,
     log_ends_before,
 )
-from nereus.engine.continuity import guard_file_log
-from nereus.engine.shardlog.file import FileShardLog
 from nereus.errors import LogDiverged
 from nereus.framing import encode_frame
 from nereus.records import QueryBarrier, encode

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nereus.engine._kafka import close_consumer
+from nereus.adapters._kafka import close_consumer
 
 
 class FakeConsumer:

@@ -8,8 +8,8 @@ from tempfile import TemporaryDirectory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.machine import Reason
 from nereus.records import MessageState, ResultStatus
 from nereus.state import keys

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.protocol import LogRecord
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import LogRecord
 from nereus.errors import LogCorruption
 from nereus.records import QueryBarrier, encode
 from nereus.state import keys

@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from nereus.engine._pulsar import (
+from nereus.adapters._pulsar import (
     UNREACHABLE_RESULTS,
     TopicMisconfigured,
     admin_reason,
@@ -80,7 +80,7 @@ from nereus.engine._pulsar import (
     translate,
     unreachable,
 )
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption, NereusError
 
 LEDGER_LIMIT: Final = 1 << 31

@@ -8,7 +8,7 @@ in. Both compute exactly what the core's defaults compute:
   cores, two hashing threads beside the digest made the whole verify slower, not faster;
 * ``pipelined_digest`` — the state digest with iteration and hashing overlapped: this
   thread walks RocksDB and frames chunks, a second thread feeds them to SHA-256;
-* ``process_digest`` — the same in a child process (``nereus.engine.digest_worker``), so
+* ``process_digest`` — the same in a child process (``nereus.adapters.digest_worker``), so
   the scan, which holds the GIL throughout, does not take turns with the file hashing.
 """
 
@@ -72,7 +72,7 @@ def process_digest(directory: Path, timeout_s: float = 3600.0) -> str:
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "nereus.engine.digest_worker", str(directory)],
+        [sys.executable, "-m", "nereus.adapters.digest_worker", str(directory)],
         capture_output=True, text=True, timeout=timeout_s, check=False)
     digest = done.stdout.strip()
     if done.returncode != 0 or len(digest) != 64:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, PrunableLog, Receipt, ShardLog
 from nereus.continuity import Divergence, applied_record_differs, log_ends_before
-from nereus.engine.shardlog.file import FileShardLog
-from nereus.engine.shardlog.protocol import LogRecord, PrunableLog, Receipt, ShardLog
 from nereus.errors import LogDiverged, NotFound, StoreError
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore

@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from nereus.engine._kafka import (
+from nereus.adapters._kafka import (
     CLOSE_WAIT_S,
     LOG,
     TopicMisconfigured,
@@ -53,7 +53,7 @@ from nereus.engine._kafka import (
     translate,
     unreachable,
 )
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import NereusError, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:

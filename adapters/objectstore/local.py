@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
+from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
 
 _CHUNK = 1 << 20
 _META = ".sha256"

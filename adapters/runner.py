@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nereus.engine.shardlog.protocol import LogRecord, ShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
 from nereus.errors import LogCorruption
 from nereus.machine import DEFAULT_LIMITS, Applied, Limits, apply
 from nereus.state.store import ShardStore

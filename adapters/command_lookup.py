@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nereus.engine.shardlog.protocol import ShardLog
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.machine import dedup_key
 from nereus.records import decode
 from nereus.records.codec import DecodeFailure

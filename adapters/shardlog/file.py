@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from nereus.engine.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption
 from nereus.framing import (
     HEADER_SIZE,

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nereus.engine.objectstore.local import file_sha256
-from nereus.engine.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
+from nereus.adapters.objectstore.local import file_sha256
+from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
 from nereus.errors import NereusError, NotFound, ServiceUnreachable
 
 # S3 error codes that say the credentials or permissions are wrong ("403": a HEAD's answer)

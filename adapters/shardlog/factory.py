@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.config import RouteSettings
-from nereus.engine.shardlog.protocol import ShardLog
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 
@@ -32,7 +32,7 @@ def command_topic(route: RouteSettings) -> str:
 def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
                    create: bool = True) -> ShardLog:
     if route.log == "kafka":
-        from nereus.engine.shardlog.kafka import KafkaShardLog
+        from nereus.adapters.shardlog.kafka import KafkaShardLog
 
         return KafkaShardLog(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
                              command_topic(route), shard.partition,
@@ -41,13 +41,13 @@ def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
                              replication_factor=route.replication_factor,
                              min_insync_replicas=route.min_insync_replicas)
     if route.log == "pulsar":
-        from nereus.engine.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
+        from nereus.adapters.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
 
         admin = route.admin_url or DEFAULT_PULSAR_ADMIN
         if create:
             ensure_partitioned_topic(admin, command_topic(route), route.partitions)
         return PulsarShardLog(route.service_url or DEFAULT_PULSAR_URL,
                               command_topic(route), shard.partition, admin_url=admin)
-    from nereus.engine.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.file import FileShardLog
 
     return FileShardLog(HomeLayout(home).shard_log(shard), create=create)

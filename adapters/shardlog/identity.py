@@ -18,7 +18,7 @@ applied (``meta/route``) is what is checked.
 
 from __future__ import annotations
 
-from nereus.engine.shardlog.protocol import ShardLog
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.errors import NereusError
 from nereus.records import DecodeFailure, RouteIdentity, decode, encode, kind_of
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.config import ObjectSettings
-from nereus.engine.objectstore.protocol import ObjectStore
 
 
 def open_object_store(settings: ObjectSettings, home: Path) -> ObjectStore:
     if settings.store == "s3":
-        from nereus.engine.objectstore.s3 import S3ObjectStore
+        from nereus.adapters.objectstore.s3 import S3ObjectStore
 
         assert settings.bucket is not None
         return S3ObjectStore(
@@ -18,7 +18,7 @@ def open_object_store(settings: ObjectSettings, home: Path) -> ObjectStore:
             region=settings.region, access_key_id=settings.access_key_id,
             secret_access_key=settings.secret_access_key,
         )
-    from nereus.engine.objectstore.local import LocalObjectStore
+    from nereus.adapters.objectstore.local import LocalObjectStore
 
     root = Path(settings.path) if settings.path else Path("objects")
     return LocalObjectStore(root if root.is_absolute() else home / root)

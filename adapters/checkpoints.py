@@ -27,6 +27,9 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.parallel_verify import verify_parallel
+from nereus.adapters.replay import store_digest
 from nereus.checkpoint.manifest import (
     MANIFEST_NAME,
     CatalogEntry,
@@ -38,9 +41,6 @@ from nereus.checkpoint.manifest import (
     encode_json,
 )
 from nereus.checkpoint.verify import VerifyReport, file_sha256
-from nereus.engine.objectstore.protocol import ObjectStore
-from nereus.engine.parallel_verify import verify_parallel
-from nereus.engine.replay import store_digest
 from nereus.errors import NereusError, NotFound
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -242,7 +242,7 @@ def restore_into(objects: ObjectStore, entry: CatalogEntry, target: Path,
     own restore is live state at once). ``before_move`` runs just before the move and may
     raise to stop it (the CLI checks again that the target has not become live).
     """
-    from nereus.engine.restore_target import write_marker
+    from nereus.adapters.restore_target import write_marker
 
     target = target.absolute()
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

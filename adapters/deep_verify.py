@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nereus.adapters.replay import store_digest
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import Check
-from nereus.engine.replay import store_digest
-from nereus.engine.runner import ShardRunner
-from nereus.engine.shardlog.protocol import LogRecord, ShardLog
 from nereus.machine import Applied, Limits
 from nereus.state.decode import decode_key
 from nereus.state.store import ShardStore

@@ -1,4 +1,4 @@
-"""``python -m nereus.engine.digest_worker DIR``: print the state digest of the database at DIR.
+"""``python -m nereus.adapters.digest_worker DIR``: print the state digest of the database at DIR.
 
 Verification runs the digest here, in a child process, so that its key-ordered scan (which
 holds the GIL the whole time) and the SHA-256 of the checkpoint's files (threads in the
@@ -16,9 +16,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m nereus.engine.digest_worker DIR", file=sys.stderr)
+        print("usage: python -m nereus.adapters.digest_worker DIR", file=sys.stderr)
         return 2
-    from nereus.engine.parallel_verify import pipelined_digest
+    from nereus.adapters.parallel_verify import pipelined_digest
     from nereus.errors import NereusError
     from nereus.state.store import ShardStore
 
