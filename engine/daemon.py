@@ -8,7 +8,9 @@ holds it, and the daemon removes that file (and its socket) on exit only if it i
 the one it made.
 
 SIGTERM / SIGINT or ``POST /v1/shutdown`` stop it gracefully: the admin socket closes
-first and lets requests in progress finish, then ``Engine.stop`` runs.
+first and lets requests in progress finish, then ``Engine.stop`` runs. SIGHUP (what a
+logrotate ``postrotate`` sends) reopens ``<home>/log/engine.log`` if it was moved; it no
+longer kills the daemon.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import queue
 import signal
 import sys
-import threading
 from pathlib import Path
+from typing import Literal
 
 from nereus.adapters.home_lock import (
     AlreadyRunning,
@@ -54,24 +57,34 @@ def run(home: Path, *, foreground: bool) -> int:
     settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_home_lock(home)
     pid_stat = write_pid_file(home)
-    logger = logs.configure(layout.logs, foreground=foreground)
+    engine_logs = logs.configure(layout.logs, foreground=foreground)
+    logger = engine_logs.logger
 
     def log_event(event: str, /, **fields: object) -> None:
         level = fields.pop("level", "info")
         method = getattr(logger, str(level), None) or logger.info
         method(event, **fields)
 
-    stop = threading.Event()
+    # Signal handlers and the admin socket only say what to do; the main thread does it. A
+    # handler runs between two bytecodes of the main thread, maybe inside a log write or
+    # while it holds a lock, so it must not reopen or write the log itself, nor set a
+    # threading.Event (its lock is not reentrant); SimpleQueue.put is safe there.
+    requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]] = queue.SimpleQueue()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda *_: requests.put("stop"))
+    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
     engine = Engine(home, config, settings=settings, log_event=log_event)
     server = None
     try:
         engine.start()
-        server = AdminServer(AdminApi(engine), socket_path(home), on_shutdown=stop.set)
+        server = AdminServer(AdminApi(engine), socket_path(home),
+                             on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())
-        stop.wait()
+        while requests.get() == "reopen_logs":
+            reopened = engine_logs.reopen()
+            log_event("log_reopened" if reopened else "log_not_moved",
+                      path=str(engine_logs.path), reason="SIGHUP")
         log_event("engine_stopping")
         # The admin socket goes first and waits for requests in progress: none may read
         # a shard store while engine.stop() closes it.
@@ -91,6 +104,7 @@ def run(home: Path, *, foreground: bool) -> int:
             server.close()
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
+        engine_logs.close()
 
 
 def main() -> None:

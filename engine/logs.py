@@ -1,37 +1,114 @@
-"""Structured engine logs: JSON lines to ``<home>/log/engine.log``, console in the foreground."""
+"""Structured engine logs: JSON lines to ``<home>/log/engine.log``, console in the foreground.
+
+Built from structlog's stdlib integration rather than by hand:
+
+* The engine's events go through a structlog logger wrapping the stdlib logger
+  ``nereus.engine.events``. ``make_filtering_bound_logger(INFO)`` turns the methods below
+  INFO into no-ops (no ``DropEvent``), and ``ProcessorFormatter.wrap_for_formatter`` hands
+  the event dict to stdlib logging untouched.
+* The root logger's handlers render every record with a ``ProcessorFormatter``: an engine
+  event exactly as it always was (``{...fields, "event", "level", "timestamp"}``), and a
+  record from a library (librdkafka's lines via confluent-kafka, boto3, urllib3, Python
+  ``warnings``) as the same kind of JSON line, its stdlib logger's name under ``logger``
+  and a traceback, if any, as one ``exception`` string. Libraries stay at the root level,
+  WARNING: their chatter never reaches the file, and nothing they log can tear a line.
+* ``engine.log`` is written by a ``logging.handlers.WatchedFileHandler``. When logrotate
+  renames it (``copytruncate`` is not needed, with or without ``create``) the next write
+  sees that the path names another file, or none, and reopens it; ``EngineLogs.reopen``
+  (the daemon's SIGHUP) does the same at once. The process umask (``private_files``) makes
+  a recreated file 0600, like the first one.
+"""
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger, Processor
+
+EVENTS_LOGGER: Final = "nereus.engine.events"
+LOG_FILE: Final = "engine.log"
+LIBRARY_LEVEL: Final = logging.WARNING  # the root level: what libraries may write
+EVENT_LEVEL: Final = logging.INFO
 
 
-def configure(log_dir: Path, *, foreground: bool) -> Any:
-    """Configure structlog; returns the engine's bound logger."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineLogs:
+    """The engine's configured logs: its event logger and the handlers that own the files."""
+
+    logger: FilteringBoundLogger  # ``logger.<level>(event, **fields)``
+    path: Path  # ``<home>/log/engine.log``
+    file_handler: logging.handlers.WatchedFileHandler
+    handlers: tuple[logging.Handler, ...]  # everything ``configure`` put on the root logger
+
+    def reopen(self) -> bool:
+        """Reopen ``engine.log`` now if its path no longer names the open file (moved or
+        deleted): the new file exists before the next event, as ``logrotate`` expects.
+        True if it did; False if the open file is still ``engine.log``."""
+        self.file_handler.acquire()  # not in the middle of another thread's write
+        try:
+            before = self.file_handler.stream
+            self.file_handler.reopenIfNeeded()
+            return self.file_handler.stream is not before
+        finally:
+            self.file_handler.release()
+
+    def close(self) -> None:
+        """Take the handlers off the root logger and close the files (end of the daemon)."""
+        root = logging.getLogger()
+        for handler in self.handlers:
+            root.removeHandler(handler)
+            handler.close()
+        logging.captureWarnings(False)
+
+
+def configure(log_dir: Path, *, foreground: bool) -> EngineLogs:
+    """Configure structlog and stdlib logging for the engine process; see the module doc."""
     import structlog
+    from structlog.stdlib import ProcessorFormatter
 
     log_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(log_dir / "engine.log", "a", buffering=1)  # noqa: SIM115 - lives as long as the process
-    file_logger = structlog.PrintLogger(handle)
-    console = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if foreground else None
-    json_renderer = structlog.processors.JSONRenderer()
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    foreign_pre_chain: list[Processor] = [
+        structlog.stdlib.add_logger_name, structlog.processors.add_log_level, timestamper]
+    path = log_dir / LOG_FILE
+    file_handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
+    file_handler.setFormatter(ProcessorFormatter(
+        processors=[ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    structlog.processors.JSONRenderer()],
+        foreign_pre_chain=foreign_pre_chain))
+    handlers: list[logging.Handler] = [file_handler]
+    if foreground:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(ProcessorFormatter(
+            processors=[ProcessorFormatter.remove_processors_meta,
+                        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())],
+            foreign_pre_chain=foreign_pre_chain))
+        handlers.append(console)
 
-    def tee(logger: Any, method: str, event: Any) -> str:
-        line = json_renderer(logger, method, dict(event))
-        file_logger.msg(line if isinstance(line, str) else line.decode())
-        if console is not None:
-            print(console(logger, method, dict(event)), file=sys.stderr, flush=True)
-        raise structlog.DropEvent
+    root = logging.getLogger()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(LIBRARY_LEVEL)
+    logging.getLogger(EVENTS_LOGGER).setLevel(EVENT_LEVEL)
+    logging.captureWarnings(True)  # ``warnings.warn`` from libraries: a WARNING record
 
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            tee,
+            timestamper,
+            ProcessorFormatter.wrap_for_formatter,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(EVENT_LEVEL),
         cache_logger_on_first_use=True,
     )
-    return structlog.get_logger("nereus.engine")
+    logger: FilteringBoundLogger = structlog.get_logger(EVENTS_LOGGER)
+    return EngineLogs(logger=logger, path=path, file_handler=file_handler,
+                      handlers=tuple(handlers))
