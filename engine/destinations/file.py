@@ -13,7 +13,8 @@ Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
 RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
 when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
 final fsync fails the bytes may or may not be durable: UNKNOWN. Evidence for PUBLISHED
-is ``<path>@<byte offset>``.
+is ``<path>@<byte offset>``. After ``close`` nothing is written (NOT_PUBLISHED
+LANE_UNAVAILABLE), as the Protocol says.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
 from nereus.records import Disposition, Outcome
 from nereus.timespec import format_time_ms
 
@@ -61,8 +62,11 @@ class FileDestination:
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.path = Path(path)
+        self._closed = False
 
     def probe(self) -> str | None:
+        if self._closed:
+            return f"destination {self.name} is closed"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -77,6 +81,9 @@ class FileDestination:
         def every(outcome: Outcome, disposition: Disposition, evidence: str) -> list[PublishResult]:
             return [PublishResult(r.attempt_id, outcome, disposition, evidence) for r in requests]
 
+        if self._closed:
+            return every(Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                         f"destination {self.name} is closed: nothing written to {self.path}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -123,10 +130,12 @@ class FileDestination:
 
     def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
                       until_ms: int) -> dict[str, str]:
+        if self._closed:
+            raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
         return scan_file_evidence(self.path, wanted)
 
     def close(self) -> None:
-        pass
+        self._closed = True  # there is nothing to release: each publish opens the file
 
 
 def scan_file_evidence(path: Path, wanted: Mapping[str, str]) -> dict[str, str]:

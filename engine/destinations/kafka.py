@@ -23,6 +23,9 @@ Classification (``docs/outcomes.md``, section Kafka, is the same table in prose)
 ``scan_evidence`` looks for records by their ``nereus-attempt-id`` header, to resolve
 UNKNOWN attempts with evidence; not finding one proves nothing.
 
+``close`` flushes and drops the producer; a closed destination never makes another one
+(publish answers NOT_PUBLISHED LANE_UNAVAILABLE, as the Protocol says).
+
 ``confluent_kafka`` is imported inside methods, never at module level.
 """
 
@@ -46,7 +49,7 @@ from nereus.adapters._kafka import (
     translate,
     unreachable,
 )
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
 from nereus.errors import NereusError, NotFound, UsageError
 from nereus.records import Disposition, Outcome
 
@@ -221,6 +224,7 @@ class KafkaDestination:
         self._topic_ready = False
         self._admin: AdminClient | None = None  # made by the first probe, then kept
         self._lock = threading.Lock()
+        self._closed = False
 
     # readiness --------------------------------------------------------------------------
     def _ensure_topic(self) -> None:
@@ -234,6 +238,8 @@ class KafkaDestination:
 
     def probe(self) -> str | None:
         """None when the broker answers and the topic exists (or was just created)."""
+        if self._closed:
+            return f"destination {self.name} is closed"
         try:
             self._ensure_topic()
         except NereusError as exc:
@@ -253,6 +259,11 @@ class KafkaDestination:
     ) -> list[PublishResult]:
         if not requests:
             return []
+        if self._closed:
+            return [PublishResult(r.attempt_id, Outcome.NOT_PUBLISHED,
+                                  Disposition.LANE_UNAVAILABLE,
+                                  f"kafka:{self.topic}: destination {self.name} is closed: "
+                                  "nothing was sent") for r in requests]
         if not self._topic_ready:
             try:
                 self._ensure_topic()
@@ -393,6 +404,8 @@ class KafkaDestination:
         """
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+        if self._closed:
+            raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
         if not wanted:
             return {}
         by_id = {a.encode(): a for a in wanted}
@@ -493,6 +506,8 @@ class KafkaDestination:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             producer, self._producer = self._producer, None
+            self._admin = None
         if producer is not None:
             producer.flush(min(self.timeout_s, _FLUSH_GRACE_S))

@@ -11,6 +11,12 @@ It must classify every request by side-effect evidence (seed 000, section 4):
 
 ``probe`` reports readiness: None when the destination can take work, else the reason.
 
+``close`` releases the destination's clients and may be called more than once. A closed
+destination sends nothing: ``publish`` answers every request NOT_PUBLISHED
+LANE_UNAVAILABLE, ``probe`` says it is closed and ``scan_evidence`` raises
+``DestinationClosed``. ``tests/integration/destination_contract.py`` holds every adapter
+to these promises.
+
 A failure that is the *message's* own fault (too large, a record the destination refuses
 as invalid) sets ``message_fault``: the message fails (PERMANENT) but its lane stays READY,
 since every other message is still welcome. Any other failure makes the lane NOT READY
@@ -24,8 +30,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from nereus.errors import ExitCode, NereusError
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
+
+
+class DestinationClosed(NereusError):
+    """A closed destination was asked to scan: the caller's bug (the engine closes its
+    destinations only after the publishers and the evidence worker have stopped)."""
+
+    exit_code = ExitCode.INTERNAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from nereus.adapters._pulsar import (
     result_name,
     translate,
 )
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
 from nereus.errors import NereusError
 from nereus.records import Disposition, Outcome
 
@@ -174,7 +174,7 @@ class PulsarDestination:
     # the client and the producer ----------------------------------------------------------
     def _client_now(self) -> Any:
         if self._closed:
-            raise NereusError(f"destination {self.name} is closed")
+            raise DestinationClosed(f"destination {self.name} is closed")
         if self._client is None:
             self._client = make_client(self.service_url, timeout_s=self.connect_timeout_s,
                                        log_path=self._log_path)

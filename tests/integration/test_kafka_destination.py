@@ -7,11 +7,13 @@ runs against the broker from ``scripts/services up kafka`` (session fixture in
 start): records come back with key, value and headers at the offsets the evidence names, a
 record the broker refuses is NOT_PUBLISHED PERMANENT while its batch-mates still publish,
 ``scan_evidence`` finds what was published and only that, and an unreachable broker is
-reported fast.
+reported fast. ``TestKafkaDestination`` runs the destination contract
+(``tests/integration/destination_contract.py``) on a two-partition topic.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from nereus.config import LaneSettings
 from nereus.engine.destinations.kafka import (
     ATTEMPT_ID_HEADER,
     BATCH_REFUSALS,
@@ -37,9 +40,15 @@ from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.errors import ExitCode, ServiceUnreachable
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
-from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
+from tests.integration.destination_contract import DestinationContract, Down
+from tests.integration.kafka_service import (
+    KafkaService,
+    closed_port,
+    kafka_bootstrap,
+    kafka_service,
+)
 
-__all__ = ["kafka_service"]  # the session fixture, imported so pytest finds it here
+__all__ = ["kafka_bootstrap", "kafka_service"]  # fixtures, imported so pytest finds them
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES_MD = ROOT / "docs" / "outcomes.md"
@@ -450,7 +459,7 @@ def test_unreachable_broker_is_reported_fast(
 
     started = time.monotonic()
     with pytest.raises(ServiceUnreachable) as caught:
-        destination.scan_evidence({"a1"}, 0, now_ms())
+        destination.scan_evidence(macs("a1"), 0, now_ms())
     assert caught.value.exit_code == ExitCode.SERVICE_UNREACHABLE
     assert int(caught.value.exit_code) == 5
     assert bootstrap in caught.value.message
@@ -477,3 +486,41 @@ def test_an_evidence_reference_fetches_the_record_it_names(
                                                      mac_of(result.attempt_id))
     with pytest.raises(NotFound):
         fetch_evidence(f"kafka:{topic}/0@999999", lane)
+
+
+# the destination contract ----------------------------------------------------------------
+class TestKafkaDestination(DestinationContract):
+    """A two-partition topic per test (created by the destination, deleted after) keeps
+    every promise of the destination contract; the unreachable broker is a closed port."""
+
+    @pytest.fixture(autouse=True)
+    def _broker(self, kafka_bootstrap: str) -> Iterator[None]:
+        self.bootstrap = kafka_bootstrap
+        self.topics: set[str] = set()
+        yield
+        if self.topics:
+            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+            for future in admin.delete_topics(sorted(self.topics),
+                                              operation_timeout=10).values():
+                future.exception(10)  # a topic never created is fine
+
+    @staticmethod
+    def topic_for(tmp_path: Path) -> str:
+        """The test's topic: the same for the same ``tmp_path`` within this session."""
+        digest = hashlib.blake2b(str(tmp_path).encode(), digest_size=6).hexdigest()
+        return f"nereus-dest-contract-{SESSION}-{digest}"
+
+    def make_destination(self, tmp_path: Path) -> KafkaDestination:
+        topic = self.topic_for(tmp_path)
+        self.topics.add(topic)
+        return KafkaDestination("contract", self.bootstrap, topic, partitions=2,
+                                timeout_s=TIMEOUT_S)
+
+    def make_down(self, tmp_path: Path) -> Down:
+        bootstrap = f"127.0.0.1:{closed_port()}"
+        return Down(KafkaDestination("contract", bootstrap, self.topic_for(tmp_path),
+                                     timeout_s=1.5), bootstrap)
+
+    def lane_settings(self, tmp_path: Path) -> LaneSettings:
+        return LaneSettings(name="contract", destination="kafka", bootstrap=self.bootstrap,
+                            topic=self.topic_for(tmp_path))

@@ -4,18 +4,23 @@ how every outcome is classified (the table in ``docs/outcomes-pulsar.md``).
 The broker is Pulsar standalone from ``scripts/services up pulsar`` (session fixture in
 ``tests/integration/pulsar_service.py``) with strict delayed delivery; without it these
 tests fail, never skip. Each test uses topics of its own and deletes them.
+``TestPulsarDestination`` runs the destination contract
+(``tests/integration/destination_contract.py``) on a two-partition topic.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nereus.adapters._pulsar import admin_request, admin_topic_path, full_topic
+from nereus.config import LaneSettings
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.destinations.pulsar import (
     PROPERTY_ATTEMPT_ID,
@@ -28,6 +33,7 @@ from nereus.engine.destinations.pulsar import (
 from nereus.errors import ServiceUnreachable
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
+from tests.integration.destination_contract import DestinationContract, Down
 from tests.integration.pulsar_service import (
     PulsarEndpoint,
     PulsarService,
@@ -389,3 +395,47 @@ def test_an_evidence_reference_fetches_the_message_it_names(
             fetched = fetch_evidence(result.evidence, lane)
             assert (fetched.attempt_id, fetched.mac) == (result.attempt_id,
                                                          f"mac-{result.attempt_id}")
+
+
+# the destination contract ----------------------------------------------------------------
+CONTRACT_SESSION = unique_topic("nereus-dest-contract")  # this session's topic prefix
+
+
+class TestPulsarDestination(DestinationContract):
+    """A two-partition topic per test (made through the admin API, deleted after) keeps
+    every promise of the destination contract; the unreachable broker is a closed port."""
+
+    @pytest.fixture(autouse=True)
+    def _broker(self, pulsar_service: PulsarService) -> Iterator[None]:
+        self.endpoint = pulsar_service.require()
+        self.topics: set[str] = set()
+        yield
+        for topic in self.topics:
+            self.endpoint.delete_topic(topic, partitioned=True)
+
+    @staticmethod
+    def topic_for(tmp_path: Path) -> str:
+        """The test's topic: the same for the same ``tmp_path`` within this session."""
+        digest = hashlib.blake2b(str(tmp_path).encode(), digest_size=6).hexdigest()
+        return full_topic(f"{CONTRACT_SESSION}-{digest}")
+
+    def make_destination(self, tmp_path: Path) -> PulsarDestination:
+        topic = self.topic_for(tmp_path)
+        if topic not in self.topics:
+            status, body = admin_request(
+                self.endpoint.admin_url, "PUT",
+                f"admin/v2/{admin_topic_path(topic)}/partitions", 2, timeout_s=30)
+            assert status in (200, 204), body
+            self.topics.add(topic)
+        return PulsarDestination("contract", self.endpoint.service_url, topic)
+
+    def make_down(self, tmp_path: Path) -> Down:
+        address = f"127.0.0.1:{closed_port()}"
+        return Down(PulsarDestination("contract", f"pulsar://{address}",
+                                      self.topic_for(tmp_path), connect_timeout_s=2),
+                    address)
+
+    def lane_settings(self, tmp_path: Path) -> LaneSettings:
+        return LaneSettings(name="contract", destination="pulsar",
+                            service_url=self.endpoint.service_url,
+                            topic=self.topic_for(tmp_path))
