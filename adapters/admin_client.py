@@ -1,16 +1,22 @@
-"""The thin admin-socket client the CLI and the TUI use (stdlib only, no engine imports)."""
+"""The thin admin-socket client the CLI and the TUI use (stdlib and the core only), and the
+running engine as a ``CommandSink``."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import socket
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlencode
 
 from nereus.errors import EngineUnreachable, NereusError, NotFound, UsageError
+
+if TYPE_CHECKING:
+    from nereus.client import Prepared, Receipt
+
+WAIT_MS: Final = 30_000  # how long a --wait lets the engine apply a command
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -102,3 +108,28 @@ class AdminClient:
             raise EngineUnreachable(f"the engine is not running ({exc.strerror})") from None
         finally:
             conn.close()
+
+
+class EngineSink:
+    """The running engine as a ``CommandSink``: ``POST /v1/commands`` appends the records to
+    the shards' logs; asked to wait, the engine answers each with its APPLIED result when
+    the shard applies it within ``wait_ms`` (else it stays QUEUED)."""
+
+    def __init__(self, client: AdminClient, *, wait_ms: int = WAIT_MS) -> None:
+        self.client = client
+        self.wait_ms = wait_ms
+
+    def submit(self, prepared: Sequence[Prepared], *, wait: bool) -> list[Receipt]:
+        import base64
+
+        import msgspec
+
+        from nereus.client.sink import Receipt
+
+        body = {"records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
+                            for p in prepared],
+                "wait_ms": self.wait_ms if wait else 0}
+        answer = self.client.post("/v1/commands", body, timeout=120 + self.wait_ms / 1000)
+        return [msgspec.convert({"kind": item.kind, "delay_message_id": item.delay_message_id,
+                                 "command_id": item.command_id, **receipt}, Receipt)
+                for item, receipt in zip(prepared, answer["receipts"], strict=True)]

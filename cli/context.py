@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from nereus.adapters.admin_client import AdminClient
     from nereus.adapters.shardlog.file import FileShardLog
     from nereus.adapters.shardlog.protocol import ShardLog
-    from nereus.client import RouteRef
+    from nereus.client import CommandSink, RouteRef
     from nereus.config import Config
 
 
@@ -179,6 +179,23 @@ class Env:
         from nereus.adapters.admin_client import AdminClient
 
         return AdminClient(self.layout.run / "admin.sock")
+
+    def command_sink(self, *, wait: bool) -> CommandSink:
+        """Where commands go: the running engine, or (none running) straight to the Shard
+        Logs. ``wait`` needs the engine: without one it is refused (exit 4)."""
+        from nereus.errors import EngineUnreachable
+
+        if self.engine_running():
+            from nereus.adapters.admin_client import EngineSink
+
+            return EngineSink(self.admin())
+        if wait:
+            raise EngineUnreachable(
+                f"--wait needs the engine, and none runs on {self.home}",
+                hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt")
+        from nereus.client import LogSink
+
+        return LogSink(self.command_log)
 
     def engine_running(self) -> bool:
         from nereus.engine.daemon import is_locked

@@ -177,7 +177,7 @@ def plan(env: Env, *, build: Build, shards: Sequence[ShardId], who: Identity,
 def commit(env: Env, planned: Planned, *, wait: bool) -> None:
     """Append what was planned (nothing for a shard where it already applied)."""
     doc = planned.doc
-    doc["receipts"] = _append(env, planned.plans, running=planned.running, wait=wait)
+    doc["receipts"] = _append(env, planned.plans, wait=wait)
     doc["result"] = _overall(doc["receipts"])
 
 
@@ -334,12 +334,16 @@ def _describe(kind: str, target: str) -> str:
 
 
 # appending --------------------------------------------------------------------------
-def _append(env: Env, plans: list[tuple[ShardId, dict[str, Any]]], *, running: bool,
+def _append(env: Env, plans: list[tuple[ShardId, dict[str, Any]]], *,
             wait: bool) -> list[dict[str, Any]]:
-    from nereus.timespec import format_time_ms
+    """Append what each shard still needs through the home's ``CommandSink`` (nothing where
+    the same command was already applied: its first result is the receipt)."""
+    from nereus.client import Prepared
+    from nereus.records import decode
+    from nereus.records.codec import DecodeFailure, kind_of
 
     receipts: list[dict[str, Any]] = []
-    pending: list[tuple[int, ShardId, bytes]] = []
+    pending: list[tuple[int, Prepared]] = []
     for shard, plan in plans:
         earlier = plan["earlier"]
         base = {"shard": str(shard), "precondition_digest": plan["precondition_digest"],
@@ -350,35 +354,25 @@ def _append(env: Env, plans: list[tuple[ShardId, dict[str, Any]]], *, running: b
                              **_result_fields(earlier), "duplicate_of": earlier["position"]})
             continue
         receipts.append(base)
-        pending.append((len(receipts) - 1, shard, base64.b64decode(plan["data"])))
+        data = base64.b64decode(plan["data"])
+        record = decode(data)
+        assert not isinstance(record, DecodeFailure), record  # we encoded it ourselves
+        pending.append((len(receipts) - 1, Prepared(shard, kind_of(record),
+                                                    plan["idempotency_key"], None, data,
+                                                    record)))
     if not pending:
         return receipts
-    if running:
-        body = {"records": [{"shard": str(s), "data": base64.b64encode(d).decode()}
-                            for _, s, d in pending],
-                "wait_ms": 30_000 if wait else 0}
-        answers = env.admin().post("/v1/commands", body, timeout=120)["receipts"]
-        for (index, _, _), answer in zip(pending, answers, strict=True):
-            receipts[index].update(_receipt_fields(answer))
-        return receipts
-    for index, shard, data in pending:
-        got = env.command_log(shard).append([data])[0]
-        receipts[index].update({"source_position": got.position,
-                                "broker_time": format_time_ms(got.broker_ms),
-                                "evidence": "QUEUED", "result": None, "reason": None,
-                                "detail": None, "duplicate_of": None})
+    answers = env.command_sink(wait=wait).submit([p for _, p in pending], wait=wait)
+    for (index, _), answer in zip(pending, answers, strict=True):
+        receipts[index].update({
+            "source_position": answer.source_position, "broker_time": answer.broker_time,
+            "evidence": answer.evidence, "result": answer.result, "reason": answer.reason,
+            "detail": answer.detail, "duplicate_of": answer.duplicate_of})
     return receipts
 
 
 def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
     return {"result": result["status"], "reason": result["reason"], "detail": result["detail"]}
-
-
-def _receipt_fields(answer: dict[str, Any]) -> dict[str, Any]:
-    return {"source_position": answer["source_position"], "broker_time": answer["broker_time"],
-            "evidence": answer["evidence"], "result": answer.get("result"),
-            "reason": answer.get("reason"), "detail": answer.get("detail"),
-            "duplicate_of": answer.get("duplicate_of")}
 
 
 def _overall(receipts: list[dict[str, Any]]) -> str:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from nereus.client import Prepared, Queued, RouteRef
+    from nereus.client import CommandSink, Prepared, Receipt, RouteRef
     from nereus.errors import NereusError
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
@@ -96,26 +96,10 @@ def _route(env: Env, name: str) -> RouteRef:
     return env.route_ref(name)
 
 
-def _receipt(item: Queued) -> dict[str, Any]:
-    from nereus.timespec import format_time_ms
-
-    prepared = item.prepared
-    return {
-        "kind": prepared.kind,
-        "delay_message_id": prepared.delay_message_id,
-        "command_id": prepared.command_id,
-        "shard": str(prepared.shard),
-        "source_position": item.position,
-        "broker_time": format_time_ms(item.broker_ms),
-        "evidence": item.evidence,
-    }
-
-
 # one admin request or one log append carries at most this much (the admin socket takes
 # 64 MiB of JSON; base64 adds a third): a batch of any size goes in chunks
 CHUNK_RECORDS = 5_000
 CHUNK_BYTES = 16 << 20
-WAIT_MS = 30_000
 
 
 class Interrupted(Exception):
@@ -141,49 +125,30 @@ def _chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
 
 
 def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
-    """Queue through the engine when it runs (optionally waiting), else straight to the log,
+    """Submit through the home's ``CommandSink`` (the engine when it runs, else the logs),
     in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
-    from nereus.errors import EngineUnreachable, NereusError
+    from nereus.errors import NereusError, ServiceUnreachable
 
-    running = env.engine_running()
-    if wait and not running:
-        raise EngineUnreachable(
-            f"--wait needs the engine, and none runs on {env.home}",
-            hint="start it with `nereus engine start`, or drop --wait for the QUEUED receipt",
-        )
+    sink = env.command_sink(wait=wait)
     out: list[dict[str, Any]] = []
     for chunk in _chunks(prepared):
         try:
-            out += _submit_chunk(env, chunk, wait) if running else _queue_chunk(env, chunk)
+            out += [receipt.document() for receipt in _submit_chunk(sink, chunk, wait)]
         except NereusError as exc:
             raise Interrupted(out, exc) from None
+        except OSError as exc:
+            raise Interrupted(out, ServiceUnreachable(
+                f"appending to the Shard Log failed: {exc}")) from None
     return out
 
 
-def _submit_chunk(env: Env, chunk: list[Prepared], wait: bool) -> list[dict[str, Any]]:
-    import base64
-
-    body = {"records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
-                        for p in chunk],
-            "wait_ms": WAIT_MS if wait else 0}
-    answer = env.admin().post("/v1/commands", body, timeout=120 + WAIT_MS / 1000)
-    return [{"kind": item.kind, "delay_message_id": item.delay_message_id,
-             "command_id": item.command_id, **receipt}
-            for item, receipt in zip(chunk, answer["receipts"], strict=True)]
-
-
-def _queue_chunk(env: Env, chunk: list[Prepared]) -> list[dict[str, Any]]:
-    from nereus.client import queue
-    from nereus.errors import ServiceUnreachable
-
-    try:
-        return [_receipt(q) for q in queue(chunk, env.command_log)]
-    except OSError as exc:
-        raise ServiceUnreachable(f"appending to the Shard Log failed: {exc}") from None
+def _submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[Receipt]:
+    return sink.submit(chunk, wait=wait)
 
 
 def _not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
     """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
+    from nereus.adapters.admin_client import WAIT_MS
     from nereus.errors import ExitCode
 
     if not wait:

@@ -166,9 +166,9 @@ def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(
     real = message_cmd._submit_chunk
     calls = {"n": 0}
 
-    def dying(env: Any, chunk: Any, wait: bool) -> Any:
+    def dying(sink: Any, chunk: Any, wait: bool) -> Any:
         calls["n"] += 1
-        answer = real(env, chunk, wait)
+        answer = real(sink, chunk, wait)
         if calls["n"] == 2:
             raise EngineUnreachable("the engine did not answer: connection reset")
         return answer
