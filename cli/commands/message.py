@@ -1,17 +1,12 @@
 """``nereus message``: schedule, cancel and reschedule Delayed Messages.
 
-These prepare the command (ids and bytes fixed first) and queue it to the shard's log.
-The printed receipt is QUEUED evidence: the Shard Log durably holds the command; the
-shard has not necessarily applied it yet.
+These prepare the command (ids and bytes fixed first) and submit it through the home's
+``CommandSink``: the running engine, or straight to the shard's Shard Log. The printed
+receipt is QUEUED evidence (the Shard Log durably holds the command; the shard has not
+necessarily applied it yet), or APPLIED with the result under ``--wait``.
 
 A ``--payload-file`` above ``[shard] max_inline_payload_bytes`` takes the large-payload
-path, in this order and all on the message's shard: PAYLOAD_RESERVE (size, SHA-256, an
-expiry), the upload to the object store, the attestation (the stored object's size and
-SHA-256 must be the reserved ones), PAYLOAD_COMMIT, then the SCHEDULE naming the payload
-(``payload_ref``) with an empty inline payload. The reservation is queued before the
-upload so an object in ``payloads/`` always has a stage in some log: ``nereus payload gc``
-relies on that. A run that stops half-way leaves a reservation that expires and an object
-that gc collects.
+path (``nereus.adapters.large_payload``: reserve, upload, attest, commit, schedule).
 """
 
 from __future__ import annotations
@@ -45,8 +40,6 @@ CommandIdOption = Annotated[str | None, typer.Option(
     "returns the first result (exit 0) instead of acting twice; different content under it "
     "is REJECTED DUPLICATE_CONFLICT.")]
 
-RESERVATION_TTL_MS = 3_600_000  # an abandoned large-payload reservation expires after this
-_CHUNK = 1 << 20
 
 
 def _now_ms() -> int:
@@ -172,9 +165,13 @@ def _submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
         raise stopped.cause from None
 
 
-def _queue_and_report(env: Env, prepared: Prepared, wait: bool,
-                      extra: dict[str, Any] | None = None) -> None:
-    data = _submit_one(env, prepared, wait)
+def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
+    _report(env, _submit_one(env, prepared, wait), wait)
+
+
+def _report(env: Env, data: dict[str, Any], wait: bool,
+            extra: dict[str, Any] | None = None) -> None:
+    """Print one command's receipt; exit 1 when REJECTED, 6 when --wait could not tell."""
     data.update(extra or {})
 
     def human(out: Console) -> None:
@@ -433,112 +430,36 @@ def _payload_source(env: Env, path: Path) -> Iterator[tuple[bytes, Path | None]]
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _hash_file(env: Env, path: Path, size_hint: int) -> tuple[int, str]:
-    """Size and SHA-256 of ``path``, streamed (progress bar on stderr)."""
-    import hashlib
-
-    from nereus.errors import UsageError
-
-    digest = hashlib.sha256()
-    size = 0
-    try:
-        with open(path, "rb") as handle, env.output.progress("hashing", size_hint) as advance:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-                advance(len(chunk))
-    except OSError as exc:
-        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
-    return size, digest.hexdigest()
-
-
-def _stage(env: Env, prepared: Prepared, wait: bool, payload_id: str, *,
-           hint: str | None = None) -> dict[str, Any]:
-    """Queue one stage of the large-payload path; a REJECTED stage stops the flow (exit 1)."""
-    from nereus.errors import NereusError
-
-    data = _submit_one(env, prepared, wait)
-    if data.get("result") == "REJECTED":
-        raise NereusError(
-            f"{prepared.kind} of payload {payload_id} was REJECTED on shard {data['shard']} at "
-            f"position {data['source_position']}: {data.get('reason')}: {data.get('detail')}",
-            hint=hint,
-        )
-    return data
-
-
 def _schedule_large(
     env: Env, path: Path, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None,
     key: str | None, headers: dict[str, str], message_id: str | None, route: str, wait: bool,
 ) -> None:
-    """RESERVE -> upload -> attest -> COMMIT -> SCHEDULE(payload_ref), all on one shard."""
+    """The large-payload path (``nereus.adapters.large_payload``), checked first for what
+    the SCHEDULE's handler would reject, so nothing is reserved or uploaded in vain."""
+    from nereus.adapters.large_payload import LargeMessage, schedule_large_payload
     from nereus.adapters.objectstore.factory import open_object_store
-    from nereus.client import prepare_payload_commit, prepare_payload_reserve, prepare_schedule
-    from nereus.errors import NereusError, UsageError
+    from nereus.errors import UsageError
     from nereus.machine.validate import check_headers, check_lane, check_times
 
     config = env.config
     _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
-    # what the SCHEDULE's handler would reject, checked before anything is reserved or uploaded
     failure = (check_lane(lane)
                or check_times(deliver_at_ms, deliver_at_ms, expire_at_ms)
                or check_headers(headers, config.limits))
     if failure is not None:
         raise UsageError(failure.detail or "the message would be REJECTED")
-    limit = config.limits.max_payload_bytes
-
-    def too_large(size: int) -> UsageError:
-        return UsageError(
-            f"the payload is {size} bytes, over the large-payload limit of {limit} "
-            f"(shard.max_payload_bytes in {config.source})")
-
-    try:
-        size_hint = path.stat().st_size
-    except OSError as exc:
-        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
-    if size_hint > limit:
-        raise too_large(size_hint)
-    route_ref = _route(env, route)
-    delay_message_id = _message_id(env, message_id)
-    objects = open_object_store(config.objects, env.home)
-    size, sha256 = _hash_file(env, path, size_hint)
-    if size > limit:
-        raise too_large(size)
-    shard = route_ref.placement(delay_message_id, lane, key)
-    payload_id = uuid.uuid4().hex
-    object_key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
-    reserve = prepare_payload_reserve(
-        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
-        payload_id=payload_id, size_bytes=size, sha256=sha256,
-        expires_at_ms=_now_ms() + RESERVATION_TTL_MS, shard=shard)
-    stages = [_stage(env, reserve, wait, payload_id)]
-    leftover = (f"the object {object_key} (if uploaded) is collected by `nereus payload gc` "
-                "once the reservation expires")
-    with env.output.progress(f"uploading {object_key}", size) as advance:
-        uploaded = objects.put_file(object_key, path)
-        advance(uploaded.size)
-    attested = objects.head(object_key)
-    if attested is None or (attested.size, attested.sha256) != (size, sha256):
-        found = ("no object" if attested is None else
-                 f"{attested.size} bytes, sha256 {attested.sha256 or 'unknown'}")
-        raise NereusError(
-            f"attestation of {object_key} in {objects.description} failed: reserved {size} bytes "
-            f"sha256 {sha256}, the store holds {found}; PAYLOAD_COMMIT was not queued",
-            hint=f"did {path} change during the upload? {leftover}",
-        )
-    commit = prepare_payload_commit(
-        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id,
-        payload_id=payload_id, size_bytes=size, sha256=sha256, object_key=object_key,
-        shard=shard)
-    stages.append(_stage(env, commit, wait, payload_id, hint=leftover))
-    prepared = prepare_schedule(
-        route_ref, command_id=str(uuid.uuid4()), delay_message_id=delay_message_id, lane=lane,
-        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
-        payload=b"", payload_ref=payload_id,
-    )
-    _queue_and_report(env, prepared, wait, extra={
-        "payload_id": payload_id, "payload_bytes": size, "payload_sha256": sha256,
-        "payload_object": object_key, "payload_stages": stages,
+    done = schedule_large_payload(
+        env.command_sink(wait=wait), open_object_store(config.objects, env.home),
+        _route(env, route),
+        LargeMessage(delay_message_id=_message_id(env, message_id), lane=lane,
+                     deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key,
+                     headers=headers, path=path),
+        max_payload_bytes=config.limits.max_payload_bytes, now_ms=_now_ms(),
+        new_id=lambda: str(uuid.uuid4()), wait=wait, progress=env.output.progress)
+    _report(env, done.schedule.document(), wait, extra={
+        "payload_id": done.payload_id, "payload_bytes": done.size,
+        "payload_sha256": done.sha256, "payload_object": done.object_key,
+        "payload_stages": [stage.document() for stage in done.stages],
     })
 
 

@@ -200,19 +200,28 @@ def test_a_rejected_stage_stops_the_flow_and_names_it(
 ) -> None:
     """A REJECTED PAYLOAD_RESERVE (as --wait would report it) ends the run with exit 1
     before anything is uploaded."""
-    from nereus.cli.commands import message
+    import msgspec
+
+    from nereus.cli.context import Env
+    from nereus.client import Receipt
 
     home = small_inline_home(tmp_path, partitions=1)
-    real = message._submit
+    real = Env.command_sink
 
-    def rejecting(env: Any, prepared: list[Any], wait: bool) -> list[dict[str, Any]]:
-        out = real(env, prepared, False)
-        for item in out:
-            if item["kind"] == "PAYLOAD_RESERVE":
-                item.update(result="REJECTED", reason="PAYLOAD_EXISTS", detail="taken")
-        return out
+    class Rejecting:
+        """The home's sink, but the shard answers PAYLOAD_RESERVE with REJECTED."""
 
-    monkeypatch.setattr(message, "_submit", rejecting)
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def submit(self, prepared: list[Any], *, wait: bool) -> list[Receipt]:
+            return [msgspec.structs.replace(r, evidence="APPLIED", result="REJECTED",
+                                            reason="PAYLOAD_EXISTS", detail="taken")
+                    if r.kind == "PAYLOAD_RESERVE" else r
+                    for r in self.inner.submit(prepared, wait=False)]
+
+    monkeypatch.setattr(Env, "command_sink",
+                        lambda env, *, wait: Rejecting(real(env, wait=False)))
     code = run_in_process(home, "message", "schedule", "--lane", "local", "--delay", "1h",
                           "--payload-file", str(payload_file(tmp_path)))
     assert code == 1
