@@ -11,15 +11,14 @@ path (``nereus.adapters.large_payload``: reserve, upload, attest, commit, schedu
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nereus.cli import message_input, submission
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from nereus.client import CommandSink, Prepared, Receipt, RouteRef
-    from nereus.errors import NereusError
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
 
@@ -41,281 +38,6 @@ CommandIdOption = Annotated[str | None, typer.Option(
     "is REJECTED DUPLICATE_CONFLICT.")]
 
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _when(deliver_at: str | None, delay: str | None, *, what: str,
-          names: tuple[str, str] = ("--deliver-at", "--delay")) -> int:
-    """The delivery time from exactly one of a time or a delay; ``names`` label errors."""
-    from nereus.errors import UsageError
-    from nereus.timespec import parse_duration_ms, parse_time_ms
-
-    if (deliver_at is None) == (delay is None):
-        raise UsageError(f"{what}: give exactly one of {names[0]} TIME or {names[1]} DURATION")
-    if deliver_at is not None:
-        return parse_time_ms(deliver_at, field=names[0])
-    assert delay is not None
-    from nereus.timespec import add_duration_ms
-
-    return add_duration_ms(_now_ms(), parse_duration_ms(delay, field=names[1]), text=delay,
-                           field=names[1])
-
-
-def _check_id(env: Env, value: str, flag: str) -> str:
-    """An id as the shard will accept it: 1..max_id_bytes of UTF-8, no control characters."""
-    from nereus.errors import UsageError
-    from nereus.terminal_text import find_control
-
-    limit = env.config.limits.max_id_bytes
-    shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
-    if not value:
-        raise UsageError(f"{flag}: an id must not be empty")
-    _utf8(value, flag)
-    control = find_control(value)
-    if control is not None:
-        raise UsageError(f"{flag} {shown}: character {control} is a control character "
-                         f"(U+{ord(value[control]):04X}); ids are printable text",
-                         hint="ids reach operators' terminals and logs: use letters, digits "
-                         "and punctuation")
-    if len(value.encode()) > limit:
-        raise UsageError(f"{flag} {shown}: {len(value.encode())} bytes, over the limit of "
-                         f"{limit} (shard.max_id_bytes)")
-    return value
-
-
-def _route(env: Env, name: str) -> RouteRef:
-    return env.route_ref(name)
-
-
-# one admin request or one log append carries at most this much (the admin socket takes
-# 64 MiB of JSON; base64 adds a third): a batch of any size goes in chunks
-CHUNK_RECORDS = 5_000
-CHUNK_BYTES = 16 << 20
-
-
-class Interrupted(Exception):
-    """A submission stopped part-way: ``receipts`` were acknowledged, the rest not."""
-
-    def __init__(self, receipts: list[dict[str, Any]], cause: NereusError) -> None:
-        super().__init__(cause.message)
-        self.receipts = receipts
-        self.cause = cause
-
-
-def _chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
-    chunk: list[Prepared] = []
-    size = 0
-    for item in prepared:
-        if chunk and (len(chunk) >= CHUNK_RECORDS or size + len(item.data) > CHUNK_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(item)
-        size += len(item.data)
-    if chunk:
-        yield chunk
-
-
-def _submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
-    """Submit through the home's ``CommandSink`` (the engine when it runs, else the logs),
-    in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
-    from nereus.errors import NereusError, ServiceUnreachable
-
-    sink = env.command_sink(wait=wait)
-    out: list[dict[str, Any]] = []
-    for chunk in _chunks(prepared):
-        try:
-            out += [receipt.document() for receipt in _submit_chunk(sink, chunk, wait)]
-        except NereusError as exc:
-            raise Interrupted(out, exc) from None
-        except OSError as exc:
-            raise Interrupted(out, ServiceUnreachable(
-                f"appending to the Shard Log failed: {exc}")) from None
-    return out
-
-
-def _submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[Receipt]:
-    return sink.submit(chunk, wait=wait)
-
-
-def _not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
-    """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
-    from nereus.adapters.admin_client import WAIT_MS
-    from nereus.errors import ExitCode
-
-    if not wait:
-        return
-    queued = [r for r in data if r.get("evidence") == "QUEUED"]
-    if not queued:
-        return
-    first = queued[0]
-    env.output.err.print(
-        f"queued; result not known yet: {len(queued)} command(s) durable in the Shard Log "
-        f"but not applied within {WAIT_MS // 1000} s (is shard {first['shard']} failed? see "
-        f"`nereus engine status`); ask later with `nereus command show "
-        f"{first['command_id']}`", markup=False, highlight=False)
-    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
-
-
-def _submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
-    try:
-        return _submit(env, [prepared], wait)[0]
-    except Interrupted as stopped:
-        raise stopped.cause from None
-
-
-def _queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
-    _report(env, _submit_one(env, prepared, wait), wait)
-
-
-def _report(env: Env, data: dict[str, Any], wait: bool,
-            extra: dict[str, Any] | None = None) -> None:
-    """Print one command's receipt; exit 1 when REJECTED, 6 when --wait could not tell."""
-    data.update(extra or {})
-
-    def human(out: Console) -> None:
-        if data["evidence"] == "APPLIED":
-            why = f" ({data['reason']}: {data['detail']})" if data.get("reason") else ""
-            out.print(f"{data['kind']} {data['delay_message_id']} {data['result']} on shard "
-                      f"{data['shard']} at position {data['source_position']}{why}")
-        else:
-            out.print(
-                f"{data['kind']} {data['delay_message_id']} queued on shard {data['shard']} at "
-                f"position {data['source_position']}  [dim](QUEUED: durable in the Shard Log, "
-                f"not yet applied)[/dim]"
-            )
-        out.print(f"  command id {data['command_id']}")
-        if data.get("payload_id"):
-            out.print(f"  payload {data['payload_id']}: {data['payload_bytes']} bytes, sha256 "
-                      f"{data['payload_sha256'][:16]}.., object {data['payload_object']}")
-
-    env.output.emit(data, human)
-    if data.get("result") == "REJECTED":
-        raise typer.Exit(1)
-    _not_known(env, [data], wait)
-
-
-def _check_message(env: Env, *, lane: str, deliver_at_ms: int,
-                   expire_at_ms: int | None) -> None:
-    from nereus.errors import NotFound, UsageError
-
-    config = env.config
-    if lane not in config.lanes:
-        known = ", ".join(sorted(config.lanes)) or "none"
-        raise NotFound(f"no lane {lane!r} in {config.source} (configured: {known})")
-    if expire_at_ms is not None and expire_at_ms < deliver_at_ms:
-        raise UsageError("expire_at is before the delivery time: it could never be published")
-
-
-def _prepare_one(
-    env: Env, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None, key: str | None,
-    headers: dict[str, str], body: bytes, message_id: str | None, route: str,
-    command_id: str | None = None,
-) -> Prepared:
-    from nereus.client import prepare_schedule
-    from nereus.errors import UsageError
-    from nereus.machine.validate import check_headers
-
-    config = env.config
-    _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
-    if key is not None:
-        _utf8(key, "key")
-    for name, value in headers.items():
-        _utf8(name, "header name")
-        _utf8(value, f"header {name!r}")
-    bad_headers = check_headers(headers, config.limits)
-    if bad_headers is not None:
-        raise UsageError(f"headers: {bad_headers.detail}",
-                         hint=f"the limits are [shard] max_headers and max_header_bytes in "
-                         f"{config.source}")
-    limit = config.limits.max_inline_payload_bytes
-    if len(body) > limit:
-        raise UsageError(
-            f"the payload is {len(body)} bytes, over the inline limit of {limit} "
-            f"(shard.max_inline_payload_bytes in {config.source})",
-            hint="schedule it on its own with --payload-file FILE: above the inline limit that "
-            "takes the object-store (large-payload) path",
-        )
-    return prepare_schedule(
-        _route(env, route), command_id=_command_id(env, command_id),
-        delay_message_id=_message_id(env, message_id), lane=lane,
-        deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key, headers=headers,
-        payload=body,
-    )
-
-
-def _utf8(value: str, what: str) -> None:
-    """Refuse text that is not Unicode (lone surrogates: undecodable bytes on the command
-    line, or ``\\ud800`` in JSON): it cannot be stored or published."""
-    from nereus.errors import UsageError
-
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise UsageError(f"{what}: character {exc.start} is not valid Unicode "
-                         f"({value[exc.start]!r})") from None
-
-
-def _message_id(env: Env, given: str | None) -> str:
-    """``--id`` checked (an empty one is refused, not replaced), or a new UUID."""
-    return str(uuid.uuid4()) if given is None else _check_id(env, given, "id")
-
-
-def _command_id(env: Env, given: str | None) -> str | None:
-    """``--command-id`` checked like an id; None lets the command derive one."""
-    return None if given is None else _check_id(env, given, "--command-id")
-
-
-def _batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
-    from nereus.errors import NereusError, UsageError
-    from nereus.timespec import parse_time_ms
-
-    where = f"line {number}"
-    try:
-        item = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-        raise UsageError(f"{where}: not JSON ({why})") from None
-    if not isinstance(item, dict):
-        raise UsageError(f"{where}: expected a JSON object")
-    unknown = set(item) - {"id", "lane", "deliver_at", "delay", "expire_at", "key", "headers",
-                           "payload"}
-    if unknown:
-        raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    try:
-        if not isinstance(item.get("lane"), str):
-            raise UsageError("field lane: a lane name is required")
-        deliver, delay = item.get("deliver_at"), item.get("delay")
-        deliver_at_ms = _when(None if deliver is None else str(deliver),
-                              None if delay is None else str(delay),
-                              what="field deliver_at/delay",
-                              names=("field deliver_at", "field delay"))
-        expire = item.get("expire_at")
-        headers = item.get("headers") or {}
-        if not isinstance(headers, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-        ):
-            raise UsageError("field headers: expected an object of strings")
-        payload = item.get("payload", "")
-        if not isinstance(payload, str):
-            raise UsageError("field payload: expected a string")
-        key = item.get("key")
-        if key is not None and not isinstance(key, str):
-            raise UsageError("field key: expected a string")
-        message_id = item.get("id")
-        if message_id is not None and not isinstance(message_id, str):
-            raise UsageError("field id: expected a string")
-        return _prepare_one(
-            env, lane=item["lane"], deliver_at_ms=deliver_at_ms,
-            expire_at_ms=None if expire is None else parse_time_ms(str(expire),
-                                                                   field="field expire_at"),
-            key=key, headers=headers, body=payload.encode(errors="surrogatepass"),
-            message_id=message_id, route=route,
-        )
-    except NereusError as exc:
-        exc.message = f"{where}: {exc.message}"
-        raise
 
 
 @app.command("schedule")
@@ -364,11 +86,11 @@ def schedule(
             raise UsageError("--batch takes every field from the file; give no other message flags")
         if command_id is not None:
             raise UsageError("--command-id names one command; a batch derives one per line")
-        _schedule_batch(env, batch, route, wait)
+        submission.schedule_batch(env, batch, route, wait)
         return
     if lane is None:
         raise UsageError("--lane is required (or --batch FILE)")
-    deliver_at_ms = _when(deliver_at, delay, what="schedule")
+    deliver_at_ms = message_input.deliver_time(deliver_at, delay, what="schedule")
     expire_at_ms = None if expire_at is None else parse_time_ms(expire_at, field="--expire-at")
     headers: dict[str, str] = {}
     for item in header or []:
@@ -386,12 +108,12 @@ def schedule(
                                 message_id=message_id, route=route, wait=wait)
                 return
     else:
-        _utf8(payload or "", "--payload")
+        message_input.check_unicode(payload or "", "--payload")
         body = (payload or "").encode()
-    prepared = _prepare_one(env, lane=lane, deliver_at_ms=deliver_at_ms,
+    prepared = message_input.prepare_one(env, lane=lane, deliver_at_ms=deliver_at_ms,
                             expire_at_ms=expire_at_ms, key=key, headers=headers, body=body,
                             message_id=message_id, route=route, command_id=command_id)
-    _queue_and_report(env, prepared, wait)
+    submission.queue_and_report(env, prepared, wait)
 
 
 @contextmanager
@@ -442,7 +164,8 @@ def _schedule_large(
     from nereus.machine.validate import check_headers, check_lane, check_times
 
     config = env.config
-    _check_message(env, lane=lane, deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms)
+    message_input.check_message(env, lane=lane, deliver_at_ms=deliver_at_ms,
+                                expire_at_ms=expire_at_ms)
     failure = (check_lane(lane)
                or check_times(deliver_at_ms, deliver_at_ms, expire_at_ms)
                or check_headers(headers, config.limits))
@@ -450,139 +173,17 @@ def _schedule_large(
         raise UsageError(failure.detail or "the message would be REJECTED")
     done = schedule_large_payload(
         env.command_sink(wait=wait), open_object_store(config.objects, env.home),
-        _route(env, route),
-        LargeMessage(delay_message_id=_message_id(env, message_id), lane=lane,
+        message_input.route_ref(env, route),
+        LargeMessage(delay_message_id=message_input.message_id_or_new(env, message_id), lane=lane,
                      deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key,
                      headers=headers, path=path),
-        max_payload_bytes=config.limits.max_payload_bytes, now_ms=_now_ms(),
+        max_payload_bytes=config.limits.max_payload_bytes, now_ms=message_input.now_ms(),
         new_id=lambda: str(uuid.uuid4()), wait=wait, progress=env.output.progress)
-    _report(env, done.schedule.document(), wait, extra={
+    submission.report(env, done.schedule.document(), wait, extra={
         "payload_id": done.payload_id, "payload_bytes": done.size,
         "payload_sha256": done.sha256, "payload_object": done.object_key,
         "payload_stages": [stage.document() for stage in done.stages],
     })
-
-
-MAX_BAD_LINES = 20  # a batch with bad lines names this many of them, then counts the rest
-
-
-def _read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepared]]:
-    """Every line of the file prepared, or a usage error naming every bad line (up to
-    ``MAX_BAD_LINES``): nothing is queued from a file with a bad line."""
-    from nereus.errors import NereusError, UsageError
-
-    try:
-        with open(path, encoding="utf-8", errors="strict") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise UsageError(f"--batch {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"--batch {path}: not UTF-8 at byte {exc.start}") from None
-    numbers: list[int] = []
-    prepared: list[Prepared] = []
-    bad: list[dict[str, Any]] = []
-    bad_count = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            prepared.append(_batch_line(env, number, line, route))
-            numbers.append(number)
-        except NereusError as exc:
-            bad_count += 1
-            if len(bad) < MAX_BAD_LINES:
-                bad.append({"line": number, "error": exc.message})
-    if bad:
-        more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
-        listed = "; ".join(item["error"] for item in bad[:5]) + (" ..." if len(bad) > 5 else "")
-        raise UsageError(
-            listed if bad_count == 1 else
-            f"{listed}{more}: {bad_count} bad lines in {path}, nothing was queued",
-            hint="fix the lines listed (JSON: bad_lines) and run it again; nothing of the file "
-            "was queued", document={"bad_lines": bad, "bad_line_count": bad_count})
-    if not prepared:
-        raise UsageError(f"--batch {path}: no messages in the file")
-    return numbers, prepared
-
-
-def _schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
-    numbers, prepared = _read_batch(env, path, route)
-    try:
-        receipts = _submit(env, prepared, wait)
-    except Interrupted as stopped:
-        raise _interrupted(env, path, numbers, prepared, stopped) from None
-    for number, receipt in zip(numbers, receipts, strict=True):
-        receipt["line"] = number
-    rejected = sum(1 for r in receipts if r.get("result") == "REJECTED")
-    data = {"queued": len(receipts), "rejected": rejected, "receipts": receipts}
-    env.output.emit(data, lambda out: out.print(
-        f"queued {len(receipts)} message(s) from {escape_path(path)}"
-        + (f"; {rejected} REJECTED" if rejected else "")))
-    if rejected:
-        raise typer.Exit(1)
-    _not_known(env, receipts, wait)
-
-
-def escape_path(path: Path) -> str:
-    from nereus.cli.output import safe_markup
-
-    return safe_markup(str(path))
-
-
-def _interrupted(env: Env, path: Path, numbers: list[int], prepared: list[Prepared],
-                 stopped: Interrupted) -> NereusError:
-    """The error for a batch that stopped part-way: which lines the log acknowledged, and
-    a retry file with the others, each with its id and absolute times fixed, so running it
-    queues the same commands (a line the log took without our hearing of it is applied
-    once: its command id is derived from its content)."""
-    from nereus.errors import NereusError
-
-    acknowledged = stopped.receipts
-    for number, receipt in zip(numbers, acknowledged, strict=False):
-        receipt["line"] = number
-    rest = prepared[len(acknowledged):]
-    retry = path.with_name(f"{path.name}.retry-{_now_ms()}.jsonl")
-    written: Path | None = None
-    try:
-        with open(retry, "x", encoding="utf-8", errors="surrogatepass") as handle:
-            for item in rest:
-                handle.write(json.dumps(_batch_fields(item)) + "\n")
-        retry_note = (f"a retry is safe: `nereus message schedule --batch {retry}` queues the "
-                      f"{len(rest)} line(s) not acknowledged with the same ids and times; "
-                      "a command the log already holds is applied once")
-        written = retry
-    except OSError as exc:
-        retry_note = (f"no retry file could be written next to {path} ({exc.strerror}); "
-                      "re-run the lines not acknowledged, giving each line an id")
-    cause = stopped.cause
-    first_missing = numbers[len(acknowledged)] if rest else None
-    error = NereusError(
-        f"the batch {path} stopped after {len(acknowledged)} of {len(prepared)} message(s) "
-        f"were acknowledged (lines from {first_missing} on were not): {cause.message}",
-        hint=retry_note, document={
-            "acknowledged": acknowledged, "acknowledged_count": len(acknowledged),
-            "not_acknowledged_lines": numbers[len(acknowledged):],
-            "retry_file": None if written is None else str(written)})
-    error.exit_code = cause.exit_code
-    return error
-
-
-def _batch_fields(item: Prepared) -> dict[str, Any]:
-    """A batch line that prepares exactly ``item`` again."""
-    from nereus.records import Schedule
-
-    record = item.record
-    assert isinstance(record, Schedule)
-    line: dict[str, Any] = {"id": record.delay_message_id, "lane": record.lane,
-                            "deliver_at": str(record.deliver_at_ms)}
-    if record.expire_at_ms is not None:
-        line["expire_at"] = str(record.expire_at_ms)
-    if record.key is not None:
-        line["key"] = record.key
-    if record.headers:
-        line["headers"] = dict(record.headers)
-    line["payload"] = record.payload.decode(errors="surrogatepass")
-    return line
 
 
 @app.command("cancel")
@@ -599,12 +200,13 @@ def cancel(
     from nereus.client import prepare_cancel
 
     env: Env = ctx.obj
-    delay_message_id = _check_id(env, message_id, "ID")
+    delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_cancel(
-        _route(env, route), command_id=_command_id(env, command_id) or str(uuid.uuid4()),
+        message_input.route_ref(env, route),
+        command_id=message_input.own_command_id(env, command_id),
         delay_message_id=delay_message_id, shard=env.message_shard(route, delay_message_id),
     )
-    _queue_and_report(env, prepared, wait)
+    submission.queue_and_report(env, prepared, wait)
 
 
 @app.command("reschedule")
@@ -628,15 +230,16 @@ def reschedule(
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
-    deliver_at_ms = _when(deliver_at, delay, what="reschedule")
-    delay_message_id = _check_id(env, message_id, "ID")
+    deliver_at_ms = message_input.deliver_time(deliver_at, delay, what="reschedule")
+    delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_reschedule(
-        _route(env, route), command_id=_command_id(env, command_id) or str(uuid.uuid4()),
+        message_input.route_ref(env, route),
+        command_id=message_input.own_command_id(env, command_id),
         delay_message_id=delay_message_id, deliver_at_ms=deliver_at_ms,
         expire_at_ms=None if expire_at is None else parse_time_ms(expire_at, field="--expire-at"),
         shard=env.message_shard(route, delay_message_id),
     )
-    _queue_and_report(env, prepared, wait)
+    submission.queue_and_report(env, prepared, wait)
 
 
 @app.command("show")

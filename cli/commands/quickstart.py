@@ -35,7 +35,8 @@ def quickstart(
     from nereus.adapters.replay import replay_empty, store_digest
     from nereus.adapters.shardlog.file import FileShardLog
     from nereus.cli.commands.engine import start_daemon, stop_daemon
-    from nereus.cli.commands.message import _prepare_one, _submit
+    from nereus.cli.message_input import prepare_one
+    from nereus.cli.submission import submit
     from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
     from nereus.config import parse_config, render_config
     from nereus.errors import NereusError
@@ -66,7 +67,7 @@ def quickstart(
     now_ms = time.time_ns() // 1_000_000
     ids = [f"qs-{run_id}-{n}" for n in range(1, count + 1)]
     prepared = [
-        _prepare_one(env, lane="local", deliver_at_ms=now_ms + int(1500 + spread * 1000 * n
+        prepare_one(env, lane="local", deliver_at_ms=now_ms + int(1500 + spread * 1000 * n
                                                                   / count),
                      expire_at_ms=None, key=f"k{n}", headers={"source": "quickstart"},
                      body=json.dumps({"n": n}).encode(), message_id=mid, route="default")
@@ -74,13 +75,13 @@ def quickstart(
     ]
     receipts: list[dict[str, Any]] = []
     try:
-        receipts = _submit(env, prepared, wait=True)
+        receipts = submit(env, prepared, wait=True)
         route = RouteRef("default", config.route("default").partitions)
         cancelled, moved = ids[1], ids[min(3, count - 1)]
         moved_to = now_ms + int(1500 + spread * 1000) + 1500
-        receipts += _submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
+        receipts += submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
                                                  delay_message_id=cancelled)], wait=True)
-        receipts += _submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
+        receipts += submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
                                                      delay_message_id=moved,
                                                      deliver_at_ms=moved_to)], wait=True)
         _say(env, f"[bold]3. scheduled[/bold] {count} messages due over the next "

@@ -158,12 +158,12 @@ def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(
     arrive (as when the engine is killed mid-request): the lines of that chunk are
     reported not acknowledged, and re-running the retry file schedules each line once."""
     from nereus.cli import main as cli_main
-    from nereus.cli.commands import message as message_cmd
+    from nereus.cli import submission
     from nereus.errors import EngineUnreachable
 
     batch = write_batch(tmp_path / "batch.jsonl", [
         {"lane": "local", "delay": "1h", "payload": f"m{n}"} for n in range(7)])
-    real = message_cmd._submit_chunk
+    real = submission.submit_chunk
     calls = {"n": 0}
 
     def dying(sink: Any, chunk: Any, wait: bool) -> Any:
@@ -173,8 +173,8 @@ def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(
             raise EngineUnreachable("the engine did not answer: connection reset")
         return answer
 
-    monkeypatch.setattr(message_cmd, "CHUNK_RECORDS", 3)
-    monkeypatch.setattr(message_cmd, "_submit_chunk", dying)
+    monkeypatch.setattr(submission, "CHUNK_RECORDS", 3)
+    monkeypatch.setattr(submission, "submit_chunk", dying)
     with running_engine(home):
         with pytest.raises(SystemExit) as ended:
             cli_main.main(["--home", str(home), "--json", "message", "schedule", "--batch",
@@ -187,7 +187,7 @@ def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(
         assert "a retry is safe" in doc["hint"]
         retry = Path(doc["retry_file"])
         assert len(retry.read_text().splitlines()) == 4
-        monkeypatch.setattr(message_cmd, "_submit_chunk", real)
+        monkeypatch.setattr(submission, "submit_chunk", real)
         again = run_nereus("--json", "message", "schedule", "--batch", str(retry), "--wait",
                            home=home)
         assert again.code == 0, again.stderr

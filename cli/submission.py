@@ -1,0 +1,209 @@
+"""Submitting commands through the home's ``CommandSink`` and reporting their receipts:
+batches in chunks of any size, ``--wait`` that exits 6 when it cannot tell, and a batch
+that stops part-way saying which lines were acknowledged and writing a retry file that is
+safe to run (``docs/safety.md`` §6).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from nereus.cli import message_input
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.client import CommandSink, Prepared, Receipt
+    from nereus.errors import NereusError
+
+# one admin request or one log append carries at most this much (the admin socket takes
+# 64 MiB of JSON; base64 adds a third): a batch of any size goes in chunks
+CHUNK_RECORDS = 5_000
+CHUNK_BYTES = 16 << 20
+
+
+class Interrupted(Exception):
+    """A submission stopped part-way: ``receipts`` were acknowledged, the rest not."""
+
+    def __init__(self, receipts: list[dict[str, Any]], cause: NereusError) -> None:
+        super().__init__(cause.message)
+        self.receipts = receipts
+        self.cause = cause
+
+
+def chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
+    chunk: list[Prepared] = []
+    size = 0
+    for item in prepared:
+        if chunk and (len(chunk) >= CHUNK_RECORDS or size + len(item.data) > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item.data)
+    if chunk:
+        yield chunk
+
+
+def submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
+    """Submit through the home's ``CommandSink`` (the engine when it runs, else the logs),
+    in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
+    from nereus.errors import NereusError, ServiceUnreachable
+
+    sink = env.command_sink(wait=wait)
+    out: list[dict[str, Any]] = []
+    for chunk in chunks(prepared):
+        try:
+            out += [receipt.document() for receipt in submit_chunk(sink, chunk, wait)]
+        except NereusError as exc:
+            raise Interrupted(out, exc) from None
+        except OSError as exc:
+            raise Interrupted(out, ServiceUnreachable(
+                f"appending to the Shard Log failed: {exc}")) from None
+    return out
+
+
+def submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[Receipt]:
+    return sink.submit(chunk, wait=wait)
+
+
+def exit_if_not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
+    """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
+    from nereus.adapters.admin_client import WAIT_MS
+    from nereus.errors import ExitCode
+
+    if not wait:
+        return
+    queued = [r for r in data if r.get("evidence") == "QUEUED"]
+    if not queued:
+        return
+    first = queued[0]
+    env.output.err.print(
+        f"queued; result not known yet: {len(queued)} command(s) durable in the Shard Log "
+        f"but not applied within {WAIT_MS // 1000} s (is shard {first['shard']} failed? see "
+        f"`nereus engine status`); ask later with `nereus command show "
+        f"{first['command_id']}`", markup=False, highlight=False)
+    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
+
+
+def submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
+    try:
+        return submit(env, [prepared], wait)[0]
+    except Interrupted as stopped:
+        raise stopped.cause from None
+
+
+def queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
+    report(env, submit_one(env, prepared, wait), wait)
+
+
+def report(env: Env, data: dict[str, Any], wait: bool,
+            extra: dict[str, Any] | None = None) -> None:
+    """Print one command's receipt; exit 1 when REJECTED, 6 when --wait could not tell."""
+    data.update(extra or {})
+
+    def human(out: Console) -> None:
+        if data["evidence"] == "APPLIED":
+            why = f" ({data['reason']}: {data['detail']})" if data.get("reason") else ""
+            out.print(f"{data['kind']} {data['delay_message_id']} {data['result']} on shard "
+                      f"{data['shard']} at position {data['source_position']}{why}")
+        else:
+            out.print(
+                f"{data['kind']} {data['delay_message_id']} queued on shard {data['shard']} at "
+                f"position {data['source_position']}  [dim](QUEUED: durable in the Shard Log, "
+                f"not yet applied)[/dim]"
+            )
+        out.print(f"  command id {data['command_id']}")
+        if data.get("payload_id"):
+            out.print(f"  payload {data['payload_id']}: {data['payload_bytes']} bytes, sha256 "
+                      f"{data['payload_sha256'][:16]}.., object {data['payload_object']}")
+
+    env.output.emit(data, human)
+    if data.get("result") == "REJECTED":
+        raise typer.Exit(1)
+    exit_if_not_known(env, [data], wait)
+
+
+def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
+    numbers, prepared = message_input.read_batch(env, path, route)
+    try:
+        receipts = submit(env, prepared, wait)
+    except Interrupted as stopped:
+        raise interrupted_error(env, path, numbers, prepared, stopped) from None
+    for number, receipt in zip(numbers, receipts, strict=True):
+        receipt["line"] = number
+    rejected = sum(1 for r in receipts if r.get("result") == "REJECTED")
+    data = {"queued": len(receipts), "rejected": rejected, "receipts": receipts}
+    env.output.emit(data, lambda out: out.print(
+        f"queued {len(receipts)} message(s) from {escape_path(path)}"
+        + (f"; {rejected} REJECTED" if rejected else "")))
+    if rejected:
+        raise typer.Exit(1)
+    exit_if_not_known(env, receipts, wait)
+
+
+def escape_path(path: Path) -> str:
+    from nereus.cli.output import safe_markup
+
+    return safe_markup(str(path))
+
+
+def interrupted_error(env: Env, path: Path, numbers: list[int], prepared: list[Prepared],
+                 stopped: Interrupted) -> NereusError:
+    """The error for a batch that stopped part-way: which lines the log acknowledged, and
+    a retry file with the others, each with its id and absolute times fixed, so running it
+    queues the same commands (a line the log took without our hearing of it is applied
+    once: its command id is derived from its content)."""
+    from nereus.errors import NereusError
+
+    acknowledged = stopped.receipts
+    for number, receipt in zip(numbers, acknowledged, strict=False):
+        receipt["line"] = number
+    rest = prepared[len(acknowledged):]
+    retry = path.with_name(f"{path.name}.retry-{message_input.now_ms()}.jsonl")
+    written: Path | None = None
+    try:
+        with open(retry, "x", encoding="utf-8", errors="surrogatepass") as handle:
+            for item in rest:
+                handle.write(json.dumps(batch_fields(item)) + "\n")
+        retry_note = (f"a retry is safe: `nereus message schedule --batch {retry}` queues the "
+                      f"{len(rest)} line(s) not acknowledged with the same ids and times; "
+                      "a command the log already holds is applied once")
+        written = retry
+    except OSError as exc:
+        retry_note = (f"no retry file could be written next to {path} ({exc.strerror}); "
+                      "re-run the lines not acknowledged, giving each line an id")
+    cause = stopped.cause
+    first_missing = numbers[len(acknowledged)] if rest else None
+    error = NereusError(
+        f"the batch {path} stopped after {len(acknowledged)} of {len(prepared)} message(s) "
+        f"were acknowledged (lines from {first_missing} on were not): {cause.message}",
+        hint=retry_note, document={
+            "acknowledged": acknowledged, "acknowledged_count": len(acknowledged),
+            "not_acknowledged_lines": numbers[len(acknowledged):],
+            "retry_file": None if written is None else str(written)})
+    error.exit_code = cause.exit_code
+    return error
+
+
+def batch_fields(item: Prepared) -> dict[str, Any]:
+    """A batch line that prepares exactly ``item`` again."""
+    from nereus.records import Schedule
+
+    record = item.record
+    assert isinstance(record, Schedule)
+    line: dict[str, Any] = {"id": record.delay_message_id, "lane": record.lane,
+                            "deliver_at": str(record.deliver_at_ms)}
+    if record.expire_at_ms is not None:
+        line["expire_at"] = str(record.expire_at_ms)
+    if record.key is not None:
+        line["key"] = record.key
+    if record.headers:
+        line["headers"] = dict(record.headers)
+    line["payload"] = record.payload.decode(errors="surrogatepass")
+    return line
