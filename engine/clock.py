@@ -10,7 +10,8 @@ available). Two guards make clock steps safe:
 * a **forwards** step cannot advance ``earliest`` faster than the monotonic clock, so a
   clock that jumps ahead cannot make work due early.
 
-Readers are injectable (``wall_ms``, ``mono_ms``) so tests can skew and step the clock.
+Both readings come from the engine's ``time_source.Clock`` (``source``), so tests skew,
+step and advance the clock with a ``FakeClock`` instead of sleeping.
 
 Trust is earned, not assumed: with ``[engine] chrony = true`` the clock is trusted only
 while chrony says it is synchronised and no leap second is pending (``problem()``); the
@@ -23,20 +24,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.trusted_time import TrustedTime
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _mono_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +98,18 @@ def read_chrony(timeout_s: float = 1.0) -> ClockReport:
 
 
 class TrustedClock:
-    """Trusted UTC intervals from a wall clock, a monotonic clock and an error bound."""
+    """Trusted UTC intervals from a Clock's wall and monotonic readings and an error
+    bound. ``source`` is the raw Clock every other reader of the engine shares."""
 
     def __init__(
         self,
         *,
         max_error_ms: int = 50,
-        wall_ms: Callable[[], int] = _wall_ms,
-        mono_ms: Callable[[], int] = _mono_ms,
+        source: Clock = SYSTEM_CLOCK,
         health: ClockHealth | None = None,
     ) -> None:
         self.max_error_ms = max_error_ms
-        self._wall = wall_ms
-        self._mono = mono_ms
+        self.source = source
         self._health = health
         self._last: tuple[int, int, int] | None = None  # earliest, latest, mono
         self._floor = 0  # true time is known to be at least this (raise_floor)
@@ -128,7 +120,7 @@ class TrustedClock:
         report = self._health() if self._health else None
         error = self.max_error_ms + (report.error_ms if report else 0)
         with self._lock:
-            wall, mono = self._wall(), self._mono()
+            wall, mono = self.source.wall_ms(), self.source.monotonic_ms()
             earliest, latest = wall - error, wall + error
             if self._last is not None:
                 last_earliest, last_latest, last_mono = self._last
@@ -153,7 +145,8 @@ class TrustedClock:
             self._floor = max(self._floor, earliest_ms)
 
     def wall_ms(self) -> int:
-        return self._wall()
+        """The raw wall reading (timestamps for logs and manifests; never a decision)."""
+        return self.source.wall_ms()
 
 
 class ChronyHealth:
@@ -161,9 +154,11 @@ class ChronyHealth:
     reading never waits for chronyc."""
 
     def __init__(self, interval_s: float = 10.0,
-                 read: Callable[[], ClockReport] = read_chrony) -> None:
+                 read: Callable[[], ClockReport] = read_chrony, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.interval_s = interval_s
         self._read = read
+        self._clock = clock
         self.report: ClockReport = read()
         self._stop = threading.Event()
 
@@ -172,7 +167,7 @@ class ChronyHealth:
 
     def run(self) -> None:
         """Refresh until ``close`` (a supervised worker body)."""
-        while not self._stop.wait(self.interval_s):
+        while not self._clock.wait(self._stop, self.interval_s):
             self.report = self._read()
 
     def close(self) -> None:

@@ -12,6 +12,10 @@ the call in progress (up to the stop timeout). Requests that never reached the
 destination are declined (NOT_PUBLISHED LANE_UNAVAILABLE, back to the timeline); a call
 still running at the deadline is recorded UNKNOWN (it may have been sent). Every outcome
 goes through the Shard Log before the shard loop exits.
+
+Time: the engine's one ``Clock`` (``time_source``; the system's unless a test injects a
+``FakeClock``) is read by the Trusted UTC clock, every worker, the file Shard Logs' broker
+time and the stop deadline.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import itertools
 import os
 import shutil
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +48,9 @@ from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
+from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervisor, WorkerStatus
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import StoreError, StoreInUse
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity
@@ -97,7 +102,8 @@ class Engine:
     home: Path
     config: Config
     settings: EngineSettings = field(default_factory=EngineSettings)
-    clock: TrustedClock | None = None
+    clock: TrustedClock | None = None  # Trusted UTC; built on ``time_source`` when None
+    time_source: Clock | None = None  # the raw Clock (the clock's own source when None)
     destinations: dict[str, Destination] | None = None  # tests may inject adapters
     new_id: Callable[[], str] = field(default_factory=_IdSource)
     log_event: EventLog = null_event_log
@@ -111,12 +117,16 @@ class Engine:
         self.layout = HomeLayout(self.home)
         self.chrony: ChronyHealth | None = None
         if self.clock is None:
-            self.chrony = ChronyHealth() if self.settings.chrony else None
+            source = self.time_source or SYSTEM_CLOCK
+            self.chrony = ChronyHealth(clock=source) if self.settings.chrony else None
             self.clock = TrustedClock(max_error_ms=self.settings.max_clock_error_ms,
-                                      health=self.chrony)
+                                      health=self.chrony, source=source)
+        elif self.time_source is not None and self.time_source is not self.clock.source:
+            raise ValueError("the Trusted UTC clock must read the engine's time_source")
+        self.time_source = self.clock.source
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
-        self.supervisor = Supervisor(self.log_event)
+        self.supervisor = Supervisor(self.log_event, clock=self.time_source)
 
     def workers(self) -> list[WorkerStatus]:
         """Every supervised worker: state, restarts, last error."""
@@ -130,17 +140,19 @@ class Engine:
     def start(self, *, timeout_s: float = 60.0) -> None:
         assert self.clock is not None
         clock = self.clock
-        self.started_ms = clock.wall_ms()
+        source = clock.source
+        self.started_ms = source.wall_ms()
         for name in self.config.lanes:
             self.publishers[name] = LanePublisher(
-                name, self._destination(name), now_ms=clock.wall_ms, events=self.log_event)
+                name, self._destination(name), clock=source, events=self.log_event)
         self.objects = open_object_store(self.config.objects, self.home)
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
                                          events=self.log_event)
         for route in self.config.routes.values():
             for partition in range(route.partitions):
                 shard = ShardId(route.name, partition)
-                log: ShardLog = open_shard_log(route, shard, self.home)
+                log: ShardLog = open_shard_log(route, shard, self.home,
+                                               clock_ms=source.wall_ms)
                 store = self._open_state(shard, log)
                 # before anything is appended (the route identity of an empty log, the
                 # activation barrier): a log that lost applied records takes nothing more
@@ -177,12 +189,14 @@ class Engine:
         self.checkpointer.start(self.supervisor)
         if self.chrony is not None:
             self.supervisor.spawn("chrony", "clock", self.chrony.run)
-        self.evidence = EvidenceRecovery(self, interval_s=self.settings.evidence_interval_s,
-                                         events=self.log_event)
+        self.evidence = EvidenceRecovery(
+            self.shards, {name: p.destination for name, p in self.publishers.items()},
+            clock=source, interval_s=self.settings.evidence_interval_s, events=self.log_event)
         for publisher in self.publishers.values():
             publisher.start(self.supervisor)
         # a FAILED shard (its log diverged) never runs; the others do, and status says why
-        running = {shard: loop for shard, loop in self.shards.items() if loop.state != "FAILED"}
+        running = {shard: loop for shard, loop in self.shards.items()
+                   if loop.state != ShardState.FAILED}
         for loop in running.values():
             loop.start(self.supervisor)
         for shard, loop in running.items():
@@ -204,7 +218,8 @@ class Engine:
             except StoreInUse:
                 raise  # held by another process: in use, not damaged; never moved aside
             except StoreError as exc:
-                aside = path.with_name(f"{path.name}.damaged-{time.time_ns() // 1_000_000}")
+                assert self.time_source is not None
+                aside = path.with_name(f"{path.name}.damaged-{self.time_source.wall_ms()}")
                 path.rename(aside)
                 self.log_event("state_damaged", shard=str(shard), error=exc.message,
                                moved_to=str(aside))
@@ -238,20 +253,21 @@ class Engine:
         return ShardStore.open(path, identity=identity, create=True)
 
     def stop(self) -> dict[str, int]:
-        deadline = time.monotonic() + self.settings.stop_timeout_s
+        """Stop every worker by one deadline (``stop_timeout_s`` on the engine's Clock)."""
+        clock = self.time_source
+        assert clock is not None
+        deadline = clock.monotonic() + self.settings.stop_timeout_s
         if self.evidence is not None:
             self.evidence.stop()
         if self.chrony is not None:
             self.chrony.close()
         for loop in self.shards.values():
             loop.begin_stop()
-        while time.monotonic() < deadline and any(
-            loop.pending_admissions for loop in self.shards.values()
-        ):
-            time.sleep(0.01)
+        for loop in self.shards.values():
+            loop.wait_drained(deadline)
         declined = unknown = 0
         for publisher in self.publishers.values():
-            for request, reply in publisher.stop(max(deadline - time.monotonic(), 0.1)):
+            for request, reply in publisher.stop(max(deadline - clock.monotonic(), 0.1)):
                 reply(PublishResult(request.attempt_id, Outcome.NOT_PUBLISHED,
                                     Disposition.LANE_UNAVAILABLE,
                                     "engine stopping: the request never reached the destination"))
@@ -263,7 +279,7 @@ class Engine:
         for loop in self.shards.values():
             loop.finish(deadline + 5)
         if self.checkpointer is not None:
-            self.checkpointer.stop(max(deadline + 30 - time.monotonic(), 1.0))
+            self.checkpointer.stop(max(deadline + 30 - clock.monotonic(), 1.0))
         for loop in self.shards.values():
             loop.log.close()
             loop.store.close()

@@ -8,23 +8,29 @@ route's key), published after the attempt was admitted — and turns what it fin
 PUBLISH_OUTCOME PUBLISHED through the Shard Log. Absence of evidence changes
 nothing: the attempt stays UNKNOWN until evidence appears or an operator resolves it.
 The last search per attempt is kept for ``nereus attempt list``.
+
+The scanner holds only what it needs: the shards (``EvidenceShard``: state, store, the
+evidence MAC, where a result goes), each lane's destination and the engine's ``Clock``
+(the scan interval and the search times), never the engine itself.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from nereus.engine.destinations.protocol import PublishResult
+from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.records import Disposition, Outcome
+from nereus.shard import ShardId
+from nereus.state.store import ShardStore
 from nereus.state.values import Attempt
 from nereus.views import open_attempts
-
-if TYPE_CHECKING:
-    from nereus.engine.engine import Engine
 
 WINDOW_BEFORE_MS = 60_000
 
@@ -36,11 +42,35 @@ class Search:
     error: str | None = None
 
 
+class EvidenceShard(Protocol):
+    """What the scanner needs of one shard (a ``ShardLoop`` is one)."""
+
+    @property
+    def shard(self) -> ShardId: ...
+
+    @property
+    def state(self) -> ShardState: ...
+
+    @property
+    def store(self) -> ShardStore: ...
+
+    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
+        """The MAC the attempt's destination record carries."""
+        ...
+
+    def reply(self, result: PublishResult, /) -> None:
+        """Where a found PUBLISHED goes (it becomes a PUBLISH_OUTCOME in the shard's log)."""
+        ...
+
+
 class EvidenceRecovery:
-    def __init__(self, engine: Engine, *, interval_s: float = 5.0,
-                 events: EventLog = null_event_log) -> None:
-        self.engine = engine
+    def __init__(self, shards: Mapping[ShardId, EvidenceShard],
+                 destinations: Mapping[str, Destination], *, clock: Clock = SYSTEM_CLOCK,
+                 interval_s: float = 5.0, events: EventLog = null_event_log) -> None:
+        self.shards = shards
+        self.destinations = destinations
         self.interval_s = interval_s
+        self._clock = clock
         self._events = events
         self._stop = threading.Event()
         self._worker: Supervised | None = None
@@ -48,7 +78,8 @@ class EvidenceRecovery:
         self.settled = 0
 
     def start(self, supervisor: Supervisor | None = None) -> None:
-        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        owner = supervisor if supervisor is not None else \
+            Supervisor(self._events, clock=self._clock)
         self._worker = owner.spawn("evidence", "evidence", self.run)
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -67,8 +98,9 @@ class EvidenceRecovery:
                 "error": search.error}
 
     def run(self) -> None:
-        """Scan every ``interval_s`` until asked to stop (a supervised worker body)."""
-        while not self._stop.wait(self.interval_s):
+        """Scan every ``interval_s`` of the Clock until asked to stop (a supervised worker
+        body)."""
+        while not self._clock.wait(self._stop, self.interval_s):
             try:
                 self.scan_once()
             except Exception as exc:  # one failed scan is reported; the next one runs
@@ -78,18 +110,16 @@ class EvidenceRecovery:
     def scan_once(self) -> int:
         """One pass over every shard's UNKNOWN attempts; returns how many were settled."""
         settled = 0
-        clock = self.engine.clock
-        assert clock is not None
-        now = clock.wall_ms()
-        for loop in list(self.engine.shards.values()):
-            if loop.state != "ACTIVE":
+        now = self._clock.wall_ms()
+        for loop in list(self.shards.values()):
+            if loop.state != ShardState.ACTIVE:
                 continue
             by_lane: dict[str, dict[str, Attempt]] = {}
             for attempt in open_attempts(loop.store, state="UNKNOWN"):
                 by_lane.setdefault(attempt.lane, {})[attempt.attempt_id] = attempt
             for lane, attempts in by_lane.items():
-                publisher = self.engine.publishers.get(lane)
-                if publisher is None:
+                destination = self.destinations.get(lane)
+                if destination is None:
                     continue
                 since = min(a.admitted_broker_ms for a in attempts.values()) - WINDOW_BEFORE_MS
                 # a record is evidence only with the MAC of this attempt under the route's key
@@ -97,7 +127,7 @@ class EvidenceRecovery:
                                                         attempt_id)
                           for attempt_id, a in attempts.items()}
                 try:
-                    found = publisher.destination.scan_evidence(wanted, since, now)
+                    found = destination.scan_evidence(wanted, since, now)
                 except Exception as exc:
                     for attempt_id in attempts:
                         self.searches[attempt_id] = Search(now, None, str(exc))

@@ -9,21 +9,24 @@ Requests already queued when the lane turns NOT READY are not sent into a destin
 to be failing: the publisher probes first and, if the probe fails too, declines them
 (NOT_PUBLISHED LANE_UNAVAILABLE: never handed to the destination, back to the timeline)
 instead of turning them into UNKNOWN attempts that only an operator or evidence can settle.
+
+Time comes from the engine's ``Clock``: the publish timestamp handed to the destination
+(``wall_ms``) and the probe interval of a NOT READY lane (``monotonic``), so a test decides
+when the next probe is due by advancing a ``FakeClock``.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.records import Disposition, Outcome
 
 
@@ -44,6 +47,11 @@ def _always_open() -> str | None:
     return None
 
 
+# the longest an idle publisher waits for a job before it looks at its Clock again (whether
+# a probe is due); a real wait, so a probe due on a FakeClock is made this soon after advance
+IDLE_POLL_S = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
     request: PublishRequest
@@ -61,14 +69,14 @@ class LanePublisher:
         lane: str,
         destination: Destination,
         *,
-        now_ms: Callable[[], int],
+        clock: Clock = SYSTEM_CLOCK,
         batch: int = 512,
         probe_interval_s: float = 0.5,
         events: EventLog = null_event_log,
     ) -> None:
         self.lane = lane
         self.destination = destination
-        self._now_ms = now_ms
+        self._clock = clock
         self._batch = batch
         self._probe_interval_s = probe_interval_s
         self._events = events
@@ -76,7 +84,7 @@ class LanePublisher:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.not_ready_reason: str | None = destination.probe()
-        self._last_probe = time.monotonic()
+        self._last_probe = clock.monotonic()
         self.in_call: list[_Job] = []
         # taken off the queue, not sent yet (a restart sends them first)
         self._unsent: deque[_Job] = deque()
@@ -93,13 +101,13 @@ class LanePublisher:
 
     def _probe_if_due(self) -> None:
         if self.not_ready_reason is None or (
-            time.monotonic() - self._last_probe < self._probe_interval_s
+            self._clock.monotonic() - self._last_probe < self._probe_interval_s
         ):
             return
         self._probe()
 
     def _probe(self) -> None:
-        self._last_probe = time.monotonic()
+        self._last_probe = self._clock.monotonic()
         try:
             reason = self.destination.probe()
         except Exception as exc:
@@ -111,7 +119,8 @@ class LanePublisher:
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         """Run the publisher loop on a thread owned by ``supervisor``."""
-        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        owner = supervisor if supervisor is not None else \
+            Supervisor(self._events, clock=self._clock)
         self._worker = owner.spawn(f"publisher-{self.lane}", "publisher", self.run)
 
     def submit(self, request: PublishRequest, reply: Reply,
@@ -180,7 +189,7 @@ class LanePublisher:
             jobs.append(self._unsent.popleft())
         if not jobs:
             try:
-                job = self._jobs.get(timeout=self._probe_interval_s / 2)
+                job = self._jobs.get(timeout=min(self._probe_interval_s / 2, IDLE_POLL_S))
             except queue.Empty:
                 self._probe_if_due()
                 return []
@@ -257,7 +266,7 @@ class LanePublisher:
             self.in_call = jobs
             self._unsent.clear()
         try:
-            results = self.destination.publish([j.request for j in jobs], self._now_ms)
+            results = self.destination.publish([j.request for j in jobs], self._clock.wall_ms)
         except Exception as exc:  # an adapter bug must not kill the lane or lose replies
             evidence = f"destination raised {type(exc).__name__}: {exc}; the send may " \
                 "have happened"
@@ -285,6 +294,6 @@ class LanePublisher:
         if failed is not None:
             with self._lock:
                 self.not_ready_reason = failed
-                self._last_probe = time.monotonic()
+                self._last_probe = self._clock.monotonic()
             safe_event(self._events, "lane_not_ready", level="warning", lane=self.lane,
                        reason=failed)

@@ -17,13 +17,17 @@ On start the loop replays from the stored applied position, appends an
 ACTIVATION_BARRIER with the next fencing epoch and waits until it is applied, then marks
 every attempt still PUBLISHING as UNKNOWN (no live first-send gate survives a restart;
 it is never retried automatically or reported NOT_PUBLISHED) before accepting work.
+
+Time: every deadline (claims, the clock-ahead hold, checkpoint intervals, append retries,
+stop and wait deadlines) is read from the Trusted UTC clock's ``source``, the engine's one
+``Clock``; only the wake-up poll (new records appended by other processes) is a real wait.
+Others see the loop through ``status()``, ``wake()`` and the ``wait_*`` methods.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +47,7 @@ from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
+from nereus.engine.shard_status import ENDED_STATES, SETTLED_STATES, ShardState, ShardStatus
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.evidence_mac import evidence_mac
@@ -112,6 +117,7 @@ class ShardLoop:
         self.store = store
         self.log = log
         self.clock = clock
+        self._time = clock.source  # the engine's one Clock: every deadline below reads it
         self.publishers = publishers
         self.permits = permits
         self.owner_id = owner_id
@@ -119,7 +125,9 @@ class ShardLoop:
         self.settings = settings
         self._events = events
         self.runner = ShardRunner(store, log, limits=limits, batch_records=settings.batch_records)
-        self.state = "STARTING"
+        # notified on every applied batch and every state change (wait_applied, wait_active)
+        self._progress = threading.Condition()
+        self._state = ShardState.STARTING
         self.epoch = 0
         self.error: str | None = None
         self._drr = load_state(store.get(STATE_KEY))
@@ -153,15 +161,37 @@ class ShardLoop:
         self._fenced: str | None = None  # why another owner is live, once one is
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._applied = threading.Condition()
         self.admissions = 0
         self.publish_outcomes = 0
         self.checkpointer = checkpointer
         self.staging = staging
         self._checkpoint_requests: queue.SimpleQueue[Future[Taken]] = queue.SimpleQueue()
         self._records_since_checkpoint = 0
-        self._last_checkpoint_mono = time.monotonic()
+        self._last_checkpoint_mono = self._time.monotonic()
         self._worker: Supervised | None = None
+
+    @property
+    def state(self) -> ShardState:
+        return self._state
+
+    @state.setter
+    def state(self, state: ShardState) -> None:
+        with self._progress:
+            self._state = state
+            self._progress.notify_all()
+
+    def status(self) -> ShardStatus:
+        """This loop now: state, epoch, applied position, claims and what is in flight."""
+        return ShardStatus(
+            shard=self.shard, state=self._state, epoch=self.epoch,
+            applied_position=self.applied_position, claims=len(self._claims),
+            in_flight=self.in_flight, pending_admissions=self.pending_admissions,
+            admissions=self.admissions, publish_outcomes=self.publish_outcomes,
+            error=self.error, waiting=self.waiting)
+
+    def wake(self) -> None:
+        """Look at the log now (records were just appended) instead of at the next poll."""
+        self._wake.set()
 
     def _event(self, event: str, /, **fields: object) -> None:
         safe_event(self._events, event, **fields)
@@ -169,37 +199,43 @@ class ShardLoop:
     # lifecycle ------------------------------------------------------------------------
     def start(self, supervisor: Supervisor | None = None) -> None:
         """Run the loop on a thread owned by ``supervisor`` (restarted after a crash)."""
-        owner = supervisor if supervisor is not None else Supervisor(self._events)
+        owner = supervisor if supervisor is not None else \
+            Supervisor(self._events, clock=self._time)
         self._worker = owner.spawn(f"shard-{self.shard}", "shard", self.run,
                                    fatal=FATAL_ERRORS)
 
     def fail(self, error: NereusError) -> None:
         """Never run: the shard is FAILED for ``error`` (its log diverged from its state),
         and says so in ``engine status`` until it is recovered."""
-        self.state = "FAILED"
+        self.state = ShardState.FAILED
         self.error = error.message + (f"; recovery: {error.hint}" if error.hint else "")
 
     def begin_stop(self) -> None:
         """No new claims from now on; keep applying and recording outcomes."""
-        if self.state == "ACTIVE":
-            self.state = "STOPPING"
+        if self._state == ShardState.ACTIVE:
+            self.state = ShardState.STOPPING
         self._wake.set()
 
     def finish(self, deadline: float) -> None:
-        """Record what is left, apply it, and end the thread (by ``deadline``)."""
+        """Record what is left, apply it, and end the thread (by ``deadline``, a reading
+        of the engine's Clock's ``monotonic``)."""
         self._stop.set()
         self._wake.set()
         if self._worker is not None:
             self._worker.stopping()
-            self._worker.join(max(deadline - time.monotonic(), 0.1))
+            self._worker.join(max(deadline - self._time.monotonic(), 0.1))
 
     def wait_active(self, timeout_s: float) -> bool:
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if self.state in ("ACTIVE", "FAILED", "FENCED"):
-                return self.state == "ACTIVE"
-            time.sleep(0.005)
-        return False
+        """Block until recovery has ended (True when ACTIVE; False when FAILED, FENCED or
+        ``timeout_s`` passed on the engine's Clock)."""
+        end = self._time.monotonic() + timeout_s
+        with self._progress:
+            while self._state not in SETTLED_STATES:
+                remaining = end - self._time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._progress.wait(min(remaining, 0.1))
+            return self._state == ShardState.ACTIVE
 
     @property
     def applied_position(self) -> int | None:
@@ -213,15 +249,27 @@ class ShardLoop:
     def in_flight(self) -> int:
         return len(self._dispatched)
 
+    def wait_drained(self, deadline: float) -> bool:
+        """Block until every claim's admission has been acted on (handed to a publisher
+        or declined), the loop has ended, or the Clock's ``monotonic`` reads ``deadline``;
+        True when nothing is pending. The engine's stop waits here before its publishers."""
+        with self._progress:
+            while self.pending_admissions:
+                remaining = deadline - self._time.monotonic()
+                if remaining <= 0 or self._state in ENDED_STATES:
+                    return not self.pending_admissions
+                self._progress.wait(min(remaining, 0.01))
+        return True
+
     def wait_applied(self, position: int, timeout_s: float) -> bool:
         """Block until ``position`` is applied and synced (or the timeout passes)."""
-        end = time.monotonic() + timeout_s
-        with self._applied:
+        end = self._time.monotonic() + timeout_s
+        with self._progress:
             while self.runner.next_position <= position:
-                remaining = end - time.monotonic()
-                if remaining <= 0 or self.state in ("FAILED", "STOPPED", "FENCED"):
+                remaining = end - self._time.monotonic()
+                if remaining <= 0 or self._state in ENDED_STATES:
                     return self.runner.next_position > position
-                self._applied.wait(min(remaining, 0.1))
+                self._progress.wait(min(remaining, 0.1))
         return True
 
     def request_checkpoint(self) -> Future[Taken]:
@@ -248,7 +296,7 @@ class ShardLoop:
         due = changed > 0 and (
             (settings.every_records and changed >= settings.every_records)
             or (settings.every_seconds
-                and time.monotonic() - self._last_checkpoint_mono >= settings.every_seconds)
+                and self._time.monotonic() - self._last_checkpoint_mono >= settings.every_seconds)
         )
         if not requests and not due:
             return
@@ -262,7 +310,7 @@ class ShardLoop:
         self.checkpointer.submit(Job(self.shard, directory, checkpoint_id, self.log,
                                      self.clock.wall_ms(), self.owner_id, self.epoch, requests))
         self._records_since_checkpoint = 0
-        self._last_checkpoint_mono = time.monotonic()
+        self._last_checkpoint_mono = self._time.monotonic()
 
     def reply(self, result: PublishResult) -> None:
         """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
@@ -281,8 +329,8 @@ class ShardLoop:
         try:
             if not self._activated:
                 self._recover()
-            elif self.state == "DEGRADED":
-                self.state = "ACTIVE"
+            elif self._state == ShardState.DEGRADED:
+                self.state = ShardState.ACTIVE
                 self._event("shard_resumed", shard=str(self.shard), epoch=self.epoch)
             self.error = None
             while not self._stop.is_set():
@@ -292,7 +340,7 @@ class ShardLoop:
                 progressed = self._apply(until_empty=False)
                 progressed |= self._flush_outcomes()
                 self._maybe_checkpoint()
-                if self.state == "ACTIVE" and not self._paused():
+                if self._state == ShardState.ACTIVE and not self._paused():
                     progressed |= self._schedule()
                 progressed |= self._flush_outbox()
                 self._expire_claims()
@@ -300,7 +348,7 @@ class ShardLoop:
                     self._wake.wait(self.settings.poll_interval_s)
                 self._wake.clear()
             self._drain()
-            self.state = "STOPPED"
+            self.state = ShardState.STOPPED
             while True:
                 try:
                     self._checkpoint_requests.get_nowait().set_exception(
@@ -310,15 +358,15 @@ class ShardLoop:
         except Exception as exc:  # the supervisor logs, counts and restarts; say why here
             self.error = f"{type(exc).__name__}: {exc}"
             if self._stop.is_set() or isinstance(exc, FATAL_ERRORS):
-                self.state = "FAILED"
+                self.state = ShardState.FAILED
                 self._event("shard_failed", level="error", shard=str(self.shard),
                             reason=self.error)
-            elif self.state == "ACTIVE":
-                self.state = "DEGRADED"  # no claims until the loop runs again
+            elif self._state == ShardState.ACTIVE:
+                self.state = ShardState.DEGRADED  # no claims until the loop runs again
             raise
         finally:
-            with self._applied:
-                self._applied.notify_all()
+            with self._progress:
+                self._progress.notify_all()
 
     def _append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         """Append with retries of the very same bytes (dedup makes a repeat harmless)."""
@@ -330,7 +378,7 @@ class ShardLoop:
                 if attempt == APPEND_RETRIES - 1:
                     raise
                 self._event("append_retry", shard=str(self.shard), error=str(exc))
-                time.sleep(delay)
+                self._time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -359,8 +407,8 @@ class ShardLoop:
             if not report.records:
                 break
             progressed = True
-            with self._applied:
-                self._applied.notify_all()
+            with self._progress:
+                self._progress.notify_all()
             self._act_on_pending()
             if not until_empty and report.records < runner.batch_records:
                 break
@@ -458,7 +506,7 @@ class ShardLoop:
             return
         self._activated = True  # nothing to recover again: this owner is done here
         self._fenced = why
-        self.state = "FENCED"
+        self.state = ShardState.FENCED
         self._outbox = [item for item in self._outbox if item[0] is None]
         for claim in list(self._by_attempt.values()):
             if claim.attempt_id not in self._dispatched:
@@ -467,15 +515,15 @@ class ShardLoop:
                     owner_id=self.owner_id, epoch=self.epoch, reason=why)
 
     def _gate_closed(self, claim: Claim) -> str | None:
-        if self.state != "ACTIVE":
-            return f"the shard is {self.state}"
+        if self._state != ShardState.ACTIVE:
+            return f"the shard is {self._state}"
         if claim.fencing_epoch != self.epoch:
             return "the fencing epoch changed"
         if (why := self.live_owner_gate()) is not None:
             return why
         if self._claims.get(claim.delay_message_id) is not claim:
             return "the claim was revoked"
-        if time.monotonic_ns() // 1_000_000 > claim.deadline_mono_ms:
+        if self._time.monotonic_ms() > claim.deadline_mono_ms:
             return "the claim deadline passed"
         if not self.clock.now().is_due(claim.template.action_at_ms):
             return "the time gate no longer holds"
@@ -493,7 +541,7 @@ class ShardLoop:
         """An admission of ours was refused because our decision led the broker's clock by
         more than the shard allows: our clock is ahead. Claim nothing for a while (no flood
         of refused admissions) and say why."""
-        self._time_hold_until_mono_ms = time.monotonic_ns() // 1_000_000 + TIME_HOLD_MS
+        self._time_hold_until_mono_ms = self._time.monotonic_ms() + TIME_HOLD_MS
         self._wait(f"this engine's clock leads the Shard Log's broker clock: {detail}")
 
     def _decline(self, attempt_id: str, why: str) -> None:
@@ -564,7 +612,7 @@ class ShardLoop:
         return {name: found.get(name, Lane(name=name)) for name in self.publishers}
 
     def _schedule(self) -> bool:
-        mono = time.monotonic_ns() // 1_000_000
+        mono = self._time.monotonic_ms()
         problem = self.clock.problem()
         if problem is not None:
             self._wait(f"Trusted UTC is not trusted: {problem}; no admission until it is")
@@ -597,7 +645,7 @@ class ShardLoop:
         """
         if not self._claims:
             return
-        mono = time.monotonic_ns() // 1_000_000
+        mono = self._time.monotonic_ms()
         expired = [claim for claim in self._claims.values()
                    if claim.deadline_mono_ms < mono and claim.attempt_id not in self._dispatched]
         if not expired:
@@ -613,7 +661,7 @@ class ShardLoop:
 
     # recovery and shutdown ------------------------------------------------------------
     def _recover(self) -> None:
-        self.state = "RECOVERING"
+        self.state = ShardState.RECOVERING
         self.runner.run_until_caught_up()
         # true time is at least the latest decision an applied admission carries: the
         # clock never reads earlier than that, whatever the wall clock says after a restart
@@ -657,7 +705,7 @@ class ShardLoop:
             self._event("recovered_unknown", shard=str(self.shard), attempts=len(orphans))
         self._sync_lane_policy()
         self._activated = True
-        self.state = "ACTIVE"
+        self.state = ShardState.ACTIVE
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
                     applied_position=self.applied_position)
 
@@ -705,8 +753,8 @@ class ShardLoop:
                             detail=None if result is None else result.detail)
 
     def _drain(self) -> None:
-        if self.state == "ACTIVE":
-            self.state = "STOPPING"
+        if self._state == ShardState.ACTIVE:
+            self.state = ShardState.STOPPING
         for _ in range(3):
             self._apply()
             self._flush_outcomes()

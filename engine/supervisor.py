@@ -15,14 +15,15 @@ resumes where the crash left off instead of dropping it.
 An exception listed as ``fatal`` (damage no restart can repair, such as a corrupt log) ends
 the worker in FAILED; so does a crash after ``stopping()`` was called (there is nothing
 left to restart for). No worker thread ever dies silently.
+
+Backoff delays, run lengths and error times come from the engine's ``Clock``: a test
+decides when a crashed worker comes back by advancing a ``FakeClock``.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -30,6 +31,7 @@ from typing import Protocol
 import msgspec
 
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 
 
 class WorkerState(StrEnum):
@@ -71,10 +73,6 @@ class Backoff:
         return min(self.initial_s * growth, self.cap_s)
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Supervised:
     """One supervised worker thread."""
 
@@ -87,7 +85,7 @@ class Supervised:
         events: EventLog,
         backoff: Backoff,
         fatal: tuple[type[BaseException], ...] = (),
-        wall_ms: Callable[[], int] = _wall_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -95,7 +93,7 @@ class Supervised:
         self._events = events
         self._backoff = backoff
         self._fatal = fatal
-        self._wall_ms = wall_ms
+        self._clock = clock
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self.state = WorkerState.STARTING
@@ -136,7 +134,7 @@ class Supervised:
         consecutive = 0
         while True:
             self._set(WorkerState.RUNNING)
-            began = time.monotonic()
+            began = self._clock.monotonic()
             try:
                 self._body()
             except BaseException as exc:  # every failure is reported, none kills silently
@@ -144,8 +142,8 @@ class Supervised:
                     isinstance(exc, Exception)
                 with self._lock:
                     self.last_error = f"{type(exc).__name__}: {exc}"
-                    self.last_error_at_ms = self._wall_ms()
-                if time.monotonic() - began >= self._backoff.reset_after_s:
+                    self.last_error_at_ms = self._clock.wall_ms()
+                if self._clock.monotonic() - began >= self._backoff.reset_after_s:
                     consecutive = 0
                 consecutive += 1
                 delay = self._backoff.delay_s(consecutive)
@@ -165,7 +163,7 @@ class Supervised:
                     self.state = WorkerState.BACKOFF
                 # a stop request cuts the backoff short; the body then runs once more to
                 # wind down (it sees its own stop flag) and is not restarted after that
-                self._stopping.wait(delay)
+                self._clock.wait(self._stopping, delay)
                 safe_event(self._events, "worker_restarted", worker=self.name, kind=self.kind,
                            restarts=self.restarts)
                 continue
@@ -177,10 +175,10 @@ class Supervisor:
     """Owns every worker of an engine; the one place their statuses are read."""
 
     def __init__(self, events: EventLog = null_event_log, backoff: Backoff = Backoff(),
-                 *, wall_ms: Callable[[], int] = _wall_ms) -> None:
+                 *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.events = events
         self.backoff = backoff
-        self._wall_ms = wall_ms
+        self.clock = clock
         self._workers: list[Supervised] = []
         self._lock = threading.Lock()
 
@@ -188,7 +186,7 @@ class Supervisor:
               fatal: tuple[type[BaseException], ...] = ()) -> Supervised:
         """Start ``body`` on a supervised thread called ``name``."""
         worker = Supervised(name, kind, body, events=self.events, backoff=self.backoff,
-                            fatal=fatal, wall_ms=self._wall_ms)
+                            fatal=fatal, clock=self.clock)
         with self._lock:
             self._workers.append(worker)
         worker.start()

@@ -9,6 +9,7 @@ unless ``topic`` is set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from nereus.adapters.shardlog.protocol import ShardLog
@@ -30,7 +31,9 @@ def command_topic(route: RouteSettings) -> str:
 
 
 def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
-                   create: bool = True) -> ShardLog:
+                   create: bool = True, clock_ms: Callable[[], int] | None = None) -> ShardLog:
+    """The shard's log. ``clock_ms`` is the file log's broker clock (the writer's wall
+    clock: the engine passes its own Clock's); Kafka and Pulsar brokers keep their own."""
     if route.log == "kafka":
         from nereus.adapters.shardlog.kafka import KafkaShardLog
 
@@ -50,4 +53,6 @@ def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
                               command_topic(route), shard.partition, admin_url=admin)
     from nereus.adapters.shardlog.file import FileShardLog
 
-    return FileShardLog(HomeLayout(home).shard_log(shard), create=create)
+    if clock_ms is None:
+        return FileShardLog(HomeLayout(home).shard_log(shard), create=create)
+    return FileShardLog(HomeLayout(home).shard_log(shard), create=create, clock_ms=clock_ms)

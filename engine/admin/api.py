@@ -15,6 +15,7 @@ from typing import Any
 from nereus.engine.admin import params
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.shard_status import ShardState
 from nereus.errors import NotFound, UsageError
 from nereus.machine import dedup_key
 from nereus.records import QueryBarrier, decode, encode
@@ -98,7 +99,8 @@ def due_lag_ms(loops: Iterable[ShardLoop], lane: str, earliest_ms: int,
 
 
 # shard states that are not a healthy engine's (STARTING and RECOVERING pass on their own)
-UNHEALTHY_SHARD_STATES = frozenset({"FAILED", "DEGRADED", "FENCED", "STOPPED"})
+UNHEALTHY_SHARD_STATES = frozenset({ShardState.FAILED, ShardState.DEGRADED, ShardState.FENCED,
+                                    ShardState.STOPPED})
 UNHEALTHY_WORKER_STATES = frozenset({"FAILED", "BACKOFF"})
 
 
@@ -173,7 +175,8 @@ class AdminApi:
         now = self.engine.clock.now()
         out = []
         for shard, loop in sorted(self.engine.shards.items()):
-            applied = loop.applied_position
+            status = loop.status()
+            applied = status.applied_position
             try:
                 end: int | None = loop.log.end_position()
                 log_error = None
@@ -181,19 +184,19 @@ class AdminApi:
                 end, log_error = None, f"{type(exc).__name__}: {exc}"
             out.append({
                 "shard": str(shard),
-                "state": loop.state,
-                "epoch": loop.epoch,
+                "state": status.state.value,
+                "epoch": status.epoch,
                 "applied_position": applied,
                 "log_end_position": end,
                 "lag": None if end is None else _lag(loop, end, applied),
                 "caught_up": end is not None and
                 (applied + 1 if applied is not None else 0) >= end,
-                "claims": len(loop._claims),
-                "in_flight": loop.in_flight,
-                "admissions": loop.admissions,
+                "claims": status.claims,
+                "in_flight": status.in_flight,
+                "admissions": status.admissions,
                 "uncertain": sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
-                "error": loop.error or log_error,
-                "waiting": loop.waiting,
+                "error": status.error or log_error,
+                "waiting": status.waiting,
                 "due_backlog": sum(due_backlog(loop.store, name, now.earliest_ms,
                                                start=loop.planner.floors.get(name))
                                    for name in self.engine.publishers),
@@ -275,7 +278,7 @@ class AdminApi:
         if barrier:
             data = encode(QueryBarrier(command_id=f"barrier-{self.engine.new_id()}"))
             (receipt,) = loop.log.append([data])
-            loop._wake.set()
+            loop.wake()
             if not loop.wait_applied(receipt.position, 30):
                 raise UsageError(f"the query barrier at {receipt.position} was not applied in 30 s")
             barrier_position = receipt.position
@@ -400,7 +403,7 @@ class AdminApi:
         waits: list[tuple[ShardLoop, int, bytes, int]] = []
         for loop, entries in grouped.items():
             got = loop.log.append([data for _, data in entries])
-            loop._wake.set()
+            loop.wake()
             for (index, data), receipt in zip(entries, got, strict=True):
                 receipts[index] = {"shard": str(loop.shard), "source_position": receipt.position,
                                    "broker_time": format_time_ms(receipt.broker_ms),

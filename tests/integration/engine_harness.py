@@ -1,5 +1,9 @@
 """An in-process engine on a temporary home, for tests that need to inject a clock or a
-destination. Commands are queued straight to the file Shard Log, as the CLI does."""
+destination. Commands are queued straight to the file Shard Log, as the CLI does.
+
+With ``time_source`` (a ``tests.fake_clock.FakeClock``) the engine, its file Shard Logs'
+broker time and the records this harness appends all read that one clock: deadlines pass
+when the test advances it, never because the test slept."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from nereus.config import parse_config
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import Destination
 from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.time_source import Clock
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 from nereus.timespec import parse_time_ms
@@ -55,8 +60,17 @@ class Harness:
 
     def append(self, shard: ShardId, payloads: list[bytes]) -> None:
         """Append raw records (operator mutations, forged system records) to a shard's log."""
-        log = self._logs.setdefault(shard, FileShardLog(self.layout.shard_log(shard)))
+        log = self._logs.get(shard)
+        if log is None:
+            log = self._logs[shard] = FileShardLog(self.layout.shard_log(shard),
+                                                   clock_ms=self.clock.wall_ms)
         log.append(payloads)
+
+    @property
+    def clock(self) -> Clock:
+        """The engine's Clock (the system's unless the test injected one)."""
+        assert self.engine.time_source is not None
+        return self.engine.time_source
 
     def schedule(self, mid: str, deliver_at_ms: int, lane: str = "local",
                  **fields: Any) -> Prepared:
@@ -99,6 +113,7 @@ def running_engine(
     partitions: int = 2,
     lanes: str | None = None,
     clock: TrustedClock | None = None,
+    time_source: Clock | None = None,
     destinations: dict[str, Destination] | None = None,
     settings: EngineSettings | None = None,
 ) -> Iterator[Harness]:
@@ -108,7 +123,7 @@ def running_engine(
     (home / "nereus.toml").write_text(text)
     config = parse_config(text, source=str(home / "nereus.toml"))
     engine = Engine(home, config, settings=settings or EngineSettings(), clock=clock,
-                    destinations=destinations)
+                    time_source=time_source, destinations=destinations)
     engine.start()
     harness = Harness(home, engine, partitions)
     try:

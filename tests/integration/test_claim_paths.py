@@ -1,11 +1,12 @@
 """Claims that end without a send, and a lane that hangs while READY.
 
 * **Claim expiry and the decline path.** The first admission reaches the Shard Log only
-  after its claim's deadline (a slow append): its claim is released, the admission still
-  wins when applied (nothing in the log revoked it), and this owner — the only one that
-  could have sent it — declines it: NOT_PUBLISHED LANE_UNAVAILABLE "owner declined before
-  any send". The message goes back to the timeline and the next attempt publishes it,
-  once.
+  after its claim's deadline (a slow append, during which the test's FakeClock moves three
+  claim TTLs on): its claim is released, the admission still wins when applied (nothing in
+  the log revoked it), and this owner — the only one that could have sent it — declines
+  it: NOT_PUBLISHED LANE_UNAVAILABLE "owner declined before any send". The message goes
+  back to the timeline, and once the clock reaches its retry time the next attempt
+  publishes it, once.
 * **A READY lane that hangs holds only its own permits.** Its destination accepts calls
   and never returns; it keeps at most ``lane_in_flight`` claims, and a healthy lane keeps
   publishing on time from the rest of the engine's permits.
@@ -14,7 +15,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,43 +31,53 @@ from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission,
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
 from nereus.views import find_message
+from tests.fake_clock import FakeClock
 from tests.integration.doubles import DelegatingLog, QuietDestination
 from tests.integration.engine_harness import file_lane, lateness_ms, now_ms, running_engine
 
-CLAIM_TTL_MS = 200
+CLAIM_TTL_MS = 60_000  # a minute: it passes only because the FakeClock is advanced
 
 
 class SlowFirstAdmission(DelegatingLog):
-    """The shard's log, but the first append holding an admission takes 3 claim TTLs."""
+    """The shard's log, but the first append holding an admission takes 3 claim TTLs of
+    ``clock`` (advanced here, on the loop's thread, before the append goes through)."""
 
-    def __init__(self, inner: ShardLog) -> None:
+    def __init__(self, inner: ShardLog, clock: FakeClock) -> None:
         super().__init__(inner)
+        self.clock = clock
         self.slowed = threading.Event()
 
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         if not self.slowed.is_set() and any(isinstance(decode(p), PublishAdmission)
                                             for p in payloads):
             self.slowed.set()
-            time.sleep(3 * CLAIM_TTL_MS / 1000)  # the slow broker this test is about
+            self.clock.advance(3 * CLAIM_TTL_MS / 1000)  # the slow broker this test is about
         return self.inner.append(payloads)
 
 
 @pytest.mark.timeout(60)
 def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """First attempt: declined before any send (claim expired); second: PUBLISHED; the
-    destination saw the message once."""
+    """First attempt: declined before any send (its one-minute claim expired on the
+    FakeClock); the message waits for its retry time, which the test reaches by advancing
+    the clock; second attempt: PUBLISHED; the destination saw the message once."""
     from nereus.engine import engine as engine_module
 
+    clock = FakeClock(wall_ms=now_ms())
     real_open = engine_module.open_shard_log
     monkeypatch.setattr(engine_module, "open_shard_log",
-                        lambda *a, **k: SlowFirstAdmission(real_open(*a, **k)))
+                        lambda *a, **k: SlowFirstAdmission(real_open(*a, **k), clock))
     settings = EngineSettings(loop=LoopSettings(planner=PlannerSettings(
         claim_ttl_ms=CLAIM_TTL_MS)))
     home = tmp_path / "home"
-    with running_engine(home, partitions=1, settings=settings) as h:
+    with running_engine(home, partitions=1, settings=settings, time_source=clock) as h:
         (loop,) = h.engine.shards.values()
-        h.queue([h.schedule("m1", now_ms() - 1)])
+        h.queue([h.schedule("m1", clock.wall_ms() - 1_000)])
+        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.unavailable == 1, 30, "m1 back on the timeline after the decline")
+        retry = find_message(loop.store, "m1")
+        assert retry is not None and retry.state == "SCHEDULED" and h.outbox() == []
+        clock.advance((retry.action_at_ms - clock.wall_ms()) / 1000 + 1)
         h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
                    and m.state == "PUBLISHED", 30, "m1 PUBLISHED after the decline")
         attempts = sorted((decode_value(raw, Attempt) for _, raw in

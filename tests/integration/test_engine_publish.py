@@ -19,6 +19,7 @@ from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Message, decode_value
 from nereus.views import find_message
+from tests.fake_clock import FakeClock, SkewedClock
 from tests.integration.engine_harness import (
     file_lane,
     lateness_ms,
@@ -59,7 +60,18 @@ def test_hundreds_of_messages_publish_exactly_the_non_cancelled_ones(tmp_path: P
             return {line["delay_message_id"] for line in h.outbox()}
 
         h.wait_for(lambda: survivors <= published_ids(), 30, "all survivors to publish")
-        time.sleep(0.3)  # anything wrongly published late would show up now
+        # once every message is final and no shard holds a claim or a send, nothing more
+        # can be published: anything wrongly published late is in the outbox by now
+        loops = list(h.engine.shards.values())
+        final = {MessageState.PUBLISHED, MessageState.CANCELLED}
+
+        def settled() -> bool:
+            if any(loop.status().claims or loop.status().in_flight for loop in loops):
+                return False
+            return all(any((m := find_message(loop.store, mid)) is not None
+                           and m.state in final for loop in loops) for mid in ids)
+
+        h.wait_for(settled, 30, "every message PUBLISHED or CANCELLED, nothing in flight")
         lines = h.outbox()
     published = [line["delay_message_id"] for line in lines]
     # a cancel queued after a message was already admitted loses (ALREADY_ADMITTED): such a
@@ -110,11 +122,11 @@ def test_never_early_with_a_skewed_clock(tmp_path: Path) -> None:
     error = 80
     skew = {"ms": 0}
 
-    def skewed_wall() -> int:
+    def drift() -> int:
         skew["ms"] = max(-error, min(error, skew["ms"] + rng.randint(-15, 15)))
-        return time.time_ns() // 1_000_000 + skew["ms"]
+        return skew["ms"]
 
-    clock = TrustedClock(max_error_ms=error, wall_ms=skewed_wall)
+    clock = TrustedClock(max_error_ms=error, source=SkewedClock(drift))
     home = tmp_path / "home"
     recorder = TrueTimeRecorder(FileDestination("local", home / "outbox" / "local.jsonl"))
     with running_engine(home, clock=clock, destinations={"local": recorder}) as h:
@@ -150,17 +162,22 @@ def test_a_failing_lane_does_not_delay_a_healthy_one(tmp_path: Path) -> None:
 
 
 def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> None:
-    """An attempt left PUBLISHING by a dead owner becomes UNKNOWN; it is not retried."""
+    """An attempt left PUBLISHING by a dead owner becomes UNKNOWN; it is not retried: a day
+    later on the engine's FakeClock, a message due then has been published and the
+    uncertain one still has not."""
     home = tmp_path / "home"
     # a previous owner admitted it and died before any outcome: append what it wrote
     make_unknown_attempt(home, "stuck")
-    with running_engine(home, partitions=1) as h:
+    clock = FakeClock(wall_ms=now_ms())
+    with running_engine(home, partitions=1, time_source=clock) as h:
         loop = h.engine.shards[ShardId("default", 0)]
         assert loop.epoch == 2
         state = find_message(loop.store, "stuck")
         assert state is not None and state.state == MessageState.UNCERTAIN
-        time.sleep(0.2)
-        assert h.outbox() == []
+        clock.advance(86_400)  # any retry or backoff of "stuck" would be due by now
+        h.queue([h.schedule("control", clock.wall_ms() - 1_000)])
+        h.wait_for(lambda: len(h.outbox()) >= 1, 10, "the control message published")
+        assert [line["delay_message_id"] for line in h.outbox()] == ["control"]
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
         raw = store.get(keys.attempt_key("ghost-attempt"))
         assert raw is not None and b"UNKNOWN" in raw and b"recovery" in raw
@@ -247,20 +264,27 @@ class LostResponseDestination:
 
 
 def test_evidence_recovery_settles_unknown_attempts_that_landed(tmp_path: Path) -> None:
-    """UNKNOWN with the message in the destination: the evidence scan makes it PUBLISHED."""
+    """UNKNOWN with the message in the destination: the evidence scan makes it PUBLISHED.
+    The scan interval is an hour on the engine's FakeClock: the attempts stay UNCERTAIN
+    until the clock is advanced an hour, then one scan settles them."""
     home = tmp_path / "home"
     lost = LostResponseDestination(FileDestination("local", home / "outbox" / "local.jsonl"))
-    settings = EngineSettings(evidence_interval_s=0.2)
+    settings = EngineSettings(evidence_interval_s=3600)
+    clock = FakeClock(wall_ms=now_ms())
     with running_engine(home, partitions=1, destinations={"local": lost},
-                        settings=settings) as h:
-        h.queue([h.schedule(f"e{i}", now_ms()) for i in range(5)])
+                        settings=settings, time_source=clock) as h:
+        h.queue([h.schedule(f"e{i}", clock.wall_ms() - 1_000) for i in range(5)])
         loop = h.engine.shards[ShardId("default", 0)]
 
-        def settled() -> bool:
+        def in_state(state: MessageState) -> bool:
             return all((m := find_message(loop.store, f"e{i}")) is not None
-                       and m.state == MessageState.PUBLISHED for i in range(5))
+                       and m.state == state for i in range(5))
 
-        h.wait_for(settled, 20, "evidence recovery to settle the attempts")
+        h.wait_for(lambda: in_state(MessageState.UNCERTAIN), 20, "five UNKNOWN attempts")
+        assert h.engine.evidence is not None and h.engine.evidence.settled == 0
+        clock.advance(3600)
+        h.wait_for(lambda: in_state(MessageState.PUBLISHED), 20,
+                   "evidence recovery to settle the attempts")
         assert h.engine.evidence is not None and h.engine.evidence.settled >= 5
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
         message = find_message(store, "e0")

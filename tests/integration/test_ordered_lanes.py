@@ -87,7 +87,7 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
         h.queue(prepared)
         loop = h.engine.shards[shard]
         h.wait_for(lambda: _gate(loop) == Gate.CLOSED, 30, "the lane closed mid-run")
-        h.wait_for(lambda: not loop._claims and loop.in_flight == 0, 10,
+        h.wait_for(lambda: loop.status().claims == 0 and loop.in_flight == 0, 10,
                    "the claims the close ended are released")
         stale = [r for r in _results(loop) if r.reason == "LANE_CLOSED"]
         assert [r.delay_message_id for r in stale] == ["m040"], "the close did not hit a claim"

@@ -29,6 +29,7 @@ from nereus.records import Gate
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
+from tests.fake_clock import SkewedClock
 from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import now_ms, running_engine
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
@@ -92,7 +93,7 @@ def test_a_restarted_owner_never_reads_earlier_than_its_last_decision(tmp_path: 
         assert raw is not None
         decided = decode_value(raw, Lane).last_decided_ms
         assert decided > 0
-    behind = TrustedClock(max_error_ms=20, wall_ms=lambda: now_ms() - 60_000)
+    behind = TrustedClock(max_error_ms=20, source=SkewedClock(lambda: -60_000))
     with running_engine(home, partitions=1, clock=behind) as h:
         assert h.engine.clock is not None
         assert h.engine.clock.now().earliest_ms >= decided
@@ -126,7 +127,7 @@ def test_a_clock_skewed_beyond_the_bound_publishes_nothing_early_on_kafka(
     (home / "nereus.toml").write_text(text)
     config = parse_config(text, source=str(home / "nereus.toml"))
     destination = TrueTimeFile(home / "outbox" / "local.jsonl")
-    skewed = TrustedClock(max_error_ms=20, wall_ms=lambda: now_ms() + SKEW_MS)
+    skewed = TrustedClock(max_error_ms=20, source=SkewedClock(lambda: SKEW_MS))
     engine = Engine(home, config, clock=skewed, destinations={"local": destination})
     route = RouteRef("default", 1)
     base = now_ms() + 4_000

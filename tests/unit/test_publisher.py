@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+import pytest
+
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.event_log import RecordingEventLog
 from nereus.engine.publisher import LanePublisher
@@ -12,6 +14,7 @@ from nereus.engine.supervisor import Backoff, Supervisor
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 from tests.daemon import wait_for
+from tests.fake_clock import FakeClock
 
 
 def request(n: int) -> PublishRequest:
@@ -72,7 +75,7 @@ def test_a_lane_survives_its_first_failed_publish() -> None:
     dict positionally to the daemon's keyword logger and died on this very event.)"""
     events = keyword_only_log()
     destination = Scripted()
-    publisher = LanePublisher("lane", destination, now_ms=lambda: 0, probe_interval_s=0.02,
+    publisher = LanePublisher("lane", destination, probe_interval_s=0.02,
                               events=events)
     supervisor = Supervisor(events, Backoff(initial_s=0.01))
     publisher.start(supervisor)
@@ -96,7 +99,7 @@ def test_results_already_held_are_delivered_after_a_crash() -> None:
     is delivered exactly once and nothing is sent twice."""
     events = RecordingEventLog()
     destination = Scripted()
-    publisher = LanePublisher("lane", destination, now_ms=lambda: 0, events=events)
+    publisher = LanePublisher("lane", destination, events=events)
     replies = Replies()
     failed_once = threading.Event()
 
@@ -137,7 +140,7 @@ def test_a_messages_own_fault_leaves_its_lane_ready() -> None:
                                                  Disposition.NONE, "here"))
             return results
 
-    publisher = LanePublisher("lane", Picky(), now_ms=lambda: 0)
+    publisher = LanePublisher("lane", Picky())
     publisher.start()
     replies = Replies()
     publisher.submit(request(1), replies)
@@ -146,4 +149,51 @@ def test_a_messages_own_fault_leaves_its_lane_ready() -> None:
     publisher.submit(request(2), replies)
     wait_for(lambda: "a2" in replies.results, timeout=5, what="the next message")
     assert replies.results["a2"][0].outcome == Outcome.PUBLISHED
+    publisher.stop(5)
+
+
+class Counted(Scripted):
+    """Scripted, counting its probes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes = 0
+
+    def probe(self) -> str | None:
+        self.probes += 1
+        return super().probe()
+
+
+@pytest.mark.timeout(30)
+def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
+    """The probe interval is an hour on a FakeClock: after a failed publish the lane stays
+    NOT READY, with no new probe, while the clock reads 3599 s later (the publisher has
+    looked at it since); one probe right after advancing the last second makes it READY,
+    within real seconds. The publish time the destination sees is the clock's."""
+    clock = FakeClock(wall_ms=1_234_000)
+    destination = Counted()
+    publisher = LanePublisher("lane", destination, clock=clock, probe_interval_s=3600)
+    seen_ms: list[int] = []
+    real_publish = destination.publish
+
+    def publish(requests: Sequence[PublishRequest],
+                now_ms: Callable[[], int]) -> list[PublishResult]:
+        seen_ms.append(now_ms())
+        return real_publish(requests, now_ms)
+
+    destination.publish = publish  # type: ignore[method-assign]
+    publisher.start()
+    replies = Replies()
+    destination.broken = True
+    publisher.submit(request(1), replies)
+    wait_for(lambda: "a1" in replies.results, timeout=5, what="the failed publish's reply")
+    assert not publisher.ready and seen_ms == [1_234_000]
+    destination.broken = False
+    clock.advance(3599)
+    looked = clock.reads
+    wait_for(lambda: clock.reads >= looked + 2, timeout=5, what="the publisher's next look")
+    assert not publisher.ready and destination.probes == 1  # the one made at construction
+    clock.advance(1)
+    wait_for(lambda: publisher.ready, timeout=5, what="the probe an hour later")
+    assert destination.probes == 2
     publisher.stop(5)

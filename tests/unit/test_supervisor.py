@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from nereus.engine.event_log import RecordingEventLog
 from nereus.engine.supervisor import Backoff, Supervisor, WorkerState
 from tests.daemon import wait_for
+from tests.fake_clock import FakeClock
 
 FAST = Backoff(initial_s=0.01, cap_s=0.05)
 
@@ -90,3 +93,25 @@ def test_backoff_grows_and_is_capped() -> None:
     """The delay doubles per consecutive crash up to its cap."""
     backoff = Backoff(initial_s=0.1, cap_s=1.0)
     assert [backoff.delay_s(n) for n in (1, 2, 3, 4, 5, 6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+
+
+@pytest.mark.timeout(30)
+def test_a_restart_backoff_passes_on_the_clock_not_in_real_time() -> None:
+    """A one-minute backoff on a FakeClock: the worker stays in BACKOFF, waiting on the
+    clock, until the clock is advanced a minute; then it runs again at once. The crash is
+    stamped with the clock's wall time."""
+    clock = FakeClock(wall_ms=42_000)
+    supervisor = Supervisor(RecordingEventLog(), Backoff(initial_s=60, cap_s=60), clock=clock)
+    body = Flaky(failures=1)
+    worker = supervisor.spawn("flaky", "test", body)
+    wait_for(lambda: clock.waiters == 1, timeout=5, what="the worker's backoff on the clock")
+    assert worker.status().state == WorkerState.BACKOFF
+    assert worker.status().last_error_at_ms == 42_000
+    clock.advance(59.999)
+    assert worker.status().state == WorkerState.BACKOFF and body.calls == 1
+    clock.advance(0.001)
+    assert body.ran.wait(5)
+    assert body.calls == 2 and worker.status().restarts == 1
+    body.stop.set()
+    worker.stopping()
+    assert worker.join(5)

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 from nereus.engine.clock import ClockReport, TrustedClock, chrony_error_ms, chrony_report
 from nereus.trusted_time import TrustedTime
+from tests.fake_clock import FakeClock
 
 
-class FakeClocks:
-    def __init__(self, wall: int) -> None:
-        self.wall = wall
-        self.mono = 0
-
-    def advance(self, ms: int) -> None:
-        self.wall += ms
-        self.mono += ms
-
-
-def make(clocks: FakeClocks, error: int = 50) -> TrustedClock:
-    return TrustedClock(max_error_ms=error, wall_ms=lambda: clocks.wall,
-                        mono_ms=lambda: clocks.mono)
+def make(clocks: FakeClock, error: int = 50) -> TrustedClock:
+    return TrustedClock(max_error_ms=error, source=clocks)
 
 
 def test_decisions_use_the_safe_bound() -> None:
@@ -31,20 +21,20 @@ def test_decisions_use_the_safe_bound() -> None:
 
 def test_interval_is_the_reading_plus_minus_the_error() -> None:
     """A steady clock gives [wall - error, wall + error]."""
-    clocks = FakeClocks(10_000)
+    clocks = FakeClock(wall_ms=10_000)
     clock = make(clocks)
     assert clock.now() == TrustedTime(9_950, 10_050)
-    clocks.advance(100)
+    clocks.advance(0.1)
     assert clock.now() == TrustedTime(10_050, 10_150)
 
 
 def test_a_backwards_step_widens_instead_of_going_back() -> None:
     """After the wall clock steps back 5 s, earliest does not move back and latest keeps pace."""
-    clocks = FakeClocks(10_000)
+    clocks = FakeClock(wall_ms=10_000)
     clock = make(clocks)
     clock.now()
-    clocks.mono += 100
-    clocks.wall -= 5_000
+    clocks.advance(0.1)
+    clocks.step_wall(-5_100)
     t = clock.now()
     assert t.earliest_ms == 9_950  # held, not 4_950
     assert t.latest_ms == 10_150  # where real elapsed time says it is at least
@@ -53,11 +43,11 @@ def test_a_backwards_step_widens_instead_of_going_back() -> None:
 
 def test_a_forwards_jump_cannot_make_work_due_early() -> None:
     """If the wall clock jumps 10 s ahead in 100 ms, earliest advances only 100 ms."""
-    clocks = FakeClocks(10_000)
+    clocks = FakeClock(wall_ms=10_000)
     clock = make(clocks)
     clock.now()
-    clocks.mono += 100
-    clocks.wall += 10_000
+    clocks.advance(0.1)
+    clocks.step_wall(9_900)
     t = clock.now()
     assert t.earliest_ms == 10_050
     assert not t.is_due(20_000)
@@ -73,9 +63,8 @@ def test_chrony_tracking_line_gives_an_error_bound() -> None:
 
 def test_extra_error_source_widens_the_interval() -> None:
     """An extra error estimate (e.g. chrony's) is added to the configured bound."""
-    clocks = FakeClocks(10_000)
-    clock = TrustedClock(max_error_ms=10, wall_ms=lambda: clocks.wall,
-                         mono_ms=lambda: clocks.mono, health=lambda: ClockReport(40))
+    clocks = FakeClock(wall_ms=10_000)
+    clock = TrustedClock(max_error_ms=10, source=clocks, health=lambda: ClockReport(40))
     assert clock.now() == TrustedTime(9_950, 10_050)
 
 
@@ -98,9 +87,9 @@ def test_chrony_trust_follows_its_leap_status() -> None:
 
 def test_the_clock_reports_the_problem_of_its_time_source() -> None:
     """problem() is the health source's; a plain clock has none."""
-    clocks = FakeClocks(10_000)
+    clocks = FakeClock(wall_ms=10_000)
     assert make(clocks).problem() is None
-    untrusted = TrustedClock(wall_ms=lambda: clocks.wall, mono_ms=lambda: clocks.mono,
+    untrusted = TrustedClock(source=clocks,
                              health=lambda: ClockReport(5, "chrony reports the clock is not "
                                                            "synchronised"))
     assert untrusted.problem() == "chrony reports the clock is not synchronised"
@@ -109,13 +98,13 @@ def test_the_clock_reports_the_problem_of_its_time_source() -> None:
 def test_a_floor_keeps_the_first_readings_from_going_back() -> None:
     """A restarted owner whose wall clock is a minute behind the last applied decision
     reads no earlier than that decision, and time still moves forward from there."""
-    clocks = FakeClocks(100_000)
+    clocks = FakeClock(wall_ms=100_000)
     clock = make(clocks, error=50)
     clock.raise_floor(160_000)
     first = clock.now()
     assert first.earliest_ms == 160_000 and first.latest_ms >= first.earliest_ms
-    clocks.advance(1_000)
+    clocks.advance(1)
     assert clock.now().earliest_ms >= 160_000
-    fresh = make(FakeClocks(500_000))
+    fresh = make(FakeClock(wall_ms=500_000))
     fresh.raise_floor(1_000)  # a floor below the reading changes nothing
     assert fresh.now().earliest_ms == 499_950

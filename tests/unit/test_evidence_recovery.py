@@ -1,0 +1,140 @@
+"""The evidence scanner needs shard views, destinations and a clock, never the engine.
+
+A shard here is a small view over a real ShardStore holding one UNKNOWN attempt (applied
+with the real state machine); its destination says whether the attempt's record landed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from nereus import records as r
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.engine.evidence import WINDOW_BEFORE_MS, EvidenceRecovery
+from nereus.engine.shard_status import ShardState
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
+from nereus.testing import MemoryShard
+from tests.daemon import wait_for
+from tests.fake_clock import FakeClock
+from tests.unit.builders import admission, outcome, schedule
+
+SHARD = ShardId("default", 0)
+ADMITTED_MS = 5_000
+
+
+class ShardView:
+    """A shard as the scanner sees it: state, store, MACs, and where results go."""
+
+    def __init__(self, store: ShardStore, state: ShardState = ShardState.ACTIVE) -> None:
+        self.shard = SHARD
+        self.store = store
+        self.state = state
+        self.replies: list[PublishResult] = []
+
+    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
+        return f"mac-{delay_message_id}-{generation}-{attempt_id}"
+
+    def reply(self, result: PublishResult, /) -> None:
+        self.replies.append(result)
+
+
+class Landed:
+    """A destination that holds the records of ``landed`` attempts."""
+
+    name = "local"
+    max_record_bytes: int | None = None
+
+    def __init__(self, landed: set[str]) -> None:
+        self.landed = landed
+        self.scans: list[tuple[dict[str, str], int, int]] = []
+        self.scanned = threading.Event()
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms: Callable[[], int]) -> list[PublishResult]:
+        raise AssertionError("the scanner never publishes")
+
+    def probe(self) -> str | None:
+        return None
+
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        self.scans.append((dict(wanted), since_ms, until_ms))
+        self.scanned.set()
+        return {attempt_id: f"outbox@{n}" for n, attempt_id in enumerate(sorted(wanted))
+                if attempt_id in self.landed}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ShardStore]:
+    """A shard whose attempt ``a1`` (message ``m1``, lane ``local``) is UNKNOWN."""
+    memory = MemoryShard()
+    assert memory.result(schedule("m1", 1_000)).status == r.ResultStatus.APPLIED
+    assert memory.result(admission(memory, "m1", "a1"),
+                         broker_ms=ADMITTED_MS).status == r.ResultStatus.APPLIED
+    assert memory.result(outcome("m1", "a1", r.Outcome.UNKNOWN)).status == \
+        r.ResultStatus.APPLIED
+    identity = Identity(route=SHARD.route, partition=SHARD.partition,
+                        schema_version=keys.SCHEMA_VERSION)
+    with ShardStore.open(tmp_path / "state", identity=identity, create=True) as opened:
+        opened.write(dict(memory.data))
+        yield opened
+
+
+def test_a_landed_unknown_attempt_is_settled_from_views_alone(store: ShardStore) -> None:
+    """One scan: the destination is asked for the attempt with the shard's MAC, from the
+    window before its admission to the clock's now; what it found goes back to the shard as
+    PUBLISHED, and the search is kept with the clock's time."""
+    view, destination = ShardView(store), Landed({"a1"})
+    clock = FakeClock(wall_ms=90_000)
+    scanner = EvidenceRecovery({SHARD: view}, {"local": destination}, clock=clock)
+    assert scanner.scan_once() == 1
+    assert destination.scans == [({"a1": "mac-m1-1-a1"}, ADMITTED_MS - WINDOW_BEFORE_MS,
+                                  90_000)]
+    (result,) = view.replies
+    assert (result.attempt_id, result.outcome) == ("a1", r.Outcome.PUBLISHED)
+    assert result.evidence == "evidence scan: outbox@0"
+    assert scanner.searches["a1"].at_ms == 90_000 and scanner.settled == 1
+
+
+def test_shards_that_are_not_active_and_lanes_without_a_destination_are_skipped(
+        store: ShardStore) -> None:
+    """A STOPPING shard is not scanned; an ACTIVE one whose lane has no destination is not
+    either; nothing is settled and nothing is asked."""
+    destination = Landed({"a1"})
+    stopping = EvidenceRecovery({SHARD: ShardView(store, ShardState.STOPPING)},
+                                {"local": destination}, clock=FakeClock())
+    unconfigured = EvidenceRecovery({SHARD: ShardView(store)}, {"other": destination},
+                                    clock=FakeClock())
+    assert stopping.scan_once() == 0 and unconfigured.scan_once() == 0
+    assert destination.scans == []
+
+
+@pytest.mark.timeout(30)
+def test_the_scan_interval_passes_on_the_clock(store: ShardStore) -> None:
+    """With an hour's interval on a FakeClock the scanner waits on the clock and scans
+    nothing until it is advanced an hour; then it scans at once and settles the attempt."""
+    view, destination = ShardView(store), Landed({"a1"})
+    clock = FakeClock()
+    scanner = EvidenceRecovery({SHARD: view}, {"local": destination}, clock=clock,
+                               interval_s=3600)
+    scanner.start()
+    try:
+        wait_for(lambda: clock.waiters == 1, timeout=5, what="the scanner's wait")
+        clock.advance(3599)
+        assert destination.scans == [] and view.replies == []
+        clock.advance(1)
+        assert destination.scanned.wait(5)
+        wait_for(lambda: view.replies, timeout=5, what="the settled attempt")
+    finally:
+        scanner.stop()
+    assert [reply.attempt_id for reply in view.replies] == ["a1"]
