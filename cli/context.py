@@ -17,6 +17,7 @@ from nereus.shard import ShardId
 
 if TYPE_CHECKING:
     from nereus.adapters.admin_client import AdminClient
+    from nereus.adapters.objectstore.protocol import ObjectStore
     from nereus.adapters.shardlog.file import FileShardLog
     from nereus.adapters.shardlog.protocol import ShardLog
     from nereus.client import CommandSink, RouteRef
@@ -179,6 +180,12 @@ class Env:
         from nereus.adapters.admin_client import AdminClient
 
         return AdminClient(self.layout.run / "admin.sock")
+
+    def object_store(self) -> ObjectStore:
+        """The home's object store (``[objects]``): checkpoints, the catalog, payloads."""
+        from nereus.adapters.objectstore.factory import open_object_store
+
+        return open_object_store(self.config.objects, self.home)
 
     def command_sink(self, *, wait: bool) -> CommandSink:
         """Where commands go: the running engine, or (none running) straight to the Shard

@@ -28,6 +28,7 @@ from nereus.cli.commands import mutate as mutate_cmd
 from nereus.cli.commands import payload as payload_cmd
 from nereus.cli.commands import playbook as playbook_cmd
 from nereus.cli.commands import quickstart as quickstart_cmd
+from nereus.cli.commands import recovery_set as recovery_set_cmd
 from nereus.cli.commands import shard as shard_cmd
 from nereus.cli.context import Env, resolve_home
 from nereus.cli.output import Output
@@ -52,7 +53,7 @@ app.add_typer(shard_cmd.app, name="shard")
 app.add_typer(lane_cmd.app, name="lane")
 app.add_typer(attempt_cmd.app, name="attempt")
 app.add_typer(checkpoint_cmd.app, name="checkpoint")
-app.add_typer(checkpoint_cmd.recovery_app, name="recovery-set")
+app.add_typer(recovery_set_cmd.app, name="recovery-set")
 app.add_typer(payload_cmd.app, name="payload")
 app.add_typer(mutate_cmd.app, name="mutate")
 shard_cmd.app.command("pause")(mutate_cmd.shard_pause)

@@ -1,5 +1,10 @@
-"""``nereus checkpoint`` and ``nereus recovery-set``: take, list, verify and restore
-checkpoints; show and verify a shard's Recovery Set and its Floor."""
+"""``nereus checkpoint``: take, list, verify, restore and prune a shard's checkpoints.
+
+A checkpoint is a RocksDB checkpoint of the shard database uploaded to the object store
+with a manifest (files, checksums, identity, applied position, digest) and registered in
+the catalog. The Recovery Set built from them is ``nereus recovery-set``
+(``recovery_set.py``).
+"""
 
 from __future__ import annotations
 
@@ -13,32 +18,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.verdict import emit_verdict
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.objectstore.protocol import ObjectStore
-    from nereus.checkpoint.verify import Check
-
 app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
-recovery_app = typer.Typer(help="The Recovery Set and Recovery Floor of a shard.",
-                           no_args_is_help=True)
 
 ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION, e.g. default/0.")]
-
-
-def objects_for(env: Env) -> ObjectStore:
-    from nereus.adapters.objectstore.factory import open_object_store
-
-    return open_object_store(env.config.objects, env.home)
-
-
-def render_checks(out: Console, verdict: str, checks: list[dict[str, Any]]) -> None:
-    out.print(verdict)
-    for check in checks:
-        mark = "[green]ok[/green]  " if check["ok"] else (
-            "[dim]skip[/dim]" if check.get("skipped") else "[red]FAIL[/red]")
-        out.print(f"  {mark} {check['name']:<16} {check['detail']}")
 
 
 @app.command("create")
@@ -55,7 +42,7 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     if env.engine_running():
         data = env.admin().post("/v1/checkpoints", {"shard": str(shard)}, timeout=3600)
     else:
-        objects = objects_for(env)
+        objects = env.object_store()
         identity = Identity(route=shard.route, partition=shard.partition,
                             schema_version=keys.SCHEMA_VERSION)
         with ShardStore.open(env.layout.shard_state(shard), identity=identity) as store, \
@@ -94,7 +81,7 @@ def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
-    entries = catalog(objects_for(env), shard)
+    entries = catalog(env.object_store(), shard)
     keep = env.config.checkpoints.keep
     members = {e.checkpoint_id for e in entries[-keep:]}
     rows: list[dict[str, Any]] = [{"checkpoint_id": e.checkpoint_id,
@@ -124,7 +111,7 @@ def _reference(env: Env, shard: Any, after: Any, scratch: Path) -> Any:
     from nereus.errors import NereusError
     from nereus.state.store import ShardStore
 
-    objects = objects_for(env)
+    objects = env.object_store()
     later = [e for e in catalog(objects, shard)
              if (e.applied_position or -1) > (after.applied_position or -1)]
     if later:
@@ -176,7 +163,7 @@ def verify(
             entry = None
         else:
             assert checkpoint_id is not None
-            objects = objects_for(env)
+            objects = env.object_store()
             entry = find(objects, checkpoint_id)
             directory = scratch / checkpoint_id
             try:
@@ -214,16 +201,7 @@ def verify(
             report_dict = report.to_dict()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    _emit_verdict(env, report_dict, f"checkpoint {checkpoint_id or path}")
-
-
-def _emit_verdict(env: Env, data: dict[str, Any], what: str) -> None:
-    failed = [c["name"] for c in data["checks"] if not c["ok"] and not c.get("skipped")]
-    verdict = (f"[green]OK[/green] {what}: {len(data['checks'])} checks passed" if data["ok"]
-               else f"[red]FAILED[/red] {what}: {', '.join(failed) or 'incomplete'}")
-    env.output.emit(data, lambda out: render_checks(out, verdict, data["checks"]))
-    if not data["ok"]:
-        raise typer.Exit(1)
+    emit_verdict(env, report_dict, f"checkpoint {checkpoint_id or path}")
 
 
 @app.command("restore")
@@ -261,7 +239,7 @@ def restore(
     from nereus.errors import NereusError, UsageError
 
     env: Env = ctx.obj
-    objects = objects_for(env)
+    objects = env.object_store()
     protected = [(Path(root), f"the object store {objects.description}")
                  for root in [getattr(objects, "root", None)] if root is not None]
     target = inspect_target(into, protected=protected)
@@ -309,7 +287,7 @@ def restore(
             "replaced": target.state if replacing else None,
             "checks": [c.to_dict() for c in report.checks]}
     if not report.ok:
-        _emit_verdict(env, data, f"restore of {checkpoint_id} (nothing was written to {into})")
+        emit_verdict(env, data, f"restore of {checkpoint_id} (nothing was written to {into})")
         return
     env.output.emit(data, lambda out: out.print(
         f"restored {entry.checkpoint_id} of {data['shard']} into {target.path} (applied "
@@ -354,7 +332,7 @@ def prune(
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
-    objects = objects_for(env)
+    objects = env.object_store()
     recovery_keep = env.config.checkpoints.keep
     wanted = recovery_keep if keep is None else keep
     plan = plan_prune(catalog(objects, shard), keep=wanted, recovery_keep=recovery_keep)
@@ -400,84 +378,3 @@ def prune(
     env.output.emit(data, human)
     if plan.refused:
         raise typer.Exit(1)
-
-
-def _floor_view(env: Env, shard: Any) -> tuple[Any, dict[str, Any]]:
-    from nereus.adapters.checkpoints import recovery_floor
-
-    objects = objects_for(env)
-    floor = recovery_floor(objects, shard, env.config.checkpoints.keep)
-    log_start = None
-    if env.config.route(shard.route).log != "file":
-        log_start = 0  # brokers keep their own retention; nereus does not prune them
-    elif env.layout.shard_log(shard).is_dir():
-        segments = env.file_log(shard, create=False).segments()
-        log_start = segments[0][0] if segments else 0
-    data = {
-        "shard": str(shard), "keep": env.config.checkpoints.keep,
-        "object_store": objects.description,
-        "floor_position": floor.position,
-        "floor_objects": sorted(floor.external_objects),
-        "log_start_position": log_start,
-        "members": [{"checkpoint_id": m.checkpoint_id, "applied_position": m.applied_position,
-                     "digest": m.digest, "created_at": m.created_at} for m in floor.members],
-    }
-    return floor, data
-
-
-@recovery_app.command("show")
-def show(ctx: typer.Context, shard_name: ShardArg) -> None:
-    """The Recovery Set's members and the Recovery Floor they impose."""
-    env: Env = ctx.obj
-    shard = env.shard(shard_name)
-    _, data = _floor_view(env, shard)
-
-    def human(out: Console) -> None:
-        out.print(f"Recovery Set of {shard}: {len(data['members'])} of at most {data['keep']} "
-                  f"checkpoint(s) in {data['object_store']}")
-        for m in data["members"]:
-            out.print(f"  {m['checkpoint_id']}  applied {m['applied_position']}  "
-                      f"{m['created_at']}")
-        out.print(f"Recovery Floor: log position {data['floor_position']}, "
-                  f"{len(data['floor_objects'])} external object(s); log starts at "
-                  f"{data['log_start_position']}")
-
-    env.output.emit(data, human)
-
-
-@recovery_app.command("verify")
-def verify_set(ctx: typer.Context, shard_name: ShardArg) -> None:
-    """Verify every member, that log retention covers the floor, that objects exist."""
-    from nereus.adapters.checkpoints import verify_entry
-    from nereus.checkpoint.verify import Check
-
-    env: Env = ctx.obj
-    shard = env.shard(shard_name)
-    floor, data = _floor_view(env, shard)
-    objects = objects_for(env)
-    checks: list[Check] = []
-    if not floor.members:
-        checks.append(Check("members", False, f"no catalogued checkpoint for {shard}: recovery "
-                            "would have to replay the whole log"))
-    members = []
-    for member in floor.members:
-        with env.output.progress(f"verifying {member.checkpoint_id}", None) as advance:
-            report = verify_entry(objects, member, advance)
-        failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
-        checks.append(Check(f"member {member.checkpoint_id}", report.ok,
-                            "; ".join(failed) or f"all {len(report.checks)} checks passed"))
-        members.append({"checkpoint_id": member.checkpoint_id, "ok": report.ok,
-                        "checks": [c.to_dict() for c in report.checks]})
-    log_start = data["log_start_position"]
-    if log_start is None:
-        checks.append(Check("log_retention", False, f"no Shard Log for {shard} in this home"))
-    else:
-        checks.append(Check("log_retention", log_start <= floor.position,
-                            f"log starts at {log_start}, floor at {floor.position}"))
-    missing = [key for key in sorted(floor.external_objects) if objects.head(key) is None]
-    checks.append(Check("external_objects", not missing,
-                        f"missing: {', '.join(missing)}" if missing else
-                        f"all {len(floor.external_objects)} referenced objects exist"))
-    result = {**data, "ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks],
-              "member_reports": members}
-    _emit_verdict(env, result, f"Recovery Set of {shard}")

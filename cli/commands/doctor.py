@@ -38,7 +38,6 @@ def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
     from nereus.adapters.checkpoints import recovery_floor
     from nereus.adapters.shardlog.factory import command_topic
     from nereus.adapters.shardlog.kafka import KafkaShardLog
-    from nereus.cli.commands.checkpoint import objects_for
     from nereus.errors import NereusError
     from nereus.shard import ShardId
 
@@ -67,7 +66,7 @@ def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
             checks.append(_check(f"{name} retention", True, "retention.ms=-1: every record "
                                  "is kept (prune below the Recovery Floor with shard prune)"))
             return checks
-        objects = objects_for(env)
+        objects = env.object_store()
         now = time.time_ns() // 1_000_000
         problems: list[str] = []
         for partition, log in enumerate(logs):
@@ -335,11 +334,10 @@ def _privacy(root: Path) -> dict[str, Any]:
 
 
 def _object_store(env: Env) -> dict[str, Any]:
-    from nereus.cli.commands.checkpoint import objects_for
     from nereus.errors import NereusError
 
     try:
-        store = objects_for(env)
+        store = env.object_store()
         list(store.list("catalog/"))
     except NereusError as exc:
         return _check("object_store", False, exc.message, "check [objects] in nereus.toml")

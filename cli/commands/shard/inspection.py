@@ -1,0 +1,271 @@
+"""``nereus shard inspect | list | log | dump``: read a shard's database and log as they
+are, without changing either (the database is opened read-only, safe beside a running
+engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nereus.cli.commands.shard.options import MAX_POSITION, DbOption, ShardArg, open_db
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
+    """Identity, applied position, lag, messages by state, lanes, timeline head, obligations."""
+    from nereus.inspection import inspect_store
+    from nereus.timespec import format_time_ms
+
+    env: Env = ctx.obj
+    shard, store = open_db(env, shard_name, db)
+    with store:
+        report = inspect_store(store)
+        path = str(store.path)
+    log_end = None
+    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
+                                       env.config.route(shard.route).log != "file"):
+        log_end = env.shard_log(shard, create=False).end_position()
+    applied = report.applied_position
+    data = report.to_dict()
+    data["timeline_head"] = (None if report.timeline_head_ms is None
+                             else format_time_ms(report.timeline_head_ms))
+    for lane in data["lanes"]:
+        lane["next_due"] = None if lane["next_due_ms"] is None else format_time_ms(
+            lane["next_due_ms"])
+    data["log_end_position"] = log_end
+    data["lag"] = None if log_end is None else log_end - (0 if applied is None else applied + 1)
+    data["db"] = {"path": path, "estimated_keys": data.pop("estimated_keys"),
+                  "live_data_bytes": data.pop("live_data_bytes")}
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        out.print(f"[bold]shard {data['shard']}[/bold]  schema v{data['schema_version']}  "
+                  f"db {path}")
+        lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
+        out.print(f"applied position {applied}  records applied {data['records_applied']}  "
+                  f"lag {lag}")
+        out.print(f"timeline head {data['timeline_head'] or '-'}  open obligations "
+                  f"{data['open_obligations']}  paused {data['paused']}")
+        states = Table(title="messages by state")
+        for state in data["messages_by_state"]:
+            states.add_column(state, justify="right")
+        states.add_row(*(str(n) for n in data["messages_by_state"].values()))
+        out.print(states)
+        lanes = Table(title="lanes")
+        for column in ("lane", "gate", "scheduled", "open attempts", "next due"):
+            lanes.add_column(column)
+        for lane in data["lanes"]:
+            lanes.add_row(lane["lane"], lane["gate"],
+                          str(lane["messages_by_state"]["SCHEDULED"]),
+                          str(lane["open_attempts"]), lane["next_due"] or "-")
+        out.print(lanes)
+
+    env.output.emit(data, human)
+
+
+def list_shards(ctx: typer.Context) -> None:
+    """Every shard of the home: state, applied position, log end, lag (engine or offline)."""
+    env: Env = ctx.obj
+    if env.engine_running():
+        shards = env.admin().get("/v1/shards")["shards"]
+    else:
+        shards = _offline_shards(env)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        table = Table("shard", "state", "applied", "log end", "lag")
+        for s in shards:
+            table.add_row(s["shard"], s["state"], str(s["applied_position"]),
+                          str(s["log_end_position"]), str(s["lag"]))
+        out.print(table)
+
+    env.output.emit(shards, human)
+
+
+def _offline_shards(env: Env) -> list[dict[str, Any]]:
+    from nereus.errors import NereusError
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+
+    out = []
+    for route in env.config.routes.values():
+        for partition in range(route.partitions):
+            shard = ShardId(route.name, partition)
+            applied = None
+            state = "STOPPED"
+            try:
+                with ShardStore.open(env.layout.shard_state(shard), read_only=True) as store:
+                    applied = store.applied_position()
+            except NereusError:
+                state = "NO_STATE"
+            end = None
+            if route.log != "file" or env.layout.shard_log(shard).is_dir():
+                end = env.shard_log(shard, create=False).end_position()
+            lag = None if end is None else end - (0 if applied is None else applied + 1)
+            out.append({"shard": str(shard), "state": state, "applied_position": applied,
+                        "log_end_position": end, "lag": lag})
+    return out
+
+
+def _log_entry(record: Any) -> dict[str, Any]:
+    from nereus.records import decode, kind_of
+    from nereus.records.codec import DecodeFailure
+    from nereus.records.summary import record_ids, summarize
+    from nereus.timespec import format_time_ms
+
+    decoded = decode(record.payload)
+    entry: dict[str, Any] = {"position": record.position,
+                             "broker_time": format_time_ms(record.broker_ms),
+                             "broker_ms": record.broker_ms}
+    if isinstance(decoded, DecodeFailure):
+        where = f" at byte {decoded.at_byte}" if decoded.at_byte is not None else (
+            f" at {decoded.field}" if decoded.field else "")
+        entry.update(kind="UNDECODABLE", ids={},
+                     summary=f"{decoded.reason}{where}: {decoded.detail}",
+                     size_bytes=len(record.payload))
+    else:
+        entry.update(kind=kind_of(decoded), ids=record_ids(decoded), summary=summarize(decoded))
+    return entry
+
+
+def log_command(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    from_position: Annotated[int, typer.Option("--from", metavar="POS", min=0, max=MAX_POSITION,
+                                               help="First position.")] = 0,
+    to_position: Annotated[int | None, typer.Option("--to", metavar="POS", min=0, max=MAX_POSITION,
+                                                    help="Last position (inclusive).")] = None,
+    kind: Annotated[list[str] | None, typer.Option(
+        "--kind", help="Only records of this kind (repeatable), e.g. SCHEDULE, LANE_GATE, "
+        "or a class: client, system, operator.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f",
+                                         help="Keep printing new records.")] = False,
+    log_dir: Annotated[Path | None, typer.Option(
+        "--log-dir", help="Read the log from this directory instead of the home.")] = None,
+) -> None:
+    """Decode the Shard Log: position, broker time, kind, ids, a one-line summary.
+
+    With --json, one JSON object per record (JSON lines).
+    """
+    import json
+    import sys
+    import time
+
+    from nereus.errors import UsageError
+    from nereus.records import codec
+    from nereus.shard import ShardId
+
+    env: Env = ctx.obj
+    classes = {
+        "client": {str(c.__struct_config__.tag) for c in codec.CLIENT_COMMANDS},
+        "system": {str(c.__struct_config__.tag) for c in codec.SYSTEM_MUTATIONS},
+        "operator": {str(c.__struct_config__.tag) for c in codec.OPERATOR_MUTATIONS},
+    }
+    wanted: set[str] | None = None
+    if kind:
+        wanted = set()
+        for item in kind:
+            name = item.strip()
+            if name.lower() in classes:
+                wanted |= classes[name.lower()]
+            elif name.upper() in (*codec.ALL_KINDS, "UNDECODABLE"):
+                wanted.add(name.upper())
+            else:
+                raise UsageError(f"--kind {item!r}: expected one of {', '.join(codec.ALL_KINDS)}, "
+                                 "UNDECODABLE, client, system or operator")
+    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
+    log = env.shard_log(shard, directory=log_dir, create=False)
+    position = from_position
+    rows: list[dict[str, Any]] = []
+    while True:
+        batch = log.read(position, 1000)
+        for record in batch:
+            if to_position is not None and record.position > to_position:
+                batch = []
+                follow = False
+                break
+            entry = _log_entry(record)
+            position = record.position + 1
+            if wanted is not None and entry["kind"] not in wanted:
+                continue
+            if env.output.json_mode:
+                sys.stdout.write(json.dumps(entry) + "\n")
+            elif follow:
+                _print_log_row(env, entry)
+            else:
+                rows.append(entry)
+        if env.output.json_mode:
+            sys.stdout.flush()
+        if not batch:
+            if not follow:
+                break
+            time.sleep(0.2)
+    if not env.output.json_mode and not follow:
+        for entry in rows:
+            _print_log_row(env, entry)
+        if not rows:
+            env.output.out.print("no records")
+
+
+def _print_log_row(env: Env, entry: dict[str, Any]) -> None:
+    from nereus.terminal_text import escape_controls
+
+    env.output.out.print(escape_controls(f"{entry['position']:>8}  {entry['broker_time']}  "
+                                         f"{entry['kind']:<18} {entry['summary']}"),
+                         markup=False, highlight=False)
+
+
+def dump(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    db: DbOption = None,
+    cf: Annotated[str | None, typer.Option(
+        "--cf", metavar="NAME", help="Only this family: meta, msg, timeline, result, reject, "
+        "attempt, obligation, lane, payload, msgattempt, claim, sched.")] = None,
+    prefix: Annotated[str | None, typer.Option(
+        "--prefix", help="Only keys of the family starting with this text.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+) -> None:
+    """Decode keys and values of the shard database (read-only)."""
+    from nereus.errors import UsageError
+    from nereus.state import keys
+    from nereus.state.decode import decode_entry
+
+    env: Env = ctx.obj
+    if prefix is not None and cf is None:
+        raise UsageError("--prefix needs --cf (prefixes are within one family)")
+    if cf is not None and cf not in keys.FAMILIES:
+        raise UsageError(f"--cf {cf!r}: expected one of {', '.join(keys.FAMILIES)}")
+    shard, store = open_db(env, shard_name, db)
+    start = keys.FAMILIES[cf] if cf else b"\x00"
+    if prefix:
+        start += prefix.encode()
+    entries: list[dict[str, Any]] = []
+    truncated = False
+    with store:
+        end = keys.prefix_end(start) if cf else None
+        for key, value in store.scan(start, end):
+            if len(entries) >= limit:
+                truncated = True
+                break
+            entries.append(decode_entry(key, value))
+    data = {"shard": str(shard), "count": len(entries), "truncated": truncated,
+            "entries": entries}
+
+    def human(out: Console) -> None:
+        import json
+
+        for entry in entries:
+            out.print(f"[bold]{entry['family']}[/bold] {json.dumps(entry['key'])}")
+            out.print(f"  {json.dumps(entry['value'], default=str)}", markup=False)
+        out.print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+                  + (f" (more: raise --limit {limit})" if truncated else ""))
+
+    env.output.emit(data, human)

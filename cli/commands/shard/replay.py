@@ -1,0 +1,224 @@
+"""``nereus shard replay | digest | prune``: the log as history. Replay applies it offline
+(from empty or from a checkpoint) into a new database and prints the digest; digest reads
+one of a database; prune deletes the log below the Recovery Floor, never above."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nereus.cli.commands.shard.options import MAX_POSITION, DbOption, ShardArg, open_db
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def replay(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    empty: Annotated[bool, typer.Option("--empty", help="Start from an empty state.")] = False,
+    from_checkpoint: Annotated[str | None, typer.Option(
+        "--from-checkpoint", metavar="ID", help="Start from a checkpoint.")] = None,
+    to: Annotated[int | None, typer.Option("--to", metavar="POS", min=0, max=MAX_POSITION,
+                                           help="Stop after applying this position.")] = None,
+    into: Annotated[Path | None, typer.Option(
+        "--into", help="Write the database here (default: a temporary directory).")] = None,
+    log_dir: Annotated[Path | None, typer.Option(
+        "--log-dir", help="Read the log from this directory instead of the home.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --into.")] = False,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="live|checkpoint:ID",
+        help="Replay up to the live database's (or that checkpoint's) position and compare "
+        "digests.")] = None,
+) -> None:
+    """Apply the shard's log offline, deterministically, and print the digest."""
+    from nereus.adapters.replay import replay_empty
+    from nereus.errors import UsageError
+    from nereus.shard import ShardId
+
+    env: Env = ctx.obj
+    if empty == (from_checkpoint is not None):
+        raise UsageError("say where replay starts: --empty or --from-checkpoint ID (one)")
+    if compare is not None or from_checkpoint is not None:
+        _replay_checkpoint(env, shard_name, from_checkpoint, to, into, force, compare, log_dir)
+        return
+    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
+    limits = env.config.limits if env.layout.config.exists() else None
+    log = env.shard_log(shard, directory=log_dir, create=False)
+    total = log.end_position()
+    if to is not None:
+        total = min(total, to + 1)
+    scratch = None
+    if into is None:
+        scratch = tempfile.TemporaryDirectory(prefix="nereus-replay-")
+        target = Path(scratch.name) / "db"
+    else:
+        target = into
+    from nereus.machine import DEFAULT_LIMITS
+
+    try:
+        with env.output.progress(f"replaying {shard}", total) as advance:
+            report = replay_empty(log, shard, target, limits=limits or DEFAULT_LIMITS,
+                                  stop_at=to, replace=force, progress=advance)
+    finally:
+        log.close()
+    data: dict[str, Any] = {
+        "shard": str(shard),
+        "records_applied": report.records,
+        "applied_position": report.applied_position,
+        "digest": report.digest,
+        "into": None if scratch else str(report.into),
+    }
+    if scratch is not None:
+        scratch.cleanup()
+
+    def human(out: Console) -> None:
+        out.print(f"replayed {report.records} record(s) of {shard} "
+                  f"(applied position {report.applied_position})")
+        out.print(f"  digest {report.digest}")
+        if data["into"]:
+            out.print(f"  database {data['into']}")
+
+    env.output.emit(data, human)
+
+
+def digest(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
+    """Print the canonical digest (key order) of the shard's replicated state."""
+    from nereus.adapters.replay import store_digest
+
+    env: Env = ctx.obj
+    shard, store = open_db(env, shard_name, db)
+    with store:
+        data = {"shard": str(shard), "digest": store_digest(store),
+                "applied_position": store.applied_position(), "db": str(store.path)}
+    env.output.emit(data, lambda out: out.print(
+        f"{data['shard']} digest {data['digest']} at applied position {data['applied_position']}"
+    ))
+
+
+def prune(
+    ctx: typer.Context,
+    shard_name: ShardArg,
+    before: Annotated[int | None, typer.Option(
+        "--before", metavar="POS", min=0, max=MAX_POSITION,
+        help="Delete segments wholly before this position "
+        "(default: the Recovery Floor).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+) -> None:
+    """Log retention: delete the log below the Recovery Floor, never above (whole file-log
+    segments; Kafka records with DeleteRecords)."""
+    import itertools
+
+    from nereus.adapters.checkpoints import check_floor, recovery_floor
+    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.shardlog.protocol import PrunableLog
+    from nereus.errors import UsageError
+
+    env: Env = ctx.obj
+    shard = env.shard(shard_name)
+    floor = recovery_floor(env.object_store(), shard, env.config.checkpoints.keep)
+    position = floor.position if before is None else before
+    check_floor(floor, delete_before=position)
+    log = env.shard_log(shard, create=False)
+    if not isinstance(log, PrunableLog):
+        raise UsageError(f"route {shard.route}'s {env.config.route(shard.route).log} log "
+                         "keeps its own retention; nereus does not delete from it")
+    if not dry_run:
+        deleted = log.delete_before(position)
+    elif isinstance(log, FileShardLog):
+        deleted = [str(path) for (_, path), (nxt, _) in itertools.pairwise(log.segments())
+                   if nxt <= position]
+    else:
+        start = log.start_position()
+        deleted = [f"{getattr(log, 'description', shard)} positions {start}..{position - 1}"
+                   ] if position > start else []
+    data = {"shard": str(shard), "before": position, "floor_position": floor.position,
+            "dry_run": dry_run, "deleted": deleted, "log_start_position": log.start_position()}
+    env.output.emit(data, lambda out: out.print(
+        f"{'would delete' if dry_run else 'deleted'} {len(deleted)} part(s) of {shard} before "
+        f"position {position} (Recovery Floor {floor.position}); log now starts at "
+        f"{data['log_start_position']}"))
+
+
+def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to: int | None,
+                       into: Path | None, force: bool, compare: str | None,
+                       log_dir: Path | None) -> None:
+    """Replay from a checkpoint (or from empty) with an optional digest comparison."""
+    import shutil
+
+    from nereus.adapters.checkpoints import download, find
+    from nereus.adapters.deep_verify import replay_from
+    from nereus.adapters.replay import store_digest
+    from nereus.errors import NereusError, UsageError
+    from nereus.shard import ShardId
+    from nereus.state import keys
+    from nereus.state.store import ShardStore, identity_writes
+    from nereus.state.values import Identity
+
+    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
+    log = env.shard_log(shard, directory=log_dir, create=False)
+    scratch = Path(tempfile.mkdtemp(prefix="nereus-replay-"))
+    try:
+        image = scratch / "image"
+        start_id = None
+        if checkpoint_id is not None:
+            entry = find(env.object_store(), checkpoint_id)
+            if (entry.route, entry.partition) != (shard.route, shard.partition):
+                raise UsageError(f"checkpoint {checkpoint_id} belongs to shard "
+                                 f"{entry.route}/{entry.partition}, not {shard}")
+            download(env.object_store(), entry, image)
+            start_id = entry.checkpoint_id
+        else:
+            identity = Identity(route=shard.route, partition=shard.partition,
+                                schema_version=keys.SCHEMA_VERSION)
+            with ShardStore.open(image, create=True) as empty_store:
+                empty_store.write(identity_writes(identity))
+        target, expected, against = to, None, None
+        if compare == "live":
+            with ShardStore.open(env.layout.shard_state(shard), read_only=True) as live:
+                target, expected = live.applied_position(), store_digest(live)
+            against = "the live database"
+        elif compare is not None and compare.startswith("checkpoint:"):
+            other = find(env.object_store(), compare.split(":", 1)[1])
+            target, expected = other.applied_position, other.digest
+            against = f"checkpoint {other.checkpoint_id}"
+        elif compare is not None:
+            raise UsageError(f"--compare {compare!r}: expected live or checkpoint:ID")
+        destination = into or scratch / "db"
+        if destination.exists() and any(destination.iterdir()):
+            if not force:
+                raise NereusError(f"{destination} is not empty",
+                                  hint="choose an empty directory, or pass --force")
+            shutil.rmtree(destination)
+        with env.output.progress(f"replaying {shard}", None) as advance:
+            records, digest = replay_from(image, destination, log, limits=env.config.limits,
+                                          stop_at=target, progress=advance)
+        with ShardStore.open(destination, read_only=True) as result:
+            applied = result.applied_position()
+    finally:
+        log.close()
+    data: dict[str, Any] = {
+        "shard": str(shard), "from_checkpoint": start_id, "records_applied": records,
+        "applied_position": applied, "digest": digest,
+        "into": str(into) if into else None,
+    }
+    if expected is not None:
+        data.update(compare=against, expected_digest=expected, match=digest == expected)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    def human(out: Console) -> None:
+        origin = f"checkpoint {start_id}" if start_id else "empty"
+        out.print(f"replayed {records} record(s) of {shard} from {origin} "
+                  f"(applied position {applied})")
+        out.print(f"  digest {digest}")
+        if expected is not None:
+            verdict = "[green]matches[/green]" if digest == expected else "[red]DIFFERS from[/red]"
+            out.print(f"  {verdict} {against} ({expected[:16]}..)")
+
+    env.output.emit(data, human)
+    if expected is not None and digest != expected:
+        raise typer.Exit(1)

@@ -1,0 +1,36 @@
+"""Confirmation of destructive mutations: a prompt on a terminal, ``--yes`` in scripts;
+without a terminal and without ``--yes`` the command refuses (exit 2)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from nereus.cli.context import Env
+from nereus.cli.mutation.planning import Planned
+from nereus.cli.mutation.reporting import describe, print_impact
+
+
+def confirm(env: Env, planned: Sequence[Planned]) -> None:
+    """Ask on the terminal before destructive mutations; refuse (exit 2) without one."""
+    from nereus.errors import UsageError
+
+    what = "; ".join(f"{describe(p.doc['kind'], p.doc['target'])} on {len(p.plans)} shard(s)"
+                     for p in planned if p.destructive)
+    if not what:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{what}: needs confirmation and there is no terminal to ask on",
+            hint="pass --yes to confirm in a script, or --dry-run to see what would change")
+    import copy
+
+    from nereus.cli.output import terminal_safe
+
+    for p in planned:
+        print_impact(env.output.err, terminal_safe(copy.deepcopy(p.doc)))
+    if not typer.confirm(f"{what}?", default=False, err=True):
+        env.output.err.print("not confirmed: nothing was written")
+        raise typer.Exit(1)
