@@ -9,7 +9,7 @@ answer does not depend on whether the engine runs.
 
 from __future__ import annotations
 
-from typing import Any
+import msgspec
 
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.machine import dedup_key
@@ -48,17 +48,36 @@ def queued_position(log: ShardLog, start: int, command_id: str) -> tuple[int, in
         position = records[-1].position + 1
 
 
+class CommandStatus(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where one command stands (the ``command show`` document): APPLIED with the shard's
+    result, or QUEUED in the Shard Log past the applied position (no result yet)."""
+
+    command_id: str
+    shard: str
+    evidence: str  # APPLIED | QUEUED
+    kind: str | None
+    source_position: int
+    broker_time: str | None
+    result: str | None
+    reason: str | None
+    detail: str | None
+    delay_message_id: str | None
+    generation: int | None
+    attempt_id: str | None
+
+
 def command_view(command_id: str, shard: str, result: Result | None,
-                 queued: tuple[int, int] | None) -> dict[str, Any]:
+                 queued: tuple[int, int] | None) -> CommandStatus:
     """The ``command show`` document for one shard's answer."""
     if result is not None:
-        return {"command_id": command_id, "shard": shard, "evidence": "APPLIED",
-                "kind": result.kind, "source_position": result.position, "broker_time": None,
-                "result": result.status.value, "reason": result.reason, "detail": result.detail,
-                "delay_message_id": result.delay_message_id, "generation": result.generation,
-                "attempt_id": result.attempt_id}
+        return CommandStatus(
+            command_id=command_id, shard=shard, evidence="APPLIED", kind=result.kind,
+            source_position=result.position, broker_time=None, result=result.status.value,
+            reason=result.reason, detail=result.detail,
+            delay_message_id=result.delay_message_id, generation=result.generation,
+            attempt_id=result.attempt_id)
     assert queued is not None
-    return {"command_id": command_id, "shard": shard, "evidence": "QUEUED", "kind": None,
-            "source_position": queued[0], "broker_time": format_time_ms(queued[1]),
-            "result": None, "reason": None, "detail": None, "delay_message_id": None,
-            "generation": None, "attempt_id": None}
+    return CommandStatus(
+        command_id=command_id, shard=shard, evidence="QUEUED", kind=None,
+        source_position=queued[0], broker_time=format_time_ms(queued[1]), result=None,
+        reason=None, detail=None, delay_message_id=None, generation=None, attempt_id=None)

@@ -13,9 +13,15 @@ deeper (``"lanes.shards"``).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
+
+from nereus.adapters.command_lookup import CommandStatus
+from nereus.client import Receipt
 
 Form = Literal["object", "array", "lines", "none"]
 
@@ -33,6 +39,32 @@ class JsonDoc:
     keys: tuple[str, ...] = ()
     nested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     note: str = ""
+    source: type[msgspec.Struct] | None = None  # the Struct the keys come from (``typed``)
+
+
+def typed(document: type[msgspec.Struct], *, note: str = "") -> JsonDoc:
+    """The entry of a command whose document is a msgspec Struct: its keys are the Struct's
+    fields, and a field holding a Struct (or a list of them) documents that Struct's keys.
+    ``tests/cli/test_typed_documents.py`` checks the command prints exactly this."""
+    nested: dict[str, tuple[str, ...]] = {}
+    for member in msgspec.structs.fields(document):
+        inner = _struct_in(member.type)
+        if inner is not None:
+            nested[member.encode_name] = tuple(f.encode_name
+                                               for f in msgspec.structs.fields(inner))
+    return JsonDoc("object", tuple(f.encode_name for f in msgspec.structs.fields(document)),
+                   nested=nested, note=note, source=document)
+
+
+def _struct_in(annotation: object) -> type[msgspec.Struct] | None:
+    """The Struct type inside ``annotation`` (itself, a list of it, or it | None)."""
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _struct_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 # The error document any command prints with --json when it fails (exit status 1-5).
@@ -58,8 +90,8 @@ LANE_SHARD = ("shard", "gate", "due_backlog", "open_attempts", "admissions")
 CHECK = ("name", "ok", "detail", "skipped")
 CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
-_RECEIPT_DOC = JsonDoc(
-    "object", RECEIPT + APPLIED,
+_RECEIPT_DOC = typed(
+    Receipt,
     note="QUEUED receipts carry the first seven keys; with --wait (evidence APPLIED) the "
     "applied result adds the others.",
 )
@@ -130,10 +162,8 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "inline limit). With --batch: queued, rejected, receipts (one receipt per line, with "
         "its line number in line). Exit status 6 with --wait when a result is not known yet.",
     ),
-    "command show": JsonDoc(
-        "object", ("command_id", "shard", "evidence", "kind", "source_position", "broker_time",
-                   "result", "reason", "detail", "delay_message_id", "generation",
-                   "attempt_id"),
+    "command show": typed(
+        CommandStatus,
         note="evidence APPLIED (exit status 0, or 1 when REJECTED or STALE) or QUEUED (exit "
         "status 6: durable in the Shard Log, not applied yet)."),
     "message cancel": _RECEIPT_DOC,

@@ -7,7 +7,7 @@ QUEUED in the Shard Log, or unknown here — with the engine running or not.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,8 @@ from nereus.cli.context import Env
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from nereus.adapters.command_lookup import CommandStatus
 
 app = typer.Typer(help="What became of a queued command.", no_args_is_help=True)
 
@@ -28,14 +30,19 @@ def show(
 ) -> None:
     """A command's result: APPLIED (exit 0; 1 if REJECTED or STALE), QUEUED and not applied
     yet (exit 6), or not found on any shard (exit 3). Works with the engine down."""
+    import msgspec
+
+    from nereus.adapters.command_lookup import CommandStatus
     from nereus.errors import ExitCode, UsageError
     from nereus.terminal_text import find_control
 
     env: Env = ctx.obj
     if not command_id or find_control(command_id) is not None:
         raise UsageError("COMMAND_ID must be non-empty printable text")
-    data = (env.admin().get(f"/v1/commands/{_quote(command_id)}") if env.engine_running()
-            else _offline(env, command_id))
+    status = (msgspec.convert(env.admin().get(f"/v1/commands/{_quote(command_id)}"),
+                              CommandStatus)
+              if env.engine_running() else _offline(env, command_id))
+    data = msgspec.to_builtins(status)
 
     def human(out: Console) -> None:
         if data["evidence"] == "QUEUED":
@@ -49,9 +56,9 @@ def show(
                   f"position {data['source_position']}{why}")
 
     env.output.emit(data, human)
-    if data["evidence"] == "QUEUED":
+    if status.evidence == "QUEUED":
         raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
-    if data["result"] in ("REJECTED", "STALE"):
+    if status.result in ("REJECTED", "STALE"):
         raise typer.Exit(int(ExitCode.NO))
 
 
@@ -61,7 +68,7 @@ def _quote(text: str) -> str:
     return quote(text, safe="")
 
 
-def _offline(env: Env, command_id: str) -> dict[str, Any]:
+def _offline(env: Env, command_id: str) -> CommandStatus:
     """Each shard's database read-only, then the part of its log not applied yet."""
     from nereus.adapters.command_lookup import applied_result, command_view, queued_position
     from nereus.errors import NotFound

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
@@ -325,7 +326,7 @@ class AdminApi:
                 out.append(view)
         return out
 
-    def command(self, command_id: str) -> dict[str, Any]:
+    def command(self, command_id: str) -> CommandStatus:
         """Where a command stands: APPLIED with its result on some shard, QUEUED in a
         shard's log past the applied position, or NotFound."""
         from nereus.adapters.command_lookup import applied_result, command_view, queued_position

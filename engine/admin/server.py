@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+import msgspec
+
 from nereus.adapters.home_lock import remove_if_ours
 from nereus.engine.admin import params
 from nereus.engine.admin.api import AdminApi
@@ -185,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
                     limit=params.integer(query.get("limit"), "limit", low=1, high=100_000,
                                          default=100))}
             if path.startswith("/v1/commands/"):
-                return api.command(unquote(path[len("/v1/commands/"):]))
+                return msgspec.to_builtins(api.command(unquote(path[len("/v1/commands/"):])))
             if path.startswith("/v1/messages/"):
                 return api.message(unquote(path[len("/v1/messages/"):]),
                                    route=query.get("route", "default"),

@@ -1,0 +1,88 @@
+"""Each command whose ``--json`` document is a msgspec Struct prints exactly what its type
+declares: no key the type does not know, every field without a default present, and every
+value of the declared type. The man pages' JSON sections come from the same types
+(``nereus.cli.json_keys.typed``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from nereus.cli.json_keys import JSON_KEYS
+from tests.conftest import run_nereus
+from tests.daemon import running_engine
+
+WHEN = "2031-01-01T00:00:00Z"
+
+
+def _declares(document: dict[str, Any], declared: type[msgspec.Struct]) -> None:
+    fields = msgspec.structs.fields(declared)
+    names = {f.encode_name for f in fields}
+    assert set(document) <= names, f"keys {set(document) - names} are not in {declared}"
+    required = {f.encode_name for f in fields if f.required}
+    assert required <= set(document), f"{declared} requires {required - set(document)}"
+    msgspec.convert(document, declared)  # every value of its declared type
+
+
+def _scheduled(home: Path, message_id: str) -> dict[str, Any]:
+    result = run_nereus("--json", "message", "schedule", "--lane", "local", "--deliver-at", WHEN,
+                        "--id", message_id, home=home)
+    assert result.code == 0, result.stderr
+    doc: dict[str, Any] = result.json()
+    return doc
+
+
+def _command_show(home: Path) -> list[dict[str, Any]]:
+    """QUEUED with no engine, APPLIED once one ran."""
+    command_id = _scheduled(home, "typed-1")["command_id"]
+    queued = run_nereus("--json", "command", "show", command_id, home=home)
+    with running_engine(home):
+        run_nereus("--json", "message", "show", "typed-1", "--barrier", home=home)
+        applied = run_nereus("--json", "command", "show", command_id, home=home)
+    return [queued.json(), applied.json()]
+
+
+def _cancel(home: Path) -> list[dict[str, Any]]:
+    """A QUEUED receipt (no engine) and an APPLIED one (--wait)."""
+    _scheduled(home, "typed-2")
+    _scheduled(home, "typed-3")
+    queued = run_nereus("--json", "message", "cancel", "typed-2", home=home)
+    with running_engine(home):
+        applied = run_nereus("--json", "message", "cancel", "typed-3", "--wait", home=home)
+    return [queued.json(), applied.json()]
+
+
+def _reschedule(home: Path) -> list[dict[str, Any]]:
+    _scheduled(home, "typed-4")
+    with running_engine(home):
+        applied = run_nereus("--json", "message", "reschedule", "typed-4", "--deliver-at",
+                             "2032-01-01T00:00:00Z", "--wait", home=home)
+    return [applied.json()]
+
+
+SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
+    "command show": _command_show,
+    "message cancel": _cancel,
+    "message reschedule": _reschedule,
+}
+
+
+def test_every_typed_document_has_a_scenario() -> None:
+    """A command documented by a type is run by this module, so its output is checked."""
+    typed = {name for name, doc in JSON_KEYS.items() if doc.source is not None}
+    assert typed == set(SCENARIOS)
+
+
+@pytest.mark.parametrize("command", sorted(SCENARIOS))
+def test_the_command_prints_what_its_type_declares(home: Path, command: str) -> None:
+    """Run the command as an operator would and hold its JSON to its declared Struct."""
+    declared = JSON_KEYS[command].source
+    assert declared is not None
+    documents = SCENARIOS[command](home)
+    assert documents
+    for document in documents:
+        _declares(document, declared)
