@@ -23,6 +23,8 @@ from nereus.cli.verdict import emit_verdict
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.restore_target import Target
+
 app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
 
 ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION, e.g. default/0.")]
@@ -232,8 +234,6 @@ def restore(
     .nereus-restore file) is then replaced at once, any other directory after a prompt on
     a terminal or with --yes (without a terminal and without --yes: exit 2).
     """
-    import sys
-
     from nereus.adapters.checkpoints import find, restore_into
     from nereus.adapters.restore_target import inspect_target, live_store
     from nereus.errors import NereusError, UsageError
@@ -249,25 +249,7 @@ def restore(
     if target.path.exists() and not target.path.is_dir():
         raise UsageError(f"--into {into} is not a directory", hint="name a directory")
     entry = find(objects, checkpoint_id)
-    if target.state == "restored" and not force:
-        raise NereusError(
-            f"{into} is not empty: it holds checkpoint {target.restored_checkpoint}, "
-            "restored earlier", hint="pass --force to replace it, or choose a new directory")
-    if target.state == "foreign":
-        if not force:
-            raise NereusError(f"{into} is not empty and was not created by a restore",
-                              hint="choose a new or empty directory, or pass --force (and "
-                              "confirm) to replace its contents")
-        if not yes:
-            question = (f"replace the contents of {into} (not created by a restore) with "
-                        f"checkpoint {entry.checkpoint_id}")
-            if not sys.stdin.isatty():
-                raise UsageError(f"{question}: needs confirmation and there is no terminal to "
-                                 "ask on", hint="pass --yes to confirm in a script, or "
-                                 "choose a new directory")
-            if not typer.confirm(f"{question}?", default=False, err=True):
-                env.output.err.print(f"not confirmed: {into} was left as it was")
-                raise typer.Exit(1)
+    _may_replace(env, target, into, entry.checkpoint_id, force=force, yes=yes)
 
     replacing = target.state in ("restored", "foreign")
 
@@ -292,6 +274,35 @@ def restore(
     env.output.emit(data, lambda out: out.print(
         f"restored {entry.checkpoint_id} of {data['shard']} into {target.path} (applied "
         f"position {entry.applied_position}, digest verified {entry.digest[:16]}..)"))
+
+
+def _may_replace(env: Env, target: Target, into: Path, checkpoint_id: str, *,
+                 force: bool, yes: bool) -> None:
+    """A non-empty ``--into`` needs ``--force``; one a restore did not create also needs a
+    confirmation (``--yes``, or a prompt on a terminal)."""
+    import sys
+
+    from nereus.errors import NereusError, UsageError
+
+    if target.state == "restored" and not force:
+        raise NereusError(
+            f"{into} is not empty: it holds checkpoint {target.restored_checkpoint}, "
+            "restored earlier", hint="pass --force to replace it, or choose a new directory")
+    if target.state == "foreign":
+        if not force:
+            raise NereusError(f"{into} is not empty and was not created by a restore",
+                              hint="choose a new or empty directory, or pass --force (and "
+                              "confirm) to replace its contents")
+        if not yes:
+            question = (f"replace the contents of {into} (not created by a restore) with "
+                        f"checkpoint {checkpoint_id}")
+            if not sys.stdin.isatty():
+                raise UsageError(f"{question}: needs confirmation and there is no terminal to "
+                                 "ask on", hint="pass --yes to confirm in a script, or "
+                                 "choose a new directory")
+            if not typer.confirm(f"{question}?", default=False, err=True):
+                env.output.err.print(f"not confirmed: {into} was left as it was")
+                raise typer.Exit(1)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from nereus.adapters.private_files import secure_home
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
-    from nereus.config import RouteSettings
+    from nereus.config import Config, RouteSettings
     from nereus.records import RouteIdentity
 
 
@@ -89,13 +89,22 @@ def init(
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)
+    _emit_written(env, config, route, topic=topic, attached=attached)
+
+
+def _emit_written(env: Env, config: Config, route: str, *, topic: str | None,
+                  attached: bool) -> None:
+    """What ``init`` wrote: the route, its shards and Command Topic, the lanes."""
+    layout = env.layout
+    settings = config.routes[route]
+    partitions, log = settings.partitions, settings.log
     shards = [f"{route}/{p}" for p in range(partitions)]
     env.output.emit(
         {
             "home": str(layout.root),
             "config": str(layout.config),
             "routes": [{"route": route, "log": log, "partitions": partitions,
-                        "command_topic": topic, "route_id": config.routes[route].route_id,
+                        "command_topic": topic, "route_id": settings.route_id,
                         "attached": attached}],
             "shards": shards,
             "lanes": [
