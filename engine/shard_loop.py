@@ -37,7 +37,7 @@ from pathlib import Path
 
 from nereus.adapters.checkpoints import Taken, new_checkpoint_id, snapshot
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
@@ -153,6 +153,9 @@ class ShardLoop:
         # admissions, claim results) encoded but not yet in the log, retried as the very
         # same bytes until the log takes them
         self._pending_events: deque[Applied] = deque()
+        # positions a waiting client asked for -> the result the loop applied there (None
+        # until then); guarded by ``_progress``, read lock-free by the apply observer
+        self._awaited: dict[int, Result | None] = {}
         self._outbox: list[tuple[str | None, bytes]] = []  # (attempt id of an admission, bytes)
         self._activated = False
         # why this shard admits nothing right now though it is ACTIVE (None: it may)
@@ -271,6 +274,31 @@ class ShardLoop:
                     return self.runner.next_position > position
                 self._progress.wait(min(remaining, 0.1))
         return True
+
+    def expect(self, positions: Sequence[int]) -> None:
+        """Keep the results the loop will apply at ``positions`` for ``await_result``."""
+        with self._progress:
+            for position in positions:
+                self._awaited.setdefault(position, None)
+
+    def await_result(self, position: int, deadline: float) -> Result | None:
+        """The result the loop applied (and synced) at an ``expect``-ed position, as it
+        applied it — no store read — or None when the monotonic ``deadline`` passes, the
+        loop ends first, or the position was applied before it was expected (the caller
+        then reads the stored result). The position is forgotten either way."""
+        with self._progress:
+            try:
+                while (found := self._awaited.get(position)) is None:
+                    if position not in self._awaited or self._state in ENDED_STATES or \
+                            self.runner.next_position > position:
+                        return self._awaited.get(position)
+                    remaining = deadline - self._time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    self._progress.wait(min(remaining, 0.1))
+                return found
+            finally:
+                self._awaited.pop(position, None)
 
     def request_checkpoint(self) -> Future[Taken]:
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
@@ -395,15 +423,29 @@ class ShardLoop:
         progressed = self._act_on_pending()  # synced before a crash, not yet acted on
         runner = self.runner
         batch: list[Applied] = []
-        runner.observer = lambda _record, applied: batch.append(applied)
+        caught: list[tuple[int, Result]] = []  # results a waiting client expects
+        awaited = self._awaited
+
+        def observe(record: LogRecord, applied: Applied) -> None:
+            batch.append(applied)
+            if awaited and record.position in awaited:
+                caught.append((record.position, applied.result))
+
+        runner.observer = observe
         while True:
             batch.clear()
+            caught.clear()
             before = runner.next_position
             try:
                 report = runner.step()
             finally:  # acted on only once synced: the runner moves on after its write
                 if runner.next_position != before:
                     self._pending_events.extend(batch)
+                    if caught:
+                        with self._progress:
+                            for position, result in caught:
+                                if position in awaited:
+                                    awaited[position] = result
             if not report.records:
                 break
             progressed = True

@@ -404,6 +404,8 @@ class AdminApi:
         waits: list[tuple[ShardLoop, int, bytes, int]] = []
         for loop, entries in grouped.items():
             got = loop.log.append([data for _, data in entries])
+            if wait_ms > 0:
+                loop.expect([receipt.position for receipt in got])
             loop.wake()
             for (index, data), receipt in zip(entries, got, strict=True):
                 receipts[index] = {"shard": str(loop.shard), "source_position": receipt.position,
@@ -411,11 +413,27 @@ class AdminApi:
                                    "evidence": "QUEUED"}
                 waits.append((loop, receipt.position, data, index))
         if wait_ms > 0:
+            assert self.engine.clock is not None
+            deadline = self.engine.clock.source.monotonic() + wait_ms / 1000
             for loop, position, data, index in waits:
-                if loop.wait_applied(position, wait_ms / 1000):
-                    receipts[index].update(self.result_at(loop, position, data))
-                    receipts[index]["evidence"] = "APPLIED"
+                receipts[index].update(self._awaited_result(loop, position, data, deadline))
         return {"receipts": receipts}
+
+    def _awaited_result(self, loop: ShardLoop, position: int, data: bytes,
+                        deadline: float) -> dict[str, Any]:
+        """The applied result at ``position`` as the loop applied it; read from the store
+        only when it was applied before the wait began; nothing when the wait runs out."""
+        result = loop.await_result(position, deadline)
+        if result is not None:
+            view = result_view(result)
+            view["duplicate_of"] = None if result.position == position else result.position
+            view["record_sha256"] = hashlib.sha256(data).hexdigest()
+        elif loop.applied_position is not None and loop.applied_position >= position:
+            view = self.result_at(loop, position, data)
+        else:
+            return {}
+        view["evidence"] = "APPLIED"
+        return view
 
     @staticmethod
     def result_at(loop: ShardLoop, position: int, data: bytes) -> dict[str, Any]:
