@@ -29,9 +29,10 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.scheduler.claims import Claim
+from nereus.engine.scheduler.claims import Claim, ClaimBook
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state, load_state
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
@@ -79,6 +80,7 @@ from nereus.state.values import (
 )
 
 APPEND_RETRIES = 5
+RECENT_RESULTS = 4_096  # results kept for waiting clients beyond the ones they expect
 TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
 # failures no restart can repair: the loop ends FAILED and says why
 FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption, LogDiverged)
@@ -140,9 +142,7 @@ class ShardLoop:
             leads=self.lane_leads,
             record_limits={name: publisher.destination.max_record_bytes
                            for name, publisher in publishers.items()})
-        self._claims: dict[str, Claim] = {}  # by delay message id
-        self._by_attempt: dict[str, Claim] = {}
-        self._dispatched: set[str] = set()
+        self._book = ClaimBook(self.permits, self._forget_claim)
         # ordered head: the (lane, key) of every open obligation (PUBLISHING or UNKNOWN),
         # kept exactly from the obligation writes of each applied record, whatever ended
         # the attempt (outcome, operator, break); claims add their keys per round
@@ -153,9 +153,13 @@ class ShardLoop:
         # admissions, claim results) encoded but not yet in the log, retried as the very
         # same bytes until the log takes them
         self._pending_events: deque[Applied] = deque()
-        # positions a waiting client asked for -> the result the loop applied there (None
-        # until then); guarded by ``_progress``, read lock-free by the apply observer
+        # while a client waits (``watching``), the results the loop applies: by the
+        # positions it expects (None until applied), and the most recent others (a record
+        # can be applied between its append and the client's ``expect``); guarded by
+        # ``_progress``; the apply observer reads ``_watching`` without the lock
+        self._watching = 0
         self._awaited: dict[int, Result | None] = {}
+        self._recent: OrderedDict[int, Result] = OrderedDict()
         self._outbox: list[tuple[str | None, bytes]] = []  # (attempt id of an admission, bytes)
         self._activated = False
         # why this shard admits nothing right now though it is ACTIVE (None: it may)
@@ -187,7 +191,7 @@ class ShardLoop:
         """This loop now: state, epoch, applied position, claims and what is in flight."""
         return ShardStatus(
             shard=self.shard, state=self._state, epoch=self.epoch,
-            applied_position=self.applied_position, claims=len(self._claims),
+            applied_position=self.applied_position, claims=len(self._book),
             in_flight=self.in_flight, pending_admissions=self.pending_admissions,
             admissions=self.admissions, publish_outcomes=self.publish_outcomes,
             error=self.error, waiting=self.waiting)
@@ -246,11 +250,11 @@ class ShardLoop:
 
     @property
     def pending_admissions(self) -> int:
-        return len(self._by_attempt) - len(self._dispatched)
+        return self._book.undispatched
 
     @property
     def in_flight(self) -> int:
-        return len(self._dispatched)
+        return len(self._book.dispatched)
 
     def wait_drained(self, deadline: float) -> bool:
         """Block until every claim's admission has been acted on (handed to a publisher
@@ -275,11 +279,25 @@ class ShardLoop:
                 self._progress.wait(min(remaining, 0.1))
         return True
 
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        """While inside, the loop keeps the results it applies for ``expect`` and
+        ``await_result`` (enter it before appending what you will wait for)."""
+        with self._progress:
+            self._watching += 1
+        try:
+            yield
+        finally:
+            with self._progress:
+                self._watching -= 1
+                if not self._watching:
+                    self._recent.clear()
+
     def expect(self, positions: Sequence[int]) -> None:
-        """Keep the results the loop will apply at ``positions`` for ``await_result``."""
+        """Keep the results the loop applies at ``positions`` for ``await_result``."""
         with self._progress:
             for position in positions:
-                self._awaited.setdefault(position, None)
+                self._awaited[position] = self._recent.pop(position, None)
 
     def await_result(self, position: int, deadline: float) -> Result | None:
         """The result the loop applied (and synced) at an ``expect``-ed position, as it
@@ -362,7 +380,7 @@ class ShardLoop:
                 self._event("shard_resumed", shard=str(self.shard), epoch=self.epoch)
             self.error = None
             while not self._stop.is_set():
-                if self._fenced is not None and not self._dispatched and not self._outbox:
+                if self._fenced is not None and not self._book.dispatched and not self._outbox:
                     self._event("shard_released", shard=str(self.shard), reason=self._fenced)
                     return  # fenced, and every answer this owner held is in the log
                 progressed = self._apply(until_empty=False)
@@ -424,11 +442,11 @@ class ShardLoop:
         runner = self.runner
         batch: list[Applied] = []
         caught: list[tuple[int, Result]] = []  # results a waiting client expects
-        awaited = self._awaited
+        awaited, recent = self._awaited, self._recent
 
         def observe(record: LogRecord, applied: Applied) -> None:
             batch.append(applied)
-            if awaited and record.position in awaited:
+            if self._watching:
                 caught.append((record.position, applied.result))
 
         runner.observer = observe
@@ -446,6 +464,10 @@ class ShardLoop:
                             for position, result in caught:
                                 if position in awaited:
                                     awaited[position] = result
+                                elif self._watching:
+                                    recent[position] = result
+                            while len(recent) > RECENT_RESULTS:
+                                recent.popitem(last=False)
             if not report.records:
                 break
             progressed = True
@@ -483,13 +505,13 @@ class ShardLoop:
             return
         status = applied.result.status
         if isinstance(record, PublishAdmission):
-            claim = self._by_attempt.get(record.attempt_id)
+            claim = self._book.for_attempt(record.attempt_id)
             if status == ResultStatus.APPLIED:
                 self.admissions += 1
-                if record.attempt_id in self._dispatched:
+                if record.attempt_id in self._book.dispatched:
                     return  # acted on before a crash; never handed over twice
                 if claim is not None and (why := self._gate_closed(claim)) is None:
-                    self._dispatched.add(record.attempt_id)
+                    self._book.dispatch(record.attempt_id)
                     template = claim.template
                     self.publishers[claim.lane].submit(
                         PublishRequest(record.attempt_id, template, self.evidence_mac(
@@ -500,14 +522,14 @@ class ShardLoop:
                     self._decline(record.attempt_id, f"owner declined before any send: {reason}")
             else:
                 if claim is not None:
-                    self._release(claim)
+                    self._book.release(claim)
                 if applied.result.reason == Reason.TIME_EVIDENCE and \
                         record.owner_id == self.owner_id:
                     self._hold_for_time(applied.result.detail or "")
         elif isinstance(record, PublishOutcome | AttemptResolve):
-            claim = self._by_attempt.get(record.attempt_id)
+            claim = self._book.for_attempt(record.attempt_id)
             if claim is not None:
-                self._release(claim)
+                self._book.release(claim)
                 self.publish_outcomes += 1
         elif isinstance(record, ActivationBarrier) and status == ResultStatus.APPLIED and \
                 self._activated and (record.owner_id, record.fencing_epoch) != (
@@ -550,9 +572,7 @@ class ShardLoop:
         self._fenced = why
         self.state = ShardState.FENCED
         self._outbox = [item for item in self._outbox if item[0] is None]
-        for claim in list(self._by_attempt.values()):
-            if claim.attempt_id not in self._dispatched:
-                self._release(claim)
+        self._book.release_undispatched()
         self._event("shard_fenced", level="warning", shard=str(self.shard),
                     owner_id=self.owner_id, epoch=self.epoch, reason=why)
 
@@ -563,7 +583,7 @@ class ShardLoop:
             return "the fencing epoch changed"
         if (why := self.live_owner_gate()) is not None:
             return why
-        if self._claims.get(claim.delay_message_id) is not claim:
+        if not self._book.is_current(claim):
             return "the claim was revoked"
         if self._time.monotonic_ms() > claim.deadline_mono_ms:
             return "the claim deadline passed"
@@ -590,13 +610,9 @@ class ShardLoop:
         self._outcomes.put(PublishResult(attempt_id, Outcome.NOT_PUBLISHED,
                                          Disposition.LANE_UNAVAILABLE, why))
 
-    def _release(self, claim: Claim) -> None:
-        self._by_attempt.pop(claim.attempt_id, None)
-        self._dispatched.discard(claim.attempt_id)
-        if self._claims.get(claim.delay_message_id) is claim:
-            del self._claims[claim.delay_message_id]
-        self.permits.release(claim.lane, claim.size_bytes)
-        self.store.write({keys.claim_key(claim.delay_message_id): None}, sync=False)
+    def _forget_claim(self, delay_message_id: str) -> None:
+        """A released claim's local row goes (unsynced: claims are local state)."""
+        self.store.write({keys.claim_key(delay_message_id): None}, sync=False)
 
     def _note_obligation(self, key: bytes, value: bytes | None) -> None:
         """An obligation opened (its key now holds the ordered head) or closed."""
@@ -610,10 +626,7 @@ class ShardLoop:
 
     def held_keys(self) -> set[tuple[str, str]]:
         """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""
-        held = set(self._obligation_keys.values())
-        held.update((claim.lane, claim.template.key) for claim in self._claims.values()
-                    if claim.template.key is not None)
-        return held
+        return set(self._obligation_keys.values()) | self._book.held_keys()
 
     def _flush_outcomes(self) -> bool:
         """Publisher results (and declines) as PUBLISH_OUTCOME records, into the log."""
@@ -622,7 +635,7 @@ class ShardLoop:
                 result = self._outcomes.get_nowait()
             except queue.Empty:
                 break
-            claim = self._by_attempt.get(result.attempt_id)
+            claim = self._book.for_attempt(result.attempt_id)
             raw = self.store.get(keys.attempt_key(result.attempt_id))
             delay_message_id = (claim.delay_message_id if claim is not None else
                                 decode_value(raw, Attempt).delay_message_id if raw else "")
@@ -666,12 +679,13 @@ class ShardLoop:
         owner = Owner(self.owner_id, str(self.store.path), self.epoch)
         plan = self.planner.round(now, mono, owner, self.lanes(),
                                   lambda lane: self.publishers[lane].ready,
-                                  self._claims, self.held_keys(), self._dispatched)
+                                  self._book.by_message, self.held_keys(),
+                                  self._book.dispatched)
         if not plan.claims and not plan.expiries:
             return False
         local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self._drr)}
         for claim in plan.claims:
-            self._by_attempt[claim.attempt_id] = claim
+            self._book.track(claim)
             local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
         self.store.write(local, sync=False)
         self._outbox.extend((c.attempt_id, c.admission) for c in plan.claims)
@@ -685,17 +699,15 @@ class ShardLoop:
         applied and won, but whose event was never acted on (a crash in between), is an
         attempt only this owner could have sent and never did: it is declined.
         """
-        if not self._claims:
+        if not self._book:
             return
-        mono = self._time.monotonic_ms()
-        expired = [claim for claim in self._claims.values()
-                   if claim.deadline_mono_ms < mono and claim.attempt_id not in self._dispatched]
+        expired = self._book.expired(self._time.monotonic_ms())
         if not expired:
             return
         gone = {claim.attempt_id for claim in expired}
         self._outbox = [item for item in self._outbox if item[0] not in gone]
         for claim in expired:
-            self._release(claim)
+            self._book.release(claim)
             raw = self.store.get(keys.attempt_key(claim.attempt_id))
             if raw is not None and decode_value(raw, Attempt).state == AttemptState.PUBLISHING:
                 self._decline(claim.attempt_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable
+from contextlib import ExitStack
 from typing import Any
 
 from nereus.adapters.command_lookup import CommandStatus
@@ -402,21 +403,27 @@ class AdminApi:
             grouped.setdefault(loop, []).append((index, data))
         receipts: list[dict[str, Any]] = [{} for _ in items]
         waits: list[tuple[ShardLoop, int, bytes, int]] = []
-        for loop, entries in grouped.items():
-            got = loop.log.append([data for _, data in entries])
+        with ExitStack() as watching:
+            if wait_ms > 0:  # the loops keep what they apply from before the appends on
+                for loop in grouped:
+                    watching.enter_context(loop.watching())
+            for loop, entries in grouped.items():
+                got = loop.log.append([data for _, data in entries])
+                if wait_ms > 0:
+                    loop.expect([receipt.position for receipt in got])
+                loop.wake()
+                for (index, data), receipt in zip(entries, got, strict=True):
+                    receipts[index] = {"shard": str(loop.shard),
+                                       "source_position": receipt.position,
+                                       "broker_time": format_time_ms(receipt.broker_ms),
+                                       "evidence": "QUEUED"}
+                    waits.append((loop, receipt.position, data, index))
             if wait_ms > 0:
-                loop.expect([receipt.position for receipt in got])
-            loop.wake()
-            for (index, data), receipt in zip(entries, got, strict=True):
-                receipts[index] = {"shard": str(loop.shard), "source_position": receipt.position,
-                                   "broker_time": format_time_ms(receipt.broker_ms),
-                                   "evidence": "QUEUED"}
-                waits.append((loop, receipt.position, data, index))
-        if wait_ms > 0:
-            assert self.engine.clock is not None
-            deadline = self.engine.clock.source.monotonic() + wait_ms / 1000
-            for loop, position, data, index in waits:
-                receipts[index].update(self._awaited_result(loop, position, data, deadline))
+                assert self.engine.clock is not None
+                deadline = self.engine.clock.source.monotonic() + wait_ms / 1000
+                for loop, position, data, index in waits:
+                    receipts[index].update(self._awaited_result(loop, position, data,
+                                                                deadline))
         return {"receipts": receipts}
 
     def _awaited_result(self, loop: ShardLoop, position: int, data: bytes,

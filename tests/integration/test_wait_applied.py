@@ -45,12 +45,11 @@ def test_a_position_applied_before_the_wait_is_read_from_the_store(tmp_path: Pat
     with running_engine(tmp_path / "home") as h:
         api = AdminApi(h.engine)
         prepared = [h.schedule("early-1", now_ms() + 3_600_000)]
-        h.queue(prepared)
+        (receipt,) = api.submit(_body(prepared, 0))["receipts"]
+        position = receipt["source_position"]
         loop = h.engine.shards[prepared[0].shard]
-        h.wait_for(lambda: loop.applied_position is not None and loop.applied_position >= 1,
-                   10, "the schedule applied")
-        position = loop.applied_position
-        assert position is not None
+        h.wait_for(lambda: (loop.applied_position or -1) >= position, 10, "the schedule applied")
         assert loop.await_result(position, 0.0) is None  # never expected: not held
         view = api._awaited_result(loop, position, prepared[0].data, 0.0)
         assert view["evidence"] == "APPLIED" and view["result"] == "APPLIED"
+        assert view["delay_message_id"] == "early-1"
