@@ -1,5 +1,7 @@
 """The ``nereus`` entry point: global options, command groups, and the one place
-where errors become exit codes.
+where errors become exit codes. A ``NereusError`` is printed (under ``--json`` as the one
+error document) and exits with its class's code; ``Answered`` (``nereus.cli.output``)
+comes from a command that already printed its answer, so only its status is left to set.
 
 Imports here stay light: ``nereus --help`` must not import textual, boto3 or broker
 clients (a test checks ``sys.modules``). Command modules import what they need inside
@@ -31,7 +33,7 @@ from nereus.cli.commands import quickstart as quickstart_cmd
 from nereus.cli.commands import recovery_set as recovery_set_cmd
 from nereus.cli.commands import shard as shard_cmd
 from nereus.cli.context import Env, resolve_home
-from nereus.cli.output import Output
+from nereus.cli.output import Answered, Output
 from nereus.errors import ExitCode, NereusError
 
 app = typer.Typer(
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
         code = app(args=args, prog_name="nereus", standalone_mode=False)
+    except Answered as exc:  # the command printed its answer: only the status is left
+        sys.exit(int(exc.exit_code))
     except NereusError as exc:
         output = Output(json_mode=_json_requested(args))
         if output.json_mode:

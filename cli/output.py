@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from nereus.errors import ExitCode, NereusError
 from nereus.terminal_text import escape_controls
 
 if TYPE_CHECKING:
@@ -48,6 +49,19 @@ def terminal_safe(data: Any) -> Any:
         for index, value in enumerate(data):
             data[index] = terminal_safe(value)
     return data
+
+
+class Answered(NereusError):
+    """The command has printed its whole answer (under ``--json``, its one JSON document)
+    and that answer is "no" (exit 1) or not known yet (exit 6). ``nereus.cli.main`` exits
+    with ``exit_code`` and prints nothing more: no error line, no second document.
+
+    An error found *before* the answer was printed is raised as the ``NereusError`` that
+    names it instead, and main prints it (under ``--json``, as the error document)."""
+
+    def __init__(self, exit_code: ExitCode) -> None:
+        super().__init__(f"answered; exit status {int(exit_code)}")
+        self.exit_code = exit_code
 
 
 class Output:

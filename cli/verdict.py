@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import typer
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,4 +34,4 @@ def emit_verdict(env: Env, data: dict[str, Any], what: str) -> None:
                else f"[red]FAILED[/red] {what}: {', '.join(failed) or 'incomplete'}")
     env.output.emit(data, lambda out: render_checks(out, verdict, data["checks"]))
     if not data["ok"]:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)

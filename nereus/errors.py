@@ -12,7 +12,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit statuses, as documented in CLI.md and the man pages."""
+    """Process exit statuses, as the CLI contract and the man pages document them."""
 
     OK = 0
     NO = 1  # the operation ran and the answer is "no"
@@ -46,6 +46,12 @@ class UsageError(NereusError):
 
 class ConfigError(UsageError):
     """nereus.toml is missing, unparsable or invalid; names the file and line."""
+
+
+class NotConfirmed(NereusError):
+    """The operator was asked to confirm and said no: nothing was changed."""
+
+    exit_code = ExitCode.NO
 
 
 class NotFound(NereusError):

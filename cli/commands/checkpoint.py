@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
 from nereus.cli.verdict import emit_verdict
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -282,7 +284,7 @@ def _may_replace(env: Env, target: Target, into: Path, checkpoint_id: str, *,
     confirmation (``--yes``, or a prompt on a terminal)."""
     import sys
 
-    from nereus.errors import NereusError, UsageError
+    from nereus.errors import NereusError, NotConfirmed, UsageError
 
     if target.state == "restored" and not force:
         raise NereusError(
@@ -301,8 +303,7 @@ def _may_replace(env: Env, target: Target, into: Path, checkpoint_id: str, *,
                                  "ask on", hint="pass --yes to confirm in a script, or "
                                  "choose a new directory")
             if not typer.confirm(f"{question}?", default=False, err=True):
-                env.output.err.print(f"not confirmed: {into} was left as it was")
-                raise typer.Exit(1)
+                raise NotConfirmed(f"not confirmed: {into} was left as it was")
 
 
 @contextlib.contextmanager
@@ -339,7 +340,7 @@ def prune(
 
     from nereus.adapters.checkpoints import catalog, delete_checkpoint, recovery_floor
     from nereus.checkpoint.retention import plan_prune
-    from nereus.errors import UsageError
+    from nereus.errors import NotConfirmed, UsageError
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
@@ -355,7 +356,7 @@ def prune(
                              "to only list them")
         if not typer.confirm(f"delete {len(plan.deleted)} checkpoint(s) of {shard}: "
                              f"{listing}?", default=False, err=True):
-            raise typer.Exit(1)
+            raise NotConfirmed("not confirmed: nothing was deleted")
     deleted: list[str] = []
     if not dry_run:
         # the floor as it is now: a checkpoint taken meanwhile only pushes ours further out
@@ -388,4 +389,4 @@ def prune(
 
     env.output.emit(data, human)
     if plan.refused:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)

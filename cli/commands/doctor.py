@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from nereus.config import Config, RouteSettings
@@ -286,7 +288,7 @@ def doctor(ctx: typer.Context) -> None:
 
     env.output.emit(data, human)
     if not ok:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
 
 
 def _engine(env: Env) -> dict[str, Any]:

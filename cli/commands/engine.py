@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -107,7 +109,10 @@ def start(
         from nereus.engine.daemon import run
 
         env.config  # noqa: B018 - fail early and clearly when the home has no valid config
-        raise typer.Exit(run(env.home.resolve(), foreground=True))
+        status = run(env.home.resolve(), foreground=True)  # the daemon said why on stderr
+        if status:
+            raise Answered(ExitCode(status))
+        return
     data = start_daemon(env, timeout)
     env.output.emit(data, lambda out: out.print(
         f"engine started (pid {data['pid']}) with {len(data['shards'])} shard(s); "
@@ -135,13 +140,9 @@ def status(ctx: typer.Context) -> None:
     try:
         data = env.admin().get("/v1/status")
     except EngineUnreachable as exc:
-        if not env.output.json_mode:
-            raise
-        # One JSON document only: the answer ("not running") carries the error fields.
-        env.output.emit({"running": False, "ok": False, "error": exc.message, "hint": exc.hint,
-                         "exit_code": int(exc.exit_code)}, lambda _: None)
-        env.output.error(exc.message, exc.hint)
-        raise typer.Exit(int(exc.exit_code)) from None
+        # the error document (--json) says "not running" too
+        raise EngineUnreachable(exc.message, hint=exc.hint,
+                                document={"running": False}) from None
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -177,4 +178,4 @@ def status(ctx: typer.Context) -> None:
 
     env.output.emit(data, human)
     if not data["healthy"]:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)

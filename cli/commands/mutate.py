@@ -27,6 +27,8 @@ import typer
 
 from nereus.cli import mutation as mutation_opts
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -81,7 +83,7 @@ def submit(
 
         env.output.emit({"mutations": docs, "result": overall}, human)
     if any(mutation.failed(d) for d in docs):
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
     mutation.not_known(env, docs, wait=wait and not dry_run)
 
 

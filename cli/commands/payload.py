@@ -202,7 +202,7 @@ def gc(
     """Collect abandoned large payloads (expired reservations, objects with no stage)."""
     from nereus.adapters.checkpoints import FloorViolation, check_floor
     from nereus.adapters.objectstore.factory import open_object_store
-    from nereus.errors import NereusError, NotFound, UsageError
+    from nereus.errors import NotConfirmed, NotFound, UsageError
 
     env: Env = ctx.obj
     objects = open_object_store(env.config.objects, env.home)
@@ -229,7 +229,7 @@ def gc(
     deleted: list[Judgement] = []
     if doomed and not dry_run:
         if not _confirm(len(doomed), yes):
-            raise NereusError("not confirmed: nothing was deleted")
+            raise NotConfirmed("not confirmed: nothing was deleted")
         with env.output.progress("deleting", len(doomed)) as advance:
             for verdict in doomed:
                 objects.delete(verdict.key)

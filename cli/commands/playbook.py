@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -344,7 +346,7 @@ def run(
         report = runner.run()
     _emit_report(env, report, found)
     if report.exit_code:
-        raise typer.Exit(report.exit_code)
+        raise Answered(ExitCode(report.exit_code))
 
 
 def _emit_report(env: Env, report: RunReport, found: Found) -> None:

@@ -28,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import typer
-
 from nereus.cli.context import Env
 from nereus.cli.mutation.appending import commit
 from nereus.cli.mutation.confirmation import confirm
@@ -46,6 +44,8 @@ from nereus.cli.mutation.options import (
 )
 from nereus.cli.mutation.planning import Build, Planned, every_shard, plan
 from nereus.cli.mutation.reporting import failed, not_known, print_document, report
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from nereus.shard import ShardId
@@ -67,5 +67,5 @@ def run(env: Env, *, build: Build, shards: Sequence[ShardId], who: Identity,
         commit(env, planned, wait=wait)
     report(env, planned.doc)
     if failed(planned.doc):
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
     not_known(env, [planned.doc], wait=wait and not dry_run)

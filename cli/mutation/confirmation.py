@@ -15,7 +15,7 @@ from nereus.cli.mutation.reporting import describe, print_impact
 
 def confirm(env: Env, planned: Sequence[Planned]) -> None:
     """Ask on the terminal before destructive mutations; refuse (exit 2) without one."""
-    from nereus.errors import UsageError
+    from nereus.errors import NotConfirmed, UsageError
 
     what = "; ".join(f"{describe(p.doc['kind'], p.doc['target'])} on {len(p.plans)} shard(s)"
                      for p in planned if p.destructive)
@@ -32,5 +32,4 @@ def confirm(env: Env, planned: Sequence[Planned]) -> None:
     for p in planned:
         print_impact(env.output.err, terminal_safe(copy.deepcopy(p.doc)))
     if not typer.confirm(f"{what}?", default=False, err=True):
-        env.output.err.print("not confirmed: nothing was written")
-        raise typer.Exit(1)
+        raise NotConfirmed("not confirmed: nothing was written")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -83,8 +83,6 @@ def failed(doc: dict[str, Any]) -> bool:
 
 def not_known(env: Env, docs: Sequence[dict[str, Any]], *, wait: bool) -> None:
     """Under --wait, a shard still QUEUED means the result is not known yet: exit 6."""
-    from nereus.errors import ExitCode
-
     queued = [r for doc in docs for r in doc["receipts"] if r.get("evidence") == "QUEUED"]
     if not wait or not queued:
         return
@@ -93,4 +91,4 @@ def not_known(env: Env, docs: Sequence[dict[str, Any]], *, wait: bool) -> None:
         f"queued; result not known yet on {len(queued)} shard(s): durable in the Shard Log "
         f"but not applied in time (see `nereus engine status`); ask later with `nereus "
         f"command show {key}`", markup=False, highlight=False)
-    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
+    raise Answered(ExitCode.RESULT_NOT_KNOWN)

@@ -12,6 +12,8 @@ import typer
 
 from nereus.cli.commands.shard.options import MAX_POSITION, DbOption, ShardArg, open_db
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -221,4 +223,4 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
 
     env.output.emit(data, human)
     if expected is not None and digest != expected:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
