@@ -1,1 +1,1 @@
-"""The live Textual dashboard, installed as ``nereus.tui`` (issue 6)."""
+"""The live Textual dashboard, installed as ``nereus.tui``."""

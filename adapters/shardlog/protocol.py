@@ -1,4 +1,4 @@
-"""The Shard Log Protocol every backend implements (file now; Kafka and Pulsar next).
+"""The Shard Log Protocol every backend implements: the file log, Kafka and Pulsar.
 
 A Shard Log is one ordered partition per shard. ``append`` returns only after the
 records are durable (fsync, or the broker's acks=all) and gives each a receipt with its

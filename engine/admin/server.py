@@ -11,9 +11,11 @@
   can be stopped (its stores closed) with no admin thread still reading them; a request
   that arrives on a kept-alive connection after that gets 503.
 
-Endpoints: ``GET /v1/status``, ``/v1/shards``, ``/v1/lanes``, ``/v1/messages``,
-``/v1/messages/<id>``, ``/v1/attempts``, ``/v1/feed``; ``POST /v1/commands``,
-``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock http://x/v1/status`` works.
+Endpoints (``_route``; ``/v1/feed`` in ``_dispatch``): ``GET /v1/status``, ``/v1/shards``,
+``/v1/lanes``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
+``/v1/commands/<id>``, ``/v1/feed``; ``POST /v1/commands``, ``/v1/mutations/plan``,
+``/v1/checkpoints``, ``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock
+http://x/v1/status`` works.
 """
 
 from __future__ import annotations

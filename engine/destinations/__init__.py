@@ -1,1 +1,2 @@
-"""Destination adapters behind one Protocol (file now; Kafka and Pulsar next)."""
+"""Destination adapters behind one Protocol: a file outbox, Kafka and Pulsar (``factory.py``
+opens the one a lane names)."""
