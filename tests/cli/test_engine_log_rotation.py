@@ -36,6 +36,8 @@ def _rotate(log: Path, *, create: bool) -> Path:
 
 @pytest.mark.parametrize("create", [False, True], ids=["nocreate", "create"])
 def test_a_rotated_engine_log_is_reopened_with_the_new_events(home: Path, create: bool) -> None:
+    """engine.log renamed under a running engine (logrotate without copytruncate): new events
+    go to a new 0600 engine.log, old ones stay in the renamed file."""
     log = home / "log" / "engine.log"
     with running_engine(home):
         wait_for(lambda: "admin_socket_ready" in _names(log), timeout=30,

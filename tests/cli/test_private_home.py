@@ -36,6 +36,7 @@ def _wider_than_private(root: Path) -> list[str]:
 
 @pytest.mark.usefixtures("permissive_umask")
 def test_everything_the_engine_and_cli_write_is_private_under_umask_022(tmp_path: Path) -> None:
+    """Under umask 022, everything init, the engine, a publish and digest write is private."""
     home = tmp_path / "home"
     assert run_nereus("init", home=home).code == 0
     with running_engine(home):
@@ -53,6 +54,8 @@ def test_everything_the_engine_and_cli_write_is_private_under_umask_022(tmp_path
 
 
 def test_doctor_reports_wider_modes_and_the_fix(home: Path) -> None:
+    """doctor names files others may read and the fix; a readable nereus.toml fails it, other
+    files only warn."""
     healthy = run_nereus("--json", "doctor", home=home).json()
     check = next(c for c in healthy["checks"] if c["name"] == "permissions")
     assert check["ok"], check

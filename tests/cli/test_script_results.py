@@ -29,6 +29,8 @@ def _schedule(home: Path, *args: str) -> Any:
 
 def test_an_identical_retry_returns_the_first_result_and_a_conflict_is_rejected(
         engine_home: Path) -> None:
+    """The same schedule twice is one command (exit 0, duplicate_of the first); the same id with
+    other content is still REJECTED MESSAGE_EXISTS."""
     first = _schedule(engine_home, "--id", "retry-1", "--payload", "p", "--header", "a=b",
                       "--wait")
     assert first.code == 0, first.stderr
@@ -46,6 +48,7 @@ def test_an_identical_retry_returns_the_first_result_and_a_conflict_is_rejected(
 
 
 def test_a_cancel_retried_under_its_command_id_is_applied_once(engine_home: Path) -> None:
+    """A cancel retried under its --command-id answers with the first result, exit 0."""
     assert _schedule(engine_home, "--id", "retry-2", "--wait").code == 0
     args = ("--json", "message", "cancel", "retry-2", "--command-id", "cancel-retry-2", "--wait")
     first = run_nereus(*args, home=engine_home)
@@ -55,6 +58,8 @@ def test_a_cancel_retried_under_its_command_id_is_applied_once(engine_home: Path
 
 
 def test_command_show_tells_the_result_later_with_or_without_the_engine(home: Path) -> None:
+    """command show: QUEUED (exit 6) with no engine, APPLIED or REJECTED once applied, exit 3
+    for an unknown id."""
     queued = _schedule(home, "--id", "later-1")
     assert queued.code == 0
     command_id = queued.json()["command_id"]
@@ -128,6 +133,8 @@ def test_wait_on_a_shard_that_applies_nothing_exits_6_and_status_and_doctor_fail
 
 def test_a_batch_over_the_admin_request_limit_goes_in_chunks(engine_home: Path,
                                                              tmp_path: Path) -> None:
+    """A ~70 MB batch (over the admin socket's 64 MiB) goes in chunks: every line queued, in
+    order, with its line number."""
     payload = "x" * 60_000
     lines: list[dict[str, Any] | str] = [
         {"lane": "local", "deliver_at": WHEN, "payload": payload, "id": f"big-{n}"}
@@ -143,6 +150,8 @@ def test_a_batch_over_the_admin_request_limit_goes_in_chunks(engine_home: Path,
 
 
 def test_the_servers_refusal_reaches_the_operator_as_it_said_it(engine_home: Path) -> None:
+    """A request over the admin socket's limit is answered with the server's own words, not
+    "engine unreachable"."""
     from nereus.adapters.admin_client import AdminClient
     from nereus.errors import UsageError
 
@@ -210,6 +219,8 @@ def _damage_log_under_the_engine(segment: Path) -> None:
 
 
 def test_a_failed_shard_is_loud_in_the_log_status_and_doctor(home: Path) -> None:
+    """A shard whose log is damaged under the engine is FAILED with its reason in engine status
+    (exit 1), doctor fails, and engine.log has shard_failed at error."""
     assert _schedule(home, "--id", "loud-0").code == 0
     with running_engine(home):
         (segment,) = sorted((home / "shardlog" / "default" / "0").glob("*.seg"))

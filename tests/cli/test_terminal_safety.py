@@ -32,6 +32,8 @@ def _assert_inert(text: str) -> None:
 
 
 def test_shard_log_shows_escape_sequences_escaped(home: Path) -> None:
+    """shard log shows a hostile record's escape sequences escaped; --json carries them as they
+    are."""
     shard = _hostile_schedule(home)
     human = run_nereus("shard", "log", str(shard), home=home)
     assert human.code == 0, human.stderr
@@ -42,6 +44,8 @@ def test_shard_log_shows_escape_sequences_escaped(home: Path) -> None:
 
 
 def test_an_operators_reason_is_data_not_markup(home: Path) -> None:
+    """A reason holding escape sequences and Rich markup is printed escaped and literal, and
+    stored unchanged."""
     human = run_nereus("lane", "close", "local", "--reason", HOSTILE, "--yes", home=home)
     assert human.code == 0, human.stderr
     _assert_inert(human.stdout)
@@ -52,6 +56,8 @@ def test_an_operators_reason_is_data_not_markup(home: Path) -> None:
 
 
 def test_rejected_hostile_records_and_listing_stay_readable(home: Path) -> None:
+    """The core refuses an id with control characters; listing, command show and status keep
+    working and print nothing raw."""
     shard = _hostile_schedule(home)
     with running_engine(home):
         listed = run_nereus("--json", "message", "list", home=home)

@@ -31,6 +31,7 @@ def _store(path: Path, messages: int) -> None:
 
 
 def test_the_child_process_digest_equals_the_in_process_one(tmp_path: Path) -> None:
+    """The digest computed in a child process equals the one computed in this process."""
     _store(tmp_path / "db", 9_000)  # more than two digest chunks
     with ShardStore.open(tmp_path / "db", read_only=True) as store:
         expected = store_digest(store)
@@ -39,5 +40,6 @@ def test_the_child_process_digest_equals_the_in_process_one(tmp_path: Path) -> N
 
 
 def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: Path) -> None:
+    """A child that cannot open the database ends in an error that says why."""
     with pytest.raises(RuntimeError, match="no shard database"):
         process_digest(tmp_path / "missing")

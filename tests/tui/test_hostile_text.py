@@ -22,6 +22,7 @@ class _Tables(App[None]):
 
 
 def test_table_cells_are_escaped_text_not_markup() -> None:
+    """Hostile ids and field values show as plain, escaped text in the dashboard's tables."""
     async def scenario() -> None:
         app = _Tables()
         async with app.run_test() as pilot:

@@ -59,6 +59,7 @@ def test_bad_values_name_file_line_key_and_expectation(
 
 
 def test_the_partition_count_of_a_route_is_bounded() -> None:
+    """A route's partition count outside its bounds is a configuration error naming the field."""
     with pytest.raises(ConfigError) as info:
         parse_config("[routes.default]\npartitions = 5000\n")
     assert "partitions = 5000: expected an integer <= 4096" in info.value.message

@@ -130,6 +130,7 @@ def test_a_fenced_owners_claim_result_is_refused(owner: str, epoch: int) -> None
 
 
 def test_the_live_owners_claim_result_applies() -> None:
+    """A CLAIM_RESULT of the live owner (same owner, same epoch) is applied."""
     shard = taken_over()
     result = shard.result(claim_result(shard, "m2", B, 2), broker_ms=1_000)
     assert result.status == ResultStatus.APPLIED
