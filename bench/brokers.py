@@ -57,7 +57,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import ShardLog
@@ -65,6 +65,9 @@ from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config
 from nereus.engine.engine import Engine, EngineSettings
 from nereus.shard import ShardId, partition_for
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ROOT / "scripts" / "services"
@@ -352,6 +355,15 @@ def delete_pulsar_topic(env: dict[str, str], topic: str) -> None:
 
 
 # scenario 2: Kafka -> Kafka publishes per shard ----------------------------------------------
+def header_text(message: Message, name: str) -> str:
+    """The value of header ``name`` of a consumed Kafka record, as text."""
+    raw = message.headers() or []
+    value = dict(raw.items() if isinstance(raw, dict) else raw)[name]
+    if value is None:
+        raise ValueError(f"record header {name} has no value")
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def read_receipts(bootstrap: str, topic: str, expected: int,
                   deadline_s: float) -> list[tuple[str, int]]:
     """(delay message id, LogAppendTime) of every record of ``topic`` (one partition)."""
@@ -369,8 +381,7 @@ def read_receipts(bootstrap: str, topic: str, expected: int,
             for message in consumer.consume(1_000, timeout=0.2):
                 if message.error() is not None:
                     continue
-                headers = dict(message.headers() or [])
-                out.append((headers[PROPERTY_ID].decode(), message.timestamp()[1]))
+                out.append((header_text(message, PROPERTY_ID), message.timestamp()[1]))
     finally:
         consumer.close()
     if len(out) < max(end, expected):
@@ -433,13 +444,13 @@ def kafka_to_kafka(root: Path, env: dict[str, str], args: argparse.Namespace) ->
     for message_id, stamp in receipts:
         by_shard.setdefault(f"default/{partition_for(message_id, partitions)}", []).append(stamp)
     per_shard = {}
-    for shard, stamps in sorted(by_shard.items()):
+    for name, stamps in sorted(by_shard.items()):
         span_ms = max(max(stamps) - min(stamps), 1)
-        per_shard[shard] = {"published": len(stamps), "first_after_due_ms": min(stamps) - due_ms,
-                            "last_after_due_ms": max(stamps) - due_ms, "span_ms": span_ms,
-                            "rate_per_s": round(len(stamps) / span_ms * 1000),
-                            "rate_from_due_per_s": round(
-                                len(stamps) / max(max(stamps) - due_ms, 1) * 1000)}
+        per_shard[name] = {"published": len(stamps), "first_after_due_ms": min(stamps) - due_ms,
+                      "last_after_due_ms": max(stamps) - due_ms, "span_ms": span_ms,
+                      "rate_per_s": round(len(stamps) / span_ms * 1000),
+                      "rate_from_due_per_s": round(
+                          len(stamps) / max(max(stamps) - due_ms, 1) * 1000)}
     worst = min((s["rate_per_s"] for s in per_shard.values()), default=0)
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)

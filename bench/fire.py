@@ -31,6 +31,7 @@ afterwards unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import multiprocessing
@@ -73,7 +74,8 @@ def now_ms() -> int:
 # a home and its engine -------------------------------------------------------------------
 def make_home(root: Path, partitions: int) -> tuple[Path, Config]:
     home = Path(tempfile.mkdtemp(prefix="fire-", dir=root))
-    text = render_config(route="default", partitions=partitions, log="file")
+    text = render_config(route="default", partitions=partitions, log="file",
+                         route_id=uuid.uuid4().hex)
     layout = HomeLayout(home)
     layout.config.write_text(text)
     layout.outbox.mkdir()
@@ -318,6 +320,9 @@ def steady(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # profiling (bench-only instrumentation) --------------------------------------------------
+WORKER_BODY = "run"  # the method the engine's supervisor runs in each worker thread
+
+
 class ThreadProfiles:
     """pyinstrument inside every shard-loop and publisher thread, merged afterwards."""
 
@@ -330,10 +335,11 @@ class ThreadProfiles:
         from nereus.engine.publisher import LanePublisher
         from nereus.engine.shard_loop import ShardLoop
 
-        for cls in (ShardLoop, LanePublisher):
-            original = cls._run
+        workers: tuple[type[ShardLoop | LanePublisher], ...] = (ShardLoop, LanePublisher)
+        for cls in workers:
+            original: Callable[[Any], None] = cls.run
 
-            def profiled(self_: Any, _original: Any = original) -> None:
+            def profiled(self_: object, _original: Callable[[Any], None] = original) -> None:
                 from pyinstrument import Profiler
 
                 profiler = Profiler(interval=0.001)
@@ -345,8 +351,8 @@ class ThreadProfiles:
                     with self._lock:
                         self.sessions.append((threading.current_thread().name, session))
 
-            cls._run = profiled  # type: ignore[method-assign]
-            self._undo.append(lambda cls=cls, original=original: setattr(cls, "_run", original))
+            setattr(cls, WORKER_BODY, profiled)
+            self._undo.append(functools.partial(setattr, cls, WORKER_BODY, original))
 
     def uninstall(self) -> None:
         for undo in self._undo:

@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class GeneratedLog:
     records out of memory and off the disk (the file log is measured by bench/apply.py).
     """
 
+    dense = True
+
     def __init__(self, n: int, *, seed: int, payload_bytes: int) -> None:
         self.n = n
         self.payload_bytes = payload_bytes
@@ -121,7 +123,7 @@ class GeneratedLog:
         self.next_position += count
         return out
 
-    def append(self, payloads: list[bytes]) -> list[Receipt]:  # pragma: no cover - unused
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:  # pragma: no cover - unused
         raise RuntimeError("the generated benchmark log is read-only")
 
     def end_position(self) -> int:
