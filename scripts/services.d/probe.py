@@ -20,11 +20,17 @@ Python that runs it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the clients are imported where used: a probe needs only its own
+    import pulsar
+    from confluent_kafka import KafkaError, Message
 
 HOST = "127.0.0.1"
 
@@ -92,18 +98,20 @@ def kafka_round_trip(budget: float) -> str:
             "log_level": 0,
         }
     )
-    delivered: dict[str, object] = {}
+    reports: list[tuple[KafkaError | None, Message]] = []  # the delivery report
 
-    def on_delivery(err: object, msg: object) -> None:
-        delivered["err"] = err
-        delivered["msg"] = msg
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        reports.append((err, msg))
 
     producer.produce(topic, payload, on_delivery=on_delivery)
     left = producer.flush(budget)
-    if left or delivered.get("err") is not None or "msg" not in delivered:
-        raise RuntimeError(f"produce failed: {delivered.get('err') or 'not delivered in time'}")
-    msg = delivered["msg"]
-    partition, offset = msg.partition(), msg.offset()  # type: ignore[attr-defined]
+    err = reports[0][0] if reports else None
+    if left or err is not None or not reports:
+        raise RuntimeError(f"produce failed: {err or 'not delivered in time'}")
+    msg = reports[0][1]
+    partition, offset = msg.partition(), msg.offset()
+    if partition is None or offset is None:
+        raise RuntimeError(f"produce failed: delivered to partition {partition} offset {offset}")
 
     consumer = Consumer(
         {
@@ -135,9 +143,7 @@ def kafka_round_trip(budget: float) -> str:
 # -------------------------------------------------------------------------------------- pulsar
 
 
-def _quiet_logger():  # type: ignore[no-untyped-def]
-    import logging
-
+def _quiet_logger() -> logging.Logger:
     quiet = logging.getLogger("nereus.probe.pulsar-client")
     quiet.setLevel(logging.CRITICAL)
     quiet.propagate = False
@@ -145,7 +151,7 @@ def _quiet_logger():  # type: ignore[no-untyped-def]
     return quiet
 
 
-def pulsar_client(budget: float):  # type: ignore[no-untyped-def]
+def pulsar_client(budget: float) -> tuple[str, pulsar.Client]:
     import pulsar
 
     url = f"pulsar://{HOST}:{env('NEREUS_PULSAR_PORT', '6650')}"
@@ -260,7 +266,7 @@ def pulsar_features(budget: float) -> str:
 # ------------------------------------------------------------------------------------------ s3
 
 
-def s3_client(budget: float):  # type: ignore[no-untyped-def]
+def s3_client(budget: float) -> tuple[str, Any]:  # a boto3 S3 client (boto3 has no types)
     import boto3
     from botocore.config import Config
 
@@ -281,7 +287,7 @@ def s3_client(budget: float):  # type: ignore[no-untyped-def]
     return endpoint, client
 
 
-def s3_ensure_bucket(client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+def s3_ensure_bucket(client: Any, bucket: str) -> None:
     from botocore.exceptions import ClientError
 
     try:
