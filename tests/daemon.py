@@ -159,6 +159,7 @@ class DaemonRun:
         status = self.status()
         assert status is not None, f"the daemon does not answer:\n{self.output()}"
         (lane,) = [lane for lane in status["lanes"] if lane["lane"] == name]
+        assert isinstance(lane, dict), lane
         return lane
 
     def kill(self) -> None:

@@ -7,6 +7,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,10 +20,11 @@ def _schedule(home: Path, *args: str) -> CliResult:
     return run_nereus("--json", "message", "schedule", "--lane", "local", *args, home=home)
 
 
-def _refused(result: CliResult, *words: str) -> dict[str, object]:
+def _refused(result: CliResult, *words: str) -> dict[str, Any]:
     assert result.code == ExitCode.USAGE, (result.code, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     doc = result.json()
+    assert isinstance(doc, dict), doc
     assert doc["ok"] is False and doc["exit_code"] == 2
     for word in words:
         assert word in str(doc["error"]), doc
@@ -80,7 +82,7 @@ def test_every_bad_batch_line_is_reported_and_nothing_is_queued(home: Path,
     batch = write_batch(tmp_path / "batch.jsonl", lines)
     doc = _refused(run_nereus("--json", "message", "schedule", "--batch", str(batch),
                               home=home), "5 bad lines", "nothing was queued")
-    assert [item["line"] for item in doc["bad_lines"]] == [2, 3, 4, 5, 6]  # type: ignore[index]
+    assert [item["line"] for item in doc["bad_lines"]] == [2, 3, 4, 5, 6]
     assert doc["bad_line_count"] == 5
     ends = run_nereus("--json", "shard", "list", home=home).json()
     assert all(not s["log_end_position"] for s in ends)
@@ -90,7 +92,7 @@ def test_bad_lines_beyond_the_limit_are_counted(home: Path, tmp_path: Path) -> N
     batch = write_batch(tmp_path / "batch.jsonl", ["nope"] * 45)
     doc = _refused(run_nereus("--json", "message", "schedule", "--batch", str(batch),
                               home=home), "45 bad lines", "and 25 more")
-    assert len(doc["bad_lines"]) == 20  # type: ignore[arg-type]
+    assert len(doc["bad_lines"]) == 20
 
 
 def test_a_lone_surrogate_is_refused_not_a_crash(home: Path, tmp_path: Path) -> None:

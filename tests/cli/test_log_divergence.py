@@ -31,6 +31,7 @@ def shard_row(home: Path, shard: str = SHARD) -> dict[str, Any]:
     listed = run_nereus("--json", "shard", "list", home=home)
     assert listed.code == 0, listed.stderr
     (row,) = [s for s in listed.json() if s["shard"] == shard]
+    assert isinstance(row, dict), row
     return row
 
 

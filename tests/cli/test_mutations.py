@@ -25,10 +25,21 @@ def _init(tmp_path: Path, partitions: int = 1) -> Path:
 
 
 def _ok(*args: str, home: Path, code: int = 0) -> dict[str, Any]:
+    """The command's JSON document (an object)."""
     result = run_nereus("--json", *args, home=home)
     assert result.code == code, (result.code, result.stdout, result.stderr)
-    data: dict[str, Any] = result.json()
+    data = result.json()
+    assert isinstance(data, dict), data
     return data
+
+
+def _rows(*args: str, home: Path) -> list[dict[str, Any]]:
+    """The rows a listing command prints (a JSON array of objects)."""
+    result = run_nereus("--json", *args, home=home)
+    assert result.code == 0, (result.code, result.stdout, result.stderr)
+    rows = result.json()
+    assert isinstance(rows, list) and all(isinstance(row, dict) for row in rows), rows
+    return rows
 
 
 def _log(home: Path, shard: str = "default/0", *extra: str) -> list[dict[str, Any]]:
@@ -41,7 +52,7 @@ def _log(home: Path, shard: str = "default/0", *extra: str) -> list[dict[str, An
 
 
 def _lane(home: Path, name: str = "local") -> dict[str, Any]:
-    lanes = _ok("lane", "list", home=home)
+    lanes = _rows("lane", "list", home=home)
     return next(lane for lane in lanes if lane["lane"] == name)
 
 
@@ -243,7 +254,7 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
     home = _init(tmp_path)
     make_unknown_attempt(home, "order-7", "ghost-7")
     with running_engine(home):
-        unknown = _ok("attempt", "list", "--state", "unknown", home=home)
+        unknown = _rows("attempt", "list", "--state", "unknown", home=home)
         assert [a["attempt_id"] for a in unknown] == ["ghost-7"]
         assert _ok("message", "show", "order-7", home=home)["state"] == "UNCERTAIN"
         refused = run_nereus("attempt", "resolve", "ghost-7", "--published", "--evidence",
@@ -263,7 +274,7 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
                    "--yes", "--wait", home=home)
         assert done["result"] == "APPLIED"
         assert _ok("message", "show", "order-7", home=home)["state"] == "PUBLISHED"
-        assert _ok("attempt", "list", "--state", "unknown", home=home) == []
+        assert _rows("attempt", "list", "--state", "unknown", home=home) == []
         # settled, it is no longer open; re-running finds it and reports the first result
         again = _ok("attempt", "resolve", "ghost-7", "--published", "--evidence",
                     "topic orders offset 41", "--unverified", "--reason", "checked the topic",

@@ -8,6 +8,7 @@ moved aside), and an engine removes only the pid file and socket it made itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -34,7 +35,7 @@ def owned_daemons(home: Path) -> Iterator[list[int]]:
         for pid in pids:
             if _is_daemon_of(pid, home):
                 os.kill(pid, signal.SIGKILL)
-                wait_for(lambda pid=pid: process_gone(pid), timeout=10, what=f"pid {pid}")
+                wait_for(functools.partial(process_gone, pid), timeout=10, what=f"pid {pid}")
 
 
 def damaged(home: Path) -> list[Path]:

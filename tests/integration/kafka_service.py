@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -27,6 +28,9 @@ from tests.integration.services import (
     cannot_start,
     run_services,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,15 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def text_headers(message: Message) -> dict[str, str]:
+    """A consumed record's headers as text: values are decoded, headers without one dropped
+    (confluent-kafka gives a list of (name, bytes) pairs; its types also allow a dict)."""
+    raw = message.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return {name: value.decode() if isinstance(value, bytes) else value
+            for name, value in pairs if value is not None}
 
 
 def _cannot_start(detail: str) -> KafkaService:

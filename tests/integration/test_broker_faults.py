@@ -74,7 +74,11 @@ from nereus.state.values import Attempt, decode_int, decode_value
 from nereus.views import find_message, open_attempts
 from tests.daemon import DaemonRun
 from tests.integration.engine_harness import lateness_ms
-from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
+from tests.integration.kafka_service import (  # noqa: F401
+    KafkaService,
+    kafka_service,
+    text_headers,
+)
 from tests.integration.services import run_services
 
 # the Kafka lane's delivery timeout in test 1: a call in progress when the broker goes away
@@ -157,7 +161,7 @@ def read_topic(bootstrap: str, topic: str, deadline_s: float = 30.0) -> list[Top
                 partition, offset = message.partition(), message.offset()
                 if message.error() is not None or partition is None or offset is None:
                     continue
-                headers = {k: v.decode() for k, v in message.headers() or [] if v is not None}
+                headers = text_headers(message)
                 records.append(TopicRecord(headers[DELAY_MESSAGE_ID_HEADER],
                                            headers[ATTEMPT_ID_HEADER], partition, offset,
                                            message.timestamp()[1]))
@@ -500,13 +504,13 @@ evidence_interval_s = 1
         ends = {s: logs[s].end_position() for s in shards}
         applied: dict[ShardId, dict[int, bytes]] = {}
         for shard in shards:
-            position, records = 0, {}
+            position, payloads = 0, {}
             while position < ends[shard]:
                 batch = logs[shard].read(position, 5_000)
                 assert batch, f"{shard}: nothing readable at {position} (end {ends[shard]})"
-                records.update({r.position: r.payload for r in batch})
+                payloads.update({r.position: r.payload for r in batch})
                 position = batch[-1].position + 1
-            applied[shard] = records
+            applied[shard] = payloads
     finally:
         for log in logs.values():
             log.close()
@@ -515,9 +519,9 @@ evidence_interval_s = 1
                 proc.kill()
                 proc.wait(timeout=30)
 
-    records = read_topic(bootstrap, topic)
-    copies = Counter(r.delay_message_id for r in records)
-    by_attempt = {r.attempt_id: r for r in records}
+    topic_records = read_topic(bootstrap, topic)
+    copies = Counter(r.delay_message_id for r in topic_records)
+    by_attempt = {r.attempt_id: r for r in topic_records}
     states: Counter[str] = Counter()
     by_scan = 0  # attempts made UNKNOWN by the restart, then settled by evidence
     for shard in shards:
@@ -527,8 +531,8 @@ evidence_interval_s = 1
                 f"{shard}: records applied {raw and decode_int(raw)} != log end {ends[shard]}")
             assert store.applied_position() == ends[shard] - 1
             for position, data in applied[shard].items():
-                record = decode(data)
-                key = None if isinstance(record, DecodeFailure) else dedup_key(record)
+                decoded = decode(data)
+                key = None if isinstance(decoded, DecodeFailure) else dedup_key(decoded)
                 assert key is None or store.get(keys.result_key(key)) is not None or \
                     store.get(keys.reject_key(position)) is not None, (
                     f"{shard}@{position}: no result")
@@ -542,9 +546,9 @@ evidence_interval_s = 1
                 if attempt.evidence.startswith("evidence scan:"):
                     by_scan += 1
                     assert attempt.state == AttemptState.PUBLISHED, attempt
-                    record = by_attempt[attempt.attempt_id]
+                    landed = by_attempt[attempt.attempt_id]
                     assert attempt.evidence.endswith(
-                        f"{topic}/{record.partition}@{record.offset}"), attempt
+                        f"{topic}/{landed.partition}@{landed.offset}"), attempt
                 elif attempt.state == AttemptState.UNKNOWN:
                     assert attempt.evidence.startswith("recovery: "), attempt
             for m in (m for m in deliver if route.shard_for(m) == shard):
@@ -562,7 +566,7 @@ evidence_interval_s = 1
                     assert any(a.state == AttemptState.UNKNOWN for a in mine), mine
                     assert copies[m] == 0, f"{m}: UNCERTAIN, {copies[m]} records on the topic"
     print(f"\nkilled after {published_at_kill} publishes; states {dict(states)}; settled by "
-          f"evidence scan {by_scan}; topic records {len(records)}; log ends "
+          f"evidence scan {by_scan}; topic records {len(topic_records)}; log ends "
           f"{ {str(s): e for s, e in ends.items()} }")
     assert sum(states.values()) == SCHEDULES
     assert states[MessageState.UNCERTAIN] + by_scan > 0, (

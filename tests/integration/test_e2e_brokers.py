@@ -9,22 +9,37 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
+from nereus.engine.destinations.kafka import DELAY_MESSAGE_ID_HEADER
 from nereus.engine.engine import Engine
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.views import find_message
-from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
+from tests.integration.kafka_service import (  # noqa: F401
+    KafkaService,
+    kafka_service,
+    text_headers,
+)
 from tests.integration.pulsar_service import PulsarService, pulsar_service  # noqa: F401
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
 
 Consume = Callable[[set[str], float], dict[str, list[int]]]
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def delay_message_id(message: Message) -> str:
+    """The delay message id a destination record names (a record without one is counted
+    under a name no message has, so it shows up as unexpected)."""
+    return text_headers(message).get(DELAY_MESSAGE_ID_HEADER, "<no delay message id header>")
 
 
 def kafka_consumer(bootstrap: str, topic: str) -> Consume:
@@ -42,20 +57,12 @@ def kafka_consumer(bootstrap: str, topic: str) -> Consume:
                 message = consumer.poll(0.1)
                 if message is None or message.error():
                     continue
-                headers = dict(message.headers() or [])
-                mid = headers[b"nereus-delay-message-id"] if b"nereus-delay-message-id" in \
-                    headers else headers.get("nereus-delay-message-id")
-                key = mid.decode() if isinstance(mid, bytes) else str(mid)
-                seen.setdefault(key, []).append(now_ms())
+                seen.setdefault(delay_message_id(message), []).append(now_ms())
             settle = time.monotonic() + 1.0  # anything duplicated or late shows up now
             while time.monotonic() < settle:
                 message = consumer.poll(0.1)
                 if message is not None and not message.error():
-                    headers = dict(message.headers() or [])
-                    mid = headers.get("nereus-delay-message-id") or headers.get(
-                        b"nereus-delay-message-id")
-                    key = mid.decode() if isinstance(mid, bytes) else str(mid)
-                    seen.setdefault(key, []).append(now_ms())
+                    seen.setdefault(delay_message_id(message), []).append(now_ms())
         finally:
             consumer.close()
         return seen

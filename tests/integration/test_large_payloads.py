@@ -124,8 +124,8 @@ def test_the_schedule_record_carries_a_reference_not_the_bytes(tmp_path: Path) -
     finally:
         log.close()
     assert isinstance(identity, r.RouteIdentity)
-    assert isinstance(records[0], r.PayloadReserve) and isinstance(records[1], r.PayloadCommit)
     reserve, commit, sched = records
+    assert isinstance(reserve, r.PayloadReserve) and isinstance(commit, r.PayloadCommit)
     assert isinstance(sched, r.Schedule)
     assert sched.payload == b"" and sched.payload_ref == receipt["payload_id"]
     assert reserve.size_bytes == commit.size_bytes == 10_000

@@ -175,7 +175,8 @@ def test_unreachable_endpoint_raises_service_unreachable_quickly(tmp_path: Path)
         with pytest.raises(ServiceUnreachable, match=r"s3://nowhere/ .*unreachable") as caught:
             call()
         elapsed = time.monotonic() - started
-        assert caught.value.exit_code == ExitCode.SERVICE_UNREACHABLE == 5, name
+        exit_code = caught.value.exit_code
+        assert exit_code == ExitCode.SERVICE_UNREACHABLE and int(exit_code) == 5, name
         assert elapsed < 5, f"{name} took {elapsed:.1f}s to report the endpoint unreachable"
 
 

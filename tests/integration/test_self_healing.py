@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
 from nereus.engine.supervisor import WorkerStatus
 from nereus.layout import HomeLayout
@@ -124,10 +125,9 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
     from nereus.engine import engine as engine_module
 
     flaky: list[FlakyLog] = []
-    real_open = engine_module.open_shard_log
 
     def open_flaky(*args: Any, **kwargs: Any) -> FlakyLog:
-        log = FlakyLog(real_open(*args, **kwargs))
+        log = FlakyLog(open_shard_log(*args, **kwargs))
         flaky.append(log)
         return log
 

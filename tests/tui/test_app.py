@@ -216,7 +216,8 @@ def test_filter_narrows_every_table() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
             await _loaded(pilot, app)
             await pilot.press("slash")
-            assert isinstance(app.focused, Input) and app.focused.id == "filter"
+            focused = app.focused
+            assert isinstance(focused, Input) and focused.id == "filter"
             await pilot.press(*"payments")
             screen = app.screen
             await until(pilot, lambda: screen.query_one(LaneTable).row_count == 1,

@@ -115,11 +115,14 @@ def test_close_and_open_run_the_real_cli(engine_home: Path) -> None:
                 await until(pilot, lambda: isinstance(app.screen, ReasonModal), what="modal")
                 app.screen.query_one("#reason", Input).value = f"dashboard test {action}"
                 await pilot.press("enter")
-                await until(pilot, lambda gate=gate: _lane_gate(app, "local") == gate,
-                            what=f"lane local {gate} in the feed", timeout=30)
-                await until(pilot, lambda action=action: any(
-                    title == f"lane {action} local" for _, title, _ in toasts(app)),
-                    what=f"the answer of `lane {action}`", timeout=30)
+                def gate_shown(gate: str = gate) -> bool:
+                    return _lane_gate(app, "local") == gate
+
+                def answered(action: str = action) -> bool:
+                    return any(title == f"lane {action} local" for _, title, _ in toasts(app))
+
+                await until(pilot, gate_shown, what=f"lane local {gate} in the feed", timeout=30)
+                await until(pilot, answered, what=f"the answer of `lane {action}`", timeout=30)
                 (severity, _, text), = [t for t in toasts(app) if t[1] == f"lane {action} local"]
                 assert severity == "information", text
                 assert "receipts default/0@" in text and "default/1@" in text

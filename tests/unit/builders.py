@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from nereus import records as r
 from nereus.state import keys
 from nereus.testing import MemoryShard
 
 
+class ScheduleFields(TypedDict, total=False):
+    """The optional fields of a SCHEDULE a test may set (``schedule(..., **fields)``)."""
+
+    action_at_ms: int | None
+    expire_at_ms: int | None
+    key: str | None
+    headers: dict[str, str]
+    payload: bytes
+    payload_ref: str | None
+
+
 def schedule(mid: str, at: int = 1_000, *, cmd: str | None = None, lane: str = "local",
-             **fields: object) -> r.Schedule:
+             **fields: Unpack[ScheduleFields]) -> r.Schedule:
+    given: ScheduleFields = {"action_at_ms": at, **fields}  # action at deliverAt unless given
     return r.Schedule(command_id=cmd or f"s-{mid}", delay_message_id=mid, lane=lane,
-                      deliver_at_ms=at, action_at_ms=fields.pop("action_at_ms", at),  # type: ignore[arg-type]
-                      **fields)  # type: ignore[arg-type]
+                      deliver_at_ms=at, **given)
 
 
 def cancel(mid: str, *, cmd: str | None = None) -> r.Cancel:
@@ -63,6 +76,14 @@ def outcome(mid: str, attempt: str, result: r.Outcome,
                             evidence=evidence)
 
 
-def op(key: str) -> dict[str, str]:
+class OperatorFields(TypedDict):
+    """Who, why and the idempotency key of an Operator Mutation (``**op(key)``)."""
+
+    operator: str
+    reason: str
+    idempotency_key: str
+
+
+def op(key: str) -> OperatorFields:
     """Operator identity, reason and an idempotency key."""
     return {"operator": "alice", "reason": "testing", "idempotency_key": key}

@@ -6,11 +6,12 @@ from __future__ import annotations
 from nereus import records as r
 from nereus.machine import Reason
 from nereus.records import MessageState, Outcome, ResultStatus
+from nereus.state.values import Result
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, op, outcome, schedule
 
 
-def admit(shard: MemoryShard, mid: str, at_ms: int) -> r.Result:
+def admit(shard: MemoryShard, mid: str, at_ms: int) -> Result:
     shard.apply(schedule(mid, 1_000))
     return shard.result(admission(shard, mid, f"a-{mid}", earliest=at_ms), broker_ms=at_ms)
 

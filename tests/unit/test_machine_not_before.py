@@ -9,11 +9,12 @@ from __future__ import annotations
 from nereus import records as r
 from nereus.machine import Reason
 from nereus.records import MessageState, Outcome, ResultStatus
+from nereus.state.values import Result
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, op, outcome, schedule
 
 
-def lead(shard: MemoryShard, ms: int, key: str = "lead") -> r.Result:
+def lead(shard: MemoryShard, ms: int, key: str = "lead") -> Result:
     return shard.result(r.LaneConfig(lane="local", handoff_lead_ms=ms, **op(f"{key}-{ms}")))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 import pytest
 
@@ -19,10 +21,12 @@ from tests.unit.builders import OWNER, activate, admission, op, outcome, schedul
     ("reason", Reason.MISSING_REASON),
     ("idempotency_key", Reason.MISSING_IDEMPOTENCY_KEY),
 ])
-def test_operator_mutations_need_identity_reason_and_key(missing: str, reason: Reason) -> None:
+def test_operator_mutations_need_identity_reason_and_key(
+        missing: Literal["operator", "reason", "idempotency_key"], reason: Reason) -> None:
     """Without operator, reason or idempotency key a mutation is REJECTED naming what is missing."""
     shard = MemoryShard()
-    fields = {**op("k1"), missing: ""}
+    fields = op("k1")
+    fields[missing] = ""
     result = shard.result(r.LaneGate(lane="local", gate=r.Gate.CLOSED, **fields))
     assert (result.status, result.reason) == (ResultStatus.REJECTED, reason)
     assert shard.lane("local") is None

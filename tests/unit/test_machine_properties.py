@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.machine import Reason
-from nereus.records import MessageState, ResultStatus
+from nereus.records import MessageState, Record, ResultStatus
 from nereus.state import keys
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
@@ -26,10 +27,12 @@ IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VER
 class ListLog:
     """A Shard Log held in a list (the contract is tested on real backends elsewhere)."""
 
+    dense = True
+
     def __init__(self, entries: LogEntries) -> None:
         self.entries = entries
 
-    def append(self, payloads: list[bytes]) -> list[Receipt]:  # pragma: no cover - unused
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:  # pragma: no cover - unused
         raise NotImplementedError
 
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
@@ -100,7 +103,7 @@ def test_cancel_and_admissions_have_exactly_one_winner(order: list[str]) -> None
     """Whatever order CANCEL and two admissions arrive in, exactly one wins; all are logged."""
     shard = MemoryShard()
     shard.apply(schedule("m1", 1_000))
-    records = {
+    records: dict[str, Record] = {
         "cancel": cancel("m1"),
         "admit_a": admission(shard, "m1", "a"),
         "admit_b": admission(shard, "m1", "b"),

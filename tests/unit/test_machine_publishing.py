@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import msgspec
 
 from nereus import records as r
@@ -11,6 +13,7 @@ from nereus.state import keys
 from nereus.testing import MemoryShard
 from tests.unit.builders import (
     OWNER,
+    ScheduleFields,
     activate,
     admission,
     cancel,
@@ -21,7 +24,7 @@ from tests.unit.builders import (
 )
 
 
-def admitted(mid: str = "m1", attempt: str = "a1", **fields: object) -> MemoryShard:
+def admitted(mid: str = "m1", attempt: str = "a1", **fields: Unpack[ScheduleFields]) -> MemoryShard:
     shard = MemoryShard()
     shard.apply(schedule(mid, 1_000, **fields))
     result = shard.result(admission(shard, mid, attempt), broker_ms=1_000)
@@ -272,13 +275,14 @@ def test_claim_result_expired_needs_proof() -> None:
     shard.apply(schedule("m1", 1_000, expire_at_ms=2_000))
     message = shard.message("m1")
     assert message is not None and message.work_digest is not None
+    work_digest = message.work_digest
 
     activate(shard)
 
     def expiry(mid: str, earliest: int) -> r.ClaimResult:
         return r.ClaimResult(
             mutation_id=mid, delay_message_id="m1", generation=1,
-            work_digest=message.work_digest or "", owner_id=OWNER, fencing_epoch=1,
+            work_digest=work_digest, owner_id=OWNER, fencing_epoch=1,
             disposition=r.ClaimDisposition.EXPIRED,
             decided_earliest_ms=earliest, decided_latest_ms=earliest + 10,
         )

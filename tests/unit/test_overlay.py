@@ -24,8 +24,9 @@ def test_a_batch_commits_exactly_what_applying_record_by_record_leaves() -> None
         overlay.merge(apply(overlay, data, position=position, broker_ms=0).writes)
     committed = overlay.finish()
     assert committed == one_by_one.data
-    assert decode_int(committed[keys.META_RECORDS]) == len(log)
-    assert decode_int(committed[keys.META_APPLIED]) == len(log) - 1
+    records, applied = committed[keys.META_RECORDS], committed[keys.META_APPLIED]
+    assert records is not None and decode_int(records) == len(log)
+    assert applied is not None and decode_int(applied) == len(log) - 1
 
 
 def test_a_raw_read_of_a_deferred_lane_sees_the_bytes_the_batch_will_commit() -> None:

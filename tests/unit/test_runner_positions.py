@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import LogRecord
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption
 from nereus.records import QueryBarrier, encode
 from nereus.state import keys
@@ -28,7 +29,7 @@ class GappyLog:
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
         return [r for r in self.records if r.position >= from_position][:max_records]
 
-    def append(self, payloads: list[bytes]) -> list[object]:  # pragma: no cover - unused
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:  # pragma: no cover - unused
         raise NotImplementedError
 
     def end_position(self) -> int:
@@ -48,11 +49,11 @@ def test_sparse_positions_apply_in_order_and_resume(tmp_path: Path) -> None:
     """A sparse log applies every record once; a restart resumes after the last one."""
     log = GappyLog(POSITIONS, dense=False)
     with ShardStore.open(tmp_path / "db", identity=IDENTITY, create=True) as store:
-        runner = ShardRunner(store, log, batch_records=2)  # type: ignore[arg-type]
+        runner = ShardRunner(store, log, batch_records=2)
         runner.run_until_caught_up(stop_at=POSITIONS[2])
         assert store.applied_position() == POSITIONS[2]
     with ShardStore.open(tmp_path / "db", identity=IDENTITY) as store:
-        runner = ShardRunner(store, log, batch_records=2)  # type: ignore[arg-type]
+        runner = ShardRunner(store, log, batch_records=2)
         assert runner.run_until_caught_up() == 2
         assert store.applied_position() == POSITIONS[-1]
         raw = store.get(keys.META_RECORDS)
@@ -63,7 +64,7 @@ def test_a_gap_in_a_dense_log_is_corruption(tmp_path: Path) -> None:
     """A dense log that skips a position stops the runner loudly."""
     log = GappyLog([0, 1, 3], dense=True)
     with ShardStore.open(tmp_path / "db", identity=IDENTITY, create=True) as store:
-        runner = ShardRunner(store, log)  # type: ignore[arg-type]
+        runner = ShardRunner(store, log)
         with pytest.raises(LogCorruption, match="position 3 where 2 was next"):
             runner.run_until_caught_up()
         assert store.applied_position() is None
