@@ -33,6 +33,7 @@ def show(
     import msgspec
 
     from nereus.adapters.command_lookup import CommandStatus
+    from nereus.cli.output import Answered
     from nereus.errors import ExitCode, UsageError
     from nereus.terminal_text import find_control
 
@@ -57,9 +58,9 @@ def show(
 
     env.output.emit(data, human)
     if status.evidence == "QUEUED":
-        raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
+        raise Answered(ExitCode.RESULT_NOT_KNOWN)
     if status.result in ("REJECTED", "STALE"):
-        raise typer.Exit(int(ExitCode.NO))
+        raise Answered(ExitCode.NO)
 
 
 def _quote(text: str) -> str:

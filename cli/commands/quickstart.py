@@ -18,6 +18,8 @@ from typing import Any
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 
 def _say(env: Env, text: str) -> None:
@@ -32,15 +34,12 @@ def quickstart(
                                  help="Seconds over which they fall due."),
 ) -> None:
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
-    from nereus.adapters.replay import replay_empty, store_digest
-    from nereus.adapters.shardlog.file import FileShardLog
     from nereus.cli.commands.engine import start_daemon, stop_daemon
     from nereus.cli.message_input import prepare_one
     from nereus.cli.submission import submit
     from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
     from nereus.config import parse_config, render_config
     from nereus.errors import NereusError
-    from nereus.state.store import ShardStore
     from nereus.timespec import format_time_ms
 
     env: Env = ctx.obj
@@ -92,10 +91,46 @@ def quickstart(
     finally:
         stopped = stop_daemon(env, 60)
     _say(env, f"[bold]5. engine[/bold] stopped (pid {stopped.get('pid')})")
-    replays = []
-    for shard_name in engine["shards"]:
-        from nereus.shard import ShardId
+    replays = _replay_shards(env, engine["shards"])
+    ok = published.keys() == expected and all(r["match"] for r in replays)
+    data = {
+        "ok": ok, "home": str(layout.root), "outbox": str(outbox),
+        "engine_log": str(layout.logs / "engine.log"),
+        "scheduled": ids, "cancelled": cancelled, "rescheduled": moved,
+        "published": [published[m] for m in sorted(published)],
+        "missing": sorted(expected - published.keys()),
+        "receipts": receipts, "replays": replays,
+    }
+    if env.output.json_mode:
+        env.output.emit(data, lambda _: None)
+    else:
+        _where_to_look(env, outbox, ok=ok)
+    if not ok:
+        raise Answered(ExitCode.NO)
 
+
+def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
+    """The closing lines for people: where the run left its traces, and the verdict."""
+    layout = env.layout
+    _say(env, "\n[bold]Where to look[/bold]")
+    _say(env, f"  published messages   {outbox}")
+    _say(env, f"  engine log           {layout.logs / 'engine.log'}")
+    _say(env, f"  a shard, offline     nereus --home {layout.root} shard inspect "
+              f"default/0")
+    _say(env, f"  start it again       nereus --home {layout.root} engine start")
+    _say(env, "[green]quickstart ok[/green]" if ok else "[red]quickstart FAILED[/red]")
+
+
+def _replay_shards(env: Env, shards: list[str]) -> list[dict[str, Any]]:
+    """Replay every shard's log offline from empty and compare with the live digest."""
+    from nereus.adapters.replay import replay_empty, store_digest
+    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+
+    layout, config = env.layout, env.config
+    replays: list[dict[str, Any]] = []
+    for shard_name in shards:
         shard = ShardId.parse(shard_name)
         with ShardStore.open(layout.shard_state(shard), read_only=True) as live:
             live_digest = store_digest(live)
@@ -110,27 +145,7 @@ def quickstart(
         verdict = "[green]match[/green]" if r["match"] else "[red]DIFFER[/red]"
         _say(env, f"[bold]6. replay[/bold] {r['shard']}: {r['records']} records replayed "
                   f"offline, digest {r['replay_digest'][:16]}.. {verdict} the live state")
-    ok = published.keys() == expected and all(r["match"] for r in replays)
-    data = {
-        "ok": ok, "home": str(layout.root), "outbox": str(outbox),
-        "engine_log": str(layout.logs / "engine.log"),
-        "scheduled": ids, "cancelled": cancelled, "rescheduled": moved,
-        "published": [published[m] for m in sorted(published)],
-        "missing": sorted(expected - published.keys()),
-        "receipts": receipts, "replays": replays,
-    }
-    if env.output.json_mode:
-        env.output.emit(data, lambda _: None)
-    else:
-        _say(env, "\n[bold]Where to look[/bold]")
-        _say(env, f"  published messages   {outbox}")
-        _say(env, f"  engine log           {layout.logs / 'engine.log'}")
-        _say(env, f"  a shard, offline     nereus --home {layout.root} shard inspect "
-                  f"default/0")
-        _say(env, f"  start it again       nereus --home {layout.root} engine start")
-        _say(env, "[green]quickstart ok[/green]" if ok else "[red]quickstart FAILED[/red]")
-    if not ok:
-        raise typer.Exit(1)
+    return replays
 
 
 def _watch(env: Env, outbox: Path, offset: int, expected: set[str],
