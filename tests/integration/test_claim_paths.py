@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import EngineSettings
@@ -64,9 +65,8 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
     from nereus.engine import engine as engine_module
 
     clock = FakeClock(wall_ms=now_ms())
-    real_open = engine_module.open_shard_log
     monkeypatch.setattr(engine_module, "open_shard_log",
-                        lambda *a, **k: SlowFirstAdmission(real_open(*a, **k), clock))
+                        lambda *a, **k: SlowFirstAdmission(open_shard_log(*a, **k), clock))
     settings = EngineSettings(loop=LoopSettings(planner=PlannerSettings(
         claim_ttl_ms=CLAIM_TTL_MS)))
     home = tmp_path / "home"

@@ -20,6 +20,7 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Message, decode_value
 from nereus.views import find_message
 from tests.fake_clock import FakeClock, SkewedClock
+from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import (
     file_lane,
     lateness_ms,
@@ -112,6 +113,10 @@ class TrueTimeRecorder:
     def probe(self) -> str | None:
         return self.inner.probe()
 
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        return self.inner.scan_evidence(wanted, since_ms, until_ms)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -183,11 +188,8 @@ def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> Non
         assert raw is not None and b"UNKNOWN" in raw and b"recovery" in raw
 
 
-class BlockingDestination:
+class BlockingDestination(QuietDestination):
     """A destination whose calls never return until released."""
-
-    name = "local"
-    max_record_bytes = None
 
     def __init__(self) -> None:
         self.entered = threading.Event()
@@ -198,9 +200,6 @@ class BlockingDestination:
         self.entered.set()
         self.release.wait(30)
         raise RuntimeError("released after the engine gave up")
-
-    def probe(self) -> str | None:
-        return None
 
     def close(self) -> None:
         self.release.set()

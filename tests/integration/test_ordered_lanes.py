@@ -13,10 +13,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.records import Gate, LaneGate, PublishAdmission, decode, encode
 from nereus.shard import ShardId
@@ -25,6 +26,10 @@ from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import parse_time_ms
 from tests.integration.doubles import DelegatingLog
 from tests.integration.engine_harness import now_ms, running_engine
+
+if TYPE_CHECKING:
+    from nereus.engine.admin.api import AdminApi
+    from nereus.engine.shard_loop import ShardLoop
 
 ORDERED_LANE = ('[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n'
                 "ordered = true\n")
@@ -63,11 +68,10 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
     deliverAt order, none stuck behind the released claim."""
     from nereus.engine import engine as engine_module
 
-    real_open = engine_module.open_shard_log
     interposed: list[CloseBeforeAdmission] = []
 
     def open_interposed(*args: Any, **kwargs: Any) -> CloseBeforeAdmission:
-        log = CloseBeforeAdmission(real_open(*args, **kwargs), target="m040")
+        log = CloseBeforeAdmission(open_shard_log(*args, **kwargs), target="m040")
         interposed.append(log)
         return log
 
@@ -104,13 +108,12 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
                for line in lines)
 
 
-def _results(loop: object) -> list[Result]:
-    store = loop.store  # type: ignore[attr-defined]
-    return [decode_value(raw, Result) for _, raw in store.scan_prefix(keys.RESULT)]
+def _results(loop: ShardLoop) -> list[Result]:
+    return [decode_value(raw, Result) for _, raw in loop.store.scan_prefix(keys.RESULT)]
 
 
-def _gate(loop: object) -> Gate:
-    raw = loop.store.get(keys.lane_key("local"))  # type: ignore[attr-defined]
+def _gate(loop: ShardLoop) -> Gate:
+    raw = loop.store.get(keys.lane_key("local"))
     assert raw is not None
     return decode_value(raw, Lane).gate
 
@@ -134,11 +137,11 @@ def test_keyed_messages_of_an_ordered_lane_share_a_shard_and_are_found_by_id(
         assert isinstance(prepared[0].shard, ShardId)
 
 
-def _found(api: object, mid: str) -> bool:
+def _found(api: AdminApi, mid: str) -> bool:
     from nereus.errors import NotFound
 
     try:
-        api.message(mid)  # type: ignore[attr-defined]
+        api.message(mid)
     except NotFound:
         return False
     return True

@@ -25,6 +25,7 @@ from nereus.engine.clock import ClockReport, TrustedClock
 from nereus.engine.destinations.file import FileDestination
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine
+from nereus.engine.shard_loop import ShardLoop
 from nereus.records import Gate
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -170,6 +171,5 @@ def wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> N
         time.sleep(0.02)
 
 
-def _results(loop: object) -> list[Result]:
-    store = loop.store  # type: ignore[attr-defined]
-    return [decode_value(raw, Result) for _, raw in store.scan_prefix(keys.RESULT)]
+def _results(loop: ShardLoop) -> list[Result]:
+    return [decode_value(raw, Result) for _, raw in loop.store.scan_prefix(keys.RESULT)]

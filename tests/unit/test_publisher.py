@@ -28,7 +28,7 @@ class Scripted:
     """A destination that fails while ``broken`` is set, else publishes."""
 
     name = "scripted"
-    max_record_bytes = None
+    max_record_bytes: int | None = None
 
     def __init__(self) -> None:
         self.broken = False
