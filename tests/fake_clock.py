@@ -17,7 +17,7 @@ from collections.abc import Callable
 from nereus.engine.time_source import SystemClock
 
 _NS = 1_000_000_000
-_SLICE_S = 0.001  # how often a waiter looks at its event and at the fake time (real s)
+_SLICE_S = 0.005  # how often a waiter looks at its event (real s); advance wakes it at once
 
 
 class FakeClock:
@@ -37,7 +37,7 @@ class FakeClock:
 
     def __init__(self, *, wall_ms: int = 1_700_000_000_000, monotonic_s: float = 1_000_000.0,
                  autojump_threshold_s: float | None = None) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # guards the readings; notified when time moves
         self._wall_ns = wall_ms * 1_000_000
         self._mono_ns = round(monotonic_s * _NS)
         self.autojump_threshold_s = autojump_threshold_s
@@ -80,6 +80,7 @@ class FakeClock:
         self._mono_ns += ns
         self._wall_ns += ns
         self._moved_at = time.monotonic()
+        self._lock.notify_all()
 
     @property
     def waiters(self) -> int:
@@ -95,10 +96,10 @@ class FakeClock:
             token = next(self._tokens)
             self._deadlines[token] = deadline
         try:
-            while True:
-                if event.is_set():
-                    return True
-                with self._lock:
+            with self._lock:
+                while True:
+                    if event.is_set():
+                        return True
                     if self._mono_ns >= deadline:
                         return False
                     threshold = self.autojump_threshold_s
@@ -107,7 +108,7 @@ class FakeClock:
                             deadline == min(self._deadlines.values()):
                         self._move(deadline - self._mono_ns)
                         continue
-                event.wait(_SLICE_S)
+                    self._lock.wait(_SLICE_S)
         finally:
             with self._lock:
                 del self._deadlines[token]
