@@ -19,12 +19,11 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nereus.errors import NereusError, NotFound, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
 
 LOG: Final = logging.getLogger("nereus.engine.kafka")
@@ -69,7 +68,13 @@ def admin_client(bootstrap: str, client_id: str) -> AdminClient:
     })
 
 
-def close_consumer(consumer: Consumer, what: str, wait_s: float) -> bool:
+class Closable(Protocol):
+    """What ``close_consumer`` needs of a consumer (a confluent-kafka ``Consumer``)."""
+
+    def close(self) -> None: ...
+
+
+def close_consumer(consumer: Closable, what: str, wait_s: float) -> bool:
     """Close ``consumer``, waiting at most ``wait_s``; False (logged) if it did not finish.
 
     librdkafka can deadlock in its destroy when an offset reset is in flight (issue 4514,
