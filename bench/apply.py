@@ -134,19 +134,31 @@ class CommitStats:
     first_batch: list[tuple[bytes, bytes | None]] = field(default_factory=list)
 
 
-def watch_writes(store: ShardStore, stats: CommitStats) -> None:
-    """Wrap ``store.write`` on this instance: count keys, time commits, keep batch one."""
-    inner = store.write
+class WatchedStore(ShardStore):
+    """A ShardStore whose commits, once ``stats`` is set, are counted and timed, the first
+    kept (set after open: the identity stamp is not one of them)."""
 
-    def write(writes: Mapping[bytes, bytes | None], *, sync: bool = True) -> None:
+    stats: CommitStats | None = None
+
+    def write(self, writes: Mapping[bytes, bytes | None], *, sync: bool = True) -> None:
+        stats = self.stats
+        if stats is None:
+            super().write(writes, sync=sync)
+            return
         if not stats.first_batch:
             stats.first_batch = list(writes.items())
         started = time.perf_counter()
-        inner(writes, sync=sync)
+        super().write(writes, sync=sync)
         stats.seconds.append(time.perf_counter() - started)
         stats.keys_per_batch.append(len(writes))
 
-    store.write = write  # type: ignore[method-assign]
+
+def open_watched(root: Path, stats: CommitStats) -> ShardStore:
+    """A new shard database at ``root`` whose commits from now on go to ``stats``."""
+    store = WatchedStore.open(root, identity=IDENTITY, create=True)
+    assert isinstance(store, WatchedStore)  # open makes an instance of the class it is on
+    store.stats = stats
+    return store
 
 
 @dataclass
@@ -161,9 +173,8 @@ class RunnerPass:
 
 
 def run_runner(root: Path, log_dir: Path, batch: int, n: int) -> RunnerPass:
-    store = ShardStore.open(root, identity=IDENTITY, create=True)
     stats = CommitStats()
-    watch_writes(store, stats)
+    store = open_watched(root, stats)
     log = FileShardLog(log_dir, create=False)
     try:
         runner = ShardRunner(store, log, batch_records=batch)

@@ -18,6 +18,7 @@ from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 from nereus.state import keys
+from nereus.state.store import ShardStore
 from nereus.state.values import Lane, Result, decode_value
 from nereus.views import find_message
 from tests.integration.doubles import QuietDestination
@@ -45,8 +46,8 @@ class Holding(QuietDestination):
                 for r in requests]
 
 
-def replicated_lead(store: object, lane: str = "held") -> int:
-    raw = store.get(keys.lane_key(lane))  # type: ignore[attr-defined]
+def replicated_lead(store: ShardStore, lane: str = "held") -> int:
+    raw = store.get(keys.lane_key(lane))
     return 0 if raw is None else decode_value(raw, Lane).handoff_lead_ms
 
 

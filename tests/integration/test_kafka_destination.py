@@ -21,10 +21,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.config import LaneSettings
 from nereus.engine.destinations.kafka import (
@@ -243,8 +245,8 @@ def destinations() -> Iterator[Callable[..., KafkaDestination]]:
     """Makes destinations and closes them after the test."""
     made: list[KafkaDestination] = []
 
-    def make(*args: object, **kwargs: object) -> KafkaDestination:
-        destination = KafkaDestination(*args, **kwargs)  # type: ignore[arg-type]
+    def make(*args: Any, **kwargs: Any) -> KafkaDestination:
+        destination = KafkaDestination(*args, **kwargs)
         made.append(destination)
         return destination
 
@@ -259,11 +261,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1,
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
 
 
-def consume(bootstrap: str, topic: str, results: list[PublishResult]) -> dict[str, object]:
+def evidence_field(result: PublishResult, field: str) -> str:
+    """A field of PUBLISHED evidence kafka:<topic>/<partition>@<offset>."""
+    found = EVIDENCE.match(result.evidence)
+    assert found is not None, result.evidence
+    return found[field]
+
+
+def consume(bootstrap: str, topic: str, results: list[PublishResult]) -> dict[str, Message]:
     """The records at the evidence offsets, by attempt id."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "nereus-test-reader",
                          "enable.auto.commit": False})
-    wanted = {}
+    wanted: dict[tuple[int, int], str] = {}
     for result in results:
         found = EVIDENCE.match(result.evidence)
         assert found and found["topic"] == topic, result.evidence
@@ -272,13 +281,15 @@ def consume(bootstrap: str, topic: str, results: list[PublishResult]) -> dict[st
     for partition, offset in wanted:
         starts[partition] = min(offset, starts.get(partition, offset))
     consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
-    got: dict[str, object] = {}
+    got: dict[str, Message] = {}
     deadline = time.monotonic() + 20
     try:
         while len(got) < len(wanted) and time.monotonic() < deadline:
             for msg in consumer.consume(100, timeout=0.5):
                 assert msg.error() is None, msg.error()
-                attempt = wanted.get((msg.partition(), msg.offset()))  # type: ignore[arg-type]
+                read_partition, read_offset = msg.partition(), msg.offset()
+                attempt = (None if read_partition is None or read_offset is None
+                           else wanted.get((read_partition, read_offset)))
                 if attempt is not None:
                     got[attempt] = msg
     finally:
@@ -313,10 +324,9 @@ def test_published_records_carry_key_value_and_headers_at_the_evidence_offsets(
     for req in requests:
         msg = records[req.attempt_id]
         template = req.template
-        assert msg.value() == template.payload  # type: ignore[attr-defined]
-        assert msg.key() == (None if template.key is None else  # type: ignore[attr-defined]
-                             template.key.encode())
-        headers = msg.headers()  # type: ignore[attr-defined]
+        assert msg.value() == template.payload
+        assert msg.key() == (None if template.key is None else template.key.encode())
+        headers = msg.headers()
         expected = [(k, v.encode()) for k, v in template.headers.items()
                     if k != ATTEMPT_ID_HEADER]
         expected += [(DELAY_MESSAGE_ID_HEADER, template.delay_message_id.encode()),
@@ -324,8 +334,7 @@ def test_published_records_carry_key_value_and_headers_at_the_evidence_offsets(
                      (EVIDENCE_MAC_HEADER, req.mac.encode())]
         assert headers == expected
     # one key, one partition
-    assert EVIDENCE.match(results[0].evidence)["partition"] == (  # type: ignore[index]
-        EVIDENCE.match(results[2].evidence)["partition"])  # type: ignore[index]
+    assert evidence_field(results[0], "partition") == evidence_field(results[2], "partition")
 
 
 def test_too_large_is_not_published_permanent_and_its_batch_mates_still_publish(
@@ -349,7 +358,7 @@ def test_too_large_is_not_published_permanent_and_its_batch_mates_still_publish(
     assert (by_id["huge"].outcome, by_id["huge"].disposition) == (N, Disposition.PERMANENT)
     assert by_id["small-1"].outcome == by_id["small-2"].outcome == P, results
     records = consume(bootstrap, topic, [by_id["small-1"], by_id["small-2"]])
-    assert {m.value() for m in records.values()} == {b"s" * 100, b"t" * 100}  # type: ignore[attr-defined]
+    assert {m.value() for m in records.values()} == {b"s" * 100, b"t" * 100}
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "nereus-test-reader"})
     try:
         _, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.adapters._kafka import TopicMisconfigured
 from nereus.adapters.shardlog.kafka import KafkaAppendFailed, KafkaShardLog
@@ -126,6 +127,7 @@ def test_receipt_time_is_the_brokers_log_append_time(
         after = time.time_ns() // 1_000_000
         assert all(before - 1_000 <= r.broker_ms <= after + 1_000 for r in receipts)
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        # third-party types: confluent_kafka.admin does not re-export them
         from confluent_kafka.admin import (  # type: ignore[attr-defined]
             ConfigResource,
             ResourceType,
@@ -207,7 +209,7 @@ class AssignRecorder:
 
 
 def test_reads_never_position_the_consumer_outside_the_retained_range(
-    bootstrap: str, topics: set[str], tmp_path: Path
+    bootstrap: str, topics: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A read beyond the end returns [] without assigning the consumer there; a read from
     below the retained start is assigned at the start and returns from it (the runner sees
@@ -218,8 +220,10 @@ def test_reads_never_position_the_consumer_outside_the_retained_range(
     log = KafkaShardLog(bootstrap, topic, 0, timeout_s=TIMEOUT_S)
     try:
         log.append(payloads("r", 5))
-        recorder = AssignRecorder(log._consumer)  # type: ignore[arg-type]
-        log._consumer = recorder  # type: ignore[assignment]
+        consumer = log._consumer
+        assert consumer is not None
+        recorder = AssignRecorder(consumer)
+        monkeypatch.setattr(log, "_consumer", recorder)
         assert log.read(100, 10) == []
         assert recorder.assigned == []
         assert [r.position for r in log.read(5, 10)] == []
@@ -254,7 +258,7 @@ def test_close_gives_up_on_a_consumer_that_does_not_close(
             release.wait()
 
     monkeypatch.setattr(kafka_log, "CLOSE_WAIT_S", 0.3)
-    log._consumer = Stuck()  # type: ignore[assignment]
+    monkeypatch.setattr(log, "_consumer", Stuck())
     try:
         started = time.monotonic()
         log.close()

@@ -165,7 +165,8 @@ def test_published_messages_carry_payload_key_and_properties(
     assert outcomes(results) == [(Outcome.PUBLISHED, Disposition.NONE)] * 3
     assert all(r.published_at_ms is not None and r.published_at_ms >= before for r in results)
     by_attempt = {r.attempt_id: r.evidence for r in results}
-    assert all(EVIDENCE.match(e)["topic"] == topic for e in by_attempt.values())  # type: ignore[index]
+    assert all((found := EVIDENCE.match(e)) is not None and found["topic"] == topic
+               for e in by_attempt.values()), by_attempt
 
     got = {m.properties()[PROPERTY_ATTEMPT_ID]: m for m in receive_all(consumer, 3)}
     assert set(got) == {"a1", "a2", "a3"}

@@ -14,7 +14,7 @@ import re
 import uuid
 from pathlib import Path
 
-from tests.conftest import run_nereus
+from tests.conftest import CliResult, run_nereus
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
 
 
@@ -82,26 +82,26 @@ def test_init_on_another_homes_command_topic_needs_attach(
     route = f"r{uuid.uuid4().hex[:10]}"
     a, b = tmp_path / "a", tmp_path / "b"
 
-    def init_kafka(home: Path, *extra: str) -> object:
+    def init_kafka(home: Path, *extra: str) -> CliResult:
         return run_nereus("--json", "init", "--log", "kafka", "--route", route,
                           "--partitions", "2", *extra, home=home, timeout=120,
                           env={"NEREUS_KAFKA_BOOTSTRAP": bootstrap})
 
     first = init_kafka(a)
-    assert first.code == 0, first.stderr  # type: ignore[attr-defined]
+    assert first.code == 0, first.stderr
     _point_at(a, bootstrap)
     queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1h",
                         "--id", "from-a", "--route", route, home=a, timeout=60)
     assert queued.code == 0, queued.stderr
     b.mkdir()
     refused = init_kafka(b)
-    assert refused.code == 1, refused.stdout  # type: ignore[attr-defined]
-    error = json.loads(refused.stdout)["error"]  # type: ignore[attr-defined]
+    assert refused.code == 1, refused.stdout
+    error = json.loads(refused.stdout)["error"]
     assert f"nereus.{route}.commands" in error and route_id(a) in error
     assert not (b / "nereus.toml").exists()
     attached = init_kafka(b, "--attach")
-    assert attached.code == 0, attached.stderr  # type: ignore[attr-defined]
-    (entry,) = json.loads(attached.stdout)["routes"]  # type: ignore[attr-defined]
+    assert attached.code == 0, attached.stderr
+    (entry,) = json.loads(attached.stdout)["routes"]
     assert entry["attached"] is True and entry["route_id"] == route_id(a)
     assert route_id(b) == route_id(a)
     _point_at(b, bootstrap)

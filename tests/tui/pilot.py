@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from textual.pilot import Pilot
@@ -36,6 +36,6 @@ def toasts(app: DashboardApp) -> list[tuple[str, str, str]]:
     return [(n.severity, n.title, n.message) for n in app._notifications]
 
 
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
+def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run an async pilot scenario from a plain (sync) test."""
-    asyncio.run(scenario())  # type: ignore[arg-type]
+    asyncio.run(scenario())

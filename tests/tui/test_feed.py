@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 from nereus.tui.feed import follow_feed
 from nereus.tui.source import Snapshot
@@ -45,7 +46,7 @@ def test_a_closed_feed_is_an_outage_and_is_reopened() -> None:
     """A feed that ends (engine stopping) is reported and connected again."""
 
     class Ending(FakeSource):
-        def snapshots(self, stop: threading.Event):  # type: ignore[no-untyped-def]
+        def snapshots(self, stop: threading.Event) -> Iterator[Snapshot]:
             self.connects += 1
             yield from self.snapshot_list
 

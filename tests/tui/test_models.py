@@ -60,8 +60,9 @@ def test_rates_come_from_counter_differences_over_engine_time() -> None:
     state = _fold(3)
     overview = state.overview
     assert overview is not None
-    assert overview.shard("default/0").admission_rate == 3.0  # type: ignore[union-attr]
-    assert overview.lane("local").admission_rate == 5.0  # type: ignore[union-attr]
+    shard, lane = overview.shard("default/0"), overview.lane("local")
+    assert shard is not None and shard.admission_rate == 3.0
+    assert lane is not None and lane.admission_rate == 5.0
     assert state.history.lane_backlog["payments"] == (3, 6, 9)
     assert state.history.lane_rate_series["local"] == (0.0, 5.0, 5.0)
 

@@ -10,6 +10,7 @@ import pytest
 
 from nereus.cli.playbook.catalog import SHIPPED_DIR, discover, locate, read
 from nereus.cli.playbook.load import PlaybookError, load_playbook, prose
+from nereus.cli.playbook.model import Playbook
 
 MINIMAL = '''
 description = "A test playbook."
@@ -33,7 +34,7 @@ SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
            "recover-on-new-home", "reopen-lane", "resolve-uncertain"]
 
 
-def load(text: str) -> object:
+def load(text: str) -> Playbook:
     return load_playbook(text, origin="t.toml", name="t")
 
 
@@ -54,11 +55,12 @@ def test_every_shipped_playbook_loads_with_guidance(tmp_path: Path) -> None:
 def test_a_minimal_playbook() -> None:
     """run may be a list or one shell-like string; quotes group words."""
     playbook = load(MINIMAL)
-    assert [s.id for s in playbook.steps] == ["first", "second"]  # type: ignore[attr-defined]
-    second = playbook.steps[1]  # type: ignore[attr-defined]
+    assert [s.id for s in playbook.steps] == ["first", "second"]
+    second = playbook.steps[1]
     assert [w.source for w in second.run] == ["lane", "close", "{lane}", "--reason", "two words",
                                               "--yes"]
-    assert playbook.variable("lane").required  # type: ignore[attr-defined]
+    lane = playbook.variable("lane")
+    assert lane is not None and lane.required
 
 
 def test_toml_syntax_errors_carry_the_line() -> None:

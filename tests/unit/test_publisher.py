@@ -153,15 +153,21 @@ def test_a_messages_own_fault_leaves_its_lane_ready() -> None:
 
 
 class Counted(Scripted):
-    """Scripted, counting its probes."""
+    """Scripted, counting its probes and noting the publish time of each call."""
 
     def __init__(self) -> None:
         super().__init__()
         self.probes = 0
+        self.seen_ms: list[int] = []
 
     def probe(self) -> str | None:
         self.probes += 1
         return super().probe()
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms: Callable[[], int]) -> list[PublishResult]:
+        self.seen_ms.append(now_ms())
+        return super().publish(requests, now_ms)
 
 
 @pytest.mark.timeout(30)
@@ -173,21 +179,12 @@ def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
     clock = FakeClock(wall_ms=1_234_000)
     destination = Counted()
     publisher = LanePublisher("lane", destination, clock=clock, probe_interval_s=3600)
-    seen_ms: list[int] = []
-    real_publish = destination.publish
-
-    def publish(requests: Sequence[PublishRequest],
-                now_ms: Callable[[], int]) -> list[PublishResult]:
-        seen_ms.append(now_ms())
-        return real_publish(requests, now_ms)
-
-    destination.publish = publish  # type: ignore[method-assign]
     publisher.start()
     replies = Replies()
     destination.broken = True
     publisher.submit(request(1), replies)
     wait_for(lambda: "a1" in replies.results, timeout=5, what="the failed publish's reply")
-    assert not publisher.ready and seen_ms == [1_234_000]
+    assert not publisher.ready and destination.seen_ms == [1_234_000]
     destination.broken = False
     clock.advance(3599)
     looked = clock.reads
