@@ -40,21 +40,25 @@ def _refused(result: CliResult, *words: str) -> dict[str, Any]:
 ])
 def test_bad_ids_are_refused_naming_the_character(home: Path, message_id: str,
                                                   words: tuple[str, ...]) -> None:
+    """An empty, control-character or over-long id is refused (exit 2) naming what is wrong."""
     _refused(_schedule(home, "--delay", "1m", "--id", message_id), *words)
 
 
 @pytest.mark.parametrize("when", ["99999999999999999", "10000-01-01T00:00:00Z",
                                   "9" * 5000, "2026-13-01T00:00:00Z", "1e400", "-5"])
 def test_times_outside_what_the_store_keeps_are_refused(home: Path, when: str) -> None:
+    """A time past 9999, a malformed one or a negative one is a usage error naming the flag."""
     _refused(_schedule(home, "--deliver-at", when), "--deliver-at")
 
 
 def test_a_delay_past_the_last_representable_time_is_refused(home: Path) -> None:
+    """A delay that lands past 9999-12-31, or an absurdly long one, is refused."""
     _refused(_schedule(home, "--delay", "99999999999d"), "--delay", "9999-12-31")
     _refused(_schedule(home, "--delay", "1" * 100 + "d"), "--delay")
 
 
 def test_headers_are_sized_client_side(home: Path) -> None:
+    """Too many headers, or too many header bytes, are refused before anything is queued."""
     many = [arg for n in range(65) for arg in ("--header", f"h{n}=v")]
     _refused(_schedule(home, "--delay", "1m", *many), "65 headers", "at most 64")
     _refused(_schedule(home, "--delay", "1m", "--header", "big=" + "v" * 20_000),
@@ -62,6 +66,7 @@ def test_headers_are_sized_client_side(home: Path) -> None:
 
 
 def test_the_home_still_lists_after_refusals(home: Path) -> None:
+    """A refused schedule leaves nothing in the log: the home still lists."""
     _refused(_schedule(home, "--deliver-at", "99999999999999999"))
     listed = run_nereus("--json", "shard", "list", home=home)
     assert listed.code == 0
@@ -70,6 +75,7 @@ def test_the_home_still_lists_after_refusals(home: Path) -> None:
 
 def test_every_bad_batch_line_is_reported_and_nothing_is_queued(home: Path,
                                                                 tmp_path: Path) -> None:
+    """Every bad line of a batch is named with its line number, and nothing of it is queued."""
     lines: list[dict[str, object] | str] = [
         {"lane": "local", "delay": "1m", "payload": "ok"},
         "not json",
@@ -89,6 +95,7 @@ def test_every_bad_batch_line_is_reported_and_nothing_is_queued(home: Path,
 
 
 def test_bad_lines_beyond_the_limit_are_counted(home: Path, tmp_path: Path) -> None:
+    """Past 20 bad lines the rest are counted, not listed."""
     batch = write_batch(tmp_path / "batch.jsonl", ["nope"] * 45)
     doc = _refused(run_nereus("--json", "message", "schedule", "--batch", str(batch),
                               home=home), "45 bad lines", "and 25 more")
@@ -96,6 +103,7 @@ def test_bad_lines_beyond_the_limit_are_counted(home: Path, tmp_path: Path) -> N
 
 
 def test_a_lone_surrogate_is_refused_not_a_crash(home: Path, tmp_path: Path) -> None:
+    """Text that is not Unicode (a lone surrogate) is a usage error, not a crash."""
     batch = tmp_path / "batch.jsonl"
     batch.write_text('{"lane": "local", "delay": "1m", "key": "\\ud800"}\n')
     _refused(run_nereus("--json", "message", "schedule", "--batch", str(batch), home=home),
@@ -103,6 +111,7 @@ def test_a_lone_surrogate_is_refused_not_a_crash(home: Path, tmp_path: Path) -> 
 
 
 def test_stored_times_out_of_range_are_printed_not_raised() -> None:
+    """Formatting a stored time outside the representable range prints it, never raises."""
     from nereus.timespec import MAX_TIME_MS, format_time_ms
 
     assert format_time_ms(MAX_TIME_MS) == "9999-12-31T23:59:59.999Z"
@@ -113,6 +122,8 @@ def test_stored_times_out_of_range_are_printed_not_raised() -> None:
 
 def test_an_unexpected_exception_is_one_line_a_crash_file_and_exit_70(
         home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug is one line on stderr, a crash file with the traceback, the JSON error document
+    and exit 70."""
     from nereus.cli import main as cli_main
     from nereus.cli.context import Env
 
@@ -148,6 +159,8 @@ def _raw_request(sock_path: Path, request: bytes, timeout: float = 10) -> bytes:
 
 
 def test_admin_api_numbers_are_checked(engine_home: Path) -> None:
+    """NaN, infinite, negative or malformed numbers in admin requests are a 400 naming the
+    parameter, answered at once."""
     sock = engine_home / "run" / "admin.sock"
     for query in ("interval=nan", "interval=inf", "interval=-1", "interval=abc"):
         began = time.monotonic()

@@ -58,6 +58,8 @@ def _lane(home: Path, name: str = "local") -> dict[str, Any]:
 
 def test_lane_close_and_open_apply_through_the_engine_and_rerunning_is_a_no_op(
         tmp_path: Path) -> None:
+    """lane close/open apply on every shard with the operator and reason recorded; a rerun
+    appends nothing."""
     home = _init(tmp_path, partitions=2)
     with running_engine(home):
         closed = _ok("lane", "close", "local", "--reason", "INC-1: broker degraded", "--as",
@@ -81,6 +83,7 @@ def test_lane_close_and_open_apply_through_the_engine_and_rerunning_is_a_no_op(
 
 
 def test_lane_set_changes_policy_and_needs_something_to_change(tmp_path: Path) -> None:
+    """lane set reports each policy change (from, to); with nothing to change it is refused."""
     home = _init(tmp_path)
     with running_engine(home):
         done = _ok("lane", "set", "local", "--capacity", "3", "--retry-max", "2", "--reason",
@@ -94,6 +97,7 @@ def test_lane_set_changes_policy_and_needs_something_to_change(tmp_path: Path) -
 
 
 def test_a_mutation_is_rejected_without_a_reason(tmp_path: Path) -> None:
+    """A missing or blank --reason is a usage error and nothing is appended."""
     home = _init(tmp_path)
     missing = run_nereus("lane", "open", "local", home=home)
     assert missing.code == 2 and "--reason" in missing.stderr
@@ -103,12 +107,14 @@ def test_a_mutation_is_rejected_without_a_reason(tmp_path: Path) -> None:
 
 
 def test_unknown_lane_is_not_found(tmp_path: Path) -> None:
+    """A mutation of a lane the configuration does not name exits 3."""
     home = _init(tmp_path)
     result = run_nereus("lane", "close", "nope", "--reason", "x", "--yes", home=home)
     assert result.code == 3 and "no lane 'nope'" in result.stderr
 
 
 def test_dry_run_says_what_would_change_and_writes_nothing(tmp_path: Path) -> None:
+    """--dry-run reports the messages held and the precondition digest, and appends nothing."""
     home = _init(tmp_path)
     for index in range(3):
         assert run_nereus("message", "schedule", "--lane", "local", "--delay", "1h", "--id",
@@ -131,6 +137,7 @@ def test_dry_run_says_what_would_change_and_writes_nothing(tmp_path: Path) -> No
 
 def test_a_destructive_mutation_without_a_terminal_refuses_instead_of_prompting(
         tmp_path: Path) -> None:
+    """Without a terminal and without --yes a destructive mutation exits 2 and appends nothing."""
     home = _init(tmp_path)
     result = run_nereus("lane", "close", "local", "--reason", "x", home=home, timeout=20)
     assert result.code == 2
@@ -154,6 +161,7 @@ def _on_a_terminal(home: Path, answer: bytes, *args: str) -> tuple[int, str]:
 
 def test_on_a_terminal_a_destructive_mutation_asks_and_no_writes_nothing(
         tmp_path: Path) -> None:
+    """On a terminal the mutation asks: no appends nothing (exit 1), yes appends it."""
     home = _init(tmp_path)
     code, err = _on_a_terminal(home, b"n\n", "lane", "close", "local", "--reason", "x")
     assert code == 1 and "not confirmed" in err and "Change the gate of lane local" in err
@@ -165,6 +173,7 @@ def test_on_a_terminal_a_destructive_mutation_asks_and_no_writes_nothing(
 
 def test_a_mutation_planned_against_state_that_changed_is_rejected_as_stale(
         tmp_path: Path) -> None:
+    """A mutation carrying a precondition digest that no longer matches is STALE (exit 1)."""
     home = _init(tmp_path)
     with running_engine(home):
         seen = _ok("lane", "close", "local", "--reason", "planned", "--dry-run", home=home)
@@ -203,6 +212,7 @@ def test_mutations_without_the_engine_go_straight_to_the_log_in_order_with_comma
 
 
 def test_shard_pause_and_resume_and_the_log_is_the_audit_trail(tmp_path: Path) -> None:
+    """shard pause/resume apply, and the Shard Log shows who did it and why."""
     home = _init(tmp_path)
     with running_engine(home):
         paused = _ok("shard", "pause", "default/0", "--reason", "disk swap", "--as", "bob",
@@ -220,6 +230,7 @@ def test_shard_pause_and_resume_and_the_log_is_the_audit_trail(tmp_path: Path) -
 
 
 def test_mutate_submit_plans_a_file_as_one_unit(tmp_path: Path) -> None:
+    """mutate submit plans every mutation of a file together and applies them in order."""
     home = _init(tmp_path)
     spec = tmp_path / "change.toml"
     spec.write_text(
@@ -236,6 +247,7 @@ def test_mutate_submit_plans_a_file_as_one_unit(tmp_path: Path) -> None:
 
 
 def test_mutate_submit_names_the_field_at_fault(tmp_path: Path) -> None:
+    """A bad mutation file names the field (or the TOML line) at fault, exit 2."""
     home = _init(tmp_path)
     bad = tmp_path / "bad.toml"
     bad.write_text('kind = "LANE_GATE"\nlane = "local"\ngate = "SHUT"\nreason = "x"\n')
@@ -251,6 +263,8 @@ def test_mutate_submit_names_the_field_at_fault(tmp_path: Path) -> None:
 
 
 def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path) -> None:
+    """attempt resolve settles an UNKNOWN attempt only with verifiable evidence (or
+    --unverified)."""
     home = _init(tmp_path)
     make_unknown_attempt(home, "order-7", "ghost-7")
     with running_engine(home):
@@ -299,6 +313,7 @@ EVERY_COMMAND = {
 
 
 def test_every_mutation_command_requires_a_reason(tmp_path: Path) -> None:
+    """Every mutation command refuses to run without --reason and appends nothing."""
     home = _init(tmp_path)
     for name, args in EVERY_COMMAND.items():
         result = run_nereus(*args, "--yes", home=home)

@@ -89,6 +89,7 @@ def test_schedule_flags_never_break_the_cli(fuzz_home: Path, message_id: str | N
                                             deliver_at: str | None, delay: str | None,
                                             expire_at: str | None, headers: list[str],
                                             key: str | None) -> None:
+    """Generated flag values: a documented exit status, one JSON document, no traceback."""
     args = ["--json", "message", "schedule", "--lane", "local", "--payload", "p"]
     for flag, value in (("--id", message_id), ("--deliver-at", deliver_at), ("--delay", delay),
                         ("--expire-at", expire_at), ("--key", key)):
@@ -104,6 +105,7 @@ def test_schedule_flags_never_break_the_cli(fuzz_home: Path, message_id: str | N
 @given(lines=st.lists(_batch_line, min_size=1, max_size=6))
 def test_batch_lines_never_break_the_cli(fuzz_home: Path, tmp_path_factory: pytest.TempPathFactory,
                                          lines: list[str]) -> None:
+    """Generated batch lines: a documented exit status, one JSON document, no traceback."""
     batch = tmp_path_factory.mktemp("batch") / "batch.jsonl"
     batch.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
     _holds_up(run_nereus("--json", "message", "schedule", "--batch", str(batch),

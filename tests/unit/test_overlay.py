@@ -14,6 +14,7 @@ from tests.unit.builders import op, schedule
 
 
 def test_a_batch_commits_exactly_what_applying_record_by_record_leaves() -> None:
+    """Applying a batch through an Overlay commits the same state as one record at a time."""
     log = [encode(schedule(f"m{i}", 1_000 + i)) for i in range(5)] + [b"\xffgarbage"]
     one_by_one = MemoryShard()
     for data in log:
@@ -30,6 +31,7 @@ def test_a_batch_commits_exactly_what_applying_record_by_record_leaves() -> None
 
 
 def test_a_raw_read_of_a_deferred_lane_sees_the_bytes_the_batch_will_commit() -> None:
+    """A read of a lane deferred to the end of the batch sees the bytes that will be committed."""
     overlay = Overlay(MemoryShard())
     overlay.merge(apply(overlay, encode(schedule("m1")), position=0, broker_ms=0).writes)
     lane_key = keys.lane_key("local")
@@ -38,6 +40,7 @@ def test_a_raw_read_of_a_deferred_lane_sees_the_bytes_the_batch_will_commit() ->
 
 
 def test_an_operator_precondition_planned_mid_batch_matches_the_deferred_lane() -> None:
+    """A precondition digest taken mid-batch matches the lane the batch will commit."""
     overlay = Overlay(MemoryShard())
     overlay.merge(apply(overlay, encode(schedule("m1")), position=0, broker_ms=0).writes)
     gate = r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close-1"))
