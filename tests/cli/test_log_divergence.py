@@ -1,4 +1,4 @@
-"""State and log never diverge silently (issue 12).
+"""State and log never diverge silently.
 
 A file Shard Log cut below the shard's applied position (or holding other bytes there)
 stops that shard: the engine starts with it FAILED and the error naming the shard, the

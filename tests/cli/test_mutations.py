@@ -1,6 +1,6 @@
 """Operator mutations as an operator runs them: the installed ``nereus``, a fresh home.
 
-Each test names the property from the issue it shows: idempotent re-runs, ordering with
+Each test names the property it shows: idempotent re-runs, ordering with
 client commands, the reason requirement, STALE against a changed precondition, dry runs
 that write nothing, no prompt without a terminal, and the log as the audit trail.
 """

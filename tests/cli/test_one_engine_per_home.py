@@ -1,4 +1,4 @@
-"""One engine per home, whatever a careless operator does to the files in ``run/`` (issue 12).
+"""One engine per home, whatever a careless operator does to the files in ``run/``.
 
 The lock is the home directory's own ``flock``: deleting ``run/engine.pid`` does not let a
 second engine in, a database another process holds is "in use" (never "damaged", never
