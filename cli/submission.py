@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from nereus.cli import message_input
 from nereus.cli.context import Env
+from nereus.cli.output import Answered
+from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,7 +75,6 @@ def submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[R
 def exit_if_not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
     """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
     from nereus.adapters.admin_client import WAIT_MS
-    from nereus.errors import ExitCode
 
     if not wait:
         return
@@ -88,7 +87,7 @@ def exit_if_not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
         f"but not applied within {WAIT_MS // 1000} s (is shard {first['shard']} failed? see "
         f"`nereus engine status`); ask later with `nereus command show "
         f"{first['command_id']}`", markup=False, highlight=False)
-    raise typer.Exit(int(ExitCode.RESULT_NOT_KNOWN))
+    raise Answered(ExitCode.RESULT_NOT_KNOWN)
 
 
 def submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
@@ -125,7 +124,7 @@ def report(env: Env, data: dict[str, Any], wait: bool,
 
     env.output.emit(data, human)
     if data.get("result") == "REJECTED":
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
     exit_if_not_known(env, [data], wait)
 
 
@@ -143,7 +142,7 @@ def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
         f"queued {len(receipts)} message(s) from {escape_path(path)}"
         + (f"; {rejected} REJECTED" if rejected else "")))
     if rejected:
-        raise typer.Exit(1)
+        raise Answered(ExitCode.NO)
     exit_if_not_known(env, receipts, wait)
 
 
