@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from nereus.adapters.shardlog.delegating import DelegatingLog
 from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.protocol import LogRecord, PrunableLog, Receipt, ShardLog
+from nereus.adapters.shardlog.protocol import PrunableLog, Receipt, ShardLog
 from nereus.continuity import Divergence, applied_record_differs, log_ends_before
 from nereus.errors import LogDiverged, NotFound, StoreError
 from nereus.shard import ShardId
@@ -102,29 +103,16 @@ def guard_file_log(shard: ShardId, log: FileShardLog, applied: int | None,
     log.check_end = check
 
 
-class DivergedLog:
+class DivergedLog(DelegatingLog):
     """A diverged shard's Shard Log, as its loop and the admin socket see it: read as ever,
     appended to never."""
 
     def __init__(self, log: ShardLog, error: LogDiverged) -> None:
-        self.inner = log
+        super().__init__(log)
         self.error = error
-        self.dense = log.dense
         self.description = getattr(log, "description", str(error.shard))
 
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         error = self.error
         raise LogDiverged(error.message, shard=error.shard, log_end=error.log_end,
                           applied_position=error.applied_position, hint=error.hint)
-
-    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        return self.inner.read(from_position, max_records)
-
-    def end_position(self) -> int:
-        return self.inner.end_position()
-
-    def ack(self, position: int) -> None:
-        self.inner.ack(position)
-
-    def close(self) -> None:
-        self.inner.close()

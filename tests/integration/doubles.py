@@ -3,32 +3,11 @@ override what they disturb), and a destination base with nothing to probe or sca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.shardlog.delegating import DelegatingLog
 
-
-class DelegatingLog:
-    """A real Shard Log behind a seam: every call goes to ``inner`` unless overridden."""
-
-    def __init__(self, inner: ShardLog) -> None:
-        self.inner = inner
-        self.dense = inner.dense
-
-    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
-        return self.inner.append(payloads)
-
-    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        return self.inner.read(from_position, max_records)
-
-    def end_position(self) -> int:
-        return self.inner.end_position()
-
-    def ack(self, position: int) -> None:
-        self.inner.ack(position)
-
-    def close(self) -> None:
-        self.inner.close()
+__all__ = ["DelegatingLog", "QuietDestination"]
 
 
 class QuietDestination:
