@@ -22,6 +22,7 @@ import msgspec
 
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.client import Receipt
+from nereus.engine.admin.documents import EngineStatus, LaneShardView, LaneView
 
 Form = Literal["object", "array", "lines", "none"]
 
@@ -47,13 +48,20 @@ def typed(document: type[msgspec.Struct], *, note: str = "") -> JsonDoc:
     fields, and a field holding a Struct (or a list of them) documents that Struct's keys.
     ``tests/cli/test_typed_documents.py`` checks the command prints exactly this."""
     nested: dict[str, tuple[str, ...]] = {}
+    _nest(document, "", nested)
+    return JsonDoc("object", tuple(f.encode_name for f in msgspec.structs.fields(document)),
+                   nested=nested, note=note, source=document)
+
+
+def _nest(document: type[msgspec.Struct], prefix: str,
+          nested: dict[str, tuple[str, ...]]) -> None:
+    """The keys inside each Struct-valued field, dotted for deeper levels (``lanes.shards``)."""
     for member in msgspec.structs.fields(document):
         inner = _struct_in(member.type)
         if inner is not None:
-            nested[member.encode_name] = tuple(f.encode_name
-                                               for f in msgspec.structs.fields(inner))
-    return JsonDoc("object", tuple(f.encode_name for f in msgspec.structs.fields(document)),
-                   nested=nested, note=note, source=document)
+            name = prefix + member.encode_name
+            nested[name] = tuple(f.encode_name for f in msgspec.structs.fields(inner))
+            _nest(inner, name + ".", nested)
 
 
 def _struct_in(annotation: object) -> type[msgspec.Struct] | None:
@@ -80,13 +88,8 @@ ATTEMPT = ("attempt_id", "attempt_no", "delay_message_id", "lane", "state", "gen
 MESSAGE = ("delay_message_id", "shard", "lane", "state", "generation", "deliver_at",
            "deliver_at_ms", "action_at", "expire_at", "key", "headers", "payload_bytes",
            "retries", "open_attempt_id", "detail", "created_position", "updated_position")
-SHARD_STATUS = ("shard", "state", "epoch", "applied_position", "log_end_position", "lag",
-                "caught_up", "claims", "in_flight", "admissions", "uncertain", "error",
-                "waiting", "due_backlog")
-LANE_STATUS = ("lane", "destination", "gate", "readiness", "not_ready_reason", "due_backlog",
-               "in_flight", "open_attempts", "published", "failures", "messages_by_state",
-               "admissions", "due_lag_p99_ms", "due_lag_max_ms", "shards")
-LANE_SHARD = ("shard", "gate", "due_backlog", "open_attempts", "admissions")
+LANE_STATUS = tuple(f.encode_name for f in msgspec.structs.fields(LaneView))
+LANE_SHARD = tuple(f.encode_name for f in msgspec.structs.fields(LaneShardView))
 CHECK = ("name", "ok", "detail", "skipped")
 CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
@@ -144,13 +147,8 @@ JSON_KEYS: dict[str, JsonDoc] = {
                             note="With --foreground the engine runs attached and prints its "
                             "log instead."),
     "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
-    "engine status": JsonDoc(
-        "object", ("running", "healthy", "problems", "owner_id", "home", "started_at",
-                   "trusted_time", "shards", "lanes", "workers"),
-        nested={"trusted_time": ("earliest", "latest", "uncertainty_ms"),
-                "shards": SHARD_STATUS, "lanes": LANE_STATUS, "lanes.shards": LANE_SHARD,
-                "workers": ("name", "kind", "state", "restarts", "last_error",
-                            "last_error_at")},
+    "engine status": typed(
+        EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "
         "why). When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
     ),

@@ -15,6 +15,14 @@ from typing import Any
 
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneShardView,
+    LaneView,
+    ShardView,
+    TrustedTimeView,
+    WorkerView,
+)
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
 from nereus.engine.shard_status import ShardState
@@ -106,13 +114,13 @@ UNHEALTHY_SHARD_STATES = frozenset({ShardState.FAILED, ShardState.DEGRADED, Shar
 UNHEALTHY_WORKER_STATES = frozenset({"FAILED", "BACKOFF"})
 
 
-def health_problems(shards: list[dict[str, Any]], workers: list[dict[str, Any]]) -> list[str]:
+def health_problems(shards: list[ShardView], workers: list[WorkerView]) -> list[str]:
     """One line per shard or worker that is not healthy, with its reason."""
-    problems = [f"shard {s['shard']} is {s['state']}: {s['error'] or 'no reason recorded'}"
-                for s in shards if s["state"] in UNHEALTHY_SHARD_STATES]
-    problems += [f"worker {w['name']} is {w['state']} after {w['restarts']} restart(s): "
-                 f"{w['last_error'] or 'no error recorded'}"
-                 for w in workers if w["state"] in UNHEALTHY_WORKER_STATES]
+    problems = [f"shard {s.shard} is {s.state}: {s.error or 'no reason recorded'}"
+                for s in shards if s.state in UNHEALTHY_SHARD_STATES]
+    problems += [f"worker {w.name} is {w.state} after {w.restarts} restart(s): "
+                 f"{w.last_error or 'no error recorded'}"
+                 for w in workers if w.state in UNHEALTHY_WORKER_STATES]
     return problems
 
 
@@ -143,36 +151,30 @@ class AdminApi:
         return home
 
     # status ---------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
+    def status(self) -> EngineStatus:
         assert self.engine.clock is not None
         now = self.engine.clock.now()
         shards = self.shards()
         workers = self.workers()
         problems = health_problems(shards, workers)
-        return {
-            "running": True,
-            "healthy": not problems,
-            "problems": problems,
-            "owner_id": self.engine.owner_id,
-            "home": str(self.engine.home),
-            "started_at": format_time_ms(self.engine.started_ms),
-            "trusted_time": {"earliest": format_time_ms(now.earliest_ms),
-                             "latest": format_time_ms(now.latest_ms),
-                             "uncertainty_ms": now.uncertainty_ms},
-            "shards": shards,
-            "lanes": self.lanes(),
-            "workers": workers,
-        }
+        return EngineStatus(
+            running=True, healthy=not problems, problems=problems,
+            owner_id=self.engine.owner_id, home=str(self.engine.home),
+            started_at=format_time_ms(self.engine.started_ms),
+            trusted_time=TrustedTimeView(earliest=format_time_ms(now.earliest_ms),
+                                         latest=format_time_ms(now.latest_ms),
+                                         uncertainty_ms=now.uncertainty_ms),
+            shards=shards, lanes=self.lanes(), workers=workers)
 
-    def workers(self) -> list[dict[str, Any]]:
+    def workers(self) -> list[WorkerView]:
         """Every supervised worker thread: its state, restarts and last error."""
-        return [{"name": worker.name, "kind": worker.kind, "state": worker.state.value,
-                 "restarts": worker.restarts, "last_error": worker.last_error,
-                 "last_error_at": None if worker.last_error_at_ms is None
-                 else format_time_ms(worker.last_error_at_ms)}
+        return [WorkerView(name=worker.name, kind=worker.kind, state=worker.state.value,
+                           restarts=worker.restarts, last_error=worker.last_error,
+                           last_error_at=None if worker.last_error_at_ms is None
+                           else format_time_ms(worker.last_error_at_ms))
                 for worker in self.engine.workers()]
 
-    def shards(self) -> list[dict[str, Any]]:
+    def shards(self) -> list[ShardView]:
         assert self.engine.clock is not None
         now = self.engine.clock.now()
         out = []
@@ -184,28 +186,20 @@ class AdminApi:
                 log_error = None
             except Exception as exc:  # a damaged or unreachable log must not hide the rest
                 end, log_error = None, f"{type(exc).__name__}: {exc}"
-            out.append({
-                "shard": str(shard),
-                "state": status.state.value,
-                "epoch": status.epoch,
-                "applied_position": applied,
-                "log_end_position": end,
-                "lag": None if end is None else _lag(loop, end, applied),
-                "caught_up": end is not None and
-                (applied + 1 if applied is not None else 0) >= end,
-                "claims": status.claims,
-                "in_flight": status.in_flight,
-                "admissions": status.admissions,
-                "uncertain": sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
-                "error": status.error or log_error,
-                "waiting": status.waiting,
-                "due_backlog": sum(due_backlog(loop.store, name, now.earliest_ms,
-                                               start=loop.planner.floors.get(name))
-                                   for name in self.engine.publishers),
-            })
+            out.append(ShardView(
+                shard=str(shard), state=status.state.value, epoch=status.epoch,
+                applied_position=applied, log_end_position=end,
+                lag=None if end is None else _lag(loop, end, applied),
+                caught_up=end is not None and (applied + 1 if applied is not None else 0) >= end,
+                claims=status.claims, in_flight=status.in_flight, admissions=status.admissions,
+                uncertain=sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
+                error=status.error or log_error, waiting=status.waiting,
+                due_backlog=sum(due_backlog(loop.store, name, now.earliest_ms,
+                                            start=loop.planner.floors.get(name))
+                                for name in self.engine.publishers)))
         return out
 
-    def lanes(self) -> list[dict[str, Any]]:
+    def lanes(self) -> list[LaneView]:
         """Every configured lane, then every lane that has messages but no configuration
         (readiness UNCONFIGURED: its messages are never published until it is configured)."""
         assert self.engine.clock is not None
@@ -227,7 +221,7 @@ class AdminApi:
             backlog = open_attempts_count = 0
             counts: dict[str, int] = {}
             admissions = 0
-            per_shard: list[dict[str, Any]] = []
+            per_shard: list[LaneShardView] = []
             for shard, loop in loops:
                 lane = replicated.get(name, {}).get(shard) or Lane(name=name)
                 gates.add(lane.gate.value)
@@ -238,10 +232,10 @@ class AdminApi:
                 admissions += lane.admissions
                 for state, n in lane.counts.items():
                     counts[state] = counts.get(state, 0) + n
-                per_shard.append({"shard": str(shard), "gate": lane.gate.value,
-                                  "due_backlog": shard_backlog,
-                                  "open_attempts": lane.open_attempts,
-                                  "admissions": lane.admissions})
+                per_shard.append(LaneShardView(shard=str(shard), gate=lane.gate.value,
+                                               due_backlog=shard_backlog,
+                                               open_attempts=lane.open_attempts,
+                                               admissions=lane.admissions))
             lag_p99, lag_max = due_lag_ms(self.engine.shards.values(), name, now.earliest_ms,
                                           backlog)
             why: str | None
@@ -252,24 +246,18 @@ class AdminApi:
             else:
                 readiness = "READY" if publisher.ready else "NOT_READY"
                 why = publisher.not_ready_reason
-            out.append({
-                "lane": name,
-                "destination": None if publisher is None
+            out.append(LaneView(
+                lane=name,
+                destination=None if publisher is None
                 else self.engine.config.lanes[name].destination,
-                "gate": "CLOSED" if "CLOSED" in gates else "OPEN",
-                "readiness": readiness,
-                "not_ready_reason": why,
-                "due_backlog": backlog,
-                "in_flight": self.engine.permits.in_flight(name),
-                "open_attempts": open_attempts_count,
-                "published": 0 if publisher is None else publisher.published,
-                "failures": 0 if publisher is None else publisher.failures,
-                "messages_by_state": counts,
-                "admissions": admissions,
-                "due_lag_p99_ms": lag_p99,
-                "due_lag_max_ms": lag_max,
-                "shards": per_shard,
-            })
+                gate="CLOSED" if "CLOSED" in gates else "OPEN", readiness=readiness,
+                not_ready_reason=why, due_backlog=backlog,
+                in_flight=self.engine.permits.in_flight(name),
+                open_attempts=open_attempts_count,
+                published=0 if publisher is None else publisher.published,
+                failures=0 if publisher is None else publisher.failures,
+                messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
+                due_lag_max_ms=lag_max, shards=per_shard))
         return out
 
     # messages and attempts ------------------------------------------------------------

@@ -174,11 +174,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, query: dict[str, str], api: AdminApi) -> Any:
         if method == "GET":
             if path == "/v1/status":
-                return api.status()
+                return msgspec.to_builtins(api.status())
             if path == "/v1/shards":
-                return {"shards": api.shards()}
+                return {"shards": msgspec.to_builtins(api.shards())}
             if path == "/v1/lanes":
-                return {"lanes": api.lanes()}
+                return {"lanes": msgspec.to_builtins(api.lanes())}
             if path == "/v1/attempts":
                 return {"attempts": api.attempts(shard=query.get("shard"),
                                                  state=query.get("state"))}
@@ -214,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             while not self.server.stopping.is_set():
-                line = (json.dumps(self.server.api.status(), default=str) + "\n").encode()
+                line = msgspec.json.encode(self.server.api.status()) + b"\n"
                 self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
                 self.wfile.flush()
                 self.server.stopping.wait(interval)

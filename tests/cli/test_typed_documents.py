@@ -20,12 +20,14 @@ WHEN = "2031-01-01T00:00:00Z"
 
 
 def _declares(document: dict[str, Any], declared: type[msgspec.Struct]) -> None:
+    """The document's keys are the type's (all required ones present), its values of the
+    declared types, at every level a Struct describes."""
     fields = msgspec.structs.fields(declared)
     names = {f.encode_name for f in fields}
     assert set(document) <= names, f"keys {set(document) - names} are not in {declared}"
     required = {f.encode_name for f in fields if f.required}
     assert required <= set(document), f"{declared} requires {required - set(document)}"
-    msgspec.convert(document, declared)  # every value of its declared type
+    msgspec.convert(document, declared)  # every value of its declared type (nested too)
 
 
 def _scheduled(home: Path, message_id: str) -> dict[str, Any]:
@@ -64,7 +66,20 @@ def _reschedule(home: Path) -> list[dict[str, Any]]:
     return [applied.json()]
 
 
+def _engine_status(home: Path) -> list[dict[str, Any]]:
+    """A healthy engine with a scheduled message: shards, lanes, workers, clock."""
+    _scheduled(home, "typed-5")
+    with running_engine(home):
+        run_nereus("--json", "message", "show", "typed-5", "--barrier", home=home)
+        status = run_nereus("--json", "engine", "status", home=home)
+    assert status.code == 0, status.stdout
+    doc: dict[str, Any] = status.json()
+    assert doc["shards"] and doc["lanes"] and doc["workers"]
+    return [doc]
+
+
 SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
+    "engine status": _engine_status,
     "command show": _command_show,
     "message cancel": _cancel,
     "message reschedule": _reschedule,
