@@ -22,7 +22,7 @@ import msgspec
 
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneShardView, LaneView
+from nereus.engine.admin.documents import EngineStatus, LaneView
 
 Form = Literal["object", "array", "lines", "none"]
 
@@ -43,13 +43,14 @@ class JsonDoc:
     source: type[msgspec.Struct] | None = None  # the Struct the keys come from (``typed``)
 
 
-def typed(document: type[msgspec.Struct], *, note: str = "") -> JsonDoc:
+def typed(document: type[msgspec.Struct], *, note: str = "",
+          form: Literal["object", "array"] = "object") -> JsonDoc:
     """The entry of a command whose document is a msgspec Struct: its keys are the Struct's
     fields, and a field holding a Struct (or a list of them) documents that Struct's keys.
     ``tests/cli/test_typed_documents.py`` checks the command prints exactly this."""
     nested: dict[str, tuple[str, ...]] = {}
     _nest(document, "", nested)
-    return JsonDoc("object", tuple(f.encode_name for f in msgspec.structs.fields(document)),
+    return JsonDoc(form, tuple(f.encode_name for f in msgspec.structs.fields(document)),
                    nested=nested, note=note, source=document)
 
 
@@ -88,8 +89,6 @@ ATTEMPT = ("attempt_id", "attempt_no", "delay_message_id", "lane", "state", "gen
 MESSAGE = ("delay_message_id", "shard", "lane", "state", "generation", "deliver_at",
            "deliver_at_ms", "action_at", "expire_at", "key", "headers", "payload_bytes",
            "retries", "open_attempt_id", "detail", "created_position", "updated_position")
-LANE_STATUS = tuple(f.encode_name for f in msgspec.structs.fields(LaneView))
-LANE_SHARD = tuple(f.encode_name for f in msgspec.structs.fields(LaneShardView))
 CHECK = ("name", "ok", "detail", "skipped")
 CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
@@ -205,7 +204,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "shard pause": MUTATION,
     "shard resume": MUTATION,
     "message break": MUTATION,
-    "lane list": JsonDoc("array", LANE_STATUS, nested={"shards": LANE_SHARD}),
+    "lane list": typed(LaneView, form="array"),
     "lane open": MUTATION,
     "lane close": MUTATION,
     "lane set": MUTATION,

@@ -78,8 +78,19 @@ def _engine_status(home: Path) -> list[dict[str, Any]]:
     return [doc]
 
 
+def _lane_list(home: Path) -> list[dict[str, Any]]:
+    """Each row of the array is one lane, held to the row type."""
+    with running_engine(home):
+        listed = run_nereus("--json", "lane", "list", home=home)
+    assert listed.code == 0, listed.stderr
+    rows: list[dict[str, Any]] = listed.json()
+    assert rows
+    return rows
+
+
 SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "engine status": _engine_status,
+    "lane list": _lane_list,
     "command show": _command_show,
     "message cancel": _cancel,
     "message reschedule": _reschedule,
