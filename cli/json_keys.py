@@ -23,6 +23,7 @@ import msgspec
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.client import Receipt
 from nereus.engine.admin.documents import EngineStatus, LaneView
+from nereus.views import AttemptView, MessageDetail, MessageList
 
 Form = Literal["object", "array", "lines", "none"]
 
@@ -83,12 +84,7 @@ RECEIPT = ("kind", "delay_message_id", "command_id", "shard", "source_position",
            "evidence")
 APPLIED = ("result", "reason", "detail", "position", "generation", "attempt_id",
            "duplicate_of", "record_sha256")
-ATTEMPT = ("attempt_id", "attempt_no", "delay_message_id", "lane", "state", "generation",
-           "owner_id", "admitted_position", "admitted_at", "disposition", "evidence",
-           "settled_position", "settled_by", "late_outcomes")
-MESSAGE = ("delay_message_id", "shard", "lane", "state", "generation", "deliver_at",
-           "deliver_at_ms", "action_at", "expire_at", "key", "headers", "payload_bytes",
-           "retries", "open_attempt_id", "detail", "created_position", "updated_position")
+ATTEMPT = tuple(f.encode_name for f in msgspec.structs.fields(AttemptView))
 CHECK = ("name", "ok", "detail", "skipped")
 CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
@@ -165,12 +161,8 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "status 6: durable in the Shard Log, not applied yet)."),
     "message cancel": _RECEIPT_DOC,
     "message reschedule": _RECEIPT_DOC,
-    "message show": JsonDoc(
-        "object", (*MESSAGE, "attempts", "applied_position", "log_end_position",
-                   "barrier_position", "conclusive"),
-        nested={"attempts": ATTEMPT},
-    ),
-    "message list": JsonDoc("object", ("messages",), nested={"messages": MESSAGE}),
+    "message show": typed(MessageDetail),
+    "message list": typed(MessageList),
     "shard list": JsonDoc(
         "array", ("shard", "state", "applied_position", "log_end_position", "lag"),
         note="With the engine running, each shard also carries epoch, caught_up, claims, "

@@ -1,12 +1,13 @@
-"""Read models over a shard's state: the dicts ``message show``, ``message list`` and
-``attempt list`` print, built the same way by the engine (admin socket) and offline tools.
+"""Read models over a shard's state: the typed documents ``message show``, ``message list``
+and ``attempt list`` print, built the same way by the engine (admin socket) and offline tools.
 Times are given both as ISO-8601 UTC and as epoch ms (``*_ms``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+
+import msgspec
 
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -18,30 +19,88 @@ def _time(ms: int | None) -> str | None:
     return None if ms is None else format_time_ms(ms)
 
 
-def attempt_view(attempt: Attempt) -> dict[str, Any]:
-    return {
-        "attempt_id": attempt.attempt_id,
-        "attempt_no": attempt.attempt_no,
-        "delay_message_id": attempt.delay_message_id,
-        "lane": attempt.lane,
-        "state": attempt.state.value,
-        "generation": attempt.generation,
-        "owner_id": attempt.owner_id,
-        "admitted_position": attempt.admitted_position,
-        "admitted_at": _time(attempt.admitted_broker_ms),
-        "disposition": attempt.disposition.value,
-        "evidence": attempt.evidence or None,
-        "settled_position": attempt.settled_position,
-        "settled_by": attempt.settled_by,
-        "late_outcomes": [
-            {"outcome": late.outcome, "disposition": late.disposition,
-             "evidence": late.evidence, "position": late.position}
-            for late in attempt.late_outcomes
-        ],
-    }
+class LateOutcomeView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An outcome that arrived after its attempt was settled (kept, not applied)."""
+
+    outcome: str
+    disposition: str
+    evidence: str
+    position: int
 
 
-def message_attempts(store: ShardStore, delay_message_id: str) -> list[dict[str, Any]]:
+class AttemptView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One publish attempt of a message, with its evidence."""
+
+    attempt_id: str
+    attempt_no: int
+    delay_message_id: str
+    lane: str
+    state: str
+    generation: int
+    owner_id: str
+    admitted_position: int
+    admitted_at: str | None
+    disposition: str
+    evidence: str | None
+    settled_position: int | None
+    settled_by: str | None
+    late_outcomes: list[LateOutcomeView]
+
+
+class MessageView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One message as ``message list`` prints it."""
+
+    delay_message_id: str
+    shard: str
+    lane: str
+    state: str
+    generation: int
+    deliver_at: str | None
+    deliver_at_ms: int
+    action_at: str | None
+    expire_at: str | None
+    key: str | None
+    headers: dict[str, str]
+    payload_bytes: int
+    retries: int
+    open_attempt_id: str | None
+    detail: str | None
+    created_position: int
+    updated_position: int
+
+
+class MessageDetail(MessageView, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One message as ``message show`` prints it: its attempts, and whether the answer is
+    conclusive (every queued command applied, or a query barrier applied first)."""
+
+    attempts: list[AttemptView]
+    applied_position: int | None
+    log_end_position: int
+    barrier_position: int | None
+    conclusive: bool
+
+
+class MessageList(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``message list``: the messages found, up to the limit asked for."""
+
+    messages: list[MessageView]
+
+
+def attempt_view(attempt: Attempt) -> AttemptView:
+    return AttemptView(
+        attempt_id=attempt.attempt_id, attempt_no=attempt.attempt_no,
+        delay_message_id=attempt.delay_message_id, lane=attempt.lane,
+        state=attempt.state.value, generation=attempt.generation, owner_id=attempt.owner_id,
+        admitted_position=attempt.admitted_position,
+        admitted_at=_time(attempt.admitted_broker_ms),
+        disposition=attempt.disposition.value, evidence=attempt.evidence or None,
+        settled_position=attempt.settled_position, settled_by=attempt.settled_by,
+        late_outcomes=[LateOutcomeView(outcome=late.outcome, disposition=late.disposition,
+                                       evidence=late.evidence, position=late.position)
+                       for late in attempt.late_outcomes])
+
+
+def message_attempts(store: ShardStore, delay_message_id: str) -> list[AttemptView]:
     out = []
     for _, attempt_id in store.scan_prefix(keys.msg_attempt_prefix(delay_message_id)):
         raw = store.get(keys.attempt_key(attempt_id.decode()))
@@ -50,30 +109,29 @@ def message_attempts(store: ShardStore, delay_message_id: str) -> list[dict[str,
     return out
 
 
-def message_view(store: ShardStore, message: Message, shard: str, *,
-                 with_attempts: bool = True) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "delay_message_id": message.delay_message_id,
-        "shard": shard,
-        "lane": message.lane,
-        "state": message.state.value,
-        "generation": message.generation,
-        "deliver_at": _time(message.deliver_at_ms),
-        "deliver_at_ms": message.deliver_at_ms,
-        "action_at": _time(message.action_at_ms),
-        "expire_at": _time(message.expire_at_ms),
-        "key": message.key,
-        "headers": message.headers,
-        "payload_bytes": len(message.payload),
-        "retries": message.retries,
-        "open_attempt_id": message.open_attempt_id,
-        "detail": message.detail,
-        "created_position": message.created_position,
-        "updated_position": message.updated_position,
-    }
-    if with_attempts:
-        view["attempts"] = message_attempts(store, message.delay_message_id)
-    return view
+def message_view(message: Message, shard: str) -> MessageView:
+    return MessageView(
+        delay_message_id=message.delay_message_id, shard=shard, lane=message.lane,
+        state=message.state.value, generation=message.generation,
+        deliver_at=_time(message.deliver_at_ms), deliver_at_ms=message.deliver_at_ms,
+        action_at=_time(message.action_at_ms), expire_at=_time(message.expire_at_ms),
+        key=message.key, headers=dict(message.headers), payload_bytes=len(message.payload),
+        retries=message.retries, open_attempt_id=message.open_attempt_id,
+        detail=message.detail, created_position=message.created_position,
+        updated_position=message.updated_position)
+
+
+def message_detail(store: ShardStore, message: Message, shard: str, *,
+                   applied_position: int | None, log_end_position: int,
+                   barrier_position: int | None) -> MessageDetail:
+    """``message_view`` with the message's attempts and how conclusive the answer is."""
+    return MessageDetail(
+        **msgspec.structs.asdict(message_view(message, shard)),
+        attempts=message_attempts(store, message.delay_message_id),
+        applied_position=applied_position, log_end_position=log_end_position,
+        barrier_position=barrier_position,
+        conclusive=barrier_position is not None or (
+            applied_position is not None and applied_position + 1 >= log_end_position))
 
 
 def find_message(store: ShardStore, delay_message_id: str) -> Message | None:

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import Any
 
+import msgspec
+
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
 from nereus.engine.admin.documents import (
@@ -35,10 +37,13 @@ from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import format_time_ms
 from nereus.views import (
+    MessageDetail,
+    MessageView,
     attempt_view,
     due_backlog,
     find_message,
     iter_messages,
+    message_detail,
     message_view,
     open_attempts,
 )
@@ -262,7 +267,7 @@ class AdminApi:
 
     # messages and attempts ------------------------------------------------------------
     def message(self, delay_message_id: str, *, route: str = "default",
-                barrier: bool = False) -> dict[str, Any]:
+                barrier: bool = False) -> MessageDetail:
         loop = self._loop_for_message(delay_message_id, route)
         barrier_position = None
         if barrier:
@@ -278,23 +283,17 @@ class AdminApi:
         if message is None:
             raise NotFound(f"no message {delay_message_id} on shard {loop.shard} (applied up to "
                            f"position {applied}, log end {end})")
-        view = message_view(loop.store, message, str(loop.shard))
-        view["applied_position"] = applied
-        view["log_end_position"] = end
-        view["barrier_position"] = barrier_position
-        view["conclusive"] = barrier_position is not None or (applied is not None and
-                                                              applied + 1 >= end)
-        return view
+        return message_detail(loop.store, message, str(loop.shard), applied_position=applied,
+                              log_end_position=end, barrier_position=barrier_position)
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[dict[str, Any]]:
+                 limit: int) -> list[MessageView]:
         loops = [self._loop(shard)] if shard else [
             loop for _, loop in sorted(self.engine.shards.items())]
-        out: list[dict[str, Any]] = []
+        out: list[MessageView] = []
         for loop in loops:
             for message in iter_messages(loop.store, state=state, lane=lane):
-                out.append(message_view(loop.store, message, str(loop.shard),
-                                        with_attempts=False))
+                out.append(message_view(message, str(loop.shard)))
                 if len(out) >= limit:
                     return out
         return out
@@ -307,7 +306,7 @@ class AdminApi:
         out = []
         for loop in loops:
             for attempt in open_attempts(loop.store, state=wanted):
-                view = attempt_view(attempt)
+                view: dict[str, Any] = msgspec.to_builtins(attempt_view(attempt))
                 view["shard"] = str(loop.shard)
                 recovery = self.engine.evidence
                 view["evidence_search"] = (recovery.search_view(attempt.attempt_id)

@@ -183,17 +183,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return {"attempts": api.attempts(shard=query.get("shard"),
                                                  state=query.get("state"))}
             if path == "/v1/messages":
-                return {"messages": api.messages(
+                return {"messages": msgspec.to_builtins(api.messages(
                     shard=query.get("shard"), state=query.get("state"),
                     lane=query.get("lane"),
                     limit=params.integer(query.get("limit"), "limit", low=1, high=100_000,
-                                         default=100))}
+                                         default=100)))}
             if path.startswith("/v1/commands/"):
                 return msgspec.to_builtins(api.command(unquote(path[len("/v1/commands/"):])))
             if path.startswith("/v1/messages/"):
-                return api.message(unquote(path[len("/v1/messages/"):]),
-                                   route=query.get("route", "default"),
-                                   barrier=query.get("barrier") in ("1", "true"))
+                return msgspec.to_builtins(api.message(
+                    unquote(path[len("/v1/messages/"):]), route=query.get("route", "default"),
+                    barrier=query.get("barrier") in ("1", "true")))
         elif method == "POST":
             if path == "/v1/commands":
                 return api.submit(self._body())

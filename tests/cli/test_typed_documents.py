@@ -14,7 +14,7 @@ import pytest
 
 from nereus.cli.json_keys import JSON_KEYS
 from tests.conftest import run_nereus
-from tests.daemon import running_engine
+from tests.daemon import running_engine, wait_for
 
 WHEN = "2031-01-01T00:00:00Z"
 
@@ -88,8 +88,36 @@ def _lane_list(home: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _message_show_and_list(home: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """message show of a published message (with its attempt) and of a scheduled one, and
+    message list of both."""
+    _scheduled(home, "typed-6")
+    now = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "0s",
+                     "--id", "typed-7", home=home)
+    assert now.code == 0, now.stderr
+    with running_engine(home):
+        wait_for(lambda: run_nereus("--json", "message", "show", "typed-7", home=home)
+                 .json().get("state") == "PUBLISHED" or None, timeout=30,
+                 what="typed-7 published")
+        shown = [run_nereus("--json", "message", "show", mid, "--barrier", home=home).json()
+                 for mid in ("typed-6", "typed-7")]
+        listed = run_nereus("--json", "message", "list", home=home).json()
+    assert shown[1]["attempts"], shown[1]
+    return shown, [listed]
+
+
+def _message_show(home: Path) -> list[dict[str, Any]]:
+    return _message_show_and_list(home)[0]
+
+
+def _message_list(home: Path) -> list[dict[str, Any]]:
+    return _message_show_and_list(home)[1]
+
+
 SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "engine status": _engine_status,
+    "message show": _message_show,
+    "message list": _message_list,
     "lane list": _lane_list,
     "command show": _command_show,
     "message cancel": _cancel,

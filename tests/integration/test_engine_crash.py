@@ -349,8 +349,8 @@ def check_home(home: Path, sent: Sent) -> Counter[str]:
                 state = message.state
                 states[state] += 1
                 attempts = message_attempts(store, message_id)
-                published = [a for a in attempts if a["state"] == AttemptState.PUBLISHED]
-                unknown = [a for a in attempts if a["state"] == AttemptState.UNKNOWN]
+                published = [a for a in attempts if a.state == AttemptState.PUBLISHED]
+                unknown = [a for a in attempts if a.state == AttemptState.UNKNOWN]
                 copies = by_message.get(message_id, 0)
                 if message_id in facts.cancelled:
                     assert state == MessageState.CANCELLED and not attempts, message_id
@@ -359,15 +359,15 @@ def check_home(home: Path, sent: Sent) -> Counter[str]:
                     assert len(published) == 1, f"{message_id}: {attempts}"
                     assert copies == 1, f"{message_id}: PUBLISHED, {copies} outbox lines"
                     line = lines_by_id[message_id]
-                    assert line["attempt_id"] == published[0]["attempt_id"], message_id
+                    assert line["attempt_id"] == published[0].attempt_id, message_id
                 elif state == MessageState.UNCERTAIN:
-                    assert unknown and all(a["evidence"] for a in unknown), (
+                    assert unknown and all(a.evidence for a in unknown), (
                         f"{message_id}: UNCERTAIN without an UNKNOWN attempt and its evidence: "
                         f"{attempts}")
                     assert copies <= 1, f"{message_id}: UNCERTAIN, {copies} outbox lines"
                     if copies:
                         line = lines_by_id[message_id]
-                        assert line["attempt_id"] in {a["attempt_id"] for a in unknown}
+                        assert line["attempt_id"] in {a.attempt_id for a in unknown}
                 else:
                     pytest.fail(f"{message_id}: {state} after everything was due "
                                 f"(attempts {attempts}, detail {message.detail})")

@@ -291,5 +291,5 @@ def test_evidence_recovery_settles_unknown_attempts_that_landed(tmp_path: Path) 
         from nereus.views import message_attempts
 
         (attempt,) = message_attempts(store, "e0")
-        assert attempt["state"] == "PUBLISHED" and "evidence scan" in attempt["evidence"]
+        assert attempt.state == "PUBLISHED" and "evidence scan" in (attempt.evidence or "")
         assert len(h.outbox()) == 5  # found, not re-sent

@@ -133,7 +133,7 @@ def test_keyed_messages_of_an_ordered_lane_share_a_shard_and_are_found_by_id(
         h.queue(prepared)
         api = AdminApi(h.engine)
         h.wait_for(lambda: all(_found(api, mid) for mid in ids), 10, "all applied")
-        assert {api.message(mid)["shard"] for mid in ids} == {str(prepared[0].shard)}
+        assert {api.message(mid).shard for mid in ids} == {str(prepared[0].shard)}
         assert isinstance(prepared[0].shard, ShardId)
 
 
