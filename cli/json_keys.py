@@ -80,10 +80,9 @@ def _struct_in(annotation: object) -> type[msgspec.Struct] | None:
 # The error document any command prints with --json when it fails (exit status 1-5).
 ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
 
-RECEIPT = ("kind", "delay_message_id", "command_id", "shard", "source_position", "broker_time",
-           "evidence")
-APPLIED = ("result", "reason", "detail", "position", "generation", "attempt_id",
-           "duplicate_of", "record_sha256")
+# a receipt's keys (``nereus.client.Receipt``): the QUEUED ones, then those an APPLIED
+# result adds
+RECEIPT_AND_APPLIED = tuple(f.encode_name for f in msgspec.structs.fields(Receipt))
 ATTEMPT = tuple(f.encode_name for f in msgspec.structs.fields(AttemptView))
 CHECK = ("name", "ok", "detail", "skipped")
 CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
@@ -129,7 +128,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         nested={"published": ("delay_message_id", "attempt_id", "lane", "generation",
                               "deliver_at", "published_at", "key", "headers", "payload",
                               "payload_encoding", "lateness_ms"),
-                "receipts": RECEIPT + APPLIED,
+                "receipts": RECEIPT_AND_APPLIED,
                 "replays": ("shard", "records", "live_digest", "replay_digest", "match")},
     ),
     "doctor": JsonDoc("object", ("ok", "home", "checks"),
@@ -148,9 +147,9 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "why). When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
     ),
     "message schedule": JsonDoc(
-        "object", RECEIPT + APPLIED + ("payload_id", "payload_bytes", "payload_sha256",
-                                       "payload_object", "payload_stages"),
-        nested={"payload_stages": RECEIPT + APPLIED},
+        "object", (*RECEIPT_AND_APPLIED, "payload_id", "payload_bytes", "payload_sha256",
+                   "payload_object", "payload_stages"),
+        nested={"payload_stages": RECEIPT_AND_APPLIED},
         note="The payload_* keys appear on the large-payload path (--payload-file above the "
         "inline limit). With --batch: queued, rejected, receipts (one receipt per line, with "
         "its line number in line). Exit status 6 with --wait when a result is not known yet.",

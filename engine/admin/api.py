@@ -418,23 +418,23 @@ class AdminApi:
         """The applied result at ``position`` as the loop applied it; read from the store
         only when it was applied before the wait began; nothing when the wait runs out."""
         result = loop.await_result(position, deadline)
-        if result is not None:
-            view = result_view(result)
-            view["duplicate_of"] = None if result.position == position else result.position
-            view["record_sha256"] = hashlib.sha256(data).hexdigest()
-        elif loop.applied_position is not None and loop.applied_position >= position:
-            view = self.result_at(loop, position, data)
-        else:
-            return {}
+        if result is None:
+            if loop.applied_position is None or loop.applied_position < position:
+                return {}
+            result = self.result_at(loop, position, data)
+        view = result_view(result)
+        view["duplicate_of"] = None if result.position == position else result.position
+        view["record_sha256"] = hashlib.sha256(data).hexdigest()
         view["evidence"] = "APPLIED"
         return view
 
     @staticmethod
-    def result_at(loop: ShardLoop, position: int, data: bytes) -> dict[str, Any]:
-        """The result the record at ``position`` left (its own, or its dedup key's first)."""
+    def result_at(loop: ShardLoop, position: int, data: bytes) -> Result:
+        """The stored result the record at ``position`` left (its own rejection, or its
+        dedup key's first result)."""
         rejected = loop.store.get(keys.reject_key(position))
         if rejected is not None:
-            return result_view(decode_value(rejected, Result))
+            return decode_value(rejected, Result)
         record = decode(data)
         if isinstance(record, DecodeFailure):  # pragma: no cover - stored under reject
             raise UsageError(f"record at {position} is not decodable: {record.detail}")
@@ -442,7 +442,4 @@ class AdminApi:
         raw = loop.store.get(keys.result_key(key)) if key else None
         if raw is None:
             raise NotFound(f"no result for position {position}")
-        view = result_view(decode_value(raw, Result))
-        view["duplicate_of"] = None if view["position"] == position else view["position"]
-        view["record_sha256"] = hashlib.sha256(data).hexdigest()
-        return view
+        return decode_value(raw, Result)

@@ -22,9 +22,6 @@ from nereus.timespec import format_time_ms
 
 QUEUED: Final = "QUEUED"
 APPLIED: Final = "APPLIED"
-# the keys a receipt has only once the shard applied the command (APPLIED evidence)
-_APPLIED_KEYS: Final = ("result", "reason", "detail", "position", "generation", "attempt_id",
-                        "duplicate_of", "record_sha256")
 
 
 class Receipt(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,6 +60,11 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
             for key in _APPLIED_KEYS:
                 del data[key]
         return data
+
+
+# the keys a receipt has only once the shard applied the command (APPLIED evidence): the
+# fields with a default
+_APPLIED_KEYS: Final = tuple(f.name for f in msgspec.structs.fields(Receipt) if not f.required)
 
 
 class CommandSink(Protocol):

@@ -25,7 +25,7 @@ def test_wait_takes_the_result_the_loop_applied(tmp_path: Path,
     with running_engine(tmp_path / "home") as h:
         api = AdminApi(h.engine)
 
-        def no_store_read(*_: object) -> dict[str, Any]:
+        def no_store_read(*_: object) -> Any:
             raise AssertionError("the result was read back from RocksDB")
 
         monkeypatch.setattr(AdminApi, "result_at", staticmethod(no_store_read))
