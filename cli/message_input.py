@@ -42,24 +42,19 @@ def deliver_time(deliver_at: str | None, delay: str | None, *, what: str,
 
 
 def check_id(env: Env, value: str, flag: str) -> str:
-    """An id as the shard will accept it: 1..max_id_bytes of UTF-8, no control characters."""
+    """An id as the shard will accept it (``nereus.machine.validate.check_id``: non-empty,
+    printable, at most ``max_id_bytes``), refused here before anything is queued."""
     from nereus.errors import UsageError
-    from nereus.terminal_text import find_control
+    from nereus.machine.validate import check_id as shard_check_id
 
-    limit = env.config.limits.max_id_bytes
-    shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
-    if not value:
-        raise UsageError(f"{flag}: an id must not be empty")
     check_unicode(value, flag)
-    control = find_control(value)
-    if control is not None:
-        raise UsageError(f"{flag} {shown}: character {control} is a control character "
-                         f"(U+{ord(value[control]):04X}); ids are printable text",
+    refused = shard_check_id(value, flag, env.config.limits)
+    if refused is not None:
+        shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
+        raise UsageError(f"{flag} {shown}: {refused.detail} (shard.max_id_bytes is "
+                         f"{env.config.limits.max_id_bytes})",
                          hint="ids reach operators' terminals and logs: use letters, digits "
                          "and punctuation")
-    if len(value.encode()) > limit:
-        raise UsageError(f"{flag} {shown}: {len(value.encode())} bytes, over the limit of "
-                         f"{limit} (shard.max_id_bytes)")
     return value
 
 

@@ -14,16 +14,18 @@ LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def check_id(value: str, field: str, limits: Limits) -> Verdict | None:
+    """Non-empty, printable (no control character), at most ``max_id_bytes`` of UTF-8. The
+    CLI checks ids at the edge with this very function, so both say the same."""
     if not value:
-        return rejected(Reason.INVALID_FIELD, f"{field} is empty")
+        return rejected(Reason.INVALID_FIELD, f"{field} must not be empty")
     control = find_control(value)
     if control is not None:
         return rejected(Reason.INVALID_FIELD, f"{field} holds a control character "
                         f"(U+{ord(value[control]):04X}) at character {control}")
-    if len(value.encode()) > limits.max_id_bytes:
-        return rejected(
-            Reason.INVALID_FIELD, f"{field} is longer than {limits.max_id_bytes} bytes"
-        )
+    size = len(value.encode())
+    if size > limits.max_id_bytes:
+        return rejected(Reason.INVALID_FIELD, f"{field} is {size} bytes, over the limit of "
+                        f"{limits.max_id_bytes}")
     return None
 
 
