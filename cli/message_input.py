@@ -51,10 +51,11 @@ def check_id(env: Env, value: str, flag: str) -> str:
     refused = shard_check_id(value, flag, env.config.limits)
     if refused is not None:
         shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
-        raise UsageError(f"{flag} {shown}: {refused.detail} (shard.max_id_bytes is "
-                         f"{env.config.limits.max_id_bytes})",
-                         hint="ids reach operators' terminals and logs: use letters, digits "
-                         "and punctuation")
+        too_long = len(value.encode()) > env.config.limits.max_id_bytes
+        raise UsageError(f"{flag} {shown}: {refused.detail}",
+                         hint=f"[shard] max_id_bytes in {env.config.source} sets the limit"
+                         if too_long else "ids reach operators' terminals and logs: use "
+                         "letters, digits and punctuation")
     return value
 
 
