@@ -42,17 +42,23 @@ class JsonDoc:
     nested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     note: str = ""
     source: type[msgspec.Struct] | None = None  # the Struct the keys come from (``typed``)
+    # other forms the same command prints (``init --from``, ``--batch``, ``--dry-run``): a
+    # document matches ``source`` or one of these; ``note`` says when each is printed
+    alternatives: tuple[type[msgspec.Struct], ...] = ()
 
 
 def typed(document: type[msgspec.Struct], *, note: str = "",
-          form: Literal["object", "array"] = "object") -> JsonDoc:
+          form: Literal["object", "array", "lines"] = "object",
+          alternatives: tuple[type[msgspec.Struct], ...] = ()) -> JsonDoc:
     """The entry of a command whose document is a msgspec Struct: its keys are the Struct's
     fields, and a field holding a Struct (or a list of them) documents that Struct's keys.
+    ``array`` and ``lines`` documents hold one ``document`` per element or line.
+    ``alternatives`` are the Structs of the command's other forms (named in ``note``).
     ``tests/cli/test_typed_documents.py`` checks the command prints exactly this."""
     nested: dict[str, tuple[str, ...]] = {}
     _nest(document, "", nested)
     return JsonDoc(form, tuple(f.encode_name for f in msgspec.structs.fields(document)),
-                   nested=nested, note=note, source=document)
+                   nested=nested, note=note, source=document, alternatives=alternatives)
 
 
 def _nest(document: type[msgspec.Struct], prefix: str,
