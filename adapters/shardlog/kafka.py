@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from nereus.adapters._kafka import (
     CLOSE_WAIT_S,
@@ -57,7 +57,7 @@ from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import NereusError, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError, Message, Producer
+    from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 COMMAND_TOPIC_CONFIG: Final = {
     "message.timestamp.type": "LogAppendTime",
@@ -116,7 +116,7 @@ class KafkaShardLog:
         self.group_id = f"nereus-{topic}-{partition}"
         self.description = f"kafka:{topic}/{partition}"
         timeout_ms = max(1, int(timeout_s * 1000))
-        self._producer_config = client_config(bootstrap, client_id, **{
+        self._producer_config = client_config(bootstrap, client_id, {
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": LINGER_MS,
@@ -126,7 +126,7 @@ class KafkaShardLog:
         # made before the topic checks: the idempotent producer's ProducerId request then
         # runs meanwhile instead of delaying the first append by its 500 ms retry timer
         self._producer: Producer | None = Producer(self._producer_config)
-        self._consumer: Consumer | None = Consumer(client_config(bootstrap, client_id, **{
+        self._consumer: Consumer | None = Consumer(client_config(bootstrap, client_id, {
             "group.id": self.group_id,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -412,7 +412,7 @@ class KafkaShardLog:
             return
         self._acked = offset
 
-    def _on_commit(self, err: KafkaError | None, partitions: Any) -> None:
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if err is not None:
             LOG.warning("commit for group %s failed: %s", self.group_id, err.str())
 

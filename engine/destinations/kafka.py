@@ -210,7 +210,7 @@ class KafkaDestination:
         self.client_id = client_id
         self.probe_timeout_s = min(timeout_s, PROBE_TIMEOUT_S)
         timeout_ms = max(1, int(timeout_s * 1000))
-        self._producer_config = client_config(bootstrap, client_id, **{
+        self._producer_config = client_config(bootstrap, client_id, {
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": LINGER_MS,
@@ -409,7 +409,7 @@ class KafkaDestination:
         if not wanted:
             return {}
         by_id = {a.encode(): a for a in wanted}
-        consumer = Consumer(client_config(self.bootstrap, self.client_id, **{
+        consumer = Consumer(client_config(self.bootstrap, self.client_id, {
             "group.id": f"nereus-scan-{self.topic}",  # never commits
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
