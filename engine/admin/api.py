@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -47,6 +47,9 @@ from nereus.views import (
     message_view,
     open_attempts,
 )
+
+if TYPE_CHECKING:
+    from nereus.adapters.checkpoints import CheckpointTaken
 
 
 def _unfinished(lane: Lane) -> bool:
@@ -335,7 +338,7 @@ class AdminApi:
                        "operator mutation's idempotency_key)")
 
     # checkpoints ----------------------------------------------------------------------
-    def checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+    def checkpoint(self, body: Mapping[str, object]) -> CheckpointTaken:
         """Take a checkpoint of one shard now; answers once it is catalogued."""
         from nereus.adapters.checkpoints import taken_view
 
