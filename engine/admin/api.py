@@ -11,10 +11,11 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from nereus.adapters.checkpoints import CheckpointTaken, taken_view
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
 from nereus.engine.admin.documents import (
@@ -47,9 +48,6 @@ from nereus.views import (
     message_view,
     open_attempts,
 )
-
-if TYPE_CHECKING:
-    from nereus.adapters.checkpoints import CheckpointTaken
 
 
 def _unfinished(lane: Lane) -> bool:
@@ -340,8 +338,6 @@ class AdminApi:
     # checkpoints ----------------------------------------------------------------------
     def checkpoint(self, body: Mapping[str, object]) -> CheckpointTaken:
         """Take a checkpoint of one shard now; answers once it is catalogued."""
-        from nereus.adapters.checkpoints import taken_view
-
         loop = self._loop(str(body.get("shard", "")))
         timeout_s = params.number(body.get("timeout_s"), "timeout_s", low=1, high=86_400,
                                   default=3600)
