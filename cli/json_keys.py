@@ -20,7 +20,17 @@ from typing import Literal
 
 import msgspec
 
+from nereus.adapters.checkpoints import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
+from nereus.checkpoint.verify import CheckpointVerification
+from nereus.cli.commands.checkpoint_documents import (
+    CheckpointList,
+    CheckpointPrune,
+    CheckpointRestore,
+    RecoverySetVerification,
+    RecoverySetView,
+)
+from nereus.cli.commands.payload import PayloadGc
 from nereus.client import Receipt
 from nereus.engine.admin.documents import EngineStatus, LaneView
 from nereus.views import AttemptView, MessageDetail, MessageList
@@ -90,8 +100,6 @@ ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
 # result adds
 RECEIPT_AND_APPLIED = tuple(f.encode_name for f in msgspec.structs.fields(Receipt))
 ATTEMPT = tuple(f.encode_name for f in msgspec.structs.fields(AttemptView))
-CHECK = ("name", "ok", "detail", "skipped")
-CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
 _RECEIPT_DOC = typed(
     Receipt,
@@ -115,9 +123,6 @@ MUTATION = JsonDoc(
 
 PLAYBOOK_STEP = ("id", "title", "description", "run", "home", "for_each", "pre", "post", "wait",
                  "confirm", "on_failure", "exit_codes", "timeout", "continue_on_failure")
-
-_FLOOR = ("shard", "keep", "object_store", "floor_position", "floor_objects",
-          "log_start_position", "members")
 
 JSON_KEYS: dict[str, JsonDoc] = {
     "init": JsonDoc(
@@ -212,34 +217,21 @@ JSON_KEYS: dict[str, JsonDoc] = {
     ),
     "attempt resolve": MUTATION,
     "mutate submit": MUTATION,
-    "checkpoint create": JsonDoc(
-        "object", ("checkpoint_id", "shard", "applied_position", "digest", "parent", "files",
-                   "size_bytes", "created_at", "object_store", "manifest_key")),
-    "checkpoint list": JsonDoc(
-        "object", ("shard", "checkpoints"),
-        nested={"checkpoints": (*CATALOG_ENTRY, "in_recovery_set")}),
-    "checkpoint verify": JsonDoc("object", ("ok", "path", "checkpoint_id", "checks"),
-                                 nested={"checks": CHECK},
-                                 note="Exit status 1 when a check fails."),
-    "checkpoint restore": JsonDoc(
-        "object", ("checkpoint_id", "shard", "into", "applied_position", "digest", "ok",
-                   "replaced", "checks"),
-        nested={"checks": CHECK},
+    "checkpoint create": typed(CheckpointTaken),
+    "checkpoint list": typed(CheckpointList),
+    "checkpoint verify": typed(CheckpointVerification, note="Exit status 1 when a check fails."),
+    "checkpoint restore": typed(
+        CheckpointRestore,
         note="replaced: null (into was new or empty), restored (an earlier restore's output) "
         "or foreign (a directory confirmed with --force --yes or at the prompt). Exit status "
         "1 when a check fails (nothing is left at into) or into is a live store."),
-    "checkpoint prune": JsonDoc(
-        "object", ("shard", "keep", "recovery_set_keep", "dry_run", "object_store", "kept",
-                   "deleted", "refused"),
-        nested={"refused": ("checkpoint_id", "applied_position", "reason")},
+    "checkpoint prune": typed(
+        CheckpointPrune,
         note="kept and deleted are lists of checkpoint ids; exit status 1 when a checkpoint "
         "was refused (a Recovery Set member)."),
-    "recovery-set show": JsonDoc("object", _FLOOR, nested={"members": CATALOG_ENTRY}),
-    "recovery-set verify": JsonDoc(
-        "object", (*_FLOOR, "ok", "checks", "member_reports"),
-        nested={"members": CATALOG_ENTRY, "checks": CHECK,
-                "member_reports": ("checkpoint_id", "ok", "checks")},
-        note="Exit status 1 when a check fails."),
+    "recovery-set show": typed(RecoverySetView),
+    "recovery-set verify": typed(RecoverySetVerification,
+                                 note="Exit status 1 when a check fails."),
     "playbook list": JsonDoc("array", ("name", "title", "origin", "shadows_shipped", "path",
                                        "required_vars", "error")),
     "playbook show": JsonDoc(
@@ -255,9 +247,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="Step progress goes to stderr under --json. With --dry-run: name, title, dry_run, "
         "path, home, variables, journal, resume_from, steps (the plan, each step with index and "
         "done_before)."),
-    "payload gc": JsonDoc("object", ("dry_run", "object_store", "deleted", "kept"),
-                          nested={"deleted": ("key", "size_bytes", "reason"),
-                                  "kept": ("key", "size_bytes", "reason")}),
+    "payload gc": typed(PayloadGc),
 }
 
 
