@@ -31,8 +31,17 @@ from nereus.cli.commands.checkpoint_documents import (
     RecoverySetView,
 )
 from nereus.cli.commands.payload import PayloadGc
+from nereus.cli.commands.shard.documents import (
+    OfflineShard,
+    ShardDigest,
+    ShardDump,
+    ShardPrune,
+    ShardReplay,
+)
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneView
+from nereus.engine.admin.documents import EngineStatus, LaneView, ShardView
+from nereus.inspection import ShardReport
+from nereus.records.summary import LogEntry
 from nereus.views import AttemptView, MessageDetail, MessageList
 
 Form = Literal["object", "array", "lines", "none"]
@@ -173,36 +182,39 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "message reschedule": _RECEIPT_DOC,
     "message show": typed(MessageDetail),
     "message list": typed(MessageList),
-    "shard list": JsonDoc(
-        "array", ("shard", "state", "applied_position", "log_end_position", "lag"),
-        note="With the engine running, each shard also carries epoch, caught_up, claims, "
-        "in_flight, admissions, uncertain, error, due_backlog.",
+    "shard list": typed(
+        OfflineShard, form="array", alternatives=(ShardView,),
+        note="Without an engine each shard is read offline (state STOPPED, or NO_STATE when it "
+        "has no database yet). With the engine running, each shard is the engine's view (as "
+        "in engine status): it also carries epoch, caught_up, claims, in_flight, admissions, "
+        "uncertain, error, waiting, due_backlog.",
     ),
-    "shard inspect": JsonDoc(
-        "object", ("shard", "route", "partition", "schema_version", "applied_position",
-                   "records_applied", "messages_by_state", "open_obligations",
-                   "timeline_head_ms", "timeline_head", "paused", "activation", "lanes",
-                   "log_end_position", "lag", "db"),
-        nested={"lanes": ("lane", "gate", "messages_by_state", "open_attempts", "admissions",
-                          "next_due_ms", "next_due", "capacity", "retry_max", "ordered"),
-                "db": ("path", "estimated_keys", "live_data_bytes")},
+    "shard inspect": typed(
+        ShardReport,
+        note="log_end_position and lag are null when this home has no log of the shard; "
+        "timeline_head and next_due are timeline_head_ms and next_due_ms as UTC text.",
     ),
-    "shard log": JsonDoc(
-        "lines", ("position", "broker_time", "broker_ms", "kind", "ids", "summary",
-                  "size_bytes"),
+    "shard log": typed(
+        LogEntry, form="lines",
         note="One object per record; size_bytes only for UNDECODABLE records.",
     ),
-    "shard dump": JsonDoc("object", ("shard", "count", "truncated", "entries"),
-                          nested={"entries": ("family", "key", "value")}),
-    "shard replay": JsonDoc(
-        "object", ("shard", "records_applied", "applied_position", "digest", "into",
-                   "from_checkpoint", "compare", "expected_digest", "match"),
-        note="from_checkpoint with --from-checkpoint or --compare; compare, expected_digest "
-        "and match only with --compare (exit status 1 when the digests differ).",
+    "shard dump": typed(
+        ShardDump,
+        note="Each entry's key holds the key's parts by name; its value is the decoded value "
+        "(the family's fields, a number or text), or undecodable and base64 when it does not "
+        "decode.",
     ),
-    "shard digest": JsonDoc("object", ("shard", "digest", "applied_position", "db")),
-    "shard prune": JsonDoc("object", ("shard", "before", "floor_position", "dry_run", "deleted",
-                                      "log_start_position")),
+    "shard replay": typed(
+        ShardReplay,
+        note="from_checkpoint with --from-checkpoint or --compare (null when replay started "
+        "--empty); compare, expected_digest and match only with --compare (exit status 1 "
+        "when the digests differ). into is null when --into was not given.",
+    ),
+    "shard digest": typed(ShardDigest),
+    "shard prune": typed(
+        ShardPrune,
+        note="deleted describes each part of the log deleted (with --dry-run: that would be).",
+    ),
     "shard pause": MUTATION,
     "shard resume": MUTATION,
     "message break": MUTATION,
