@@ -22,6 +22,7 @@ import msgspec
 
 from nereus.adapters.checkpoints import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
+from nereus.adapters.engine_process import EngineStarted, EngineStopped
 from nereus.checkpoint.verify import CheckpointVerification
 from nereus.cli.commands.checkpoint_documents import (
     CheckpointList,
@@ -37,6 +38,21 @@ from nereus.cli.commands.shard.documents import (
     ShardDump,
     ShardPrune,
     ShardReplay,
+)
+from nereus.cli.playbook.documents import (
+    DryRunPlan,
+    PlannedStepView,
+    PlaybookDefinition,
+    PlaybookRow,
+    RunReport,
+)
+from nereus.cli.setup_documents import (
+    CompletionScript,
+    CopiedLog,
+    DoctorReport,
+    InitFromReport,
+    InitReport,
+    QuickstartReport,
 )
 from nereus.client import Receipt
 from nereus.engine.admin.documents import EngineStatus, LaneView, ShardView
@@ -102,6 +118,11 @@ def _struct_in(annotation: object) -> type[msgspec.Struct] | None:
     return None
 
 
+def keys_of(document: type[msgspec.Struct]) -> str:
+    """A Struct's keys as a note names them (``a, b, c``): an alternative form's keys, say."""
+    return ", ".join(f.encode_name for f in msgspec.structs.fields(document))
+
+
 # The error document any command prints with --json when it fails (exit status 1-5).
 ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
 
@@ -130,37 +151,27 @@ MUTATION = JsonDoc(
     "carry would_result, would_reason, would_detail instead of a position).",
 )
 
-PLAYBOOK_STEP = ("id", "title", "description", "run", "home", "for_each", "pre", "post", "wait",
-                 "confirm", "on_failure", "exit_codes", "timeout", "continue_on_failure")
 
 JSON_KEYS: dict[str, JsonDoc] = {
-    "init": JsonDoc(
-        "object", ("home", "config", "routes", "shards", "lanes"),
-        nested={"routes": ("route", "log", "partitions", "command_topic", "route_id",
-                           "attached"),
-                "lanes": ("lane", "destination", "path")},
-        note="With --from HOME: home, config, from, object_store, routes, shards, copied_logs "
-        "(each: shard, from, to, segments).",
+    "init": typed(
+        InitReport, alternatives=(InitFromReport,),
+        note=f"With --from HOME: {keys_of(InitFromReport)} (each copied log: "
+        f"{keys_of(CopiedLog)}).",
     ),
-    "quickstart": JsonDoc(
-        "object", ("ok", "home", "outbox", "engine_log", "scheduled", "cancelled", "rescheduled",
-                   "published", "missing", "receipts", "replays"),
-        nested={"published": ("delay_message_id", "attempt_id", "lane", "generation",
-                              "deliver_at", "published_at", "key", "headers", "payload",
-                              "payload_encoding", "lateness_ms"),
-                "receipts": RECEIPT_AND_APPLIED,
-                "replays": ("shard", "records", "live_digest", "replay_digest", "match")},
+    "quickstart": typed(
+        QuickstartReport,
+        note="Exit status 1 when a message was not published in time (missing) or a replay "
+        "did not match the live state.",
     ),
-    "doctor": JsonDoc("object", ("ok", "home", "checks"),
-                      nested={"checks": ("name", "ok", "severity", "detail", "fix")}),
+    "doctor": typed(DoctorReport, note="Exit status 1 when a check of severity error fails "
+                    "(a failed warning is reported, ok stays true)."),
     "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
                          "status 2; scripts use shard list, lane list or attempt list."),
-    "completion": JsonDoc("object", ("shell", "script"),
-                          note="Without --json the script itself is printed."),
-    "engine start": JsonDoc("object", ("running", "pid", "socket", "log", "shards"),
-                            note="With --foreground the engine runs attached and prints its "
-                            "log instead."),
-    "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
+    "completion": typed(CompletionScript, note="Without --json the script itself is printed."),
+    "engine start": typed(EngineStarted, note="With --foreground the engine runs attached and "
+                          "prints its log instead."),
+    "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
+                         "true)."),
     "engine status": typed(
         EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "
@@ -244,21 +255,12 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "recovery-set show": typed(RecoverySetView),
     "recovery-set verify": typed(RecoverySetVerification,
                                  note="Exit status 1 when a check fails."),
-    "playbook list": JsonDoc("array", ("name", "title", "origin", "shadows_shipped", "path",
-                                       "required_vars", "error")),
-    "playbook show": JsonDoc(
-        "object", ("name", "title", "description", "origin", "path", "shadows_shipped",
-                   "on_failure", "variables", "steps"),
-        nested={"variables": ("name", "description", "default", "required", "type", "choices"),
-                "steps": PLAYBOOK_STEP, "steps.wait": ("until", "timeout", "interval")}),
-    "playbook run": JsonDoc(
-        "object", ("name", "run_id", "ok", "exit_code", "resumed", "journal", "variables",
-                   "stopped_at", "stop_reason", "detail", "steps", "path"),
-        nested={"steps": ("id", "title", "ok", "status", "args", "home", "exit_code", "checks",
-                          "detail", "polls", "elapsed_ms", "guidance", "output")},
-        note="Step progress goes to stderr under --json. With --dry-run: name, title, dry_run, "
-        "path, home, variables, journal, resume_from, steps (the plan, each step with index and "
-        "done_before)."),
+    "playbook list": typed(PlaybookRow, form="array"),
+    "playbook show": typed(PlaybookDefinition),
+    "playbook run": typed(
+        RunReport, alternatives=(DryRunPlan,),
+        note="Step progress goes to stderr under --json. With --dry-run: "
+        f"{keys_of(DryRunPlan)} (the plan; each step: {keys_of(PlannedStepView)})."),
     "payload gc": typed(PayloadGc),
 }
 
