@@ -46,8 +46,9 @@ from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
+from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
-from nereus.engine.scheduler.planner import FetchPayload, Planner, PlannerSettings
+from nereus.engine.scheduler.planner import Planner, PlannerSettings
 from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
 from nereus.engine.shard_outbox import Outbox
