@@ -77,6 +77,9 @@ class LoopSettings:
 
 
 class ShardLoop:
+    """One shard's owner: its lifecycle and loop, and what others see of it; the parts it
+    runs (admission flow, apply step, recovery, outbox, checkpoints) hold their own state."""
+
     def __init__(
         self,
         shard: ShardId,
