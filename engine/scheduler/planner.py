@@ -15,28 +15,26 @@ The gates of seed 000 section 1, in the order they are checked:
 Discovery is a range scan of the persistent timeline, bounded per lane by the DRR budget;
 nothing keeps an in-memory copy of pending work.
 
-Large payloads are materialised here, at Claim: a message with ``payload_ref`` names a
-COMMITTED payload stage (``payload/<id>``) whose ``object_key`` is fetched with
-``fetch_payload`` and checked against the attested size and SHA-256 before it goes into the
-immutable PublishTemplate (so ``prepared_digest`` covers the real bytes, and the byte permit
-counts them). An object that is missing, corrupt or does not match the attestation is a
-proven permanent pre-send error: CLAIM_RESULT PERMANENT_ERROR through the log, naming the
-key. An object store that does not answer proves nothing: the message is skipped and stays
-due, and no further large payload is tried in that round.
+Large payloads are materialised at Claim (``payloads``): a missing, corrupt or
+mismatching object is a CLAIM_RESULT PERMANENT_ERROR; an object store that does not answer
+leaves the message due and ends large-payload work for the rest of the round.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.destinations.protocol import record_size
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
+from nereus.engine.scheduler.payloads import (
+    FetchPayload,
+    Unfetched,
+    committed_stage,
+    fetch_attested,
+)
 from nereus.engine.scheduler.permits import Permits
-from nereus.errors import ServiceUnreachable
 from nereus.machine.tx import quota_tokens_milli
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
@@ -51,12 +49,6 @@ from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Lane, Message, PayloadStage, WorkRef, decode_value
 from nereus.trusted_time import TrustedTime
-
-FetchPayload = Callable[[str], bytes]
-"""Given an object key, the object's bytes (the store verifies its recorded SHA-256).
-
-Raises ``ObjectMissing`` / ``ObjectCorrupt`` (proven permanent) or ``ServiceUnreachable``
-(proves nothing: try again later)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +71,52 @@ class Owner:
     owner_id: str
     store_id: str
     fencing_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    """What one round decides with: its plan so far, the time, the owner, and the claims
+    and ordered keys held (both grow as the round claims)."""
+
+    plan: RoundPlan
+    now: TrustedTime
+    mono_ms: int
+    owner: Owner
+    claimed: dict[str, Claim]
+    open_keys: set[tuple[str, str]]
+    admitted: Collection[str]  # attempt ids of claims whose admission was applied
+
+
+@dataclass(slots=True)
+class _LaneShare:
+    """One lane's share of a round: its budget, what it has spent, what it may still
+    claim, and the ordered keys whose head it has seen (or found held)."""
+
+    lane: Lane
+    budget: int
+    claims: int  # the lane's live claims, this round's included
+    quota_left: int | None  # None: no quota
+    used: int = 0
+    backlogged: bool = False
+    last_key: bytes | None = None  # the last timeline key claimed
+    held_keys: set[str] = field(default_factory=set)
+
+    def full(self) -> str | None:
+        """Why the lane can take no more claims now (capacity, quota), or None."""
+        lane = self.lane
+        if lane.capacity is not None and lane.open_attempts + self.claims >= lane.capacity:
+            return f"at capacity {lane.capacity}"
+        if self.quota_left is not None and self.quota_left <= 0:
+            return f"quota: {lane.quota} admissions per second"
+        return None
+
+    def claimed(self, key: bytes) -> None:
+        """A claim was made at timeline ``key``."""
+        self.claims += 1
+        if self.quota_left is not None:
+            self.quota_left -= 1
+        self.used += 1
+        self.last_key = key
 
 
 class Planner:
@@ -132,6 +170,7 @@ class Planner:
         """One round over every lane. ``admitted``: attempt ids of claims whose admission
         was applied (they have spent their quota token already)."""
         plan = RoundPlan()
+        rnd = _Round(plan, now, mono_ms, owner, claimed, open_keys, admitted)
         self._store_down = None
         for name in self.rotation.order(sorted(lanes)):
             lane = lanes[name]
@@ -141,22 +180,16 @@ class Planner:
             if not ready(name):
                 plan.waiting[name] = "NOT READY"
                 continue
-            self._lane_round(plan, lane, now, mono_ms, owner, claimed, open_keys, admitted)
+            self._lane_round(rnd, lane)
         return plan
 
-    def _lane_round(
-        self, plan: RoundPlan, lane: Lane, now: TrustedTime, mono_ms: int, owner: Owner,
-        claimed: dict[str, Claim], open_keys: set[tuple[str, str]], admitted: Collection[str],
-    ) -> None:
-        name = lane.name
-        budget = self.rotation.budget(name)
-        used = 0
-        lane_claims = sum(1 for c in claimed.values() if c.lane == name)
-        quota_left: int | None = None
-        if lane.quota is not None:  # the replicated bucket, refilled to now, less the
-            tokens, _ = quota_tokens_milli(lane, now.earliest_ms)  # claims not yet admitted
-            quota_left = tokens // 1_000 - sum(
-                1 for c in claimed.values() if c.lane == name and c.attempt_id not in admitted)
+    def _lane_round(self, rnd: _Round, lane: Lane) -> None:
+        """One lane's share of a round: scan its due timeline from the floor (or, for an
+        unordered lane, the DRR cursor) and claim within its budget."""
+        name, now = lane.name, rnd.now
+        share = _LaneShare(lane, self.rotation.budget(name),
+                           sum(1 for c in rnd.claimed.values() if c.lane == name),
+                           _quota_left(lane, rnd))
         prefix = keys.timeline_lane_prefix(name)
         bound = prefix + keys.u64(now.earliest_ms + 1)
         floor = self.floors.get(name, prefix)
@@ -164,167 +197,144 @@ class Planner:
         # an ORDERED lane is scanned from its floor every round, so the first due entry of
         # a key seen is that key's head and no later entry of it can overtake it
         start = cursor if cursor is not None and floor <= cursor < bound else floor
-        backlogged = False
-        last_key: bytes | None = None
         first_seen: bytes | None = None
-        held_keys: set[str] = set()  # ordered keys whose head was seen (or held) this round
         for key, raw_ref in self.store.scan(start, bound):
             if first_seen is None:
                 first_seen = key
-            if used >= budget:
-                backlogged = True
+            if share.used >= share.budget:
+                share.backlogged = True
                 break
-            delay_message_id = keys.split_timeline_key(key)[2]
-            if delay_message_id in claimed:
-                continue
-            raw = self.store.get(keys.msg_key(delay_message_id))
-            if raw is None:
-                continue
-            message = decode_value(raw, Message)
-            ref = decode_value(raw_ref, WorkRef)
-            if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
-                continue
-            if lane.ordered and message.key is not None:
-                if (name, message.key) in open_keys or message.key in held_keys:
-                    plan.waiting.setdefault(name, f"ordered head: key {message.key!r} has an "
-                                                  "earlier unsettled message")
-                    held_keys.add(message.key)
-                    continue  # ordered head: an earlier message with this key is unsettled
-                held_keys.add(message.key)  # this is the key's head: later ones wait
-            if now.has_expired(message.expire_at_ms):
-                plan.expiries.append(encode(ClaimResult(
-                    mutation_id=self.new_id(), delay_message_id=delay_message_id,
-                    generation=message.generation, work_digest=ref.work_digest,
-                    owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
-                    disposition=ClaimDisposition.EXPIRED,
-                    detail=f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
-                    f"{message.expire_at_ms}",
-                    decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
-                )))
-                used += 1
-                continue
-            if not now.expiry_open(message.expire_at_ms):
-                continue  # cannot prove expiry is still open: wait, neither admit nor expire
-            if now.earliest_ms < message.deliver_at_ms - self.leads.get(name, 0):
-                # the replicated lead is longer than the destination's (a lowered lead that
-                # was refused while messages relied on it): deliverAt still bounds the send
-                plan.waiting[name] = (f"deliverAt not reached: lane {name}'s destination "
-                                      f"holds messages for {self.leads.get(name, 0)} ms")
-                continue
-            if lane.capacity is not None and lane.open_attempts + lane_claims >= lane.capacity:
-                plan.waiting[name] = f"at capacity {lane.capacity}"
-                backlogged = True
+            if not self._visit(rnd, share, key, raw_ref):
                 break
-            if quota_left is not None and quota_left <= 0:
-                plan.waiting[name] = f"quota: {lane.quota} admissions per second"
-                backlogged = True
-                break
-            stage: PayloadStage | None = None
-            if message.payload_ref is not None:
-                stage, problem = self._payload_stage(message.payload_ref)
-                if problem is not None:
-                    plan.expiries.append(self._permanent_error(message, ref, now, owner, problem))
-                    used += 1
-                    continue
-                if self._store_down is not None:
-                    plan.waiting[name] = self._store_down
-                    continue  # stays due; the store is tried again next round
-            size = len(message.payload) if stage is None else stage.size_bytes
-            if not self.permits.try_acquire(name, size):
-                plan.waiting[name] = "out of permits"
-                backlogged = True
-                break
-            payload = message.payload
-            if stage is not None:
-                fetched, problem = self._materialise(stage)
-                if fetched is None:
-                    self.permits.release(name, size)
-                    if problem is not None:
-                        plan.expiries.append(
-                            self._permanent_error(message, ref, now, owner, problem))
-                        used += 1
-                    else:
-                        assert self._store_down is not None
-                        plan.waiting[name] = self._store_down
-                    continue
-                payload = fetched
-            template = _template(message, payload)
-            limit = self.record_limits.get(name)
-            if limit is not None and (weight := record_size(template)) > limit:
-                # seed 000 section 2 step 4: the target-size check at Claim is a proven
-                # permanent pre-send error, decided before any attempt exists
-                self.permits.release(name, size)
-                plan.expiries.append(self._permanent_error(
-                    message, ref, now, owner,
-                    f"the record is {weight} bytes at the destination; lane {name}'s "
-                    f"destination takes at most {limit}"))
-                used += 1
-                continue
-            claim = self._claim(message, ref, now, mono_ms, owner, template)
-            claimed[delay_message_id] = claim
-            plan.claims.append(claim)
-            if lane.ordered and message.key is not None:
-                open_keys.add((name, message.key))
-            lane_claims += 1
-            if quota_left is not None:
-                quota_left -= 1
-            used += 1
-            last_key = key
         if start == floor:
             self.floors[name] = first_seen if first_seen is not None else max(floor, bound)
-        if backlogged and last_key is not None:
-            self.state.cursors[name] = last_key + b"\x00"
+        if share.backlogged and share.last_key is not None:
+            self.state.cursors[name] = share.last_key + b"\x00"
         else:
             self.state.cursors.pop(name, None)
-        self.rotation.settle(name, budget, used, backlogged)
+        self.rotation.settle(name, share.budget, share.used, share.backlogged)
 
-    def _payload_stage(self, payload_id: str) -> tuple[PayloadStage | None, str | None]:
-        """The COMMITTED stage a message references, or why there is none (permanent)."""
-        raw = self.store.get(keys.payload_key(payload_id))
+    def _visit(self, rnd: _Round, share: _LaneShare, key: bytes, raw_ref: bytes) -> bool:
+        """Check one due timeline entry against the gates and claim it, expire it or let it
+        wait; False when the lane can take nothing more this round (backlogged)."""
+        lane, plan, now = share.lane, rnd.plan, rnd.now
+        name = lane.name
+        delay_message_id = keys.split_timeline_key(key)[2]
+        if delay_message_id in rnd.claimed:
+            return True
+        raw = self.store.get(keys.msg_key(delay_message_id))
         if raw is None:
-            return None, f"large payload {payload_id} has no payload stage on this shard"
-        stage = decode_value(raw, PayloadStage)
-        if stage.state != "COMMITTED" or stage.object_key is None:
-            return None, f"large payload {payload_id} is {stage.state}, not COMMITTED"
-        return stage, None
+            return True
+        message = decode_value(raw, Message)
+        ref = decode_value(raw_ref, WorkRef)
+        if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
+            return True
+        if lane.ordered and message.key is not None:
+            if (name, message.key) in rnd.open_keys or message.key in share.held_keys:
+                plan.waiting.setdefault(name, f"ordered head: key {message.key!r} has an "
+                                              "earlier unsettled message")
+                share.held_keys.add(message.key)
+                return True  # ordered head: an earlier message with this key is unsettled
+            share.held_keys.add(message.key)  # this is the key's head: later ones wait
+        if now.has_expired(message.expire_at_ms):
+            plan.expiries.append(self._claim_result(
+                message, ref, now, rnd.owner, ClaimDisposition.EXPIRED,
+                f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
+                f"{message.expire_at_ms}"))
+            share.used += 1
+            return True
+        if not now.expiry_open(message.expire_at_ms):
+            return True  # cannot prove expiry is still open: wait, neither admit nor expire
+        if now.earliest_ms < message.deliver_at_ms - self.leads.get(name, 0):
+            # the replicated lead is longer than the destination's (a lowered lead that
+            # was refused while messages relied on it): deliverAt still bounds the send
+            plan.waiting[name] = (f"deliverAt not reached: lane {name}'s destination "
+                                  f"holds messages for {self.leads.get(name, 0)} ms")
+            return True
+        full = share.full()
+        if full is not None:
+            plan.waiting[name] = full
+            share.backlogged = True
+            return False
+        return self._take(rnd, share, key, message, ref)
 
-    def _materialise(self, stage: PayloadStage) -> tuple[bytes | None, str | None]:
-        """(bytes, None) fetched and attested; (None, why) permanent; (None, None) retry later.
+    def _take(self, rnd: _Round, share: _LaneShare, key: bytes, message: Message,
+              ref: WorkRef) -> bool:
+        """Take permits for a due message, prepare its template and claim it; False when
+        the permits ran out (the lane is backlogged)."""
+        name = share.lane.name
+        stage: PayloadStage | None = None
+        if message.payload_ref is not None:
+            stage, problem = committed_stage(self.store, message.payload_ref)
+            if problem is not None:
+                self._refuse(rnd, share, message, ref, problem)
+                return True
+            if self._store_down is not None:
+                rnd.plan.waiting[name] = self._store_down
+                return True  # stays due; the store is tried again next round
+        size = len(message.payload) if stage is None else stage.size_bytes
+        if not self.permits.try_acquire(name, size):
+            rnd.plan.waiting[name] = "out of permits"
+            share.backlogged = True
+            return False
+        template = self._prepare(rnd, share, message, ref, stage)
+        if template is None:
+            self.permits.release(name, size)
+            return True
+        claim = self._claim(message, ref, rnd.now, rnd.mono_ms, rnd.owner, template)
+        rnd.claimed[message.delay_message_id] = claim
+        rnd.plan.claims.append(claim)
+        if share.lane.ordered and message.key is not None:
+            rnd.open_keys.add((name, message.key))
+        share.claimed(key)
+        return True
 
-        A store that does not answer (or no store at all) marks the rest of the round
-        ``_store_down`` so one outage does not cost one timeout per message.
-        """
-        key = stage.object_key
-        assert key is not None
-        if self.fetch_payload is None:
-            self._store_down = "no object store to fetch large payloads from"
-            return None, None
-        try:
-            data = self.fetch_payload(key)
-        except ServiceUnreachable as exc:
-            self._store_down = f"object store unreachable: {exc.message}"
-            return None, None
-        except (ObjectMissing, ObjectCorrupt) as exc:
-            what = "missing" if isinstance(exc, ObjectMissing) else "corrupt"
-            return None, (f"large payload {stage.payload_id}: object {key} is {what} "
-                          f"({exc.message})")
-        sha = hashlib.sha256(data).hexdigest()
-        if (len(data), sha) != (stage.size_bytes, stage.sha256):
-            return None, (
-                f"large payload {stage.payload_id}: object {key} holds {len(data)} bytes "
-                f"sha256 {sha[:16]}.. but {stage.size_bytes} bytes sha256 "
-                f"{stage.sha256[:16]}.. were attested"
-            )
-        return data, None
+    def _prepare(self, rnd: _Round, share: _LaneShare, message: Message, ref: WorkRef,
+                 stage: PayloadStage | None) -> PublishTemplate | None:
+        """The claim's immutable template, its large payload materialised and its size at
+        the destination checked; None when it cannot be sent now (the store is down) or
+        ever (a CLAIM_RESULT PERMANENT_ERROR is planned)."""
+        name = share.lane.name
+        payload = message.payload
+        if stage is not None:
+            # a store that does not answer (or no store at all) ends large payloads for the
+            # rest of the round, so one outage does not cost one timeout per message
+            fetched = fetch_attested(self.fetch_payload, stage)
+            if isinstance(fetched, Unfetched):
+                if fetched.permanent:
+                    self._refuse(rnd, share, message, ref, fetched.why)
+                else:
+                    self._store_down = rnd.plan.waiting[name] = fetched.why
+                return None
+            payload = fetched
+        template = _template(message, payload)
+        limit = self.record_limits.get(name)
+        if limit is not None and (weight := record_size(template)) > limit:
+            # seed 000 section 2 step 4: the target-size check at Claim is a proven
+            # permanent pre-send error, decided before any attempt exists
+            self._refuse(rnd, share, message, ref,
+                         f"the record is {weight} bytes at the destination; lane {name}'s "
+                         f"destination takes at most {limit}")
+            return None
+        return template
 
-    def _permanent_error(
-        self, message: Message, ref: WorkRef, now: TrustedTime, owner: Owner, detail: str
+    def _refuse(self, rnd: _Round, share: _LaneShare, message: Message, ref: WorkRef,
+                detail: str) -> None:
+        """A proven permanent pre-send error: CLAIM_RESULT PERMANENT_ERROR, and one unit of
+        the lane's budget spent."""
+        rnd.plan.expiries.append(self._claim_result(
+            message, ref, rnd.now, rnd.owner, ClaimDisposition.PERMANENT_ERROR, detail))
+        share.used += 1
+
+    def _claim_result(
+        self, message: Message, ref: WorkRef, now: TrustedTime, owner: Owner,
+        disposition: ClaimDisposition, detail: str,
     ) -> bytes:
         return encode(ClaimResult(
             mutation_id=self.new_id(), delay_message_id=message.delay_message_id,
             generation=message.generation, work_digest=ref.work_digest,
             owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
-            disposition=ClaimDisposition.PERMANENT_ERROR, detail=detail,
+            disposition=disposition, detail=detail,
             decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
         ))
 
@@ -350,6 +360,16 @@ class Planner:
             generation=message.generation, work_digest=ref.work_digest, attempt_id=attempt_id,
             admission=encode(admission), template=template, size_bytes=len(template.payload),
         )
+
+
+def _quota_left(lane: Lane, rnd: _Round) -> int | None:
+    """Admissions the lane's quota still allows now: the replicated bucket, refilled to
+    now, less the claims not yet admitted (None: no quota)."""
+    if lane.quota is None:
+        return None
+    tokens, _ = quota_tokens_milli(lane, rnd.now.earliest_ms)
+    return tokens // 1_000 - sum(1 for c in rnd.claimed.values()
+                                 if c.lane == lane.name and c.attempt_id not in rnd.admitted)
 
 
 def _template(message: Message, payload: bytes) -> PublishTemplate:

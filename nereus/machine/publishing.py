@@ -26,7 +26,14 @@ from nereus.records.vocabulary import (
     Outcome,
 )
 from nereus.state import keys
-from nereus.state.values import Attempt, LateOutcome, Message, Obligation, encode_value
+from nereus.state.values import (
+    Attempt,
+    Lane,
+    LateOutcome,
+    Message,
+    Obligation,
+    encode_value,
+)
 
 
 def _check_time(tx: Tx, earliest_ms: int, latest_ms: int) -> Verdict | None:
@@ -74,6 +81,9 @@ def _check_work(
 
 
 def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
+    """PUBLISH_ADMISSION: the time evidence, the claimed work, the claim and its owner, then
+    the lane's gates, in that order; the first that fails is the verdict (STALE or REJECTED,
+    nothing written). A winner opens the attempt."""
     failure = _check_time(tx, rec.decided_earliest_ms, rec.decided_latest_ms)
     if failure is not None:
         return failure
@@ -81,7 +91,25 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
     if message is None:
         assert failure is not None
         return failure
-    ids: Ids = {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
+    failure = _check_claim(tx, rec, message)
+    if failure is not None:
+        return failure
+    lane, failure = _check_lane(tx, rec, message)
+    if failure is not None:
+        return failure
+    _open_attempt(tx, rec, message, lane)
+    return applied(attempt_id=rec.attempt_id, delay_message_id=rec.delay_message_id,
+                   generation=rec.generation)
+
+
+def _admission_ids(rec: PublishAdmission) -> Ids:
+    return {"delay_message_id": rec.delay_message_id, "generation": rec.generation}
+
+
+def _check_claim(tx: Tx, rec: PublishAdmission, message: Message) -> Verdict | None:
+    """The admission names the message's lane and a fresh attempt id, comes from the live
+    owner, and the shard is not paused."""
+    ids = _admission_ids(rec)
     if rec.lane != message.lane:
         return rejected(
             Reason.INVALID_FIELD, f"lane {rec.lane} is not the message's lane {message.lane}",
@@ -94,18 +122,27 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         return stale(Reason.FENCED, f"admission refused: {why}", **ids)
     if tx.paused():
         return stale(Reason.SHARD_PAUSED, "the shard is paused by an operator", **ids)
+    return None
+
+
+def _check_lane(tx: Tx, rec: PublishAdmission, message: Message) -> tuple[Lane, Verdict | None]:
+    """The lane's gates: admissionGate OPEN, under capacity, the decision proves the work
+    due (actionAt, and deliverAt less the lead) and expiry still open, and a quota token is
+    left. Returns the lane as the winner leaves it (its token spent) and the failure."""
+    ids = _admission_ids(rec)
     lane = tx.lane(message.lane)
     if lane.gate != Gate.OPEN:
-        return stale(Reason.LANE_CLOSED, f"lane {lane.name} admissionGate is CLOSED", **ids)
+        return lane, stale(Reason.LANE_CLOSED, f"lane {lane.name} admissionGate is CLOSED",
+                           **ids)
     if lane.capacity is not None and lane.open_attempts >= lane.capacity:
-        return stale(
+        return lane, stale(
             Reason.LANE_AT_CAPACITY,
             f"lane {lane.name} has {lane.open_attempts} open attempts (capacity {lane.capacity})",
             **ids,
         )
     due_at = max(message.action_at_ms, message.deliver_at_ms - lane.handoff_lead_ms)
     if rec.decided_earliest_ms < due_at:
-        return stale(
+        return lane, stale(
             Reason.NOT_DUE,
             f"Trusted UTC earliest {rec.decided_earliest_ms} is before actionAt "
             f"{message.action_at_ms} (deliverAt {message.deliver_at_ms} less lane "
@@ -113,7 +150,7 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
             **ids,
         )
     if message.expire_at_ms is not None and rec.decided_latest_ms > message.expire_at_ms:
-        return stale(
+        return lane, stale(
             Reason.EXPIRED,
             f"Trusted UTC latest {rec.decided_latest_ms} does not prove expireAt "
             f"{message.expire_at_ms} is still open",
@@ -122,7 +159,7 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
     if lane.quota is not None:
         tokens, as_of = quota_tokens_milli(lane, tx.broker_ms)
         if tokens < 1_000:
-            return stale(
+            return lane, stale(
                 Reason.QUOTA_EXCEEDED,
                 f"lane {lane.name} admits {lane.quota} per second and its bucket is spent "
                 f"({tokens / 1_000:.3f} tokens at broker time {as_of})",
@@ -130,6 +167,12 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
             )
         lane = msgspec.structs.replace(lane, quota_tokens_milli=tokens - 1_000,
                                        quota_at_ms=as_of)
+    return lane, None
+
+
+def _open_attempt(tx: Tx, rec: PublishAdmission, message: Message, lane: Lane) -> None:
+    """The winner: the attempt PUBLISHING, its number, the open obligation, the lane's
+    counters and the message PUBLISHING, off the timeline."""
     attempt_no = message.attempts + 1
     tx.put_attempt(Attempt(
         attempt_id=rec.attempt_id, delay_message_id=message.delay_message_id,
@@ -155,8 +198,6 @@ def admission(tx: Tx, rec: PublishAdmission) -> Verdict:
         attempts=attempt_no, open_attempt_id=rec.attempt_id,
     )
     tx.save_message(message, publishing)
-    return applied(attempt_id=rec.attempt_id, delay_message_id=rec.delay_message_id,
-                   generation=rec.generation)
 
 
 def _close_obligation(tx: Tx, attempt: Attempt) -> None:

@@ -21,8 +21,9 @@ from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_payload_reserve, queue
 from nereus.engine.scheduler.drr import DrrState
+from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import PermitLimits, Permits
-from nereus.engine.scheduler.planner import FetchPayload, Owner, Planner, PlannerSettings
+from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
 from nereus.engine.shard_loop import ShardLoop
 from nereus.errors import ServiceUnreachable
 from nereus.publish import template_digest

@@ -1,0 +1,273 @@
+"""A shard owner's admissions, from claim to settlement.
+
+A planner round (gates, DRR, permits) claims due work; the claims' exact PUBLISH_ADMISSION
+bytes, and any CLAIM_RESULT expiries, go to the outbox for one group append. Only after a
+batch is synced are its events acted on: a winning admission of ours whose claim, owner,
+epoch, time gate and lane readiness still hold is handed to its lane publisher (durable
+PUBLISHING happens-before the producer call); otherwise this owner, which alone could send
+for that attempt id, declines it with NOT_PUBLISHED LANE_UNAVAILABLE. A stale admission
+releases its claim; an applied outcome (or operator resolve) releases the claim and its
+permits. A claim whose deadline passes before its admission was acted on is released, and
+its attempt declined if it exists.
+
+The ordered head: the (lane, key) of every open obligation (PUBLISHING or UNKNOWN), kept
+exactly from the obligation writes of each applied record, whatever ended the attempt, plus
+the keys of live claims.
+
+Local state of the shard loop's thread: not shared, not locked (publisher answers reach it
+only through the outbox's queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from nereus.engine.clock import TrustedClock
+from nereus.engine.destinations.protocol import PublishRequest
+from nereus.engine.event_log import EventLog, safe_event
+from nereus.engine.publisher import LanePublisher
+from nereus.engine.scheduler.claims import Claim, ClaimBook
+from nereus.engine.scheduler.drr import STATE_KEY, dump_state
+from nereus.engine.scheduler.permits import Permits
+from nereus.engine.scheduler.planner import Planner
+from nereus.engine.shard_outbox import Outbox
+from nereus.engine.shard_ownership import Ownership
+from nereus.engine.shard_progress import ShardProgress
+from nereus.engine.shard_status import ShardState
+from nereus.evidence_mac import evidence_mac
+from nereus.machine import Applied, Reason
+from nereus.records import (
+    AttemptResolve,
+    AttemptState,
+    PublishAdmission,
+    PublishOutcome,
+    ResultStatus,
+    Schedule,
+    encode,
+)
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Attempt, Lane, Obligation, decode_value
+
+TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
+
+
+class AdmissionFlow:
+    """One owner's claims on one shard and what became of their admissions."""
+
+    def __init__(self, shard: ShardId, store: ShardStore, *, clock: TrustedClock,
+                 planner: Planner, permits: Permits, publishers: Mapping[str, LanePublisher],
+                 ownership: Ownership, outbox: Outbox, progress: ShardProgress,
+                 events: EventLog, evidence_key: bytes, new_id: Callable[[], str]) -> None:
+        self._shard = shard
+        self._store = store
+        self._clock = clock
+        self._time = clock.source
+        self.planner = planner
+        self.book = ClaimBook(permits, self._forget_claim)
+        self._publishers = publishers
+        self._ownership = ownership
+        self._outbox = outbox
+        self._progress = progress
+        self._events = events
+        self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
+        self._new_id = new_id
+        self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
+        self.admissions = 0  # admissions of this owner applied as winners
+        self.publish_outcomes = 0  # outcomes that released one of its claims
+        self.waiting: str | None = None  # why it admits nothing right now (None: it may)
+        self._time_hold_until_mono_ms = 0
+
+    # one scheduling round -----------------------------------------------------------
+    def schedule(self) -> bool:
+        """One planner round; its claims' admissions and its expiries go to the outbox."""
+        mono = self._time.monotonic_ms()
+        problem = self._clock.problem()
+        if problem is not None:
+            self._wait(f"Trusted UTC is not trusted: {problem}; no admission until it is")
+            return False
+        if mono < self._time_hold_until_mono_ms:
+            return False  # a decision of ours was refused as ahead of the broker: wait
+        self.waiting = None
+        publishers = self._publishers
+        plan = self.planner.round(self._clock.now(), mono, self._ownership.owner(),
+                                  self.lanes(), lambda lane: publishers[lane].ready,
+                                  self.book.by_message, self.held_keys(), self.book.dispatched)
+        if not plan.claims and not plan.expiries:
+            return False
+        local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self.planner.state)}
+        for claim in plan.claims:
+            self.book.track(claim)
+            local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
+        self._store.write(local, sync=False)
+        self._outbox.add_admissions(plan.claims)
+        self._outbox.add(plan.expiries)
+        return True
+
+    def lanes(self) -> dict[str, Lane]:
+        """Replicated lane state for every lane this engine can publish to."""
+        found = {}
+        for _, raw in self._store.scan_prefix(keys.LANE):
+            lane = decode_value(raw, Lane)
+            found[lane.name] = lane
+        return {name: found.get(name, Lane(name=name)) for name in self._publishers}
+
+    def held_keys(self) -> set[tuple[str, str]]:
+        """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""
+        return set(self._obligation_keys.values()) | self.book.held_keys()
+
+    def expire_claims(self) -> None:
+        """Release claims whose deadline passed before their admission was acted on.
+
+        An admission still waiting in the outbox is dropped with its claim. One that was
+        applied and won, but whose event was never acted on (a crash in between), is an
+        attempt only this owner could have sent and never did: it is declined.
+        """
+        if not self.book:
+            return
+        expired = self.book.expired(self._time.monotonic_ms())
+        if not expired:
+            return
+        self._outbox.drop_admissions({claim.attempt_id for claim in expired})
+        for claim in expired:
+            self.book.release(claim)
+            raw = self._store.get(keys.attempt_key(claim.attempt_id))
+            if raw is not None and decode_value(raw, Attempt).state == AttemptState.PUBLISHING:
+                self._outbox.decline(claim.attempt_id,
+                                     "owner declined before any send: the claim deadline passed")
+
+    def flush_outcomes(self) -> bool:
+        """Publisher answers (and declines) as PUBLISH_OUTCOME records, into the log."""
+        ownership = self._ownership
+        for result in self._outbox.answers():
+            claim = self.book.for_attempt(result.attempt_id)
+            raw = self._store.get(keys.attempt_key(result.attempt_id))
+            delay_message_id = (claim.delay_message_id if claim is not None else
+                                decode_value(raw, Attempt).delay_message_id if raw else "")
+            self._outbox.add([encode(PublishOutcome(
+                outcome_id=self._new_id(), attempt_id=result.attempt_id,
+                delay_message_id=delay_message_id, owner_id=ownership.owner_id,
+                fencing_epoch=ownership.epoch, outcome=result.outcome,
+                disposition=result.disposition, evidence=result.evidence,
+            ))])
+        return self._outbox.flush()
+
+    def let_go(self) -> None:
+        """Fenced: no admission of ours goes into the log, and every claim not yet with a
+        publisher is released (attempts already with one are refused at its gate)."""
+        self._outbox.drop_every_admission()
+        self.book.release_undispatched()
+
+    # acting on applied records --------------------------------------------------------
+    def open_obligation(self, obligation: Obligation) -> None:
+        """An obligation found open at recovery: its key holds the ordered head."""
+        self._hold_head(obligation.attempt_id, obligation)
+
+    def on_applied(self, applied: Applied) -> None:
+        """Act on one applied and synced record (runs for every record: kept lean)."""
+        timeline, obligation = keys.TIMELINE[0], keys.OBLIGATION[0]
+        for key, value in applied.writes.items():
+            first = key[0]
+            if first == timeline and value is not None:
+                self.planner.note_timeline_put(key)
+            elif first == obligation:
+                self._note_obligation(key, value)
+        record = applied.record
+        # exact types, not isinstance: these run for every applied record, and isinstance
+        # against a msgspec Struct class that does not match costs ~70 ns
+        if applied.duplicate or record is None or type(record) is Schedule:
+            return
+        if isinstance(record, PublishAdmission):
+            self._on_admission(record, applied)
+        elif isinstance(record, PublishOutcome | AttemptResolve):
+            claim = self.book.for_attempt(record.attempt_id)
+            if claim is not None:
+                self.book.release(claim)
+                self.publish_outcomes += 1
+
+    def _on_admission(self, record: PublishAdmission, applied: Applied) -> None:
+        claim = self.book.for_attempt(record.attempt_id)
+        mine = record.owner_id == self._ownership.owner_id
+        if applied.result.status != ResultStatus.APPLIED:
+            if claim is not None:
+                self.book.release(claim)
+            if applied.result.reason == Reason.TIME_EVIDENCE and mine:
+                self._hold_for_time(applied.result.detail or "")
+            return
+        self.admissions += 1
+        if record.attempt_id in self.book.dispatched:
+            return  # acted on before a crash; never handed over twice
+        if claim is not None and (why := self._gate_closed(claim)) is None:
+            self.book.dispatch(record.attempt_id)
+            template = claim.template
+            self._publishers[claim.lane].submit(
+                PublishRequest(record.attempt_id, template, self.evidence_mac(
+                    template.delay_message_id, template.generation, record.attempt_id)),
+                self._outbox.reply, self._ownership.live_owner_gate)
+        elif mine:
+            reason = why if claim is not None else "the claim ended before admission"
+            self._outbox.decline(record.attempt_id, f"owner declined before any send: {reason}")
+
+    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
+        """The MAC this attempt's destination record carries (and evidence must show)."""
+        return evidence_mac(self._evidence_key, delay_message_id, generation, attempt_id)
+
+    def _gate_closed(self, claim: Claim) -> str | None:
+        """Why a won admission may not go to its publisher now, or None."""
+        state = self._progress.state
+        if state != ShardState.ACTIVE:
+            return f"the shard is {state}"
+        if claim.fencing_epoch != self._ownership.epoch:
+            return "the fencing epoch changed"
+        if (why := self._ownership.live_owner_gate()) is not None:
+            return why
+        if not self.book.is_current(claim):
+            return "the claim was revoked"
+        if self._time.monotonic_ms() > claim.deadline_mono_ms:
+            return "the claim deadline passed"
+        if not self._clock.now().is_due(claim.template.action_at_ms):
+            return "the time gate no longer holds"
+        publisher = self._publishers.get(claim.lane)
+        if publisher is None or not publisher.ready:
+            return f"lane {claim.lane} is NOT READY"
+        return None
+
+    def _wait(self, why: str) -> None:
+        if why != self.waiting:
+            safe_event(self._events, "shard_waiting", level="warning", shard=str(self._shard),
+                       reason=why)
+        self.waiting = why
+
+    def _hold_for_time(self, detail: str) -> None:
+        """An admission of ours was refused because our decision led the broker's clock by
+        more than the shard allows: our clock is ahead. Claim nothing for a while (no flood
+        of refused admissions) and say why."""
+        self._time_hold_until_mono_ms = self._time.monotonic_ms() + TIME_HOLD_MS
+        self._wait(f"this engine's clock leads the Shard Log's broker clock: {detail}")
+
+    def _forget_claim(self, delay_message_id: str) -> None:
+        """A released claim's local row goes (unsynced: claims are local state)."""
+        self._store.write({keys.claim_key(delay_message_id): None}, sync=False)
+
+    def _note_obligation(self, key: bytes, value: bytes | None) -> None:
+        """An obligation opened (its key now holds the ordered head) or closed."""
+        attempt_id = key[1:].split(b"\x00", 1)[1].decode()
+        if value is None:
+            self._obligation_keys.pop(attempt_id, None)
+            return
+        self._hold_head(attempt_id, decode_value(value, Obligation))
+
+    def _hold_head(self, attempt_id: str, obligation: Obligation) -> None:
+        if obligation.key is not None:
+            self._obligation_keys[attempt_id] = (obligation.lane, obligation.key)
+
+
+def _encode_claim(claim: Claim) -> bytes:
+    """The persisted claim: everything but the payload bytes (a large payload stays in the
+    object store; the in-memory claim holds the materialised template)."""
+    stored = msgspec.structs.replace(
+        claim, template=msgspec.structs.replace(claim.template, payload=b""))
+    return msgspec.msgpack.encode(stored)
