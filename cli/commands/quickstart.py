@@ -34,10 +34,12 @@ def quickstart(
                                  help="Seconds over which they fall due."),
 ) -> None:
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
+    import msgspec
+
     from nereus.cli.commands.engine import start_daemon, stop_daemon
     from nereus.cli.message_input import prepare_one
     from nereus.cli.submission import submit
-    from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
+    from nereus.client import Receipt, RouteRef, prepare_cancel, prepare_reschedule
     from nereus.config import parse_config, render_config
     from nereus.errors import NereusError
     from nereus.timespec import format_time_ms
@@ -72,7 +74,7 @@ def quickstart(
                      body=json.dumps({"n": n}).encode(), message_id=mid, route="default")
         for n, mid in enumerate(ids, start=1)
     ]
-    receipts: list[dict[str, Any]] = []
+    receipts: list[Receipt] = []
     try:
         receipts = submit(env, prepared, wait=True)
         route = RouteRef("default", config.route("default").partitions)
@@ -99,7 +101,7 @@ def quickstart(
         "scheduled": ids, "cancelled": cancelled, "rescheduled": moved,
         "published": [published[m] for m in sorted(published)],
         "missing": sorted(expected - published.keys()),
-        "receipts": receipts, "replays": replays,
+        "receipts": msgspec.to_builtins(receipts), "replays": replays,
     }
     if env.output.json_mode:
         env.output.emit(data, lambda _: None)
