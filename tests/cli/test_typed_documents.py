@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from nereus.cli.json_keys import JSON_KEYS
+from tests.cli.typed_scenarios_mutation import SCENARIOS as MUTATION_SCENARIOS
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 
@@ -122,6 +123,7 @@ SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "command show": _command_show,
     "message cancel": _cancel,
     "message reschedule": _reschedule,
+    **MUTATION_SCENARIOS,
 }
 
 
