@@ -13,13 +13,16 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
 from nereus.errors import ExitCode
+
+if TYPE_CHECKING:
+    from nereus.config import Config
 
 
 def _say(env: Env, text: str) -> None:
@@ -40,7 +43,6 @@ def quickstart(
     from nereus.cli.message_input import prepare_one
     from nereus.cli.submission import submit
     from nereus.client import Receipt, RouteRef, prepare_cancel, prepare_reschedule
-    from nereus.config import parse_config, render_config
     from nereus.errors import NereusError
     from nereus.timespec import format_time_ms
 
@@ -48,13 +50,7 @@ def quickstart(
     if not env.home_explicit:
         env.home = Path(tempfile.mkdtemp(prefix="nereus-quickstart-"))
     layout = env.layout
-    if not layout.config.exists():
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.outbox.mkdir(exist_ok=True)
-        layout.config.write_text(render_config(route="default", partitions=2, log="file",
-                                               route_id=uuid.uuid4().hex))
-    env._config = parse_config(layout.config.read_text(), source=str(layout.config))
-    config = env.config
+    config = _home_config(env)
     if "local" not in config.lanes:
         raise NereusError(f"{layout.config} has no lane `local`; quickstart publishes to it")
     outbox = Path(config.lanes["local"].path or "outbox/local.jsonl")
@@ -109,6 +105,21 @@ def quickstart(
         _where_to_look(env, outbox, ok=ok)
     if not ok:
         raise Answered(ExitCode.NO)
+
+
+def _home_config(env: Env) -> Config:
+    """The home's configuration, written first (one route of two partitions, the file
+    destination) when the home has none."""
+    from nereus.config import parse_config, render_config
+
+    layout = env.layout
+    if not layout.config.exists():
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.outbox.mkdir(exist_ok=True)
+        layout.config.write_text(render_config(route="default", partitions=2, log="file",
+                                               route_id=uuid.uuid4().hex))
+    env._config = parse_config(layout.config.read_text(), source=str(layout.config))
+    return env.config
 
 
 def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
