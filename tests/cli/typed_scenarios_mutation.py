@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_nereus
-from tests.daemon import running_engine
+from tests.daemon import running_engine, wait_for
 from tests.uncertain import make_unknown_attempt
 
 WHEN = "2031-01-01T00:00:00Z"
@@ -116,14 +116,25 @@ def _attempt_resolve(home: Path) -> list[Document]:
 
 
 def _attempt_list(home: Path) -> list[Document]:
-    """Each row of the array is one open attempt."""
+    """Each row of the array is one open attempt; its evidence_search is null until the
+    evidence worker has looked, then says when and what it found."""
+    config = home / "nereus.toml"
+    config.write_text(config.read_text() + "\n[engine]\nevidence_interval_s = 0.2\n")
     _unknown_attempt(home)
-    with running_engine(home):
+
+    def rows() -> list[Document]:
         result = run_nereus("--json", "attempt", "list", home=home)
-    assert result.code == 0, result.stderr
-    rows: list[Document] = result.json()
-    assert [row["attempt_id"] for row in rows] == ["typed-ghost"], rows
-    return rows
+        assert result.code == 0, result.stderr
+        listed: list[Document] = result.json()
+        assert [row["attempt_id"] for row in listed] == ["typed-ghost"], listed
+        return listed
+
+    with running_engine(home):
+        first = rows()
+        searched = wait_for(lambda: [row for row in rows() if row["evidence_search"]],
+                            timeout=20, what="an evidence search of typed-ghost")
+    assert searched[0]["evidence_search"]["found"] is None, searched
+    return [*first, *searched]
 
 
 def _mutate_submit(home: Path) -> list[Document]:
