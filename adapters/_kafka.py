@@ -19,11 +19,12 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 from nereus.errors import NereusError, NotFound, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
 
 LOG: Final = logging.getLogger("nereus.engine.kafka")
@@ -44,9 +45,24 @@ class TopicMisconfigured(UsageError):
     """A topic exists but cannot serve as asked (partitions, timestamp type, access)."""
 
 
-def client_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
-    """Settings every client shares, plus ``extra`` (``**{"linger.ms": 2}``)."""
-    config: dict[str, Any] = {
+class CommitCallback(Protocol):
+    """A consumer's ``on_commit``: the commit's error (None on success) and its partitions."""
+
+    def __call__(self, err: KafkaError | None, partitions: list[TopicPartition], /) -> None: ...
+
+
+# the value of one librdkafka setting as our clients give it: a number, a flag or a name,
+# the stdlib logger that serves librdkafka's log lines, or the consumer's commit callback
+KafkaSetting: TypeAlias = str | int | float | bool | logging.Logger | CommitCallback
+# a client's configuration, as confluent-kafka's Producer and Consumer take it
+KafkaConfig: TypeAlias = dict[str, KafkaSetting]
+
+
+def client_config(
+    bootstrap: str, client_id: str, extra: Mapping[str, KafkaSetting]
+) -> KafkaConfig:
+    """Settings every client shares, plus ``extra`` (``{"linger.ms": 2}``)."""
+    config: KafkaConfig = {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "allow.auto.create.topics": False,

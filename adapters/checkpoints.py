@@ -406,19 +406,29 @@ def checkpoint_now(
     return Taken(entry, manifest, sum(f.size for f in manifest.files))
 
 
-def taken_view(taken: Taken, objects: ObjectStore) -> dict[str, object]:
-    return {
-        "checkpoint_id": taken.entry.checkpoint_id,
-        "shard": f"{taken.entry.route}/{taken.entry.partition}",
-        "applied_position": taken.entry.applied_position,
-        "digest": taken.entry.digest,
-        "parent": taken.manifest.parent,
-        "files": len(taken.manifest.files),
-        "size_bytes": taken.size_bytes,
-        "created_at": taken.entry.created_at,
-        "object_store": objects.description,
-        "manifest_key": taken.entry.manifest_key,
-    }
+class CheckpointTaken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``checkpoint create`` document (offline, or the engine's ``/v1/checkpoints``)."""
+
+    checkpoint_id: str
+    shard: str
+    applied_position: int | None
+    digest: str
+    parent: str | None
+    files: int
+    size_bytes: int
+    created_at: str
+    object_store: str
+    manifest_key: str
+
+
+def taken_view(taken: Taken, objects: ObjectStore) -> CheckpointTaken:
+    return CheckpointTaken(
+        checkpoint_id=taken.entry.checkpoint_id,
+        shard=f"{taken.entry.route}/{taken.entry.partition}",
+        applied_position=taken.entry.applied_position, digest=taken.entry.digest,
+        parent=taken.manifest.parent, files=len(taken.manifest.files),
+        size_bytes=taken.size_bytes, created_at=taken.entry.created_at,
+        object_store=objects.description, manifest_key=taken.entry.manifest_key)
 
 
 def delete_checkpoint(objects: ObjectStore, entry: CatalogEntry, floor: Floor) -> int:

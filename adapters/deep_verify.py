@@ -58,26 +58,26 @@ def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
 def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Reference | None,
                 *, limits: Limits, progress: Callable[[int], None] | None = None) -> list[Check]:
     if reference is None:
-        return [Check("deep_replay", True, "no later checkpoint and no live database to compare "
-                      "with; nothing to replay towards", skipped=True)]
+        return [Check(name="deep_replay", ok=True, detail="no later checkpoint and no live "
+                      "database to compare with; nothing to replay towards", skipped=True)]
     target = reference.applied_position
     start = -1 if manifest.applied_position is None else manifest.applied_position
     if target is None or target < start:
-        return [Check("deep_replay", False,
-                      f"{reference.description} is at position {target}, before the "
+        return [Check(name="deep_replay", ok=False,
+                      detail=f"{reference.description} is at position {target}, before the "
                       f"checkpoint's {manifest.applied_position}")]
     with tempfile.TemporaryDirectory(prefix="nereus-deep-") as tmp:
         scratch = Path(tmp) / "db"
         records, digest = replay_from(image, scratch, log, limits=limits, stop_at=target,
                                       progress=progress)
-        checks = [Check("deep_replay", True,
-                        f"replayed {records} record(s), positions {start + 1}..{target}")]
+        checks = [Check(name="deep_replay", ok=True, detail=f"replayed {records} record(s), "
+                        f"positions {start + 1}..{target}")]
         if digest == reference.digest:
-            checks.append(Check("deep_compare", True,
-                                f"replay digest {digest[:16]}.. equals {reference.description}"))
+            checks.append(Check(name="deep_compare", ok=True, detail=f"replay digest "
+                                f"{digest[:16]}.. equals {reference.description}"))
             return checks
-        checks.append(Check("deep_compare", False,
-                            f"replay digest {digest[:16]}.. differs from "
+        checks.append(Check(name="deep_compare", ok=False,
+                            detail=f"replay digest {digest[:16]}.. differs from "
                             f"{reference.description} ({reference.digest[:16]}..)"))
         checks.append(locate(image, log, reference, limits=limits))
         return checks
@@ -100,16 +100,17 @@ def locate(image: Path, log: ShardLog, reference: Reference, *, limits: Limits) 
             ours, theirs = _replicated(replayed), _replicated(ref)
     differing = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     if not differing:
-        return Check("divergence", False, "digests differ but no key differs (digest bug?)")
+        return Check(name="divergence", ok=False,
+                     detail="digests differ but no key differs (digest bug?)")
     by_position = sorted((touched[k], k) for k in differing if k in touched)
     if by_position:
         position, key = by_position[0]
         family, fields = decode_key(key)
-        return Check("divergence", False,
-                     f"first diverging position {position}: {family} {fields} "
+        return Check(name="divergence", ok=False,
+                     detail=f"first diverging position {position}: {family} {fields} "
                      f"({len(differing)} key(s) differ)")
     family, fields = decode_key(differing[0])
-    return Check("divergence", False,
-                 f"{family} {fields} differs but no log record after the checkpoint writes it: "
-                 f"the checkpoint or the reference holds state the log does not explain "
+    return Check(name="divergence", ok=False,
+                 detail=f"{family} {fields} differs but no log record after the checkpoint "
+                 f"writes it: the checkpoint or the reference holds state the log does not explain "
                  f"({len(differing)} key(s) differ)")

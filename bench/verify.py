@@ -283,13 +283,13 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> dict[str, Any]:
 
         report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition))
         if not report.ok:
-            raise SystemExit(f"verify failed: {report.to_dict()}")
+            raise SystemExit(f"verify failed: {report.document()}")
 
     def verify_core() -> None:
         """The core's single-threaded reference implementation."""
         report = verify_directory(directory, expected_shard=(SHARD.route, SHARD.partition))
         if not report.ok:
-            raise SystemExit(f"verify failed: {report.to_dict()}")
+            raise SystemExit(f"verify failed: {report.document()}")
 
     rounds: dict[str, list[float]] = {"sha256sum": [], "checksums": [], "verify": [],
                                       "verify_core": []}

@@ -20,17 +20,52 @@ from typing import Literal
 
 import msgspec
 
+from nereus.adapters.checkpoints import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
+from nereus.adapters.engine_process import EngineStarted, EngineStopped
 from nereus.adapters.large_payload import LargePayloadReceipt
+from nereus.checkpoint.verify import CheckpointVerification
 from nereus.cli.batch_receipts import ScheduledBatch
+from nereus.cli.commands.checkpoint_documents import (
+    CheckpointList,
+    CheckpointPrune,
+    CheckpointRestore,
+    RecoverySetVerification,
+    RecoverySetView,
+)
+from nereus.cli.commands.payload import PayloadGc
+from nereus.cli.commands.shard.documents import (
+    OfflineShard,
+    ShardDigest,
+    ShardDump,
+    ShardPrune,
+    ShardReplay,
+)
 from nereus.cli.mutation.document import (
     MutationDocument,
     MutationDryRun,
     Mutations,
     MutationsDryRun,
 )
+from nereus.cli.playbook.documents import (
+    DryRunPlan,
+    PlannedStepView,
+    PlaybookDefinition,
+    PlaybookRow,
+    RunReport,
+)
+from nereus.cli.setup_documents import (
+    CompletionScript,
+    CopiedLog,
+    DoctorReport,
+    InitFromReport,
+    InitReport,
+    QuickstartReport,
+)
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView
+from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
+from nereus.inspection import ShardReport
+from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList
 
 Form = Literal["object", "array", "lines", "none"]
@@ -91,14 +126,17 @@ def _struct_in(annotation: object) -> type[msgspec.Struct] | None:
     return None
 
 
+def keys_of(document: type[msgspec.Struct]) -> str:
+    """A Struct's keys as a note names them (``a, b, c``): an alternative form's keys, say."""
+    return ", ".join(f.encode_name for f in msgspec.structs.fields(document))
+
+
 # The error document any command prints with --json when it fails (exit status 1-5).
 ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
 
 # a receipt's keys (``nereus.client.Receipt``): the QUEUED ones, then those an APPLIED
 # result adds
 RECEIPT_AND_APPLIED = tuple(f.encode_name for f in msgspec.structs.fields(Receipt))
-CHECK = ("name", "ok", "detail", "skipped")
-CATALOG_ENTRY = ("checkpoint_id", "applied_position", "digest", "created_at")
 
 _RECEIPT_DOC = typed(
     Receipt,
@@ -115,40 +153,31 @@ _MUTATION_NOTE = (
     "a resume.")
 MUTATION = typed(MutationDocument, note=_MUTATION_NOTE, alternatives=(MutationDryRun,))
 
-PLAYBOOK_STEP = ("id", "title", "description", "run", "home", "for_each", "pre", "post", "wait",
-                 "confirm", "on_failure", "exit_codes", "timeout", "continue_on_failure")
+# the keys the large-payload path adds to the SCHEDULE's receipt
+_PAYLOAD_KEYS = ", ".join(f.encode_name for f in msgspec.structs.fields(LargePayloadReceipt)
+                          if f.encode_name not in RECEIPT_AND_APPLIED)
 
-_FLOOR = ("shard", "keep", "object_store", "floor_position", "floor_objects",
-          "log_start_position", "members")
 
 JSON_KEYS: dict[str, JsonDoc] = {
-    "init": JsonDoc(
-        "object", ("home", "config", "routes", "shards", "lanes"),
-        nested={"routes": ("route", "log", "partitions", "command_topic", "route_id",
-                           "attached"),
-                "lanes": ("lane", "destination", "path")},
-        note="With --from HOME: home, config, from, object_store, routes, shards, copied_logs "
-        "(each: shard, from, to, segments).",
+    "init": typed(
+        InitReport, alternatives=(InitFromReport,),
+        note=f"With --from HOME: {keys_of(InitFromReport)} (each copied log: "
+        f"{keys_of(CopiedLog)}).",
     ),
-    "quickstart": JsonDoc(
-        "object", ("ok", "home", "outbox", "engine_log", "scheduled", "cancelled", "rescheduled",
-                   "published", "missing", "receipts", "replays"),
-        nested={"published": ("delay_message_id", "attempt_id", "lane", "generation",
-                              "deliver_at", "published_at", "key", "headers", "payload",
-                              "payload_encoding", "lateness_ms"),
-                "receipts": RECEIPT_AND_APPLIED,
-                "replays": ("shard", "records", "live_digest", "replay_digest", "match")},
+    "quickstart": typed(
+        QuickstartReport,
+        note="Exit status 1 when a message was not published in time (missing) or a replay "
+        "did not match the live state.",
     ),
-    "doctor": JsonDoc("object", ("ok", "home", "checks"),
-                      nested={"checks": ("name", "ok", "severity", "detail", "fix")}),
+    "doctor": typed(DoctorReport, note="Exit status 1 when a check of severity error fails "
+                    "(a failed warning is reported, ok stays true)."),
     "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
                          "status 2; scripts use shard list, lane list or attempt list."),
-    "completion": JsonDoc("object", ("shell", "script"),
-                          note="Without --json the script itself is printed."),
-    "engine start": JsonDoc("object", ("running", "pid", "socket", "log", "shards"),
-                            note="With --foreground the engine runs attached and prints its "
-                            "log instead."),
-    "engine stop": JsonDoc("object", ("running", "stopped", "pid")),
+    "completion": typed(CompletionScript, note="Without --json the script itself is printed."),
+    "engine start": typed(EngineStarted, note="With --foreground the engine runs attached and "
+                          "prints its log instead."),
+    "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
+                         "true)."),
     "engine status": typed(
         EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "
@@ -158,10 +187,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
         Receipt, alternatives=(LargePayloadReceipt, ScheduledBatch),
         note="QUEUED receipts carry the first seven keys; with --wait (evidence APPLIED) the "
         "applied result adds the others. The large-payload path (--payload-file above the "
-        "inline limit) adds payload_id, payload_bytes, payload_sha256, payload_object and "
-        "payload_stages (the PAYLOAD_RESERVE and PAYLOAD_COMMIT receipts). With --batch: "
-        "queued, rejected, receipts (one receipt per line, with its line number in line). "
-        "Exit status 6 with --wait when a result is not known yet.",
+        f"inline limit) adds {_PAYLOAD_KEYS} (payload_stages: the PAYLOAD_RESERVE and "
+        f"PAYLOAD_COMMIT receipts). With --batch: {keys_of(ScheduledBatch)} (one receipt per "
+        "line, with its line number in line). Exit status 6 with --wait when a result is not "
+        "known yet.",
     ),
     "command show": typed(
         CommandStatus,
@@ -171,36 +200,39 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "message reschedule": _RECEIPT_DOC,
     "message show": typed(MessageDetail),
     "message list": typed(MessageList),
-    "shard list": JsonDoc(
-        "array", ("shard", "state", "applied_position", "log_end_position", "lag"),
-        note="With the engine running, each shard also carries epoch, caught_up, claims, "
-        "in_flight, admissions, uncertain, error, due_backlog.",
+    "shard list": typed(
+        OfflineShard, form="array", alternatives=(ShardView,),
+        note="Without an engine each shard is read offline (state STOPPED, or NO_STATE when it "
+        "has no database yet). With the engine running, each shard is the engine's view (as "
+        "in engine status): it also carries epoch, caught_up, claims, in_flight, admissions, "
+        "uncertain, error, waiting, due_backlog.",
     ),
-    "shard inspect": JsonDoc(
-        "object", ("shard", "route", "partition", "schema_version", "applied_position",
-                   "records_applied", "messages_by_state", "open_obligations",
-                   "timeline_head_ms", "timeline_head", "paused", "activation", "lanes",
-                   "log_end_position", "lag", "db"),
-        nested={"lanes": ("lane", "gate", "messages_by_state", "open_attempts", "admissions",
-                          "next_due_ms", "next_due", "capacity", "retry_max", "ordered"),
-                "db": ("path", "estimated_keys", "live_data_bytes")},
+    "shard inspect": typed(
+        ShardReport,
+        note="log_end_position and lag are null when this home has no log of the shard; "
+        "timeline_head and next_due are timeline_head_ms and next_due_ms as UTC text.",
     ),
-    "shard log": JsonDoc(
-        "lines", ("position", "broker_time", "broker_ms", "kind", "ids", "summary",
-                  "size_bytes"),
+    "shard log": typed(
+        LogEntry, form="lines",
         note="One object per record; size_bytes only for UNDECODABLE records.",
     ),
-    "shard dump": JsonDoc("object", ("shard", "count", "truncated", "entries"),
-                          nested={"entries": ("family", "key", "value")}),
-    "shard replay": JsonDoc(
-        "object", ("shard", "records_applied", "applied_position", "digest", "into",
-                   "from_checkpoint", "compare", "expected_digest", "match"),
-        note="from_checkpoint with --from-checkpoint or --compare; compare, expected_digest "
-        "and match only with --compare (exit status 1 when the digests differ).",
+    "shard dump": typed(
+        ShardDump,
+        note="Each entry's key holds the key's parts by name; its value is the decoded value "
+        "(the family's fields, a number or text), or undecodable and base64 when it does not "
+        "decode.",
     ),
-    "shard digest": JsonDoc("object", ("shard", "digest", "applied_position", "db")),
-    "shard prune": JsonDoc("object", ("shard", "before", "floor_position", "dry_run", "deleted",
-                                      "log_start_position")),
+    "shard replay": typed(
+        ShardReplay,
+        note="from_checkpoint with --from-checkpoint or --compare (null when replay started "
+        "--empty); compare, expected_digest and match only with --compare (exit status 1 "
+        "when the digests differ). into is null when --into was not given.",
+    ),
+    "shard digest": typed(ShardDigest),
+    "shard prune": typed(
+        ShardPrune,
+        note="deleted describes each part of the log deleted (with --dry-run: that would be).",
+    ),
     "shard pause": MUTATION,
     "shard resume": MUTATION,
     "message break": MUTATION,
@@ -214,55 +246,31 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "attempt resolve": MUTATION,
     "mutate submit": typed(
         MutationDocument, alternatives=(MutationDryRun, Mutations, MutationsDryRun),
-        note=_MUTATION_NOTE + " A file of several [[mutation]] tables prints mutations (one "
-        "document each) and result (STALE or REJECTED when one of them is, else the "
-        "first's)."),
-    "checkpoint create": JsonDoc(
-        "object", ("checkpoint_id", "shard", "applied_position", "digest", "parent", "files",
-                   "size_bytes", "created_at", "object_store", "manifest_key")),
-    "checkpoint list": JsonDoc(
-        "object", ("shard", "checkpoints"),
-        nested={"checkpoints": (*CATALOG_ENTRY, "in_recovery_set")}),
-    "checkpoint verify": JsonDoc("object", ("ok", "path", "checkpoint_id", "checks"),
-                                 nested={"checks": CHECK},
-                                 note="Exit status 1 when a check fails."),
-    "checkpoint restore": JsonDoc(
-        "object", ("checkpoint_id", "shard", "into", "applied_position", "digest", "ok",
-                   "replaced", "checks"),
-        nested={"checks": CHECK},
+        note=_MUTATION_NOTE + " A file of several [[mutation]] tables prints "
+        f"{keys_of(Mutations)}: mutations holds one document each, and result is STALE or "
+        "REJECTED when one of them is, else the first's."),
+    "checkpoint create": typed(CheckpointTaken),
+    "checkpoint list": typed(CheckpointList),
+    "checkpoint verify": typed(CheckpointVerification, note="Exit status 1 when a check fails."),
+    "checkpoint restore": typed(
+        CheckpointRestore,
         note="replaced: null (into was new or empty), restored (an earlier restore's output) "
         "or foreign (a directory confirmed with --force --yes or at the prompt). Exit status "
         "1 when a check fails (nothing is left at into) or into is a live store."),
-    "checkpoint prune": JsonDoc(
-        "object", ("shard", "keep", "recovery_set_keep", "dry_run", "object_store", "kept",
-                   "deleted", "refused"),
-        nested={"refused": ("checkpoint_id", "applied_position", "reason")},
+    "checkpoint prune": typed(
+        CheckpointPrune,
         note="kept and deleted are lists of checkpoint ids; exit status 1 when a checkpoint "
         "was refused (a Recovery Set member)."),
-    "recovery-set show": JsonDoc("object", _FLOOR, nested={"members": CATALOG_ENTRY}),
-    "recovery-set verify": JsonDoc(
-        "object", (*_FLOOR, "ok", "checks", "member_reports"),
-        nested={"members": CATALOG_ENTRY, "checks": CHECK,
-                "member_reports": ("checkpoint_id", "ok", "checks")},
-        note="Exit status 1 when a check fails."),
-    "playbook list": JsonDoc("array", ("name", "title", "origin", "shadows_shipped", "path",
-                                       "required_vars", "error")),
-    "playbook show": JsonDoc(
-        "object", ("name", "title", "description", "origin", "path", "shadows_shipped",
-                   "on_failure", "variables", "steps"),
-        nested={"variables": ("name", "description", "default", "required", "type", "choices"),
-                "steps": PLAYBOOK_STEP, "steps.wait": ("until", "timeout", "interval")}),
-    "playbook run": JsonDoc(
-        "object", ("name", "run_id", "ok", "exit_code", "resumed", "journal", "variables",
-                   "stopped_at", "stop_reason", "detail", "steps", "path"),
-        nested={"steps": ("id", "title", "ok", "status", "args", "home", "exit_code", "checks",
-                          "detail", "polls", "elapsed_ms", "guidance", "output")},
-        note="Step progress goes to stderr under --json. With --dry-run: name, title, dry_run, "
-        "path, home, variables, journal, resume_from, steps (the plan, each step with index and "
-        "done_before)."),
-    "payload gc": JsonDoc("object", ("dry_run", "object_store", "deleted", "kept"),
-                          nested={"deleted": ("key", "size_bytes", "reason"),
-                                  "kept": ("key", "size_bytes", "reason")}),
+    "recovery-set show": typed(RecoverySetView),
+    "recovery-set verify": typed(RecoverySetVerification,
+                                 note="Exit status 1 when a check fails."),
+    "playbook list": typed(PlaybookRow, form="array"),
+    "playbook show": typed(PlaybookDefinition),
+    "playbook run": typed(
+        RunReport, alternatives=(DryRunPlan,),
+        note="Step progress goes to stderr under --json. With --dry-run: "
+        f"{keys_of(DryRunPlan)} (the plan; each step: {keys_of(PlannedStepView)})."),
+    "payload gc": typed(PayloadGc),
 }
 
 

@@ -16,7 +16,6 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from nereus.adapters.checkpoints import (
     Taken,
@@ -57,7 +56,7 @@ class Checkpointer:
         self._worker: Supervised | None = None
         self.taken = 0
         self.failed = 0
-        self.last: dict[str, Any] = {}
+        self.last: dict[str, str] = {}  # shard -> the id of its last checkpoint taken
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         owner = supervisor if supervisor is not None else Supervisor(self._events)

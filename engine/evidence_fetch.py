@@ -68,10 +68,13 @@ def _kafka(where: str, lane: LaneSettings, topic: str, partition: int, offset: i
 
     from nereus.adapters._kafka import CLOSE_WAIT_S, client_config, close_consumer
     from nereus.adapters.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP
-    from nereus.engine.destinations.kafka import ATTEMPT_ID_HEADER, EVIDENCE_MAC_HEADER
+    from nereus.engine.destinations.kafka_evidence import (
+        ATTEMPT_ID_HEADER,
+        EVIDENCE_MAC_HEADER,
+    )
 
     bootstrap = lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP
-    consumer = Consumer(client_config(bootstrap, "nereus-evidence", **{
+    consumer = Consumer(client_config(bootstrap, "nereus-evidence", {
         "group.id": "nereus-evidence-check", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "auto.offset.reset": "error"}))
     try:

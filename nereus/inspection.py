@@ -3,21 +3,26 @@
 Messages by state come from the per-lane counters the state machine keeps, the
 timeline head from one seek per lane, key counts and sizes from RocksDB properties; so
 the report costs the same on a shard with ten messages or ten million.
+
+The report is the command's ``--json`` document (``ShardReport``, documented by
+``nereus.cli.json_keys``); where the shard's log ends is an input (the log is read by the
+caller), from which the report works out the lag.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import msgspec
 
 from nereus.records.vocabulary import MessageState
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Activation, Lane, decode_int, decode_value
+from nereus.timespec import format_time_ms
 
 
-@dataclass(frozen=True, slots=True)
-class LaneReport:
+class LaneReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One lane of the shard: its gate, counters and the next due time on its timeline."""
+
     lane: str
     gate: str
     messages_by_state: dict[str, int]
@@ -27,10 +32,29 @@ class LaneReport:
     capacity: int | None
     retry_max: int
     ordered: bool
+    next_due: str | None  # next_due_ms as UTC text
 
 
-@dataclass(frozen=True, slots=True)
-class ShardReport:
+class ActivationReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The last applied activation barrier: which owner, at which fencing epoch and position."""
+
+    owner_id: str
+    fencing_epoch: int
+    position: int
+
+
+class DbReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The database directory and RocksDB's estimates of its keys and live bytes."""
+
+    path: str
+    estimated_keys: int | None
+    live_data_bytes: int | None
+
+
+class ShardReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A shard database at a glance (``nereus shard inspect``); ``lag`` is None when where
+    the log ends is not known (no log here)."""
+
     shard: str
     route: str
     partition: int
@@ -41,13 +65,12 @@ class ShardReport:
     open_obligations: int
     timeline_head_ms: int | None
     paused: bool
-    activation: dict[str, Any] | None
+    activation: ActivationReport | None
     lanes: list[LaneReport]
-    estimated_keys: int | None
-    live_data_bytes: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    timeline_head: str | None  # timeline_head_ms as UTC text
+    log_end_position: int | None
+    lag: int | None
+    db: DbReport
 
 
 def _next_due(store: ShardStore, lane: str) -> int | None:
@@ -57,42 +80,65 @@ def _next_due(store: ShardStore, lane: str) -> int | None:
     return None
 
 
-def inspect_store(store: ShardStore) -> ShardReport:
-    identity = store.identity()
+def _utc(ms: int | None) -> str | None:
+    return None if ms is None else format_time_ms(ms)
+
+
+def _lanes(store: ShardStore) -> tuple[list[LaneReport], dict[str, int]]:
+    """Each lane's report, and the messages by state summed over the lanes."""
     lanes: list[LaneReport] = []
     totals = {state.value: 0 for state in MessageState}
     for _, raw in store.scan_prefix(keys.LANE):
         lane = decode_value(raw, Lane)
         for state, count in lane.counts.items():
             totals[state] = totals.get(state, 0) + count
+        next_due_ms = _next_due(store, lane.name)
         lanes.append(LaneReport(
             lane=lane.name, gate=lane.gate.value,
             messages_by_state={s.value: lane.counts.get(s.value, 0) for s in MessageState},
             open_attempts=lane.open_attempts, admissions=lane.admissions,
-            next_due_ms=_next_due(store, lane.name), capacity=lane.capacity,
-            retry_max=lane.retry_max, ordered=lane.ordered,
+            next_due_ms=next_due_ms, capacity=lane.capacity,
+            retry_max=lane.retry_max, ordered=lane.ordered, next_due=_utc(next_due_ms),
         ))
+    return lanes, totals
+
+
+def _activation(store: ShardStore) -> ActivationReport | None:
+    raw = store.get(keys.META_ACTIVATION)
+    if raw is None:
+        return None
+    value = decode_value(raw, Activation)
+    return ActivationReport(owner_id=value.owner_id, fencing_epoch=value.fencing_epoch,
+                            position=value.position)
+
+
+def inspect_store(store: ShardStore, *, log_end_position: int | None = None) -> ShardReport:
+    """The report of ``store``; ``log_end_position`` is where the shard's log ends (None
+    when not known), so the report can say how far the database lags behind it."""
+    identity = store.identity()
+    lanes, totals = _lanes(store)
     heads = [lane.next_due_ms for lane in lanes if lane.next_due_ms is not None]
+    head = min(heads) if heads else None
     records = store.get(keys.META_RECORDS)
-    activation_raw = store.get(keys.META_ACTIVATION)
-    activation = None
-    if activation_raw is not None:
-        value = decode_value(activation_raw, Activation)
-        activation = {"owner_id": value.owner_id, "fencing_epoch": value.fencing_epoch,
-                      "position": value.position}
+    applied = store.applied_position()
     return ShardReport(
         shard=f"{identity.route}/{identity.partition}" if identity else "?",
         route=identity.route if identity else "?",
         partition=identity.partition if identity else -1,
         schema_version=identity.schema_version if identity else -1,
-        applied_position=store.applied_position(),
+        applied_position=applied,
         records_applied=0 if records is None else decode_int(records),
         messages_by_state=totals,
         open_obligations=sum(lane.open_attempts for lane in lanes),
-        timeline_head_ms=min(heads) if heads else None,
+        timeline_head_ms=head,
         paused=store.get(keys.META_PAUSED) is not None,
-        activation=activation,
+        activation=_activation(store),
         lanes=lanes,
-        estimated_keys=store.property_int("rocksdb.estimate-num-keys"),
-        live_data_bytes=store.property_int("rocksdb.estimate-live-data-size"),
+        timeline_head=_utc(head),
+        log_end_position=log_end_position,
+        lag=None if log_end_position is None else
+        log_end_position - (0 if applied is None else applied + 1),
+        db=DbReport(path=str(store.path),
+                    estimated_keys=store.property_int("rocksdb.estimate-num-keys"),
+                    live_data_bytes=store.property_int("rocksdb.estimate-live-data-size")),
     )

@@ -44,7 +44,8 @@ def open_shard_log(route: RouteSettings, shard: ShardId, home: Path, *,
                              replication_factor=route.replication_factor,
                              min_insync_replicas=route.min_insync_replicas)
     if route.log == "pulsar":
-        from nereus.adapters.shardlog.pulsar import PulsarShardLog, ensure_partitioned_topic
+        from nereus.adapters.shardlog.pulsar import PulsarShardLog
+        from nereus.adapters.shardlog.pulsar_command_topic import ensure_partitioned_topic
 
         admin = route.admin_url or DEFAULT_PULSAR_ADMIN
         if create:

@@ -2,28 +2,19 @@
 
 Positions are Kafka offsets and ``broker_ms`` is the record's Kafka timestamp.
 
-* **Dense positions.** The producer is idempotent and not transactional, so it writes only
-  data records and a partition's offsets are consecutive (``dense = True``). Compaction or
-  transaction markers would leave gaps; the topic is checked for ``cleanup.policy=delete``
-  at open, and a gap that still appears is reported by the runner, never skipped here.
-* **Receipts only after acks=all.** ``append`` produces every payload to the partition,
-  flushes, and returns receipts (offset, broker timestamp) only when every delivery report
-  succeeded. Any failure raises ``KafkaAppendFailed`` and hands out no receipt at all.
-  ``KafkaAppendFailed`` is both a ``ServiceUnreachable`` (exit 5, naming the bootstrap
-  address) and an ``OSError``, so the shard loop's retry of the very same bytes applies.
-  Some payloads of a failed append may nevertheless be in the log; a retry can then store
-  them twice, and the state machine's dedup keys make the repeat a no-op.
-* **Broker persistence time.** The Command Topic is created with
-  ``message.timestamp.type=LogAppendTime``, so each timestamp (in the receipt and read
-  back) is set by the broker when it appends the batch. An existing topic is checked for
-  this at open; a CreateTime topic is refused (``TopicMisconfigured``) because its times
-  would be the producer's clock.
-* **Bounded waits.** Delivery reports arrive within ``timeout_s`` (``delivery.timeout.ms``),
-  metadata and offset requests are bounded by it too: an unreachable broker surfaces as
-  ``ServiceUnreachable`` naming the bootstrap address, never as a hang. A read is never
-  positioned outside the partition's retained range (no offset reset in flight), and
-  ``close`` waits a bounded time for the consumer (``close_consumer``: librdkafka issue
-  4514 can deadlock a close otherwise).
+* **Appending** is ``kafka_append.KafkaAppender``: an idempotent, non-transactional
+  producer (so positions are dense, ``dense = True``) that hands out receipts only after
+  acks=all, and raises ``KafkaAppendFailed`` (a ``ServiceUnreachable`` and an ``OSError``,
+  so the shard loop retries the very same bytes) otherwise.
+* **The Command Topic** is made or checked at open (``kafka_command_topic``):
+  ``message.timestamp.type=LogAppendTime`` (record times are the broker's persistence
+  time), ``cleanup.policy=delete`` (compaction would leave gaps, which the runner reports
+  and never skips).
+* **Bounded waits.** Metadata and offset requests are bounded by ``timeout_s``: an
+  unreachable broker surfaces as ``ServiceUnreachable`` naming the bootstrap address, never
+  as a hang. A read is never positioned outside the partition's retained range (no offset
+  reset in flight), and ``close`` waits a bounded time for the consumer
+  (``close_consumer``: librdkafka issue 4514 can deadlock a close otherwise).
 * **ack is for monitoring.** ``ack(p)`` commits offset ``p + 1`` for consumer group
   ``nereus-<topic>-<partition>`` (asynchronously; a failed commit is logged) so lag tools
   see the shard's progress. The applied position in RocksDB stays the source of truth.
@@ -36,39 +27,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from nereus.adapters._kafka import (
     CLOSE_WAIT_S,
     LOG,
-    TopicMisconfigured,
     admin_client,
-    broker_count,
     client_config,
     close_consumer,
-    ensure_topic,
     error_of,
     replica_count,
     topic_settings,
     translate,
     unreachable,
 )
+from nereus.adapters.shardlog.kafka_append import KafkaAppender
+from nereus.adapters.shardlog.kafka_command_topic import KEEP_FOREVER, prepare_command_topic
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
-from nereus.errors import NereusError, ServiceUnreachable, UsageError
+from nereus.errors import NereusError, UsageError
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError, Message, Producer
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-COMMAND_TOPIC_CONFIG: Final = {
-    "message.timestamp.type": "LogAppendTime",
-    "cleanup.policy": "delete",
-}
-KEEP_FOREVER: Final = -1  # retention.ms of a Command Topic unless configured
 READ_POLL_S: Final = 0.05  # how long a read waits for records when the log may be at its end
 FETCH_WAIT_MS: Final = 100  # the broker holds an empty fetch this long (bounds a re-seek)
-LINGER_MS: Final = 2
-_FLUSH_GRACE_S: Final = 5.0  # flush waits this much beyond delivery.timeout.ms
-_QUEUE_FULL_WAIT_S: Final = 0.05
 _RETRY_WAIT_S: Final = 0.05
 # answers while a partition's leadership settles (just after creation, or after a move)
 _SETTLING: Final = frozenset({
@@ -76,13 +58,6 @@ _SETTLING: Final = frozenset({
     "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE",
     "REPLICA_NOT_AVAILABLE", "_UNKNOWN_PARTITION",
 })
-
-
-class KafkaAppendFailed(ServiceUnreachable, OSError):
-    """The broker did not confirm every record of an append; no receipts were handed out.
-
-    Some of the records may be in the log all the same: retry with the same bytes.
-    """
 
 
 class KafkaShardLog:
@@ -107,7 +82,7 @@ class KafkaShardLog:
         if not 0 <= partition < partitions:
             raise UsageError(f"partition {partition} is not one of the topic's {partitions} "
                              f"partitions (0..{partitions - 1})")
-        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import Consumer
 
         self.bootstrap = bootstrap
         self.topic = topic
@@ -115,18 +90,11 @@ class KafkaShardLog:
         self.timeout_s = timeout_s
         self.group_id = f"nereus-{topic}-{partition}"
         self.description = f"kafka:{topic}/{partition}"
-        timeout_ms = max(1, int(timeout_s * 1000))
-        self._producer_config = client_config(bootstrap, client_id, **{
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": LINGER_MS,
-            "delivery.timeout.ms": max(timeout_ms, LINGER_MS + 1),
-            "request.timeout.ms": min(30_000, timeout_ms),
-        })
         # made before the topic checks: the idempotent producer's ProducerId request then
         # runs meanwhile instead of delaying the first append by its 500 ms retry timer
-        self._producer: Producer | None = Producer(self._producer_config)
-        self._consumer: Consumer | None = Consumer(client_config(bootstrap, client_id, **{
+        self._appender = KafkaAppender(bootstrap, topic, partition, client_id=client_id,
+                                       timeout_s=timeout_s, description=self.description)
+        self._consumer: Consumer | None = Consumer(client_config(bootstrap, client_id, {
             "group.id": self.group_id,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -137,133 +105,24 @@ class KafkaShardLog:
             "fetch.wait.max.ms": FETCH_WAIT_MS,
             "on_commit": self._on_commit,
         }))
-        self._append_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._next: int | None = None  # the position the consumer will deliver next
         self._acked = 0
         try:
             admin = admin_client(bootstrap, client_id)
             self._admin = admin
-            # recovery needs every record above the Recovery Floor: keep them all unless a
-            # retention is configured (doctor compares it with the floor), replicated as
-            # widely as the cluster allows (at most 3), min.insync.replicas at most 2
-            factor = replication_factor or min(3, broker_count(admin, bootstrap, timeout_s))
-            in_sync = min_insync_replicas or min(2, factor)
-            created = ensure_topic(
-                bootstrap, topic, client_id=client_id, partitions=partitions,
-                config={**COMMAND_TOPIC_CONFIG, "retention.ms": str(retention_ms),
-                        "min.insync.replicas": str(in_sync)},
-                create=create, timeout_s=timeout_s, admin=admin, replication_factor=factor)
-            if not created:
-                self._check_topic(topic_settings(admin, bootstrap, topic, timeout_s))
+            prepare_command_topic(
+                admin, bootstrap, topic, client_id=client_id, partitions=partitions,
+                create=create, timeout_s=timeout_s, retention_ms=retention_ms,
+                replication_factor=replication_factor,
+                min_insync_replicas=min_insync_replicas)
         except BaseException:
             self.close()
             raise
 
-    def _check_topic(self, settings: dict[str, str]) -> None:
-        where = f"Kafka at {self.bootstrap}: Command Topic {self.topic}"
-        kind = settings.get("message.timestamp.type", "")
-        if kind != "LogAppendTime":
-            raise TopicMisconfigured(
-                f"{where} has message.timestamp.type={kind or '?'}; a Shard Log needs "
-                "LogAppendTime so record times are the broker's persistence time",
-                hint=f"kafka-configs --bootstrap-server {self.bootstrap} --alter --entity-type "
-                f"topics --entity-name {self.topic} --add-config "
-                "message.timestamp.type=LogAppendTime")
-        policy = settings.get("cleanup.policy", "delete")
-        if "compact" in policy:
-            raise TopicMisconfigured(
-                f"{where} has cleanup.policy={policy}; compaction removes records and "
-                "leaves gaps in a Shard Log", hint="use cleanup.policy=delete")
-
-    # append -----------------------------------------------------------------------------
     def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
         """Produce ``payloads`` in order and return receipts once all are acknowledged."""
-        if not payloads:
-            return []
-        with self._append_lock:
-            producer = self._producer
-            if producer is None:
-                raise NereusError(f"{self.description}: the log is closed")
-            reports: dict[int, tuple[KafkaError | None, Message]] = {}
-            deadline = time.monotonic() + self.timeout_s + _FLUSH_GRACE_S
-            refused, produced = None, 0
-            for index, payload in enumerate(payloads):
-                refused = self._produce(producer, index, payload, reports, deadline)
-                if refused is not None:
-                    break
-                produced += 1
-            producer.flush(max(0.0, deadline - time.monotonic()))
-            return self._receipts(len(payloads), produced, reports, refused)
-
-    def _produce(
-        self,
-        producer: Producer,
-        index: int,
-        payload: bytes,
-        reports: dict[int, tuple[KafkaError | None, Message]],
-        deadline: float,
-    ) -> str | None:
-        """Hand one payload to the producer; the reason if it was refused at once."""
-        from confluent_kafka import KafkaException
-
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            reports[index] = (err, msg)
-
-        while True:
-            try:
-                producer.produce(self.topic, value=payload, partition=self.partition,
-                                 on_delivery=on_delivery)
-                return None
-            except BufferError:  # the local queue is full: let deliveries drain it
-                if time.monotonic() >= deadline:
-                    return f"record {index}: the producer's queue stayed full (_QUEUE_FULL)"
-                producer.poll(_QUEUE_FULL_WAIT_S)
-            except KafkaException as exc:
-                name, text = error_of(exc)
-                if name == "_FATAL":  # this producer can never send again: replace it
-                    self._producer = self._new_producer()
-                return f"record {index} refused before sending: {name}: {text}"
-
-    def _receipts(
-        self,
-        count: int,
-        produced: int,
-        reports: dict[int, tuple[KafkaError | None, Message]],
-        refused: str | None,
-    ) -> list[Receipt]:
-        failed = [(i, err) for i, (err, _) in sorted(reports.items()) if err is not None]
-        missing = produced - len(reports)
-        if refused is None and not failed and not missing:
-            receipts = []
-            for index in range(count):
-                msg = reports[index][1]
-                offset, (_, broker_ms) = msg.offset(), msg.timestamp()
-                assert offset is not None  # a successful delivery report carries its offset
-                receipts.append(Receipt(offset, broker_ms))
-            return receipts
-        if any(err.fatal() for _, err in failed):
-            self._producer = self._new_producer()
-        problems = []
-        if refused is not None:
-            problems.append(refused)
-        if failed:
-            index, err = failed[0]
-            problems.append(f"{len(failed)} delivery report(s) failed, first record {index}: "
-                            f"{err.name()}: {err.str()}")
-        if missing:
-            problems.append(f"{missing} record(s) without a delivery report after "
-                            f"{self.timeout_s + _FLUSH_GRACE_S:g}s")
-        raise KafkaAppendFailed(
-            f"Kafka at {self.bootstrap}: append of {count} record(s) to {self.description} "
-            f"was not confirmed ({'; '.join(problems)}); no receipts were given, some records "
-            "may be in the log",
-            hint="the same bytes may be appended again; is the broker running?")
-
-    def _new_producer(self) -> Producer:
-        from confluent_kafka import Producer
-
-        return Producer(self._producer_config)
+        return self._appender.append(payloads)
 
     # read -------------------------------------------------------------------------------
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
@@ -412,15 +271,12 @@ class KafkaShardLog:
             return
         self._acked = offset
 
-    def _on_commit(self, err: KafkaError | None, partitions: Any) -> None:
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if err is not None:
             LOG.warning("commit for group %s failed: %s", self.group_id, err.str())
 
     def close(self) -> None:
-        with self._append_lock:
-            producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.flush(min(self.timeout_s, _FLUSH_GRACE_S))
+        self._appender.close()
         with self._read_lock:
             consumer, self._consumer = self._consumer, None
         if consumer is not None:

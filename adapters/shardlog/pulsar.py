@@ -2,32 +2,14 @@
 
 The Command Topic is ``persistent://public/default/<topic>`` (or the full name given) with
 one partition per shard; shard ``n`` reads and writes ``<topic>-partition-<n>``.
-``ensure_partitioned_topic`` creates it through the admin REST API, with infinite
-retention: the log is the source of truth for replay, so Pulsar must never trim it
-(``ack`` moves a subscription cursor, and with the default retention an acknowledged
-ledger would be deleted).
+``pulsar_command_topic.ensure_partitioned_topic`` creates it through the admin REST API, with
+infinite retention: the log is the source of truth for replay, so Pulsar must never trim it.
 
-**Positions are sparse** (``dense = False``). A record's position is its MessageId packed
-into one integer::
-
-    position = (ledger_id << 32) | entry_id
-
-The producer sends with batching DISABLED, so one message is one BookKeeper entry and no
-two records share a (ledger, entry). Positions increase with the log: entries within a
-ledger are numbered 0, 1, 2, ... and a later ledger always has a larger id, but there is a
-gap whenever the topic rolls over to a new ledger. Limits: ``ledger_id < 2**31``, so a
-position fits the signed 64-bit integer the state store keeps (ledger ids come from one
-cluster-wide counter, so a busy cluster uses them up faster than this topic alone would),
-and ``entry_id < 2**32`` (a ledger holds at most ``managedLedgerMaxEntriesPerLedger``
-entries, 50,000 by default). An id outside these limits raises ``PositionOutOfRange``
-rather than wrapping into a wrong position; changing the encoding changes every stored
-applied position, so it bumps the state format. Differences of positions are not record
-counts: the shard's lag is the subscription backlog (``backlog()``), not end - applied.
-
-**end_position** is one past the last entry (``get_last_message_id`` on the cursor
-consumer): ``(ledger << 32) + entry + 1``; ``ledger << 32`` when the current ledger is still
-empty (everything existing is in an earlier ledger); 0 for a topic that never held a
-message. It is greater than every existing position and at most the next one appended.
+**Positions are sparse** (``dense = False``): a record's position is its MessageId packed
+into one integer, ``(ledger_id << 32) | entry_id`` (``pulsar_positions``; the producer sends
+with batching disabled, so no two records share an entry), and ``end_position`` is one past
+the last entry. Differences of positions are not record counts: the shard's lag is the
+subscription backlog (``backlog()``), not end - applied.
 
 **Time.** The Python client cannot read Pulsar's broker entry metadata (the broker
 timestamp exists only through the per-entry admin REST call, far too slow for reads), and
@@ -48,8 +30,9 @@ returned before them (from this object or any other), at the cost of one request
 at the end of the log.
 
 **Durability.** ``append`` returns only after every send was acknowledged by the broker,
-i.e. persisted to the ledger's ack quorum; it raises if any failed (records before the
-failure may be in the log; appends carry their own ids and re-applying is a no-op).
+i.e. persisted to the ledger's ack quorum (``pulsar_append``); it raises if any failed
+(records before the failure may be in the log; appends carry their own ids and re-applying
+is a no-op).
 
 **ack** acknowledges cumulatively on the durable Failover subscription
 ``nereus-<partition>`` (a zero-queue consumer, so nothing is prefetched), which shows the
@@ -78,105 +61,22 @@ from nereus.adapters._pulsar import (
     partition_topic,
     result_name,
     translate,
-    unreachable,
 )
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.shardlog.pulsar_append import send_window
+from nereus.adapters.shardlog.pulsar_positions import decode_position, encode_position, end_after
 from nereus.errors import LogCorruption, NereusError
 
-LEDGER_LIMIT: Final = 1 << 31
-ENTRY_LIMIT: Final = 1 << 32
-_ENTRY_MASK: Final = ENTRY_LIMIT - 1
 _READ_WAIT_MS: Final = 2_000
-_CALLBACK_GRACE_S: Final = 5.0
 _RETRY_FIRST_S: Final = 0.05
 _RETRY_MAX_S: Final = 1.0
 # what a consumer or reader answers while its connection is being re-established
 RECONNECTING: Final = UNREACHABLE_RESULTS - {"Timeout"}
 T = TypeVar("T")
-INFINITE_RETENTION: Final = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
-
-
-class PositionOutOfRange(NereusError):
-    """A MessageId that the position encoding cannot represent."""
-
-
-def encode_position(ledger_id: int, entry_id: int) -> int:
-    """``(ledger_id << 32) | entry_id``; raises if either id is outside the encoding."""
-    if not (0 <= ledger_id < LEDGER_LIMIT and 0 <= entry_id < ENTRY_LIMIT):
-        raise PositionOutOfRange(
-            f"Pulsar MessageId ledger {ledger_id} entry {entry_id} cannot be a Source Position "
-            f"(needs 0 <= ledger < 2**31 and 0 <= entry < 2**32)")
-    return (ledger_id << 32) | entry_id
-
-
-def decode_position(position: int) -> tuple[int, int]:
-    """(ledger_id, entry_id) of a position."""
-    if position < 0:
-        raise ValueError(f"a Source Position is never negative: {position}")
-    return position >> 32, position & _ENTRY_MASK
-
-
-def end_after(ledger_id: int, entry_id: int) -> int:
-    """The end position for a last MessageId (see the module docstring)."""
-    if ledger_id < 0:
-        return 0
-    if entry_id < 0:
-        return encode_position(ledger_id, 0)
-    return encode_position(ledger_id, entry_id) + 1
 
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def ensure_partitioned_topic(
-    admin_url: str, topic: str, partitions: int, *, timeout_s: float = 30
-) -> bool:
-    """Make sure the Command Topic exists with at least ``partitions`` partitions and
-    infinite retention; returns whether this call created it.
-
-    A topic that exists without partitions, or with fewer, is ``TopicMisconfigured`` (adding
-    partitions would move messages between shards, so it is never done here). Retention is
-    set at topic level unless the effective policy is already infinite.
-    """
-    if partitions < 1:
-        raise ValueError(f"a Command Topic needs at least one partition, not {partitions}")
-    name = full_topic(topic)
-    path = f"admin/v2/{admin_topic_path(name)}"
-    status, body = admin_request(admin_url, "PUT", f"{path}/partitions", partitions,
-                                 timeout_s=timeout_s)
-    created = status in (200, 204)
-    if not created:
-        if status != 409:
-            raise NereusError(f"Pulsar admin at {admin_url} refused to create {name} with "
-                              f"{partitions} partitions: HTTP {status}: {admin_reason(body)}")
-        status, body = admin_request(admin_url, "GET", f"{path}/partitions",
-                                     timeout_s=timeout_s)
-        have = body.get("partitions") if isinstance(body, dict) else None
-        if status != 200 or not isinstance(have, int):
-            raise NereusError(f"Pulsar admin at {admin_url}: cannot read the partitions of "
-                              f"{name}: HTTP {status}: {admin_reason(body)}")
-        if have == 0:
-            raise TopicMisconfigured(
-                f"Pulsar topic {name} exists but is not partitioned; a Command Topic needs "
-                f"{partitions} partitions", hint="delete it or configure another topic")
-        if have < partitions:
-            raise TopicMisconfigured(
-                f"Pulsar topic {name} has {have} partition(s); {partitions} are needed",
-                hint="use another topic: adding partitions would move messages between shards")
-    status, body = admin_request(admin_url, "GET", f"{path}/retention?applied=true",
-                                 timeout_s=timeout_s)
-    if not (status == 200 and isinstance(body, dict) and
-            body.get("retentionTimeInMinutes") == -1 and body.get("retentionSizeInMB") == -1):
-        status, body = admin_request(admin_url, "POST", f"{path}/retention",
-                                     INFINITE_RETENTION, timeout_s=timeout_s)
-        if status not in (200, 204):
-            raise TopicMisconfigured(
-                f"Pulsar admin at {admin_url} refused infinite retention on {name}: HTTP "
-                f"{status}: {admin_reason(body)}",
-                hint="set retention -1/-1 on the topic or its namespace: without it Pulsar "
-                "deletes acknowledged ledgers of the Shard Log")
-    return created
 
 
 class PulsarShardLog:
@@ -282,9 +182,11 @@ class PulsarShardLog:
             stamp = max(_wall_ms(), self._floor_ms())
             receipts: list[Receipt] = []
             for start in range(0, len(payloads), self.max_pending):
-                window = payloads[start:start + self.max_pending]
-                receipts += [Receipt(position, stamp)
-                             for position in self._send_window(window, stamp, len(payloads))]
+                positions = send_window(
+                    self._producer, payloads[start:start + self.max_pending], stamp=stamp,
+                    total=len(payloads), timeout_s=self.timeout_s,
+                    service_url=self.service_url, topic=self.partition_topic)
+                receipts += [Receipt(position, stamp) for position in positions]
             self._last_ms = stamp
             return receipts
 
@@ -308,69 +210,6 @@ class PulsarShardLog:
             return self._record(reader.read_next(timeout_millis=_READ_WAIT_MS)).broker_ms
         finally:
             reader.close()
-
-    def _send_window(self, window: Sequence[bytes], stamp: int, total: int) -> list[int]:
-        import pulsar
-
-        count = len(window)
-        results: list[tuple[str, Any] | None] = [None] * count
-        done = threading.Condition()
-
-        def callback_for(index: int) -> Any:
-            def callback(result: Any, message_id: Any) -> None:
-                # an exception escaping a pulsar callback terminates the process
-                try:
-                    with done:
-                        results[index] = (result_name(result), message_id)
-                        done.notify_all()
-                except BaseException:  # pragma: no cover - nothing here can fail
-                    pass
-            return callback
-
-        refused: str | None = None
-        for index, payload in enumerate(window):
-            try:
-                self._producer.send_async(payload, callback_for(index), event_timestamp=stamp)
-            except Exception as exc:  # the message could not be built: nothing sent
-                refused = f"{type(exc).__name__}: {exc}"
-                for rest in range(index, count):
-                    results[rest] = ("NotSent", None)
-                break
-        deadline = time.monotonic() + self.timeout_s + _CALLBACK_GRACE_S
-        with done:
-            while any(r is None for r in results):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                done.wait(left)
-            final = list(results)
-        positions: list[int] = []
-        failed: list[tuple[int, str]] = []
-        for index, got in enumerate(final):
-            if got is None:
-                failed.append((index, "no answer"))
-            elif got[0] != pulsar.Result.Ok.name:
-                failed.append((index, got[0]))
-            else:
-                message_id = got[1]
-                if message_id.batch_index() >= 0:
-                    raise LogCorruption(
-                        f"{self.partition_topic}: message {message_id} was batched; the "
-                        "Shard Log producer must send one message per entry",
-                        path=self.partition_topic, offset=-1)
-                positions.append(encode_position(message_id.ledger_id(),
-                                                 message_id.entry_id()))
-        if failed:
-            first_index, first = failed[0]
-            detail = (f"{len(failed)} of {count} records (of {total} in this append) were not "
-                      f"confirmed, the first at index {first_index}: "
-                      f"{refused if first == 'NotSent' and refused else first}; records before "
-                      "a failure may be in the log")
-            if first in UNREACHABLE_RESULTS or first == "no answer":
-                raise unreachable(self.service_url, f"append to {self.partition_topic}", detail)
-            raise NereusError(f"Pulsar at {self.service_url} refused an append to "
-                              f"{self.partition_topic}: {detail}")
-        return positions
 
     # reading ------------------------------------------------------------------------------
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:

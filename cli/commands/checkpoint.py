@@ -13,8 +13,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 import typer
 
 from nereus.cli.context import Env
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.adapters.restore_target import Target
+    from nereus.shard import ShardId
 
 app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
 
@@ -35,7 +37,7 @@ ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION,
 @app.command("create")
 def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Take a checkpoint now, upload it, register it in the catalog."""
-    from nereus.adapters.checkpoints import checkpoint_now, taken_view
+    from nereus.adapters.checkpoints import CheckpointTaken, checkpoint_now, taken_view
     from nereus.layout import HomeLayout
     from nereus.state import keys
     from nereus.state.store import ShardStore
@@ -44,7 +46,9 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     if env.engine_running():
-        data = env.admin().post("/v1/checkpoints", {"shard": str(shard)}, timeout=3600)
+        document = msgspec.convert(
+            env.admin().post("/v1/checkpoints", {"shard": str(shard)}, timeout=3600),
+            CheckpointTaken)
     else:
         objects = env.object_store()
         identity = Identity(route=shard.route, partition=shard.partition,
@@ -56,14 +60,15 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
                 token=uuid.uuid4().hex[:8], now_ms=time.time_ns() // 1_000_000,
                 progress=advance)
         _mark(env, shard, taken.entry.checkpoint_id)
-        data = taken_view(taken, objects)
+        document = taken_view(taken, objects)
+    data = msgspec.to_builtins(document)
     env.output.emit(data, lambda out: out.print(
         f"checkpoint {data['checkpoint_id']} of {data['shard']} at applied position "
         f"{data['applied_position']}, digest {data['digest'][:16]}.., {data['files']} files, "
         f"{data['size_bytes']} bytes -> {data['object_store']}"))
 
 
-def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
+def _mark(env: Env, shard: ShardId, checkpoint_id: str) -> None:
     """Record the checkpoint in the Shard Log (CHECKPOINT_MARK), for the audit trail.
 
     An offline tool is not the shard's owner: the mark names it (``offline:USER@HOST``,
@@ -82,55 +87,29 @@ def _mark(env: Env, shard: Any, checkpoint_id: str) -> None:
 def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Catalogued checkpoints of a shard, oldest first; Recovery Set members marked."""
     from nereus.adapters.checkpoints import catalog
+    from nereus.cli.commands.checkpoint_documents import CheckpointList, CheckpointRow
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     entries = catalog(env.object_store(), shard)
     keep = env.config.checkpoints.keep
     members = {e.checkpoint_id for e in entries[-keep:]}
-    rows: list[dict[str, Any]] = [{"checkpoint_id": e.checkpoint_id,
-             "applied_position": e.applied_position,
-             "digest": e.digest, "created_at": e.created_at,
-             "in_recovery_set": e.checkpoint_id in members} for e in entries]
+    data = msgspec.to_builtins(CheckpointList(shard=str(shard), checkpoints=[
+        CheckpointRow(checkpoint_id=e.checkpoint_id, applied_position=e.applied_position,
+                      digest=e.digest, created_at=e.created_at,
+                      in_recovery_set=e.checkpoint_id in members) for e in entries]))
 
     def human(out: Console) -> None:
         from rich.table import Table
 
         table = Table("checkpoint", "applied", "digest", "created", "recovery set")
-        for row in rows:
+        for row in data["checkpoints"]:
             table.add_row(row["checkpoint_id"], str(row["applied_position"]),
                           row["digest"][:16], row["created_at"],
                           "yes" if row["in_recovery_set"] else "")
         out.print(table)
 
-    env.output.emit({"shard": str(shard), "checkpoints": rows}, human)
-
-
-def _reference(env: Env, shard: Any, after: Any, scratch: Path) -> Any:
-    """The next catalogued checkpoint after ``after`` (downloaded under ``scratch``), else
-    the live database."""
-    from nereus.adapters.checkpoints import catalog, download
-    from nereus.adapters.deep_verify import Reference
-    from nereus.adapters.replay import store_digest
-    from nereus.errors import NereusError
-    from nereus.state.store import ShardStore
-
-    objects = env.object_store()
-    later = [e for e in catalog(objects, shard)
-             if (e.applied_position or -1) > (after.applied_position or -1)]
-    if later:
-        entry = later[0]
-        target = scratch / f"ref-{entry.checkpoint_id}"
-        download(objects, entry, target)
-        return Reference(f"checkpoint {entry.checkpoint_id}", target, entry.applied_position,
-                         entry.digest)
-    path = env.layout.shard_state(shard)
-    try:
-        with ShardStore.open(path, read_only=True) as live:
-            return Reference("the live database", path, live.applied_position(),
-                             store_digest(live))
-    except NereusError:
-        return None
+    env.output.emit(data, human)
 
 
 @app.command("verify")
@@ -148,10 +127,9 @@ def verify(
     import tempfile
 
     from nereus.adapters.checkpoints import download, find
-    from nereus.adapters.deep_verify import deep_checks
-    from nereus.adapters.parallel_verify import verify_parallel
+    from nereus.checkpoint.verify import Check, CheckpointVerification
+    from nereus.cli.commands.checkpoint_verification import verified
     from nereus.errors import NereusError, UsageError
-    from nereus.shard import ShardId
 
     env: Env = ctx.obj
     if (checkpoint_id is None) == (path is None):
@@ -163,8 +141,7 @@ def verify(
                 from nereus.errors import NotFound
 
                 raise NotFound(f"no checkpoint directory at {path}")
-            directory = path
-            entry = None
+            document = verified(env, path, None, deep=deep, scratch=scratch)
         else:
             assert checkpoint_id is not None
             objects = env.object_store()
@@ -174,38 +151,14 @@ def verify(
                 with env.output.progress("downloading", None) as advance:
                     download(objects, entry, directory, advance)
             except NereusError as exc:
-                directory = None
-                problem = exc.message
-        if directory is None:
-            report_dict = {"ok": False, "checkpoint_id": checkpoint_id, "path": None,
-                           "checks": [{"name": "download", "ok": False, "detail": problem,
-                                       "skipped": False}]}
-        else:
-            expected = (entry.route, entry.partition) if entry else None
-            with env.output.progress("verifying", None) as advance:
-                report = verify_parallel(directory, expected_shard=expected, catalog=entry,
-                                         progress=advance)
-            if entry is not None:
-                report.path = Path(entry.manifest_key).parent
-            if deep and report.manifest is not None:
-                if not report.ok:
-                    from nereus.checkpoint.verify import Check
-
-                    report.checks.append(Check("deep_replay", False,
-                                               "skipped: the checkpoint itself failed", True))
-                else:
-                    manifest = report.manifest
-                    shard = ShardId(manifest.route, manifest.partition)
-                    reference = _reference(env, shard, manifest, scratch)
-                    log = env.shard_log(shard, create=False)
-                    with env.output.progress("replaying", None) as advance:
-                        report.checks.extend(deep_checks(directory, manifest, log, reference,
-                                                         limits=env.config.limits,
-                                                         progress=advance))
-            report_dict = report.to_dict()
+                document = CheckpointVerification(
+                    ok=False, path=None, checkpoint_id=checkpoint_id,
+                    checks=[Check(name="download", ok=False, detail=exc.message)])
+            else:
+                document = verified(env, directory, entry, deep=deep, scratch=scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    emit_verdict(env, report_dict, f"checkpoint {checkpoint_id or path}")
+    emit_verdict(env, document, f"checkpoint {checkpoint_id or path}")
 
 
 @app.command("restore")
@@ -238,6 +191,7 @@ def restore(
     """
     from nereus.adapters.checkpoints import find, restore_into
     from nereus.adapters.restore_target import inspect_target, live_store
+    from nereus.cli.commands.checkpoint_documents import CheckpointRestore
     from nereus.errors import NereusError, UsageError
 
     env: Env = ctx.obj
@@ -265,14 +219,15 @@ def restore(
     with _terminated_cleanly(), env.output.progress("downloading", None) as advance:
         report = restore_into(objects, entry, target.path, advance, replace=replacing,
                               mark=True, before_move=still_not_live)
-    data = {"checkpoint_id": entry.checkpoint_id, "shard": f"{entry.route}/{entry.partition}",
-            "into": str(target.path), "applied_position": entry.applied_position,
-            "digest": entry.digest, "ok": report.ok,
-            "replaced": target.state if replacing else None,
-            "checks": [c.to_dict() for c in report.checks]}
+    document = CheckpointRestore(
+        checkpoint_id=entry.checkpoint_id, shard=f"{entry.route}/{entry.partition}",
+        into=str(target.path), applied_position=entry.applied_position, digest=entry.digest,
+        ok=report.ok, replaced=target.state if replacing else None, checks=report.checks)
     if not report.ok:
-        emit_verdict(env, data, f"restore of {checkpoint_id} (nothing was written to {into})")
+        emit_verdict(env, document,
+                     f"restore of {checkpoint_id} (nothing was written to {into})")
         return
+    data = msgspec.to_builtins(document)
     env.output.emit(data, lambda out: out.print(
         f"restored {entry.checkpoint_id} of {data['shard']} into {target.path} (applied "
         f"position {entry.applied_position}, digest verified {entry.digest[:16]}..)"))
@@ -340,6 +295,7 @@ def prune(
 
     from nereus.adapters.checkpoints import catalog, delete_checkpoint, recovery_floor
     from nereus.checkpoint.retention import plan_prune
+    from nereus.cli.commands.checkpoint_documents import CheckpointPrune, PruneRefusal
     from nereus.errors import NotConfirmed, UsageError
 
     env: Env = ctx.obj
@@ -366,14 +322,13 @@ def prune(
             deleted.append(entry.checkpoint_id)
     else:
         deleted = [e.checkpoint_id for e in plan.deleted]
-    data: dict[str, Any] = {
-        "shard": str(shard), "keep": wanted, "recovery_set_keep": recovery_keep,
-        "dry_run": dry_run, "object_store": objects.description,
-        "kept": [e.checkpoint_id for e in plan.kept], "deleted": deleted,
-        "refused": [{"checkpoint_id": r.entry.checkpoint_id,
-                     "applied_position": r.entry.applied_position, "reason": r.reason}
-                    for r in plan.refused],
-    }
+    data = msgspec.to_builtins(CheckpointPrune(
+        shard=str(shard), keep=wanted, recovery_set_keep=recovery_keep, dry_run=dry_run,
+        object_store=objects.description, kept=[e.checkpoint_id for e in plan.kept],
+        deleted=deleted,
+        refused=[PruneRefusal(checkpoint_id=r.entry.checkpoint_id,
+                              applied_position=r.entry.applied_position, reason=r.reason)
+                 for r in plan.refused]))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
@@ -381,7 +336,7 @@ def prune(
         verb = "would delete" if dry_run else "deleted"
         out.print(f"{verb} {len(deleted)} checkpoint(s) of {shard}, kept {len(data['kept'])} "
                   f"(Recovery Set: newest {recovery_keep})")
-        for checkpoint_id in deleted:
+        for checkpoint_id in data["deleted"]:
             out.print(f"  {verb} {checkpoint_id}")
         for refusal in data["refused"]:
             out.print(f"  [yellow]refused[/yellow] {refusal['checkpoint_id']}: "

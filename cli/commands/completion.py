@@ -34,12 +34,16 @@ def completion(
     directory of $fpath (before compinit runs). fish: save it as
     ~/.config/fish/completions/nereus.fish. Installed packages already ship all three.
     """
+    import msgspec
+
     from nereus.cli.reference import completion_script
+    from nereus.cli.setup_documents import CompletionScript
 
     env: Env = ctx.obj
     script = completion_script(shell.value, ctx.find_root().command)
     if env.output.json_mode:
-        env.output.emit({"shell": shell.value, "script": script}, lambda _: None)
+        env.output.emit(msgspec.to_builtins(CompletionScript(shell=shell.value, script=script)),
+                        lambda _: None)
         return
     sys.stdout.write(script)
     sys.stdout.flush()

@@ -11,7 +11,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,19 +20,24 @@ from nereus.cli.output import Answered
 from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.cli.setup_documents import DoctorCheck
     from nereus.config import Config, RouteSettings
 
 MIN_FREE_BYTES = 1 << 30
 
 
 def _check(name: str, ok: bool, detail: str, fix: str | None = None, *,
-           severity: str = "error") -> dict[str, Any]:
+           severity: str = "error") -> DoctorCheck:
     """One check. A failed ``warning`` is reported but does not fail the doctor."""
-    return {"name": name, "ok": ok, "severity": severity, "detail": detail,
-            "fix": None if ok else fix}
+    from nereus.cli.setup_documents import DoctorCheck
+
+    return DoctorCheck(name=name, ok=ok, severity=severity, detail=detail,
+                       fix=None if ok else fix)
 
 
-def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
+def _command_topic(env: Env, route: RouteSettings) -> list[DoctorCheck]:
     """A Kafka Command Topic keeps what recovery needs: replicated (warn below 3 replicas
     and min.insync.replicas 2), and retention never below the Recovery Floor."""
     import time
@@ -45,7 +50,7 @@ def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
 
     topic = command_topic(route)
     name = f"command_topic {topic}"
-    checks: list[dict[str, Any]] = []
+    checks: list[DoctorCheck] = []
     try:
         logs = [KafkaShardLog(route.bootstrap or "127.0.0.1:9092", topic, p,
                               partitions=route.partitions, create=False)
@@ -97,7 +102,7 @@ def _command_topic(env: Env, route: RouteSettings) -> list[dict[str, Any]]:
     return checks
 
 
-def _unconfigured_lanes(env: Env, config: Config) -> dict[str, Any]:
+def _unconfigured_lanes(env: Env, config: Config) -> DoctorCheck:
     """Lanes that hold unfinished messages but have no [lanes.NAME]: never published."""
     from nereus.errors import StoreError
     from nereus.shard import ShardId
@@ -130,7 +135,7 @@ def _unconfigured_lanes(env: Env, config: Config) -> dict[str, Any]:
                   severity="warning")
 
 
-def _log_continuity(env: Env, config: Config) -> list[dict[str, Any]]:
+def _log_continuity(env: Env, config: Config) -> list[DoctorCheck]:
     """Each shard's Shard Log still holds the record its state applied last (a log that
     ends before it, or holds other bytes there, has diverged: the shard must be recovered).
     Databases are opened read-only, so this works beside a running engine."""
@@ -139,7 +144,7 @@ def _log_continuity(env: Env, config: Config) -> list[dict[str, Any]]:
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
 
-    checks: list[dict[str, Any]] = []
+    checks: list[DoctorCheck] = []
     for route in config.routes.values():
         for partition in range(route.partitions):
             shard = ShardId(route.name, partition)
@@ -195,7 +200,7 @@ def _http(url: str) -> str | None:
     return None
 
 
-def _services(config: Config) -> list[dict[str, Any]]:
+def _services(config: Config) -> list[DoctorCheck]:
     from nereus.adapters.shardlog.factory import (
         DEFAULT_KAFKA_BOOTSTRAP,
         DEFAULT_PULSAR_ADMIN,
@@ -225,11 +230,14 @@ def _services(config: Config) -> list[dict[str, Any]]:
 
 def doctor(ctx: typer.Context) -> None:
     """Check config, permissions, disk, services and clock; exit 1 listing what to fix."""
+    import msgspec
+
+    from nereus.cli.setup_documents import DoctorReport
     from nereus.errors import NereusError
 
     env: Env = ctx.obj
     layout = env.layout
-    checks: list[dict[str, Any]] = []
+    checks: list[DoctorCheck] = []
     config = None
     try:
         config = env.config
@@ -268,20 +276,20 @@ def doctor(ctx: typer.Context) -> None:
         for route in config.routes.values():
             if route.log == "kafka":
                 checks.extend(_command_topic(env, route))
-    ok = all(c["ok"] or c["severity"] == "warning" for c in checks)
-    data = {"ok": ok, "home": str(layout.root), "checks": checks}
+    ok = all(c.ok or c.severity == "warning" for c in checks)
+    data = msgspec.to_builtins(DoctorReport(ok=ok, home=str(layout.root), checks=checks))
 
-    def human(out: Any) -> None:
+    def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
 
-        for c in checks:
+        for c in data["checks"]:  # made terminal-safe by emit
             mark = "[green]ok[/green]  " if c["ok"] else (
                 "[yellow]warn[/yellow]" if c["severity"] == "warning" else "[red]FAIL[/red]")
             out.print(f"{mark} {escape(c['name']):<28} {escape(c['detail'])}", highlight=False)
             if not c["ok"] and c["fix"]:
                 out.print(f"       fix: {escape(c['fix'])}", highlight=False)
-        failed = sum(1 for c in checks if not c["ok"] and c["severity"] != "warning")
-        warned = sum(1 for c in checks if not c["ok"] and c["severity"] == "warning")
+        failed = sum(1 for c in checks if not c.ok and c.severity != "warning")
+        warned = sum(1 for c in checks if not c.ok and c.severity == "warning")
         note = f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""
         out.print(f"[green]all checks passed[/green]{note}" if ok
                   else f"[red]{failed} to fix[/red]{note}")
@@ -291,7 +299,7 @@ def doctor(ctx: typer.Context) -> None:
         raise Answered(ExitCode.NO)
 
 
-def _engine(env: Env) -> dict[str, Any]:
+def _engine(env: Env) -> DoctorCheck:
     """Running and healthy (every shard and worker), or not running; a running engine with
     a FAILED shard or worker fails the doctor."""
     from nereus.errors import NereusError
@@ -315,7 +323,7 @@ def _engine(env: Env) -> dict[str, Any]:
                   f"and {len(status['workers'])} worker(s) healthy")
 
 
-def _privacy(root: Path) -> dict[str, Any]:
+def _privacy(root: Path) -> DoctorCheck:
     """The home is 0700 and its files 0600: nothing in it for other users of the host."""
     from nereus.adapters.private_files import loose_modes
 
@@ -335,7 +343,7 @@ def _privacy(root: Path) -> dict[str, Any]:
                   severity="error" if secret else "warning")
 
 
-def _object_store(env: Env) -> dict[str, Any]:
+def _object_store(env: Env) -> DoctorCheck:
     from nereus.errors import NereusError
 
     try:
@@ -349,7 +357,7 @@ def _object_store(env: Env) -> dict[str, Any]:
     return _check("object_store", True, f"{store.description} answers")
 
 
-def _clock(config: Config) -> dict[str, Any]:
+def _clock(config: Config) -> DoctorCheck:
     from nereus.engine.clock import TrustedClock, read_chrony
     from nereus.engine.engine import EngineSettings
 

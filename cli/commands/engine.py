@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,81 +16,6 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Start, stop and query the engine daemon.", no_args_is_help=True)
 
 
-def start_daemon(env: Env, timeout: float) -> dict[str, Any]:
-    """Start the daemon detached and wait until its admin socket answers."""
-    from nereus.adapters.admin_client import AdminClient
-    from nereus.engine.daemon import AlreadyRunning, is_locked, lock_holder, socket_path
-    from nereus.errors import NereusError
-
-    env.config  # noqa: B018 - fail early and clearly when the home has no valid config
-    home = env.home.resolve()
-    if is_locked(home):  # the home directory's lock, not the pid file (which may be gone)
-        raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})",
-                             hint="stop it with `nereus engine stop`")
-    env.layout.logs.mkdir(parents=True, exist_ok=True)
-    out_path = env.layout.logs / "engine.out"
-    with open(out_path, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-            close_fds=True,
-        )
-    client = AdminClient(socket_path(home), timeout=5)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        code = proc.poll()
-        if code is not None:
-            tail = out_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise NereusError(f"the engine exited with status {code} while starting",
-                              hint=" | ".join(tail) or f"see {out_path}")
-        if socket_path(home).exists():
-            try:
-                status = client.get("/v1/status")
-            except NereusError:
-                pass
-            else:
-                # another engine's socket is not an answer: ours then exits (home locked)
-                if status["owner_id"].split(":")[1] == str(proc.pid):
-                    for shard in status["shards"]:
-                        if shard["state"] == "FAILED":
-                            env.output.warn(f"shard {shard['shard']} is FAILED: "
-                                            f"{shard['error']}")
-                    return {"running": True, "pid": proc.pid,
-                            "socket": str(socket_path(home)),
-                            "log": str(env.layout.logs / "engine.log"),
-                            "shards": [s["shard"] for s in status["shards"]]}
-        time.sleep(0.05)
-    raise NereusError(f"the engine did not answer within {timeout:.0f} s",
-                      hint=f"see {env.layout.logs / 'engine.log'}")
-
-
-def stop_daemon(env: Env, timeout: float) -> dict[str, Any]:
-    """Ask the daemon to stop (SIGTERM if the socket is gone) and wait for it to exit."""
-    import os
-    import signal
-
-    from nereus.adapters.admin_client import AdminClient
-    from nereus.engine.daemon import is_locked, lock_holder, socket_path
-    from nereus.errors import NereusError
-
-    home = env.home.resolve()
-    pid = lock_holder(home)  # the lock's holder, whatever became of the pid file
-    if not is_locked(home):
-        return {"running": False, "stopped": False}
-    try:
-        AdminClient(socket_path(home), timeout=5).post("/v1/shutdown", {})
-    except NereusError:
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while is_locked(home):
-        if time.monotonic() > deadline:
-            raise NereusError(f"the engine (pid {pid}) did not stop within {timeout:.0f} s",
-                              hint=f"see {env.layout.logs / 'engine.log'}")
-        time.sleep(0.05)
-    return {"running": False, "stopped": True, "pid": pid}
-
-
 @app.command("start")
 def start(
     ctx: typer.Context,
@@ -104,16 +26,20 @@ def start(
     = 60.0,
 ) -> None:
     """Start the daemon (admin socket at <home>/run/admin.sock)."""
+    import msgspec
+
+    from nereus.adapters.engine_process import start_engine
+
     env: Env = ctx.obj
+    env.config  # noqa: B018 - fail early and clearly when the home has no valid config
     if foreground:
         from nereus.engine.daemon import run
 
-        env.config  # noqa: B018 - fail early and clearly when the home has no valid config
         status = run(env.home.resolve(), foreground=True)  # the daemon said why on stderr
         if status:
             raise Answered(ExitCode(status))
         return
-    data = start_daemon(env, timeout)
+    data = msgspec.to_builtins(start_engine(env.layout, timeout, env.output.warn))
     env.output.emit(data, lambda out: out.print(
         f"engine started (pid {data['pid']}) with {len(data['shards'])} shard(s); "
         f"socket {data['socket']}, log {data['log']}"))
@@ -125,8 +51,12 @@ def stop(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for a graceful stop.")] = 60.0,
 ) -> None:
     """Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN."""
+    import msgspec
+
+    from nereus.adapters.engine_process import stop_engine
+
     env: Env = ctx.obj
-    data = stop_daemon(env, timeout)
+    data = msgspec.to_builtins(stop_engine(env.layout, timeout))
     env.output.emit(data, lambda out: out.print(
         f"engine stopped (pid {data['pid']})" if data["stopped"] else "the engine is not running"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -95,24 +95,24 @@ def init(
 def _emit_written(env: Env, config: Config, route: str, *, topic: str | None,
                   attached: bool) -> None:
     """What ``init`` wrote: the route, its shards and Command Topic, the lanes."""
+    import msgspec
+
+    from nereus.cli.setup_documents import InitLane, InitReport, InitRoute
+
     layout = env.layout
     settings = config.routes[route]
     partitions, log = settings.partitions, settings.log
-    shards = [f"{route}/{p}" for p in range(partitions)]
+    report = InitReport(
+        home=str(layout.root), config=str(layout.config),
+        routes=[InitRoute(route=route, log=log, partitions=partitions, command_topic=topic,
+                          route_id=settings.route_id, attached=attached)],
+        shards=[f"{route}/{p}" for p in range(partitions)],
+        lanes=[InitLane(lane=lane.name, destination=lane.destination,
+                        path=str(layout.root / lane.path) if lane.path else None)
+               for lane in config.lanes.values()],
+    )
     env.output.emit(
-        {
-            "home": str(layout.root),
-            "config": str(layout.config),
-            "routes": [{"route": route, "log": log, "partitions": partitions,
-                        "command_topic": topic, "route_id": settings.route_id,
-                        "attached": attached}],
-            "shards": shards,
-            "lanes": [
-                {"lane": lane.name, "destination": lane.destination,
-                 "path": str(layout.root / lane.path) if lane.path else None}
-                for lane in config.lanes.values()
-            ],
-        },
+        msgspec.to_builtins(report),
         lambda out: out.print(
             f"wrote {layout.config}\n"
             f"  route {route}: {partitions} shard(s) on the {log} log"
@@ -145,7 +145,7 @@ def _holds_data(directory: Path) -> bool:
     return False
 
 
-def _existing_config(env: Env) -> Any:
+def _existing_config(env: Env) -> Config | None:
     """The home's current configuration, or None (absent or unreadable)."""
     from nereus.config import parse_config
     from nereus.errors import NereusError
@@ -314,6 +314,9 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
     at the same Command Topics)."""
     import shutil
 
+    import msgspec
+
+    from nereus.cli.setup_documents import CopiedLog, CopiedRoute, InitFromReport
     from nereus.config import parse_config
     from nereus.engine.daemon import is_locked
     from nereus.errors import NereusError, NotFound, UsageError
@@ -345,7 +348,7 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
         raise NereusError(f"the engine of {source.root} is running: its file log is still "
                           "being written", hint=f"stop it first: nereus --home {source.root} "
                           "engine stop")
-    logs: list[dict[str, Any]] = []
+    logs: list[CopiedLog] = []
     for route in file_routes:
         for partition in range(route.partitions):
             shard = ShardId(route.name, partition)
@@ -354,9 +357,9 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
                 raise NereusError(f"{target} already holds a Shard Log; not overwriting it")
             if origin.is_dir():
                 shutil.copytree(origin, target, dirs_exist_ok=True)
-            logs.append({"shard": str(shard), "from": str(origin), "to": str(target),
-                         "segments": len(list(target.glob("*.seg"))) if target.is_dir()
-                         else 0})
+            logs.append(CopiedLog(shard=str(shard), source=str(origin), target=str(target),
+                                  segments=len(list(target.glob("*.seg"))) if target.is_dir()
+                                  else 0))
     layout.root.mkdir(parents=True, exist_ok=True)
     secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)
@@ -364,17 +367,17 @@ def _init_from(env: Env, source_home: Path, copy_log: bool) -> None:
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)
-    data = {
-        "home": str(layout.root), "config": str(layout.config), "from": str(source.root),
-        "object_store": str(objects_path) if objects_path else f"s3://{config.objects.bucket}",
-        "routes": [{"route": r.name, "log": r.log, "partitions": r.partitions}
-                   for r in copied.routes.values()],
-        "shards": [f"{r.name}/{p}" for r in copied.routes.values() for p in range(r.partitions)],
-        "copied_logs": logs,
-    }
+    data = msgspec.to_builtins(InitFromReport(
+        home=str(layout.root), config=str(layout.config), source=str(source.root),
+        object_store=str(objects_path) if objects_path else f"s3://{config.objects.bucket}",
+        routes=[CopiedRoute(route=r.name, log=r.log, partitions=r.partitions)
+                for r in copied.routes.values()],
+        shards=[f"{r.name}/{p}" for r in copied.routes.values() for p in range(r.partitions)],
+        copied_logs=logs,
+    ))
     env.output.emit(data, lambda out: out.print(
         f"wrote {layout.config} from {source.config}\n"
         f"  object store: {data['object_store']}\n"
         + "".join(f"  copied the Shard Log of {log['shard']} ({log['segments']} segment(s))\n"
-                  for log in logs)
+                  for log in data["copied_logs"])
         + "  `nereus engine start` restores each shard from its newest usable checkpoint"))

@@ -23,8 +23,9 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 import typer
 
 from nereus.cli.context import Env
@@ -54,6 +55,24 @@ class Known:
     queued: bool  # seen only in the unapplied tail of the Shard Log
 
 
+class PayloadObject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One object under ``payloads/`` in ``payload gc``, and why it goes or stays."""
+
+    key: str
+    size_bytes: int
+    reason: str
+
+
+class PayloadGc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``payload gc`` document: the objects deleted (with ``dry_run``: that would be)
+    and the ones kept."""
+
+    dry_run: bool
+    object_store: str
+    deleted: list[PayloadObject]
+    kept: list[PayloadObject]
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     key: str
@@ -61,8 +80,8 @@ class Judgement:
     collect: bool
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "size_bytes": self.size_bytes, "reason": self.reason}
+    def view(self) -> PayloadObject:
+        return PayloadObject(key=self.key, size_bytes=self.size_bytes, reason=self.reason)
 
 
 def _now_ms() -> int:
@@ -236,8 +255,9 @@ def gc(
                 deleted.append(verdict)
                 advance(1)
     shown = doomed if dry_run else deleted
-    data = {"dry_run": dry_run, "object_store": objects.description,
-            "deleted": [v.to_dict() for v in shown], "kept": [v.to_dict() for v in kept]}
+    data = msgspec.to_builtins(PayloadGc(
+        dry_run=dry_run, object_store=objects.description,
+        deleted=[v.view() for v in shown], kept=[v.view() for v in kept]))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape

@@ -9,7 +9,7 @@ a terminal to ask on: otherwise ``--yes`` is required and the run stops with exi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -21,9 +21,18 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.cli.playbook.catalog import Found
+    from nereus.cli.playbook.documents import (
+        PlannedStepView,
+        RunReport,
+        StepDefinition,
+        StepResult,
+    )
+    from nereus.cli.playbook.journal import Resume
     from nereus.cli.playbook.model import Playbook
     from nereus.cli.playbook.plan import Plan, PlannedStep
-    from nereus.cli.playbook.runner import Answer, RunReport, StepResult
+    from nereus.cli.playbook.runner import Answer
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Scripted runbooks: list, show, run (with --dry-run and --resume).",
                   no_args_is_help=True)
@@ -42,11 +51,14 @@ def _load(env: Env, name: str) -> tuple[Found, Playbook]:
 @app.command("list")
 def list_playbooks(ctx: typer.Context) -> None:
     """The shipped playbooks and the home's own (which shadow shipped ones by name)."""
+    import msgspec
+
     from nereus.cli.playbook.catalog import discover, read
+    from nereus.cli.playbook.documents import PlaybookRow
     from nereus.cli.playbook.load import PlaybookError
 
     env: Env = ctx.obj
-    rows: list[dict[str, Any]] = []
+    rows: list[PlaybookRow] = []
     for found in discover(env.home).values():
         try:
             playbook = read(found)
@@ -54,9 +66,10 @@ def list_playbooks(ctx: typer.Context) -> None:
             required = [v.name for v in playbook.variables if v.required]
         except PlaybookError as exc:
             title, problem, required = "", exc.message, []
-        rows.append({"name": found.name, "title": title, "origin": found.origin,
-                     "shadows_shipped": found.shadows, "path": str(found.path),
-                     "required_vars": required, "error": problem})
+        rows.append(PlaybookRow(name=found.name, title=title, origin=found.origin,
+                                shadows_shipped=found.shadows, path=str(found.path),
+                                required_vars=required, error=problem))
+    data = msgspec.to_builtins(rows)
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -64,53 +77,52 @@ def list_playbooks(ctx: typer.Context) -> None:
         from nereus.cli.output import safe_markup as escape
 
         table = Table("playbook", "what it does", "needs", "from")
-        for row in rows:
-            origin = row["origin"] + (" (shadows shipped)" if row["shadows_shipped"] else "")
-            title = (f"[red]unusable: {escape(row['error'])}[/red]" if row["error"]
-                     else escape(row["title"]))
-            table.add_row(row["name"], title, " ".join(f"{n}=" for n in row["required_vars"]),
+        for row in _shown(data, list[PlaybookRow]):
+            origin = row.origin + (" (shadows shipped)" if row.shadows_shipped else "")
+            title = (f"[red]unusable: {escape(row.error)}[/red]" if row.error
+                     else escape(row.title))
+            table.add_row(row.name, title, " ".join(f"{n}=" for n in row.required_vars),
                           origin)
         out.print(table)
         if not rows:
             out.print("no playbooks")
 
-    env.output.emit(rows, human)
+    env.output.emit(data, human)
 
 
-def _step_definition(step: Any) -> dict[str, Any]:
-    return {
-        "id": step.id, "title": step.title, "description": step.description,
-        "run": [w.source for w in step.run], "home": step.home.source if step.home else None,
-        "for_each": step.for_each.source if step.for_each else None,
-        "pre": [c.source for c in step.pre], "post": [c.source for c in step.post],
-        "wait": None if step.wait is None else {
-            "until": step.wait.until.source, "timeout": step.wait.timeout.source,
-            "interval": step.wait.interval.source},
-        "confirm": step.confirm.source if step.confirm else None,
-        "on_failure": step.on_failure.source if step.on_failure else None,
-        "exit_codes": list(step.exit_codes), "timeout": step.timeout.source,
-        "continue_on_failure": step.continue_on_failure,
-    }
+def _shown(data: object, document: type[T]) -> T:
+    """A document again as its type, after ``Output.emit`` made its strings terminal-safe
+    in place: msgspec keeps the ``Shown`` strings, so what was escaped is not escaped
+    again (a string built from them is, as it always was)."""
+    import msgspec
+
+    return msgspec.convert(data, document)
 
 
 @app.command("show")
 def show(ctx: typer.Context, name: NameArg) -> None:
     """A playbook's description, variables and steps, as written."""
+    import msgspec
+
+    from nereus.cli.playbook.documents import (
+        PlaybookDefinition,
+        step_definition,
+        variable_definition,
+    )
+
     env: Env = ctx.obj
     found, playbook = _load(env, name)
-    data: dict[str, Any] = {
-        "name": playbook.name, "title": playbook.title, "description": playbook.description,
-        "origin": found.origin, "path": str(found.path), "shadows_shipped": found.shadows,
-        "on_failure": playbook.on_failure.source if playbook.on_failure else None,
-        "variables": [{"name": v.name, "description": v.description, "default": v.default,
-                       "required": v.required, "type": v.type, "choices": list(v.choices)}
-                      for v in playbook.variables],
-        "steps": [_step_definition(s) for s in playbook.steps],
-    }
+    data = msgspec.to_builtins(PlaybookDefinition(
+        name=playbook.name, title=playbook.title, description=playbook.description,
+        origin=found.origin, path=str(found.path), shadows_shipped=found.shadows,
+        on_failure=playbook.on_failure.source if playbook.on_failure else None,
+        variables=[variable_definition(v) for v in playbook.variables],
+        steps=[step_definition(s) for s in playbook.steps]))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
 
+        shown = _shown(data, PlaybookDefinition)
         out.print(f"[bold]{playbook.name}[/bold] — {escape(playbook.title)}  "
                   f"[dim]({found.origin}: {found.path})[/dim]")
         out.print(escape(playbook.description))
@@ -120,11 +132,11 @@ def show(ctx: typer.Context, name: NameArg) -> None:
             choices = f", one of {', '.join(v.choices)}" if v.choices else ""
             out.print(f"  {v.name} ({v.type}, {default}{choices}): {escape(v.description)}")
         out.print("\n[bold]steps[/bold]")
-        for number, step in enumerate(data["steps"], start=1):
-            out.print(f"  {number}. [bold]{step['id']}[/bold] — {escape(step['title'])}")
-            _print_step_body(out, step, indent="     ")
-        if data["on_failure"]:
-            out.print(f"\n[bold]on failure[/bold] {escape(data['on_failure'])}")
+        for number, step in enumerate(shown.steps, start=1):
+            out.print(f"  {number}. [bold]{step.id}[/bold] — {escape(step.title)}")
+            _print_step_body(out, step, home=step.home, indent="     ")
+        if shown.on_failure:
+            out.print(f"\n[bold]on failure[/bold] {escape(shown.on_failure)}")
 
     env.output.emit(data, human)
 
@@ -138,35 +150,40 @@ def _quote(word: str) -> str:
     return shlex.quote(word)
 
 
-def _print_step_body(out: Console, step: dict[str, Any], *, indent: str) -> None:
+def _print_step_body(out: Console, step: StepDefinition | PlannedStepView, *,
+                     home: str | None, indent: str) -> None:
+    """A step's body as ``show`` and ``--dry-run`` print it; ``home`` when it runs against
+    another home than the run's."""
     from nereus.cli.output import safe_markup as escape
+    from nereus.cli.playbook.documents import PlannedWait
 
-    if step.get("description"):
-        out.print(f"{indent}[dim]{escape(step['description'])}[/dim]")
-    if step.get("for_each"):
-        out.print(f"{indent}for each item in: {escape(step['for_each'])}")
-    for condition in step["pre"]:
+    if step.description:
+        out.print(f"{indent}[dim]{escape(step.description)}[/dim]")
+    if step.for_each:
+        out.print(f"{indent}for each item in: {escape(step.for_each)}")
+    for condition in step.pre:
         out.print(f"{indent}pre:     {escape(condition)}")
-    if step.get("confirm"):
-        out.print(f"{indent}confirm: {escape(step['confirm'])}")
-    home = f"--home {step['home']} " if step.get("home") else ""
-    out.print(f"{indent}run:     nereus {escape(home)}--json "
-              f"{escape(' '.join(_quote(w) for w in step['run']))}")
-    if step.get("wait"):
-        wait = step["wait"]
-        timeout = wait.get("timeout_ms", wait.get("timeout"))
-        interval = wait.get("interval_ms", wait.get("interval"))
-        unit = " ms" if "timeout_ms" in wait else ""
-        out.print(f"{indent}wait until: {escape(wait['until'])} (timeout {timeout}{unit}, "
+    if step.confirm:
+        out.print(f"{indent}confirm: {escape(step.confirm)}")
+    shown_home = f"--home {home} " if home else ""
+    out.print(f"{indent}run:     nereus {escape(shown_home)}--json "
+              f"{escape(' '.join(_quote(w) for w in step.run))}")
+    if step.wait is not None:
+        wait = step.wait
+        if isinstance(wait, PlannedWait):
+            timeout, interval, unit = str(wait.timeout_ms), str(wait.interval_ms), " ms"
+        else:
+            timeout, interval, unit = wait.timeout, wait.interval, ""
+        out.print(f"{indent}wait until: {escape(wait.until)} (timeout {timeout}{unit}, "
                   f"every {interval}{unit})")
-    for condition in step["post"]:
+    for condition in step.post:
         out.print(f"{indent}post:    {escape(condition)}")
-    if step.get("exit_codes") not in (None, [0]):
-        out.print(f"{indent}accepts exit status {', '.join(map(str, step['exit_codes']))}")
-    if step.get("continue_on_failure"):
+    if step.exit_codes != [0]:
+        out.print(f"{indent}accepts exit status {', '.join(map(str, step.exit_codes))}")
+    if step.continue_on_failure:
         out.print(f"{indent}on failure the run goes on (continue_on_failure)")
-    if step.get("on_failure"):
-        text = escape(step["on_failure"]).replace("\n", f"\n{indent}            ")
+    if step.on_failure:
+        text = escape(step.on_failure).replace("\n", f"\n{indent}            ")
         out.print(f"{indent}on failure: {text}")
 
 
@@ -237,32 +254,29 @@ def _new_run_id(now_ms: int) -> str:
 
 def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
              resuming: bool) -> None:
-    from nereus.cli.playbook.plan import describe_step
+    import msgspec
 
-    steps = [describe_step(plan, planned) for planned in plan.steps]
-    for step in steps:
-        step["done_before"] = step["index"] <= start_index
-    data = {"name": plan.playbook.name, "title": plan.playbook.title, "dry_run": True,
-            "path": str(found.path), "home": plan.home, "variables": plan.variables,
-            "journal": journal, "resume_from": (
-                steps[start_index]["id"] if resuming and start_index < len(steps) else None),
-            "steps": steps}
+    from nereus.cli.playbook.documents import DryRunPlan
+    from nereus.cli.playbook.plan import dry_run_plan
+
+    data = msgspec.to_builtins(dry_run_plan(plan, path=str(found.path), journal=journal,
+                                            start_index=start_index, resuming=resuming))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
 
         out.print(f"[bold]Plan of {plan.playbook.name}[/bold] — {escape(plan.playbook.title)}"
                   " [dim](dry run: nothing runs, nothing is written)[/dim]")
+        shown = _shown(data, DryRunPlan)
         out.print(f"home: {plan.home}")
-        values = "  ".join(f"{k}={v}" for k, v in plan.variables.items())
+        values = "  ".join(f"{k}={v}" for k, v in shown.variables.items())
         out.print(f"variables: {escape(values) or 'none'}")
-        for step in steps:
-            done = " [dim](done before: resume skips it)[/dim]" if step["done_before"] else ""
-            out.print(f"\n{step['index']}. [bold]{step['id']}[/bold] — "
-                      f"{escape(step['title'])}{done}")
-            body = dict(step)
-            body["home"] = None if step["home"] == plan.home else step["home"]
-            _print_step_body(out, body, indent="   ")
+        for step in shown.steps:
+            done = " [dim](done before: resume skips it)[/dim]" if step.done_before else ""
+            out.print(f"\n{step.index}. [bold]{step.id}[/bold] — "
+                      f"{escape(step.title)}{done}")
+            _print_step_body(out, step, home=None if step.home == plan.home else step.home,
+                             indent="   ")
         if plan.playbook.on_failure is not None:
             out.print(f"\n[bold]on failure[/bold] {escape(plan.playbook.on_failure.source)}")
 
@@ -300,7 +314,7 @@ def run(
     home = str(env.home.absolute())
     journal_path = HomeLayout(Path(home)).playbook_journal(playbook.name)
 
-    def prepare() -> tuple[Plan, Any]:
+    def prepare() -> tuple[Plan, Resume | None]:
         entries = read_journal(journal_path)
         point = None
         if resume:
@@ -344,14 +358,15 @@ def run(
                         outputs=dict(point.outputs) if point else {},
                         finished_before=point.finished if point else {})
         report = runner.run()
-    _emit_report(env, report, found)
+    _emit_report(env, report)
     if report.exit_code:
         raise Answered(ExitCode(report.exit_code))
 
 
-def _emit_report(env: Env, report: RunReport, found: Found) -> None:
-    data = report.to_dict()
-    data["path"] = str(found.path)
+def _emit_report(env: Env, report: RunReport) -> None:
+    import msgspec
+
+    data = msgspec.to_builtins(report)
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape

@@ -13,7 +13,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,7 +22,8 @@ from nereus.cli.output import Answered
 from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
-    from nereus.config import Config
+    from nereus.cli.setup_documents import PublishedMessage, ReplayCheck
+    from nereus.client import Receipt
 
 
 def _say(env: Env, text: str) -> None:
@@ -39,79 +40,60 @@ def quickstart(
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
     import msgspec
 
-    from nereus.cli.commands.engine import start_daemon, stop_daemon
-    from nereus.cli.message_input import prepare_one
-    from nereus.cli.submission import submit
-    from nereus.client import Receipt, RouteRef, prepare_cancel, prepare_reschedule
-    from nereus.errors import NereusError
+    from nereus.adapters.engine_process import start_engine, stop_engine
+    from nereus.cli.setup_documents import QuickstartReport
     from nereus.timespec import format_time_ms
 
     env: Env = ctx.obj
-    if not env.home_explicit:
-        env.home = Path(tempfile.mkdtemp(prefix="nereus-quickstart-"))
+    outbox = _prepare_home(env)
     layout = env.layout
-    config = _home_config(env)
-    if "local" not in config.lanes:
-        raise NereusError(f"{layout.config} has no lane `local`; quickstart publishes to it")
-    outbox = Path(config.lanes["local"].path or "outbox/local.jsonl")
-    outbox = outbox if outbox.is_absolute() else layout.root / outbox
     offset = outbox.stat().st_size if outbox.exists() else 0
     _say(env, f"[bold]1. home[/bold] {layout.root}")
-    engine = start_daemon(env, 60)
-    _say(env, f"[bold]2. engine[/bold] started, pid {engine['pid']}, shards "
-              f"{', '.join(engine['shards'])}")
+    engine = start_engine(layout, 60, env.output.warn)
+    _say(env, f"[bold]2. engine[/bold] started, pid {engine.pid}, shards "
+              f"{', '.join(engine.shards)}")
     run_id = uuid.uuid4().hex[:6]
     now_ms = time.time_ns() // 1_000_000
     ids = [f"qs-{run_id}-{n}" for n in range(1, count + 1)]
-    prepared = [
-        prepare_one(env, lane="local", deliver_at_ms=now_ms + int(1500 + spread * 1000 * n
-                                                                  / count),
-                     expire_at_ms=None, key=f"k{n}", headers={"source": "quickstart"},
-                     body=json.dumps({"n": n}).encode(), message_id=mid, route="default")
-        for n, mid in enumerate(ids, start=1)
-    ]
+    cancelled, moved = ids[1], ids[min(3, count - 1)]
+    moved_to = now_ms + int(1500 + spread * 1000) + 1500
     receipts: list[Receipt] = []
     try:
-        receipts = submit(env, prepared, wait=True)
-        route = RouteRef("default", config.route("default").partitions)
-        cancelled, moved = ids[1], ids[min(3, count - 1)]
-        moved_to = now_ms + int(1500 + spread * 1000) + 1500
-        receipts += submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
-                                                 delay_message_id=cancelled)], wait=True)
-        receipts += submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
-                                                     delay_message_id=moved,
-                                                     deliver_at_ms=moved_to)], wait=True)
+        receipts = _submit_all(env, ids, now_ms=now_ms, spread=spread, moved_to=moved_to)
         _say(env, f"[bold]3. scheduled[/bold] {count} messages due over the next "
                   f"{spread + 1.5:.0f} s; cancelled {cancelled}; rescheduled {moved} to "
                   f"{format_time_ms(moved_to)}")
         expected = set(ids) - {cancelled}
         published = _watch(env, outbox, offset, expected, timeout_s=spread + 20)
     finally:
-        stopped = stop_daemon(env, 60)
-    _say(env, f"[bold]5. engine[/bold] stopped (pid {stopped.get('pid')})")
-    replays = _replay_shards(env, engine["shards"])
-    ok = published.keys() == expected and all(r["match"] for r in replays)
-    data = {
-        "ok": ok, "home": str(layout.root), "outbox": str(outbox),
-        "engine_log": str(layout.logs / "engine.log"),
-        "scheduled": ids, "cancelled": cancelled, "rescheduled": moved,
-        "published": [published[m] for m in sorted(published)],
-        "missing": sorted(expected - published.keys()),
-        "receipts": msgspec.to_builtins(receipts), "replays": replays,
-    }
+        stopped = stop_engine(layout, 60)
+    pid = None if stopped.pid is msgspec.UNSET else stopped.pid  # no pid: it was not running
+    _say(env, f"[bold]5. engine[/bold] stopped (pid {pid})")
+    replays = _replay_shards(env, engine.shards)
+    ok = published.keys() == expected and all(r.match for r in replays)
+    report = QuickstartReport(
+        ok=ok, home=str(layout.root), outbox=str(outbox),
+        engine_log=str(layout.logs / "engine.log"),
+        scheduled=ids, cancelled=cancelled, rescheduled=moved,
+        published=[published[m] for m in sorted(published)],
+        missing=sorted(expected - published.keys()), receipts=receipts, replays=replays)
     if env.output.json_mode:
-        env.output.emit(data, lambda _: None)
+        # a receipt the engine did not apply in time is QUEUED: without the result keys
+        env.output.emit(msgspec.to_builtins(report), lambda _: None)
     else:
         _where_to_look(env, outbox, ok=ok)
     if not ok:
         raise Answered(ExitCode.NO)
 
 
-def _home_config(env: Env) -> Config:
-    """The home's configuration, written first (one route of two partitions, the file
-    destination) when the home has none."""
+def _prepare_home(env: Env) -> Path:
+    """A temporary home unless ``--home`` names one; its configuration (written with route
+    ``default`` and lane ``local`` when there is none); the ``local`` lane's outbox file."""
     from nereus.config import parse_config, render_config
+    from nereus.errors import NereusError
 
+    if not env.home_explicit:
+        env.home = Path(tempfile.mkdtemp(prefix="nereus-quickstart-"))
     layout = env.layout
     if not layout.config.exists():
         layout.root.mkdir(parents=True, exist_ok=True)
@@ -119,7 +101,37 @@ def _home_config(env: Env) -> Config:
         layout.config.write_text(render_config(route="default", partitions=2, log="file",
                                                route_id=uuid.uuid4().hex))
     env._config = parse_config(layout.config.read_text(), source=str(layout.config))
-    return env.config
+    config = env.config
+    if "local" not in config.lanes:
+        raise NereusError(f"{layout.config} has no lane `local`; quickstart publishes to it")
+    outbox = Path(config.lanes["local"].path or "outbox/local.jsonl")
+    return outbox if outbox.is_absolute() else layout.root / outbox
+
+
+def _submit_all(env: Env, ids: list[str], *, now_ms: int, spread: float,
+                moved_to: int) -> list[Receipt]:
+    """Schedule ``ids`` over the next ``spread`` seconds, cancel the second and move the
+    fourth (or last) to ``moved_to``, each waiting for the engine's result."""
+    from nereus.cli.message_input import prepare_one
+    from nereus.cli.submission import submit
+    from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
+
+    count = len(ids)
+    prepared = [
+        prepare_one(env, lane="local", deliver_at_ms=now_ms + int(1500 + spread * 1000 * n
+                                                                  / count),
+                    expire_at_ms=None, key=f"k{n}", headers={"source": "quickstart"},
+                    body=json.dumps({"n": n}).encode(), message_id=mid, route="default")
+        for n, mid in enumerate(ids, start=1)
+    ]
+    route = RouteRef("default", env.config.route("default").partitions)
+    receipts = submit(env, prepared, wait=True)
+    receipts += submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
+                                            delay_message_id=ids[1])], wait=True)
+    receipts += submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
+                                                delay_message_id=ids[min(3, count - 1)],
+                                                deliver_at_ms=moved_to)], wait=True)
+    return receipts
 
 
 def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
@@ -134,15 +146,16 @@ def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
     _say(env, "[green]quickstart ok[/green]" if ok else "[red]quickstart FAILED[/red]")
 
 
-def _replay_shards(env: Env, shards: list[str]) -> list[dict[str, Any]]:
+def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
     """Replay every shard's log offline from empty and compare with the live digest."""
     from nereus.adapters.replay import replay_empty, store_digest
     from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.cli.setup_documents import ReplayCheck
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
 
     layout, config = env.layout, env.config
-    replays: list[dict[str, Any]] = []
+    replays: list[ReplayCheck] = []
     for shard_name in shards:
         shard = ShardId.parse(shard_name)
         with ShardStore.open(layout.shard_state(shard), read_only=True) as live:
@@ -151,23 +164,26 @@ def _replay_shards(env: Env, shards: list[str]) -> list[dict[str, Any]]:
         with tempfile.TemporaryDirectory() as scratch:
             report = replay_empty(log, shard, Path(scratch) / "db", limits=config.limits)
         log.close()
-        replays.append({"shard": shard_name, "records": report.records,
-                        "live_digest": live_digest, "replay_digest": report.digest,
-                        "match": live_digest == report.digest})
+        replays.append(ReplayCheck(shard=shard_name, records=report.records,
+                                   live_digest=live_digest, replay_digest=report.digest,
+                                   match=live_digest == report.digest))
     for r in replays:
-        verdict = "[green]match[/green]" if r["match"] else "[red]DIFFER[/red]"
-        _say(env, f"[bold]6. replay[/bold] {r['shard']}: {r['records']} records replayed "
-                  f"offline, digest {r['replay_digest'][:16]}.. {verdict} the live state")
+        verdict = "[green]match[/green]" if r.match else "[red]DIFFER[/red]"
+        _say(env, f"[bold]6. replay[/bold] {r.shard}: {r.records} records replayed "
+                  f"offline, digest {r.replay_digest[:16]}.. {verdict} the live state")
     return replays
 
 
 def _watch(env: Env, outbox: Path, offset: int, expected: set[str],
-           timeout_s: float) -> dict[str, dict[str, Any]]:
+           timeout_s: float) -> dict[str, PublishedMessage]:
     """Print publishes as they land in the outbox; return them by delay message id."""
+    import msgspec
+
+    from nereus.cli.setup_documents import PublishedMessage
     from nereus.timespec import parse_time_ms
 
     _say(env, "[bold]4. publishing[/bold] (watching the outbox live)")
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, PublishedMessage] = {}
     deadline = time.monotonic() + timeout_s
     buffer = b""
     while expected - seen.keys() and time.monotonic() < deadline:
@@ -184,8 +200,7 @@ def _watch(env: Env, outbox: Path, offset: int, expected: set[str],
                 if mid not in expected or mid in seen:
                     continue
                 late = parse_time_ms(line["published_at"]) - parse_time_ms(line["deliver_at"])
-                line["lateness_ms"] = late
-                seen[mid] = line
+                seen[mid] = msgspec.convert({**line, "lateness_ms": late}, PublishedMessage)
                 _say(env, f"   published {mid}  deliver_at {line['deliver_at']}  "
                           f"published_at {line['published_at']}  (+{late} ms)")
         time.sleep(0.05)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
+from nereus.cli.playbook.documents import CheckResult, VariableValue
 from nereus.cli.playbook.expr import Json, equal, show
 from nereus.cli.playbook.model import Playbook
 from nereus.cli.playbook.plan import check_variable_names, convert
@@ -39,7 +39,7 @@ class RunStarted(msgspec.Struct, frozen=True, tag="run_started", tag_field="even
     playbook: str
     source: str  # where the playbook was read from
     step_ids: list[str]
-    variables: dict[str, Any]
+    variables: dict[str, VariableValue]
     resumed: bool
     at: str
     version: int = JOURNAL_VERSION
@@ -61,8 +61,8 @@ class StepFinished(msgspec.Struct, frozen=True, tag="step_finished", tag_field="
     ok: bool
     advance: bool  # the run went on after it (ok, or failed with continue_on_failure)
     exit_code: int | None
-    output: Any  # the command's JSON output (a list of them for a for_each step)
-    checks: list[dict[str, Any]]
+    output: Json  # the command's JSON output (a list of them for a for_each step)
+    checks: list[CheckResult]
     detail: str
     at: str
     polls: int = 1

@@ -12,9 +12,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nereus.cli.playbook.command import command_words, render_command, render_word
+from nereus.cli.playbook.documents import (
+    CheckResult,
+    DryRunPlan,
+    PlannedStepView,
+    PlannedWait,
+)
 from nereus.cli.playbook.expr import Expression, ExpressionError, Json, evaluate, explain, truthy
 from nereus.cli.playbook.model import Playbook, Step, Variable
 from nereus.cli.playbook.template import Template, render, render_known
@@ -144,16 +149,6 @@ def make_plan(playbook: Playbook, variables: dict[str, Json], *, run_id: str,
 # -- judging a step ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    condition: str
-    ok: bool
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"condition": self.condition, "ok": self.ok, "detail": self.detail}
-
-
 def judge(conditions: Sequence[Expression], scope: Mapping[str, Json]) -> list[CheckResult]:
     """The verdicts of ``conditions`` in order, up to and including the first false one
     (later conditions usually build on earlier ones: ``output.running == true`` before
@@ -163,10 +158,10 @@ def judge(conditions: Sequence[Expression], scope: Mapping[str, Json]) -> list[C
         try:
             ok = truthy(evaluate(condition, scope))
         except ExpressionError as exc:
-            out.append(CheckResult(condition.source, False, exc.message))
+            out.append(CheckResult(condition=condition.source, ok=False, detail=exc.message))
             break
-        out.append(CheckResult(condition.source, ok,
-                               "holds" if ok else explain(condition, scope)))
+        out.append(CheckResult(condition=condition.source, ok=ok,
+                               detail="holds" if ok else explain(condition, scope)))
         if not ok:
             break
     return out
@@ -218,8 +213,9 @@ def _known_command(step: Step, scope: Mapping[str, Json]) -> list[str]:
     return out
 
 
-def describe_step(plan: Plan, planned: PlannedStep) -> dict[str, Any]:
-    """One step of the plan as a JSON-ready dict, holes filled where they can be."""
+def describe_step(plan: Plan, planned: PlannedStep, *,
+                  done_before: bool = False) -> PlannedStepView:
+    """One step of the plan as a dry run shows it, holes filled where they can be."""
     step = planned.step
     scope = plan.base_scope()
 
@@ -231,22 +227,27 @@ def describe_step(plan: Plan, planned: PlannedStep) -> dict[str, Any]:
         except ExpressionError as exc:
             return f"{template.source} (cannot be filled in: {exc.message})"
 
-    return {
-        "index": planned.index + 1,
-        "id": step.id,
-        "title": step.title,
-        "description": step.description,
-        "run": _known_command(step, scope),
-        "home": planned.home,
-        "for_each": step.for_each.source if step.for_each else None,
-        "pre": [c.source for c in step.pre],
-        "post": [c.source for c in step.post],
-        "exit_codes": list(step.exit_codes),
-        "timeout_ms": planned.timeout_ms,
-        "wait": None if step.wait is None else {
-            "until": step.wait.until.source, "timeout_ms": planned.wait_timeout_ms,
-            "interval_ms": planned.wait_interval_ms},
-        "confirm": known(step.confirm),
-        "continue_on_failure": step.continue_on_failure,
-        "on_failure": known(step.on_failure),
-    }
+    return PlannedStepView(
+        index=planned.index + 1, id=step.id, title=step.title, description=step.description,
+        run=_known_command(step, scope), home=planned.home,
+        for_each=step.for_each.source if step.for_each else None,
+        pre=[c.source for c in step.pre], post=[c.source for c in step.post],
+        exit_codes=list(step.exit_codes), timeout_ms=planned.timeout_ms,
+        wait=None if step.wait is None else PlannedWait(
+            until=step.wait.until.source, timeout_ms=planned.wait_timeout_ms,
+            interval_ms=planned.wait_interval_ms),
+        confirm=known(step.confirm), continue_on_failure=step.continue_on_failure,
+        on_failure=known(step.on_failure), done_before=done_before)
+
+
+def dry_run_plan(plan: Plan, *, path: str, journal: str, start_index: int,
+                 resuming: bool) -> DryRunPlan:
+    """The whole plan as ``--dry-run`` prints it; with ``resuming``, the steps before
+    ``start_index`` were completed by the run being resumed."""
+    steps = [describe_step(plan, planned, done_before=planned.index < start_index)
+             for planned in plan.steps]
+    return DryRunPlan(
+        name=plan.playbook.name, title=plan.playbook.title, path=path, home=plan.home,
+        variables=dict(plan.variables), journal=journal,
+        resume_from=steps[start_index].id if resuming and start_index < len(steps) else None,
+        steps=steps)

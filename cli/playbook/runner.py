@@ -18,8 +18,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+import msgspec
+
+from nereus.cli.playbook.documents import CheckResult, RunReport, StepResult
 from nereus.cli.playbook.expr import ExpressionError, Json
 from nereus.cli.playbook.invoke import Invocation, Invoke
 from nereus.cli.playbook.journal import (
@@ -31,7 +34,6 @@ from nereus.cli.playbook.journal import (
 )
 from nereus.cli.playbook.journal_file import JournalFile
 from nereus.cli.playbook.plan import (
-    CheckResult,
     Plan,
     PlannedStep,
     guidance,
@@ -69,32 +71,6 @@ class Confirm(Protocol):
     def __call__(self, question: str, planned: PlannedStep) -> Answer: ...
 
 
-@dataclass
-class StepResult:
-    """What became of one step in this run (or an earlier one, when resumed)."""
-
-    id: str
-    title: str
-    status: str  # ok | failed | done_before | not_run | declined | needs_confirmation
-    ok: bool | None  # None: not judged in this run or any earlier one
-    args: list[str] = field(default_factory=list)
-    home: str | None = None
-    exit_code: int | None = None
-    output: Json = None
-    checks: list[CheckResult] = field(default_factory=list)
-    detail: str = ""
-    polls: int = 0
-    elapsed_ms: int = 0
-    guidance: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "ok": self.ok, "status": self.status,
-                "args": self.args, "home": self.home, "exit_code": self.exit_code,
-                "checks": [c.to_dict() for c in self.checks], "detail": self.detail,
-                "polls": self.polls, "elapsed_ms": self.elapsed_ms, "guidance": self.guidance,
-                "output": self.output}
-
-
 class Reporter(Protocol):
     """Live progress for the operator (the CLI draws it with Rich)."""
 
@@ -105,30 +81,11 @@ class Reporter(Protocol):
     def step_finished(self, planned: PlannedStep, result: StepResult) -> None: ...
 
 
-@dataclass
-class RunReport:
-    name: str
-    run_id: str
-    ok: bool
-    exit_code: int
-    resumed: bool
-    journal: str
-    variables: dict[str, Json]
-    steps: list[StepResult]
-    stopped_at: str | None = None
-    stop_reason: str | None = None
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "run_id": self.run_id, "ok": self.ok,
-                "exit_code": self.exit_code, "resumed": self.resumed, "journal": self.journal,
-                "variables": self.variables, "stopped_at": self.stopped_at,
-                "stop_reason": self.stop_reason, "detail": self.detail,
-                "steps": [s.to_dict() for s in self.steps]}
+StopReason = Literal["failed", "declined", "needs_confirmation"]
 
 
 class _Stop(Exception):
-    def __init__(self, reason: str, exit_code: int, detail: str) -> None:
+    def __init__(self, reason: StopReason, exit_code: int, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
         self.exit_code = exit_code
@@ -168,20 +125,21 @@ class Runner:
             if planned.index < self.start_index:
                 done = self.finished_before.get(step.id)
                 results.append(StepResult(
-                    step.id, step.title, "done_before", done.ok if done else True,
-                    exit_code=done.exit_code if done else None,
+                    id=step.id, title=step.title, status="done_before",
+                    ok=done.ok if done else True, exit_code=done.exit_code if done else None,
                     output=self.outputs.get(step.id), detail="completed by an earlier "
                     "attempt of this run (from the journal)"))
                 continue
             if stop is not None:
-                results.append(StepResult(step.id, step.title, "not_run", None))
+                results.append(StepResult(id=step.id, title=step.title, status="not_run",
+                                          ok=None))
                 continue
             try:
                 result = self._step(planned)
             except _Stop as exc:
                 stop, stopped_at = exc, step.id
-                results.append(StepResult(step.id, step.title, exc.reason, None,
-                                          detail=exc.detail))
+                results.append(StepResult(id=step.id, title=step.title, status=exc.reason,
+                                          ok=None, detail=exc.detail))
                 continue
             except KeyboardInterrupt:
                 self.journal.append(RunStopped(
@@ -206,11 +164,12 @@ class Runner:
         return self._report(results, ok, 0 if ok else 1, None, None, detail)
 
     def _report(self, results: list[StepResult], ok: bool, code: int, stopped_at: str | None,
-                reason: str | None, detail: str) -> RunReport:
+                reason: StopReason | None, detail: str) -> RunReport:
         return RunReport(name=self.plan.playbook.name, run_id=self.plan.run_id, ok=ok,
                          exit_code=code, resumed=self.resumed, journal=self.journal_path,
                          variables=dict(self.plan.variables), steps=results,
-                         stopped_at=stopped_at, stop_reason=reason, detail=detail)
+                         stopped_at=stopped_at, stop_reason=reason, detail=detail,
+                         path=self.source)
 
     # -- one step ----------------------------------------------------------------------------
 
@@ -219,11 +178,12 @@ class Runner:
         if result.ok is False:
             scope = self.plan.scope(self.outputs, output=result.output,
                                     exit_code=result.exit_code)
-            result.guidance = guidance(step, self.plan.playbook, scope)
+            result = msgspec.structs.replace(
+                result, guidance=guidance(step, self.plan.playbook, scope))
         self.journal.append(StepFinished(
             run_id=self.plan.run_id, step=step.id, index=planned.index, ok=bool(result.ok),
             advance=bool(result.ok) or step.continue_on_failure, exit_code=result.exit_code,
-            output=result.output, checks=[c.to_dict() for c in result.checks],
+            output=result.output, checks=list(result.checks),
             detail=result.detail, at=self._at(), polls=result.polls))
         self.reporter.step_finished(planned, result)
         return result
@@ -231,20 +191,20 @@ class Runner:
     def _step(self, planned: PlannedStep) -> StepResult:
         step = planned.step
         scope = self.plan.scope(self.outputs)
-        result = StepResult(step.id, step.title, "failed", False, home=planned.home)
+        failed = StepResult(id=step.id, title=step.title, status="failed", ok=False,
+                            home=planned.home)
         pre = judge(step.pre, scope)
         if not all(c.ok for c in pre):
-            result.checks = pre
-            result.detail = "precondition: " + "; ".join(c.detail for c in pre if not c.ok)
-            return self._finish(planned, result)
+            return self._finish(planned, msgspec.structs.replace(
+                failed, checks=pre,
+                detail="precondition: " + "; ".join(c.detail for c in pre if not c.ok)))
         try:
             items: list[Json] = items_of(step, scope) if step.for_each is not None else [None]
             argv = [render_args(step, {**scope, "item": item} if step.for_each else scope)
                     for item in items]
         except ExpressionError as exc:
-            result.checks = pre
-            result.detail = exc.message
-            return self._finish(planned, result)
+            return self._finish(planned, msgspec.structs.replace(failed, checks=pre,
+                                                                 detail=exc.message))
         if step.confirm is not None:
             self._confirm(planned, scope)
         self.journal.append(StepStarted(
@@ -256,28 +216,28 @@ class Runner:
         checks: list[CheckResult] = list(pre)
         problems: list[str] = []
         codes: list[int | None] = []
+        polls = 0
         for item, args in zip(items, argv, strict=True):
             item_scope = {**scope, "item": item} if step.for_each is not None else scope
-            ok, invocation, item_checks, detail, polls = self._run_one(planned, args,
-                                                                       item_scope)
-            result.polls += polls
+            ok, invocation, item_checks, detail, ran = self._run_one(planned, args, item_scope)
+            polls += ran
             prefix = f"[{item}] " if step.for_each is not None else ""
-            checks.extend(CheckResult(prefix + c.condition, c.ok, c.detail) for c in item_checks)
+            checks.extend(CheckResult(condition=prefix + c.condition, ok=c.ok, detail=c.detail)
+                          for c in item_checks)
             outputs.append(invocation.output if invocation else None)
             codes.append(invocation.exit_code if invocation else None)
             if not ok:
                 problems.append(prefix + detail)
-        result.args = argv[0] if len(argv) == 1 else [" ".join(a) for a in argv]
-        result.output = outputs if step.for_each is not None else outputs[0]
         failing = [c for c in codes if c != 0]
-        result.exit_code = failing[0] if failing else (codes[0] if codes else None)
-        result.checks = checks
-        result.elapsed_ms = self.clock.monotonic_ms() - started
-        result.ok = not problems
-        result.status = "ok" if result.ok else "failed"
-        result.detail = "; ".join(problems) if problems else (
-            f"{len(items)} item(s) passed" if step.for_each is not None else "passed")
-        return self._finish(planned, result)
+        return self._finish(planned, StepResult(
+            id=step.id, title=step.title, status="failed" if problems else "ok",
+            ok=not problems, args=argv[0] if len(argv) == 1 else [" ".join(a) for a in argv],
+            home=planned.home,
+            exit_code=failing[0] if failing else (codes[0] if codes else None),
+            output=outputs if step.for_each is not None else outputs[0], checks=checks,
+            detail="; ".join(problems) if problems else (
+                f"{len(items)} item(s) passed" if step.for_each is not None else "passed"),
+            polls=polls, elapsed_ms=self.clock.monotonic_ms() - started))
 
     def _confirm(self, planned: PlannedStep, scope: dict[str, Json]) -> None:
         step = planned.step
@@ -341,7 +301,8 @@ class Runner:
             if remaining <= 0:
                 timeout = planned.wait_timeout_ms / 1000
                 return (False, invocation,
-                        [CheckResult(step.wait.until.source, False, last)],
+                        [CheckResult(condition=step.wait.until.source, ok=False,
+                                     detail=last)],
                         f"`{step.wait.until.source}` still not true after {timeout:g} s "
                         f"({polls} polls); last: {last}", polls)
             self.clock.sleep_ms(min(planned.wait_interval_ms, remaining))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
 import msgspec
 
+from nereus.adapters.checkpoints import CheckpointTaken, taken_view
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
 from nereus.engine.admin.documents import (
@@ -335,10 +336,8 @@ class AdminApi:
                        "operator mutation's idempotency_key)")
 
     # checkpoints ----------------------------------------------------------------------
-    def checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+    def checkpoint(self, body: Mapping[str, object]) -> CheckpointTaken:
         """Take a checkpoint of one shard now; answers once it is catalogued."""
-        from nereus.adapters.checkpoints import taken_view
-
         loop = self._loop(str(body.get("shard", "")))
         timeout_s = params.number(body.get("timeout_s"), "timeout_s", low=1, high=86_400,
                                   default=3600)

@@ -200,7 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/mutations/plan":
                 return api.plan_mutation(self._body())
             if path == "/v1/checkpoints":
-                return api.checkpoint(self._body())
+                return msgspec.to_builtins(api.checkpoint(self._body()))
             if path == "/v1/shutdown":
                 threading.Thread(target=self.server.on_shutdown, daemon=True).start()
                 return {"stopping": True}

@@ -1,24 +1,16 @@
 """The Kafka destination: an idempotent, acks=all producer, classified by delivery reports.
 
 Each request becomes one record on ``topic``: key = ``template.key``, value =
-``template.payload``, headers = the template's own headers followed by
-``nereus-delay-message-id`` and ``nereus-attempt-id`` (a template header with either name is
-dropped, so consumers and ``scan_evidence`` see exactly one of each). Partitions are chosen
-by ``murmur2_random``, the Java client's default, so keys land where Java producers put
-them.
+``template.payload``, headers = the template's own headers followed by the evidence headers
+(``kafka_evidence``). Partitions are chosen by ``murmur2_random``, the Java client's
+default, so keys land where Java producers put them.
 
-Classification (``docs/outcomes.md``, section Kafka, is the same table in prose):
-
-* a successful delivery report is PUBLISHED with evidence ``kafka:<topic>/<partition>@<offset>``;
-* a record the client refused in ``produce()`` was never handed over: NOT_PUBLISHED
-  (RETRIABLE for a full queue, PERMANENT for size or invalid arguments);
-* a delivery report whose error proves the broker refused the batch before appending it
-  (size, invalid record, authorization, unknown topic) is NOT_PUBLISHED. A broker refuses a
-  whole batch, so when several records of one call share such an error each is sent again
-  alone, and only the answer for a record sent alone decides;
-* everything else (timeouts, transport errors, NOT_ENOUGH_REPLICAS_AFTER_APPEND, fatal
-  idempotence errors, a report missing when the flush deadline passes) is UNKNOWN: the
-  record may have been appended, and it is never guessed otherwise.
+Classification is ``kafka_verdicts`` (``docs/outcomes.md``, section Kafka, is the same
+table in prose): a successful delivery report is PUBLISHED with evidence
+``kafka:<topic>/<partition>@<offset>``; a refusal in ``produce()`` or a delivery-report
+error that proves the broker refused the batch is NOT_PUBLISHED (records sharing a batch
+refusal are each sent again alone, and only the answer for a record sent alone decides);
+everything else, and a report missing when the flush deadline passes, is UNKNOWN.
 
 ``scan_evidence`` looks for records by their ``nereus-attempt-id`` header, to resolve
 UNKNOWN attempts with evidence; not finding one proves nothing.
@@ -31,149 +23,44 @@ UNKNOWN attempts with evidence; not finding one proves nothing.
 
 from __future__ import annotations
 
-import hmac
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from nereus.adapters._kafka import (
-    CLOSE_WAIT_S,
-    UNREACHABLE_ERRORS,
-    admin_client,
-    client_config,
-    close_consumer,
-    ensure_topic,
-    error_of,
-    translate,
-    unreachable,
+from nereus.adapters._kafka import admin_client, client_config, ensure_topic, error_of
+from nereus.engine.destinations.kafka_evidence import (
+    ATTEMPT_ID_HEADER,
+    DELAY_MESSAGE_ID_HEADER,
+    EVIDENCE_MAC_HEADER,
+    RESERVED_HEADERS,
+    evidence_of,
+    scan_topic,
+)
+from nereus.engine.destinations.kafka_verdicts import (
+    BATCH_REFUSALS,
+    TOPIC_GONE,
+    Verdict,
+    classify_delivery_error,
+    classify_produce_error,
 )
 from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
 from nereus.errors import NereusError, NotFound, UsageError
 from nereus.records import Disposition, Outcome
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError, Message, Producer
+    from confluent_kafka import KafkaError, Message, Producer
     from confluent_kafka.admin import AdminClient
-
-DELAY_MESSAGE_ID_HEADER: Final = "nereus-delay-message-id"
-ATTEMPT_ID_HEADER: Final = "nereus-attempt-id"
-EVIDENCE_MAC_HEADER: Final = "nereus-evidence-mac"
-_RESERVED_HEADERS: Final = frozenset({DELAY_MESSAGE_ID_HEADER, ATTEMPT_ID_HEADER,
-                                      EVIDENCE_MAC_HEADER})
 
 LINGER_MS: Final = 5
 # a probe's metadata request never waits longer than this: the shard loop asks a lane
 # publisher for readiness, and an unreachable broker must not hold it up for long
 PROBE_TIMEOUT_S: Final = 1.0
-_FLUSH_GRACE_S: Final = 5.0  # flush waits this much beyond delivery.timeout.ms
-_METADATA_PROPAGATION_MS: Final = 2_000  # how long an unknown topic may be "just created"
-_SCAN_BATCH: Final = 500
-_SCAN_POLL_S: Final = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """How one record's fate is classified, and why."""
-
-    outcome: Outcome
-    disposition: Disposition
-    why: str
-    message_fault: bool = False  # the record itself was refused: its lane stays READY
-
-
-# refusals that are the record's own fault (its size or content), not the lane's
-MESSAGE_FAULTS: Final = frozenset({"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
-                                   "INVALID_RECORD", "_INVALID_ARG", "_INVALID_TYPE"})
 # the client's default message.max.bytes: a larger record is refused before it is sent
 MAX_RECORD_BYTES: Final = 1_000_000
-
-
-# delivery-report errors that prove the broker refused the record's batch before appending
-# it; a None disposition depends on whether the destination creates its topic
-_REFUSED: Final[dict[str, tuple[Disposition | None, str]]] = {
-    "MSG_SIZE_TOO_LARGE": (Disposition.PERMANENT,
-                           "the broker refuses a batch over max.message.bytes before appending"),
-    "RECORD_LIST_TOO_LARGE": (Disposition.PERMANENT,
-                              "the broker refuses a batch larger than a log segment"),
-    "INVALID_RECORD": (Disposition.PERMANENT,
-                       "the broker's record validation refused the batch before appending"),
-    "TOPIC_AUTHORIZATION_FAILED": (Disposition.PERMANENT,
-                                   "the broker refuses writes to this topic (ACL)"),
-    "CLUSTER_AUTHORIZATION_FAILED": (Disposition.PERMANENT,
-                                     "the broker refuses idempotent writes (ACL)"),
-    "_UNKNOWN_TOPIC": (None, "the topic does not exist, so nothing was sent"),
-    "UNKNOWN_TOPIC_OR_PART": (None, "the topic or partition does not exist"),
-}
-# refusals a broker gives a whole batch: records sharing one are retried alone to find out
-BATCH_REFUSALS: Final = frozenset({"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
-                                   "INVALID_RECORD"})
-
-# errors raised by produce(): the record never entered the client, so all NOT_PUBLISHED
-_NOT_HANDED_OVER: Final[dict[str, tuple[Disposition | None, str]]] = {
-    "_QUEUE_FULL": (Disposition.RETRIABLE, "the client's local queue is full"),
-    "MSG_SIZE_TOO_LARGE": (Disposition.PERMANENT,
-                           "the record is larger than the client's message.max.bytes"),
-    "_INVALID_ARG": (Disposition.PERMANENT, "the client refused the record's arguments"),
-    "_INVALID_TYPE": (Disposition.PERMANENT, "the client refused the record's types"),
-    "_UNKNOWN_TOPIC": (None, "the topic does not exist"),
-    "UNKNOWN_TOPIC_OR_PART": (None, "the topic or partition does not exist"),
-    "_UNKNOWN_PARTITION": (None, "the partition does not exist"),
-    "_FATAL": (Disposition.LANE_UNAVAILABLE,
-               "the producer hit a fatal error and is replaced; the record is not at fault"),
-    "_STATE": (Disposition.LANE_UNAVAILABLE, "the producer is in an unusable state"),
-}
-
-# named for docs/outcomes.md and the tests; any error not listed above is UNKNOWN too
-AMBIGUOUS_EXAMPLES: Final = (
-    "_MSG_TIMED_OUT", "_TRANSPORT", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-    "NOT_ENOUGH_REPLICAS", "NOT_LEADER_FOR_PARTITION", "KAFKA_STORAGE_ERROR",
-    "OUT_OF_ORDER_SEQUENCE_NUMBER", "_FATAL", "_PURGE_INFLIGHT", "_PURGE_QUEUE",
-    "_UNKNOWN_PARTITION",
-)
-_TOPIC_GONE: Final = frozenset({"_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION"})
-
-
-def _name(error: KafkaError | str) -> str:
-    return error if isinstance(error, str) else error.name()
-
-
-def _topic_disposition(create_topic: bool) -> Disposition:
-    # with creation on, the lane's probe re-creates the topic: not the record's fault
-    return Disposition.LANE_UNAVAILABLE if create_topic else Disposition.PERMANENT
-
-
-def classify_delivery_error(error: KafkaError | str | None, *, create_topic: bool) -> Verdict:
-    """The verdict for a delivery report with ``error`` (a KafkaError or its name)."""
-    if error is None:
-        return Verdict(Outcome.PUBLISHED, Disposition.NONE,
-                       "the broker acknowledged the record with acks=all")
-    name = _name(error)
-    refused = _REFUSED.get(name)
-    if refused is None:
-        return Verdict(Outcome.UNKNOWN, Disposition.NONE,
-                       "the record may have been appended before the error; it stays an "
-                       "obligation until evidence settles it")
-    disposition, why = refused
-    return Verdict(Outcome.NOT_PUBLISHED,
-                   disposition or _topic_disposition(create_topic), why,
-                   message_fault=name in MESSAGE_FAULTS)
-
-
-def classify_produce_error(error: KafkaError | str, *, create_topic: bool) -> Verdict:
-    """The verdict for a record that ``produce()`` refused (``"_QUEUE_FULL"`` for the
-    BufferError it raises): it never entered the client, so it is NOT_PUBLISHED."""
-    name = _name(error)
-    disposition, why = _NOT_HANDED_OVER.get(
-        name, (Disposition.RETRIABLE, "produce() refused the record before queueing it"))
-    return Verdict(Outcome.NOT_PUBLISHED,
-                   disposition or _topic_disposition(create_topic), why,
-                   message_fault=name in MESSAGE_FAULTS)
-
-
-def evidence_of(topic: str, partition: int | None, offset: int | None) -> str:
-    return f"kafka:{topic}/{partition}@{offset}"
+_FLUSH_GRACE_S: Final = 5.0  # flush waits this much beyond delivery.timeout.ms
+_METADATA_PROPAGATION_MS: Final = 2_000  # how long an unknown topic may be "just created"
 
 
 @dataclass(slots=True)
@@ -210,7 +97,7 @@ class KafkaDestination:
         self.client_id = client_id
         self.probe_timeout_s = min(timeout_s, PROBE_TIMEOUT_S)
         timeout_ms = max(1, int(timeout_s * 1000))
-        self._producer_config = client_config(bootstrap, client_id, **{
+        self._producer_config = client_config(bootstrap, client_id, {
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": LINGER_MS,
@@ -321,7 +208,7 @@ class KafkaDestination:
 
         template = request.template
         headers: list[tuple[str, str | bytes | None]] = [
-            (k, v.encode()) for k, v in template.headers.items() if k not in _RESERVED_HEADERS]
+            (k, v.encode()) for k, v in template.headers.items() if k not in RESERVED_HEADERS]
         headers += [(DELAY_MESSAGE_ID_HEADER, template.delay_message_id.encode()),
                     (ATTEMPT_ID_HEADER, request.attempt_id.encode()),
                     (EVIDENCE_MAC_HEADER, request.mac.encode())]
@@ -369,7 +256,7 @@ class KafkaDestination:
                                  evidence_of(self.topic, msg.partition(), msg.offset()),
                                  stamp if kind and stamp > 0 else published_at)
         assert report.error is not None
-        if report.error.name() in _TOPIC_GONE:
+        if report.error.name() in TOPIC_GONE:
             self._topic_ready = False  # check (and re-create) it before the next batch
         return self._result(request, verdict, f"kafka:{self.topic}: {report.error.name()}: "
                             f"{report.error.str()}")
@@ -402,107 +289,10 @@ class KafkaDestination:
         within ``timeout_s``: a partial scan is not an answer. An id that is not found
         proves nothing (the record may lie outside the window or be deleted).
         """
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
         if self._closed:
             raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
-        if not wanted:
-            return {}
-        by_id = {a.encode(): a for a in wanted}
-        consumer = Consumer(client_config(self.bootstrap, self.client_id, **{
-            "group.id": f"nereus-scan-{self.topic}",  # never commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_uncommitted",
-            "auto.offset.reset": "earliest",
-        }))
-        deadline = time.monotonic() + self.timeout_s
-        try:
-            ranges = self._scan_ranges(consumer, since_ms, until_ms)
-            found: dict[str, str] = {}
-            if ranges:
-                consumer.assign([TopicPartition(self.topic, p, start)
-                                 for p, (start, _) in ranges.items()])
-            pending = set(ranges)
-            while pending and len(found) < len(by_id):
-                if time.monotonic() >= deadline:
-                    raise unreachable(
-                        self.bootstrap, f"scanning topic {self.topic}",
-                        f"partitions {sorted(pending)} not read to the end within "
-                        f"{self.timeout_s:g}s")
-                for msg in consumer.consume(_SCAN_BATCH, timeout=_SCAN_POLL_S):
-                    self._scan_one(msg, ranges, pending, by_id, wanted, found)
-            return found
-        except KafkaException as exc:
-            raise translate(exc, self.bootstrap, f"scanning topic {self.topic}") from None
-        finally:
-            close_consumer(consumer, f"the scan of {self.topic}",
-                           min(self.timeout_s, CLOSE_WAIT_S))
-
-    def _scan_ranges(
-        self, consumer: Consumer, since_ms: int, until_ms: int
-    ) -> dict[int, tuple[int, int]]:
-        """partition -> [first offset stamped >= since_ms, end offset) to read."""
-        from confluent_kafka import TopicPartition
-
-        metadata = consumer.list_topics(topic=self.topic, timeout=self.timeout_s)
-        found = metadata.topics.get(self.topic)
-        if found is None or found.error is not None:
-            detail = found.error.str() if found is not None and found.error else "no metadata"
-            if found is not None and found.error and found.error.name() in UNREACHABLE_ERRORS:
-                raise unreachable(self.bootstrap, f"metadata of topic {self.topic}", detail)
-            raise NotFound(f"Kafka at {self.bootstrap}: topic {self.topic}: {detail}")
-        partitions = sorted(found.partitions)
-        starts = consumer.offsets_for_times(
-            [TopicPartition(self.topic, p, since_ms) for p in partitions],
-            timeout=self.timeout_s)
-        stops = consumer.offsets_for_times(
-            [TopicPartition(self.topic, p, until_ms + 1) for p in partitions],
-            timeout=self.timeout_s)
-        ranges = {}
-        for start, stop in zip(starts, stops, strict=True):
-            if start.offset < 0:
-                continue  # nothing stamped at or after since_ms
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(self.topic, start.partition), timeout=self.timeout_s,
-                cached=False)
-            end = high if stop.offset < 0 else min(high, stop.offset)
-            if start.offset < end:
-                ranges[start.partition] = (start.offset, end)
-        return ranges
-
-    def _scan_one(
-        self, msg: Message, ranges: dict[int, tuple[int, int]], pending: set[int],
-        by_id: dict[bytes, str], wanted: Mapping[str, str], found: dict[str, str],
-    ) -> None:
-        partition = msg.partition()
-        if partition is None or partition not in pending:
-            return
-        err = msg.error()
-        if err is not None:
-            if err.name() == "_PARTITION_EOF":
-                pending.discard(partition)
-                return
-            from confluent_kafka import KafkaException
-
-            raise KafkaException(err)
-        offset = msg.offset()
-        if offset is None:
-            return
-        if offset >= ranges[partition][1]:
-            pending.discard(partition)
-            return
-        raw = msg.headers() or []
-        headers = dict(raw.items() if isinstance(raw, dict) else raw)
-        attempt = headers.get(ATTEMPT_ID_HEADER)
-        if isinstance(attempt, bytes) and attempt in by_id:
-            attempt_id = by_id[attempt]
-            mac = headers.get(EVIDENCE_MAC_HEADER)
-            if isinstance(mac, bytes) and hmac.compare_digest(mac, wanted[attempt_id].encode()):
-                found[attempt_id] = evidence_of(self.topic, partition, offset)
-        if offset >= ranges[partition][1] - 1:
-            pending.discard(partition)
+        return scan_topic(self.bootstrap, self.client_id, self.topic, self.timeout_s, wanted,
+                          since_ms, until_ms)
 
     def close(self) -> None:
         with self._lock:

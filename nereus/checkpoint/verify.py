@@ -22,7 +22,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -34,16 +33,26 @@ from nereus.state.store import ShardStore
 _CHUNK = 4 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
+class Check(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One named check and its outcome; ``skipped`` when an earlier failure made it moot
+    (then ``ok`` is false but it does not count as a failure of its own)."""
+
     name: str
     ok: bool
     detail: str
     skipped: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail,
-                "skipped": self.skipped}
+
+class CheckpointVerification(msgspec.Struct, frozen=True, kw_only=True,
+                             forbid_unknown_fields=True):
+    """The ``checkpoint verify`` document: the verdict and every check, in order.
+    ``path`` is the directory (or the checkpoint's place in the object store), null when
+    the download failed; ``checkpoint_id`` is null when no manifest could be read."""
+
+    ok: bool
+    path: str | None
+    checkpoint_id: str | None
+    checks: list[Check]
 
 
 @dataclass
@@ -57,17 +66,19 @@ class VerifyReport:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str) -> bool:
-        self.checks.append(Check(name, ok, detail))
+        self.checks.append(Check(name=name, ok=ok, detail=detail))
         return ok
 
     def skip(self, *names: str) -> None:
         for name in names:
-            self.checks.append(Check(name, False, "skipped: an earlier check failed", True))
+            self.checks.append(Check(name=name, ok=False,
+                                     detail="skipped: an earlier check failed", skipped=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "path": str(self.path),
-                "checkpoint_id": self.manifest.checkpoint_id if self.manifest else None,
-                "checks": [c.to_dict() for c in self.checks]}
+    def document(self) -> CheckpointVerification:
+        return CheckpointVerification(
+            ok=self.ok, path=str(self.path),
+            checkpoint_id=self.manifest.checkpoint_id if self.manifest else None,
+            checks=list(self.checks))
 
 
 def file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> tuple[int, str]:
@@ -145,6 +156,20 @@ def verify_directory(
         report.skip("file_sizes", "file_checksums", "identity", "db_opens", "applied_position",
                     "digest")
         return report
+    files_match = _check_files(report, manifest, hash_files or _hash_files, progress)
+    identity_problems = _manifest_identity_problems(manifest, expected_shard, catalog)
+    if not files_match:
+        report.add("identity", not identity_problems,
+                   "; ".join(identity_problems) or "manifest identity matches")
+        report.skip("db_opens", "applied_position", "digest")
+        return report
+    _check_database(report, manifest, identity_problems, digest or store_digest)
+    return report
+
+
+def _check_files(report: VerifyReport, manifest: Manifest, hash_files: HashFiles,
+                 progress: Callable[[int], None] | None) -> bool:
+    """``file_sizes`` and ``file_checksums``, file by file; True when both passed."""
     wrong_size = []
     for entry in manifest.files:
         size = os.path.getsize(report.path / entry.name)
@@ -153,30 +178,38 @@ def verify_directory(
     report.add("file_sizes", not wrong_size, "; ".join(wrong_size) or "all sizes match")
     wrong_sum = []
     paths = [report.path / entry.name for entry in manifest.files]
-    hashes = (hash_files or _hash_files)(paths, progress)
+    hashes = hash_files(paths, progress)
     for entry, (_, sha) in zip(manifest.files, hashes, strict=True):
         if sha != entry.sha256:
             wrong_sum.append(f"{entry.name} has SHA-256 {sha[:16]}.., manifest says "
                              f"{entry.sha256[:16]}..")
     report.add("file_checksums", not wrong_sum, "; ".join(wrong_sum) or "all checksums match")
-    identity_problems = []
+    return not wrong_size and not wrong_sum
+
+
+def _manifest_identity_problems(manifest: Manifest, expected_shard: tuple[str, int] | None,
+                                catalog: CatalogEntry | None) -> list[str]:
+    """Where the manifest disagrees with the shard expected and with its catalog entry."""
+    problems = []
     if expected_shard is not None and (manifest.route, manifest.partition) != expected_shard:
-        identity_problems.append(
+        problems.append(
             f"manifest is for shard {manifest.shard}, expected {expected_shard[0]}/"
             f"{expected_shard[1]}")
     if catalog is not None and (
         (catalog.route, catalog.partition, catalog.checkpoint_id, catalog.digest)
         != (manifest.route, manifest.partition, manifest.checkpoint_id, manifest.digest)
     ):
-        identity_problems.append(
+        problems.append(
             f"catalog entry names {catalog.route}/{catalog.partition} {catalog.checkpoint_id} "
             f"digest {catalog.digest[:16]}.., the manifest {manifest.shard} "
             f"{manifest.checkpoint_id} digest {manifest.digest[:16]}..")
-    if wrong_size or wrong_sum:
-        report.add("identity", not identity_problems,
-                   "; ".join(identity_problems) or "manifest identity matches")
-        report.skip("db_opens", "applied_position", "digest")
-        return report
+    return problems
+
+
+def _check_database(report: VerifyReport, manifest: Manifest, identity_problems: list[str],
+                    digest: DigestStore) -> None:
+    """``identity`` (now with the database's own), ``db_opens``, ``applied_position`` and
+    ``digest``, recomputed from the database opened read-only."""
     try:
         store = ShardStore.open(report.path, read_only=True)
     except NereusError as exc:
@@ -184,7 +217,7 @@ def verify_directory(
                    "; ".join(identity_problems) or "manifest identity matches")
         report.add("db_opens", False, exc.message)
         report.skip("applied_position", "digest")
-        return report
+        return
     with store:
         identity = store.identity()
         if identity is None:
@@ -199,7 +232,6 @@ def verify_directory(
         applied = store.applied_position()
         report.add("applied_position", applied == manifest.applied_position,
                    f"database at {applied}, manifest says {manifest.applied_position}")
-        recomputed = (digest or store_digest)(store)
+        recomputed = digest(store)
         report.add("digest", recomputed == manifest.digest,
                    f"recomputed {recomputed[:16]}.., manifest {manifest.digest[:16]}..")
-    return report

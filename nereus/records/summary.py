@@ -1,20 +1,50 @@
 """One-line summaries and identifiers of records, for ``nereus shard log`` (the audit trail).
 
 Operator mutations name who did what and why; system mutations name the attempt and the
-owner; client commands name the message.
+owner; client commands name the message. ``LogEntry`` is one line of ``shard log --json``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import msgspec
 
 from nereus.records import client, operator, system
-from nereus.records.codec import Record
+from nereus.records.codec import DecodeFailure, Record, decode, kind_of
 from nereus.timespec import format_time_ms
 
 
-def record_ids(record: Record) -> dict[str, Any]:
-    ids: dict[str, Any] = {}
+class LogEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One Shard Log record as the audit trail shows it: where and when, its kind, its
+    identifiers and a one-line summary. A record that does not decode is kind
+    ``UNDECODABLE``, its summary the reason, and only it carries ``size_bytes``."""
+
+    position: int
+    broker_time: str  # broker_ms as UTC text
+    broker_ms: int
+    kind: str
+    ids: dict[str, str]
+    summary: str
+    size_bytes: int | msgspec.UnsetType = msgspec.UNSET
+
+
+def log_entry(position: int, broker_ms: int, payload: bytes) -> LogEntry:
+    """The audit-trail line of the record ``payload`` read at ``position``."""
+    decoded = decode(payload)
+    broker_time = format_time_ms(broker_ms)
+    if isinstance(decoded, DecodeFailure):
+        where = f" at byte {decoded.at_byte}" if decoded.at_byte is not None else (
+            f" at {decoded.field}" if decoded.field else "")
+        return LogEntry(position=position, broker_time=broker_time, broker_ms=broker_ms,
+                        kind="UNDECODABLE", ids={},
+                        summary=f"{decoded.reason}{where}: {decoded.detail}",
+                        size_bytes=len(payload))
+    return LogEntry(position=position, broker_time=broker_time, broker_ms=broker_ms,
+                    kind=kind_of(decoded), ids=record_ids(decoded), summary=summarize(decoded))
+
+
+def record_ids(record: Record) -> dict[str, str]:
+    """The record's identifiers that are set (command_id, delay_message_id, lane...)."""
+    ids: dict[str, str] = {}
     for field in ("command_id", "delay_message_id", "attempt_id", "outcome_id", "mutation_id",
                   "barrier_id", "payload_id", "checkpoint_id", "lane", "idempotency_key",
                   "operator", "reason"):
@@ -25,6 +55,7 @@ def record_ids(record: Record) -> dict[str, Any]:
 
 
 def summarize(record: Record) -> str:
+    """One line saying what the record does (and, for an operator mutation, who and why)."""
     match record:
         case client.Schedule():
             extra = f" expire_at={format_time_ms(record.expire_at_ms)}" if record.expire_at_ms \

@@ -2,7 +2,8 @@
 
 Every family of ``keys.py`` is decodable here without the engine: replicated families
 with their typed Structs, local runtime families (claims, scheduler state) as untyped
-MessagePack. Bytes that are not UTF-8 come out as ``{"base64": ...}``.
+MessagePack. Bytes that are not UTF-8 come out as ``{"base64": ...}``. One key/value is a
+``DumpEntry``, the element of ``shard dump``'s ``--json`` entries.
 """
 
 from __future__ import annotations
@@ -61,7 +62,18 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-def decode_key(key: bytes) -> tuple[str, dict[str, Any]]:
+class DumpEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One stored key/value, decoded: its family, the key's parts by name, and the value as
+    plain data (a Struct's fields, an integer, text, or ``{"undecodable": ..., "base64":
+    ...}`` when the bytes do not decode)."""
+
+    family: str
+    key: dict[str, str | int]
+    value: object  # any JSON value: its shape is the family's (``keys.py``)
+
+
+def decode_key(key: bytes) -> tuple[str, dict[str, str | int]]:
+    """The family of ``key`` and its parts by name (lane, delay_message_id, position...)."""
     family = keys.FAMILY_BY_PREFIX.get(key[0], f"unknown-0x{key[0]:02x}")
     rest = key[1:]
     if family == "timeline":
@@ -82,9 +94,10 @@ def decode_key(key: bytes) -> tuple[str, dict[str, Any]]:
     return family, {names.get(family, "key"): _text(rest)}
 
 
-def decode_entry(key: bytes, value: bytes) -> dict[str, Any]:
+def decode_entry(key: bytes, value: bytes) -> DumpEntry:
+    """``key`` and ``value`` as plain data; a value that does not decode says why."""
     family, key_fields = decode_key(key)
-    decoded: Any
+    decoded: object
     try:
         if family in _VALUE_TYPES:
             decoded = plain(decode_value(value, _VALUE_TYPES[family]))
@@ -102,4 +115,4 @@ def decode_entry(key: bytes, value: bytes) -> dict[str, Any]:
             decoded = plain(msgspec.msgpack.decode(value))
     except (msgspec.DecodeError, ValueError) as exc:
         decoded = {"undecodable": str(exc), "base64": base64.b64encode(value).decode()}
-    return {"family": family, "key": key_fields, "value": decoded}
+    return DumpEntry(family=family, key=key_fields, value=decoded)

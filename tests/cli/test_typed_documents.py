@@ -13,7 +13,10 @@ import msgspec
 import pytest
 
 from nereus.cli.json_keys import JSON_KEYS
-from tests.cli.typed_scenarios_mutation import SCENARIOS as MUTATION_SCENARIOS
+from tests.cli.typed_scenarios_checkpoint import CHECKPOINT_SCENARIOS
+from tests.cli.typed_scenarios_mutation import MUTATION_SCENARIOS
+from tests.cli.typed_scenarios_setup import SETUP_SCENARIOS
+from tests.cli.typed_scenarios_shard import SHARD_SCENARIOS
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 
@@ -123,6 +126,9 @@ SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "command show": _command_show,
     "message cancel": _cancel,
     "message reschedule": _reschedule,
+    **CHECKPOINT_SCENARIOS,
+    **SHARD_SCENARIOS,
+    **SETUP_SCENARIOS,
     **MUTATION_SCENARIOS,
 }
 

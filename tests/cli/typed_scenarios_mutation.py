@@ -175,7 +175,7 @@ def _message_schedule(home: Path) -> list[Document]:
     return [queued, applied, large, lines]
 
 
-SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
+MUTATION_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "lane close": _lane_close,
     "lane open": _lane_open,
     "lane set": _lane_set,

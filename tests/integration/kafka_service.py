@@ -14,45 +14,25 @@ honours the same ``NEREUS_KAFKA_*`` overrides as ``up``.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.integration.services import (
-    DOWN_TIMEOUT_S,
-    _tail,
+    Service,
     bring_up,
     cannot_start,
-    run_services,
+    closed_port,
+    session_service,
 )
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
+__all__ = ["KafkaService", "closed_port", "kafka_bootstrap", "kafka_service", "text_headers"]
 
-@dataclass(frozen=True, slots=True)
-class KafkaService:
-    """The session's Kafka broker, or why there is none."""
-
-    bootstrap: str | None
-    error: str | None = None
-
-    def require(self) -> str:
-        """The bootstrap address; fails the calling test if the broker could not start."""
-        if self.bootstrap is None:
-            pytest.fail(self.error or "the Kafka service is not available", pytrace=False)
-        return self.bootstrap
-
-
-def closed_port() -> int:
-    """A local TCP port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+KafkaService = Service[str]  # the bootstrap address
 
 
 def text_headers(message: Message) -> dict[str, str]:
@@ -83,15 +63,7 @@ def _start_kafka() -> tuple[KafkaService, bool]:
 def kafka_service() -> Iterator[KafkaService]:
     """Kafka from ``scripts/services``, up for the whole session (stopped only if we started
     it). Call ``require()`` on it to get the bootstrap address or fail the test."""
-    service, started = _start_kafka()
-    try:
-        yield service
-    finally:
-        if started:
-            down = run_services("down", "kafka", timeout=DOWN_TIMEOUT_S)
-            if down.returncode != 0:
-                raise RuntimeError(f"`scripts/services down kafka` exited {down.returncode}:"
-                                   f"\n{_tail(down.stderr)}")
+    yield from session_service("kafka", _start_kafka)
 
 
 @pytest.fixture

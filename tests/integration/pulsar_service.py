@@ -14,7 +14,6 @@ overrides apply).
 from __future__ import annotations
 
 import contextlib
-import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +21,11 @@ from dataclasses import dataclass
 import pytest
 
 from tests.integration.services import (
-    DOWN_TIMEOUT_S,
-    _tail,
+    Service,
     bring_up,
     cannot_start,
-    run_services,
+    closed_port,
+    session_service,
 )
 
 
@@ -48,31 +47,14 @@ class PulsarEndpoint:
                           timeout_s=10)
 
 
-@dataclass(frozen=True, slots=True)
-class PulsarService:
-    """The session's Pulsar broker, or why there is none."""
+PulsarService = Service[PulsarEndpoint]
 
-    endpoint: PulsarEndpoint | None
-    error: str | None = None
-
-    def require(self) -> PulsarEndpoint:
-        """The endpoint; fails the calling test if the broker could not be started."""
-        if self.endpoint is None:
-            pytest.fail(self.error or "the Pulsar service is not available", pytrace=False)
-        return self.endpoint
+__all__ = ["PulsarEndpoint", "PulsarService", "closed_port", "pulsar_service", "unique_topic"]
 
 
 def unique_topic(prefix: str) -> str:
     """A topic name no earlier run used."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def _cannot_start(detail: str) -> PulsarService:
@@ -97,12 +79,4 @@ def _start_pulsar() -> tuple[PulsarService, bool]:
 def pulsar_service() -> Iterator[PulsarService]:
     """Pulsar standalone from ``scripts/services``, up for the whole session (stopped only if
     we started it). Call ``require()`` on it to get the endpoint or fail the test."""
-    service, started = _start_pulsar()
-    try:
-        yield service
-    finally:
-        if started:
-            down = run_services("down", "pulsar", timeout=DOWN_TIMEOUT_S)
-            if down.returncode != 0:
-                raise RuntimeError(f"`scripts/services down pulsar` exited {down.returncode}:\n"
-                                   f"{_tail(down.stderr)}")
+    yield from session_service("pulsar", _start_pulsar)

@@ -15,11 +15,12 @@ same ``NEREUS_S3_*`` overrides as ``up``.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 
@@ -58,18 +59,47 @@ class S3Endpoint:
         client.delete_bucket(Bucket=bucket)
 
 
-@dataclass(frozen=True, slots=True)
-class S3Service:
-    """The session's S3 server, or why there is none."""
+T = TypeVar("T")
 
-    endpoint: S3Endpoint | None
+
+@dataclass(frozen=True)  # not slots: a subscripted generic sets __orig_class__ on its instances
+class Service(Generic[T]):
+    """The session's server (its address), or why there is none."""
+
+    endpoint: T | None
     error: str | None = None
 
-    def require(self) -> S3Endpoint:
-        """The endpoint; fails the calling test if the server could not be started."""
+    def require(self) -> T:
+        """The address; fails the calling test if the server could not be started."""
         if self.endpoint is None:
-            pytest.fail(self.error or "the S3 service is not available", pytrace=False)
+            pytest.fail(self.error or "the service is not available", pytrace=False)
         return self.endpoint
+
+
+S3Service = Service[S3Endpoint]
+
+
+def session_service(name: str,
+                    start: Callable[[], tuple[Service[T], bool]]) -> Iterator[Service[T]]:
+    """The body of a session fixture: ``start`` the server unless it runs, hand it over, and
+    stop it at the end only if this session started it."""
+    service, started = start()
+    try:
+        yield service
+    finally:
+        if started:
+            down = run_services("down", name, timeout=DOWN_TIMEOUT_S)
+            if down.returncode != 0:
+                raise RuntimeError(f"`scripts/services down {name}` exited {down.returncode}:"
+                                   f"\n{_tail(down.stderr)}")
+
+
+def closed_port() -> int:
+    """A local TCP port nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
 
 
 def run_services(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -153,12 +183,4 @@ def _start_s3() -> tuple[S3Service, bool]:
 def s3_service() -> Iterator[S3Service]:
     """S3Proxy from ``scripts/services``, up for the whole session (stopped only if we started
     it). Call ``require()`` on it to get the endpoint or fail the test."""
-    service, started = _start_s3()
-    try:
-        yield service
-    finally:
-        if started:
-            down = run_services("down", "s3", timeout=DOWN_TIMEOUT_S)
-            if down.returncode != 0:
-                raise RuntimeError(f"`scripts/services down s3` exited {down.returncode}:\n"
-                                   f"{_tail(down.stderr)}")
+    yield from session_service("s3", _start_s3)

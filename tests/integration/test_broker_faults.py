@@ -49,11 +49,8 @@ from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.destinations.kafka import (
-    ATTEMPT_ID_HEADER,
-    DELAY_MESSAGE_ID_HEADER,
-    KafkaDestination,
-)
+from nereus.engine.destinations.kafka import KafkaDestination
+from nereus.engine.destinations.kafka_evidence import ATTEMPT_ID_HEADER, DELAY_MESSAGE_ID_HEADER
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.publisher import LanePublisher

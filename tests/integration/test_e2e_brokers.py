@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.destinations.kafka import DELAY_MESSAGE_ID_HEADER
+from nereus.engine.destinations.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.engine.engine import Engine
 from nereus.records import MessageState
 from nereus.shard import ShardId

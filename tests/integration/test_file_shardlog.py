@@ -23,7 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.adapters.shardlog.file import FileShardLog, TornTailRepair
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.file_tail import TornTailRepair
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption
 from nereus.framing import HEADER_SIZE, encode_frame

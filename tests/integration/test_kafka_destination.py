@@ -29,12 +29,14 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.config import LaneSettings
-from nereus.engine.destinations.kafka import (
+from nereus.engine.destinations.kafka import KafkaDestination
+from nereus.engine.destinations.kafka_evidence import (
     ATTEMPT_ID_HEADER,
-    BATCH_REFUSALS,
     DELAY_MESSAGE_ID_HEADER,
     EVIDENCE_MAC_HEADER,
-    KafkaDestination,
+)
+from nereus.engine.destinations.kafka_verdicts import (
+    BATCH_REFUSALS,
     classify_delivery_error,
     classify_produce_error,
 )

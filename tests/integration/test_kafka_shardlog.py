@@ -22,7 +22,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.adapters._kafka import TopicMisconfigured
-from nereus.adapters.shardlog.kafka import KafkaAppendFailed, KafkaShardLog
+from nereus.adapters.shardlog.kafka import KafkaShardLog
+from nereus.adapters.shardlog.kafka_append import KafkaAppendFailed
 from nereus.errors import ExitCode, NotFound, ServiceUnreachable
 from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all

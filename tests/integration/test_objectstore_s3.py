@@ -137,7 +137,7 @@ class TestS3ObjectStore(ObjectStoreContract):
         log.close()
         assert [e.checkpoint_id for e in catalog(store, shard)] == [taken.entry.checkpoint_id]
         report = verify_entry(store, taken.entry)
-        assert report.ok, report.to_dict()
+        assert report.ok, report.document()
 
 
 def _closed_port() -> int:

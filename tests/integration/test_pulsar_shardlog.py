@@ -27,13 +27,13 @@ from nereus.adapters._pulsar import TopicMisconfigured, admin_request, admin_top
 from nereus.adapters.replay import store_digest
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.adapters.shardlog.pulsar import (
+from nereus.adapters.shardlog.pulsar import PulsarShardLog
+from nereus.adapters.shardlog.pulsar_command_topic import ensure_partitioned_topic
+from nereus.adapters.shardlog.pulsar_positions import (
     PositionOutOfRange,
-    PulsarShardLog,
     decode_position,
     encode_position,
     end_after,
-    ensure_partitioned_topic,
 )
 from nereus.errors import ExitCode, ServiceUnreachable
 from nereus.records import QueryBarrier, encode

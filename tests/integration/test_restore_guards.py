@@ -38,8 +38,11 @@ def restore(home: Path, checkpoint_id: object, into: Path, *flags: str) -> CliRe
 
 
 def listing(directory: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``directory`` with its inode and size."""
-    return {str(p.relative_to(directory)): (p.stat().st_ino, p.stat().st_size)
+    """Every file under ``directory`` with its inode and size; RocksDB's own info log
+    (``LOG``) only by inode, since a process holding the store open appends to it whenever
+    its background threads have something to say."""
+    return {str(p.relative_to(directory)):
+            (p.stat().st_ino, 0 if p.name == "LOG" else p.stat().st_size)
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from nereus.cli.playbook.documents import PlannedWait
 from nereus.cli.playbook.expr import parse
 from nereus.cli.playbook.journal import (
     Entry,
@@ -112,11 +113,11 @@ def test_the_plan_resolves_what_variables_decide() -> None:
     assert (verify.wait_timeout_ms, verify.wait_interval_ms) == (120_000, 500)
     assert verify.timeout_ms == 600_000 and verify.home == "/h"
     shown = describe_step(plan, verify)
-    assert shown["run"] == ["checkpoint", "verify", "--not-published", "--",
-                            "<steps.take.checkpoint_id>"]
-    assert shown["confirm"] == "Verify <steps.take.checkpoint_id> of default/0?"
-    assert shown["wait"] == {"until": "output.ok", "timeout_ms": 120_000, "interval_ms": 500}
-    assert describe_step(plan, plan.steps[2])["for_each"] == "[1, 2]"
+    assert shown.run == ["checkpoint", "verify", "--not-published", "--",
+                         "<steps.take.checkpoint_id>"]
+    assert shown.confirm == "Verify <steps.take.checkpoint_id> of default/0?"
+    assert shown.wait == PlannedWait(until="output.ok", timeout_ms=120_000, interval_ms=500)
+    assert describe_step(plan, plan.steps[2]).for_each == "[1, 2]"
 
 
 def test_judge_stops_at_the_first_false_condition() -> None:

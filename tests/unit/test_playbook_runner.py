@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from nereus.cli.playbook.documents import StepResult
 from nereus.cli.playbook.invoke import Invocation, parse_output
 from nereus.cli.playbook.journal import (
     RunFinished,
@@ -22,7 +23,7 @@ from nereus.cli.playbook.journal import (
 from nereus.cli.playbook.journal_file import JournalBusy, JournalFile, read_journal
 from nereus.cli.playbook.load import load_playbook
 from nereus.cli.playbook.plan import Plan, PlannedStep, make_plan, resolve_variables
-from nereus.cli.playbook.runner import Answer, Runner, StepResult
+from nereus.cli.playbook.runner import Answer, Runner
 
 TEXT = '''
 description = "Runner test."

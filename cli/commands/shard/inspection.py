@@ -5,7 +5,7 @@ engine)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,32 +15,23 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.cli.commands.shard.documents import OfflineShard
+    from nereus.records.summary import LogEntry
+    from nereus.shard import ShardId
+
 
 def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
     """Identity, applied position, lag, messages by state, lanes, timeline head, obligations."""
+    import msgspec
+
     from nereus.inspection import inspect_store
-    from nereus.timespec import format_time_ms
 
     env: Env = ctx.obj
     shard, store = open_db(env, shard_name, db)
     with store:
-        report = inspect_store(store)
-        path = str(store.path)
-    log_end = None
-    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
-                                       env.config.route(shard.route).log != "file"):
-        log_end = env.shard_log(shard, create=False).end_position()
-    applied = report.applied_position
-    data = report.to_dict()
-    data["timeline_head"] = (None if report.timeline_head_ms is None
-                             else format_time_ms(report.timeline_head_ms))
-    for lane in data["lanes"]:
-        lane["next_due"] = None if lane["next_due_ms"] is None else format_time_ms(
-            lane["next_due_ms"])
-    data["log_end_position"] = log_end
-    data["lag"] = None if log_end is None else log_end - (0 if applied is None else applied + 1)
-    data["db"] = {"path": path, "estimated_keys": data.pop("estimated_keys"),
-                  "live_data_bytes": data.pop("live_data_bytes")}
+        report = inspect_store(store, log_end_position=_log_end(env, shard))
+    path, applied = report.db.path, report.applied_position
+    data = msgspec.to_builtins(report)
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -69,27 +60,42 @@ def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> No
     env.output.emit(data, human)
 
 
+def _log_end(env: Env, shard: ShardId) -> int | None:
+    """Where ``shard``'s log ends, or None when this home has no log of it to read."""
+    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
+                                       env.config.route(shard.route).log != "file"):
+        return env.shard_log(shard, create=False).end_position()
+    return None
+
+
 def list_shards(ctx: typer.Context) -> None:
     """Every shard of the home: state, applied position, log end, lag (engine or offline)."""
+    import msgspec
+
+    from nereus.engine.admin.documents import ShardView
+
     env: Env = ctx.obj
+    shards: list[ShardView] | list[OfflineShard]
     if env.engine_running():
-        shards = env.admin().get("/v1/shards")["shards"]
+        shards = msgspec.convert(env.admin().get("/v1/shards")["shards"], list[ShardView])
     else:
         shards = _offline_shards(env)
+    rows = msgspec.to_builtins(shards)
 
     def human(out: Console) -> None:
         from rich.table import Table
 
         table = Table("shard", "state", "applied", "log end", "lag")
-        for s in shards:
+        for s in rows:
             table.add_row(s["shard"], s["state"], str(s["applied_position"]),
                           str(s["log_end_position"]), str(s["lag"]))
         out.print(table)
 
-    env.output.emit(shards, human)
+    env.output.emit(rows, human)
 
 
-def _offline_shards(env: Env) -> list[dict[str, Any]]:
+def _offline_shards(env: Env) -> list[OfflineShard]:
+    from nereus.cli.commands.shard.documents import OfflineShard
     from nereus.errors import NereusError
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
@@ -105,34 +111,11 @@ def _offline_shards(env: Env) -> list[dict[str, Any]]:
                     applied = store.applied_position()
             except NereusError:
                 state = "NO_STATE"
-            end = None
-            if route.log != "file" or env.layout.shard_log(shard).is_dir():
-                end = env.shard_log(shard, create=False).end_position()
+            end = _log_end(env, shard)
             lag = None if end is None else end - (0 if applied is None else applied + 1)
-            out.append({"shard": str(shard), "state": state, "applied_position": applied,
-                        "log_end_position": end, "lag": lag})
+            out.append(OfflineShard(shard=str(shard), state=state, applied_position=applied,
+                                    log_end_position=end, lag=lag))
     return out
-
-
-def _log_entry(record: Any) -> dict[str, Any]:
-    from nereus.records import decode, kind_of
-    from nereus.records.codec import DecodeFailure
-    from nereus.records.summary import record_ids, summarize
-    from nereus.timespec import format_time_ms
-
-    decoded = decode(record.payload)
-    entry: dict[str, Any] = {"position": record.position,
-                             "broker_time": format_time_ms(record.broker_ms),
-                             "broker_ms": record.broker_ms}
-    if isinstance(decoded, DecodeFailure):
-        where = f" at byte {decoded.at_byte}" if decoded.at_byte is not None else (
-            f" at {decoded.field}" if decoded.field else "")
-        entry.update(kind="UNDECODABLE", ids={},
-                     summary=f"{decoded.reason}{where}: {decoded.detail}",
-                     size_bytes=len(record.payload))
-    else:
-        entry.update(kind=kind_of(decoded), ids=record_ids(decoded), summary=summarize(decoded))
-    return entry
 
 
 def log_command(
@@ -158,32 +141,17 @@ def log_command(
     import sys
     import time
 
-    from nereus.errors import UsageError
-    from nereus.records import codec
+    import msgspec
+
+    from nereus.records.summary import log_entry
     from nereus.shard import ShardId
 
     env: Env = ctx.obj
-    classes = {
-        "client": {str(c.__struct_config__.tag) for c in codec.CLIENT_COMMANDS},
-        "system": {str(c.__struct_config__.tag) for c in codec.SYSTEM_MUTATIONS},
-        "operator": {str(c.__struct_config__.tag) for c in codec.OPERATOR_MUTATIONS},
-    }
-    wanted: set[str] | None = None
-    if kind:
-        wanted = set()
-        for item in kind:
-            name = item.strip()
-            if name.lower() in classes:
-                wanted |= classes[name.lower()]
-            elif name.upper() in (*codec.ALL_KINDS, "UNDECODABLE"):
-                wanted.add(name.upper())
-            else:
-                raise UsageError(f"--kind {item!r}: expected one of {', '.join(codec.ALL_KINDS)}, "
-                                 "UNDECODABLE, client, system or operator")
+    wanted = _wanted_kinds(kind)
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
     log = env.shard_log(shard, directory=log_dir, create=False)
     position = from_position
-    rows: list[dict[str, Any]] = []
+    rows: list[LogEntry] = []
     while True:
         batch = log.read(position, 1000)
         for record in batch:
@@ -191,12 +159,12 @@ def log_command(
                 batch = []
                 follow = False
                 break
-            entry = _log_entry(record)
+            entry = log_entry(record.position, record.broker_ms, record.payload)
             position = record.position + 1
-            if wanted is not None and entry["kind"] not in wanted:
+            if wanted is not None and entry.kind not in wanted:
                 continue
             if env.output.json_mode:
-                sys.stdout.write(json.dumps(entry) + "\n")
+                sys.stdout.write(json.dumps(msgspec.to_builtins(entry)) + "\n")
             elif follow:
                 _print_log_row(env, entry)
             else:
@@ -214,11 +182,36 @@ def log_command(
             env.output.out.print("no records")
 
 
-def _print_log_row(env: Env, entry: dict[str, Any]) -> None:
+def _wanted_kinds(kind: list[str] | None) -> set[str] | None:
+    """The record kinds ``--kind`` asks for (a class names its kinds); None: every kind."""
+    from nereus.errors import UsageError
+    from nereus.records import codec
+
+    classes = {
+        "client": {str(c.__struct_config__.tag) for c in codec.CLIENT_COMMANDS},
+        "system": {str(c.__struct_config__.tag) for c in codec.SYSTEM_MUTATIONS},
+        "operator": {str(c.__struct_config__.tag) for c in codec.OPERATOR_MUTATIONS},
+    }
+    if not kind:
+        return None
+    wanted: set[str] = set()
+    for item in kind:
+        name = item.strip()
+        if name.lower() in classes:
+            wanted |= classes[name.lower()]
+        elif name.upper() in (*codec.ALL_KINDS, "UNDECODABLE"):
+            wanted.add(name.upper())
+        else:
+            raise UsageError(f"--kind {item!r}: expected one of {', '.join(codec.ALL_KINDS)}, "
+                             "UNDECODABLE, client, system or operator")
+    return wanted
+
+
+def _print_log_row(env: Env, entry: LogEntry) -> None:
     from nereus.terminal_text import escape_controls
 
-    env.output.out.print(escape_controls(f"{entry['position']:>8}  {entry['broker_time']}  "
-                                         f"{entry['kind']:<18} {entry['summary']}"),
+    env.output.out.print(escape_controls(f"{entry.position:>8}  {entry.broker_time}  "
+                                         f"{entry.kind:<18} {entry.summary}"),
                          markup=False, highlight=False)
 
 
@@ -234,9 +227,12 @@ def dump(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
 ) -> None:
     """Decode keys and values of the shard database (read-only)."""
+    import msgspec
+
+    from nereus.cli.commands.shard.documents import ShardDump
     from nereus.errors import UsageError
     from nereus.state import keys
-    from nereus.state.decode import decode_entry
+    from nereus.state.decode import DumpEntry, decode_entry
 
     env: Env = ctx.obj
     if prefix is not None and cf is None:
@@ -247,7 +243,7 @@ def dump(
     start = keys.FAMILIES[cf] if cf else b"\x00"
     if prefix:
         start += prefix.encode()
-    entries: list[dict[str, Any]] = []
+    entries: list[DumpEntry] = []
     truncated = False
     with store:
         end = keys.prefix_end(start) if cf else None
@@ -256,15 +252,15 @@ def dump(
                 truncated = True
                 break
             entries.append(decode_entry(key, value))
-    data = {"shard": str(shard), "count": len(entries), "truncated": truncated,
-            "entries": entries}
+    data = msgspec.to_builtins(ShardDump(shard=str(shard), count=len(entries),
+                                         truncated=truncated, entries=entries))
 
     def human(out: Console) -> None:
         import json
 
         for entry in entries:
-            out.print(f"[bold]{entry['family']}[/bold] {json.dumps(entry['key'])}")
-            out.print(f"  {json.dumps(entry['value'], default=str)}", markup=False)
+            out.print(f"[bold]{entry.family}[/bold] {json.dumps(entry.key)}")
+            out.print(f"  {json.dumps(entry.value, default=str)}", markup=False)
         out.print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
                   + (f" (more: raise --limit {limit})" if truncated else ""))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,8 @@ from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from nereus.shard import ShardId
 
 
 def replay(
@@ -38,7 +40,10 @@ def replay(
         "digests.")] = None,
 ) -> None:
     """Apply the shard's log offline, deterministically, and print the digest."""
+    import msgspec
+
     from nereus.adapters.replay import replay_empty
+    from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import UsageError
     from nereus.shard import ShardId
 
@@ -68,13 +73,10 @@ def replay(
                                   stop_at=to, replace=force, progress=advance)
     finally:
         log.close()
-    data: dict[str, Any] = {
-        "shard": str(shard),
-        "records_applied": report.records,
-        "applied_position": report.applied_position,
-        "digest": report.digest,
-        "into": None if scratch else str(report.into),
-    }
+    data = msgspec.to_builtins(ShardReplay(
+        shard=str(shard), records_applied=report.records,
+        applied_position=report.applied_position, digest=report.digest,
+        into=None if scratch else str(report.into)))
     if scratch is not None:
         scratch.cleanup()
 
@@ -90,13 +92,17 @@ def replay(
 
 def digest(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
     """Print the canonical digest (key order) of the shard's replicated state."""
+    import msgspec
+
     from nereus.adapters.replay import store_digest
+    from nereus.cli.commands.shard.documents import ShardDigest
 
     env: Env = ctx.obj
     shard, store = open_db(env, shard_name, db)
     with store:
-        data = {"shard": str(shard), "digest": store_digest(store),
-                "applied_position": store.applied_position(), "db": str(store.path)}
+        data = msgspec.to_builtins(ShardDigest(
+            shard=str(shard), digest=store_digest(store),
+            applied_position=store.applied_position(), db=str(store.path)))
     env.output.emit(data, lambda out: out.print(
         f"{data['shard']} digest {data['digest']} at applied position {data['applied_position']}"
     ))
@@ -115,9 +121,12 @@ def prune(
     segments; Kafka records with DeleteRecords)."""
     import itertools
 
+    import msgspec
+
     from nereus.adapters.checkpoints import check_floor, recovery_floor
     from nereus.adapters.shardlog.file import FileShardLog
     from nereus.adapters.shardlog.protocol import PrunableLog
+    from nereus.cli.commands.shard.documents import ShardPrune
     from nereus.errors import UsageError
 
     env: Env = ctx.obj
@@ -138,8 +147,9 @@ def prune(
         start = log.start_position()
         deleted = [f"{getattr(log, 'description', shard)} positions {start}..{position - 1}"
                    ] if position > start else []
-    data = {"shard": str(shard), "before": position, "floor_position": floor.position,
-            "dry_run": dry_run, "deleted": deleted, "log_start_position": log.start_position()}
+    data = msgspec.to_builtins(ShardPrune(
+        shard=str(shard), before=position, floor_position=floor.position, dry_run=dry_run,
+        deleted=deleted, log_start_position=log.start_position()))
     env.output.emit(data, lambda out: out.print(
         f"{'would delete' if dry_run else 'deleted'} {len(deleted)} part(s) of {shard} before "
         f"position {position} (Recovery Floor {floor.position}); log now starts at "
@@ -152,9 +162,11 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
     """Replay from a checkpoint (or from empty) with an optional digest comparison."""
     import shutil
 
+    import msgspec
+
     from nereus.adapters.checkpoints import download, find
     from nereus.adapters.deep_verify import replay_from
-    from nereus.adapters.replay import store_digest
+    from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
     from nereus.state import keys
@@ -179,17 +191,7 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
                                 schema_version=keys.SCHEMA_VERSION)
             with ShardStore.open(image, create=True) as empty_store:
                 empty_store.write(identity_writes(identity))
-        target, expected, against = to, None, None
-        if compare == "live":
-            with ShardStore.open(env.layout.shard_state(shard), read_only=True) as live:
-                target, expected = live.applied_position(), store_digest(live)
-            against = "the live database"
-        elif compare is not None and compare.startswith("checkpoint:"):
-            other = find(env.object_store(), compare.split(":", 1)[1])
-            target, expected = other.applied_position, other.digest
-            against = f"checkpoint {other.checkpoint_id}"
-        elif compare is not None:
-            raise UsageError(f"--compare {compare!r}: expected live or checkpoint:ID")
+        target, expected, against = _compared(env, shard, compare, to)
         destination = into or scratch / "db"
         if destination.exists() and any(destination.iterdir()):
             if not force:
@@ -203,13 +205,13 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
             applied = result.applied_position()
     finally:
         log.close()
-    data: dict[str, Any] = {
-        "shard": str(shard), "from_checkpoint": start_id, "records_applied": records,
-        "applied_position": applied, "digest": digest,
-        "into": str(into) if into else None,
-    }
+    report = ShardReplay(
+        shard=str(shard), from_checkpoint=start_id, records_applied=records,
+        applied_position=applied, digest=digest, into=str(into) if into else None)
     if expected is not None:
-        data.update(compare=against, expected_digest=expected, match=digest == expected)
+        report = msgspec.structs.replace(report, compare=against, expected_digest=expected,
+                                           match=digest == expected)
+    data = msgspec.to_builtins(report)
     shutil.rmtree(scratch, ignore_errors=True)
 
     def human(out: Console) -> None:
@@ -224,3 +226,23 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
     env.output.emit(data, human)
     if expected is not None and digest != expected:
         raise Answered(ExitCode.NO)
+
+
+def _compared(env: Env, shard: ShardId, compare: str | None,
+              to: int | None) -> tuple[int | None, str | None, str]:
+    """Where replay stops, the digest it should reach there and what that digest is of:
+    ``--compare live`` (the live database), ``checkpoint:ID``, or none (``--to``)."""
+    from nereus.adapters.checkpoints import find
+    from nereus.adapters.replay import store_digest
+    from nereus.errors import UsageError
+    from nereus.state.store import ShardStore
+
+    if compare is None:
+        return to, None, ""
+    if compare == "live":
+        with ShardStore.open(env.layout.shard_state(shard), read_only=True) as live:
+            return live.applied_position(), store_digest(live), "the live database"
+    if compare.startswith("checkpoint:"):
+        other = find(env.object_store(), compare.split(":", 1)[1])
+        return other.applied_position, other.digest, f"checkpoint {other.checkpoint_id}"
+    raise UsageError(f"--compare {compare!r}: expected live or checkpoint:ID")

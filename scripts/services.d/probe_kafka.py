@@ -1,0 +1,72 @@
+"""The Kafka readiness probe: produce one message to ``nereus-probe`` and consume it back.
+
+Needs ``confluent-kafka``, imported where used.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from probe_support import HOST, env
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message
+
+
+def kafka_round_trip(budget: float) -> str:
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    bootstrap = f"{HOST}:{env('NEREUS_KAFKA_PORT', '9092')}"
+    topic = "nereus-probe"
+    payload = f"probe-{uuid.uuid4()}".encode()
+    timeout_ms = max(1000, int(budget * 1000))
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "message.timeout.ms": timeout_ms,
+            "socket.connection.setup.timeout.ms": min(timeout_ms, 5000),
+            "log_level": 0,
+        }
+    )
+    reports: list[tuple[KafkaError | None, Message]] = []  # the delivery report
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        reports.append((err, msg))
+
+    producer.produce(topic, payload, on_delivery=on_delivery)
+    left = producer.flush(budget)
+    err = reports[0][0] if reports else None
+    if left or err is not None or not reports:
+        raise RuntimeError(f"produce failed: {err or 'not delivered in time'}")
+    msg = reports[0][1]
+    partition, offset = msg.partition(), msg.offset()
+    if partition is None or offset is None:
+        raise RuntimeError(f"produce failed: delivered to partition {partition} offset {offset}")
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"nereus-probe-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            got = consumer.poll(0.5)
+            if got is None:
+                continue
+            if got.error():
+                raise KafkaException(got.error())
+            if got.value() == payload:
+                return (
+                    f"kafka ok: {bootstrap} topic={topic} partition={partition} "
+                    f"offset={offset} round trip"
+                )
+        raise RuntimeError("produced message not consumed back in time")
+    finally:
+        consumer.close()
