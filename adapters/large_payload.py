@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
+import msgspec
+
 from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.client import (
     CommandSink,
@@ -51,6 +53,18 @@ def no_progress(description: str, total: int | None) -> Iterator[Callable[[int],
     yield lambda _n: None
 
 
+class LargePayloadReceipt(Receipt, frozen=True, kw_only=True):
+    """The SCHEDULE's receipt, and the payload it references: its id, size, SHA-256 and
+    object key, and the receipts of its PAYLOAD_RESERVE and PAYLOAD_COMMIT stages (what
+    ``message schedule --payload-file`` prints on the large-payload path)."""
+
+    payload_id: str
+    payload_bytes: int
+    payload_sha256: str
+    payload_object: str
+    payload_stages: list[Receipt]
+
+
 @dataclass(frozen=True, slots=True)
 class LargePayload:
     """What was done: the payload's identity, the two stages' receipts, the SCHEDULE's."""
@@ -61,6 +75,13 @@ class LargePayload:
     object_key: str
     stages: tuple[Receipt, ...]
     schedule: Receipt
+
+    def receipt(self) -> LargePayloadReceipt:
+        """The SCHEDULE's receipt with the payload's identity and stages."""
+        return LargePayloadReceipt(
+            **msgspec.structs.asdict(self.schedule), payload_id=self.payload_id,
+            payload_bytes=self.size, payload_sha256=self.sha256,
+            payload_object=self.object_key, payload_stages=list(self.stages))
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,9 @@ import msgspec
 from nereus.adapters.checkpoints import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.adapters.engine_process import EngineStarted, EngineStopped
+from nereus.adapters.large_payload import LargePayloadReceipt
 from nereus.checkpoint.verify import CheckpointVerification
+from nereus.cli.batch_receipts import ScheduledBatch
 from nereus.cli.commands.checkpoint_documents import (
     CheckpointList,
     CheckpointPrune,
@@ -38,6 +40,12 @@ from nereus.cli.commands.shard.documents import (
     ShardDump,
     ShardPrune,
     ShardReplay,
+)
+from nereus.cli.mutation.document import (
+    MutationDocument,
+    MutationDryRun,
+    Mutations,
+    MutationsDryRun,
 )
 from nereus.cli.playbook.documents import (
     DryRunPlan,
@@ -55,10 +63,10 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneView, ShardView
+from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
-from nereus.views import AttemptView, MessageDetail, MessageList
+from nereus.views import MessageDetail, MessageList
 
 Form = Literal["object", "array", "lines", "none"]
 
@@ -129,7 +137,6 @@ ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
 # a receipt's keys (``nereus.client.Receipt``): the QUEUED ones, then those an APPLIED
 # result adds
 RECEIPT_AND_APPLIED = tuple(f.encode_name for f in msgspec.structs.fields(Receipt))
-ATTEMPT = tuple(f.encode_name for f in msgspec.structs.fields(AttemptView))
 
 _RECEIPT_DOC = typed(
     Receipt,
@@ -138,18 +145,17 @@ _RECEIPT_DOC = typed(
 )
 
 # Operator mutations: one document, the queued receipts and (with --wait) their results.
-MUTATION = JsonDoc(
-    "object",
-    ("kind", "target", "operator", "operator_reason", "idempotency_key", "dry_run", "impact",
-     "receipts", "result"),
-    nested={"receipts": ("shard", "source_position", "broker_time", "evidence",
-                         "precondition_digest", "idempotency_key", "result", "reason", "detail",
-                         "duplicate_of"),
-            "impact": ("shards", "messages_changed", "message_transitions", "messages_held",
-                       "lanes", "attempts", "shard_pause")},
-    note="result is QUEUED, APPLIED, STALE or REJECTED (DRY_RUN with --dry-run, whose receipts "
-    "carry would_result, would_reason, would_detail instead of a position).",
-)
+_MUTATION_NOTE = (
+    "result is QUEUED, APPLIED, STALE or REJECTED; with --dry-run it is DRY_RUN and each "
+    "receipt carries would_result, would_reason, would_detail instead of a position "
+    "(source_position and broker_time null, evidence DRY_RUN). impact.lanes.changed maps "
+    "each policy setting that changes to its from and to; shard_pause only for a pause or "
+    "a resume.")
+MUTATION = typed(MutationDocument, note=_MUTATION_NOTE, alternatives=(MutationDryRun,))
+
+# the keys the large-payload path adds to the SCHEDULE's receipt
+_PAYLOAD_KEYS = ", ".join(f.encode_name for f in msgspec.structs.fields(LargePayloadReceipt)
+                          if f.encode_name not in RECEIPT_AND_APPLIED)
 
 
 JSON_KEYS: dict[str, JsonDoc] = {
@@ -177,13 +183,14 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "
         "why). When no engine runs: running, ok, error, hint, exit_code (exit status 4).",
     ),
-    "message schedule": JsonDoc(
-        "object", (*RECEIPT_AND_APPLIED, "payload_id", "payload_bytes", "payload_sha256",
-                   "payload_object", "payload_stages"),
-        nested={"payload_stages": RECEIPT_AND_APPLIED},
-        note="The payload_* keys appear on the large-payload path (--payload-file above the "
-        "inline limit). With --batch: queued, rejected, receipts (one receipt per line, with "
-        "its line number in line). Exit status 6 with --wait when a result is not known yet.",
+    "message schedule": typed(
+        Receipt, alternatives=(LargePayloadReceipt, ScheduledBatch),
+        note="QUEUED receipts carry the first seven keys; with --wait (evidence APPLIED) the "
+        "applied result adds the others. The large-payload path (--payload-file above the "
+        f"inline limit) adds {_PAYLOAD_KEYS} (payload_stages: the PAYLOAD_RESERVE and "
+        f"PAYLOAD_COMMIT receipts). With --batch: {keys_of(ScheduledBatch)} (one receipt per "
+        "line, with its line number in line). Exit status 6 with --wait when a result is not "
+        "known yet.",
     ),
     "command show": typed(
         CommandStatus,
@@ -233,13 +240,15 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "lane open": MUTATION,
     "lane close": MUTATION,
     "lane set": MUTATION,
-    "attempt list": JsonDoc(
-        "array", (*ATTEMPT, "shard", "evidence_search"),
-        nested={"late_outcomes": ("outcome", "disposition", "evidence", "position"),
-                "evidence_search": ("searched_at", "found", "error")},
-    ),
+    "attempt list": typed(OpenAttemptView, form="array",
+                          note="evidence_search is null until the evidence worker has "
+                          "searched the destination for the attempt."),
     "attempt resolve": MUTATION,
-    "mutate submit": MUTATION,
+    "mutate submit": typed(
+        MutationDocument, alternatives=(MutationDryRun, Mutations, MutationsDryRun),
+        note=_MUTATION_NOTE + " A file of several [[mutation]] tables prints "
+        f"{keys_of(Mutations)}: mutations holds one document each, and result is STALE or "
+        "REJECTED when one of them is, else the first's."),
     "checkpoint create": typed(CheckpointTaken),
     "checkpoint list": typed(CheckpointList),
     "checkpoint verify": typed(CheckpointVerification, note="Exit status 1 when a check fails."),

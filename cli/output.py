@@ -12,13 +12,16 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nereus.errors import ExitCode, NereusError
 from nereus.terminal_text import escape_controls
 
 if TYPE_CHECKING:
+    import msgspec
     from rich.console import Console
+
+    S = TypeVar("S", bound=msgspec.Struct)
 
 
 class Shown(str):
@@ -49,6 +52,14 @@ def terminal_safe(data: Any) -> Any:
         for index, value in enumerate(data):
             data[index] = terminal_safe(value)
     return data
+
+
+def shown(document: S) -> S:
+    """A copy of the typed ``document`` with every string in it ``safe_markup``
+    (``terminal_safe``): what a human renderer of a typed document prints from."""
+    import msgspec
+
+    return msgspec.convert(terminal_safe(msgspec.to_builtins(document)), type(document))
 
 
 class Answered(NereusError):

@@ -7,9 +7,9 @@ safe to run (``docs/safety.md`` §6).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nereus.cli import message_input
 from nereus.cli.context import Env
@@ -31,7 +31,7 @@ CHUNK_BYTES = 16 << 20
 class Interrupted(Exception):
     """A submission stopped part-way: ``receipts`` were acknowledged, the rest not."""
 
-    def __init__(self, receipts: list[dict[str, Any]], cause: NereusError) -> None:
+    def __init__(self, receipts: list[Receipt], cause: NereusError) -> None:
         super().__init__(cause.message)
         self.receipts = receipts
         self.cause = cause
@@ -50,16 +50,16 @@ def chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
         yield chunk
 
 
-def submit(env: Env, prepared: list[Prepared], wait: bool) -> list[dict[str, Any]]:
+def submit(env: Env, prepared: list[Prepared], wait: bool) -> list[Receipt]:
     """Submit through the home's ``CommandSink`` (the engine when it runs, else the logs),
     in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
     from nereus.errors import NereusError, ServiceUnreachable
 
     sink = env.command_sink(wait=wait)
-    out: list[dict[str, Any]] = []
+    out: list[Receipt] = []
     for chunk in chunks(prepared):
         try:
-            out += [receipt.document() for receipt in submit_chunk(sink, chunk, wait)]
+            out += submit_chunk(sink, chunk, wait)
         except NereusError as exc:
             raise Interrupted(out, exc) from None
         except OSError as exc:
@@ -72,25 +72,25 @@ def submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[R
     return sink.submit(chunk, wait=wait)
 
 
-def exit_if_not_known(env: Env, data: list[dict[str, Any]], wait: bool) -> None:
+def exit_if_not_known(env: Env, receipts: Sequence[Receipt], wait: bool) -> None:
     """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
     from nereus.adapters.admin_client import WAIT_MS
 
     if not wait:
         return
-    queued = [r for r in data if r.get("evidence") == "QUEUED"]
+    queued = [r for r in receipts if r.evidence == "QUEUED"]
     if not queued:
         return
     first = queued[0]
     env.output.err.print(
         f"queued; result not known yet: {len(queued)} command(s) durable in the Shard Log "
-        f"but not applied within {WAIT_MS // 1000} s (is shard {first['shard']} failed? see "
+        f"but not applied within {WAIT_MS // 1000} s (is shard {first.shard} failed? see "
         f"`nereus engine status`); ask later with `nereus command show "
-        f"{first['command_id']}`", markup=False, highlight=False)
+        f"{first.command_id}`", markup=False, highlight=False)
     raise Answered(ExitCode.RESULT_NOT_KNOWN)
 
 
-def submit_one(env: Env, prepared: Prepared, wait: bool) -> dict[str, Any]:
+def submit_one(env: Env, prepared: Prepared, wait: bool) -> Receipt:
     try:
         return submit(env, [prepared], wait)[0]
     except Interrupted as stopped:
@@ -101,44 +101,51 @@ def queue_and_report(env: Env, prepared: Prepared, wait: bool) -> None:
     report(env, submit_one(env, prepared, wait), wait)
 
 
-def report(env: Env, data: dict[str, Any], wait: bool,
-            extra: dict[str, Any] | None = None) -> None:
-    """Print one command's receipt; exit 1 when REJECTED, 6 when --wait could not tell."""
-    data.update(extra or {})
+def report(env: Env, receipt: Receipt, wait: bool) -> None:
+    """Print one command's receipt (a ``LargePayloadReceipt`` names its payload too);
+    exit 1 when REJECTED, 6 when --wait could not tell."""
+    import msgspec
+
+    from nereus.adapters.large_payload import LargePayloadReceipt
+    from nereus.cli.output import shown
 
     def human(out: Console) -> None:
-        if data["evidence"] == "APPLIED":
-            why = f" ({data['reason']}: {data['detail']})" if data.get("reason") else ""
-            out.print(f"{data['kind']} {data['delay_message_id']} {data['result']} on shard "
-                      f"{data['shard']} at position {data['source_position']}{why}")
+        r = shown(receipt)
+        if r.evidence == "APPLIED":
+            why = f" ({r.reason}: {r.detail})" if r.reason else ""
+            out.print(f"{r.kind} {r.delay_message_id} {r.result} on shard {r.shard} at "
+                      f"position {r.source_position}{why}")
         else:
             out.print(
-                f"{data['kind']} {data['delay_message_id']} queued on shard {data['shard']} at "
-                f"position {data['source_position']}  [dim](QUEUED: durable in the Shard Log, "
-                f"not yet applied)[/dim]"
+                f"{r.kind} {r.delay_message_id} queued on shard {r.shard} at position "
+                f"{r.source_position}  [dim](QUEUED: durable in the Shard Log, not yet "
+                f"applied)[/dim]"
             )
-        out.print(f"  command id {data['command_id']}")
-        if data.get("payload_id"):
-            out.print(f"  payload {data['payload_id']}: {data['payload_bytes']} bytes, sha256 "
-                      f"{data['payload_sha256'][:16]}.., object {data['payload_object']}")
+        out.print(f"  command id {r.command_id}")
+        if isinstance(r, LargePayloadReceipt):
+            out.print(f"  payload {r.payload_id}: {r.payload_bytes} bytes, sha256 "
+                      f"{r.payload_sha256[:16]}.., object {r.payload_object}")
 
-    env.output.emit(data, human)
-    if data.get("result") == "REJECTED":
+    env.output.emit(msgspec.to_builtins(receipt), human)
+    if receipt.result == "REJECTED":
         raise Answered(ExitCode.NO)
-    exit_if_not_known(env, [data], wait)
+    exit_if_not_known(env, [receipt], wait)
 
 
 def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
+    import msgspec
+
+    from nereus.cli.batch_receipts import ScheduledBatch, numbered
+
     numbers, prepared = message_input.read_batch(env, path, route)
     try:
         receipts = submit(env, prepared, wait)
     except Interrupted as stopped:
         raise interrupted_error(env, path, numbers, prepared, stopped) from None
-    for number, receipt in zip(numbers, receipts, strict=True):
-        receipt["line"] = number
-    rejected = sum(1 for r in receipts if r.get("result") == "REJECTED")
-    data = {"queued": len(receipts), "rejected": rejected, "receipts": receipts}
-    env.output.emit(data, lambda out: out.print(
+    rejected = sum(1 for r in receipts if r.result == "REJECTED")
+    batch = ScheduledBatch(queued=len(receipts), rejected=rejected,
+                           receipts=numbered(numbers, receipts))
+    env.output.emit(msgspec.to_builtins(batch), lambda out: out.print(
         f"queued {len(receipts)} message(s) from {escape_path(path)}"
         + (f"; {rejected} REJECTED" if rejected else "")))
     if rejected:
@@ -158,11 +165,12 @@ def interrupted_error(env: Env, path: Path, numbers: list[int], prepared: list[P
     a retry file with the others, each with its id and absolute times fixed, so running it
     queues the same commands (a line the log took without our hearing of it is applied
     once: its command id is derived from its content)."""
+    import msgspec
+
+    from nereus.cli.batch_receipts import numbered
     from nereus.errors import NereusError
 
     acknowledged = stopped.receipts
-    for number, receipt in zip(numbers, acknowledged, strict=False):
-        receipt["line"] = number
     rest = prepared[len(acknowledged):]
     retry = path.with_name(f"{path.name}.retry-{message_input.now_ms()}.jsonl")
     written: Path | None = None
@@ -183,20 +191,21 @@ def interrupted_error(env: Env, path: Path, numbers: list[int], prepared: list[P
         f"the batch {path} stopped after {len(acknowledged)} of {len(prepared)} message(s) "
         f"were acknowledged (lines from {first_missing} on were not): {cause.message}",
         hint=retry_note, document={
-            "acknowledged": acknowledged, "acknowledged_count": len(acknowledged),
+            "acknowledged": msgspec.to_builtins(numbered(numbers, acknowledged)),
+            "acknowledged_count": len(acknowledged),
             "not_acknowledged_lines": numbers[len(acknowledged):],
             "retry_file": None if written is None else str(written)})
     error.exit_code = cause.exit_code
     return error
 
 
-def batch_fields(item: Prepared) -> dict[str, Any]:
+def batch_fields(item: Prepared) -> dict[str, str | dict[str, str]]:
     """A batch line that prepares exactly ``item`` again."""
     from nereus.records import Schedule
 
     record = item.record
     assert isinstance(record, Schedule)
-    line: dict[str, Any] = {"id": record.delay_message_id, "lane": record.lane,
+    line: dict[str, str | dict[str, str]] = {"id": record.delay_message_id, "lane": record.lane,
                             "deliver_at": str(record.deliver_at_ms)}
     if record.expire_at_ms is not None:
         line["expire_at"] = str(record.expire_at_ms)

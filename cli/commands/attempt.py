@@ -25,25 +25,31 @@ def list_attempts(
     shard: Annotated[str | None, typer.Option("--shard", help="Only this shard.")] = None,
 ) -> None:
     """Attempts with an open obligation (needs the engine)."""
+    import msgspec
+
+    from nereus.cli.output import shown
+    from nereus.engine.admin.documents import OpenAttemptView
     from nereus.errors import UsageError
 
     env: Env = ctx.obj
     if state is not None and state.lower() not in ("publishing", "unknown"):
         raise UsageError(f"--state {state!r}: expected publishing or unknown")
-    attempts = env.admin().get("/v1/attempts", state=state, shard=shard)["attempts"]
+    attempts = msgspec.convert(
+        env.admin().get("/v1/attempts", state=state, shard=shard)["attempts"],
+        list[OpenAttemptView])
 
     def human(out: Console) -> None:
         from rich.table import Table
 
         table = Table("attempt", "shard", "message", "lane", "state", "admitted", "evidence")
-        for a in attempts:
-            table.add_row(a["attempt_id"], a["shard"], a["delay_message_id"], a["lane"],
-                          a["state"], a["admitted_at"], a["evidence"] or "-")
+        for a in map(shown, attempts):
+            table.add_row(a.attempt_id, a.shard, a.delay_message_id, a.lane, a.state,
+                          a.admitted_at, a.evidence or "-")
         out.print(table)
         if not attempts:
             out.print("no open attempts")
 
-    env.output.emit(attempts, human)
+    env.output.emit(msgspec.to_builtins(attempts), human)
 
 
 @app.command("resolve")

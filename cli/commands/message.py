@@ -179,11 +179,7 @@ def _schedule_large(
                      headers=headers, path=path),
         max_payload_bytes=config.limits.max_payload_bytes, now_ms=message_input.now_ms(),
         new_id=lambda: str(uuid.uuid4()), wait=wait, progress=env.output.progress)
-    submission.report(env, done.schedule.document(), wait, extra={
-        "payload_id": done.payload_id, "payload_bytes": done.size,
-        "payload_sha256": done.sha256, "payload_object": done.object_key,
-        "payload_stages": [stage.document() for stage in done.stages],
-    })
+    submission.report(env, done.receipt(), wait)
 
 
 @app.command("cancel")

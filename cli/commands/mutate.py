@@ -19,9 +19,9 @@ out. Every mutation takes the same path as the dedicated commands (``nereus.cli.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Protocol, cast
 
 import typer
 
@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.cli.mutation import Identity, Planned
+    from nereus.cli.mutation.document import (
+        MutationDocument,
+        MutationDryRun,
+        Mutations,
+        MutationsDryRun,
+    )
     from nereus.records.codec import OperatorMutation
     from nereus.shard import ShardId
 
@@ -56,6 +62,7 @@ def submit(
 ) -> None:
     """Plan, confirm and append the operator mutation(s) in FILE.toml."""
     from nereus.cli import mutation
+    from nereus.cli.mutation.document import Mutations, MutationsDryRun
 
     env: Env = ctx.obj
     tables = _read(file)
@@ -65,33 +72,50 @@ def submit(
         record, shards, who = _parse(env, table, where, reason=reason, operator=operator)
         planned.append(mutation.plan(env, build=_fixed(record), shards=shards, who=who,
                                      dry_run=dry_run, wait=wait, ahead=planned))
-    if not dry_run:
+    docs: Sequence[MutationDocument | MutationDryRun]
+    several: Mutations | MutationsDryRun
+    if dry_run:
+        runs = [item.dry_run() for item in planned]
+        docs, several = runs, MutationsDryRun(mutations=runs, result=_overall(runs))
+    else:
         if not yes:
             mutation.confirm(env, planned)
-        for item in planned:
-            mutation.commit(env, item, wait=wait)
-    docs = [item.doc for item in planned]
+        done = [mutation.commit(env, item, wait=wait) for item in planned]
+        docs, several = done, Mutations(mutations=done, result=_overall(done))
     if len(docs) == 1:
         mutation.report(env, docs[0])
     else:
-        results = [d["result"] for d in docs]
-        overall = next((v for v in ("STALE", "REJECTED") if v in results), results[0])
-
-        def human(out: Console) -> None:
-            for doc in docs:
-                mutation.print_document(out, doc)
-
-        env.output.emit({"mutations": docs, "result": overall}, human)
+        _report_all(env, several)
     if any(mutation.failed(d) for d in docs):
         raise Answered(ExitCode.NO)
     mutation.not_known(env, docs, wait=wait and not dry_run)
+
+
+def _overall(docs: Sequence[MutationDocument | MutationDryRun]) -> str:
+    """STALE or REJECTED when one of the mutations is, else the first one's result."""
+    results = [d.result for d in docs]
+    return next((v for v in ("STALE", "REJECTED") if v in results), results[0])
+
+
+def _report_all(env: Env, document: Mutations | MutationsDryRun) -> None:
+    """Several mutations in one document: each one's, and the overall result."""
+    import msgspec
+
+    from nereus.cli import mutation
+    from nereus.cli.output import shown
+
+    def human(out: Console) -> None:
+        for doc in shown(document).mutations:
+            mutation.print_document(out, doc)
+
+    env.output.emit(msgspec.to_builtins(document), human)
 
 
 def _fixed(record: OperatorMutation) -> Callable[[ShardId], OperatorMutation]:
     return lambda _shard: record
 
 
-def _read(file: Path) -> list[dict[str, Any]]:
+def _read(file: Path) -> list[dict[str, object]]:
     import tomllib
 
     from nereus.errors import NotFound, UsageError
@@ -118,7 +142,7 @@ def _read(file: Path) -> list[dict[str, Any]]:
     return [data]
 
 
-def _parse(env: Env, table: dict[str, Any], where: str, *, reason: str | None,
+def _parse(env: Env, table: dict[str, object], where: str, *, reason: str | None,
            operator: str | None) -> tuple[OperatorMutation, list[ShardId], Identity]:
     """The record, its shards and its identity from one TOML table; errors name the field."""
     import msgspec
@@ -135,10 +159,11 @@ def _parse(env: Env, table: dict[str, Any], where: str, *, reason: str | None,
     if kind not in kinds:
         raise UsageError(f"{where}: kind {kind!r} is not an operator mutation; one of "
                          f"{', '.join(sorted(kinds))}")
+    precondition = fields.get("precondition_digest")  # not text: the convert below says so
     who = mutation.identity(
-        operator if operator is not None else fields.get("operator"),
-        fields.get("reason") or reason or "", fields.get("idempotency_key"),
-        fields.get("precondition_digest"))
+        operator if operator is not None else _text(fields, "operator", where),
+        _text(fields, "reason", where) or reason or "", _text(fields, "idempotency_key", where),
+        precondition if isinstance(precondition, str) else None)
     fields.update(operator=who.operator, reason=who.reason, idempotency_key="")
     try:
         record = cast("OperatorMutation", msgspec.convert(fields, kinds[kind]))
@@ -154,6 +179,16 @@ def _parse(env: Env, table: dict[str, Any], where: str, *, reason: str | None,
     else:
         raise UsageError(f"{where}: {kind} needs shard = \"ROUTE/PARTITION\"")
     return record, shards, who
+
+
+def _text(fields: dict[str, object], name: str, where: str) -> str | None:
+    """A table's text field (``None`` when absent); anything else is a usage error."""
+    from nereus.errors import UsageError
+
+    value = fields.get(name)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{where}: {name} must be a string, not {type(value).__name__}")
+    return value
 
 
 def _as_list(value: object, where: str) -> list[str] | None:
@@ -174,7 +209,15 @@ def _message_shard(env: Env, delay_message_id: str, route: object) -> ShardId:
 ShardArg = Annotated[str, typer.Argument(help="The shard, ROUTE/PARTITION.")]
 
 
-def _pause_command(pause: bool, summary: str) -> Callable[..., None]:
+class PauseCommand(Protocol):
+    """``shard pause`` and ``shard resume``: the signature Typer reads."""
+
+    def __call__(self, ctx: typer.Context, shard: str, reason: str, operator: str | None = None,
+                 key: str | None = None, precondition: str | None = None,
+                 dry_run: bool = False, yes: bool = False, wait: bool = False) -> None: ...
+
+
+def _pause_command(pause: bool, summary: str) -> PauseCommand:
     """The ``shard pause`` or ``shard resume`` command: one signature, one record kind each."""
 
     def command(

@@ -78,10 +78,8 @@ def quickstart(
         published=[published[m] for m in sorted(published)],
         missing=sorted(expected - published.keys()), receipts=receipts, replays=replays)
     if env.output.json_mode:
-        data = msgspec.to_builtins(report)
         # a receipt the engine did not apply in time is QUEUED: without the result keys
-        data["receipts"] = [receipt.document() for receipt in receipts]
-        env.output.emit(data, lambda _: None)
+        env.output.emit(msgspec.to_builtins(report), lambda _: None)
     else:
         _where_to_look(env, outbox, ok=ok)
     if not ok:
@@ -114,11 +112,9 @@ def _submit_all(env: Env, ids: list[str], *, now_ms: int, spread: float,
                 moved_to: int) -> list[Receipt]:
     """Schedule ``ids`` over the next ``spread`` seconds, cancel the second and move the
     fourth (or last) to ``moved_to``, each waiting for the engine's result."""
-    import msgspec
-
     from nereus.cli.message_input import prepare_one
     from nereus.cli.submission import submit
-    from nereus.client import Receipt, RouteRef, prepare_cancel, prepare_reschedule
+    from nereus.client import RouteRef, prepare_cancel, prepare_reschedule
 
     count = len(ids)
     prepared = [
@@ -129,13 +125,13 @@ def _submit_all(env: Env, ids: list[str], *, now_ms: int, spread: float,
         for n, mid in enumerate(ids, start=1)
     ]
     route = RouteRef("default", env.config.route("default").partitions)
-    documents = submit(env, prepared, wait=True)
-    documents += submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
-                                             delay_message_id=ids[1])], wait=True)
-    documents += submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
-                                                 delay_message_id=ids[min(3, count - 1)],
-                                                 deliver_at_ms=moved_to)], wait=True)
-    return [msgspec.convert(document, Receipt) for document in documents]
+    receipts = submit(env, prepared, wait=True)
+    receipts += submit(env, [prepare_cancel(route, command_id=str(uuid.uuid4()),
+                                            delay_message_id=ids[1])], wait=True)
+    receipts += submit(env, [prepare_reschedule(route, command_id=str(uuid.uuid4()),
+                                                delay_message_id=ids[min(3, count - 1)],
+                                                deliver_at_ms=moved_to)], wait=True)
+    return receipts
 
 
 def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:

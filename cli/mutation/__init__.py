@@ -48,6 +48,7 @@ from nereus.cli.output import Answered
 from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
+    from nereus.cli.mutation.document import MutationDocument, MutationDryRun
     from nereus.shard import ShardId
 
 __all__ = [
@@ -61,11 +62,14 @@ def run(env: Env, *, build: Build, shards: Sequence[ShardId], who: Identity,
         dry_run: bool, yes: bool, wait: bool) -> None:
     """Plan ``build(shard)`` on every shard, confirm, append, report (see the module doc)."""
     planned = plan(env, build=build, shards=shards, who=who, dry_run=dry_run, wait=wait)
-    if not dry_run:
+    document: MutationDocument | MutationDryRun
+    if dry_run:
+        document = planned.dry_run()
+    else:
         if planned.destructive and not yes:
             confirm(env, [planned])
-        commit(env, planned, wait=wait)
-    report(env, planned.doc)
-    if failed(planned.doc):
+        document = commit(env, planned, wait=wait)
+    report(env, document)
+    if failed(document):
         raise Answered(ExitCode.NO)
-    not_known(env, [planned.doc], wait=wait and not dry_run)
+    not_known(env, [document], wait=wait and not dry_run)

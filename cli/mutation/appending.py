@@ -4,66 +4,93 @@ as the receipt and nothing is appended."""
 
 from __future__ import annotations
 
-import base64
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from nereus.cli.context import Env
-from nereus.cli.mutation.planning import Planned
+from nereus.cli.mutation.planning import Planned, ShardPlan
 
 if TYPE_CHECKING:
-    from nereus.shard import ShardId
+    from msgspec import UnsetType
+
+    from nereus.cli.mutation.document import MutationDocument, MutationReceipt
+    from nereus.client import Prepared, Receipt
+    from nereus.state.values import Result
+
+T = TypeVar("T")
+
+def commit(env: Env, planned: Planned, *, wait: bool) -> MutationDocument:
+    """Append what was planned (nothing for a shard where it already applied); the
+    document with each shard's receipt."""
+    import msgspec
+
+    from nereus.cli.mutation.document import MutationDocument
+
+    receipts = _append(env, planned.plans, wait=wait)
+    return MutationDocument(**msgspec.structs.asdict(planned.head), receipts=receipts,
+                            result=_overall(receipts))
 
 
-def commit(env: Env, planned: Planned, *, wait: bool) -> None:
-    """Append what was planned (nothing for a shard where it already applied)."""
-    doc = planned.doc
-    doc["receipts"] = _append(env, planned.plans, wait=wait)
-    doc["result"] = _overall(doc["receipts"])
-
-
-def _append(env: Env, plans: list[tuple[ShardId, dict[str, Any]]], *,
-            wait: bool) -> list[dict[str, Any]]:
+def _append(env: Env, plans: Sequence[ShardPlan], *, wait: bool) -> list[MutationReceipt]:
     """Append what each shard still needs through the home's ``CommandSink`` (nothing where
     the same command was already applied: its first result is the receipt)."""
+    receipts: list[MutationReceipt | None] = []
+    pending: list[tuple[int, ShardPlan, Prepared]] = []
+    for p in plans:
+        if p.plan.earlier is not None:  # the same command already applied: no-op, same result
+            receipts.append(_earlier(p, p.plan.earlier))
+            continue
+        receipts.append(None)
+        pending.append((len(receipts) - 1, p, _prepared(p)))
+    if pending:
+        answers = env.command_sink(wait=wait).submit([item for _, _, item in pending],
+                                                     wait=wait)
+        for (index, p, _), answer in zip(pending, answers, strict=True):
+            receipts[index] = _answered(p, answer)
+    return [receipt for receipt in receipts if receipt is not None]
+
+
+def _prepared(p: ShardPlan) -> Prepared:
     from nereus.client import Prepared
     from nereus.records import decode
     from nereus.records.codec import DecodeFailure, kind_of
 
-    receipts: list[dict[str, Any]] = []
-    pending: list[tuple[int, Prepared]] = []
-    for shard, plan in plans:
-        earlier = plan["earlier"]
-        base = {"shard": str(shard), "precondition_digest": plan["precondition_digest"],
-                "idempotency_key": plan["idempotency_key"]}
-        if earlier is not None:  # the same command already applied: no-op, same result
-            receipts.append({**base, "source_position": earlier["position"],
-                             "broker_time": None, "evidence": "APPLIED",
-                             **_result_fields(earlier), "duplicate_of": earlier["position"]})
-            continue
-        receipts.append(base)
-        data = base64.b64decode(plan["data"])
-        record = decode(data)
-        assert not isinstance(record, DecodeFailure), record  # we encoded it ourselves
-        pending.append((len(receipts) - 1, Prepared(shard, kind_of(record),
-                                                    plan["idempotency_key"], None, data,
-                                                    record)))
-    if not pending:
-        return receipts
-    answers = env.command_sink(wait=wait).submit([p for _, p in pending], wait=wait)
-    for (index, _), answer in zip(pending, answers, strict=True):
-        receipts[index].update({
-            "source_position": answer.source_position, "broker_time": answer.broker_time,
-            "evidence": answer.evidence, "result": answer.result, "reason": answer.reason,
-            "detail": answer.detail, "duplicate_of": answer.duplicate_of})
-    return receipts
+    record = decode(p.plan.data)
+    assert not isinstance(record, DecodeFailure), record  # we encoded it ourselves
+    return Prepared(p.shard, kind_of(record), p.plan.idempotency_key, None, p.plan.data, record)
 
 
-def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
-    return {"result": result["status"], "reason": result["reason"], "detail": result["detail"]}
+def _earlier(p: ShardPlan, earlier: Result) -> MutationReceipt:
+    from nereus.cli.mutation.document import MutationReceipt
+
+    return MutationReceipt(
+        shard=str(p.shard), precondition_digest=p.plan.precondition_digest,
+        idempotency_key=p.plan.idempotency_key, source_position=earlier.position,
+        broker_time=None, evidence="APPLIED", result=earlier.status.value,
+        reason=earlier.reason, detail=earlier.detail, duplicate_of=earlier.position)
 
 
-def _overall(receipts: list[dict[str, Any]]) -> str:
-    results = {r.get("result") for r in receipts}
+def _answered(p: ShardPlan, answer: Receipt) -> MutationReceipt:
+    """The sink's receipt: QUEUED (result, reason, detail and duplicate_of null) or APPLIED."""
+    from nereus.cli.mutation.document import MutationReceipt
+
+    return MutationReceipt(
+        shard=str(p.shard), precondition_digest=p.plan.precondition_digest,
+        idempotency_key=p.plan.idempotency_key, source_position=answer.source_position,
+        broker_time=answer.broker_time, evidence=answer.evidence,
+        result=_known(answer.result), reason=_known(answer.reason),
+        detail=_known(answer.detail), duplicate_of=_known(answer.duplicate_of))
+
+
+def _known(value: T | UnsetType) -> T | None:
+    """A receipt's result field: unset while QUEUED, which this document prints as null."""
+    import msgspec
+
+    return None if isinstance(value, msgspec.UnsetType) else value
+
+
+def _overall(receipts: list[MutationReceipt]) -> str:
+    results = {r.result for r in receipts}
     for verdict in ("STALE", "REJECTED"):
         if verdict in results:
             return verdict

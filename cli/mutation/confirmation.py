@@ -17,7 +17,7 @@ def confirm(env: Env, planned: Sequence[Planned]) -> None:
     """Ask on the terminal before destructive mutations; refuse (exit 2) without one."""
     from nereus.errors import NotConfirmed, UsageError
 
-    what = "; ".join(f"{describe(p.doc['kind'], p.doc['target'])} on {len(p.plans)} shard(s)"
+    what = "; ".join(f"{describe(p.head.kind, p.head.target)} on {len(p.plans)} shard(s)"
                      for p in planned if p.destructive)
     if not what:
         return
@@ -25,11 +25,9 @@ def confirm(env: Env, planned: Sequence[Planned]) -> None:
         raise UsageError(
             f"{what}: needs confirmation and there is no terminal to ask on",
             hint="pass --yes to confirm in a script, or --dry-run to see what would change")
-    import copy
-
-    from nereus.cli.output import terminal_safe
+    from nereus.cli.output import shown
 
     for p in planned:
-        print_impact(env.output.err, terminal_safe(copy.deepcopy(p.doc)))
+        print_impact(env.output.err, shown(p.head.impact))
     if not typer.confirm(f"{what}?", default=False, err=True):
         raise NotConfirmed("not confirmed: nothing was written")

@@ -4,7 +4,7 @@ rendering, and the exit status its answer calls for."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
@@ -13,58 +13,74 @@ from nereus.errors import ExitCode
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.cli.mutation.document import (
+        DryRunReceipt,
+        MutationDocument,
+        MutationDryRun,
+        MutationImpact,
+        MutationReceipt,
+    )
 
-def report(env: Env, doc: dict[str, Any]) -> None:
-    env.output.emit(doc, lambda out: print_document(out, doc))
+
+def report(env: Env, document: MutationDocument | MutationDryRun) -> None:
+    import msgspec
+
+    from nereus.cli.output import shown
+
+    env.output.emit(msgspec.to_builtins(document),
+                    lambda out: print_document(out, shown(document)))
 
 
-def print_document(out: Console, doc: dict[str, Any]) -> None:
-    """The human rendering of one mutation's document."""
+def print_document(out: Console, doc: MutationDocument | MutationDryRun) -> None:
+    """The human rendering of one mutation's document (its strings already ``shown``)."""
     from nereus.cli.output import safe_markup as escape
 
-    head = escape(describe(doc["kind"], doc["target"]))
-    out.print(f"{'DRY RUN: ' if doc['dry_run'] else ''}{head} "
-              f"[dim](by {escape(doc['operator'])}: {escape(doc['operator_reason'])})[/dim]")
-    print_impact(out, doc)
-    for r in doc["receipts"]:
+    head = escape(describe(doc.kind, doc.target))
+    out.print(f"{'DRY RUN: ' if doc.dry_run else ''}{head} "
+              f"[dim](by {escape(doc.operator)}: {escape(doc.operator_reason)})[/dim]")
+    print_impact(out, doc.impact)
+    for r in doc.receipts:
         out.print(_receipt_line(r))
-    if doc["dry_run"]:
+    if doc.dry_run:
         out.print("nothing was written (--dry-run)")
 
 
-def _receipt_line(r: dict[str, Any]) -> str:
-    if r["evidence"] == "DRY_RUN":
-        why = f" ({r['would_reason']}: {r['would_detail']})" if r["would_reason"] else (
-            f": {r['would_detail']}" if r["would_detail"] else "")
-        again = f" (already applied at position {r['duplicate_of']}: nothing to do)" \
-            if r["duplicate_of"] is not None else ""
-        return (f"  {r['shard']}: would be {r['would_result']}{why}{again}  "
-                f"(precondition {r['precondition_digest']})")
-    if r["evidence"] == "QUEUED":
-        return (f"  {r['shard']}: queued at position {r['source_position']}  (QUEUED: "
+def _receipt_line(r: MutationReceipt | DryRunReceipt) -> str:
+    from nereus.cli.mutation.document import DryRunReceipt
+
+    if isinstance(r, DryRunReceipt):
+        why = f" ({r.would_reason}: {r.would_detail})" if r.would_reason else (
+            f": {r.would_detail}" if r.would_detail else "")
+        again = f" (already applied at position {r.duplicate_of}: nothing to do)" \
+            if r.duplicate_of is not None else ""
+        return (f"  {r.shard}: would be {r.would_result}{why}{again}  "
+                f"(precondition {r.precondition_digest})")
+    if r.evidence == "QUEUED":
+        return (f"  {r.shard}: queued at position {r.source_position}  (QUEUED: "
                 "durable in the Shard Log, applied when the engine runs)")
-    why = f" ({r['reason']}: {r['detail']})" if r.get("reason") else (
-        f": {r['detail']}" if r.get("detail") else "")
-    again = " (no-op: this command was already applied)" if r.get("duplicate_of") is not None \
-        else ""
-    return f"  {r['shard']}: {r['result']} at position {r['source_position']}{why}{again}"
+    why = f" ({r.reason}: {r.detail})" if r.reason else (f": {r.detail}" if r.detail else "")
+    again = " (no-op: this command was already applied)" if r.duplicate_of is not None else ""
+    return f"  {r.shard}: {r.result} at position {r.source_position}{why}{again}"
 
 
-def print_impact(out: Console, doc: dict[str, Any]) -> None:
-    impact = doc["impact"]
-    for lane in impact["lanes"]:
-        changes = ", ".join(f"{name} {c['from']} -> {c['to']}"
-                            for name, c in lane["changed"].items()) or "no policy change"
-        out.print(f"  lane {lane['lane']} on {lane['shard']}: {changes}; "
-                  f"{lane['scheduled']} scheduled, {lane['in_flight']} in flight")
-    if impact["messages_changed"]:
-        moves = ", ".join(f"{n} {t}" for t, n in impact["message_transitions"].items())
+def print_impact(out: Console, impact: MutationImpact) -> None:
+    """The impact's lines (its strings already ``shown``)."""
+    import msgspec
+
+    for lane in impact.lanes:
+        changes = ", ".join(f"{name} {c.before} -> {c.after}"
+                            for name, c in lane.changed.items()) or "no policy change"
+        out.print(f"  lane {lane.lane} on {lane.shard}: {changes}; "
+                  f"{lane.scheduled} scheduled, {lane.in_flight} in flight")
+    if impact.messages_changed:
+        moves = ", ".join(f"{n} {t}" for t, n in impact.message_transitions.items())
         out.print(f"  messages: {moves}")
-    for a in impact["attempts"]:
-        out.print(f"  attempt {a['attempt_id']} ({a['delay_message_id']}) on {a['shard']}: "
-                  f"{a['from']} -> {a['to']}")
-    for line in impact.get("shard_pause", []):
-        out.print(f"  shard {line}")
+    for a in impact.attempts:
+        out.print(f"  attempt {a.attempt_id} ({a.delay_message_id}) on {a.shard}: "
+                  f"{a.before} -> {a.after}")
+    if not isinstance(impact.shard_pause, msgspec.UnsetType):
+        for line in impact.shard_pause:
+            out.print(f"  shard {line}")
 
 
 def describe(kind: str, target: str) -> str:
@@ -74,19 +90,22 @@ def describe(kind: str, target: str) -> str:
     return f"{verbs.get(kind, kind)} {target}"
 
 
-def failed(doc: dict[str, Any]) -> bool:
+def failed(doc: MutationDocument | MutationDryRun) -> bool:
     """True when the answer is "no": rejected, stale, or (dry run) would be."""
-    if doc["dry_run"]:
-        return any(r["would_result"] != "APPLIED" for r in doc["receipts"])
-    return doc["result"] in ("REJECTED", "STALE")
+    from nereus.cli.mutation.document import MutationDryRun
+
+    if isinstance(doc, MutationDryRun):
+        return any(r.would_result != "APPLIED" for r in doc.receipts)
+    return doc.result in ("REJECTED", "STALE")
 
 
-def not_known(env: Env, docs: Sequence[dict[str, Any]], *, wait: bool) -> None:
+def not_known(env: Env, docs: Sequence[MutationDocument | MutationDryRun], *,
+              wait: bool) -> None:
     """Under --wait, a shard still QUEUED means the result is not known yet: exit 6."""
-    queued = [r for doc in docs for r in doc["receipts"] if r.get("evidence") == "QUEUED"]
+    queued = [r for doc in docs for r in doc.receipts if r.evidence == "QUEUED"]
     if not wait or not queued:
         return
-    key = queued[0].get("idempotency_key")
+    key = queued[0].idempotency_key
     env.output.err.print(
         f"queued; result not known yet on {len(queued)} shard(s): durable in the Shard Log "
         f"but not applied in time (see `nereus engine status`); ask later with `nereus "

@@ -370,7 +370,7 @@ class AdminApi:
         plan = plan_mutation(loop.store, record, shard=str(loop.shard),
                              broker_ms=self.engine.clock.now().latest_ms,
                              limits=loop.runner.limits, before=before)
-        return {"shard": str(loop.shard), **plan_document(plan)}
+        return {"shard": str(loop.shard), **msgspec.to_builtins(plan_document(plan))}
 
     # commands -------------------------------------------------------------------------
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import msgspec
 
+from nereus.views import AttemptView
+
 
 class TrustedTimeView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     earliest: str
@@ -58,6 +60,25 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     due_lag_p99_ms: int | None
     due_lag_max_ms: int | None
     shards: list[LaneShardView]
+
+
+class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,
+                         forbid_unknown_fields=True):
+    """The evidence worker's last search of the destination for an UNKNOWN attempt's record:
+    when, the evidence it found (null: none), or why it could not look."""
+
+    searched_at: str
+    found: str | None
+    error: str | None
+
+
+class OpenAttemptView(AttemptView, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One attempt with an open obligation (PUBLISHING or UNKNOWN), as ``attempt list``
+    prints it (``GET /v1/attempts``): the attempt, its shard, and the evidence worker's
+    last search for it (null before the first, or with no evidence worker)."""
+
+    shard: str
+    evidence_search: EvidenceSearchView | None
 
 
 class WorkerView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -11,7 +11,7 @@ result. The CLI's message, mutation and batch paths all go through one of the tw
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import msgspec
 
@@ -28,9 +28,10 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
     """What the Shard Log — and, once applied, the shard — says of one submitted command.
 
     ``evidence`` QUEUED: the log durably holds the bytes at ``source_position``; nothing is
-    known of the result yet. APPLIED: ``result`` (APPLIED, REJECTED, STALE, RECORDED) with
-    its reason; ``duplicate_of`` names the first position when the same command was
-    applied before (an idempotent retry).
+    known of the result yet, and the result fields are unset (absent from the document).
+    APPLIED: ``result`` (APPLIED, REJECTED, STALE, RECORDED) with its reason;
+    ``duplicate_of`` names the first position when the same command was applied before
+    (an idempotent retry).
     """
 
     kind: str
@@ -40,31 +41,29 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
     source_position: int
     broker_time: str | None
     evidence: str
-    result: str | None = None
-    reason: str | None = None
-    detail: str | None = None
-    position: int | None = None
-    generation: int | None = None
-    attempt_id: str | None = None
-    duplicate_of: int | None = None
-    record_sha256: str | None = None
+    # set once APPLIED (``msgspec.to_builtins`` leaves unset fields out)
+    result: str | msgspec.UnsetType | None = msgspec.UNSET
+    reason: str | msgspec.UnsetType | None = msgspec.UNSET
+    detail: str | msgspec.UnsetType | None = msgspec.UNSET
+    position: int | msgspec.UnsetType | None = msgspec.UNSET
+    generation: int | msgspec.UnsetType | None = msgspec.UNSET
+    attempt_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    duplicate_of: int | msgspec.UnsetType | None = msgspec.UNSET
+    record_sha256: str | msgspec.UnsetType | None = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        if self.applied:  # an APPLIED receipt carries every result key (null when none)
+            for name in _RESULT_FIELDS:
+                if getattr(self, name) is msgspec.UNSET:
+                    msgspec.structs.force_setattr(self, name, None)
 
     @property
     def applied(self) -> bool:
         return self.evidence == APPLIED
 
-    def document(self) -> dict[str, Any]:
-        """The receipt as ``--json`` prints it: the result keys only once APPLIED."""
-        data: dict[str, Any] = msgspec.structs.asdict(self)
-        if not self.applied:
-            for key in _APPLIED_KEYS:
-                del data[key]
-        return data
 
-
-# the keys a receipt has only once the shard applied the command (APPLIED evidence): the
-# fields with a default
-_APPLIED_KEYS: Final = tuple(f.name for f in msgspec.structs.fields(Receipt) if not f.required)
+# the fields a receipt has only once the shard applied the command (the ones with a default)
+_RESULT_FIELDS: Final = tuple(f.name for f in msgspec.structs.fields(Receipt) if not f.required)
 
 
 class CommandSink(Protocol):

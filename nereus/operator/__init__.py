@@ -7,7 +7,7 @@ thing agree by construction.
 """
 
 from nereus.operator.intent import derive_idempotency_key, is_destructive, mutation_target
-from nereus.operator.plan import MutationPlan, plan_mutation
+from nereus.operator.plan import MutationPlan, PlanDocument, plan_mutation
 
-__all__ = ["MutationPlan", "derive_idempotency_key", "is_destructive", "mutation_target",
-           "plan_mutation"]
+__all__ = ["MutationPlan", "PlanDocument", "derive_idempotency_key", "is_destructive",
+           "mutation_target", "plan_mutation"]

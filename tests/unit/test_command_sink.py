@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 
 from nereus.client import LogSink, Receipt, RouteRef, prepare_cancel
@@ -38,7 +39,7 @@ def test_a_log_sink_answers_one_queued_receipt_per_command_in_order() -> None:
     assert [r.command_id for r in receipts] == [f"c{n}" for n in range(5)]
     assert [(r.shard, r.source_position) for r in receipts] == [
         ("default/0", 0), ("default/1", 0), ("default/0", 1), ("default/1", 1), ("default/0", 2)]
-    assert all(r.evidence == "QUEUED" and r.result is None for r in receipts)
+    assert all(r.evidence == "QUEUED" and r.result is msgspec.UNSET for r in receipts)
     assert [len(log.records) for log in logs.values()] == [3, 2]
 
 
@@ -52,10 +53,11 @@ def test_a_receipt_prints_result_keys_only_once_applied() -> None:
     """QUEUED receipts carry no result keys (nothing is known); APPLIED ones carry all."""
     queued = Receipt(kind="CANCEL", delay_message_id="m", command_id="c", shard="default/0",
                      source_position=3, broker_time=None, evidence="QUEUED")
-    assert "result" not in queued.document() and "duplicate_of" not in queued.document()
+    assert "result" not in msgspec.to_builtins(queued)
+    assert "duplicate_of" not in msgspec.to_builtins(queued)
     applied = Receipt(kind="CANCEL", delay_message_id="m", command_id="c", shard="default/0",
                       source_position=3, broker_time=None, evidence="APPLIED", result="APPLIED")
-    document = applied.document()
+    document = msgspec.to_builtins(applied)
     assert document["result"] == "APPLIED" and document["reason"] is None
     assert list(document)[:7] == ["kind", "delay_message_id", "command_id", "shard",
                                   "source_position", "broker_time", "evidence"]
