@@ -1,10 +1,12 @@
 """The JSON documents each command prints with ``--json``, as a declarative table.
 
-Typer knows a command's options but not what it prints, so the keys live here, filled by
-reading each command's implementation; the man pages (``nereus.cli.reference``) render
-them. A command missing from ``JSON_KEYS`` is still documented ("see the --json output"),
-and ``tests/cli/test_reference.py`` lists the missing ones so they get filled in. When a
-command's output changes, change its entry here and run ``make reference``.
+Typer knows a command's options but not what it prints: each command's document is a
+msgspec Struct, and its entry here is generated from that type (``typed``); the man pages
+(``nereus.cli.reference``) render them, and ``tests/cli/test_typed_documents.py`` runs each
+command and holds what it prints to its type. A command missing from ``JSON_KEYS`` is still
+documented ("see the --json output"), and ``tests/cli/test_reference.py`` lists the missing
+ones so they get filled in. When a command's output changes, change its Struct and run
+``make reference``.
 
 Keys are snake_case. ``nested`` names the keys inside an object value, or inside each
 object of a list value (``"receipts"`` -> the keys of each receipt); dotted names reach
@@ -41,6 +43,7 @@ from nereus.cli.commands.shard.documents import (
     ShardPrune,
     ShardReplay,
 )
+from nereus.cli.error_document import ErrorDocument
 from nereus.cli.mutation.document import (
     MutationDocument,
     MutationDryRun,
@@ -131,8 +134,10 @@ def keys_of(document: type[msgspec.Struct]) -> str:
     return ", ".join(f.encode_name for f in msgspec.structs.fields(document))
 
 
-# The error document any command prints with --json when it fails (exit status 1-5).
-ERROR_KEYS: tuple[str, ...] = ("ok", "error", "hint", "exit_code")
+# The error document any command prints with --json when it fails (exit status 1-5, 70);
+# crash_file only with exit status 70
+ERROR_KEYS: tuple[str, ...] = tuple(f.encode_name for f in msgspec.structs.fields(ErrorDocument)
+                                    if f.encode_name != "crash_file")
 
 # a receipt's keys (``nereus.client.Receipt``): the QUEUED ones, then those an APPLIED
 # result adds

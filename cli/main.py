@@ -120,8 +120,11 @@ def main(argv: list[str] | None = None) -> None:
     except NereusError as exc:
         output = Output(json_mode=_json_requested(args))
         if output.json_mode:
-            output.emit({"ok": False, "error": exc.message, "hint": exc.hint,
-                         "exit_code": int(exc.exit_code), **exc.document}, lambda _: None)
+            from nereus.cli.error_document import ErrorDocument, error_document
+
+            output.emit(error_document(ErrorDocument(
+                error=exc.message, hint=exc.hint, exit_code=int(exc.exit_code)), exc.document),
+                lambda _: None)
         output.error(exc.message, exc.hint)
         sys.exit(int(exc.exit_code))
     except typer.Exit as exc:
@@ -136,9 +139,11 @@ def main(argv: list[str] | None = None) -> None:
             usage = isinstance(exc, click.UsageError)
             code = int(ExitCode.USAGE if usage else exc.exit_code)
             if _json_requested(args):
-                Output(json_mode=True).emit(
-                    {"ok": False, "error": exc.format_message(), "hint": _usage_hint(exc),
-                     "exit_code": code}, lambda _: None)
+                from nereus.cli.error_document import ErrorDocument, error_document
+
+                Output(json_mode=True).emit(error_document(ErrorDocument(
+                    error=exc.format_message(), hint=_usage_hint(exc), exit_code=code)),
+                    lambda _: None)
             exc.show()
             sys.exit(code)
         _crashed(exc, args)
@@ -156,9 +161,11 @@ def _crashed(exc: Exception, args: list[str]) -> NoReturn:
     hint = f"{where}; please report it with that file"
     output = Output(json_mode=_json_requested(args))
     if output.json_mode:
-        output.emit({"ok": False, "error": message, "hint": hint,
-                     "exit_code": int(ExitCode.INTERNAL),
-                     "crash_file": None if path is None else str(path)}, lambda _: None)
+        from nereus.cli.error_document import ErrorDocument, error_document
+
+        output.emit(error_document(ErrorDocument(
+            error=message, hint=hint, exit_code=int(ExitCode.INTERNAL),
+            crash_file=None if path is None else str(path))), lambda _: None)
     output.error(message, hint)
     sys.exit(int(ExitCode.INTERNAL))
 

@@ -162,3 +162,18 @@ def test_the_command_prints_what_its_type_declares(home: Path, command: str) -> 
     assert documents
     for document in documents:
         _declares_one_of(document, (entry.source, *entry.alternatives))
+
+
+def test_a_failing_command_prints_the_error_document(home: Path) -> None:
+    """A command refused (no such message), a usage error and a bad option value each print
+    the one error document ``ErrorDocument`` declares, with the process's exit status in it."""
+    from nereus.cli.error_document import ErrorDocument
+
+    failures = [run_nereus("--json", "message", "show", "no-such-message", home=home),
+                run_nereus("--json", "message", "schedule", "--no-such-option", home=home),
+                run_nereus("--json", "lane", "set", "local", "--capacity", "-1", home=home)]
+    for failed in failures:
+        assert failed.code not in (0, 70), failed.stdout
+        document = failed.json()
+        _declares(document, ErrorDocument)
+        assert document["ok"] is False and document["exit_code"] == failed.code
