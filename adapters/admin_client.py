@@ -1,4 +1,5 @@
-"""The thin admin-socket client the CLI and the TUI use (stdlib and the core only), and the
+"""The thin admin-socket client the CLI and the TUI use (stdlib, msgspec and the core only;
+requests and answers typed in ``admin_wire``), and the
 running engine as a ``CommandSink``."""
 
 from __future__ import annotations
@@ -8,13 +9,17 @@ import json
 import socket
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote, urlencode
+
+import msgspec
 
 from nereus.errors import EngineUnreachable, NereusError, NotFound, UsageError
 
 if TYPE_CHECKING:
     from nereus.client import Prepared, Receipt
+
+T = TypeVar("T")
 
 WAIT_MS: Final = 30_000  # how long a --wait lets the engine apply a command
 
@@ -40,11 +45,11 @@ class AdminClient:
         self.path = Path(path)
         self.timeout = timeout
 
-    def _request(self, method: str, url: str, body: dict[str, Any] | None = None,
+    def _request(self, method: str, url: str, body: msgspec.Struct | None = None,
                  timeout: float | None = None) -> Any:
         conn = _UnixConnection(self.path, timeout or self.timeout)
         try:
-            payload = None if body is None else json.dumps(body).encode()
+            payload = None if body is None else msgspec.json.encode(body)
             headers = {"Content-Type": "application/json"} if payload is not None else {}
             try:
                 conn.request(method, url, body=payload, headers=headers)
@@ -86,15 +91,25 @@ class AdminClient:
         url = path + ("?" + urlencode(params) if params else "")
         return self._request("GET", url)
 
-    def post(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> Any:
-        return self._request("POST", path, body, timeout=timeout)
+    def post(self, path: str, body: msgspec.Struct, answer: type[T], *,
+             timeout: float | None = None) -> T:
+        """``POST path`` with the typed request ``body``; the engine's answer as ``answer``
+        (an answer that does not fit its type is an engine of another version)."""
+        decoded = self._request("POST", path, body, timeout=timeout)
+        try:
+            return msgspec.convert(decoded, answer)
+        except msgspec.ValidationError as exc:
+            raise EngineUnreachable(f"the engine's answer to {path} is not what this client "
+                                    f"reads: {exc}", hint="is the engine of another version? "
+                                    "restart it with this installation") from None
 
     def message(self, delay_message_id: str, *, route: str, barrier: bool) -> Any:
         return self.get(f"/v1/messages/{quote(delay_message_id, safe='')}", route=route,
                         barrier="1" if barrier else None)
 
-    def feed(self, interval: float = 1.0) -> Generator[dict[str, Any], None, None]:
-        """Status documents from the streaming feed, one per interval; ``close()`` hangs up."""
+    def feed(self, interval: float = 1.0) -> Generator[Any, None, None]:
+        """Status documents (JSON, as ``GET /v1/status`` answers) from the streaming feed, one
+        per interval; ``close()`` hangs up."""
         conn = _UnixConnection(self.path, self.timeout)
         try:
             conn.request("GET", f"/v1/feed?interval={interval}")
@@ -120,16 +135,15 @@ class EngineSink:
         self.wait_ms = wait_ms
 
     def submit(self, prepared: Sequence[Prepared], *, wait: bool) -> list[Receipt]:
-        import base64
-
-        import msgspec
-
+        from nereus.adapters.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
         from nereus.client.sink import Receipt
 
-        body = {"records": [{"shard": str(p.shard), "data": base64.b64encode(p.data).decode()}
-                            for p in prepared],
-                "wait_ms": self.wait_ms if wait else 0}
-        answer = self.client.post("/v1/commands", body, timeout=120 + self.wait_ms / 1000)
+        request = AppendRequest(
+            records=[RecordToAppend(shard=str(p.shard), data=p.data) for p in prepared],
+            wait_ms=self.wait_ms if wait else 0)
+        answer = self.client.post("/v1/commands", request, AppendAnswer,
+                                  timeout=120 + self.wait_ms / 1000)
         return [msgspec.convert({"kind": item.kind, "delay_message_id": item.delay_message_id,
-                                 "command_id": item.command_id, **receipt}, Receipt)
-                for item, receipt in zip(prepared, answer["receipts"], strict=True)]
+                                 "command_id": item.command_id,
+                                 **msgspec.to_builtins(receipt)}, Receipt)
+                for item, receipt in zip(prepared, answer.receipts, strict=True)]

@@ -95,7 +95,9 @@ def stop_engine(layout: HomeLayout, timeout: float) -> EngineStopped:
     if not is_locked(home):
         return EngineStopped(running=False, stopped=False)
     try:
-        AdminClient(socket_path(home), timeout=5).post("/v1/shutdown", {})
+        from nereus.adapters.admin_wire import Empty, Stopping
+
+        AdminClient(socket_path(home), timeout=5).post("/v1/shutdown", Empty(), Stopping)
     except NereusError:
         if pid is not None:
             os.kill(pid, signal.SIGTERM)

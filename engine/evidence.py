@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
@@ -31,6 +31,9 @@ from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt
 from nereus.views import open_attempts
+
+if TYPE_CHECKING:
+    from nereus.engine.admin.documents import EvidenceSearchView
 
 WINDOW_BEFORE_MS = 60_000
 
@@ -88,14 +91,16 @@ class EvidenceRecovery:
             self._worker.stopping()
             self._worker.join(timeout_s)
 
-    def search_view(self, attempt_id: str) -> dict[str, Any] | None:
+    def search_view(self, attempt_id: str) -> EvidenceSearchView | None:
+        """The last search for ``attempt_id``'s record (None before the first)."""
         search = self.searches.get(attempt_id)
         if search is None:
             return None
+        from nereus.engine.admin.documents import EvidenceSearchView
         from nereus.timespec import format_time_ms
 
-        return {"searched_at": format_time_ms(search.at_ms), "found": search.found,
-                "error": search.error}
+        return EvidenceSearchView(searched_at=format_time_ms(search.at_ms), found=search.found,
+                                  error=search.error)
 
     def run(self) -> None:
         """Scan every ``interval_s`` of the Clock until asked to stop (a supervised worker

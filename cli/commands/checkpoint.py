@@ -46,9 +46,10 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     if env.engine_running():
-        document = msgspec.convert(
-            env.admin().post("/v1/checkpoints", {"shard": str(shard)}, timeout=3600),
-            CheckpointTaken)
+        from nereus.adapters.admin_wire import CheckpointRequest
+
+        document = env.admin().post("/v1/checkpoints", CheckpointRequest(shard=str(shard)),
+                                    CheckpointTaken, timeout=3600)
     else:
         objects = env.object_store()
         identity = Identity(route=shard.route, partition=shard.partition,

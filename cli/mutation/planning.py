@@ -4,7 +4,6 @@ head of the document that says what would change (``nereus.cli.mutation.document
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -116,16 +115,17 @@ def _kind(mutation: OperatorMutation) -> str:
 
 def _plan(env: Env, shard: ShardId, mutation: OperatorMutation, running: bool,
           before: list[bytes]) -> PlanDocument:
-    import msgspec
 
     from nereus.operator.plan import PlanDocument
     from nereus.records import encode
 
     if running:
-        answer = env.admin().post("/v1/mutations/plan", {
-            "shard": str(shard), "data": base64.b64encode(encode(mutation)).decode(),
-            "before": [base64.b64encode(data).decode() for data in before]})
-        return msgspec.convert(answer, PlanDocument)
+        from nereus.adapters.admin_wire import PlanAnswer, PlanRequest
+
+        answer = env.admin().post("/v1/mutations/plan", PlanRequest(
+            shard=str(shard), data=encode(mutation), before=before), PlanAnswer)
+        return PlanDocument(**{name: getattr(answer, name)
+                               for name in PlanDocument.__struct_fields__})
     from nereus.operator import plan_mutation
     from nereus.operator.plan import next_position, plan_document
     from nereus.state.store import ShardStore

@@ -34,6 +34,13 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import msgspec
 
+from nereus.adapters.admin_wire import (
+    AppendRequest,
+    CheckpointRequest,
+    PlanRequest,
+    Stopping,
+    request_of,
+)
 from nereus.adapters.home_lock import remove_if_ours
 from nereus.engine.admin import params
 from nereus.engine.admin.api import AdminApi
@@ -119,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         return False
 
-    def _body(self) -> dict[str, Any]:
+    def _body(self) -> dict[str, object]:
+        """The request's JSON object (a request type then takes its fields from it)."""
         text = self.headers.get("Content-Length") or "0"
         if not text.strip().isdigit():
             raise UsageError(f"Content-Length {text!r} is not a byte count")
@@ -180,8 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/lanes":
                 return {"lanes": msgspec.to_builtins(api.lanes())}
             if path == "/v1/attempts":
-                return {"attempts": api.attempts(shard=query.get("shard"),
-                                                 state=query.get("state"))}
+                return {"attempts": msgspec.to_builtins(api.attempts(
+                    shard=query.get("shard"), state=query.get("state")))}
             if path == "/v1/messages":
                 return {"messages": msgspec.to_builtins(api.messages(
                     shard=query.get("shard"), state=query.get("state"),
@@ -196,14 +204,16 @@ class _Handler(BaseHTTPRequestHandler):
                     barrier=query.get("barrier") in ("1", "true")))
         elif method == "POST":
             if path == "/v1/commands":
-                return api.submit(self._body())
+                return msgspec.to_builtins(api.submit(request_of(self._body(), AppendRequest)))
             if path == "/v1/mutations/plan":
-                return api.plan_mutation(self._body())
+                return msgspec.to_builtins(api.plan_mutation(
+                    request_of(self._body(), PlanRequest)))
             if path == "/v1/checkpoints":
-                return msgspec.to_builtins(api.checkpoint(self._body()))
+                return msgspec.to_builtins(api.checkpoint(
+                    request_of(self._body(), CheckpointRequest)))
             if path == "/v1/shutdown":
                 threading.Thread(target=self.server.on_shutdown, daemon=True).start()
-                return {"stopping": True}
+                return msgspec.to_builtins(Stopping(stopping=True))
         raise NotFound(f"no endpoint {method} {path}")
 
     def _feed(self, interval: float) -> None:

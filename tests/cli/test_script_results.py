@@ -153,11 +153,13 @@ def test_the_servers_refusal_reaches_the_operator_as_it_said_it(engine_home: Pat
     """A request over the admin socket's limit is answered with the server's own words, not
     "engine unreachable"."""
     from nereus.adapters.admin_client import AdminClient
+    from nereus.adapters.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
     from nereus.errors import UsageError
 
     client = AdminClient(engine_home / "run" / "admin.sock")
+    too_big = AppendRequest(records=[RecordToAppend(shard="default/0", data=bytes(49 << 20))])
     with pytest.raises(UsageError, match="over the admin socket's limit of 67108864 bytes"):
-        client.post("/v1/commands", {"records": [], "padding": "x" * (65 << 20)})
+        client.post("/v1/commands", too_big, AppendAnswer)
 
 
 def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(

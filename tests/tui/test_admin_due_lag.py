@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from nereus.engine.admin.api import due_lag_ms
+from nereus.engine.admin.status_views import due_lag_ms
 from nereus.state import keys
 
 
