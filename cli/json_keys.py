@@ -39,7 +39,7 @@ from nereus.cli.commands.shard.documents import (
     ShardPrune,
     ShardReplay,
 )
-from nereus.cli.playbook.documents import (
+from nereus.cli.playbook.language.documents import (
     DryRunPlan,
     PlannedStepView,
     PlaybookDefinition,

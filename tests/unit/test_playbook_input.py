@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus.cli.main import _hoist_global_options
-from nereus.cli.playbook import syntax
-from nereus.cli.playbook.expr import ExpressionError, evaluate, explain, parse
-from nereus.cli.playbook.load import PlaybookError, load_playbook
-from nereus.cli.playbook.model import Playbook
-from nereus.cli.playbook.plan import make_plan, render_args, resolve_variables
+from nereus.cli.playbook.language import syntax
+from nereus.cli.playbook.language.expr import ExpressionError, evaluate, explain, parse
+from nereus.cli.playbook.language.load import PlaybookError, load_playbook
+from nereus.cli.playbook.language.model import Playbook
+from nereus.cli.playbook.language.plan import make_plan, render_args, resolve_variables
 from nereus.errors import NereusError, UsageError
 
 SCOPE: dict[str, Any] = {"a": {"b": [1, {"c": True}]}, "xs": [1, 2, 3], "s": "text", "n": 2}

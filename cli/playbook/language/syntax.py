@@ -18,7 +18,7 @@ Grammar (lowest precedence first)::
     primary    := NUMBER | STRING | "true" | "false" | "null" | "[" [expr ("," expr)*] "]"
                 | NAME "(" [expr ("," expr)*] ")" | NAME | "(" expr ")"
 
-Evaluation (what the values mean) is :mod:`nereus.cli.playbook.expr`.
+Evaluation (what the values mean) is :mod:`nereus.cli.playbook.language.expr`.
 
 Input bounds: a playbook is data an operator may have written by hand or generated, so an
 expression longer than ``MAX_EXPRESSION_CHARS`` or nested deeper than

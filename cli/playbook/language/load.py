@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nereus.cli.playbook.command import command_words
-from nereus.cli.playbook.expr import (
+from nereus.cli.playbook.language.command import command_words
+from nereus.cli.playbook.language.expr import (
     FUNCTIONS,
     KEYWORDS,
     Expression,
@@ -26,7 +26,7 @@ from nereus.cli.playbook.expr import (
     names_used,
     parse,
 )
-from nereus.cli.playbook.model import (
+from nereus.cli.playbook.language.model import (
     BUILTIN_NAMES,
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_WAIT_INTERVAL,
@@ -37,8 +37,8 @@ from nereus.cli.playbook.model import (
     Variable,
     Wait,
 )
-from nereus.cli.playbook.plan import convert
-from nereus.cli.playbook.template import Template, parse_template
+from nereus.cli.playbook.language.plan import convert
+from nereus.cli.playbook.language.template import Template, parse_template
 from nereus.errors import UsageError
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
