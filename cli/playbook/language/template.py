@@ -25,7 +25,7 @@ from nereus.cli.playbook.language.expr import (
     names_used,
     parse,
 )
-from nereus.cli.playbook.language.syntax import quote as _excerpt
+from nereus.cli.playbook.language.tokens import quote as _excerpt
 
 
 @dataclass(frozen=True, slots=True)
