@@ -50,7 +50,7 @@ from nereus.cli.mutation.document import (
     Mutations,
     MutationsDryRun,
 )
-from nereus.cli.playbook.documents import (
+from nereus.cli.playbook.language.documents import (
     DryRunPlan,
     PlannedStepView,
     PlaybookDefinition,

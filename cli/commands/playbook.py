@@ -21,15 +21,15 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.cli.playbook.catalog import Found
-    from nereus.cli.playbook.documents import (
+    from nereus.cli.playbook.language.documents import (
         PlannedStepView,
         RunReport,
         StepDefinition,
         StepResult,
     )
-    from nereus.cli.playbook.journal import Resume
-    from nereus.cli.playbook.model import Playbook
-    from nereus.cli.playbook.plan import Plan, PlannedStep
+    from nereus.cli.playbook.language.journal import Resume
+    from nereus.cli.playbook.language.model import Playbook
+    from nereus.cli.playbook.language.plan import Plan, PlannedStep
     from nereus.cli.playbook.runner import Answer
 
 T = TypeVar("T")
@@ -54,8 +54,8 @@ def list_playbooks(ctx: typer.Context) -> None:
     import msgspec
 
     from nereus.cli.playbook.catalog import discover, read
-    from nereus.cli.playbook.documents import PlaybookRow
-    from nereus.cli.playbook.load import PlaybookError
+    from nereus.cli.playbook.language.documents import PlaybookRow
+    from nereus.cli.playbook.language.load import PlaybookError
 
     env: Env = ctx.obj
     rows: list[PlaybookRow] = []
@@ -104,7 +104,7 @@ def show(ctx: typer.Context, name: NameArg) -> None:
     """A playbook's description, variables and steps, as written."""
     import msgspec
 
-    from nereus.cli.playbook.documents import (
+    from nereus.cli.playbook.language.documents import (
         PlaybookDefinition,
         step_definition,
         variable_definition,
@@ -155,7 +155,7 @@ def _print_step_body(out: Console, step: StepDefinition | PlannedStepView, *,
     """A step's body as ``show`` and ``--dry-run`` print it; ``home`` when it runs against
     another home than the run's."""
     from nereus.cli.output import safe_markup as escape
-    from nereus.cli.playbook.documents import PlannedWait
+    from nereus.cli.playbook.language.documents import PlannedWait
 
     if step.description:
         out.print(f"{indent}[dim]{escape(step.description)}[/dim]")
@@ -256,8 +256,8 @@ def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
              resuming: bool) -> None:
     import msgspec
 
-    from nereus.cli.playbook.documents import DryRunPlan
-    from nereus.cli.playbook.plan import dry_run_plan
+    from nereus.cli.playbook.language.documents import DryRunPlan
+    from nereus.cli.playbook.language.plan import dry_run_plan
 
     data = msgspec.to_builtins(dry_run_plan(plan, path=str(found.path), journal=journal,
                                             start_index=start_index, resuming=resuming))
@@ -302,9 +302,9 @@ def run(
     import time
     from pathlib import Path
 
-    from nereus.cli.playbook.journal import resume_point, unfinished
     from nereus.cli.playbook.journal_file import JournalFile, read_journal
-    from nereus.cli.playbook.plan import make_plan, parse_assignments, resolve_variables
+    from nereus.cli.playbook.language.journal import resume_point, unfinished
+    from nereus.cli.playbook.language.plan import make_plan, parse_assignments, resolve_variables
     from nereus.cli.playbook.runner import Runner
     from nereus.layout import HomeLayout
 

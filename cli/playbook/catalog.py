@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nereus
-from nereus.cli.playbook.load import PLAYBOOK_NAME, load_playbook
-from nereus.cli.playbook.model import Playbook
+from nereus.cli.playbook.language.load import PLAYBOOK_NAME, load_playbook
+from nereus.cli.playbook.language.model import Playbook
 from nereus.errors import NotFound
 from nereus.layout import HomeLayout
 

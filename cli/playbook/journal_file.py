@@ -13,7 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from nereus.cli.playbook.journal import Entry, decode_entries, encode_entry
+from nereus.cli.playbook.language.journal import Entry, decode_entries, encode_entry
 from nereus.errors import NereusError
 
 

@@ -22,18 +22,18 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from nereus.cli.playbook.documents import CheckResult, RunReport, StepResult
-from nereus.cli.playbook.expr import ExpressionError, Json
 from nereus.cli.playbook.invoke import Invocation, Invoke
-from nereus.cli.playbook.journal import (
+from nereus.cli.playbook.journal_file import JournalFile
+from nereus.cli.playbook.language.documents import CheckResult, RunReport, StepResult
+from nereus.cli.playbook.language.expr import ExpressionError, Json
+from nereus.cli.playbook.language.journal import (
     RunFinished,
     RunStarted,
     RunStopped,
     StepFinished,
     StepStarted,
 )
-from nereus.cli.playbook.journal_file import JournalFile
-from nereus.cli.playbook.plan import (
+from nereus.cli.playbook.language.plan import (
     Plan,
     PlannedStep,
     guidance,
@@ -41,7 +41,7 @@ from nereus.cli.playbook.plan import (
     judge,
     render_args,
 )
-from nereus.cli.playbook.template import render, render_known
+from nereus.cli.playbook.language.template import render, render_known
 from nereus.timespec import format_time_ms
 
 Answer = Literal["yes", "no", "unavailable"]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.cli.playbook.expr import (
+from nereus.cli.playbook.language.expr import (
     ExpressionError,
     evaluate,
     explain,
@@ -20,7 +20,7 @@ from nereus.cli.playbook.expr import (
     parse,
     truthy,
 )
-from nereus.cli.playbook.template import parse_template, render, render_known
+from nereus.cli.playbook.language.template import parse_template, render, render_known
 
 LANES = [{"lane": "local", "gate": "OPEN", "in_flight": 0, "due_backlog": 3},
          {"lane": "slow", "gate": "CLOSED", "in_flight": 2, "due_backlog": 0}]

@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus.cli.main import _hoist_global_options
-from nereus.cli.playbook import syntax
-from nereus.cli.playbook.expr import ExpressionError, evaluate, explain, parse
-from nereus.cli.playbook.load import PlaybookError, load_playbook
-from nereus.cli.playbook.model import Playbook
-from nereus.cli.playbook.plan import make_plan, render_args, resolve_variables
+from nereus.cli.playbook.language import parser
+from nereus.cli.playbook.language.expr import ExpressionError, evaluate, explain, parse
+from nereus.cli.playbook.language.load import PlaybookError, load_playbook
+from nereus.cli.playbook.language.model import Playbook
+from nereus.cli.playbook.language.plan import make_plan, render_args, resolve_variables
+from nereus.cli.playbook.language.tree import depth
 from nereus.errors import NereusError, UsageError
 
 SCOPE: dict[str, Any] = {"a": {"b": [1, {"c": True}]}, "xs": [1, 2, 3], "s": "text", "n": 2}
@@ -71,7 +72,7 @@ def test_nesting_deeper_than_the_limit_is_a_usage_error(opening: str, closing: s
     with pytest.raises(ExpressionError) as caught:
         parse(opening * 150 + "n" + closing * 150)
     assert isinstance(caught.value, UsageError)
-    assert f"deep, the limit is {syntax.MAX_EXPRESSION_DEPTH}" in caught.value.message
+    assert f"deep, the limit is {parser.MAX_EXPRESSION_DEPTH}" in caught.value.message
     assert len(caught.value.message) < 400  # quotes a bit of the expression, not all of it
 
 
@@ -89,7 +90,7 @@ def test_long_chains_count_as_depth_and_long_text_as_size() -> None:
     with pytest.raises(ExpressionError,
                        match="expression is 20000 characters, the limit is 4096"):
         parse("n" * 20000)
-    limit, chars = syntax.MAX_EXPRESSION_DEPTH, syntax.MAX_EXPRESSION_CHARS
+    limit, chars = parser.MAX_EXPRESSION_DEPTH, parser.MAX_EXPRESSION_CHARS
     assert (limit, chars) == (32, 4096)  # as the messages above and playbooks/README.md say
     parse(" and ".join(["n"] * (limit - 1)))
     parse("1" + " " * (chars - 1))
@@ -113,7 +114,7 @@ def test_the_deepest_accepted_expression_evaluates_in_a_few_frames_per_level() -
                 evaluate(expression, SCOPE)
             explain(expression, SCOPE)
         assert levels < 500
-        assert syntax.depth(expression.root)[0] <= syntax.MAX_EXPRESSION_DEPTH
+        assert depth(expression.root)[0] <= parser.MAX_EXPRESSION_DEPTH
 
 
 def test_a_playbook_names_the_file_step_and_field_of_a_deep_condition() -> None:

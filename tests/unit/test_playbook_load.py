@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from nereus.cli.playbook.catalog import SHIPPED_DIR, discover, locate, read
-from nereus.cli.playbook.load import PlaybookError, load_playbook, prose
-from nereus.cli.playbook.model import Playbook
+from nereus.cli.playbook.language.load import PlaybookError, load_playbook, prose
+from nereus.cli.playbook.language.model import Playbook
 
 MINIMAL = '''
 description = "A test playbook."

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nereus.cli.playbook.documents import PlannedWait
-from nereus.cli.playbook.expr import parse
-from nereus.cli.playbook.journal import (
+from nereus.cli.playbook.language.documents import PlannedWait
+from nereus.cli.playbook.language.expr import parse
+from nereus.cli.playbook.language.journal import (
     Entry,
     JournalDamaged,
     ResumeRefused,
@@ -23,9 +23,9 @@ from nereus.cli.playbook.journal import (
     resume_point,
     unfinished,
 )
-from nereus.cli.playbook.load import load_playbook
-from nereus.cli.playbook.model import Playbook
-from nereus.cli.playbook.plan import (
+from nereus.cli.playbook.language.load import load_playbook
+from nereus.cli.playbook.language.model import Playbook
+from nereus.cli.playbook.language.plan import (
     describe_step,
     judge,
     make_plan,

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from nereus.cli.playbook.documents import StepResult
 from nereus.cli.playbook.invoke import Invocation, parse_output
-from nereus.cli.playbook.journal import (
+from nereus.cli.playbook.journal_file import JournalBusy, JournalFile, read_journal
+from nereus.cli.playbook.language.documents import StepResult
+from nereus.cli.playbook.language.journal import (
     RunFinished,
     RunStarted,
     RunStopped,
@@ -20,9 +21,8 @@ from nereus.cli.playbook.journal import (
     StepStarted,
     resume_point,
 )
-from nereus.cli.playbook.journal_file import JournalBusy, JournalFile, read_journal
-from nereus.cli.playbook.load import load_playbook
-from nereus.cli.playbook.plan import Plan, PlannedStep, make_plan, resolve_variables
+from nereus.cli.playbook.language.load import load_playbook
+from nereus.cli.playbook.language.plan import Plan, PlannedStep, make_plan, resolve_variables
 from nereus.cli.playbook.runner import Answer, Runner
 
 TEXT = '''

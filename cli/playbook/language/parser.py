@@ -1,9 +1,10 @@
-"""The syntax of the playbook condition language: tokens, the tree, the parser.
+"""The parser of the playbook condition language: text to a bounded syntax tree.
 
 Playbook checks must never run arbitrary code (a playbook in an operator's home is data,
-not a program), so this is a hand-written tokenizer and recursive-descent parser whose
-evaluator only walks JSON values. There is no attribute access on Python objects, no
-calls other than the six functions below, no loops and no assignment.
+not a program), so the tokenizer (:mod:`nereus.cli.playbook.language.tokens`) and this
+recursive-descent parser are written by hand, and the evaluator only walks JSON values.
+There is no attribute access on Python objects, no calls other than the six
+``FUNCTIONS``, no loops and no assignment.
 
 Grammar (lowest precedence first)::
 
@@ -18,7 +19,7 @@ Grammar (lowest precedence first)::
     primary    := NUMBER | STRING | "true" | "false" | "null" | "[" [expr ("," expr)*] "]"
                 | NAME "(" [expr ("," expr)*] ")" | NAME | "(" expr ")"
 
-Evaluation (what the values mean) is :mod:`nereus.cli.playbook.expr`.
+Evaluation (what the values mean) is :mod:`nereus.cli.playbook.language.expr`.
 
 Input bounds: a playbook is data an operator may have written by hand or generated, so an
 expression longer than ``MAX_EXPRESSION_CHARS`` or nested deeper than
@@ -33,17 +34,31 @@ recurses more than a few frames per level, so none can raise RecursionError.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from nereus.cli.playbook.language.tokens import (
+    FUNCTIONS,
+    KEYWORDS,
+    ExpressionError,
+    Token,
+    is_number,
+    quote,
+    syntax_error,
+    tokenize,
+)
+from nereus.cli.playbook.language.tree import (
+    Attr,
+    Binary,
+    Call,
+    Expression,
+    Index,
+    ListOf,
+    Literal,
+    Name,
+    Node,
+    Unary,
+    depth,
+)
 
-from nereus.errors import UsageError
-
-Json: TypeAlias = Any  # null | bool | int | float | str | list[Json] | dict[str, Json]
-
-KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "null"})
-FUNCTIONS = frozenset({"len", "all", "any", "pluck", "find", "where"})
 _COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
-_PUNCTUATION = ("==", "!=", "<=", ">=", "<", ">", "(", ")", "[", "]", ".", ",", "+", "-")
 
 # The longest expression (a condition, or one {hole} of a template) a playbook may hold.
 # The longest shipped condition is about 150 characters.
@@ -52,183 +67,6 @@ MAX_EXPRESSION_CHARS = 4096
 # operator, call, index, key and not/- is one; `a and b and c` is 3 deep). The deepest
 # shipped condition is 6 deep; long `and` chains belong in several conditions.
 MAX_EXPRESSION_DEPTH = 32
-# How much of an expression an error message quotes.
-_QUOTE_CHARS = 60
-
-
-def is_number(value: Json) -> bool:
-    """A JSON number (a boolean is not one)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-class ExpressionError(UsageError):
-    """An expression that does not parse, or cannot be evaluated over the data it got."""
-
-
-# -- tokens ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str  # NUMBER STRING NAME OP END
-    text: str
-    value: Json
-    start: int
-
-
-def _is_name_start(char: str) -> bool:
-    return char.isascii() and (char.isalpha() or char == "_")
-
-
-def _is_name_char(char: str) -> bool:
-    return char.isascii() and (char.isalnum() or char == "_")
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
-
-
-def tokenize(source: str) -> list[Token]:
-    """The tokens of ``source``, ending with an END token; errors name the column."""
-    tokens: list[Token] = []
-    pos = 0
-    while pos < len(source):
-        char = source[pos]
-        if char in " \t\r\n":
-            pos += 1
-        elif char.isascii() and char.isdigit():
-            end = pos
-            while end < len(source) and source[end].isascii() and source[end].isdigit():
-                end += 1
-            is_float = (end + 1 < len(source) and source[end] == "."
-                        and source[end + 1].isascii() and source[end + 1].isdigit())
-            if is_float:
-                end += 1
-                while end < len(source) and source[end].isascii() and source[end].isdigit():
-                    end += 1
-            text = source[pos:end]
-            if end < len(source) and _is_name_char(source[end]):
-                raise _syntax(source, end, f"unexpected {source[end]!r} after number {text}")
-            tokens.append(Token("NUMBER", text, float(text) if is_float else int(text), pos))
-            pos = end
-        elif char in "\"'":
-            chars: list[str] = []
-            end = pos + 1
-            while True:
-                if end >= len(source):
-                    raise _syntax(source, pos, "unterminated string")
-                current = source[end]
-                if current == char:
-                    break
-                if current == "\\":
-                    if end + 1 >= len(source) or source[end + 1] not in _ESCAPES:
-                        raise _syntax(source, end, "unknown escape (use \\n \\t \\\\ \\\" \\')")
-                    chars.append(_ESCAPES[source[end + 1]])
-                    end += 2
-                    continue
-                chars.append(current)
-                end += 1
-            tokens.append(Token("STRING", source[pos:end + 1], "".join(chars), pos))
-            pos = end + 1
-        elif _is_name_start(char):
-            end = pos
-            while end < len(source) and _is_name_char(source[end]):
-                end += 1
-            text = source[pos:end]
-            tokens.append(Token("NAME", text, text, pos))
-            pos = end
-        else:
-            for op in _PUNCTUATION:
-                if source.startswith(op, pos):
-                    tokens.append(Token("OP", op, op, pos))
-                    pos += len(op)
-                    break
-            else:
-                hint = " (use and / or / not)" if char in "&|!" else ""
-                raise _syntax(source, pos, f"unexpected character {char!r}{hint}")
-    tokens.append(Token("END", "", None, len(source)))
-    return tokens
-
-
-def _syntax(source: str, pos: int, message: str) -> ExpressionError:
-    return ExpressionError(f"in `{quote(source, pos)}` at column {pos + 1}: {message}")
-
-
-def quote(source: str, pos: int = 0) -> str:
-    """``source`` for an error message: whole when short, else the part around ``pos``."""
-    if len(source) <= _QUOTE_CHARS:
-        return source
-    start = max(0, min(pos - _QUOTE_CHARS // 2, len(source) - _QUOTE_CHARS))
-    end = start + _QUOTE_CHARS
-    return ("..." if start else "") + source[start:end] + ("..." if end < len(source) else "")
-
-
-# -- syntax tree -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    start: int
-    end: int
-
-
-@dataclass(frozen=True, slots=True)
-class Literal(Node):
-    value: Json
-
-
-@dataclass(frozen=True, slots=True)
-class Name(Node):
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Attr(Node):
-    target: Node
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Index(Node):
-    target: Node
-    index: Node
-
-
-@dataclass(frozen=True, slots=True)
-class ListOf(Node):
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Node):
-    function: str
-    args: tuple[Node, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Unary(Node):
-    op: str  # "not" | "-"
-    operand: Node
-
-
-@dataclass(frozen=True, slots=True)
-class Binary(Node):
-    op: str  # and or == != < <= > >= in "not in" + -
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True, slots=True)
-class Expression:
-    """A parsed expression and the text it came from (for messages)."""
-
-    source: str
-    root: Node
-
-    def text(self, node: Node) -> str:
-        return self.source[node.start:node.end]
-
-    def __str__(self) -> str:
-        return self.source
 
 
 class _Parser:
@@ -257,7 +95,7 @@ class _Parser:
     def error(self, message: str) -> ExpressionError:
         token = self.peek()
         found = "the end" if token.kind == "END" else repr(token.text)
-        return _syntax(self.source, token.start, f"{message}, found {found}")
+        return syntax_error(self.source, token.start, f"{message}, found {found}")
 
     def parse(self) -> Node:
         if self.at("END"):
@@ -375,12 +213,12 @@ class _Parser:
                 return Literal(token.start, end,
                                {"true": True, "false": False, "null": None}[token.text])
             if token.text in KEYWORDS:
-                raise _syntax(self.source, token.start, f"{token.text!r} needs an operand")
+                raise syntax_error(self.source, token.start, f"{token.text!r} needs an operand")
             if self.at("OP", "("):
                 if token.text not in FUNCTIONS:
-                    raise _syntax(self.source, token.start,
-                                  f"unknown function {token.text}(); known: "
-                                  + ", ".join(sorted(FUNCTIONS)))
+                    raise syntax_error(self.source, token.start,
+                                       f"unknown function {token.text}(); known: "
+                                       + ", ".join(sorted(FUNCTIONS)))
                 self.take()
                 args = self.arguments(")")
                 close = self.expect("OP", ")").start + 1
@@ -408,8 +246,8 @@ def _check_arity(source: str, token: Token, count: int) -> None:
     low, high = _ARITY[token.text]
     if not low <= count <= high:
         wanted = str(low) if low == high else f"{low} or {high}"
-        raise _syntax(source, token.start,
-                      f"{token.text}() takes {wanted} argument(s), got {count}")
+        raise syntax_error(source, token.start,
+                           f"{token.text}() takes {wanted} argument(s), got {count}")
 
 
 def _too_deep(source: str, levels: int, pos: int) -> ExpressionError:
@@ -431,35 +269,6 @@ def _check_brackets(source: str, tokens: list[Token]) -> None:
             level = max(0, level - 1)
     if deepest > MAX_EXPRESSION_DEPTH:
         raise _too_deep(source, deepest, where)
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Attr):
-        return (node.target,)
-    if isinstance(node, Index):
-        return (node.target, node.index)
-    if isinstance(node, ListOf):
-        return node.items
-    if isinstance(node, Call):
-        return node.args
-    if isinstance(node, Unary):
-        return (node.operand,)
-    if isinstance(node, Binary):
-        return (node.left, node.right)
-    return ()
-
-
-def depth(node: Node) -> tuple[int, Node]:
-    """The number of levels of the tree under ``node`` and its deepest node (a loop, so
-    any tree can be measured)."""
-    deepest, at = 0, node
-    stack = [(node, 1)]
-    while stack:
-        current, level = stack.pop()
-        if level > deepest:
-            deepest, at = level, current
-        stack.extend((child, level + 1) for child in _children(current))
-    return deepest, at
 
 
 def parse(source: str) -> Expression:

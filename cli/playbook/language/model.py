@@ -1,5 +1,5 @@
 """What a playbook is, as frozen values: variables, steps, their checks, waits and
-confirmations. ``nereus.cli.playbook.load`` builds these from TOML; nothing here does I/O.
+confirmations. ``nereus.cli.playbook.language.load`` builds these from TOML; nothing here does I/O.
 
 A step runs one ``nereus`` command (``run``, with ``--home`` and ``--json`` added by the
 runner) and judges it by its exit code (``exit_codes``) and its ``post`` conditions over
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nereus.cli.playbook.expr import Expression
-from nereus.cli.playbook.template import Template
+from nereus.cli.playbook.language.expr import Expression
+from nereus.cli.playbook.language.template import Template
 
 VARIABLE_TYPES = ("string", "int", "duration")
 # Names the runner provides; variables may not take them.

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from nereus.cli.playbook.expr import ExpressionError, Json
-from nereus.cli.playbook.template import (
+from nereus.cli.playbook.language.expr import ExpressionError, Json
+from nereus.cli.playbook.language.template import (
     Template,
     parse_template,
     render,

@@ -1,9 +1,9 @@
 """The condition language of playbooks: a small, safe expression language over JSON values.
 
 Playbook checks must never run arbitrary code (a playbook in an operator's home is data,
-not a program): :mod:`nereus.cli.playbook.syntax` parses the grammar by hand, and the evaluator
-here only walks JSON values. There is no attribute access on Python objects, no calls
-other than the six functions below, no loops and no assignment.
+not a program): :mod:`nereus.cli.playbook.language.parser` parses the grammar by hand,
+and the evaluator here only walks JSON values. There is no attribute access on Python
+objects, no calls other than the six functions below, no loops and no assignment.
 
 Values are JSON: null, booleans, numbers, strings, lists, objects. Semantics:
 
@@ -31,9 +31,10 @@ An evaluation problem (a missing key, comparing a string with a number) raises
 message.
 
 The evaluator recurses over the syntax tree, and that is bounded where the tree is made:
-:func:`nereus.cli.playbook.syntax.parse` refuses a tree deeper than ``MAX_EXPRESSION_DEPTH``
-(32), so evaluating or explaining one takes at most a few frames per level. Walks over
-*values* (``equal``) are loops, since a command's output can nest as deep as it likes.
+:func:`nereus.cli.playbook.language.parser.parse` refuses a tree deeper than
+``MAX_EXPRESSION_DEPTH`` (32), so evaluating or explaining one takes at most a few frames
+per level. Walks over *values* (``equal``) are loops, since a command's output can nest
+as deep as it likes.
 """
 
 from __future__ import annotations
@@ -44,25 +45,25 @@ from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from nereus.cli.playbook.syntax import (
+from nereus.cli.playbook.language.parser import MAX_EXPRESSION_CHARS, MAX_EXPRESSION_DEPTH, parse
+from nereus.cli.playbook.language.tokens import (
     FUNCTIONS,
     KEYWORDS,
-    MAX_EXPRESSION_CHARS,
-    MAX_EXPRESSION_DEPTH,
+    ExpressionError,
+    Json,
+    is_number,
+)
+from nereus.cli.playbook.language.tree import (
     Attr,
     Binary,
     Call,
     Expression,
-    ExpressionError,
     Index,
-    Json,
     ListOf,
     Literal,
     Name,
     Node,
     Unary,
-    is_number,
-    parse,
 )
 
 # the language's public names, wherever they are defined

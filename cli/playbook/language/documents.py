@@ -14,8 +14,8 @@ from typing import Literal
 
 import msgspec
 
-from nereus.cli.playbook.expr import Json
-from nereus.cli.playbook.model import Step, Variable
+from nereus.cli.playbook.language.expr import Json
+from nereus.cli.playbook.language.model import Step, Variable
 
 # a variable's typed value: an ``int`` variable's is an int, the others' a string
 VariableValue = str | int

@@ -13,16 +13,23 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nereus.cli.playbook.command import command_words, render_command, render_word
-from nereus.cli.playbook.documents import (
+from nereus.cli.playbook.language.command import command_words, render_command, render_word
+from nereus.cli.playbook.language.documents import (
     CheckResult,
     DryRunPlan,
     PlannedStepView,
     PlannedWait,
 )
-from nereus.cli.playbook.expr import Expression, ExpressionError, Json, evaluate, explain, truthy
-from nereus.cli.playbook.model import Playbook, Step, Variable
-from nereus.cli.playbook.template import Template, render, render_known
+from nereus.cli.playbook.language.expr import (
+    Expression,
+    ExpressionError,
+    Json,
+    evaluate,
+    explain,
+    truthy,
+)
+from nereus.cli.playbook.language.model import Playbook, Step, Variable
+from nereus.cli.playbook.language.template import Template, render, render_known
 from nereus.errors import UsageError
 from nereus.timespec import parse_duration_ms
 
@@ -169,7 +176,8 @@ def judge(conditions: Sequence[Expression], scope: Mapping[str, Json]) -> list[C
 
 def render_args(step: Step, scope: Mapping[str, Json]) -> list[str]:
     """The command's arguments with every hole filled (ExpressionError if one cannot be),
-    laid out so that no value can be read as an option (:mod:`nereus.cli.playbook.command`)."""
+    laid out so that no value can be read as an option
+    (:mod:`nereus.cli.playbook.language.command`)."""
     return render_command(command_words(step.run), scope)
 
 

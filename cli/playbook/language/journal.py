@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from nereus.cli.playbook.documents import CheckResult, VariableValue
-from nereus.cli.playbook.expr import Json, equal, show
-from nereus.cli.playbook.model import Playbook
-from nereus.cli.playbook.plan import check_variable_names, convert
+from nereus.cli.playbook.language.documents import CheckResult, VariableValue
+from nereus.cli.playbook.language.expr import Json, equal, show
+from nereus.cli.playbook.language.model import Playbook
+from nereus.cli.playbook.language.plan import check_variable_names, convert
 from nereus.errors import UsageError
 
 JOURNAL_VERSION = 1

@@ -2,7 +2,7 @@
 steps' outputs.
 
 ``"checkpoint verify {steps.take.checkpoint_id}"`` or ``"--reason={reason}"``: each hole
-is an expression of :mod:`nereus.cli.playbook.expr` (usually a variable or a path into a
+is an expression of :mod:`nereus.cli.playbook.language.expr` (usually a variable or a path into a
 step's output), ``{{`` and ``}}`` are literal braces. Holes are parsed when the playbook
 is loaded, so a typo is reported with the file and step before anything runs.
 
@@ -17,8 +17,15 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from nereus.cli.playbook.expr import Expression, ExpressionError, Json, evaluate, names_used, parse
-from nereus.cli.playbook.syntax import quote as _excerpt
+from nereus.cli.playbook.language.expr import (
+    Expression,
+    ExpressionError,
+    Json,
+    evaluate,
+    names_used,
+    parse,
+)
+from nereus.cli.playbook.language.tokens import quote as _excerpt
 
 
 @dataclass(frozen=True, slots=True)
