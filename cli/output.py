@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -97,7 +97,8 @@ class Output:
             self._err = Console(stderr=True, highlight=False, soft_wrap=True)
         return self._err
 
-    def emit(self, data: dict[str, Any] | list[Any], human: Callable[[Console], None]) -> None:
+    def emit(self, data: Mapping[str, object] | Sequence[object],
+             human: Callable[[Console], None]) -> None:
         """One JSON document with ``--json``, unchanged; otherwise ``human`` draws for
         people, after every string in ``data`` is made terminal-safe in place
         (``terminal_safe``): renderers print the document's values inside Rich markup, so

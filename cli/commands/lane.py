@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
@@ -68,7 +67,16 @@ def _known_lane(env: Env, lane: str) -> None:
 LaneArg = Annotated[str, typer.Argument(help="The lane.")]
 
 
-def _gate_command(gate: str, summary: str) -> Callable[..., None]:
+class GateCommand(Protocol):
+    """``lane close`` and ``lane open``: the signature Typer reads."""
+
+    def __call__(self, ctx: typer.Context, lane: str, reason: str, operator: str | None = None,
+                 key: str | None = None, precondition: str | None = None,
+                 shard: list[str] | None = None, dry_run: bool = False, yes: bool = False,
+                 wait: bool = False) -> None: ...
+
+
+def _gate_command(gate: str, summary: str) -> GateCommand:
     """The ``lane close`` or ``lane open`` command: one signature, one gate each."""
 
     def command(
