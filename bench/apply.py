@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -55,6 +53,7 @@ from apply_log import build_log
 from apply_report import ApplyReport, assemble, print_report
 from apply_rounds import run_round
 from apply_stages import decompose, profile_runner
+from scratch import scratch_dir
 
 
 def measure(args: argparse.Namespace, root: Path) -> ApplyReport:
@@ -97,14 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.records, args.batch, args.append_group, args.rounds) < 1:
         parser.error("--records, --batch, --append-group and --rounds must be positive")
 
-    root = Path(tempfile.mkdtemp(prefix="nereus-bench-apply-", dir=args.dir))
-    try:
+    with scratch_dir("nereus-bench-apply-", args.dir, keep=args.keep) as root:
         report = measure(args, root)
-    finally:
-        if args.keep:
-            print(f"kept {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
     if args.json:
         print(json.dumps(msgspec.to_builtins(report), indent=2))
     else:

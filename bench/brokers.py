@@ -48,10 +48,8 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,6 +58,7 @@ import msgspec
 from brokers_kafka import KafkaSection, kafka_to_kafka
 from brokers_pulsar import Delivery, NereusDelivery, PulsarSection, run_pulsar
 from fire_scenarios import TARGET_P99_MS, TARGET_RATE_PER_SHARD
+from scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ROOT / "scripts" / "services"
@@ -209,19 +208,13 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args()
     needed = [n for n in ("pulsar", "kafka") if args.only in (None, n)]
-    root = Path(tempfile.mkdtemp(prefix="nereus-brokers-", dir=args.dir))
     pulsar = kafka = None
-    try:
-        with brokers(needed) as env:
-            if "pulsar" in needed:
-                pulsar = run_pulsar(root, env, args)
-            if "kafka" in needed:
-                kafka = kafka_to_kafka(root, env, args)
-    finally:
-        if args.keep:
-            print(f"kept {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    with (scratch_dir("nereus-brokers-", args.dir, keep=args.keep) as root,
+          brokers(needed) as env):
+        if "pulsar" in needed:
+            pulsar = run_pulsar(root, env, args)
+        if "kafka" in needed:
+            kafka = kafka_to_kafka(root, env, args)
     report = BrokersReport(
         cpus=os.cpu_count(), command=" ".join([Path(sys.executable).name, *sys.argv]),
         pulsar=pulsar, kafka=kafka,

@@ -35,15 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import msgspec
 
 from fire_profile import ThreadProfile, ThreadProfiles
 from fire_scenarios import BurstFigures, SteadyFigures, burst, steady
+from scratch import scratch_dir
 
 REFERENCES = (
     "Apache Pulsar delayed delivery: tracker tick 1 s by default, may deliver early",
@@ -134,23 +133,19 @@ def main() -> None:
                         help="profile the engine threads with pyinstrument")
     parser.add_argument("--profile-top", type=int, default=12)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="nereus-fire-", dir=args.dir))
     profiles = ThreadProfiles() if args.profile else None
-    if profiles is not None:
-        profiles.install()
     burst_figures = steady_figures = None
-    try:
-        if args.only in (None, "burst"):
-            burst_figures = burst(root, args)
-        if args.only in (None, "steady"):
-            steady_figures = steady(root, args)
-    finally:
+    with scratch_dir("nereus-fire-", args.dir, keep=args.keep) as root:
         if profiles is not None:
-            profiles.uninstall()
-        if args.keep:
-            print(f"kept {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+            profiles.install()
+        try:
+            if args.only in (None, "burst"):
+                burst_figures = burst(root, args)
+            if args.only in (None, "steady"):
+                steady_figures = steady(root, args)
+        finally:
+            if profiles is not None:
+                profiles.uninstall()
     report = FireReport(partitions=args.partitions, cpus=os.cpu_count(), burst=burst_figures,
                         steady=steady_figures,
                         profile=None if profiles is None else profiles.report(args.profile_top),
