@@ -2,21 +2,25 @@
 
 Log read, ``apply`` into an Overlay over an empty view (and its parts: the SCHEDULE
 handler, value encoding), ``store.write`` of the resulting batches, the store misses a
-SCHEDULE does, and a cProfile pass of the runner. ``bench/apply.py`` runs them and
+SCHEDULE does, and a cProfile pass of the runner. ``decompose`` runs all but the misses
+(timed on the runner's own store, in ``apply_rounds``) and the profile; ``bench/apply.py``
 prints where a record's time goes.
 """
 
 from __future__ import annotations
 
 import cProfile
+import gc
 import hashlib
 import io
 import pstats
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from generated_schedules import IDENTITY
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.file import FileShardLog
 from nereus.adapters.shardlog.protocol import LogRecord
@@ -25,11 +29,8 @@ from nereus.machine.tx import Tx
 from nereus.records import Schedule, codec
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, Lane, Message, WorkRef, decode_value, encode_value
+from nereus.state.values import Lane, Message, WorkRef, decode_value, encode_value
 from nereus.state.view import EmptyView, Overlay, Writes
-
-IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
-
 
 
 def stage_read(log_dir: Path, n: int, batch: int) -> tuple[float, list[list[LogRecord]]]:
@@ -150,6 +151,37 @@ def stage_misses(store: ShardStore, n: int) -> float:
     for key in probes:
         get(key)
     return time.perf_counter() - started
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decomposition:
+    """Seconds of each stage over all the records (b1-b3a are parts of ``apply_s``)."""
+
+    read_s: float  # (a) the log read
+    apply_s: float  # (b) apply into an Overlay over an empty view
+    decode_s: float  # (b1) codec.decode
+    sha_s: float  # (b2) sha256 of the record
+    handler_s: float  # (b3) the SCHEDULE handler, with its Tx
+    encode_s: float  # (b3a) encoding the values the handler stores
+    write_s: float  # (c) store.write of (b)'s batches into a fresh store
+    apply_level_writes: int  # keys apply wrote, over all records
+
+
+def decompose(root: Path, log_dir: Path, n: int, batch: int) -> Decomposition:
+    """Stages (a)-(c), each timed alone; (c) writes into a fresh store at ``root/db-write``."""
+    read_s, read_batches = stage_read(log_dir, n, batch)
+    decode_s = stage_timed(codec.decode, read_batches)
+    sha_s = stage_timed(sha_hex, read_batches)
+    apply_s, prepared, apply_level_writes = stage_apply(read_batches)
+    handler_s = stage_handler(read_batches)
+    del read_batches
+    encode_s = stage_encode(prepared)
+    write_s = stage_write(root / "db-write", prepared)
+    del prepared
+    gc.collect()
+    return Decomposition(read_s=read_s, apply_s=apply_s, decode_s=decode_s, sha_s=sha_s,
+                         handler_s=handler_s, encode_s=encode_s, write_s=write_s,
+                         apply_level_writes=apply_level_writes)
 
 
 def profile_runner(root: Path, log_dir: Path, batch: int, top: int) -> str:
