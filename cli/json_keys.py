@@ -20,7 +20,7 @@ from typing import Literal
 
 import msgspec
 
-from nereus.adapters.checkpoints import CheckpointTaken
+from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.adapters.engine_process import EngineStarted, EngineStopped
 from nereus.checkpoint.verify import CheckpointVerification

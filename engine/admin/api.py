@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from nereus.adapters.checkpoints import CheckpointTaken, taken_view
+from nereus.adapters.checkpoint_take import CheckpointTaken, taken_view
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin import params
 from nereus.engine.admin.documents import (
