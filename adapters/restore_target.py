@@ -16,7 +16,7 @@ A restore replaces a directory only when that cannot hurt a running system:
   files) is somebody's state now and counts as foreign;
 - **any other non-empty directory** is foreign: the CLI asks before replacing it.
 
-Everything here only reads; ``engine.checkpoints.restore_into`` does the writing.
+Everything here only reads; ``adapters.checkpoint_restore.restore_into`` does the writing.
 """
 
 from __future__ import annotations

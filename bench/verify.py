@@ -19,7 +19,7 @@ What it does, in one run:
    runs it (a fresh process: interpreter start, imports, open, report, Rich table), the
    median of R runs against the target (< 0.5 s), beside ``inspect_store`` alone in this
    process (open read-only + report) so start-up cost and the report itself are apart.
-3. **verify**: a checkpoint of that database (``nereus.adapters.checkpoints.take_local``,
+3. **verify**: a checkpoint of that database (``nereus.adapters.checkpoint_take.take_local``,
    timed and reported: it hashes the files and computes the digest too) in a scratch
    directory beside the cache (hard links). With the files warm in the page cache, each
    of R rounds times, in this order: ``sha256sum`` over the checkpoint's files (one

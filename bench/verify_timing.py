@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from generated_schedules import IDENTITY, SHARD
-from nereus.adapters.checkpoints import take_local
+from nereus.adapters.checkpoint_take import take_local
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import file_sha256, verify_directory
 from nereus.inspection import inspect_store

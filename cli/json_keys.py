@@ -22,7 +22,7 @@ from typing import Literal
 
 import msgspec
 
-from nereus.adapters.checkpoints import CheckpointTaken
+from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.adapters.engine_process import EngineStarted, EngineStopped
 from nereus.adapters.large_payload import LargePayloadReceipt

@@ -17,14 +17,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nereus.adapters.checkpoints import (
-    Taken,
-    catalog,
-    check_floor,
-    describe,
-    recovery_floor,
-    upload,
-)
+from nereus.adapters.checkpoint_catalog import catalog, check_floor, recovery_floor
+from nereus.adapters.checkpoint_take import Taken, describe, upload
 from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.shardlog.protocol import PrunableLog, ShardLog
 from nereus.config import CheckpointSettings

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nereus.adapters.checkpoints import recovery_floor, restore_into
+from nereus.adapters.checkpoint_catalog import recovery_floor
+from nereus.adapters.checkpoint_restore import restore_into
 from nereus.adapters.continuity import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.objectstore.factory import open_object_store
 from nereus.adapters.secrets import route_key

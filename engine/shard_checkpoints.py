@@ -15,7 +15,7 @@ import uuid
 from concurrent.futures import Future
 from pathlib import Path
 
-from nereus.adapters.checkpoints import Taken, new_checkpoint_id, snapshot
+from nereus.adapters.checkpoint_take import Taken, new_checkpoint_id, snapshot
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock

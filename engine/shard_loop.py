@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nereus.adapters.checkpoints import Taken
+from nereus.adapters.checkpoint_take import Taken
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.engine.admission_flow import AdmissionFlow

@@ -146,7 +146,7 @@ class FileShardLog:
     def delete_before(self, position: int) -> list[str]:
         """Delete whole segments whose records are all before ``position``.
 
-        The caller checks the Recovery Floor first (``engine.checkpoints.check_floor``);
+        The caller checks the Recovery Floor first (``adapters.checkpoint_catalog.check_floor``);
         the last segment is never deleted. Returns the deleted files.
         """
         deleted: list[str] = []

@@ -224,8 +224,9 @@ class KafkaShardLog:
     def delete_before(self, position: int) -> list[str]:
         """Delete every record below ``position`` (``DeleteRecords``); what went, described.
 
-        The caller checks the Recovery Floor first (``engine.checkpoints.check_floor``): this
-        never decides what may go, it only does it."""
+        The caller checks the Recovery Floor first
+        (``adapters.checkpoint_catalog.check_floor``): this never decides what may go, it only
+        does it."""
         from confluent_kafka import KafkaException, TopicPartition
 
         start, end = self._watermarks()

@@ -1,5 +1,5 @@
 """The ``--json`` documents of ``nereus checkpoint`` and ``nereus recovery-set`` that the CLI
-builds itself (``checkpoint create`` prints ``adapters.checkpoints.CheckpointTaken``,
+builds itself (``checkpoint create`` prints ``adapters.checkpoint_take.CheckpointTaken``,
 ``checkpoint verify`` the core's ``CheckpointVerification``).
 
 The man pages' JSON sections are generated from these types

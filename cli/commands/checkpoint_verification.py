@@ -58,7 +58,8 @@ def _deep(env: Env, directory: Path, report: VerifyReport, manifest: Manifest,
 def _reference(env: Env, shard: ShardId, after: Manifest, scratch: Path) -> Reference | None:
     """The next catalogued checkpoint after ``after`` (downloaded under ``scratch``), else
     the live database."""
-    from nereus.adapters.checkpoints import catalog, download
+    from nereus.adapters.checkpoint_catalog import catalog
+    from nereus.adapters.checkpoint_restore import download
     from nereus.adapters.deep_verify import Reference
     from nereus.adapters.replay import store_digest
     from nereus.errors import NereusError

@@ -42,7 +42,7 @@ def _command_topic(env: Env, route: RouteSettings) -> list[DoctorCheck]:
     and min.insync.replicas 2), and retention never below the Recovery Floor."""
     import time
 
-    from nereus.adapters.checkpoints import recovery_floor
+    from nereus.adapters.checkpoint_catalog import recovery_floor
     from nereus.adapters.shardlog.factory import command_topic
     from nereus.adapters.shardlog.kafka import KafkaShardLog
     from nereus.errors import NereusError

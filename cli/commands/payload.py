@@ -33,7 +33,7 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.checkpoints import Floor
+    from nereus.adapters.checkpoint_catalog import Floor
     from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
     from nereus.shard import ShardId
 
@@ -149,7 +149,7 @@ def _known(env: Env) -> list[Known]:
 
 
 def _floors(env: Env, objects: ObjectStore) -> list[Floor]:
-    from nereus.adapters.checkpoints import recovery_floor
+    from nereus.adapters.checkpoint_catalog import recovery_floor
 
     return [recovery_floor(objects, shard, env.config.checkpoints.keep) for shard in _shards(env)]
 
@@ -219,7 +219,7 @@ def gc(
         "Floor).")] = None,
 ) -> None:
     """Collect abandoned large payloads (expired reservations, objects with no stage)."""
-    from nereus.adapters.checkpoints import FloorViolation, check_floor
+    from nereus.adapters.checkpoint_catalog import FloorViolation, check_floor
     from nereus.adapters.objectstore.factory import open_object_store
     from nereus.errors import NotConfirmed, NotFound, UsageError
 

@@ -16,7 +16,7 @@ from nereus.adapters.admin_wire import (
     PlanAnswer,
     PlanRequest,
 )
-from nereus.adapters.checkpoints import CheckpointTaken, taken_view
+from nereus.adapters.checkpoint_take import CheckpointTaken, taken_view
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin.appending import append
 from nereus.engine.admin.documents import (

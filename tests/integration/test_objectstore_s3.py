@@ -114,7 +114,9 @@ class TestS3ObjectStore(ObjectStoreContract):
     def test_checkpoint_uploads_and_verifies_through_s3(self, tmp_path: Path) -> None:
         """A checkpoint taken from a real shard database uploads to S3, is catalogued, and
         verifies after download (files, checksums, identity, digest)."""
-        from nereus.adapters.checkpoints import catalog, checkpoint_now, verify_entry
+        from nereus.adapters.checkpoint_catalog import catalog
+        from nereus.adapters.checkpoint_restore import verify_entry
+        from nereus.adapters.checkpoint_take import checkpoint_now
         from nereus.adapters.runner import ShardRunner
         from nereus.adapters.shardlog.file import FileShardLog
         from nereus.records import Schedule, encode

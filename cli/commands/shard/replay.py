@@ -123,7 +123,7 @@ def prune(
 
     import msgspec
 
-    from nereus.adapters.checkpoints import check_floor, recovery_floor
+    from nereus.adapters.checkpoint_catalog import check_floor, recovery_floor
     from nereus.adapters.shardlog.file import FileShardLog
     from nereus.adapters.shardlog.protocol import PrunableLog
     from nereus.cli.commands.shard.documents import ShardPrune
@@ -164,7 +164,8 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
 
     import msgspec
 
-    from nereus.adapters.checkpoints import download, find
+    from nereus.adapters.checkpoint_catalog import find
+    from nereus.adapters.checkpoint_restore import download
     from nereus.adapters.deep_verify import replay_from
     from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import NereusError, UsageError
@@ -232,7 +233,7 @@ def _compared(env: Env, shard: ShardId, compare: str | None,
               to: int | None) -> tuple[int | None, str | None, str]:
     """Where replay stops, the digest it should reach there and what that digest is of:
     ``--compare live`` (the live database), ``checkpoint:ID``, or none (``--to``)."""
-    from nereus.adapters.checkpoints import find
+    from nereus.adapters.checkpoint_catalog import find
     from nereus.adapters.replay import store_digest
     from nereus.errors import UsageError
     from nereus.state.store import ShardStore

@@ -1,0 +1,182 @@
+"""Taking and uploading a checkpoint of a shard's state.
+
+Take: a RocksDB checkpoint (hard links, taken by the shard's owner between two applied
+batches, so it is exactly the state at one applied position), then the manifest: every
+file with size and SHA-256, the digest recomputed from the checkpoint itself, the payload
+objects the state references. Upload: files first, manifest last, then the catalog entry
+with a conditional create; a checkpoint killed half-way has no catalog entry, so nothing
+points at it (its orphaned files are harmless and can be swept).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from nereus.adapters.checkpoint_catalog import catalog
+from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.replay import store_digest
+from nereus.checkpoint.manifest import (
+    MANIFEST_NAME,
+    CatalogEntry,
+    FileEntry,
+    Manifest,
+    catalog_key,
+    checkpoint_prefix,
+    encode_json,
+)
+from nereus.checkpoint.verify import file_sha256
+from nereus.errors import NereusError
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import PayloadStage, decode_int, decode_value
+from nereus.timespec import format_time_ms
+
+
+def referenced_objects(store: ShardStore) -> list[str]:
+    """Object-store keys of committed payloads the state references."""
+    found = set()
+    for _, raw in store.scan_prefix(keys.PAYLOAD):
+        stage = decode_value(raw, PayloadStage)
+        if stage.object_key:
+            found.add(stage.object_key)
+    return sorted(found)
+
+
+def snapshot(store: ShardStore, staging: Path, checkpoint_id: str) -> Path:
+    """The RocksDB checkpoint of ``store`` at ``staging/<id>`` (fast: hard links).
+
+    The shard's owner calls this between two applied batches; everything slow (hashing,
+    digest, upload) happens afterwards on the image, off the shard's thread.
+    """
+    directory = staging / checkpoint_id
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.mkdir(parents=True, exist_ok=True)
+    store.create_checkpoint(directory)
+    return directory
+
+
+def take_local(
+    store: ShardStore,
+    shard: ShardId,
+    staging: Path,
+    *,
+    checkpoint_id: str,
+    parent: str | None,
+    now_ms: int,
+) -> tuple[Path, Manifest]:
+    """Checkpoint ``store`` into ``staging/<id>`` and write its manifest there."""
+    directory = snapshot(store, staging, checkpoint_id)
+    return directory, describe(directory, shard, checkpoint_id=checkpoint_id, parent=parent,
+                               now_ms=now_ms)
+
+
+def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str | None,
+             now_ms: int) -> Manifest:
+    """Hash the image's files, recompute its digest, write ``manifest.json`` beside them."""
+    with ShardStore.open(directory, read_only=True) as image:
+        applied = image.applied_position()
+        raw_records = image.get(keys.META_RECORDS)
+        digest = store_digest(image)
+        external = referenced_objects(image)
+    files = []
+    for name in sorted(os.listdir(directory)):
+        size, sha = file_sha256(directory / name)
+        files.append(FileEntry(name=name, size=size, sha256=sha))
+    manifest = Manifest(
+        checkpoint_id=checkpoint_id, route=shard.route, partition=shard.partition,
+        schema_version=keys.SCHEMA_VERSION, applied_position=applied,
+        records_applied=0 if raw_records is None else decode_int(raw_records), digest=digest,
+        files=files, external_objects=external, parent=parent,
+        created_at=format_time_ms(now_ms), created_at_ms=now_ms,
+    )
+    (directory / MANIFEST_NAME).write_bytes(encode_json(manifest))
+    return manifest
+
+
+def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
+           progress: Callable[[int], None] | None = None) -> CatalogEntry:
+    """Files first, manifest last, then the catalog entry (conditional create)."""
+    prefix = checkpoint_prefix(manifest.route, manifest.partition, manifest.checkpoint_id)
+    for entry in manifest.files:
+        objects.put_file(prefix + entry.name, directory / entry.name)
+        if progress is not None:
+            progress(entry.size)
+    objects.put_file(prefix + MANIFEST_NAME, directory / MANIFEST_NAME)
+    catalog = CatalogEntry(
+        checkpoint_id=manifest.checkpoint_id, route=manifest.route,
+        partition=manifest.partition, applied_position=manifest.applied_position,
+        digest=manifest.digest, manifest_key=prefix + MANIFEST_NAME,
+        created_at=manifest.created_at, created_at_ms=manifest.created_at_ms,
+    )
+    key = catalog_key(manifest.route, manifest.partition, manifest.checkpoint_id)
+    if not objects.create_if_absent(key, encode_json(catalog)):
+        raise NereusError(f"catalog entry {key} already exists; checkpoint ids must be unique")
+    return catalog
+
+
+def new_checkpoint_id(applied_position: int | None, token: str) -> str:
+    """Sortable by position: ``cp-<applied position, 12 digits>-<token>``."""
+    return f"cp-{(applied_position if applied_position is not None else 0):012d}-{token}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    entry: CatalogEntry
+    manifest: Manifest
+    size_bytes: int
+
+
+def checkpoint_now(
+    store: ShardStore,
+    shard: ShardId,
+    objects: ObjectStore,
+    staging: Path,
+    *,
+    token: str,
+    now_ms: int,
+    progress: Callable[[int], None] | None = None,
+) -> Taken:
+    """Take, upload and catalogue a checkpoint of ``store`` as it is now."""
+    existing = catalog(objects, shard)
+    parent = existing[-1].checkpoint_id if existing else None
+    checkpoint_id = new_checkpoint_id(store.applied_position(), token)
+    directory, manifest = take_local(store, shard, staging, checkpoint_id=checkpoint_id,
+                                     parent=parent, now_ms=now_ms)
+    try:
+        entry = upload(objects, directory, manifest, progress)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return Taken(entry, manifest, sum(f.size for f in manifest.files))
+
+
+class CheckpointTaken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``checkpoint create`` document (offline, or the engine's ``/v1/checkpoints``)."""
+
+    checkpoint_id: str
+    shard: str
+    applied_position: int | None
+    digest: str
+    parent: str | None
+    files: int
+    size_bytes: int
+    created_at: str
+    object_store: str
+    manifest_key: str
+
+
+def taken_view(taken: Taken, objects: ObjectStore) -> CheckpointTaken:
+    return CheckpointTaken(
+        checkpoint_id=taken.entry.checkpoint_id,
+        shard=f"{taken.entry.route}/{taken.entry.partition}",
+        applied_position=taken.entry.applied_position, digest=taken.entry.digest,
+        parent=taken.manifest.parent, files=len(taken.manifest.files),
+        size_bytes=taken.size_bytes, created_at=taken.entry.created_at,
+        object_store=objects.description, manifest_key=taken.entry.manifest_key)
