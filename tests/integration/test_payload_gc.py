@@ -8,10 +8,8 @@ import hashlib
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_payload_reserve, queue
 from tests.conftest import run_nereus
 from tests.daemon import running_engine
@@ -23,6 +21,7 @@ from tests.integration.large_payload_homes import (
     schedule_file,
     small_inline_home,
 )
+from tests.integration.shard_logs import ShardLogs
 
 
 def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
@@ -35,12 +34,8 @@ def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
         route, command_id=f"reserve-{payload_id}", delay_message_id=delay_message_id,
         payload_id=payload_id, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
         expires_at_ms=expires_at_ms)
-    logs: dict[Any, FileShardLog] = {}
-    try:
-        queue([prepared], lambda s: logs.setdefault(s, home_log(home, s)))
-    finally:
-        for log in logs.values():
-            log.close()
+    with ShardLogs(lambda s: home_log(home, s)) as logs:
+        queue([prepared], logs)
     key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
     LocalObjectStore(home / "objects").put_bytes(key, data)
     return key
