@@ -126,8 +126,8 @@ def owned_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 class DaemonRun:
-    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (the
-    test keeps ``owned`` and kills what is left in a finalizer)."""
+    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (its
+    process goes into ``owned``, from ``owned_processes``, which kills what is left)."""
 
     def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
         from nereus.adapters.admin_client import AdminClient
