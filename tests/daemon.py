@@ -3,7 +3,9 @@
 Every engine a test starts has an owner: ``running_engine`` stops it on the way out with
 ``nereus engine stop`` and, as a last resort, SIGKILLs the pid in ``<home>/run/engine.pid``
 (only after checking that pid really is this home's daemon). ``wait_for`` polls a
-condition against a deadline instead of sleeping blindly.
+condition against a deadline instead of sleeping blindly. A test that runs
+``python -m nereus.engine.daemon`` itself (``DaemonRun``) keeps its children in
+``owned_processes``, which kills whatever still runs on the way out.
 """
 
 from __future__ import annotations
@@ -109,9 +111,23 @@ def read_outbox(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.split(b"\n")[:-1]]
 
 
+@contextmanager
+def owned_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The list a test adds its child processes to; whatever still runs at the end is
+    killed (and reaped)."""
+    owned: list[subprocess.Popen[bytes]] = []
+    try:
+        yield owned
+    finally:
+        for proc in owned:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
 class DaemonRun:
-    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (the
-    test keeps ``owned`` and kills what is left in a finalizer)."""
+    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (its
+    process goes into ``owned``, from ``owned_processes``, which kills what is left)."""
 
     def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
         from nereus.adapters.admin_client import AdminClient
@@ -154,6 +170,18 @@ class DaemonRun:
             if time.monotonic() > end:
                 pytest.fail(f"daemon not ready within {deadline_s} s:\n{self.output()}")
             time.sleep(0.02)
+
+    def caught_up(self) -> bool:
+        """The daemon answers, every shard has applied its whole log with nothing in flight
+        or claimed, and no message of any lane is SCHEDULED or PUBLISHING."""
+        status = self.status()
+        if status is None:
+            return False
+        return (all(s["lag"] == 0 and s["in_flight"] == 0 and s["claims"] == 0
+                    for s in status["shards"])
+                and not any(lane["messages_by_state"].get("SCHEDULED")
+                            or lane["messages_by_state"].get("PUBLISHING")
+                            for lane in status["lanes"]))
 
     def lane(self, name: str) -> dict[str, Any]:
         status = self.status()

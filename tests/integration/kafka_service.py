@@ -10,12 +10,16 @@ The broker is stopped at the end of the session only if this fixture started it;
 was already running (``scripts/services up kafka`` by hand, or by CI) is left running. The
 bootstrap address comes from ``scripts/services env`` (``NEREUS_KAFKA_BOOTSTRAP``), which
 honours the same ``NEREUS_KAFKA_*`` overrides as ``up``.
+
+A test that drives a broker fault stops and starts the broker itself (``switch_kafka``)
+inside ``kafka_restored``, so Kafka is running again whatever happens in the test.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 
@@ -24,15 +28,18 @@ from tests.integration.services import (
     bring_up,
     cannot_start,
     closed_port,
+    run_services,
     session_service,
 )
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
-__all__ = ["KafkaService", "closed_port", "kafka_bootstrap", "kafka_service", "text_headers"]
+__all__ = ["KafkaService", "closed_port", "kafka_bootstrap", "kafka_restored", "kafka_service",
+           "switch_kafka", "text_headers"]
 
 KafkaService = Service[str]  # the bootstrap address
+SWITCH_TIMEOUT_S = 120
 
 
 def text_headers(message: Message) -> dict[str, str]:
@@ -70,3 +77,19 @@ def kafka_service() -> Iterator[KafkaService]:
 def kafka_bootstrap(kafka_service: KafkaService) -> str:
     """The broker's bootstrap address (fails the test when the broker could not start)."""
     return kafka_service.require()
+
+
+def switch_kafka(action: Literal["up", "down"]) -> None:
+    """``scripts/services ACTION kafka``, which must succeed."""
+    proc = run_services(action, "kafka", timeout=SWITCH_TIMEOUT_S)
+    assert proc.returncode == 0, f"scripts/services {action} kafka: {proc.stderr[-2_000:]}"
+
+
+@contextlib.contextmanager
+def kafka_restored() -> Iterator[None]:
+    """Whatever happens inside, Kafka is running again afterwards (later tests need it)."""
+    try:
+        yield
+    finally:
+        if run_services("status", "kafka", timeout=30).returncode != 0:
+            switch_kafka("up")

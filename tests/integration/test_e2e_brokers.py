@@ -7,33 +7,33 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.client import RouteRef, prepare_cancel, prepare_schedule
-from nereus.config import parse_config
+from nereus.client import RouteRef, prepare_cancel, prepare_schedule, queue
 from nereus.engine.destinations.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.engine.engine import Engine
+from nereus.layout import HomeLayout
 from nereus.records import MessageState
 from nereus.shard import ShardId
+from nereus.state.store import ShardStore
 from nereus.views import find_message
+from tests.integration.broker_homes import kafka_lane, kafka_route, write_home
 from tests.integration.kafka_service import (  # noqa: F401
     KafkaService,
     kafka_service,
     text_headers,
 )
 from tests.integration.pulsar_service import PulsarService, pulsar_service  # noqa: F401
+from tests.integration.shard_logs import ShardLogs
+from tests.polling import now_ms
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
 Consume = Callable[[set[str], float], dict[str, list[int]]]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def delay_message_id(message: Message) -> str:
@@ -100,12 +100,10 @@ def pulsar_consumer(service_url: str, topic: str) -> Consume:
     return consume
 
 
-def run_end_to_end(home: Path, config_text: str, lane: str, consume: Consume, *,
+def run_end_to_end(home: Path, sections: Sequence[str], lane: str, consume: Consume, *,
                    count: int = 120, seed: int = 3) -> None:
     rng = random.Random(seed)
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nereus.toml").write_text(config_text)
-    config = parse_config(config_text, source=str(home / "nereus.toml"))
+    config = write_home(home, *sections)
     route_settings = config.routes["default"]
     route = RouteRef("default", route_settings.partitions)
     engine = Engine(home, config)
@@ -114,9 +112,6 @@ def run_end_to_end(home: Path, config_text: str, lane: str, consume: Consume, *,
         base = now_ms()
         deliver = {f"m{n}-{uuid.uuid4().hex[:6]}": base + rng.randint(800, 3_500)
                    for n in range(count)}
-        logs = {ShardId("default", p): open_shard_log(route_settings, ShardId("default", p),
-                                                       home)
-                for p in range(route_settings.partitions)}
         # no action time: applied, it is deliverAt less the lane's replicated handoff lead
         prepared = [prepare_schedule(route, command_id=f"s-{mid}", delay_message_id=mid,
                                      lane=lane, deliver_at_ms=at, key=mid,
@@ -125,22 +120,15 @@ def run_end_to_end(home: Path, config_text: str, lane: str, consume: Consume, *,
         cancelled = set(rng.sample(sorted(deliver), count // 6))
         prepared += [prepare_cancel(route, command_id=f"c-{mid}", delay_message_id=mid)
                      for mid in sorted(cancelled)]
-        by_shard: dict[ShardId, list[bytes]] = {}
-        for item in prepared:
-            by_shard.setdefault(item.shard, []).append(item.data)
-        for shard, payloads in by_shard.items():
-            logs[shard].append(payloads)
+        with ShardLogs(lambda shard: open_shard_log(route_settings, shard, home)) as logs:
+            queue(prepared, logs)
         survivors = set(deliver) - cancelled
         seen = consume(survivors, 45.0)
     finally:
         engine.stop()
-    for log in logs.values():
-        log.close()
     states = {}
-    for shard in logs:
-        from nereus.state.store import ShardStore
-
-        with ShardStore.open(home / "state" / shard.route / str(shard.partition),
+    for partition in range(route_settings.partitions):
+        with ShardStore.open(HomeLayout(home).shard_state(ShardId("default", partition)),
                              read_only=True) as store:
             for mid in deliver:
                 message = find_message(store, mid)
@@ -161,18 +149,8 @@ def test_kafka_to_kafka(tmp_path: Path, kafka_service: KafkaService) -> None:  #
     """Command Topic on Kafka, destination topic on Kafka."""
     bootstrap = kafka_service.require()
     run = uuid.uuid4().hex[:8]
-    config = f"""
-[routes.default]
-log = "kafka"
-bootstrap = "{bootstrap}"
-topic = "nereus.e2e-{run}.commands"
-partitions = 2
-
-[lanes.out]
-destination = "kafka"
-bootstrap = "{bootstrap}"
-topic = "e2e-out-{run}"
-"""
+    config = [kafka_route(bootstrap, f"nereus.e2e-{run}.commands", 2),
+              kafka_lane("out", bootstrap, f"e2e-out-{run}")]
     consume = kafka_consumer(bootstrap, f"e2e-out-{run}")
     run_end_to_end(tmp_path / "home", config, "out", consume)
 
@@ -198,7 +176,7 @@ handoff = "deliver_at"
 lead_ms = 700
 """
     consume = pulsar_consumer(endpoint.service_url, f"persistent://public/default/e2e-out-{run}")
-    run_end_to_end(tmp_path / "home", config, "out", consume, count=80)
+    run_end_to_end(tmp_path / "home", [config], "out", consume, count=80)
 
 
 def test_kafka_to_pulsar(tmp_path: Path, kafka_service: KafkaService,  # noqa: F811
@@ -207,17 +185,10 @@ def test_kafka_to_pulsar(tmp_path: Path, kafka_service: KafkaService,  # noqa: F
     bootstrap = kafka_service.require()
     endpoint = pulsar_service.require()
     run = uuid.uuid4().hex[:8]
-    config = f"""
-[routes.default]
-log = "kafka"
-bootstrap = "{bootstrap}"
-topic = "nereus.e2e-{run}.commands"
-partitions = 1
-
-[lanes.out]
+    config = [kafka_route(bootstrap, f"nereus.e2e-{run}.commands", 1), f"""[lanes.out]
 destination = "pulsar"
 service_url = "{endpoint.service_url}"
 topic = "persistent://public/default/e2e-kp-{run}"
-"""
+"""]
     consume = pulsar_consumer(endpoint.service_url, f"persistent://public/default/e2e-kp-{run}")
     run_end_to_end(tmp_path / "home", config, "out", consume, count=60)

@@ -1,0 +1,53 @@
+"""A Kafka topic read back whole, as the tests that check what a destination published
+see it: every record from the beginning to the topic's current end, by a consumer of its
+own, with the delay message and attempt ids the records' headers carry."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from nereus.engine.destinations.kafka_evidence import ATTEMPT_ID_HEADER, DELAY_MESSAGE_ID_HEADER
+from tests.integration.kafka_service import text_headers
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    delay_message_id: str
+    attempt_id: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+def read_topic(bootstrap: str, topic: str, deadline_s: float = 30.0) -> list[TopicRecord]:
+    """Every record of ``topic`` up to its current end, by a consumer of its own."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    records: list[TopicRecord] = []
+    try:
+        metadata = consumer.list_topics(topic=topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                  cached=False)[1] for p in partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        end_at = time.monotonic() + deadline_s
+        while pending:
+            assert time.monotonic() < end_at, f"{topic}: partitions {pending} not read in time"
+            for message in consumer.consume(500, timeout=0.2):
+                partition, offset = message.partition(), message.offset()
+                if message.error() is not None or partition is None or offset is None:
+                    continue
+                headers = text_headers(message)
+                records.append(TopicRecord(headers[DELAY_MESSAGE_ID_HEADER],
+                                           headers[ATTEMPT_ID_HEADER], partition, offset,
+                                           message.timestamp()[1]))
+                if offset >= ends[partition] - 1:
+                    pending.discard(partition)
+    finally:
+        consumer.close()
+    return records

@@ -1,0 +1,123 @@
+"""``nereus payload gc``: expired reservations and stage-less objects are collected,
+committed payloads and live reservations kept, and nothing below the Recovery Floor is ever
+deleted, even when no live state or log mentions it any more."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from pathlib import Path
+
+from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.client import RouteRef, prepare_payload_reserve, queue
+from tests.conftest import run_nereus
+from tests.daemon import running_engine
+from tests.homelog import home_log
+from tests.integration.large_payload_homes import (
+    gc,
+    keys_of,
+    payload_file,
+    schedule_file,
+    small_inline_home,
+)
+from tests.integration.shard_logs import ShardLogs
+
+
+def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
+                     data: bytes) -> str:
+    """Queue a PAYLOAD_RESERVE and upload its object, as a client that died before COMMIT."""
+    route = RouteRef("default", 2)
+    shard = route.shard_for(delay_message_id)
+    payload_id = hashlib.sha256(delay_message_id.encode()).hexdigest()[:32]
+    prepared = prepare_payload_reserve(
+        route, command_id=f"reserve-{payload_id}", delay_message_id=delay_message_id,
+        payload_id=payload_id, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+        expires_at_ms=expires_at_ms)
+    with ShardLogs(lambda s: home_log(home, s)) as logs:
+        queue([prepared], logs)
+    key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
+    LocalObjectStore(home / "objects").put_bytes(key, data)
+    return key
+
+
+def test_gc_collects_an_expired_reservation_and_keeps_the_rest(tmp_path: Path) -> None:
+    """Expired reservation and a stage-less object: collected. Committed payload and a live
+    reservation: kept. Without a TTY and without --yes nothing is deleted (exit 2)."""
+    home = small_inline_home(tmp_path)
+    committed = schedule_file(home, payload_file(tmp_path)).json()["payload_object"]
+    now = time.time_ns() // 1_000_000
+    expired = reserve_directly(home, delay_message_id="gone", expires_at_ms=now - 7_200_000,
+                               data=b"abandoned" * 100)
+    live = reserve_directly(home, delay_message_id="uploading", expires_at_ms=now + 3_600_000,
+                            data=b"in progress" * 100)
+    stray = "payloads/default/1/no-stage-anywhere"
+    LocalObjectStore(home / "objects").put_bytes(stray, b"stray")
+
+    refused = gc(home)
+    assert refused.code == 2 and "--yes" in refused.stderr
+    assert (home / "objects" / expired).exists()
+
+    dry = gc(home, "--dry-run")
+    assert dry.code == 0, dry.stderr
+    report = dry.json()
+    assert report["dry_run"] is True
+    assert keys_of(report["deleted"]) == {expired, stray}
+    assert keys_of(report["kept"]) == {committed, live}
+    assert (home / "objects" / expired).exists()
+
+    done = gc(home, "--yes")
+    assert done.code == 0, done.stderr
+    assert keys_of(done.json()["deleted"]) == {expired, stray}
+    assert not (home / "objects" / expired).exists()
+    assert not (home / "objects" / stray).exists()
+    assert (home / "objects" / committed).exists() and (home / "objects" / live).exists()
+
+    for key in (committed, live):
+        explicit = gc(home, "--key", key, "--yes")
+        assert explicit.code == 1, explicit.stderr
+        assert "refusing" in explicit.stderr
+    assert gc(home, "--key", "checkpoints/anything", "--yes").code == 2
+    assert gc(home, "--key", "payloads/default/0/nothing-here", "--yes").code == 3
+
+
+def test_gc_reads_applied_state_beside_the_engine(tmp_path: Path) -> None:
+    """With the engine running (state applied, opened read-only by gc) the verdicts hold."""
+    home = small_inline_home(tmp_path)
+    now = time.time_ns() // 1_000_000
+    expired = reserve_directly(home, delay_message_id="gone", expires_at_ms=now - 7_200_000,
+                               data=b"abandoned" * 100)
+    with running_engine(home):
+        receipt = schedule_file(home, payload_file(tmp_path), "--wait").json()
+        assert receipt["result"] == "APPLIED"
+        report = gc(home, "--yes").json()
+    assert keys_of(report["deleted"]) == {expired}
+    assert keys_of(report["kept"]) == {receipt["payload_object"]}
+    assert "COMMITTED" in report["kept"][0]["reason"]
+
+
+def test_gc_never_deletes_below_the_recovery_floor(tmp_path: Path) -> None:
+    """An object a Recovery Set member references is kept, and deleting it explicitly is
+    refused (exit 1), even when no live state or log mentions it any more."""
+    home = small_inline_home(tmp_path)
+    with running_engine(home):
+        receipt = schedule_file(home, payload_file(tmp_path), "--wait").json()
+    key, shard = receipt["payload_object"], receipt["shard"]
+    made = run_nereus("--json", "checkpoint", "create", shard, home=home)
+    assert made.code == 0, made.stderr
+
+    refused = gc(home, "--key", key, "--yes")
+    assert refused.code == 1
+    assert "Recovery Set" in refused.stderr and key in refused.stderr
+
+    # lose the live state and the log: only the checkpoint still needs the object
+    shutil.rmtree(home / "state")
+    shutil.rmtree(home / "shardlog")
+    report = gc(home, "--yes")
+    assert report.code == 0, report.stderr
+    assert report.json()["deleted"] == []
+    [kept] = report.json()["kept"]
+    assert kept["key"] == key and "Recovery Floor" in kept["reason"]
+    again = gc(home, "--key", key, "--yes")
+    assert again.code == 1 and "Recovery Set" in again.stderr
+    assert (home / "objects" / key).exists()
