@@ -27,8 +27,9 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal, get_args, get_type_hints
+from typing import Annotated, Final, Literal, TypeVar, get_args, get_type_hints
 
 import msgspec
 
@@ -211,7 +212,7 @@ def _did_you_mean(name: str, known: list[str]) -> str | None:
 
 
 def _explain(exc: msgspec.ValidationError, table: str, kind: type[msgspec.Struct],
-             data: dict[str, Any], text: str, source: str) -> ConfigError:
+             data: Mapping[str, object], text: str, source: str) -> ConfigError:
     """A ConfigError for ``exc``, raised converting ``data`` (table ``table``) to ``kind``."""
     detail, _, at = str(exc).rpartition(" - at `")
     if not detail:
@@ -242,7 +243,11 @@ def _explain(exc: msgspec.ValidationError, table: str, kind: type[msgspec.Struct
     return _error(text, source, table, key, f"{shown}: {_expected(detail)}", hint)
 
 
-def _convert(data: Any, kind: type[Any], table: str, text: str, source: str) -> Any:
+_Table = TypeVar("_Table", bound=msgspec.Struct)
+
+
+def _convert(data: object, kind: type[_Table], table: str, text: str, source: str) -> _Table:
+    """The TOML table ``data`` as ``kind``; a ConfigError naming the table, key and line."""
     if not isinstance(data, dict):
         raise _error(text, source, table, None, "must be a table")
     try:
@@ -307,15 +312,17 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
     return Config(routes, lanes, limits, source, engine, objects, checkpoints)
 
 
-def _group(data: dict[str, Any], name: str, text: str, source: str) -> dict[str, Any]:
+def _group(data: Mapping[str, object], name: str, text: str,
+           source: str) -> dict[str, dict[str, object]]:
+    """The tables of ``[name.*]`` (each ``[name.X]``, by X)."""
     group = data.get(name, {})
     if not isinstance(group, dict) or not all(isinstance(v, dict) for v in group.values()):
         raise _error(text, source, None, None,
                      f"[{name}] holds tables: write [{name}.NAME] with its keys")
-    return group
+    return {str(key): table for key, table in group.items()}
 
 
-def _no_name_key(table: dict[str, Any], where: str, text: str, source: str) -> None:
+def _no_name_key(table: Mapping[str, object], where: str, text: str, source: str) -> None:
     if "name" in table:
         raise _error(text, source, where, "name",
                      "unknown key 'name' (the table's own name is the name)")
