@@ -73,6 +73,19 @@ def client_config(
     return config
 
 
+def idempotent_producer(timeout_s: float, linger_ms: int) -> KafkaConfig:
+    """What every producer of ours asks of the broker: idempotence (no duplicate from a
+    retried send), every in-sync replica's ack, and a delivery bounded by ``timeout_s``."""
+    timeout_ms = max(1, int(timeout_s * 1000))
+    return {
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": linger_ms,
+        "delivery.timeout.ms": max(timeout_ms, linger_ms + 1),
+        "request.timeout.ms": min(30_000, timeout_ms),
+    }
+
+
 def admin_client(bootstrap: str, client_id: str) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 

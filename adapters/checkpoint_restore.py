@@ -19,6 +19,7 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.adapters.durable_files import fsync_dir
 from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.parallel_verify import verify_parallel
 from nereus.checkpoint.manifest import MANIFEST_NAME, CatalogEntry, Manifest
@@ -142,15 +143,7 @@ def _sync_tree(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(directory)
 
 
 def _move_into_place(staging: Path, target: Path, *, replace: bool) -> None:
@@ -171,7 +164,7 @@ def _move_into_place(staging: Path, target: Path, *, replace: bool) -> None:
             aside.rename(target)
             raise
         _remove(aside)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
 def _exchange(first: Path, second: Path) -> bool:

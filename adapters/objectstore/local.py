@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from nereus.adapters.durable_files import fsync_dir
 from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectInfo, ObjectMissing, check_key
 
 _CHUNK = 1 << 20
@@ -29,14 +30,6 @@ def file_sha256(path: Path) -> tuple[int, str]:
             digest.update(chunk)
             size += len(chunk)
     return size, digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LocalObjectStore:
@@ -74,7 +67,7 @@ class LocalObjectStore:
                     os.unlink(tmp)
             else:
                 os.replace(tmp, target)
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             return True
         except BaseException:
             if os.path.exists(tmp):

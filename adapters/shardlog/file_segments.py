@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Final
 
+from nereus.adapters.durable_files import fsync_dir
+
 SEGMENT_SUFFIX: Final = ".seg"
 # a listing is trusted from the cache only once the directory's mtime is this old
 _MTIME_TRUST_NS: Final = 2_000_000_000
@@ -50,8 +52,4 @@ class SegmentDirectory:
 
     def fsync(self) -> None:
         """Make created and deleted segment names durable."""
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.directory)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from nereus.adapters._kafka import client_config, error_of
+from nereus.adapters._kafka import client_config, error_of, idempotent_producer
 from nereus.adapters.shardlog.protocol import Receipt
 from nereus.errors import NereusError, ServiceUnreachable
 
@@ -65,14 +65,8 @@ class KafkaAppender:
         self.partition = partition
         self.timeout_s = timeout_s
         self.description = description
-        timeout_ms = max(1, int(timeout_s * 1000))
-        self._producer_config = client_config(bootstrap, client_id, {
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": LINGER_MS,
-            "delivery.timeout.ms": max(timeout_ms, LINGER_MS + 1),
-            "request.timeout.ms": min(30_000, timeout_ms),
-        })
+        self._producer_config = client_config(bootstrap, client_id,
+                                              idempotent_producer(timeout_s, LINGER_MS))
         self._producer: Producer | None = Producer(self._producer_config)
         self._lock = threading.Lock()
 

@@ -13,6 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
+from nereus.adapters.durable_files import fsync_dir
 from nereus.cli.playbook.language.journal import Entry, decode_entries, encode_entry
 from nereus.errors import NereusError
 
@@ -49,7 +50,7 @@ class JournalFile:
         self._fd = fd
         self._cut_torn_tail(fd)
         if created:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         return self
 
     def _cut_torn_tail(self, fd: int) -> None:
@@ -83,10 +84,3 @@ class JournalFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

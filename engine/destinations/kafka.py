@@ -29,7 +29,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from nereus.adapters._kafka import admin_client, client_config, ensure_topic, error_of
+from nereus.adapters._kafka import (
+    admin_client,
+    client_config,
+    ensure_topic,
+    error_of,
+    idempotent_producer,
+)
 from nereus.engine.destinations.kafka_evidence import (
     ATTEMPT_ID_HEADER,
     DELAY_MESSAGE_ID_HEADER,
@@ -96,13 +102,8 @@ class KafkaDestination:
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.probe_timeout_s = min(timeout_s, PROBE_TIMEOUT_S)
-        timeout_ms = max(1, int(timeout_s * 1000))
         self._producer_config = client_config(bootstrap, client_id, {
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": LINGER_MS,
-            "delivery.timeout.ms": max(timeout_ms, LINGER_MS + 1),
-            "request.timeout.ms": min(30_000, timeout_ms),
+            **idempotent_producer(timeout_s, LINGER_MS),
             "partitioner": "murmur2_random",
             "topic.metadata.propagation.max.ms": _METADATA_PROPAGATION_MS,
         })
