@@ -36,6 +36,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,7 @@ from nereus.coordination.records import NotificationType, Record, Version
 
 SCHEMA_VERSION: Final = 1
 BOOT_ID_FILE: Final = Path("/proc/sys/kernel/random/boot_id")
+LOCK_RETRY_S: Final = 0.001  # between two tries for the write lock
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -182,6 +184,8 @@ class SqliteStore:
         self.path = path
         self._clock = clock
         self._max_changes = max_changes
+        self._busy_timeout_s = busy_timeout_s
+        self._busy_timeout_ms = round(busy_timeout_s * 1000)
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # WAL and SHM inherit 0600
@@ -220,7 +224,7 @@ class SqliteStore:
         with self._lock:
             conn = self._conn
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin_immediate()
                 tx = WriteTx(conn, self._clock.monotonic_ms(), self._clock.wall_ms())
                 if reap:
                     tx.reap()
@@ -234,6 +238,29 @@ class SqliteStore:
             except BaseException:
                 self._rollback()
                 raise
+
+    def _begin_immediate(self) -> None:
+        """Take the file's write lock, trying every ``LOCK_RETRY_S`` until the busy timeout.
+
+        SQLite's own busy handler sleeps longer and longer between tries (up to 100 ms),
+        so a process that writes in a tight loop would keep the lock from one that waits
+        (and from its heartbeats); trying again soon and often gives each waiter its turn.
+        """
+        conn = self._conn
+        deadline = time.monotonic() + self._busy_timeout_s
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or \
+                            time.monotonic() >= deadline:
+                        raise
+                time.sleep(LOCK_RETRY_S)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
 
     @contextmanager
     def read(self) -> Iterator[ReadTx]:
