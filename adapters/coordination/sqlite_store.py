@@ -255,7 +255,7 @@ class SqliteStore:
                     conn.execute("BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
-                    if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or \
+                    if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or \
                             time.monotonic() >= deadline:
                         raise
                 time.sleep(LOCK_RETRY_S)

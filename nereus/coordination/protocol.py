@@ -35,8 +35,9 @@ from nereus.coordination.records import Notification, Record, Version
 
 
 class Session(Protocol):
-    """A liveness lease with a time-to-live, kept alive by its own heartbeat until closed
-    or lost. Times are on the coordinator's monotonic clock, in milliseconds."""
+    """A liveness lease with a time-to-live, kept alive by its own heartbeats (at least
+    three per TTL) until closed or lost. Times are on the coordinator's monotonic clock,
+    in milliseconds."""
 
     @property
     def session_id(self) -> int:
