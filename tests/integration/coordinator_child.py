@@ -5,8 +5,9 @@ opens the coordinator with ``FUNCTION(ARGUMENT)`` (each backend's test module na
 opener: ``ChildOpener``), prints ``ready`` and then answers one line per command on stdin:
 
 * ``race KEY NAME`` — put ``NAME`` at ``KEY`` only if absent: ``won VERSION`` or ``lost``;
-* ``increment KEY COUNT`` — add 1 to the decimal counter at ``KEY`` ``COUNT`` times, each
-  a read and a put conditional on the version read, retried when someone else wrote
+* ``increment KEY COUNT PARTIES`` — once ``PARTIES`` processes have been given it (they
+  meet under ``KEY/started/``), add 1 to the decimal counter at ``KEY`` ``COUNT`` times,
+  each a read and a put conditional on the version read, retried when someone else wrote
   first: ``incremented CONFLICTS FIRST_VERSION LAST_VERSION`` (of its own puts);
 * ``hold KEY TTL_MS`` — open a session and put an ephemeral record at ``KEY`` under it:
   ``held SESSION_ID``; later, by itself, ``lost`` once it finds the session is over.
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +36,7 @@ from nereus.coordination import (
     KeyNotFound,
     Session,
     UnexpectedVersionId,
+    prefix_range,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +96,16 @@ def _increment(coordinator: Coordinator, key: str, count: int) -> tuple[int, lis
     return conflicts, versions
 
 
+def _barrier(coordinator: Coordinator, prefix: str, parties: int) -> None:
+    """Wait until ``parties`` processes have reached this point, so they start together."""
+    coordinator.put(f"{prefix}{os.getpid()}", b"")
+    deadline = time.monotonic() + ANSWER_DEADLINE_S
+    while len(coordinator.list(*prefix_range(prefix))) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only some of {parties} processes reached {prefix!r}")
+        time.sleep(0.001)
+
+
 def _answer(coordinator: Coordinator, replies: _Replies, words: list[str]) -> None:
     match words:
         case ["race", key, name]:
@@ -102,7 +115,8 @@ def _answer(coordinator: Coordinator, replies: _Replies, words: list[str]) -> No
                 replies.say("won", version.version_id)
             except UnexpectedVersionId:
                 replies.say("lost")
-        case ["increment", key, count]:
+        case ["increment", key, count, parties]:
+            _barrier(coordinator, key + "/started/", int(parties))
             conflicts, versions = _increment(coordinator, key, int(count))
             replies.say("incremented", conflicts, versions[0], versions[-1])
         case ["hold", key, ttl_ms]:

@@ -226,7 +226,7 @@ class SessionsContract(abc.ABC):
         key = space + "counter"
         writers = [start_child(), start_child()]
         for child in writers:
-            child.send("increment", key, 150)
+            child.send("increment", key, 150, len(writers))
         answers = [[int(w) for w in child.expect("incremented")] for child in writers]
         (_, first_a, last_a), (_, first_b, last_b) = answers  # conflicts, own versions
         assert first_a < last_b and first_b < last_a, f"the writers took turns: {answers}"
