@@ -42,9 +42,10 @@ def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None 
 
 
 # a test that uses a real server's fixture carries that server's marker, so the fast lane
-# is `pytest -m "not kafka and not pulsar and not s3"`
+# is `pytest -m "not kafka and not pulsar and not s3 and not etcd"`
 _SERVICE_MARKERS = {"kafka_service": "kafka", "kafka_bootstrap": "kafka",
-                    "pulsar_service": "pulsar", "s3_service": "s3"}
+                    "pulsar_service": "pulsar", "s3_service": "s3",
+                    "etcd_service": "etcd", "etcd_endpoint": "etcd"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""``nereus --help`` stays light: no UI toolkit, cloud SDK, broker client or RocksDB."""
+"""``nereus --help`` stays light: no UI toolkit, cloud SDK, broker or etcd client, or RocksDB."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-HEAVY = ("textual", "boto3", "botocore", "confluent_kafka", "pulsar", "rocksdict", "structlog")
+HEAVY = ("textual", "boto3", "botocore", "confluent_kafka", "pulsar", "etcd3gw", "rocksdict",
+         "structlog")
 
 # Runs the CLI's entry point as the console script does, then reports what got imported.
 PROBE = """

@@ -125,13 +125,17 @@ def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def cannot_start(service: str, what: str, detail: str) -> str:
-    """Why a test of ``what`` cannot run because ``service`` did not start, and what to do."""
+JAVA_NEEDS = ("Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
+              "openjdk-17-jre-headless maven`)")
+
+
+def cannot_start(service: str, what: str, detail: str, *, needs: str = JAVA_NEEDS) -> str:
+    """Why a test of ``what`` cannot run because ``service`` did not start, what the server
+    ``needs``, and what to do."""
     return (f"the {service} service could not be started, so {what} cannot be tested against "
             "a real server (a mock is never the only test of an adapter).\n"
             f"{detail}\n"
-            "Needs Java 17+ and, until the jars are cached, Maven (`apt-get install "
-            f"openjdk-17-jre-headless maven`); try `scripts/services up {service}` by hand.")
+            f"{needs}; try `scripts/services up {service}` by hand.")
 
 
 def bring_up(service: str) -> tuple[dict[str, str] | None, bool, str | None]:
