@@ -8,6 +8,7 @@
     <home>/outbox/                          file destinations (lane ``local``)
     <home>/run/                             engine pid file and admin socket (the lock is the home)
     <home>/log/                             engine logs
+    <home>/coordinator.db                   the embedded coordinator (SQLite, WAL mode)
     <home>/playbooks/*.toml                 the operator's own playbooks (shadow shipped ones)
     <home>/playbooks/journal/<name>.jsonl   playbook run journals (``--resume`` reads them)
 """
@@ -47,6 +48,10 @@ class HomeLayout:
     @property
     def logs(self) -> Path:
         return self.root / "log"
+
+    @property
+    def coordinator(self) -> Path:
+        return self.root / "coordinator.db"
 
     @property
     def playbooks(self) -> Path:

@@ -1,0 +1,4 @@
+"""Coordinator backends behind one Protocol (``nereus.coordination.Coordinator``).
+
+``sqlite`` is the embedded default: one host, no servers, the store in the home.
+"""
