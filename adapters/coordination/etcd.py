@@ -122,22 +122,21 @@ class EtcdCoordinator:
         smallest); the session's ``ttl_ms`` is what etcd granted."""
         if ttl_ms < MIN_TTL_MS:
             raise ValueError(f"an etcd session's TTL is at least {MIN_TTL_MS} ms, not {ttl_ms}")
-        gateway = Gateway(self._address, timeout_s=self._request_timeout_s)
-        try:
-            sent_ms = self._clock.monotonic_ms()
-            grant = gateway.grant(-(-ttl_ms // 1000))
-            if grant.lease_id == 0 or grant.ttl_s <= 0:
-                raise CoordinationError(f"etcd at {self._address.endpoint} granted no lease: "
-                                        f"{grant.error or grant}")
-            self._write_identity(gateway, grant.lease_id, client_identity)
-        except BaseException:
-            gateway.close()
-            raise
+        gateway = self._gateway()
+        sent_ms = self._clock.monotonic_ms()
+        grant = gateway.grant(-(-ttl_ms // 1000))
+        if grant.lease_id == 0 or grant.ttl_s <= 0:
+            raise CoordinationError(f"etcd at {self._address.endpoint} granted no lease: "
+                                    f"{grant.error or grant}")
+        self._write_identity(gateway, grant.lease_id, client_identity)
         granted_ms = grant.ttl_s * 1000
+        interval_ms = max(granted_ms // self._heartbeats_per_ttl, 1)
+        # the session's own client: a keep-alive never blocks longer than one beat
+        own = Gateway(self._address, timeout_s=min(self._request_timeout_s, interval_ms / 1000))
         session = EtcdSession(
-            gateway, self._clock, lease_id=grant.lease_id, ttl_ms=granted_ms,
+            own, self._clock, lease_id=grant.lease_id, ttl_ms=granted_ms,
             client_identity=client_identity, certain_until_ms=sent_ms + granted_ms,
-            heartbeat_interval_ms=max(granted_ms // self._heartbeats_per_ttl, 1))
+            heartbeat_interval_ms=interval_ms)
         with self._lock:
             self._sessions = [s for s in self._sessions if not s.lost()] + [session]
             self._remember(grant.lease_id, client_identity)
