@@ -17,12 +17,13 @@ the session (``_end_now``) and what else closing releases (``_release``).
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 
 from nereus.adapters.coordination.clock import CoordinatorClock
 from nereus.coordination.errors import SessionExpired
 
 
-class HeartbeatSession:
+class HeartbeatSession(ABC):
     """The shared part of ``nereus.coordination.Session``; a backend subclasses it."""
 
     # why the session is lost when the backend answers a heartbeat with "no such session"
@@ -51,16 +52,16 @@ class HeartbeatSession:
         self._thread.start()
 
     # what a backend provides ----------------------------------------------------------
+    @abstractmethod
     def _beat(self) -> int | None:
         """Send one heartbeat: the TTL (ms) the backend granted, counted from just before
         the call; None when the backend no longer knows the session."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _end_now(self) -> None:
         """End the session in the backend, deleting its ephemeral records."""
-        raise NotImplementedError
 
-    def _release(self) -> None:
+    def _release(self) -> None:  # noqa: B027 - optional: most backends hold nothing more
         """What closing releases besides the session (a client of its own, say)."""
 
     @property
