@@ -50,7 +50,7 @@ class Env:
     @property
     def config(self) -> Config:
         if self._config is None:
-            from nereus.config import parse_config
+            from nereus.adapters.cluster.home_config import load_home_config
 
             path = self.layout.config
             if not path.exists():
@@ -58,7 +58,7 @@ class Env:
                     f"no configuration at {path}",
                     hint=f"run `nereus --home {self.home} init` first, or set NEREUS_HOME",
                 )
-            self._config = parse_config(path.read_text(), source=str(path))
+            self._config = load_home_config(path)
         return self._config
 
     def shard(self, text: str) -> ShardId:

@@ -22,7 +22,7 @@ import queue
 import signal
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nereus.adapters.home_lock import (
     AlreadyRunning,
@@ -38,13 +38,18 @@ from nereus.adapters.home_lock import (
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
+if TYPE_CHECKING:
+    from nereus.engine.cluster.node import ClusterNode
+    from nereus.engine.engine import Engine
+    from nereus.engine.event_log import EventLog
+
 __all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "read_pid",
            "run", "socket_path"]
 
 
 def run(home: Path, *, foreground: bool) -> int:
+    from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.private_files import enter_private_mode, secure_home
-    from nereus.config import parse_config
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
@@ -53,7 +58,7 @@ def run(home: Path, *, foreground: bool) -> int:
     enter_private_mode()
     secure_home(home)
     layout = HomeLayout(home)
-    config = parse_config(layout.config.read_text(), source=str(layout.config))
+    config = load_home_config(layout.config)
     settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_home_lock(home)
     pid_stat = write_pid_file(home)
@@ -75,8 +80,14 @@ def run(home: Path, *, foreground: bool) -> int:
     signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
     engine = Engine(home, config, settings=settings, log_event=log_event)
     server = None
+    node = None
     try:
-        engine.start()
+        if config.cluster is not None:
+            node = join_cluster(engine, log_event)
+            engine.start(owned=())
+            node.start(engine.supervisor)
+        else:
+            engine.start()
         server = AdminServer(AdminApi(engine), socket_path(home),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
@@ -90,13 +101,22 @@ def run(home: Path, *, foreground: bool) -> int:
         # a shard store while engine.stop() closes it.
         if not server.close():
             log_event("admin_requests_still_running")
+        if node is not None:
+            node.stop_reconciling()
         report = engine.stop()
+        if node is not None:
+            node.leave()
         log_event("engine_exit", **report)
         return 0
     except Exception as exc:
         logger.error("engine_failed", error=f"{type(exc).__name__}: {exc}")
+        if node is not None:
+            node.stop_reconciling()
         with contextlib.suppress(Exception):
             engine.stop()
+        if node is not None:
+            with contextlib.suppress(Exception):
+                node.leave()
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -105,6 +125,28 @@ def run(home: Path, *, foreground: bool) -> int:
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
         engine_logs.close()
+
+
+def join_cluster(engine: Engine, log_event: EventLog) -> ClusterNode:
+    """This engine as a node of the cluster its ``[cluster]`` names: joined (a session and
+    its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling."""
+    import socket as sockets
+
+    from nereus import __version__
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.engine.cluster.node import ClusterNode, NodeSettings
+
+    cluster = engine.config.cluster
+    assert cluster is not None and engine.time_source is not None
+    store = ClusterStore(open_cluster(cluster.coordinator, clock=engine.time_source))
+    node = ClusterNode(engine, store, NodeSettings(
+        node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
+        address=str(socket_path(engine.home)), capacity=cluster.capacity,
+        session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
+        version=__version__), clock=engine.time_source, events=log_event)
+    node.join()
+    return node
 
 
 def main() -> None:

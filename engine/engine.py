@@ -25,7 +25,7 @@ import os
 import shutil
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import LoopSettings, ShardLoop
+from nereus.engine.shard_ownership import LeaseGate
 from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervisor, WorkerStatus
 from nereus.engine.time_source import SYSTEM_CLOCK, Clock
@@ -138,7 +139,15 @@ class Engine:
             return self.destinations[name]
         return open_destination(self.config.lanes[name], self.home)
 
-    def start(self, *, timeout_s: float = 60.0) -> None:
+    def configured_shards(self) -> list[ShardId]:
+        """Every shard of every configured route."""
+        return [ShardId(route.name, partition) for route in self.config.routes.values()
+                for partition in range(route.partitions)]
+
+    def start(self, *, timeout_s: float = 60.0,
+              owned: Iterable[ShardId] | None = None) -> None:
+        """Start the workers and the shards this engine owns: every configured shard, or
+        ``owned`` (a cluster node starts with none and activates what it is granted)."""
         assert self.clock is not None
         clock = self.clock
         source = clock.source
@@ -149,44 +158,8 @@ class Engine:
         self.objects = open_object_store(self.config.objects, self.home)
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
                                          events=self.log_event)
-        for route in self.config.routes.values():
-            for partition in range(route.partitions):
-                shard = ShardId(route.name, partition)
-                log: ShardLog = open_shard_log(route, shard, self.home,
-                                               clock_ms=source.wall_ms)
-                store = self._open_state(shard, log)
-                # before anything is appended (the route identity of an empty log, the
-                # activation barrier): a log that lost applied records takes nothing more
-                diverged = check_shard(shard, store, log, self.layout.shard_state(shard))
-                if diverged is not None:
-                    self.log_event("shard_diverged", level="error", shard=str(shard),
-                                   error=diverged.message, hint=diverged.hint,
-                                   applied_position=diverged.applied_position,
-                                   log_end=diverged.log_end)
-                    log = DivergedLog(log, diverged)
-                else:
-                    if isinstance(log, FileShardLog):
-                        guard_file_log(shard, log, store.applied_position(),
-                                       self.layout.shard_state(shard))
-                    applied = store.get(keys.META_ROUTE)
-                    ensure_route_identity(
-                        log, route.identity(partition), source=self.config.source,
-                        where=getattr(log, "description", f"the Shard Log of {shard}"),
-                        applied=None if applied is None
-                        else decode_value(applied, RouteIdentity))
-                loop = self.shards[shard] = ShardLoop(
-                    shard, store, log, limits=self.config.limits, clock=clock,
-                    publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
-                    new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
-                    checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
-                    staging=self.layout.root / "staging" / shard.route / str(partition),
-                    lane_leads={name: lane.handoff_lead_ms
-                                for name, lane in self.config.lanes.items()},
-                    lane_ordered={name: lane.ordered
-                                  for name, lane in self.config.lanes.items()},
-                    evidence_key=route_key(self.home, route.name))
-                if diverged is not None:
-                    loop.fail(diverged)
+        for shard in self.configured_shards() if owned is None else owned:
+            self.shards[shard] = self._open_loop(shard)
         self.checkpointer.start(self.supervisor)
         if self.chrony is not None:
             self.supervisor.spawn("chrony", "clock", self.chrony.run)
@@ -207,6 +180,93 @@ class Engine:
         self.evidence.start(self.supervisor)
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
+
+    def _open_loop(self, shard: ShardId, *, lease: LeaseGate | None = None,
+                   granted_epoch: int | None = None) -> ShardLoop:
+        """The shard's loop over its database and Shard Log (not started). A log that lost
+        applied records leaves the loop FAILED, saying why."""
+        assert self.clock is not None and self.checkpointer is not None
+        source = self.clock.source
+        route = self.config.route(shard.route)
+        partition = shard.partition
+        log: ShardLog = open_shard_log(route, shard, self.home, clock_ms=source.wall_ms)
+        store = self._open_state(shard, log)
+        # before anything is appended (the route identity of an empty log, the
+        # activation barrier): a log that lost applied records takes nothing more
+        diverged = check_shard(shard, store, log, self.layout.shard_state(shard))
+        if diverged is not None:
+            self.log_event("shard_diverged", level="error", shard=str(shard),
+                           error=diverged.message, hint=diverged.hint,
+                           applied_position=diverged.applied_position,
+                           log_end=diverged.log_end)
+            log = DivergedLog(log, diverged)
+        else:
+            if isinstance(log, FileShardLog):
+                guard_file_log(shard, log, store.applied_position(),
+                               self.layout.shard_state(shard))
+            applied = store.get(keys.META_ROUTE)
+            ensure_route_identity(
+                log, route.identity(partition), source=self.config.source,
+                where=getattr(log, "description", f"the Shard Log of {shard}"),
+                applied=None if applied is None else decode_value(applied, RouteIdentity))
+        loop = ShardLoop(
+            shard, store, log, limits=self.config.limits, clock=self.clock,
+            publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
+            new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
+            checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
+            staging=self.layout.root / "staging" / shard.route / str(partition),
+            lane_leads={name: lane.handoff_lead_ms for name, lane in self.config.lanes.items()},
+            lane_ordered={name: lane.ordered for name, lane in self.config.lanes.items()},
+            evidence_key=route_key(self.home, route.name), lease=lease,
+            granted_epoch=granted_epoch)
+        if diverged is not None:
+            loop.fail(diverged)
+        return loop
+
+    def activate_shard(self, shard: ShardId, *, epoch: int, lease: LeaseGate,
+                       timeout_s: float = 120.0) -> ShardLoop:
+        """Open, recover and activate a shard this node was granted at ``epoch`` (a cluster
+        node's; its producer calls need ``lease``). Returns the loop, ACTIVE or not (its
+        ``state`` and ``error`` say why not)."""
+        loop = self._open_loop(shard, lease=lease, granted_epoch=epoch)
+        self.shards[shard] = loop
+        if loop.state != ShardState.FAILED:
+            loop.start(self.supervisor)
+            loop.wait_active(timeout_s)
+        return loop
+
+    def release_shard(self, shard: ShardId, *, checkpoint: bool,
+                      timeout_s: float = 60.0) -> str | None:
+        """Let a shard go: no new claims; wait for every admission to be acted on and every
+        outcome to be in the log; take a checkpoint (a planned move's new owner restores
+        it); end the loop and close the shard. Returns the checkpoint id, if one was taken.
+
+        Nothing is left PUBLISHING when the outcomes arrive in time, so the next owner's
+        recovery turns nothing UNKNOWN. A call still running at the deadline is left to the
+        next owner (its recovery marks it UNKNOWN)."""
+        loop = self.shards.get(shard)
+        if loop is None:
+            return None
+        time = self.time_source
+        assert time is not None
+        deadline = time.monotonic() + timeout_s
+        loop.begin_stop()
+        loop.wait_settled(deadline)
+        taken: str | None = None
+        if checkpoint and loop.state == ShardState.STOPPING and self.checkpointer is not None:
+            try:
+                taken = loop.request_checkpoint().result(
+                    timeout=max(deadline - time.monotonic(), 1.0)).entry.checkpoint_id
+            except Exception as exc:  # the move goes on: the next owner replays the log
+                self.log_event("release_checkpoint_failed", level="warning", shard=str(shard),
+                               error=f"{type(exc).__name__}: {exc}")
+        loop.finish(deadline + 5)
+        self.shards.pop(shard, None)
+        loop.log.close()
+        loop.store.close()
+        self.log_event("shard_released", shard=str(shard), checkpoint_id=taken,
+                       state=str(loop.state))
+        return taken
 
     def _open_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
         """The shard's database; restored from the Recovery Set when missing or damaged."""

@@ -52,7 +52,7 @@ from nereus.engine.scheduler.planner import Planner, PlannerSettings
 from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
 from nereus.engine.shard_outbox import Outbox
-from nereus.engine.shard_ownership import Ownership
+from nereus.engine.shard_ownership import LeaseGate, Ownership
 from nereus.engine.shard_progress import ResultWatch, ShardProgress
 from nereus.engine.shard_recovery import Recovery
 from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
@@ -100,6 +100,8 @@ class ShardLoop:
         lane_leads: Mapping[str, int] | None = None,
         lane_ordered: Mapping[str, bool] | None = None,
         evidence_key: bytes = b"",
+        lease: LeaseGate | None = None,
+        granted_epoch: int | None = None,
     ) -> None:
         self.shard = shard
         self.store = store
@@ -119,7 +121,7 @@ class ShardLoop:
         self.lane_ordered: dict[str, bool] = dict(lane_ordered or {})
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._owner = Ownership(owner_id, store)
+        self._owner = Ownership(owner_id, store, lease=lease, granted_epoch=granted_epoch)
         # everything below is held across a crash and a restart of the loop (never in a
         # call's locals): claims, records not yet in the log, synced events not acted on
         self._outbox = Outbox(shard, log, time=self._time, events=events, wake=self._wake)
@@ -230,6 +232,14 @@ class ShardLoop:
         return self._progress.wait_until(lambda: not self.pending_admissions, deadline,
                                          step_s=0.01, until_ended=True)
 
+    def wait_settled(self, deadline: float) -> bool:
+        """Block until nothing is pending, in flight or waiting to be appended (every
+        admission acted on, every outcome in the log), the loop has ended, or ``deadline``
+        (the Clock's ``monotonic``); True when settled. A planned release waits here."""
+        return self._progress.wait_until(
+            lambda: not self.pending_admissions and not self.in_flight and not self._outbox,
+            deadline, step_s=0.01, until_ended=True)
+
     def wait_applied(self, position: int, timeout_s: float) -> bool:
         """Block until ``position`` is applied and synced (or the timeout passes)."""
         return self._progress.wait_until(
@@ -328,7 +338,8 @@ class ShardLoop:
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.flush_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
-        if self.state == ShardState.ACTIVE and self.store.get(keys.META_PAUSED) is None:
+        if self.state == ShardState.ACTIVE and self.store.get(keys.META_PAUSED) is None \
+                and self._owner.lease_problem() is None:
             progressed |= flow.schedule()
         progressed |= self._outbox.flush()
         flow.expire_claims()

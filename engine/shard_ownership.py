@@ -8,6 +8,8 @@ and lets the shard go. ``fenced`` says why, once this owner knows it.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from nereus.engine.scheduler.planner import Owner
 from nereus.records import ActivationBarrier
 from nereus.state import keys
@@ -26,15 +28,35 @@ def describe_live(active: Activation | None) -> str:
     return "nobody" if active is None else f"{active.owner_id} epoch {active.fencing_epoch}"
 
 
+class LeaseGate(Protocol):
+    """Whether the coordinator session an owner holds its shards under is certainly alive
+    (a cluster node's; a standalone engine has none)."""
+
+    def lease_problem(self) -> str | None:
+        """Why no producer call may be made under the session now, or None."""
+        ...
+
+
 class Ownership:
     """This owner on one shard: its id, the epoch it activated (0 before recovery), and,
-    once another owner is live, why (``fenced``)."""
+    once another owner is live, why (``fenced``).
 
-    def __init__(self, owner_id: str, store: ShardStore) -> None:
+    In a cluster the epoch is granted: the version that created the shard's ownership
+    record in the coordinator (``granted_epoch``), and every producer call also needs the
+    node's session to be certainly alive (``lease``)."""
+
+    def __init__(self, owner_id: str, store: ShardStore, *, lease: LeaseGate | None = None,
+                 granted_epoch: int | None = None) -> None:
         self.owner_id = owner_id
         self.epoch = 0
         self.fenced: str | None = None
+        self.lease = lease
+        self.granted_epoch = granted_epoch
         self._store = store
+
+    def lease_problem(self) -> str | None:
+        """Why this owner's coordinator session does not cover a producer call now."""
+        return None if self.lease is None else self.lease.lease_problem()
 
     def owner(self) -> Owner:
         """Who a planner round claims for: this owner, its store and its epoch."""
@@ -52,6 +74,8 @@ class Ownership:
         """
         if self.fenced is not None:
             return f"owner {self.owner_id} is fenced: {self.fenced}"
+        if (lease := self.lease_problem()) is not None:
+            return f"owner {self.owner_id}: {lease}"
         active = applied_activation(self._store)
         if active is None or (active.owner_id, active.fencing_epoch) != (self.owner_id,
                                                                          self.epoch):

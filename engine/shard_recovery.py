@@ -2,8 +2,9 @@
 
 1. ``activate``: replay from the stored applied position, raise the clock's floor to the
    latest applied decision, drop every local claim, append an ACTIVATION_BARRIER with the
-   next fencing epoch and wait until it is applied (if another owner's barrier won, the
-   loop is fenced instead);
+   next fencing epoch (in a cluster: the epoch the coordinator granted, its ownership
+   record's creating version, which must be above the applied one) and wait until it is
+   applied (if another owner's barrier won, the loop is fenced instead);
 2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no live first-send
    gate survives a restart; such an attempt is never retried automatically or reported
    NOT_PUBLISHED);
@@ -61,7 +62,12 @@ class Recovery:
             self._clock.raise_floor(decided_ms)
         forget_claims(store)
         previous = applied_activation(store)
-        epoch = ownership.epoch = (previous.fencing_epoch if previous else 0) + 1
+        last = previous.fencing_epoch if previous else 0
+        granted = ownership.granted_epoch
+        if granted is not None and granted <= last:
+            return (f"the coordinator granted epoch {granted}, not above the applied epoch "
+                    f"{last} ({describe_live(previous)})")
+        epoch = ownership.epoch = last + 1 if granted is None else granted
         barrier_id = self._new_id()
         (receipt,) = self._outbox.append([encode(ActivationBarrier(
             barrier_id=barrier_id, owner_id=ownership.owner_id, fencing_epoch=epoch))])

@@ -139,6 +139,24 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor
 
 
+class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[cluster]``: this home is one node of a cluster whose configuration (routes, lanes,
+    object store, checkpoints, shard limits) lives in the coordinator."""
+
+    coordinator: str  # etcd://HOST:PORT/CLUSTER | sqlite:///ABS/PATH.db/CLUSTER
+    node_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    capacity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 1  # placement weight; 0: none
+    session_ttl_ms: Annotated[int, msgspec.Meta(ge=1_000, le=600_000)] = 10_000
+    # no producer call once the session is alive for less than this much longer
+    lease_margin_ms: Annotated[int, msgspec.Meta(ge=100, le=60_000)] = 2_000
+    host: str = ""  # how other hosts reach this node (default: the host name)
+
+
+# the tables a cluster's configuration holds; a node's own nereus.toml keeps the others
+CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints")
+NODE_TABLES: Final = ("engine", "cluster")
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     routes: dict[str, RouteSettings]
@@ -148,6 +166,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     objects: ObjectSettings = field(default_factory=ObjectSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    cluster: ClusterSettings | None = None
 
     @property
     def ordered_lanes(self) -> frozenset[str]:
@@ -166,7 +185,7 @@ class Config:
 # the tables of the file and the Struct each one is
 _TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
     "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
-    "objects": ObjectSettings, "checkpoints": CheckpointSettings,
+    "objects": ObjectSettings, "checkpoints": CheckpointSettings, "cluster": ClusterSettings,
 }
 
 
@@ -309,7 +328,23 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
                                                "checkpoints", text, source)
     if objects.store == "s3" and not objects.bucket:
         raise _error(text, source, "objects", "bucket", "an s3 object store needs bucket = \"...\"")
-    return Config(routes, lanes, limits, source, engine, objects, checkpoints)
+    cluster: ClusterSettings | None = None
+    if "cluster" in data:
+        cluster = _convert(data["cluster"], ClusterSettings, "cluster", text, source)
+        if cluster.lease_margin_ms * 2 > cluster.session_ttl_ms:
+            raise _error(text, source, "cluster", "lease_margin_ms",
+                         f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "
+                         f"session_ttl_ms = {cluster.session_ttl_ms}: a node would stop "
+                         "publishing between heartbeats")
+    return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster)
+
+
+def tables_of(text: str, *, source: str) -> list[str]:
+    """The top-level tables a nereus.toml text names (``ConfigError`` if it is not TOML)."""
+    try:
+        return list(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
 
 
 def _group(data: Mapping[str, object], name: str, text: str,

@@ -63,7 +63,8 @@ class AdminApi:
         shard = ShardId.parse(shard_text)
         loop = self.engine.shards.get(shard)
         if loop is None:
-            raise NotFound(f"shard {shard} is not owned by this engine")
+            raise NotFound(f"shard {shard} is not owned by this engine",
+                           hint="`nereus cluster status` names its owner")
         return loop
 
     def _loop_for_message(self, delay_message_id: str, route: str) -> ShardLoop:
@@ -71,7 +72,10 @@ class AdminApi:
         lane placed it by key elsewhere (every shard of the route is then searched)."""
         settings = self.engine.config.route(route)
         shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
-        home = self.engine.shards[shard]
+        home = self.engine.shards.get(shard)
+        if home is None:
+            raise NotFound(f"shard {shard} (message {delay_message_id}) is not owned by this "
+                           "engine", hint="`nereus cluster status` names its owner")
         if find_message(home.store, delay_message_id) is not None:
             return home
         for other, loop in sorted(self.engine.shards.items()):

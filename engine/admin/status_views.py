@@ -159,7 +159,7 @@ def lane_views(engine: Engine) -> list[LaneView]:
                                            due_backlog=shard_backlog,
                                            open_attempts=lane.open_attempts,
                                            admissions=lane.admissions))
-        lag_p99, lag_max = due_lag_ms(engine.shards.values(), name, now.earliest_ms,
+        lag_p99, lag_max = due_lag_ms(list(engine.shards.values()), name, now.earliest_ms,
                                       backlog)
         why: str | None
         if publisher is None:

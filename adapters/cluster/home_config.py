@@ -1,0 +1,71 @@
+"""A home's configuration: its own ``nereus.toml``, and, for a cluster node, the cluster's
+configuration from the coordinator.
+
+A node's ``nereus.toml`` keeps only node-local tables (``[engine]``, ``[cluster]``); the
+cluster's record keeps the others (routes, lanes, shard limits, object store,
+checkpoints). The two texts are read as one file, so every rule of ``parse_config``
+holds for the result and an error names where the offending key came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nereus.config import CLUSTER_TABLES, NODE_TABLES, Config, parse_config, tables_of
+from nereus.errors import ConfigError
+
+
+def check_node_text(text: str, *, source: str) -> None:
+    """A node's own file may hold only node-local tables."""
+    shared = [name for name in tables_of(text, source=source) if name not in NODE_TABLES]
+    if shared:
+        raise ConfigError(
+            f"{source}: [{', '.join(shared)}] belong to the cluster's configuration, not to "
+            "a node's own file",
+            hint="change the cluster's configuration in the coordinator (`nereus cluster "
+                 "init --from FILE.toml` wrote it); keep only [engine] and [cluster] here")
+
+
+def check_cluster_text(text: str, *, source: str) -> Config:
+    """The cluster's configuration may hold only shared tables, and must be shareable by
+    nodes on several hosts (Shard Logs on a broker, checkpoints in a shared store)."""
+    local = [name for name in tables_of(text, source=source) if name not in CLUSTER_TABLES]
+    if local:
+        raise ConfigError(
+            f"{source}: [{', '.join(local)}] are a node's own settings, not the cluster's",
+            hint=f"keep [{', '.join(local)}] in each node's nereus.toml")
+    config = parse_config(text, source=source)
+    on_files = sorted(name for name, route in config.routes.items() if route.log == "file")
+    if on_files:
+        raise ConfigError(
+            f"{source}: route(s) {', '.join(on_files)} keep their Shard Log in files of one "
+            "home; a cluster's nodes share their Shard Logs",
+            hint='use log = "kafka" or log = "pulsar" for a cluster\'s routes')
+    if config.objects.store == "file" and not (config.objects.path
+                                               and Path(config.objects.path).is_absolute()):
+        raise ConfigError(
+            f"{source}: [objects] in each node's home cannot hold the checkpoints every node "
+            "restores from",
+            hint='use store = "s3", or store = "file" with an absolute path every node shares')
+    return config
+
+
+def load_home_config(config_path: Path) -> Config:
+    """The configuration the engine and the CLI of this home work with."""
+    source = str(config_path)
+    text = config_path.read_text()
+    local = parse_config(text, source=source)
+    if local.cluster is None:
+        return local
+    check_node_text(text, source=source)
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.store import ClusterStore
+
+    handle = open_cluster(local.cluster.coordinator)
+    try:
+        shared = ClusterStore(handle).require_config()
+    finally:
+        handle.close()
+    return parse_config(shared.toml.rstrip("\n") + "\n\n" + text,
+                        source=f"{source} + the cluster's configuration r{shared.revision} "
+                               f"({local.cluster.coordinator})")

@@ -1,0 +1,217 @@
+"""The cluster's records in its coordinator, typed (``nereus.cluster.records``).
+
+Every write that must not race is a compare-and-set: the configuration on its version,
+membership and ownership by creating an absent key on the writer's session, a placement on
+the version the leader read. ``snapshot`` reads everything at once for status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nereus.adapters.cluster.coordinator_url import ClusterHandle
+from nereus.cluster import keys
+from nereus.cluster.errors import ClusterNotInitialised, NodeIdInUse
+from nereus.cluster.records import (
+    AuditEntry,
+    ClusterConfig,
+    Drain,
+    Leader,
+    Member,
+    OwnerRecord,
+    OwnerState,
+    Placement,
+    R,
+    decode_record,
+    encode_record,
+)
+from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
+from nereus.coordination.protocol import Session
+from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, Version, prefix_range
+from nereus.shard import ShardId
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """An ownership record as read."""
+
+    record: OwnerRecord
+    version: Version
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Everything the cluster's records say, read one kind after the other."""
+
+    config: ClusterConfig | None
+    members: dict[str, Member]
+    leader: Leader | None
+    placements: dict[ShardId, Placement]
+    owners: dict[ShardId, OwnerRecord]
+    drains: dict[str, Drain] = field(default_factory=dict)
+
+
+class ClusterStore:
+    """Typed access to one cluster's records."""
+
+    def __init__(self, handle: ClusterHandle) -> None:
+        self.handle = handle
+        self._c = handle.coordinator
+        self._root = handle.root
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    def key(self, relative: str) -> str:
+        return self._root + relative
+
+    def watch_prefix(self) -> str:
+        """The prefix under which every change of this cluster happens."""
+        return self._root
+
+    # reading ----------------------------------------------------------------------------
+    def _get(self, relative: str, kind: type[R]) -> tuple[R, Version] | None:
+        try:
+            record = self._c.get(self.key(relative))
+        except KeyNotFound:
+            return None
+        return decode_record(record.value, kind), record.version
+
+    def _scan(self, prefix: str, kind: type[R]) -> dict[str, tuple[R, Version]]:
+        low, high = prefix_range(self.key(prefix))
+        cut = len(self.key(prefix))
+        return {record.key[cut:]: (decode_record(record.value, kind), record.version)
+                for record in self._c.range_scan(low, high)}
+
+    # configuration ----------------------------------------------------------------------
+    def config(self) -> tuple[ClusterConfig, Version] | None:
+        return self._get(keys.CONFIG, ClusterConfig)
+
+    def require_config(self) -> ClusterConfig:
+        found = self.config()
+        if found is None:
+            raise ClusterNotInitialised(self.url)
+        return found[0]
+
+    def write_config(self, toml: str, *, changed_by: str, reason: str, now_ms: int,
+                     expected: Version | None, summary: str = "") -> ClusterConfig:
+        """Write the configuration (create when ``expected`` is None); its audit entry
+        follows. ``UnexpectedVersionId`` when someone changed it meanwhile."""
+        current = self.config()
+        revision = 1 if current is None else current[0].revision + 1
+        record = ClusterConfig(toml=toml, revision=revision, changed_by=changed_by,
+                               reason=reason, changed_ms=now_ms)
+        self._c.put(self.key(keys.CONFIG), encode_record(record),
+                    expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if expected is None
+                    else expected.version_id)
+        self._c.put(self.key(keys.audit_key(revision)), encode_record(AuditEntry(
+            revision=revision, changed_by=changed_by, reason=reason, changed_ms=now_ms,
+            summary=summary)))
+        return record
+
+    def audit(self) -> list[AuditEntry]:
+        return [entry for entry, _ in self._scan(keys.AUDIT, AuditEntry).values()]
+
+    # members and leader -----------------------------------------------------------------
+    def register(self, session: Session, member: Member) -> Version:
+        """Make ``member`` live on ``session``; ``NodeIdInUse`` if its id is taken."""
+        try:
+            return self._c.put(self.key(keys.node_key(member.node_id)), encode_record(member),
+                               expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST,
+                               ephemeral=session)
+        except UnexpectedVersionId:
+            holder = self._get(keys.node_key(member.node_id), Member)
+            where = "gone now" if holder is None else \
+                f"{holder[0].host} pid {holder[0].pid}, admin {holder[0].address}"
+            raise NodeIdInUse(member.node_id, where) from None
+
+    def members(self) -> dict[str, Member]:
+        return {node: member for node, (member, _) in self._scan(keys.NODES, Member).items()}
+
+    def leader(self) -> Leader | None:
+        found = self._get(keys.LEADER, Leader)
+        return None if found is None else found[0]
+
+    def try_lead(self, session: Session, node_id: str, *, now_ms: int) -> bool:
+        """Become the leader if nobody is; whether this node is the leader now."""
+        try:
+            self._c.put(self.key(keys.LEADER), encode_record(Leader(node_id=node_id,
+                                                                    since_ms=now_ms)),
+                        expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST, ephemeral=session)
+            return True
+        except UnexpectedVersionId:
+            leader = self.leader()
+            return leader is not None and leader.node_id == node_id
+
+    # placement and drains ---------------------------------------------------------------
+    def placements(self) -> dict[ShardId, tuple[Placement, Version]]:
+        return {keys.parse_segment(segment): found
+                for segment, found in self._scan(keys.PLACEMENT, Placement).items()}
+
+    def place(self, shard: ShardId, placement: Placement, *,
+              expected: Version | None) -> None:
+        """Write a placement by CAS on the version read (absent: ``expected`` None)."""
+        self._c.put(self.key(keys.placement_key(shard)), encode_record(placement),
+                    expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if expected is None
+                    else expected.version_id)
+
+    def drains(self) -> dict[str, Drain]:
+        return {node: drain for node, (drain, _) in self._scan(keys.DRAINS, Drain).items()}
+
+    def drain(self, drain: Drain) -> None:
+        self._c.put(self.key(keys.drain_key(drain.node_id)), encode_record(drain))
+
+    def undrain(self, node_id: str) -> bool:
+        return self._c.delete(self.key(keys.drain_key(node_id)))
+
+    # ownership --------------------------------------------------------------------------
+    def owners(self) -> dict[ShardId, Owned]:
+        return {keys.parse_segment(segment): Owned(record, version)
+                for segment, (record, version) in self._scan(keys.OWNERS, OwnerRecord).items()}
+
+    def take(self, session: Session, shard: ShardId, *, node_id: str, owner_id: str,
+             now_ms: int) -> Owned | None:
+        """Create the shard's ownership record on ``session`` if nobody holds it; the
+        record (its epoch: the creating version) or None when it is held."""
+        record = OwnerRecord(shard=keys.shard_segment(shard), node_id=node_id,
+                             owner_id=owner_id, since_ms=now_ms)
+        try:
+            created = self._c.put(self.key(keys.owner_key(shard)), encode_record(record),
+                                  expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST,
+                                  ephemeral=session)
+        except UnexpectedVersionId:
+            return None
+        epoch = created.version_id
+        return self.update_owner(session, shard, Owned(record, created),
+                                 epoch=epoch, state=OwnerState.RECOVERING)
+
+    def update_owner(self, session: Session, shard: ShardId, owned: Owned, *,
+                     state: OwnerState, epoch: int | None = None,
+                     detail: str = "") -> Owned:
+        """Say where the owner is (its state), by CAS on the version it holds."""
+        import msgspec
+
+        record = msgspec.structs.replace(owned.record, state=state, detail=detail,
+                                         epoch=owned.record.epoch if epoch is None else epoch)
+        version = self._c.put(self.key(keys.owner_key(shard)), encode_record(record),
+                              expected_version_id=owned.version.version_id, ephemeral=session)
+        return Owned(record, version)
+
+    def release(self, shard: ShardId, owned: Owned) -> bool:
+        """Delete the ownership record if it is still the one held; False if it was not."""
+        try:
+            return self._c.delete(self.key(keys.owner_key(shard)),
+                                  expected_version_id=owned.version.version_id)
+        except UnexpectedVersionId:
+            return False
+
+    # all of it --------------------------------------------------------------------------
+    def snapshot(self) -> ClusterView:
+        found = self.config()
+        return ClusterView(
+            config=None if found is None else found[0], members=self.members(),
+            leader=self.leader(),
+            placements={shard: placement for shard, (placement, _) in self.placements().items()},
+            owners={shard: owned.record for shard, owned in self.owners().items()},
+            drains=self.drains())

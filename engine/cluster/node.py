@@ -1,0 +1,205 @@
+"""One node of a cluster: it joins (a session and its member record), takes part in the
+election, and owns exactly the shards whose ownership records it holds.
+
+The ``cluster`` worker (supervised: a crash is logged, counted and restarted) reconciles
+on every change under the cluster's prefix, and at least every ``interval_s``:
+
+1. **session**: if the session is over, every shard is let go at once (its producer calls
+   were already refused by the lease gate) and the node joins again with a new session;
+2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
+3. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
+   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted; a
+   shard whose loop ended (fenced, failed) is let go the same way, without a checkpoint;
+4. **take**: a shard placed here whose ownership record is absent is taken by creating the
+   record on this node's session (CAS: absent only) — its creating version is the fencing
+   epoch the shard activates with — and activated; the record then says ACTIVE.
+
+Stop: the worker ends, the engine stops (every shard drains), then the session is closed
+so the records go at once and the other nodes take over without waiting for the TTL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+
+from nereus.adapters.cluster.store import ClusterStore, Owned
+from nereus.cluster.records import Member, OwnerState
+from nereus.coordination.errors import CoordinationError, NotificationsLost
+from nereus.coordination.protocol import Notifications, Session
+from nereus.engine.cluster.leader import place_shards
+from nereus.engine.cluster.lease import SessionLease
+from nereus.engine.engine import Engine
+from nereus.engine.event_log import EventLog, safe_event
+from nereus.engine.shard_status import ShardState
+from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.time_source import Clock
+from nereus.shard import ShardId
+
+ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    node_id: str
+    host: str
+    address: str  # the admin socket
+    capacity: int = 1
+    session_ttl_ms: int = 10_000
+    lease_margin_ms: int = 2_000
+    interval_s: float = 0.5  # reconcile at least this often
+    version: str = ""
+
+
+class ClusterNode:
+    """This process as a member of the cluster (see the module's docstring)."""
+
+    def __init__(self, engine: Engine, store: ClusterStore, settings: NodeSettings, *,
+                 clock: Clock, events: EventLog) -> None:
+        self.engine = engine
+        self.store = store
+        self.settings = settings
+        self._clock = clock
+        self._events = events
+        self._owned: dict[ShardId, Owned] = {}
+        self._session: Session | None = None
+        self._lease: SessionLease | None = None
+        self._watch: Notifications | None = None
+        self._stop = threading.Event()
+        self._worker: Supervised | None = None
+        self.leading = False
+
+    # membership -------------------------------------------------------------------------
+    def join(self) -> None:
+        """A new session and this node's member record (``NodeIdInUse`` if taken)."""
+        s = self.settings
+        session = self.store.handle.coordinator.create_session(
+            s.session_ttl_ms, client_identity=f"{s.node_id}@{s.host}:{os.getpid()}")
+        try:
+            self.store.register(session, Member(
+                node_id=s.node_id, host=s.host, address=s.address, capacity=s.capacity,
+                version=s.version, pid=os.getpid(), started_ms=self._clock.wall_ms()))
+        except BaseException:
+            session.close()
+            raise
+        self._session = session
+        self._lease = SessionLease(session, self._clock, margin_ms=s.lease_margin_ms)
+        safe_event(self._events, "cluster_joined", node_id=s.node_id,
+                   session_id=session.session_id, coordinator=self.store.url)
+
+    @property
+    def owned(self) -> list[ShardId]:
+        return sorted(self._owned, key=str)
+
+    def start(self, supervisor: Supervisor) -> None:
+        self._worker = supervisor.spawn("cluster", "cluster", self.run)
+
+    def run(self) -> None:
+        """The supervised worker body: reconcile, then wait for a change or the interval."""
+        while not self._stop.is_set():
+            self.reconcile()
+            self._wait_for_change()
+
+    def _wait_for_change(self) -> None:
+        try:
+            if self._watch is None:
+                self._watch = self.store.handle.coordinator.get_notifications(
+                    self.store.watch_prefix())
+            if self._watch.poll(self.settings.interval_s) is not None:
+                while self._watch.poll(0) is not None:  # a burst: reconcile once for it
+                    pass
+        except NotificationsLost:
+            self._close_watch()
+
+    def _close_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    # one round --------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        """One round of the steps in the module's docstring."""
+        if self._session is None or self._session.lost():
+            self._rejoin()
+        assert self._session is not None
+        now_ms = self._clock.wall_ms()
+        self.leading = self.store.try_lead(self._session, self.settings.node_id,
+                                           now_ms=now_ms)
+        if self.leading:
+            place_shards(self.store, self.engine.configured_shards(), now_ms=now_ms,
+                         events=self._events)
+        placements = self.store.placements()
+        for shard in list(self._owned):
+            loop = self.engine.shards.get(shard)
+            placed = placements.get(shard)
+            if loop is None or loop.state in ENDED_STATES:
+                self._let_go(shard, checkpoint=False,
+                             why=f"its loop ended ({'gone' if loop is None else loop.state})")
+            elif placed is None or placed[0].node_id != self.settings.node_id:
+                where = "nowhere" if placed is None else placed[0].node_id
+                self._let_go(shard, checkpoint=True, why=f"placed on {where}")
+        owners = self.store.owners()
+        for shard, (placement, _) in sorted(placements.items(), key=lambda item: str(item[0])):
+            if placement.node_id == self.settings.node_id and shard not in self._owned \
+                    and shard not in owners and not self._stop.is_set():
+                self._take(shard)
+
+    def _rejoin(self) -> None:
+        """The session is over (or never began): let every shard go now, join again."""
+        if self._owned:
+            safe_event(self._events, "cluster_session_lost", level="warning",
+                       node_id=self.settings.node_id, shards=[str(s) for s in self._owned])
+        for shard in list(self._owned):
+            self.engine.release_shard(shard, checkpoint=False, timeout_s=5.0)
+            self._owned.pop(shard)
+        if self._session is not None:
+            self._session.close()
+        self.join()
+
+    def _take(self, shard: ShardId) -> None:
+        assert self._session is not None and self._lease is not None
+        owned = self.store.take(self._session, shard, node_id=self.settings.node_id,
+                                owner_id=self.engine.owner_id, now_ms=self._clock.wall_ms())
+        if owned is None:
+            return  # someone holds it (an old owner still letting go): a later round
+        self._owned[shard] = owned
+        epoch = owned.record.epoch
+        safe_event(self._events, "shard_taken", shard=str(shard), epoch=epoch)
+        loop = self.engine.activate_shard(shard, epoch=epoch, lease=self._lease)
+        if loop.state == ShardState.ACTIVE:
+            self._owned[shard] = self.store.update_owner(self._session, shard, owned,
+                                                         state=OwnerState.ACTIVE)
+        else:
+            self._let_go(shard, checkpoint=False,
+                         why=f"it did not become active: {loop.error or loop.state}")
+
+    def _let_go(self, shard: ShardId, *, checkpoint: bool, why: str) -> None:
+        owned = self._owned[shard]
+        safe_event(self._events, "shard_letting_go", shard=str(shard), reason=why,
+                   epoch=owned.record.epoch)
+        if checkpoint and self._session is not None:
+            # the release goes on if this fails; the record goes with the session anyway
+            with contextlib.suppress(CoordinationError):
+                owned = self.store.update_owner(self._session, shard, owned,
+                                                state=OwnerState.RELEASING, detail=why)
+        self.engine.release_shard(shard, checkpoint=checkpoint)
+        self._owned.pop(shard)
+        self.store.release(shard, owned)
+
+    # stop -------------------------------------------------------------------------------
+    def stop_reconciling(self, timeout_s: float = 30.0) -> None:
+        """End the worker (before the engine stops its shards)."""
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
+        self._close_watch()
+
+    def leave(self) -> None:
+        """After the engine stopped: close the session, so its records go now."""
+        self._owned.clear()
+        if self._session is not None:
+            self._session.close()
+        safe_event(self._events, "cluster_left", node_id=self.settings.node_id)

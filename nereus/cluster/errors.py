@@ -1,0 +1,26 @@
+"""What the cluster refuses."""
+
+from __future__ import annotations
+
+from nereus.coordination.errors import CoordinationError
+from nereus.errors import NotFound
+
+
+class NodeIdInUse(CoordinationError):
+    """Another live node already registered this node id."""
+
+    def __init__(self, node_id: str, holder: str) -> None:
+        super().__init__(
+            f"node id {node_id!r} is already in use by a live node ({holder})",
+            hint="give each node its own id (`nereus init --join URL --node-id ID`), or stop "
+                 "the other node first; its record goes when its session ends")
+        self.node_id = node_id
+
+
+class ClusterNotInitialised(CoordinationError, NotFound):
+    """The coordinator holds no configuration for this cluster."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(
+            f"no cluster configuration at {url}",
+            hint=f"write one with `nereus cluster init --coordinator {url} --from FILE.toml`")

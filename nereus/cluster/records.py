@@ -1,0 +1,118 @@
+"""The records a cluster keeps in its coordinator, one msgspec Struct per kind of key.
+
+Who writes what (``keys.py`` says where):
+
+* ``config`` — the cluster configuration (routes, lanes, object store, checkpoints, shard
+  limits as TOML), written by ``nereus cluster init`` and later changes, by CAS on its
+  version; each write leaves an ``AuditEntry`` (who, why, when);
+* ``nodes/<id>`` — a ``Member``, ephemeral on the node's session: the node is alive while
+  it is there;
+* ``leader`` — a ``Leader``, ephemeral: the node that writes placements;
+* ``placement/<shard>`` — a ``Placement``: which node should own the shard (the leader
+  writes it; ``nereus shard move`` pins one);
+* ``owners/<shard>`` — an ``OwnerRecord``, ephemeral on the owner's session, created by
+  CAS only when absent. Its creation version is the shard's fencing epoch;
+* ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypeVar
+
+import msgspec
+
+
+class Member(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """A live node: who it is, where its admin socket is, and how much it can hold."""
+
+    node_id: str
+    host: str
+    address: str  # the admin socket (on ``host``)
+    capacity: int = 1  # placement weight
+    version: str = ""  # the software version the node runs
+    pid: int = 0
+    started_ms: int = 0
+
+
+class Leader(msgspec.Struct, frozen=True, kw_only=True):
+    """The node that plans placement while its session lives."""
+
+    node_id: str
+    since_ms: int = 0
+
+
+class Placement(msgspec.Struct, frozen=True, kw_only=True):
+    """Which node should own a shard, and why the leader (or an operator) said so."""
+
+    shard: str
+    node_id: str
+    reason: str = ""
+    pinned: bool = False  # an operator's move: kept while that node lives and is not drained
+    operator: str = ""
+    since_ms: int = 0
+
+
+class OwnerState(StrEnum):
+    """Where an owner is with its shard."""
+
+    RECOVERING = "RECOVERING"  # holds the record; restoring, replaying, activating
+    ACTIVE = "ACTIVE"  # live owner: claims and publishes
+    RELEASING = "RELEASING"  # planned move: no new claims; outcomes, checkpoint, then gone
+
+
+class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The shard's current owner. ``epoch`` is the record's creation version (0 in the
+    very first write, which cannot know its own version; the owner fills it in)."""
+
+    shard: str
+    node_id: str
+    owner_id: str  # the engine's owner id in ACTIVATION_BARRIER
+    state: OwnerState = OwnerState.RECOVERING
+    epoch: int = 0
+    since_ms: int = 0
+    detail: str = ""
+
+
+class ClusterConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The cluster's configuration: nereus.toml text without node-local tables."""
+
+    toml: str
+    revision: int = 1  # 1 for the first write, +1 per change
+    changed_by: str = ""
+    reason: str = ""
+    changed_ms: int = 0
+
+
+class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One change of the cluster configuration (kept for ever under ``config-audit/``)."""
+
+    revision: int
+    changed_by: str
+    reason: str
+    changed_ms: int
+    summary: str = ""
+
+
+class Drain(msgspec.Struct, frozen=True, kw_only=True):
+    """An operator's request that a node own no shard."""
+
+    node_id: str
+    operator: str
+    reason: str
+    since_ms: int = 0
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_record(record: msgspec.Struct) -> bytes:
+    """A record's bytes in the coordinator (JSON: readable with etcdctl)."""
+    return _ENCODER.encode(record)
+
+
+def decode_record(raw: bytes, kind: type[R]) -> R:
+    """A record from its bytes; ``msgspec.ValidationError`` names the field at fault."""
+    return msgspec.json.decode(raw, type=kind)
