@@ -9,14 +9,26 @@ its publisher's gate refuses the call before it is made.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from nereus.adapters.coordination.clock import CoordinatorClock
-from nereus.coordination.protocol import Session
+
+
+class LeasedSession(Protocol):
+    """What lease safety reads of a coordinator ``Session``."""
+
+    @property
+    def session_id(self) -> int: ...
+
+    def certain_until_ms(self) -> int: ...
+
+    def lost(self) -> bool: ...
 
 
 class SessionLease:
     """The ``LeaseGate`` of every shard a node owns under one session."""
 
-    def __init__(self, session: Session, clock: CoordinatorClock, *, margin_ms: int) -> None:
+    def __init__(self, session: LeasedSession, clock: CoordinatorClock, *, margin_ms: int) -> None:
         self.session = session
         self._clock = clock
         self.margin_ms = margin_ms

@@ -167,7 +167,11 @@ class ClusterNode:
         self._owned[shard] = owned
         epoch = owned.record.epoch
         safe_event(self._events, "shard_taken", shard=str(shard), epoch=epoch)
-        loop = self.engine.activate_shard(shard, epoch=epoch, lease=self._lease)
+        try:
+            loop = self.engine.activate_shard(shard, epoch=epoch, lease=self._lease)
+        except BaseException:  # never hold a record for a shard this node does not run
+            self._let_go(shard, checkpoint=False, why="its activation failed")
+            raise
         if loop.state == ShardState.ACTIVE:
             self._owned[shard] = self.store.update_owner(self._session, shard, owned,
                                                          state=OwnerState.ACTIVE)

@@ -1,0 +1,167 @@
+"""Cluster nodes in one process, on the embedded coordinator and one home's file Shard Logs
+(how the workers of one host share a home): placement, ownership at the coordinator's
+epoch, a planned move with nothing left UNCERTAIN, and a lost session handing its shards
+over. No service is needed; the multi-host failover tests run real daemons on etcd."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nereus.adapters.cluster.coordinator_url import ClusterHandle
+from nereus.adapters.cluster.store import ClusterStore
+from nereus.adapters.coordination.sqlite import SqliteCoordinator
+from nereus.cluster.records import OwnerState, Placement
+from nereus.config import parse_config
+from nereus.engine.cluster.node import ClusterNode, NodeSettings
+from nereus.engine.engine import Engine
+from nereus.engine.time_source import SYSTEM_CLOCK
+from nereus.records import MessageState
+from nereus.shard import ShardId
+from tests.integration.engine_harness import CONFIG, Harness, file_lane, now_ms
+from tests.integration.test_engine_publish import message_states
+from tests.polling import wait_until
+
+PARTITIONS = 4
+TTL_MS = 2_000
+
+
+@dataclass
+class Cluster:
+    home: Path
+    store: ClusterStore
+    nodes: dict[str, ClusterNode]
+
+    def owners(self) -> dict[ShardId, tuple[str, OwnerState, int]]:
+        return {shard: (o.record.node_id, o.record.state, o.record.epoch)
+                for shard, o in self.store.owners().items()}
+
+    def settled(self) -> bool:
+        """Every shard ACTIVE on the node its placement names."""
+        owners = self.owners()
+        placed = {shard: p.node_id for shard, (p, _) in self.store.placements().items()}
+        return len(owners) == PARTITIONS and all(
+            state == OwnerState.ACTIVE and placed.get(shard) == node
+            for shard, (node, state, _) in owners.items())
+
+    def held(self) -> Counter[str]:
+        return Counter(node for node, _, _ in self.owners().values())
+
+
+def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack) -> ClusterNode:
+    text = (home / "nereus.toml").read_text()
+    def log_event(event: str, /, **fields: object) -> None:
+        print(node_id, event, fields, flush=True)
+    engine = Engine(home, parse_config(text, source="test"), log_event=log_event)
+    engine.start(owned=())
+    node = ClusterNode(engine, ClusterStore(handle), NodeSettings(
+        node_id=node_id, host="localhost", address=f"{home}/run/{node_id}.sock",
+        session_ttl_ms=TTL_MS, lease_margin_ms=500, interval_s=0.2),
+        clock=SYSTEM_CLOCK, events=engine.log_event)
+    node.join()
+    node.start(engine.supervisor)
+
+    def stop() -> None:
+        node.stop_reconciling()
+        engine.stop()
+        node.leave()
+    stack.callback(stop)
+    return node
+
+
+@contextmanager
+def cluster(tmp_path: Path, node_ids: list[str]) -> Iterator[Cluster]:
+    home = tmp_path / "home"
+    home.mkdir()
+    text = CONFIG.format(partitions=PARTITIONS, lanes=file_lane("local", "outbox/local.jsonl"))
+    (home / "nereus.toml").write_text(text)
+    coordinator = SqliteCoordinator(tmp_path / "coordinator.db")
+    handle = ClusterHandle("sqlite://test", "test", coordinator, "test/")
+    store = ClusterStore(handle)
+    store.write_config(text, changed_by="test", reason="cluster test", now_ms=now_ms(),
+                       expected=None)
+    with ExitStack() as stack:
+        stack.callback(coordinator.close)
+        nodes = {node_id: start_node(home, handle, node_id, stack) for node_id in node_ids}
+        yield Cluster(home, store, nodes)
+
+
+def schedule(harness: Harness, ids: list[str], delay_ms: int) -> None:
+    base = now_ms()
+    harness.queue([harness.schedule(mid, base + delay_ms) for mid in ids])
+
+
+def published(home: Path) -> Counter[str]:
+    path = home / "outbox" / "local.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(json.loads(line)["delay_message_id"] for line in lines if line)
+
+
+@pytest.mark.timeout(90)
+def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
+        tmp_path: Path) -> None:
+    """Two nodes hold two shards each at epochs the coordinator granted; moving a shard
+    under load hands it over with every message published exactly once and none UNCERTAIN,
+    and the new owner's epoch is above the old one's."""
+    with cluster(tmp_path, ["a", "b"]) as c:
+        # b joined after a took everything: it receives its share by planned moves
+        wait_until("every shard active, two on each node", lambda: c.settled()
+                   and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
+        ids = [f"m{n}" for n in range(200)]
+        schedule(harness, ids[:100], 200)
+        shard = ShardId("default", 0)
+        before_node, _, before_epoch = c.owners()[shard]
+        target = "b" if before_node == "a" else "a"
+        (_, version), = [v for s, v in c.store.placements().items() if s == shard]
+        c.store.place(shard, Placement(shard=str(shard), node_id=target, pinned=True,
+                                       reason="test move", operator="test"), expected=version)
+        schedule(harness, ids[100:], 300)
+        wait_until("the shard active on its new node",
+                   lambda: c.settled() and c.owners()[shard][0] == target, 30, seen=c.owners)
+        assert c.owners()[shard][2] > before_epoch
+        wait_until("every message published", lambda: set(published(c.home)) >= set(ids),
+                   30, seen=lambda: len(published(c.home)))
+        harness.close()
+    assert max(published(c.home).values()) == 1
+    states = message_states(c.home, PARTITIONS)
+    assert not [m for m in states.values() if m.state == MessageState.UNCERTAIN]
+    assert all(states[mid].state == MessageState.PUBLISHED for mid in ids)
+
+
+@pytest.mark.timeout(90)
+def test_a_node_whose_session_ends_lets_go_and_its_shards_move(tmp_path: Path) -> None:
+    """When a node's session is over its records vanish, the leader places its shards on
+    the other node, which takes them at higher epochs; the first node rejoins and gets its
+    share back by planned moves. Every message is published exactly once."""
+    with cluster(tmp_path, ["a", "b"]) as c:
+        wait_until("every shard active, two on each node", lambda: c.settled()
+                   and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
+        ids = [f"s{n}" for n in range(100)]
+        schedule(harness, ids, 500)
+        epochs = {shard: epoch for shard, (_, _, epoch) in c.owners().items()}
+        b_shards = {shard for shard, (node, _, _) in c.owners().items() if node == "b"}
+        session = c.nodes["b"]._session  # the session ends as if the store expired it
+        assert session is not None
+        session.close()
+        wait_until("b's shards taken over or back, at higher epochs",
+                   lambda: c.settled() and all(c.owners()[s][2] > epochs[s] for s in b_shards),
+                   30, seen=c.owners)
+        wait_until("b rejoined and holds its share", lambda: c.settled()
+                   and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        wait_until("every message published", lambda: set(published(c.home)) >= set(ids),
+                   30, seen=lambda: len(published(c.home)))
+        harness.close()
+    counts = published(c.home)
+    twice = [mid for mid, n in counts.items() if n > 1]
+    states = message_states(c.home, PARTITIONS)
+    assert not twice or all(states[mid].state == MessageState.PUBLISHED for mid in twice)
+    assert all(states[mid].state in (MessageState.PUBLISHED, MessageState.UNCERTAIN)
+               for mid in ids)
