@@ -185,7 +185,13 @@ class Env:
         """The home's object store (``[objects]``): checkpoints, the catalog, payloads."""
         from nereus.adapters.objectstore.factory import open_object_store
 
-        return open_object_store(self.config.objects, self.home)
+        objects = open_object_store(self.config.objects, self.home)
+        if self.config.cluster is None:
+            return objects
+        from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
+        from nereus.adapters.cluster.coordinator_url import open_cluster
+
+        return CoordinatedCatalog(objects, open_cluster(self.config.cluster.coordinator))
 
     def command_sink(self, *, wait: bool) -> CommandSink:
         """Where commands go: the running engine, or (none running) straight to the Shard

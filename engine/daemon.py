@@ -39,6 +39,7 @@ from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
+    from nereus.adapters.cluster.coordinator_url import ClusterHandle
     from nereus.engine.cluster.node import ClusterNode
     from nereus.engine.engine import Engine
     from nereus.engine.event_log import EventLog
@@ -78,12 +79,18 @@ def run(home: Path, *, foreground: bool) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: requests.put("stop"))
     signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
-    engine = Engine(home, config, settings=settings, log_event=log_event)
+    handle = None
+    if config.cluster is not None:
+        from nereus.adapters.cluster.coordinator_url import open_cluster
+        from nereus.engine.time_source import SYSTEM_CLOCK
+
+        handle = open_cluster(config.cluster.coordinator, clock=SYSTEM_CLOCK)
+    engine = Engine(home, config, settings=settings, log_event=log_event, catalog=handle)
     server = None
     node = None
     try:
-        if config.cluster is not None:
-            node = join_cluster(engine, log_event)
+        if handle is not None:
+            node = join_cluster(engine, handle, log_event)
             engine.start(owned=())
             node.start(engine.supervisor)
         else:
@@ -127,19 +134,18 @@ def run(home: Path, *, foreground: bool) -> int:
         engine_logs.close()
 
 
-def join_cluster(engine: Engine, log_event: EventLog) -> ClusterNode:
+def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog) -> ClusterNode:
     """This engine as a node of the cluster its ``[cluster]`` names: joined (a session and
     its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling."""
     import socket as sockets
 
     from nereus import __version__
-    from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
 
     cluster = engine.config.cluster
     assert cluster is not None and engine.time_source is not None
-    store = ClusterStore(open_cluster(cluster.coordinator, clock=engine.time_source))
+    store = ClusterStore(handle)
     node = ClusterNode(engine, store, NodeSettings(
         node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
         address=str(socket_path(engine.home)), capacity=cluster.capacity,

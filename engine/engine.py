@@ -31,6 +31,8 @@ from pathlib import Path
 
 from nereus.adapters.checkpoint_catalog import recovery_floor
 from nereus.adapters.checkpoint_restore import restore_into
+from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
+from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.continuity import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.objectstore.factory import open_object_store
 from nereus.adapters.secrets import route_key
@@ -114,6 +116,7 @@ class Engine:
     started_ms: int = 0
     checkpointer: Checkpointer | None = None
     evidence: EvidenceRecovery | None = None
+    catalog: ClusterHandle | None = None  # a cluster's coordinator: the checkpoint catalog
 
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
@@ -156,6 +159,8 @@ class Engine:
             self.publishers[name] = LanePublisher(
                 name, self._destination(name), clock=source, events=self.log_event)
         self.objects = open_object_store(self.config.objects, self.home)
+        if self.catalog is not None:
+            self.objects = CoordinatedCatalog(self.objects, self.catalog)
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
                                          events=self.log_event)
         for shard in self.configured_shards() if owned is None else owned:

@@ -159,7 +159,6 @@ def _schedule_large(
     """The large-payload path (``nereus.adapters.large_payload``), checked first for what
     the SCHEDULE's handler would reject, so nothing is reserved or uploaded in vain."""
     from nereus.adapters.large_payload import LargeMessage, schedule_large_payload
-    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.errors import UsageError
     from nereus.machine.validate import check_headers, check_lane, check_times
 
@@ -172,7 +171,7 @@ def _schedule_large(
     if failure is not None:
         raise UsageError(failure.detail or "the message would be REJECTED")
     done = schedule_large_payload(
-        env.command_sink(wait=wait), open_object_store(config.objects, env.home),
+        env.command_sink(wait=wait), env.object_store(),
         message_input.route_ref(env, route),
         LargeMessage(delay_message_id=message_input.message_id_or_new(env, message_id), lane=lane,
                      deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key,

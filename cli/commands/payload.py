@@ -220,11 +220,10 @@ def gc(
 ) -> None:
     """Collect abandoned large payloads (expired reservations, objects with no stage)."""
     from nereus.adapters.checkpoint_catalog import FloorViolation, check_floor
-    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.errors import NotConfirmed, NotFound, UsageError
 
     env: Env = ctx.obj
-    objects = open_object_store(env.config.objects, env.home)
+    objects = env.object_store()
     if key is not None:
         if not key.startswith(PREFIX):
             raise UsageError(f"--key {key!r} is not a large payload: gc deletes only keys under "

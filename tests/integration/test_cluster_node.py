@@ -19,6 +19,7 @@ from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.coordination.sqlite import SqliteCoordinator
 from nereus.cluster.records import OwnerState, Placement
 from nereus.config import parse_config
+from nereus.coordination.records import prefix_range
 from nereus.engine.cluster.node import ClusterNode, NodeSettings
 from nereus.engine.engine import Engine
 from nereus.engine.time_source import SYSTEM_CLOCK
@@ -58,7 +59,8 @@ def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack
     text = (home / "nereus.toml").read_text()
     def log_event(event: str, /, **fields: object) -> None:
         print(node_id, event, fields, flush=True)
-    engine = Engine(home, parse_config(text, source="test"), log_event=log_event)
+    engine = Engine(home, parse_config(text, source="test"), log_event=log_event,
+                    catalog=handle)
     engine.start(owned=())
     node = ClusterNode(engine, ClusterStore(handle), NodeSettings(
         node_id=node_id, host="localhost", address=f"{home}/run/{node_id}.sock",
@@ -126,6 +128,9 @@ def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
         wait_until("the shard active on its new node",
                    lambda: c.settled() and c.owners()[shard][0] == target, 30, seen=c.owners)
         assert c.owners()[shard][2] > before_epoch
+        # the old owner's checkpoint at release is catalogued in the coordinator
+        catalogued = c.store.handle.coordinator.list(*prefix_range("test/catalog/default/0/"))
+        assert catalogued and not list((c.home / "objects").glob("catalog/**/*.json"))
         wait_until("every message published", lambda: set(published(c.home)) >= set(ids),
                    30, seen=lambda: len(published(c.home)))
         harness.close()
