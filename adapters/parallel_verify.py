@@ -28,6 +28,10 @@ from nereus.state.digest import framed_chunks, new_hash
 from nereus.state.store import ShardStore
 
 SMALL_FILE = 1 << 20
+# below this many bytes of checkpoint files, verify in this process: starting the digest's
+# child interpreter (~0.3-0.5 s) costs more than the whole digest, and a cluster's planned
+# move restores a checkpoint on its critical path
+SMALL_CHECKPOINT = 32 << 20
 
 
 def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
@@ -95,7 +99,8 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
         return verify_directory(directory, **kwargs)
     paths = [directory / entry.name for entry in manifest.files]
     progress = kwargs.pop("progress", None)
-    if not all(p.is_file() for p in paths):
+    if not all(p.is_file() for p in paths) or \
+            sum(p.stat().st_size for p in paths) < SMALL_CHECKPOINT:
         return verify_directory(directory, progress=progress, **kwargs)
     # Opening the database rewrites small metadata files (rocksdict-config.json): hash
     # every small file before the digest thread opens it, the large ones alongside.

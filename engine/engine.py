@@ -236,7 +236,13 @@ class Engine:
         loop = self._open_loop(shard, lease=lease, granted_epoch=epoch)
         self.shards[shard] = loop
         if loop.state != ShardState.FAILED:
-            loop.start(self.supervisor)
+            try:
+                loop.start(self.supervisor)
+            except BaseException:  # not running: the node finds it gone and lets it go
+                self.shards.pop(shard, None)
+                loop.log.close()
+                loop.store.close()
+                raise
             loop.wait_active(timeout_s)
         return loop
 

@@ -1,0 +1,294 @@
+"""Failover and planned-move time of a cluster, with N messages pending on the moved shard.
+
+Usage::
+
+    .venv/bin/python bench/failover.py [--pending N ...] [--ttl-ms T] [--deadline S]
+        [--json] [--keep]
+
+Real services (``scripts/services up kafka s3 etcd``; started if not running, and left
+running): two node daemons on one machine (``python -m nereus.engine.daemon``), their
+Command Topic and Kafka destination lane, checkpoints in S3, the coordinator in etcd; the
+homes and the cluster's record are written by ``tests/integration/cluster_homes.py`` (the
+harness the cluster tests use). For each N, a fresh cluster of two shards, one per node:
+
+1. N SCHEDULE commands due in an hour are queued straight to the Command Topic on shard X
+   (owned by n1); the bench waits until n1 applied them all;
+2. a probe stream (20/s on X, each due at once) runs from then on, so "first publish" can
+   be seen on the destination topic;
+3. **planned move**: a pinned placement of X on n2 is written; reported: until X's owner
+   record on n2 says ACTIVE, and until the first destination record of X produced after
+   that (the old owner let go first, so it is the new owner's; the 20 ms polling of the
+   owner record is the error bound);
+4. n1's local state of X is deleted (n1 released it, closed), so the next owner restores
+   from S3 and replays, as a node that never held X would;
+5. **failover**: n2 is SIGKILLed; reported: until X is ACTIVE on n1, and until the first
+   destination record of X produced after the kill (the dead node produces nothing).
+
+Printed beside the session TTL. Targets (issue 14): failover <= TTL + 5 s at 100k pending,
+planned move <= 3 s at 100k pending. Filling 1M pending takes minutes on one machine (the
+log, then n1's apply); ``--deadline`` bounds each wait, and a size that cannot be filled in
+time is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the cluster harness of the tests
+
+from nereus.cluster.records import OwnerState, Placement  # noqa: E402
+from nereus.layout import HomeLayout  # noqa: E402
+from nereus.shard import ShardId  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
+from tests.daemon import owned_processes  # noqa: E402
+from tests.integration.cluster_homes import (  # noqa: E402
+    LANE,
+    Cluster,
+    ClusterSpec,
+    make_cluster,
+)
+from tests.integration.kafka_topic import read_topic  # noqa: E402
+from tests.integration.services import S3Endpoint, bring_up  # noqa: E402
+
+TARGET_FAILOVER_EXTRA_S = 5.0
+TARGET_MOVE_S = 3.0
+TARGET_AT_PENDING = 100_000
+PROBE_PER_S = 20
+
+
+class Round(msgspec.Struct, frozen=True):
+    """One N: how long each handover took (None: not reached in time)."""
+
+    pending: int
+    fill_s: float | None
+    move_active_s: float | None = None
+    move_first_publish_s: float | None = None
+    failover_active_s: float | None = None
+    failover_first_publish_s: float | None = None
+    note: str = ""
+
+
+class Report(msgspec.Struct, frozen=True):
+    session_ttl_s: float
+    rounds: list[Round]
+    failover_target_s: float
+    move_target_s: float
+    failover_met: bool | None
+    move_met: bool | None
+
+
+def _ids_on(cluster: Cluster, shard: ShardId, count: int, prefix: str) -> list[str]:
+    route = cluster.spec.route
+    out: list[str] = []
+    n = 0
+    while len(out) < count:
+        m = f"{prefix}{n:08d}"
+        n += 1
+        if route.shard_for(m) == shard:
+            out.append(m)
+    return out
+
+
+def _queue(cluster: Cluster, ids: list[str], deliver_at_ms: int) -> None:
+    from nereus.client import prepare_schedule, queue
+
+    with cluster.spec.logs() as logs:
+        for start in range(0, len(ids), 5_000):
+            queue([prepare_schedule(cluster.spec.route, command_id=f"s-{m}",
+                                    delay_message_id=m, lane=LANE,
+                                    deliver_at_ms=deliver_at_ms, payload=b"p")
+                   for m in ids[start:start + 5_000]], logs)
+
+
+def _applied(cluster: Cluster, node: str, shard: ShardId) -> int:
+    from nereus.errors import NereusError
+
+    try:
+        status = cluster.nodes[node].admin.get("/v1/status")
+    except NereusError:
+        return -1
+    for s in status["shards"]:
+        if s["shard"] == str(shard):
+            return int(s["applied_position"] or -1) if s["lag"] == 0 else -1
+    return -1
+
+
+def _wait(what: str, condition: object, deadline_s: float) -> float | None:
+    """Poll until ``condition()`` holds; the monotonic instant, or None after the deadline."""
+    assert callable(condition)
+    end = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > end:
+            print(f"  {what}: not within {deadline_s} s", file=sys.stderr)
+            return None
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+class Probe:
+    """PROBE_PER_S messages on one shard, each due when queued, from a thread of its own."""
+
+    def __init__(self, cluster: Cluster, shard: ShardId) -> None:
+        self._cluster, self._shard = cluster, shard
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._body, daemon=True)
+
+    def _body(self) -> None:
+        n = 0
+        while not self._stop.wait(1 / PROBE_PER_S):
+            ids = _ids_on(self._cluster, self._shard, 1, f"probe-{n}-")
+            n += 1
+            try:
+                _queue(self._cluster, ids, int(time.time() * 1000))
+            except Exception as exc:  # a broker hiccup: the next one goes
+                print(f"  probe: {exc}", file=sys.stderr)
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _first_publish_after(cluster: Cluster, shard: ShardId, after_ms: int,
+                         deadline_s: float) -> int | None:
+    """The broker timestamp of the first record of ``shard`` produced after ``after_ms``."""
+    end = time.monotonic() + deadline_s
+    route = cluster.spec.route
+    while time.monotonic() < end:
+        stamps = [r.timestamp_ms for r in read_topic(cluster.spec.bootstrap, cluster.spec.topic)
+                  if r.timestamp_ms > after_ms and route.shard_for(r.delay_message_id) == shard]
+        if stamps:
+            return min(stamps)
+        time.sleep(0.2)
+    return None
+
+
+def one_round(root: Path, spec: ClusterSpec, pending: int, deadline_s: float) -> Round:
+    """Steps 1-5 of the module's docstring for one N."""
+    with owned_processes() as owned, make_cluster(root, spec, ["n1", "n2"], owned) as cluster:
+        for node in ("n1", "n2"):
+            cluster.start(node)
+        cluster.wait_all_active(60)
+        if _wait("each node owning a shard",
+                 lambda: set(cluster.active_owners().values()) == {"n1", "n2"}, 30) is None:
+            return Round(pending, None, note="the shards did not spread")
+        shard = next(s for s, n in cluster.active_owners().items() if n == "n1")
+        started = time.monotonic()
+        ids = _ids_on(cluster, shard, pending, "pending-")
+        _queue(cluster, ids, int(time.time() * 1000) + 3_600_000)
+        with spec.logs() as logs:
+            end = logs(shard).end_position()
+        if _wait(f"n1 applying {pending:,} pending", lambda: _applied(
+                cluster, "n1", shard) >= end - 1, deadline_s) is None:
+            cluster.stop_all()
+            return Round(pending, None, note=f"not filled within {deadline_s} s")
+        fill_s = round(time.monotonic() - started, 1)
+        with Probe(cluster, shard):
+            time.sleep(2)
+            _, version = cluster.store.placements()[shard]
+            moved_ms, moved = int(time.time() * 1000), time.monotonic()
+            cluster.store.place(shard, Placement(shard=str(shard), node_id="n2",
+                                                 reason="bench move", pinned=True,
+                                                 operator="bench", since_ms=moved_ms),
+                                expected=version)
+            active = _wait("the move", lambda: _owner_is(cluster, shard, "n2"), deadline_s)
+            active_ms = int(time.time() * 1000)
+            first = _first_publish_after(cluster, shard, active_ms - 20, deadline_s)
+            move_active = None if active is None else round(active - moved, 2)
+            move_first = None if first is None else round((first - moved_ms) / 1000, 2)
+            shutil.rmtree(HomeLayout(cluster.home("n1")).shard_state(shard))
+            time.sleep(2)
+            killed_ms, killed = int(time.time() * 1000), time.monotonic()
+            cluster.nodes["n2"].kill()
+            active = _wait("the failover", lambda: _owner_is(cluster, shard, "n1"), deadline_s)
+            first = _first_publish_after(cluster, shard, killed_ms, deadline_s)
+        cluster.stop_all()
+        return Round(pending, fill_s, move_active, move_first,
+                     None if active is None else round(active - killed, 2),
+                     None if first is None else round((first - killed_ms) / 1000, 2))
+
+
+def _owner_is(cluster: Cluster, shard: ShardId, node: str) -> bool:
+    record = cluster.owners().get(shard)
+    return record is not None and record.node_id == node and \
+        record.state == OwnerState.ACTIVE
+
+
+def _services() -> tuple[str, str, S3Endpoint]:
+    settings: dict[str, str] = {}
+    for service in ("s3", "kafka", "etcd"):
+        found, _, problem = bring_up(service)
+        if found is None:
+            raise SystemExit(f"{service}: {problem}")
+        settings = found
+    s3 = S3Endpoint(settings["NEREUS_S3_ENDPOINT"], settings["NEREUS_S3_ACCESS_KEY"],
+                    settings["NEREUS_S3_SECRET_KEY"], settings.get("NEREUS_S3_REGION",
+                                                                   "us-east-1"))
+    etcd = settings["NEREUS_ETCD_ENDPOINT"].removeprefix("http://")
+    return settings["NEREUS_KAFKA_BOOTSTRAP"], etcd, s3
+
+
+def render(report: Report) -> str:
+    ttl = report.session_ttl_s
+    out = [f"Nereus Delay failover bench: 2 nodes, 2 shards, Kafka + S3 + etcd; session TTL "
+           f"{ttl} s"]
+    for r in report.rounds:
+        out.append(f"  pending {r.pending:>9,}: filled in {r.fill_s} s; planned move ACTIVE "
+                   f"{r.move_active_s} s, first publish {r.move_first_publish_s} s; SIGKILL "
+                   f"-> ACTIVE {r.failover_active_s} s, first publish "
+                   f"{r.failover_first_publish_s} s (TTL {ttl} s) {r.note}")
+    out.append(f"  targets at {TARGET_AT_PENDING:,} pending: failover <= {report.failover_target_s}"
+               f" s: {_met(report.failover_met)}; planned move <= {report.move_target_s} s: "
+               f"{_met(report.move_met)}")
+    return "\n".join(out)
+
+
+def _met(value: bool | None) -> str:
+    return "not measured" if value is None else "MET" if value else "MISSED"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pending", type=int, nargs="+", default=[0, 100_000, 1_000_000])
+    parser.add_argument("--ttl-ms", type=int, default=10_000, help="the session TTL")
+    parser.add_argument("--deadline", type=float, default=240.0, help="seconds per wait")
+    parser.add_argument("--dir", type=Path, default=None, help="where the temp homes go")
+    parser.add_argument("--keep", action="store_true", help="keep the temp homes")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args()
+    bootstrap, etcd, s3 = _services()
+    rounds = []
+    with scratch_dir("nereus-failover-", args.dir, keep=args.keep) as root:
+        for pending in args.pending:
+            spec = ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=bootstrap, etcd=etcd,
+                               s3=s3, partitions=2, session_ttl_ms=args.ttl_ms,
+                               lease_margin_ms=min(2_000, args.ttl_ms // 4))
+            rounds.append(one_round(root / f"p{pending}", spec, pending, args.deadline))
+            print(f"  {rounds[-1]}", file=sys.stderr)
+    at = [r for r in rounds if r.pending == TARGET_AT_PENDING]
+    ttl_s = args.ttl_ms / 1000
+    failover_target = ttl_s + TARGET_FAILOVER_EXTRA_S
+    report = Report(
+        ttl_s, rounds, failover_target, TARGET_MOVE_S,
+        None if not at or at[0].failover_first_publish_s is None
+        else at[0].failover_first_publish_s <= failover_target,
+        None if not at or at[0].move_first_publish_s is None
+        else at[0].move_first_publish_s <= TARGET_MOVE_S)
+    print(json.dumps(msgspec.to_builtins(report), indent=2) if args.json else render(report))
+
+
+if __name__ == "__main__":
+    main()
