@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.adapters.cluster.store import ClusterStore
-    from nereus.cli.commands.cluster.documents import NodeDrainReport, ShardMoveReport
+    from nereus.cli.commands.cluster.documents import (
+        DrainResult,
+        MoveResult,
+        NodeDrainReport,
+        ShardMoveReport,
+    )
     from nereus.cli.mutation.options import Identity
     from nereus.shard import ShardId
 
@@ -81,7 +86,7 @@ def shard_move(
             _pin(store, target, to, who)
             done = wait is not None and _await(store, _owner_prefix(target), wait,
                                                lambda: _moved(store, target, to))
-            result = "PLACED" if wait is None else "MOVED" if done else "NOT_YET"
+            result: MoveResult = "PLACED" if wait is None else "MOVED" if done else "NOT_YET"
             report = _move_report(store, target, to, who, owner=owner,
                                   placed_on=report.placed_on, result=result)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_move(out, shown(report)))
@@ -167,7 +172,8 @@ def _await(store: ClusterStore, prefix: str, seconds: float, done: Callable[[], 
 
 
 def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
-                 owner: str | None, placed_on: str | None, result: str) -> ShardMoveReport:
+                 owner: str | None, placed_on: str | None,
+                 result: MoveResult) -> ShardMoveReport:
     from nereus.cli.commands.cluster.documents import ShardMoveReport
     from nereus.cli.commands.cluster.status_view import shard_state
 
@@ -175,7 +181,7 @@ def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
     placed = store.placements().get(shard)
     return ShardMoveReport(
         shard=str(shard), to=to, owner=owner, placed_on=placed_on, operator=who.operator,
-        reason=who.reason, result=result,  # type: ignore[arg-type]
+        reason=who.reason, result=result,
         state=shard_state(None if owned is None else owned.record,
                           None if placed is None else placed[0]))
 
@@ -227,7 +233,7 @@ def cluster_drain(
         if not set(view.members) - set(view.drains) - {node}:
             env.output.warn(f"no other live node can take {node}'s shards: they stay where "
                             "they are until one joins")
-        result = "DRY_RUN"
+        result: DrainResult = "DRY_RUN"
         if not dry_run:
             if not yes:
                 from nereus.cli.mutation.confirmation import ask
@@ -251,11 +257,11 @@ def _owned_by(store: ClusterStore, node: str) -> list[str]:
 
 
 def _drain_report(store: ClusterStore, node: str, who: Identity,
-                  result: str) -> NodeDrainReport:
+                  result: DrainResult) -> NodeDrainReport:
     from nereus.cli.commands.cluster.documents import NodeDrainReport
 
     return NodeDrainReport(node_id=node, operator=who.operator, reason=who.reason,
-                           result=result,  # type: ignore[arg-type]
+                           result=result,
                            shards=_owned_by(store, node))
 
 
@@ -273,10 +279,13 @@ def cluster_undrain(ctx: typer.Context, node: NodeArg,
     import msgspec
 
     from nereus.cli.commands.cluster.documents import NodeUndrainReport
+    from nereus.cli.output import safe_markup
 
     env: Env = ctx.obj
     with cluster_store(env, coordinator) as store:
         store.require_config()
         report = NodeUndrainReport(node_id=node, undrained=store.undrain(node))
+    shown_node = safe_markup(node)
     env.output.emit(msgspec.to_builtins(report), lambda out: out.print(
-        f"node {node} " + ("may own shards again" if report.undrained else "was not draining")))
+        f"node {shown_node} "
+        + ("may own shards again" if report.undrained else "was not draining")))
