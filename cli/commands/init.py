@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nereus.adapters.private_files import secure_home
+from nereus.cli.commands import init_join
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -36,16 +37,9 @@ def init(
     attach: Annotated[bool, typer.Option(
         "--attach", help="Use a Command Topic that already holds a route's data: this home "
         "takes that route's identity (and partition count) instead of refusing.")] = False,
-    join: Annotated[str | None, typer.Option(
-        "--join", metavar="URL", help="Make this home a node of the cluster at URL "
-        "(etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml "
-        "holds only [cluster]; routes, lanes and the rest are the cluster's.")] = None,
-    node_id: Annotated[str | None, typer.Option(
-        "--node-id", metavar="ID", help="With --join: this node's id, unique in the "
-        "cluster.")] = None,
-    capacity: Annotated[int, typer.Option(
-        min=0, max=1000, help="With --join: this node's placement weight (0: no shards).")]
-    = 1,
+    join: init_join.JoinOpt = None,
+    node_id: init_join.NodeIdOpt = None,
+    capacity: init_join.CapacityOpt = 1,
 ) -> None:
     """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).
 
@@ -53,8 +47,6 @@ def init(
     must stay as it is (same name, partitions and log backend, and it keeps its route id);
     a configuration that changes or drops it exits 2 and nereus.toml is left as it was.
     Other settings are rewritten.
-
-    With --join URL --node-id ID: a cluster node's home (see `nereus cluster init`).
     """
     from nereus.config import LOG_BACKENDS, parse_config, render_config
     from nereus.errors import NereusError, UsageError
@@ -62,13 +54,7 @@ def init(
 
     env: Env = ctx.obj
     layout = env.layout
-    from nereus.cli.commands.init_join import given
-
-    if join is not None or node_id is not None or given(ctx, "capacity"):
-        from nereus.cli.commands.init_join import init_join, standalone_options
-
-        init_join(env, join, node_id, capacity, force=force,
-                  standalone=standalone_options(ctx))
+    if init_join.joined(ctx, join, node_id, capacity, force=force):
         return
     if layout.config.exists() and not force:
         raise NereusError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.cli.commands.cluster.documents import InitJoinReport
     from nereus.config import Config
+
+JoinOpt = Annotated[str | None, typer.Option(
+    "--join", metavar="URL", help="Make this home a node of the cluster at URL "
+    "(etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml "
+    "holds only [cluster]; routes, lanes and the rest are the cluster's.")]
+NodeIdOpt = Annotated[str | None, typer.Option(
+    "--node-id", metavar="ID", help="With --join: this node's id, unique in the cluster.")]
+CapacityOpt = Annotated[int, typer.Option(
+    min=0, max=1000, help="With --join: this node's placement weight (0: no shards).")]
 
 # the options that make a standalone home's routes; a node's come from the cluster
 _STANDALONE = {"route": "--route", "partitions": "--partitions", "log": "--log",
@@ -41,6 +50,15 @@ def given(ctx: typer.Context, name: str) -> bool:
 
 def standalone_options(ctx: typer.Context) -> list[str]:
     return [flag for name, flag in _STANDALONE.items() if given(ctx, name)]
+
+
+def joined(ctx: typer.Context, url: str | None, node_id: str | None, capacity: int, *,
+           force: bool) -> bool:
+    """``init`` with --join (or --node-id, --capacity): the node's home is written."""
+    if url is None and node_id is None and not given(ctx, "capacity"):
+        return False
+    init_join(ctx.obj, url, node_id, capacity, force=force, standalone=standalone_options(ctx))
+    return True
 
 
 def render_node_config(*, coordinator: str, node_id: str, capacity: int) -> str:
