@@ -52,3 +52,28 @@ def route_key(home: Path, route: str, *, create: bool = True) -> bytes:
     if len(key) < 16:
         raise UsageError(f"{path} holds a key of {len(key)} bytes; at least 16 are needed")
     return key
+
+
+def install_route_key(home: Path, route: str, key: bytes) -> bool:
+    """Give this home the route's ``key`` (a cluster's, made elsewhere): written 0600 when
+    the home has none (True), kept when it holds the same (False); a home that holds
+    another key for the route is refused, since evidence signed with one does not verify
+    with the other."""
+    path = key_path(home, route)
+    if path.exists():
+        if route_key(home, route, create=False) != key:
+            raise UsageError(f"{path} holds another evidence key than the cluster's for route "
+                             f"{route}", hint="a node must sign with the cluster's key: move "
+                             "that file aside if this home's old evidence is no longer needed")
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (key.hex() + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+    return True

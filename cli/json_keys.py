@@ -35,6 +35,16 @@ from nereus.cli.commands.checkpoint_documents import (
     RecoverySetVerification,
     RecoverySetView,
 )
+from nereus.cli.commands.cluster.documents import (
+    ClusterConfigView,
+    ClusterInitReport,
+    ClusterStatus,
+    InitJoinReport,
+    NodeDrainReport,
+    NodeRow,
+    NodeUndrainReport,
+    ShardMoveReport,
+)
 from nereus.cli.commands.payload import PayloadGc
 from nereus.cli.commands.shard.documents import (
     OfflineShard,
@@ -165,9 +175,9 @@ _PAYLOAD_KEYS = ", ".join(f.encode_name for f in msgspec.structs.fields(LargePay
 
 JSON_KEYS: dict[str, JsonDoc] = {
     "init": typed(
-        InitReport, alternatives=(InitFromReport,),
+        InitReport, alternatives=(InitFromReport, InitJoinReport),
         note=f"With --from HOME: {keys_of(InitFromReport)} (each copied log: "
-        f"{keys_of(CopiedLog)}).",
+        f"{keys_of(CopiedLog)}). With --join URL --node-id ID: {keys_of(InitJoinReport)}.",
     ),
     "quickstart": typed(
         QuickstartReport,
@@ -276,6 +286,30 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="Step progress goes to stderr under --json. With --dry-run: "
         f"{keys_of(DryRunPlan)} (the plan; each step: {keys_of(PlannedStepView)})."),
     "payload gc": typed(PayloadGc),
+    "cluster init": typed(
+        ClusterInitReport,
+        note="revision is the one written (with --dry-run: that would be); "
+        "new_evidence_keys names the routes whose evidence key the coordinator made now."),
+    "cluster config": typed(ClusterConfigView, note="changed_ms is Unix time in ms; toml is "
+                            "the configuration's text; audit lists every change, oldest first."),
+    "cluster status": typed(
+        ClusterStatus,
+        note="leader is a node id or null. Each node: alive (it holds a member record; a "
+        "node named only by placements, ownership records or a drain is listed with alive "
+        "false and address, host, capacity null) and the shards it owns. Each shard: owner "
+        "and epoch (null when UNOWNED), state ACTIVE, RECOVERING, MOVING (its owner is "
+        "releasing it, or it is placed on another node) or UNOWNED, and placed_on."),
+    "cluster nodes": typed(NodeRow, form="array", note="The nodes of `cluster status`."),
+    "cluster drain": typed(
+        NodeDrainReport,
+        note="result is DRY_RUN, DRAINING (written), DRAINED (--wait: it owns nothing) or "
+        "NOT_YET (--wait ended first; exit status 6); shards are those it still owns."),
+    "cluster undrain": typed(NodeUndrainReport),
+    "shard move": typed(
+        ShardMoveReport,
+        note="result is DRY_RUN, PLACED (the pinned placement is written), MOVED (--wait: "
+        "the target owns it, ACTIVE) or NOT_YET (--wait ended first; exit status 6); owner "
+        "and placed_on are as they were before the move, state as it is at the end."),
 }
 
 

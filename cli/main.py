@@ -18,6 +18,7 @@ import typer
 
 from nereus.cli.commands import attempt as attempt_cmd
 from nereus.cli.commands import checkpoint as checkpoint_cmd
+from nereus.cli.commands import cluster as cluster_cmd
 from nereus.cli.commands import command as command_cmd
 from nereus.cli.commands import completion as completion_cmd
 from nereus.cli.commands import dashboard as dashboard_cmd
@@ -60,9 +61,11 @@ app.add_typer(payload_cmd.app, name="payload")
 app.add_typer(mutate_cmd.app, name="mutate")
 shard_cmd.app.command("pause")(mutate_cmd.shard_pause)
 shard_cmd.app.command("resume")(mutate_cmd.shard_resume)
+shard_cmd.app.command("move")(cluster_cmd.moves.shard_move)
 message_cmd.app.command("break")(mutate_cmd.message_break)
 app.add_typer(playbook_cmd.app, name="playbook")
 app.add_typer(command_cmd.app, name="command")
+app.add_typer(cluster_cmd.app, name="cluster")
 
 
 @app.callback()

@@ -5,10 +5,10 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command" ;;
+        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
         "engine") echo "start stop status" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
-        "shard") echo "replay digest inspect list log dump prune pause resume" ;;
+        "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
         "attempt") echo "list resolve" ;;
         "checkpoint") echo "create list verify restore prune" ;;
@@ -17,6 +17,7 @@ __nereus_commands() {
         "mutate") echo "submit" ;;
         "playbook") echo "list show run" ;;
         "command") echo "show" ;;
+        "cluster") echo "init config status nodes drain undrain" ;;
     esac
 }
 
@@ -24,7 +25,7 @@ __nereus_commands() {
 __nereus_options() {
     case "$1" in
         "") echo "--home --json --help" ;;
-        "init") echo "--route --partitions --log --force --from --copy-log --attach --home --json --help" ;;
+        "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --help" ;;
         "quickstart") echo "--count --spread --home --json --help" ;;
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;
@@ -50,6 +51,7 @@ __nereus_options() {
         "shard prune") echo "--before --dry-run --home --json --help" ;;
         "shard pause") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
         "shard resume") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
+        "shard move") echo "--to --reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --help" ;;
         "lane") echo "--home --json --help" ;;
         "lane list") echo "--home --json --help" ;;
         "lane close") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
@@ -77,6 +79,13 @@ __nereus_options() {
         "playbook run") echo "--var --dry-run --resume --yes --home --json --help" ;;
         "command") echo "--home --json --help" ;;
         "command show") echo "--home --json --help" ;;
+        "cluster") echo "--home --json --help" ;;
+        "cluster init") echo "--from --coordinator --replace --reason --as --operator --evidence-keys-from --dry-run --home --json --help" ;;
+        "cluster config") echo "--coordinator --home --json --help" ;;
+        "cluster status") echo "--coordinator --home --json --help" ;;
+        "cluster nodes") echo "--coordinator --home --json --help" ;;
+        "cluster drain") echo "--reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --help" ;;
+        "cluster undrain") echo "--coordinator --home --json --help" ;;
     esac
 }
 
@@ -88,6 +97,9 @@ __nereus_value() {
         "--partitions:init") echo "text" ;;
         "--log:init") echo "text" ;;
         "--from:init") echo "file" ;;
+        "--join:init") echo "text" ;;
+        "--node-id:init") echo "text" ;;
+        "--capacity:init") echo "text" ;;
         "--count:quickstart") echo "text" ;;
         "--spread:quickstart") echo "text" ;;
         "--interval:dashboard") echo "text" ;;
@@ -146,6 +158,11 @@ __nereus_value() {
         "--as:shard resume") echo "text" ;;
         "--idempotency-key:shard resume") echo "text" ;;
         "--precondition:shard resume" | "--precondition-digest:shard resume") echo "text" ;;
+        "--to:shard move") echo "text" ;;
+        "--reason:shard move") echo "text" ;;
+        "--as:shard move" | "--operator:shard move") echo "text" ;;
+        "--coordinator:shard move") echo "text" ;;
+        "--wait:shard move") echo "text" ;;
         "--reason:lane close") echo "text" ;;
         "--as:lane close") echo "text" ;;
         "--idempotency-key:lane close") echo "text" ;;
@@ -181,6 +198,19 @@ __nereus_value() {
         "--reason:mutate submit") echo "text" ;;
         "--as:mutate submit") echo "text" ;;
         "--var:playbook run") echo "text" ;;
+        "--from:cluster init") echo "file" ;;
+        "--coordinator:cluster init") echo "text" ;;
+        "--reason:cluster init") echo "text" ;;
+        "--as:cluster init" | "--operator:cluster init") echo "text" ;;
+        "--evidence-keys-from:cluster init") echo "file" ;;
+        "--coordinator:cluster config") echo "text" ;;
+        "--coordinator:cluster status") echo "text" ;;
+        "--coordinator:cluster nodes") echo "text" ;;
+        "--reason:cluster drain") echo "text" ;;
+        "--as:cluster drain" | "--operator:cluster drain") echo "text" ;;
+        "--coordinator:cluster drain") echo "text" ;;
+        "--wait:cluster drain") echo "text" ;;
+        "--coordinator:cluster undrain") echo "text" ;;
     esac
 }
 
@@ -200,6 +230,7 @@ __nereus_argument() {
         "shard prune:1") echo "text" ;;
         "shard pause:1") echo "text" ;;
         "shard resume:1") echo "text" ;;
+        "shard move:1") echo "text" ;;
         "lane close:1") echo "text" ;;
         "lane open:1") echo "text" ;;
         "lane set:1") echo "text" ;;
@@ -215,6 +246,8 @@ __nereus_argument() {
         "playbook show:1") echo "text" ;;
         "playbook run:1") echo "text" ;;
         "command show:1") echo "text" ;;
+        "cluster drain:1") echo "text" ;;
+        "cluster undrain:1") echo "text" ;;
     esac
 }
 

@@ -10,22 +10,23 @@ complete -c nereus -l json -d 'Print exactly one JSON document on stdout (also N
 complete -c nereus -l help -d 'Show the help and exit'
 
 # nereus
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a engine -d 'Start, stop and query the engine daemon.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a message -d 'Schedule, cancel and reschedule delayed messages.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a shard -d 'Inspect, replay and digest shards offline.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a lane -d 'Destination lanes: gates, readiness, backlog.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a payload -d 'Large payloads in the object store.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a mutate -d 'Submit any operator mutation from a TOML file.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command' -a command -d 'What became of a queued command.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a engine -d 'Start, stop and query the engine daemon.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a message -d 'Schedule, cancel and reschedule delayed messages.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a command -d 'What became of a queued command.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a cluster -d 'The cluster: configuration, nodes, shard ownership, drains.'
 
 # nereus init
 complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -d 'Name of the ingress route.'
@@ -35,6 +36,9 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite 
 complete -c nereus -n '__fish_seen_subcommand_from init' -l from -r -F -d 'Copy HOME\'s configuration instead (same routes, lanes, limits, and the same object store, so the engine restores from its Recovery Set); the other options are ignored.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l copy-log -d 'With --from: copy the segments of HOME\'s file-log routes here (HOME\'s engine must be stopped).'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l attach -d 'Use a Command Topic that already holds a route\'s data: this home takes that route\'s identity (and partition count) instead of refusing.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l join -x -d 'Make this home a node of the cluster at URL (etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml holds only [cluster]; routes, lanes and the rest are the cluster\'s.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l node-id -x -d 'With --join: this node\'s id, unique in the cluster.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l capacity -x -d 'With --join: this node\'s placement weight (0: no shards).'
 
 # nereus quickstart
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l count -x -d 'Messages to schedule.'
@@ -120,15 +124,16 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l wait -d 'Wait for the applied result (needs the engine).'
 
 # nereus shard
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a replay -d 'Apply the shard\'s log offline, deterministically, and print the digest.'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a digest -d 'Print the canonical digest (key order) of the shard\'s replicated state.'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a inspect -d 'Identity, applied position, lag, messages by state, lanes, timeline head, obligations.'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a list -d 'Every shard of the home: state, applied position, log end, lag (engine or offline).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a log -d 'Decode the Shard Log: position, broker time, kind, ids, a one-line summary.'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a dump -d 'Decode keys and values of the shard database (read-only).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a prune -d 'Log retention: delete the log below the Recovery Floor, never above (whole file-log segments; Kafka records with DeleteRecords).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a pause -d 'Stop new Publish Admissions on a shard; commands still apply (asks for confirmation).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume' -a resume -d 'Allow Publish Admissions on a paused shard again.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a replay -d 'Apply the shard\'s log offline, deterministically, and print the digest.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a digest -d 'Print the canonical digest (key order) of the shard\'s replicated state.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a inspect -d 'Identity, applied position, lag, messages by state, lanes, timeline head, obligations.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a list -d 'Every shard of the home: state, applied position, log end, lag (engine or offline).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a log -d 'Decode the Shard Log: position, broker time, kind, ids, a one-line summary.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a dump -d 'Decode keys and values of the shard database (read-only).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a prune -d 'Log retention: delete the log below the Recovery Floor, never above (whole file-log segments; Kafka records with DeleteRecords).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a pause -d 'Stop new Publish Admissions on a shard; commands still apply (asks for confirmation).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a resume -d 'Allow Publish Admissions on a paused shard again.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a move -d 'Move a shard to another node of the cluster (a planned move, asks for confirmation).'
 
 # nereus shard replay
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from replay' -l empty -d 'Start from an empty state.'
@@ -181,6 +186,15 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l wait -d 'Wait for the applied result (needs the engine).'
+
+# nereus shard move
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l to -x -d 'The live node to own it.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
 
 # nereus lane
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a list -d 'Every lane: admissionGate, readiness, due backlog, in flight (needs the engine).'
@@ -317,3 +331,40 @@ complete -c nereus -n '__fish_seen_subcommand_from playbook; and __fish_seen_sub
 complete -c nereus -n '__fish_seen_subcommand_from command; and not __fish_seen_subcommand_from show' -a show -d 'A command\'s result: APPLIED (exit 0; 1 if REJECTED or STALE), QUEUED and not applied yet (exit 6), or not found on any shard (exit 3). Works with the engine down.'
 
 # nereus command show
+
+# nereus cluster
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a init -d 'Write the cluster\'s configuration into its coordinator (the first, or --replace).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a config -d 'The cluster\'s configuration as its coordinator holds it, with its audit.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a status -d 'The leader, every node (alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING, MOVING or UNOWNED) and placement.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a nodes -d 'Every node: alive (a member record), address, capacity, draining, the shards it owns.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a drain -d 'Drain a node: the leader places its shards on other nodes, which take them over by planned moves (asks for confirmation). It stays drained until `cluster undrain`.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a undrain -d 'Take a drain back: the node may own shards again (the leader rebalances).'
+
+# nereus cluster init
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l from -r -F -d 'The cluster\'s configuration: [routes.*] on kafka or pulsar, [lanes.*], [shard], [objects] shared by every node, [checkpoints].'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l replace -d 'Replace the configuration the cluster has (by compare-and-set on the version read; needs --reason). Routes keep their partitions, id and log.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l reason -x -d 'Why (recorded in the configuration\'s audit with your identity).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l evidence-keys-from -r -F -d 'Take a new route\'s evidence key from HOME (a home whose routes join the cluster) instead of making a fresh one.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l dry-run -d 'Check and show what would be written; write nothing.'
+
+# nereus cluster config
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+
+# nereus cluster status
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+
+# nereus cluster nodes
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+
+# nereus cluster drain
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
+
+# nereus cluster undrain
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'

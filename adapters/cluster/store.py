@@ -22,6 +22,7 @@ from nereus.cluster.records import (
     OwnerState,
     Placement,
     R,
+    RouteSecret,
     decode_record,
     encode_record,
 )
@@ -164,6 +165,23 @@ class ClusterStore:
 
     def undrain(self, node_id: str) -> bool:
         return self._c.delete(self.key(keys.drain_key(node_id)))
+
+    # route secrets ----------------------------------------------------------------------
+    def route_secrets(self) -> dict[str, RouteSecret]:
+        return {route: secret
+                for route, (secret, _) in self._scan(keys.SECRETS, RouteSecret).items()}
+
+    def add_route_secret(self, secret: RouteSecret) -> RouteSecret:
+        """Keep ``secret`` unless the route has one already: the one kept (a route's key
+        never changes, or the evidence signed with it would no longer verify)."""
+        try:
+            self._c.put(self.key(keys.secret_key(secret.route)), encode_record(secret),
+                        expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST)
+            return secret
+        except UnexpectedVersionId:
+            found = self._get(keys.secret_key(secret.route), RouteSecret)
+            assert found is not None  # a route's secret is never deleted
+            return found[0]
 
     # ownership --------------------------------------------------------------------------
     def owners(self) -> dict[ShardId, Owned]:

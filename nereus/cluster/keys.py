@@ -18,6 +18,7 @@ LEADER: Final = "leader"
 PLACEMENT: Final = "placement/"
 OWNERS: Final = "owners/"
 DRAINS: Final = "drains/"
+SECRETS: Final = "secrets/"
 
 
 def shard_segment(shard: ShardId) -> str:
@@ -47,3 +48,7 @@ def drain_key(node_id: str) -> str:
 
 def audit_key(revision: int) -> str:
     return f"{AUDIT}{revision:012d}"
+
+
+def secret_key(route: str) -> str:
+    return SECRETS + route

@@ -12,7 +12,10 @@ Who writes what (``keys.py`` says where):
   writes it; ``nereus shard move`` pins one);
 * ``owners/<shard>`` — an ``OwnerRecord``, ephemeral on the owner's session, created by
   CAS only when absent. Its creation version is the shard's fencing epoch;
-* ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing.
+* ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing;
+* ``secrets/<route>`` — a ``RouteSecret``: the route's evidence key, made once (create
+  only) by ``nereus cluster init``; ``nereus init --join`` writes it into the node's home,
+  so every node signs and checks destination evidence with the same key.
 """
 
 from __future__ import annotations
@@ -101,6 +104,15 @@ class Drain(msgspec.Struct, frozen=True, kw_only=True):
     operator: str
     reason: str
     since_ms: int = 0
+
+
+class RouteSecret(msgspec.Struct, frozen=True, kw_only=True):
+    """A route's evidence key (hex), shared by every node of the cluster."""
+
+    route: str
+    evidence_key: str  # hex, as in ``<home>/secrets/<route>.evidence-key``
+    made_ms: int = 0
+    made_by: str = ""
 
 
 R = TypeVar("R", bound=msgspec.Struct)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from nereus.cli.commands.init import pin_object_store
+from nereus.cli.commands.init_from import pin_object_store
 from tests.conftest import run_nereus
 from tests.daemon import running_engine
 

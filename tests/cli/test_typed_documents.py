@@ -14,6 +14,7 @@ import pytest
 
 from nereus.cli.json_keys import JSON_KEYS
 from tests.cli.typed_scenarios_checkpoint import CHECKPOINT_SCENARIOS
+from tests.cli.typed_scenarios_cluster import CLUSTER_SCENARIOS
 from tests.cli.typed_scenarios_mutation import MUTATION_SCENARIOS
 from tests.cli.typed_scenarios_setup import SETUP_SCENARIOS
 from tests.cli.typed_scenarios_shard import SHARD_SCENARIOS
@@ -130,6 +131,7 @@ SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     **SHARD_SCENARIOS,
     **SETUP_SCENARIOS,
     **MUTATION_SCENARIOS,
+    **CLUSTER_SCENARIOS,
 }
 
 

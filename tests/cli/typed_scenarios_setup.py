@@ -23,12 +23,17 @@ def _json(*args: str, home: Path, code: int = 0, timeout: float = 120) -> Any:
 
 
 def _init(home: Path) -> list[Document]:
-    """init --force over the fixture's home, and init --from it into a new home (the
-    alternative form, with a copied file log)."""
+    """init --force over the fixture's home, init --from it into a new home (the
+    alternative form, with a copied file log), and init --join a cluster (a node's home)."""
+    from tests.cli.cluster_homes import initialised_cluster
+
     written = _json("init", "--force", "--partitions", "2", home=home)
     copied = _json("init", "--from", str(home), "--copy-log", home=home.parent / "copied")
     assert copied["from"] == str(home) and len(copied["copied_logs"]) == 2, copied
-    return [written, copied]
+    (home.parent / "cluster").mkdir()
+    url = initialised_cluster(home.parent / "cluster")
+    joined = _json("init", "--join", url, "--node-id", "n1", home=home.parent / "node")
+    return [written, copied, joined]
 
 
 def _quickstart(home: Path) -> list[Document]:

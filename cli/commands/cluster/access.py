@@ -1,0 +1,75 @@
+"""How a cluster command reaches the cluster: ``--coordinator URL``, or the ``[cluster]``
+of the home's own nereus.toml; and the options the cluster's operator actions share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
+
+import typer
+
+from nereus.cli.context import Env
+
+if TYPE_CHECKING:
+    from nereus.adapters.cluster.store import ClusterStore
+
+CoordinatorOpt = Annotated[str | None, typer.Option(
+    "--coordinator", metavar="URL",
+    help="The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER "
+         "(default: the [cluster] coordinator of this home's nereus.toml).")]
+OperatorOpt = Annotated[str | None, typer.Option(
+    "--as", "--operator", metavar="ID",
+    help="Operator identity to record (default: the user running nereus).")]
+ConfirmOpt = Annotated[bool, typer.Option(
+    "--yes", "-y", help="Do not ask for confirmation (scripts; required without a terminal).")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Check and show what would be written; write nothing.")]
+
+
+def coordinator_url(env: Env, given: str | None) -> str:
+    """``given``, else the coordinator this home's ``[cluster]`` names."""
+    from nereus.config import parse_config
+    from nereus.errors import UsageError
+
+    if given:
+        return given
+    path = env.layout.config
+    hint = ("pass --coordinator URL, or run it from a node's home (`nereus init --join URL "
+            "--node-id ID` makes one)")
+    if not path.exists():
+        raise UsageError(f"which cluster? {path} does not exist", hint=hint)
+    local = parse_config(path.read_text(), source=str(path))
+    if local.cluster is None:
+        raise UsageError(f"which cluster? {path} has no [cluster] table", hint=hint)
+    return local.cluster.coordinator
+
+
+@contextmanager
+def cluster_store(env: Env, given: str | None, *, create: bool = False
+                  ) -> Iterator[ClusterStore]:
+    """The cluster's records. Without ``create``, an embedded coordinator's file must
+    exist already (reading a cluster never leaves a new, empty file behind)."""
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.cluster.errors import ClusterNotInitialised
+
+    url = coordinator_url(env, given)
+    parts = urlsplit(url)
+    if not create and parts.scheme == "sqlite" and parts.path.startswith("/"):
+        file = Path(parts.path.rpartition("/")[0])
+        if file.parent.is_dir() and not file.exists():
+            raise ClusterNotInitialised(url)
+    handle = open_cluster(url)
+    try:
+        yield ClusterStore(handle)
+    finally:
+        handle.close()
+
+
+def now_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,107 @@
+"""Scenarios of ``tests/cli/test_typed_documents.py`` for the cluster's commands
+(``cluster init|config|status|nodes|drain|undrain``, ``shard move``) on the embedded
+coordinator, with nodes simulated by their records (``tests.cli.cluster_homes``). Each runs
+the command as an operator would and returns the documents it printed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nereus.cluster.records import OwnerState
+from tests.cli.cluster_homes import cluster_file, initialised_cluster, simulated
+from tests.conftest import run_nereus
+
+Document = dict[str, Any]
+
+
+def _json(*args: str, home: Path, code: int = 0) -> Any:
+    result = run_nereus("--json", *args, home=home)
+    assert result.code == code, (args, result.code, result.stdout, result.stderr)
+    return result.json()
+
+
+def _where(home: Path) -> Path:
+    directory = home.parent / "cluster"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def _cluster_init(home: Path) -> list[Document]:
+    """A dry run, the first configuration, and a replacement."""
+    directory = _where(home)
+    url = f"sqlite://{directory}/coord.db/test"
+    source = str(cluster_file(directory))
+    dry = _json("cluster", "init", "--coordinator", url, "--from", source, "--dry-run",
+                home=home)
+    first = _json("cluster", "init", "--coordinator", url, "--from", source, home=home)
+    again = _json("cluster", "init", "--coordinator", url, "--from", source, "--replace",
+                  "--reason", "same again", home=home)
+    return [dry, first, again]
+
+
+def _cluster_config(home: Path) -> list[Document]:
+    url = initialised_cluster(_where(home))
+    return [_json("cluster", "config", "--coordinator", url, home=home)]
+
+
+def _status_and_nodes(home: Path) -> tuple[Document, list[Document]]:
+    """A leader, a node owning an ACTIVE and a RECOVERING shard, a node that is gone."""
+    url = initialised_cluster(_where(home))
+    with simulated(url) as cluster:
+        n1, ghost = cluster.node("n1"), cluster.node("ghost", member=False)
+        cluster.lead(n1)
+        n1.own("default/0")
+        n1.own("default/1", OwnerState.RECOVERING)
+        ghost.own("default/2")
+        status = _json("cluster", "status", "--coordinator", url, home=home)
+        nodes = _json("cluster", "nodes", "--coordinator", url, home=home)
+    return status, nodes
+
+
+def _cluster_status(home: Path) -> list[Document]:
+    return [_status_and_nodes(home)[0]]
+
+
+def _cluster_nodes(home: Path) -> list[Document]:
+    rows: list[Document] = _status_and_nodes(home)[1]
+    assert rows
+    return rows
+
+
+def _shard_move(home: Path) -> list[Document]:
+    """A dry run, a move placed, and one whose --wait ends before it is done (exit 6)."""
+    url = initialised_cluster(_where(home))
+    move = ("shard", "move", "default/0", "--coordinator", url, "--reason", "typed")
+    with simulated(url) as cluster:
+        cluster.node("n1").own("default/0")
+        cluster.node("n2")
+        return [_json(*move, "--to", "n2", "--dry-run", home=home),
+                _json(*move, "--to", "n2", "--yes", home=home),
+                _json(*move, "--to", "n2", "--yes", "--wait", "0.2", home=home, code=6)]
+
+
+def _cluster_drain(home: Path) -> list[Document]:
+    url = initialised_cluster(_where(home))
+    drain = ("cluster", "drain", "n1", "--coordinator", url, "--reason", "typed", "--yes")
+    with simulated(url) as cluster:
+        cluster.node("n1").own("default/0")
+        return [_json(*drain, "--dry-run", home=home), _json(*drain, home=home),
+                _json(*drain, "--wait", "0.2", home=home, code=6)]
+
+
+def _cluster_undrain(home: Path) -> list[Document]:
+    url = initialised_cluster(_where(home))
+    return [_json("cluster", "undrain", "n1", "--coordinator", url, home=home)]
+
+
+CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
+    "cluster init": _cluster_init,
+    "cluster config": _cluster_config,
+    "cluster status": _cluster_status,
+    "cluster nodes": _cluster_nodes,
+    "shard move": _shard_move,
+    "cluster drain": _cluster_drain,
+    "cluster undrain": _cluster_undrain,
+}

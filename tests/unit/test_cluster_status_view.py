@@ -1,0 +1,52 @@
+"""``cluster status``'s view of the records (``nereus.cli.commands.cluster.status_view``):
+each shard's state by the rules of its docstring, and nodes alive only with a member."""
+
+from __future__ import annotations
+
+import pytest
+
+from nereus.adapters.cluster.store import ClusterView
+from nereus.cli.commands.cluster.status_view import node_rows, shard_rows, shard_state
+from nereus.cluster.records import Drain, Leader, Member, OwnerRecord, OwnerState, Placement
+from nereus.shard import ShardId
+
+
+def _owner(node: str, state: OwnerState) -> OwnerRecord:
+    return OwnerRecord(shard="r/0", node_id=node, owner_id=f"o-{node}", state=state, epoch=7)
+
+
+@pytest.mark.parametrize(("owner", "placed_on", "expected"), [
+    (None, None, "UNOWNED"),
+    (None, "n1", "UNOWNED"),
+    (("n1", OwnerState.RECOVERING), "n2", "RECOVERING"),
+    (("n1", OwnerState.RELEASING), "n1", "MOVING"),
+    (("n1", OwnerState.ACTIVE), "n2", "MOVING"),
+    (("n1", OwnerState.ACTIVE), "n1", "ACTIVE"),
+    (("n1", OwnerState.ACTIVE), None, "ACTIVE"),
+])
+def test_a_shards_state_follows_its_owner_record_and_placement(
+        owner: tuple[str, OwnerState] | None, placed_on: str | None, expected: str) -> None:
+    """No owner: UNOWNED; RECOVERING wins; RELEASING or placed elsewhere: MOVING; else
+    ACTIVE."""
+    record = None if owner is None else _owner(*owner)
+    placement = None if placed_on is None else Placement(shard="r/0", node_id=placed_on)
+    assert shard_state(record, placement) == expected
+
+
+def test_nodes_without_a_member_record_are_listed_not_alive() -> None:
+    """Nodes named by placements, owners or drains appear with alive false and no address;
+    shards outside the configuration still get a row."""
+    r0, r1, r9 = ShardId("r", 0), ShardId("r", 1), ShardId("r", 9)
+    view = ClusterView(
+        config=None, leader=Leader(node_id="n1"),
+        members={"n1": Member(node_id="n1", host="h", address="/a.sock", capacity=2)},
+        placements={r0: Placement(shard="r/0", node_id="placed-only")},
+        owners={r1: _owner("owner-only", OwnerState.ACTIVE)},
+        drains={"drained-only": Drain(node_id="drained-only", operator="o", reason="r")})
+    rows = {row.node_id: row for row in node_rows(view)}
+    assert {node: row.alive for node, row in rows.items()} == {
+        "n1": True, "placed-only": False, "owner-only": False, "drained-only": False}
+    assert rows["n1"].leader and rows["n1"].capacity == 2 and rows["n1"].address == "/a.sock"
+    assert rows["owner-only"].shards == ["r/1"] and rows["owner-only"].address is None
+    assert rows["drained-only"].draining
+    assert [row.shard for row in shard_rows(view, [r0, r9])] == ["r/0", "r/1", "r/9"]
