@@ -140,12 +140,18 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog) -> 
     import socket as sockets
 
     from nereus import __version__
+    from nereus.adapters.cluster.route_keys import install_route_keys
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
 
     cluster = engine.config.cluster
     assert cluster is not None and engine.time_source is not None
     store = ClusterStore(handle)
+    # every node signs and checks evidence with the route's one key, kept in the cluster
+    installed = install_route_keys(store, engine.home,
+                                   [r for r in engine.config.routes if r in store.route_secrets()])
+    if installed:
+        log_event("route_keys_installed", routes=installed)
     node = ClusterNode(engine, store, NodeSettings(
         node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
         address=str(socket_path(engine.home)), capacity=cluster.capacity,
