@@ -383,7 +383,10 @@ class ShardLoop:
         self.state = ShardState.RECOVERING
         recovery = Recovery(self.shard, self.runner, self._outbox, self._owner,
                             clock=self.clock, new_id=self.new_id, events=self._events)
+        replay_from = self.runner.next_position
         fenced = recovery.activate()
+        # records replayed here count towards [checkpoints] every_records like any other
+        self._checkpoints.changed += self.runner.next_position - replay_from
         if fenced is not None:
             self._fence(fenced)
             return
