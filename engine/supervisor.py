@@ -188,7 +188,7 @@ class Supervisor:
         worker = Supervised(name, kind, body, events=self.events, backoff=self.backoff,
                             fatal=fatal, clock=self.clock)
         with self._lock:  # a name used again (a shard owned again) replaces its ended worker
-            self._workers = [w for w in self._workers if w.name != name or w.alive()]
+            self._workers = [w for w in self._workers if w.name != name or w.alive]
             self._workers.append(worker)
         worker.start()
         return worker
