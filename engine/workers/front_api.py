@@ -3,9 +3,10 @@ processes over their own admin sockets.
 
 * per-shard requests (``/v1/messages/<id>``, appends, mutation plans, checkpoints, one
   shard's messages or attempts) go to the shard's owner: its ownership record in the
-  coordinator names the node, the node's member record its socket. A shard with no owner
-  (its worker died, the other one has not taken it yet) is waited for, up to
-  ``OWNER_WAIT_S``; a read whose worker went away meanwhile is asked again of the new one;
+  coordinator names the node, the node's member record its socket. A shard with no ACTIVE
+  owner (its worker died, the other one has not activated it yet) is waited for, up to
+  ``OWNER_WAIT_S``; a read whose worker went away meanwhile is asked again of the new one,
+  and so is an append the worker refused because it no longer held the shard;
 * aggregates (status, shards, lanes, every message or attempt, a command's whereabouts)
   ask every worker at once and merge (``merge``).
 
@@ -24,7 +25,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from nereus.adapters.admin_client import AdminClient
+from nereus.adapters.admin_client import AdminClient, NotListening
 from nereus.adapters.admin_wire import (
     AppendAnswer,
     AppendedRecord,
@@ -36,6 +37,7 @@ from nereus.adapters.admin_wire import (
 from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.command_lookup import CommandStatus
+from nereus.cluster.records import OwnerState
 from nereus.config import Config
 from nereus.engine.admin.documents import (
     EngineStatus,
@@ -98,7 +100,7 @@ class FrontApi:
         deadline = time.monotonic() + OWNER_WAIT_S
         while True:
             owned = self.store.owners().get(shard)
-            if owned is not None:
+            if owned is not None and owned.record.state == OwnerState.ACTIVE:
                 member = self.store.members().get(owned.record.node_id)
                 if member is not None:
                     return AdminClient(Path(member.address), timeout=timeout)
@@ -218,25 +220,45 @@ class FrontApi:
 
     def submit(self, request: AppendRequest) -> AppendAnswer:
         """Each owner appends its shards' records (all owners at once); the receipts in the
-        request's order."""
+        request's order. A worker that does not hold a shard after all (it let the shard go
+        between the lookup and the request), or is gone, appended nothing of its part: that
+        part goes to the owner found next."""
         timeout = 120 + request.wait_ms / 1000
-        groups: dict[Path, list[int]] = {}
-        clients: dict[Path, AdminClient] = {}
-        for index, record in enumerate(request.records):
-            client = self._owner(record.shard, timeout=timeout)
-            clients[client.path] = client
-            groups.setdefault(client.path, []).append(index)
-
-        def one(path: Path) -> AppendAnswer:
-            part = AppendRequest(records=[request.records[i] for i in groups[path]],
-                                 wait_ms=request.wait_ms)
-            return clients[path].post("/v1/commands", part, AppendAnswer, timeout=timeout)
-
         receipts: list[AppendedRecord | None] = [None] * len(request.records)
-        for path, answer in zip(groups, self._pool.map(one, groups), strict=True):
-            for index, receipt in zip(groups[path], answer.receipts, strict=True):
-                receipts[index] = receipt
+        pending = list(range(len(request.records)))
+        deadline = time.monotonic() + OWNER_WAIT_S
+        while pending:
+            groups: dict[Path, list[int]] = {}
+            clients: dict[Path, AdminClient] = {}
+            for index in pending:
+                client = self._owner(request.records[index].shard, timeout=timeout)
+                clients[client.path] = client
+                groups.setdefault(client.path, []).append(index)
+            parts = [(clients[path], AppendRequest(
+                records=[request.records[i] for i in groups[path]], wait_ms=request.wait_ms))
+                for path in groups]
+            pending = []
+            answers = self._pool.map(lambda part: _append(*part, timeout=timeout), parts)
+            for path, answer in zip(groups, answers, strict=True):
+                if isinstance(answer, NereusError):
+                    if time.monotonic() > deadline:
+                        raise answer
+                    pending += groups[path]
+                    continue
+                for index, receipt in zip(groups[path], answer.receipts, strict=True):
+                    receipts[index] = receipt
+            if pending:
+                time.sleep(0.05)
         return AppendAnswer(receipts=[r for r in receipts if r is not None])
+
+def _append(client: AdminClient, part: AppendRequest, *,
+            timeout: float) -> AppendAnswer | NereusError:
+    """``part`` appended by ``client``'s worker; the error when the worker appended none
+    of it for want of the shard (``NotFound``) or was not there (``NotListening``)."""
+    try:
+        return client.post("/v1/commands", part, AppendAnswer, timeout=timeout)
+    except (NotFound, NotListening) as exc:
+        return exc
 
 
 def _own_workers(supervisor: Supervisor) -> list[WorkerView]:
