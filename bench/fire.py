@@ -33,9 +33,10 @@ single-process daemon) and watches it from outside (``fire_engines``): published
 in the outbox, states over the admin socket, CPU of the front door and its workers from
 ``/proc``. Its route then has ``max(2, N)`` partitions unless ``--partitions`` says, so the
 load spreads over at least two shards; compare ``--workers 1`` and ``--workers 2`` with
-the same ``--partitions``. ``--profile`` needs the in-process engine. The parts: ``fire_scenarios`` (the two scenarios, on
-``inprocess_engine``, shared with ``bench/brokers.py``) and ``fire_profile`` (the
-threads' profiler); this module prints the report.
+the same ``--partitions``. ``--profile`` needs the in-process engine. The parts:
+``fire_scenarios`` (the two scenarios, on ``inprocess_engine`` or the daemon, shared with
+``bench/brokers.py``), ``fire_engines`` (what they watch) and ``fire_profile`` (the threads'
+profiler); this module prints the report.
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ def main() -> None:
         finally:
             if profiles is not None:
                 profiles.uninstall()
-    report = FireReport(partitions=args.partitions, workers=args.workers, cpus=os.cpu_count(), burst=burst_figures,
-                        steady=steady_figures,
+    report = FireReport(partitions=args.partitions, workers=args.workers, cpus=os.cpu_count(),
+                        burst=burst_figures, steady=steady_figures,
                         profile=None if profiles is None else profiles.report(args.profile_top),
                         references=list(REFERENCES),
                         command=" ".join([Path(sys.executable).name, *sys.argv]))

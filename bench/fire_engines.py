@@ -99,7 +99,8 @@ class Daemon:
         return self._lines
 
     def applied_through(self, ends: dict[ShardId, int]) -> bool:
-        applied = {s["shard"]: s["applied_position"] for s in self.admin.get("/v1/shards")["shards"]}
+        shards = self.admin.get("/v1/shards")["shards"]
+        applied = {s["shard"]: s["applied_position"] for s in shards}
         return all((applied.get(str(shard)) or -1) >= end - 1 for shard, end in ends.items())
 
     def states(self) -> dict[str, int]:
