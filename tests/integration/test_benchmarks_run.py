@@ -48,3 +48,22 @@ def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     assert report["verify"]["verify"]["seconds"] > 0
     assert report["inspect"]["wall_s"] > 0
     assert {"inspect", "verify", "targets"} <= set(report)
+
+
+def test_fire_bench_runs_the_daemon_with_two_worker_processes() -> None:
+    """bench/fire.py --workers 2 starts the daemon with two worker processes, spreads the
+    load over more than one shard, and sees every message published once, by burst and by
+    steady rate; its temp homes are gone afterwards."""
+    import tempfile
+
+    # a short directory: the admin sockets' paths must fit in AF_UNIX's 108 bytes
+    with tempfile.TemporaryDirectory(prefix="nf-", dir="/tmp") as short:
+        tmp_path = Path(short)
+        report = _bench("fire.py", "--workers", "2", "--burst", "400", "--rate", "200",
+                        "--duration", "2", "--lead-ms", "3000", "--dir", short)
+        assert list(tmp_path.iterdir()) == []
+    assert report["workers"] == 2 and report["partitions"] == 2
+    burst, steady = report["burst"], report["steady"]
+    assert burst["outbox_lines"] == 400 and burst["duplicates"] == 0
+    assert len(burst["per_shard"]) == 2
+    assert steady["outbox_lines"] == 400 and steady["states"] == {"PUBLISHED": 400}
