@@ -24,6 +24,10 @@ T = TypeVar("T")
 WAIT_MS: Final = 30_000  # how long a --wait lets the engine apply a command
 
 
+class NotListening(EngineUnreachable):
+    """Nothing listens at the socket (no file, or refused): the request was never sent."""
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path: Path, timeout: float) -> None:
         super().__init__("localhost", timeout=timeout)
@@ -61,7 +65,7 @@ class AdminClient:
             response = conn.getresponse()
             data = response.read()
         except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise EngineUnreachable(
+            raise NotListening(
                 f"the engine is not running (no answer at {self.path}: {exc.strerror})",
                 hint="start it with `nereus engine start`",
             ) from None

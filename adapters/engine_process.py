@@ -41,10 +41,11 @@ class EngineStopped(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     pid: int | msgspec.UnsetType | None = msgspec.UNSET  # None: the lock's holder is unknown
 
 
-def start_engine(layout: HomeLayout, timeout: float,
-                 warn: Callable[[str], None]) -> EngineStarted:
+def start_engine(layout: HomeLayout, timeout: float, warn: Callable[[str], None], *,
+                 workers: int = 1) -> EngineStarted:
     """Start the daemon detached and wait until its admin socket answers; ``warn`` is told
-    of each shard that came up FAILED."""
+    of each shard that came up FAILED. ``workers`` above 1: the front door of that many
+    worker processes (``nereus.engine.workers``)."""
     home = layout.root.resolve()
     if is_locked(home):  # the home directory's lock, not the pid file (which may be gone)
         raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})",
@@ -53,7 +54,8 @@ def start_engine(layout: HomeLayout, timeout: float,
     out_path = layout.logs / "engine.out"
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
+            [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+             *(["--workers", str(workers)] if workers > 1 else [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True,
         )

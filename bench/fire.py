@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python bench/fire.py [--burst N] [--rate R --duration S] [--partitions P]
                                    [--only burst|steady] [--json] [--profile] [--keep]
+                                   [--workers N]
 
 What it does, each scenario in a fresh temp home with the engine running in-process
 (``nereus.engine.engine.Engine`` with the daemon's default ``EngineSettings``):
@@ -25,9 +26,17 @@ The engine treats a message as due when Trusted UTC ``earliest`` (wall clock min
 under every lateness figure, reported with them. ``--profile`` runs every shard-loop and
 publisher thread under pyinstrument (a per-thread profiler started inside the thread, set
 up here; product code is unchanged) and prints the hottest frames. Everything is removed
-afterwards unless ``--keep``. The parts: ``fire_scenarios`` (the two scenarios, on
-``inprocess_engine``, shared with ``bench/brokers.py``) and ``fire_profile`` (the
-threads' profiler); this module prints the report.
+afterwards unless ``--keep``.
+
+``--workers N`` runs the daemon instead (``nereus engine start --workers N``; 1 is the
+single-process daemon) and watches it from outside (``fire_engines``): published = lines
+in the outbox, states over the admin socket, CPU of the front door and its workers from
+``/proc``. Its route then has ``max(2, N)`` partitions unless ``--partitions`` says, so the
+load spreads over at least two shards; compare ``--workers 1`` and ``--workers 2`` with
+the same ``--partitions``. ``--profile`` needs the in-process engine. The parts:
+``fire_scenarios`` (the two scenarios, on ``inprocess_engine`` or the daemon, shared with
+``bench/brokers.py``), ``fire_engines`` (what they watch) and ``fire_profile`` (the threads'
+profiler); this module prints the report.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ class FireReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``--profile`` are absent."""
 
     partitions: int
+    workers: int | None  # None: the engine in the bench's process
     cpus: int | None
     burst: BurstFigures | None = None
     steady: SteadyFigures | None = None
@@ -96,7 +106,9 @@ def _render_steady(s: SteadyFigures) -> list[str]:
 
 
 def render(report: FireReport) -> str:
-    out = [f"Nereus Delay fire bench: in-process engine, file destination, "
+    engine = "in-process engine" if report.workers is None else \
+        f"daemon with {report.workers} worker process(es)"
+    out = [f"Nereus Delay fire bench: {engine}, file destination, "
            f"{report.partitions} shard(s), {report.cpus} CPU(s)"]
     if report.burst is not None:
         out.extend(_render_burst(report.burst))
@@ -118,7 +130,10 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=20_000, help="messages due at once")
     parser.add_argument("--rate", type=int, default=2_000, help="steady messages per second")
     parser.add_argument("--duration", type=float, default=10.0, help="steady seconds")
-    parser.add_argument("--partitions", type=int, default=1, help="shards of the route")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="shards of the route (default 1; max(2, N) with --workers N)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="run the daemon with N worker processes instead of in-process")
     parser.add_argument("--lead-ms", type=int, default=4_000,
                         help="burst: deliver_at this far after queueing starts")
     parser.add_argument("--steady-lead-ms", type=int, default=200,
@@ -133,6 +148,10 @@ def main() -> None:
                         help="profile the engine threads with pyinstrument")
     parser.add_argument("--profile-top", type=int, default=12)
     args = parser.parse_args()
+    if args.partitions is None:
+        args.partitions = 1 if args.workers is None else max(2, args.workers)
+    if args.profile and args.workers is not None:
+        parser.error("--profile profiles the in-process engine; leave out --workers")
     profiles = ThreadProfiles() if args.profile else None
     burst_figures = steady_figures = None
     with scratch_dir("nereus-fire-", args.dir, keep=args.keep) as root:
@@ -146,8 +165,8 @@ def main() -> None:
         finally:
             if profiles is not None:
                 profiles.uninstall()
-    report = FireReport(partitions=args.partitions, cpus=os.cpu_count(), burst=burst_figures,
-                        steady=steady_figures,
+    report = FireReport(partitions=args.partitions, workers=args.workers, cpus=os.cpu_count(),
+                        burst=burst_figures, steady=steady_figures,
                         profile=None if profiles is None else profiles.report(args.profile_top),
                         references=list(REFERENCES),
                         command=" ".join([Path(sys.executable).name, *sys.argv]))

@@ -18,22 +18,18 @@ from typing import Any
 
 import msgspec
 
+from fire_engines import watched
 from inprocess_engine import (
     Due,
     ShardLogs,
-    all_published,
-    applied_through,
     home_config,
-    message_states,
     new_home,
     now_ms,
     percentile,
     queue_due,
-    running,
     wait_for,
 )
 from nereus.config import Config, render_config
-from nereus.engine.engine import Engine
 from nereus.layout import HomeLayout
 from nereus.shard import partition_for
 from nereus.timespec import parse_time_ms
@@ -54,10 +50,6 @@ def make_home(root: Path, partitions: int) -> tuple[Path, Config]:
 def outbox_lines(home: Path) -> list[dict[str, Any]]:
     path = HomeLayout(home).outbox / "local.jsonl"
     return [json.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
-
-
-def published(engine: Engine) -> int:
-    return sum(p.published for p in engine.publishers.values())
 
 
 def duplicates(lines: list[dict[str, Any]]) -> int:
@@ -102,25 +94,25 @@ def _stamps_by_shard(lines: list[dict[str, Any]], partitions: int) -> dict[str, 
 
 def burst(root: Path, args: argparse.Namespace) -> BurstFigures:
     home, config = make_home(root, args.partitions)
-    with running(home, config) as run:
-        engine = run.engine
+    with watched(home, config, args.workers) as run:
+        probe = run.probe
         queued_at = time.monotonic()
         due_ms = now_ms() + args.lead_ms
         queue_due(run.logs, (Due(f"b{i}", f"k{i % 97}", due_ms) for i in range(args.burst)),
                   lane="local", headers=HEADERS)
         queue_s = time.monotonic() - queued_at
         ends = run.logs.end_positions()
-        applied_in_time = wait_for(lambda: applied_through(engine, ends),
+        applied_in_time = wait_for(lambda: probe.applied_through(ends),
                                    args.lead_ms / 1000) is not None
         applied_ms = now_ms()
         if now_ms() < due_ms:
             time.sleep((due_ms - now_ms()) / 1000)
         due_mono = time.monotonic() - max(now_ms() - due_ms, 0) / 1000
-        cpu_before = time.process_time()
-        done = wait_for(lambda: published(engine) >= args.burst, args.deadline, 0.001)
-        cpu_s = time.process_time() - cpu_before
-        settled = wait_for(lambda: all_published(engine, args.burst), args.deadline, 0.002)
-        states = message_states(engine)
+        cpu_before = probe.cpu_s()
+        done = wait_for(lambda: probe.published() >= args.burst, args.deadline, 0.001)
+        cpu_s = probe.cpu_s() - cpu_before
+        settled = wait_for(lambda: probe.all_published(args.burst), args.deadline, 0.02)
+        states = probe.states()
     lines = outbox_lines(home)
     if done is None:
         raise SystemExit(f"burst: only {len(lines)} of {args.burst} published within "
@@ -224,17 +216,16 @@ def _feed(home: Path, logs: ShardLogs, args: argparse.Namespace, total: int) -> 
 def steady(root: Path, args: argparse.Namespace) -> SteadyFigures:
     home, config = make_home(root, args.partitions)
     total = int(args.rate * args.duration)
-    with running(home, config) as run:
-        engine = run.engine
-        assert engine.clock is not None
-        error_ms = engine.clock.max_error_ms
-        wall_before, cpu_before = time.monotonic(), time.process_time()
+    with watched(home, config, args.workers) as run:
+        probe = run.probe
+        error_ms = probe.max_error_ms
+        wall_before, cpu_before = time.monotonic(), probe.cpu_s()
         _feed(home, run.logs, args, total)
-        done = wait_for(lambda: published(engine) >= total, args.deadline + args.duration,
+        done = wait_for(lambda: probe.published() >= total, args.deadline + args.duration,
                         0.001)
-        cpu_per_wall = (time.process_time() - cpu_before) / (time.monotonic() - wall_before)
-        wait_for(lambda: all_published(engine, total), args.deadline, 0.002)
-        states = message_states(engine)
+        cpu_per_wall = (probe.cpu_s() - cpu_before) / (time.monotonic() - wall_before)
+        wait_for(lambda: probe.all_published(total), args.deadline, 0.02)
+        states = probe.states()
     lines = outbox_lines(home)
     if done is None:
         raise SystemExit(f"steady: only {len(lines)} of {total} published in time")

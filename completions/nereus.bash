@@ -31,7 +31,7 @@ __nereus_options() {
         "dashboard") echo "--read-only --interval --home --json --help" ;;
         "completion") echo "--home --json --help" ;;
         "engine") echo "--home --json --help" ;;
-        "engine start") echo "--foreground --timeout --home --json --help" ;;
+        "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
         "engine stop") echo "--timeout --home --json --help" ;;
         "engine status") echo "--home --json --help" ;;
         "message") echo "--home --json --help" ;;
@@ -104,6 +104,7 @@ __nereus_value() {
         "--spread:quickstart") echo "text" ;;
         "--interval:dashboard") echo "text" ;;
         "--timeout:engine start") echo "text" ;;
+        "--workers:engine start") echo "text" ;;
         "--timeout:engine stop") echo "text" ;;
         "--lane:message schedule") echo "text" ;;
         "--deliver-at:message schedule") echo "text" ;;

@@ -134,9 +134,11 @@ def run(home: Path, *, foreground: bool) -> int:
         engine_logs.close()
 
 
-def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog) -> ClusterNode:
+def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
+                 address: Path | None = None) -> ClusterNode:
     """This engine as a node of the cluster its ``[cluster]`` names: joined (a session and
-    its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling."""
+    its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling.
+    ``address``: its admin socket (the home's, unless a worker process serves its own)."""
     import socket as sockets
 
     from nereus import __version__
@@ -154,7 +156,7 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog) -> 
         log_event("route_keys_installed", routes=installed)
     node = ClusterNode(engine, store, NodeSettings(
         node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
-        address=str(socket_path(engine.home)), capacity=cluster.capacity,
+        address=str(address or socket_path(engine.home)), capacity=cluster.capacity,
         session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
         version=__version__), clock=engine.time_source, events=log_event)
     node.join()
@@ -165,12 +167,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="nereus-engine")
     parser.add_argument("--home", required=True)
     parser.add_argument("--foreground", action="store_true")
+    # --workers N (N >= 2): the front door of N worker processes (nereus.engine.workers);
+    # --worker K: one of them (started by the front door, never by hand)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--worker", type=int, default=None)
     args = parser.parse_args()
     try:
-        sys.exit(run(Path(args.home), foreground=args.foreground))
+        sys.exit(run_daemon(Path(args.home), foreground=args.foreground, workers=args.workers,
+                      worker=args.worker))
     except NereusError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
+
+
+def run_daemon(home: Path, *, foreground: bool, workers: int, worker: int | None) -> int:
+    """The daemon, the front door of ``workers`` processes, or worker ``worker``."""
+    if worker is not None:
+        from nereus.engine.workers.worker import run_worker
+
+        return run_worker(home, worker, expected=workers, foreground=foreground)
+    if workers > 1:
+        from nereus.engine.workers.front_door import run_front_door
+
+        return run_front_door(home, workers, foreground=foreground)
+    return run(home, foreground=foreground)
 
 
 if __name__ == "__main__":

@@ -67,8 +67,9 @@ class EngineLogs:
         logging.captureWarnings(False)
 
 
-def configure(log_dir: Path, *, foreground: bool) -> EngineLogs:
-    """Configure structlog and stdlib logging for the engine process; see the module doc."""
+def configure(log_dir: Path, *, foreground: bool, name: str = LOG_FILE) -> EngineLogs:
+    """Configure structlog and stdlib logging for the engine process; see the module doc.
+    ``name``: the log file (a worker process of ``engine start --workers N`` has its own)."""
     import structlog
     from structlog.stdlib import ProcessorFormatter
 
@@ -76,7 +77,7 @@ def configure(log_dir: Path, *, foreground: bool) -> EngineLogs:
     timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     foreign_pre_chain: list[Processor] = [
         structlog.stdlib.add_logger_name, structlog.processors.add_log_level, timestamper]
-    path = log_dir / LOG_FILE
+    path = log_dir / name
     file_handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
     file_handler.setFormatter(ProcessorFormatter(
         processors=[ProcessorFormatter.remove_processors_meta,

@@ -24,6 +24,9 @@ def start(
     = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine to be ready.")]
     = 60.0,
+    workers: Annotated[int, typer.Option(
+        min=1, max=256, help="Worker processes sharing the home's shards (each a member of "
+        "the home's embedded cluster); the admin socket stays the one entry point.")] = 1,
 ) -> None:
     """Start the daemon (admin socket at <home>/run/admin.sock)."""
     import msgspec
@@ -33,13 +36,15 @@ def start(
     env: Env = ctx.obj
     env.config  # noqa: B018 - fail early and clearly when the home has no valid config
     if foreground:
-        from nereus.engine.daemon import run
+        from nereus.engine.daemon import run_daemon
 
-        status = run(env.home.resolve(), foreground=True)  # the daemon said why on stderr
+        status = run_daemon(env.home.resolve(), foreground=True, workers=workers,
+                            worker=None)  # the daemon said why on stderr
         if status:
             raise Answered(ExitCode(status))
         return
-    data = msgspec.to_builtins(start_engine(env.layout, timeout, env.output.warn))
+    data = msgspec.to_builtins(start_engine(env.layout, timeout, env.output.warn,
+                                                 workers=workers))
     env.output.emit(data, lambda out: out.print(
         f"engine started (pid {data['pid']}) with {len(data['shards'])} shard(s); "
         f"socket {data['socket']}, log {data['log']}"))

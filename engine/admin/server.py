@@ -43,7 +43,7 @@ from nereus.adapters.admin_wire import (
 )
 from nereus.adapters.home_lock import remove_if_ours
 from nereus.engine.admin import params
-from nereus.engine.admin.api import AdminApi
+from nereus.engine.admin.endpoints import AdminEndpoints
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import NereusError, NotFound, UsageError
 
@@ -60,7 +60,7 @@ def peer_uid(sock: socket.socket) -> int:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = True
-    api: AdminApi
+    api: AdminEndpoints
     on_shutdown: Callable[[], None]
     stopping: threading.Event
     in_flight: int
@@ -179,7 +179,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, body)
 
-    def _route(self, method: str, path: str, query: dict[str, str], api: AdminApi) -> Any:
+    def _route(self, method: str, path: str, query: dict[str, str],
+               api: AdminEndpoints) -> Any:
         if method == "GET":
             if path == "/v1/status":
                 return msgspec.to_builtins(api.status())
@@ -241,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class AdminServer:
-    def __init__(self, api: AdminApi, path: Path, *, on_shutdown: Callable[[], None]) -> None:
+    def __init__(self, api: AdminEndpoints, path: Path, *, on_shutdown: Callable[[], None]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() or self.path.is_symlink():

@@ -9,6 +9,11 @@ evidence MAC (``nereus.evidence_mac``), which the evidence scan checks.
 A line left unfinished by a crash (the engine killed mid-write) is ended with a newline
 before the next batch, so every later line still parses.
 
+Several processes may write one file (the worker processes of ``engine start --workers
+N`` share the home's lanes): a batch's look at the file's end, its repair and its write
+happen under an exclusive ``flock`` of the file, so no writer takes another's batch in
+progress for a torn line, nor cuts it back; the fsync runs after the lock is released.
+
 Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
 RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
 when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
@@ -20,6 +25,7 @@ LANE_UNAVAILABLE), as the Protocol says.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hmac
 import json
 import os
@@ -91,6 +97,7 @@ class FileDestination:
             return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
                          f"open {self.path} failed before any write: {exc.strerror}")
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released before the fsync, or by the close
             start = os.fstat(fd).st_size
             if start and os.pread(fd, 1, start - 1) != b"\n":
                 # a crash cut an earlier write short: end that fragment so our lines parse
@@ -113,6 +120,7 @@ class FileDestination:
                                  "write could not be removed")
                 return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
                              f"write to {self.path} failed ({exc.strerror}); partial write removed")
+            fcntl.flock(fd, fcntl.LOCK_UN)
             try:
                 os.fsync(fd)
             except OSError as exc:

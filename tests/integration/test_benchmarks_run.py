@@ -70,3 +70,22 @@ def test_failover_bench_times_a_planned_move_and_a_sigkill(
     assert one["pending"] == 0 and one["note"] == ""
     assert one["move_first_publish_s"] > 0 and one["failover_first_publish_s"] > 0
     assert report["failover_met"] is None  # no round at 100k pending
+
+
+def test_fire_bench_runs_the_daemon_with_two_worker_processes() -> None:
+    """bench/fire.py --workers 2 starts the daemon with two worker processes, spreads the
+    load over more than one shard, and sees every message published once, by burst and by
+    steady rate; its temp homes are gone afterwards."""
+    import tempfile
+
+    # a short directory: the admin sockets' paths must fit in AF_UNIX's 108 bytes
+    with tempfile.TemporaryDirectory(prefix="nf-", dir="/tmp") as short:
+        tmp_path = Path(short)
+        report = _bench("fire.py", "--workers", "2", "--burst", "400", "--rate", "200",
+                        "--duration", "2", "--lead-ms", "3000", "--dir", short)
+        assert list(tmp_path.iterdir()) == []
+    assert report["workers"] == 2 and report["partitions"] == 2
+    burst, steady = report["burst"], report["steady"]
+    assert burst["outbox_lines"] == 400 and burst["duplicates"] == 0
+    assert len(burst["per_shard"]) == 2
+    assert steady["outbox_lines"] == 400 and steady["states"] == {"PUBLISHED": 400}

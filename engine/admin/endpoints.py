@@ -1,0 +1,48 @@
+"""What the admin socket's server asks of the engine behind it: one method per endpoint.
+
+``AdminApi`` answers from the shards of this process; the front door of ``engine start
+--workers N`` (``nereus.engine.workers.front_api``) answers the same questions by asking
+the worker processes that own the shards. The server cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from nereus.adapters.admin_wire import (
+    AppendAnswer,
+    AppendRequest,
+    CheckpointRequest,
+    PlanAnswer,
+    PlanRequest,
+)
+from nereus.adapters.checkpoint_take import CheckpointTaken
+from nereus.adapters.command_lookup import CommandStatus
+from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
+from nereus.views import MessageDetail, MessageView
+
+
+class AdminEndpoints(Protocol):
+    """The admin socket's endpoints, typed (``server.py`` routes the requests to them)."""
+
+    def status(self) -> EngineStatus: ...
+
+    def shards(self) -> list[ShardView]: ...
+
+    def lanes(self) -> list[LaneView]: ...
+
+    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]: ...
+
+    def messages(self, *, shard: str | None, state: str | None, lane: str | None,
+                 limit: int) -> list[MessageView]: ...
+
+    def message(self, delay_message_id: str, *, route: str = "default",
+                barrier: bool = False) -> MessageDetail: ...
+
+    def command(self, command_id: str) -> CommandStatus: ...
+
+    def checkpoint(self, request: CheckpointRequest) -> CheckpointTaken: ...
+
+    def plan_mutation(self, request: PlanRequest) -> PlanAnswer: ...
+
+    def submit(self, request: AppendRequest) -> AppendAnswer: ...

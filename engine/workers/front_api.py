@@ -1,0 +1,278 @@
+"""The front door's answers (``AdminEndpoints``): each question asked of the worker
+processes over their own admin sockets.
+
+* per-shard requests (``/v1/messages/<id>``, appends, mutation plans, checkpoints, one
+  shard's messages or attempts) go to the shard's owner: its ownership record in the
+  coordinator names the node, the node's member record its socket. A shard with no ACTIVE
+  owner (its worker died, the other one has not activated it yet) is waited for, up to
+  ``OWNER_WAIT_S``; a read whose worker went away meanwhile is asked again of the new one,
+  and so is an append the worker refused because it no longer held the shard;
+* aggregates (status, shards, lanes, every message or attempt, a command's whereabouts)
+  ask every worker at once and merge (``merge``).
+
+Answers are decoded into the same typed documents an engine answers with, and a worker's
+error keeps its kind (NotFound stays a 404, a bad request a 400).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from nereus.adapters.admin_client import AdminClient, NotListening
+from nereus.adapters.admin_wire import (
+    AppendAnswer,
+    AppendedRecord,
+    AppendRequest,
+    CheckpointRequest,
+    PlanAnswer,
+    PlanRequest,
+)
+from nereus.adapters.checkpoint_take import CheckpointTaken
+from nereus.adapters.cluster.store import ClusterStore
+from nereus.adapters.command_lookup import CommandStatus
+from nereus.cluster.records import OwnerState
+from nereus.config import Config
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneView,
+    OpenAttemptView,
+    ShardView,
+    TrustedTimeView,
+    WorkerView,
+)
+from nereus.engine.admin.status_views import health_problems
+from nereus.engine.clock import TrustedClock
+from nereus.engine.supervisor import Supervisor
+from nereus.engine.workers.home import node_id, worker_socket
+from nereus.engine.workers.merge import (
+    UNOWNED,
+    merge_lanes,
+    merge_shards,
+    prefixed,
+    shard_key,
+)
+from nereus.errors import EngineUnreachable, NereusError, NotFound
+from nereus.shard import ShardId, partition_for
+from nereus.timespec import format_time_ms
+from nereus.views import MessageDetail, MessageView
+
+T = TypeVar("T")
+OWNER_WAIT_S: Final = 15.0  # a session TTL for the owner to go, a few seconds to activate
+
+
+class FrontApi:
+    """The home's engine as one, answered by its worker processes (module docstring)."""
+
+    def __init__(self, home: Path, config: Config, store: ClusterStore, count: int,
+                 supervisor: Supervisor, *, owner_id: str, started_ms: int,
+                 clock: TrustedClock) -> None:
+        self.home = home
+        self.config = config
+        self.store = store
+        self.count = count
+        self.supervisor = supervisor
+        self.owner_id = owner_id
+        self.started_ms = started_ms
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=4 * count + 4,
+                                        thread_name_prefix="front-door")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # whom to ask ------------------------------------------------------------------------
+    def _worker(self, index: int, timeout: float = 30.0) -> AdminClient:
+        return AdminClient(worker_socket(self.home, index), timeout=timeout)
+
+    def _owner(self, shard_text: str, timeout: float = 30.0) -> AdminClient:
+        """The admin client of the worker that owns the shard (waited for a while)."""
+        shard = ShardId.parse(shard_text)
+        if shard not in self.configured():
+            raise NotFound(f"shard {shard} is not a shard of this engine",
+                           hint="`nereus shard list` lists them")
+        deadline = time.monotonic() + OWNER_WAIT_S
+        while True:
+            owned = self.store.owners().get(shard)
+            if owned is not None and owned.record.state == OwnerState.ACTIVE:
+                member = self.store.members().get(owned.record.node_id)
+                if member is not None:
+                    return AdminClient(Path(member.address), timeout=timeout)
+            if time.monotonic() > deadline:
+                raise NereusError(f"shard {shard} has no owner now: it is moving between "
+                                  "worker processes", hint="try again in a few seconds")
+            time.sleep(0.05)
+
+    def _read(self, shard_text: str, ask: Callable[[AdminClient], T]) -> T:
+        """``ask`` of the shard's owner; again of the next owner if that one went away."""
+        deadline = time.monotonic() + OWNER_WAIT_S
+        while True:
+            try:
+                return ask(self._owner(shard_text))
+            except EngineUnreachable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _everyone(self, ask: Callable[[AdminClient], T]) -> list[T | NereusError]:
+        """``ask`` of every worker at once; its answer or error, by worker index."""
+        def one(index: int) -> T | NereusError:
+            try:
+                return ask(self._worker(index))
+            except NereusError as exc:
+                return exc
+        return list(self._pool.map(one, range(self.count)))
+
+    def configured(self) -> list[ShardId]:
+        return [ShardId(route.name, partition) for route in self.config.routes.values()
+                for partition in range(route.partitions)]
+
+    # status -----------------------------------------------------------------------------
+    def status(self) -> EngineStatus:
+        answers = self._everyone(lambda c: msgspec.convert(c.get("/v1/status"), EngineStatus))
+        statuses = [a for a in answers if isinstance(a, EngineStatus)]
+        shards = merge_shards((s.shards for s in statuses), self.configured())
+        workers = _own_workers(self.supervisor)
+        for index, answer in enumerate(answers):
+            if isinstance(answer, EngineStatus):
+                workers += prefixed(node_id(index), answer.workers)
+        problems = health_problems(shards, workers)
+        problems += [f"worker process {index} does not answer: {answer.message}"
+                     for index, answer in enumerate(answers)
+                     if isinstance(answer, NereusError)]
+        problems += [f"shard {s.shard} is {UNOWNED}: {s.error}" for s in shards
+                     if s.state == UNOWNED]
+        now = self.clock.now()
+        trusted = statuses[0].trusted_time if statuses else TrustedTimeView(
+            earliest=format_time_ms(now.earliest_ms), latest=format_time_ms(now.latest_ms),
+            uncertainty_ms=now.uncertainty_ms)
+        return EngineStatus(
+            running=True, healthy=not problems, problems=problems, owner_id=self.owner_id,
+            home=str(self.home), started_at=format_time_ms(self.started_ms),
+            trusted_time=trusted, shards=shards,
+            lanes=merge_lanes(s.lanes for s in statuses), workers=workers)
+
+    def shards(self) -> list[ShardView]:
+        answers = self._everyone(lambda c: _listed(c.get("/v1/shards"), "shards", ShardView))
+        return merge_shards(_answered(answers), self.configured())
+
+    def lanes(self) -> list[LaneView]:
+        return merge_lanes(_answered(self._everyone(
+            lambda c: _listed(c.get("/v1/lanes"), "lanes", LaneView))))
+
+    # messages, attempts, commands -------------------------------------------------------
+    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]:
+        def ask(c: AdminClient) -> list[OpenAttemptView]:
+            return _listed(c.get("/v1/attempts", shard=shard, state=state), "attempts",
+                           OpenAttemptView)
+        if shard:
+            return self._read(shard, ask)
+        return sorted((a for answer in _answered(self._everyone(ask)) for a in answer),
+                      key=lambda a: shard_key(a.shard))
+
+    def messages(self, *, shard: str | None, state: str | None, lane: str | None,
+                 limit: int) -> list[MessageView]:
+        def ask(c: AdminClient) -> list[MessageView]:
+            return _listed(c.get("/v1/messages", shard=shard, state=state, lane=lane,
+                                 limit=limit), "messages", MessageView)
+        if shard:
+            return self._read(shard, ask)
+        merged = sorted((m for answer in _answered(self._everyone(ask)) for m in answer),
+                        key=lambda m: shard_key(m.shard))
+        return merged[:limit]
+
+    def message(self, delay_message_id: str, *, route: str = "default",
+                barrier: bool = False) -> MessageDetail:
+        settings = self.config.route(route)
+        shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
+        return self._read(str(shard), lambda c: msgspec.convert(
+            c.message(delay_message_id, route=route, barrier=barrier), MessageDetail))
+
+    def command(self, command_id: str) -> CommandStatus:
+        answers = self._everyone(lambda c: msgspec.convert(
+            c.get(f"/v1/commands/{quote(command_id, safe='')}"), CommandStatus))
+        found = [a for a in answers if isinstance(a, CommandStatus)]
+        for evidence in ("APPLIED", "QUEUED"):
+            for status in found:
+                if status.evidence == evidence:
+                    return status
+        failed = [a for a in answers if isinstance(a, NereusError)
+                  and not isinstance(a, NotFound)]
+        if failed:
+            raise failed[0]
+        raise NotFound(f"no command {command_id} on any shard of this engine: neither applied "
+                       "nor queued", hint="check the id (a receipt's command_id, or an "
+                       "operator mutation's idempotency_key)")
+
+    # per-shard writes -------------------------------------------------------------------
+    def checkpoint(self, request: CheckpointRequest) -> CheckpointTaken:
+        owner = self._owner(request.shard, timeout=request.timeout_s + 30)
+        return owner.post("/v1/checkpoints", request, CheckpointTaken)
+
+    def plan_mutation(self, request: PlanRequest) -> PlanAnswer:
+        return self._owner(request.shard).post("/v1/mutations/plan", request, PlanAnswer)
+
+    def submit(self, request: AppendRequest) -> AppendAnswer:
+        """Each owner appends its shards' records (all owners at once); the receipts in the
+        request's order. A worker that does not hold a shard after all (it let the shard go
+        between the lookup and the request), or is gone, appended nothing of its part: that
+        part goes to the owner found next."""
+        timeout = 120 + request.wait_ms / 1000
+        receipts: list[AppendedRecord | None] = [None] * len(request.records)
+        pending = list(range(len(request.records)))
+        deadline = time.monotonic() + OWNER_WAIT_S
+        while pending:
+            groups: dict[Path, list[int]] = {}
+            clients: dict[Path, AdminClient] = {}
+            for index in pending:
+                client = self._owner(request.records[index].shard, timeout=timeout)
+                clients[client.path] = client
+                groups.setdefault(client.path, []).append(index)
+            parts = [(clients[path], AppendRequest(
+                records=[request.records[i] for i in groups[path]], wait_ms=request.wait_ms))
+                for path in groups]
+            pending = []
+            answers = self._pool.map(lambda part: _append(*part, timeout=timeout), parts)
+            for path, answer in zip(groups, answers, strict=True):
+                if isinstance(answer, NereusError):
+                    if time.monotonic() > deadline:
+                        raise answer
+                    pending += groups[path]
+                    continue
+                for index, receipt in zip(groups[path], answer.receipts, strict=True):
+                    receipts[index] = receipt
+            if pending:
+                time.sleep(0.05)
+        return AppendAnswer(receipts=[r for r in receipts if r is not None])
+
+def _append(client: AdminClient, part: AppendRequest, *,
+            timeout: float) -> AppendAnswer | NereusError:
+    """``part`` appended by ``client``'s worker; the error when the worker appended none
+    of it for want of the shard (``NotFound``) or was not there (``NotListening``)."""
+    try:
+        return client.post("/v1/commands", part, AppendAnswer, timeout=timeout)
+    except (NotFound, NotListening) as exc:
+        return exc
+
+
+def _own_workers(supervisor: Supervisor) -> list[WorkerView]:
+    """The front door's own workers: one per worker process, and its admin socket."""
+    return [WorkerView(name=w.name, kind=w.kind, state=w.state.value, restarts=w.restarts,
+                       last_error=w.last_error,
+                       last_error_at=None if w.last_error_at_ms is None
+                       else format_time_ms(w.last_error_at_ms))
+            for w in supervisor.statuses()]
+
+
+def _listed(body: Any, key: str, kind: type[T]) -> list[T]:
+    return msgspec.convert(body[key], list[kind])  # type: ignore[valid-type]
+
+
+def _answered(answers: list[T | NereusError]) -> list[T]:
+    return [answer for answer in answers if not isinstance(answer, NereusError)]

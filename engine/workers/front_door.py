@@ -1,0 +1,169 @@
+"""The front door of ``engine start --workers N``: ``python -m nereus.engine.daemon --home
+H --workers N``.
+
+It takes the single daemon's place towards everything outside: it holds the home's lock
+and pid file, and serves ``<home>/run/admin.sock``. Behind it, N worker processes
+(``worker``) are the members of the home's embedded cluster (``<home>/coordinator.db``,
+cluster ``workers``) and own the shards; the front door forwards each request to the
+owner of its shard or merges every worker's answer (``front_api``).
+
+Start: the shared tables of ``nereus.toml`` become the cluster's configuration record
+(replaced by compare-and-set on each start), the route keys are made once (before N
+processes race to make them), the workers start under a ``Supervisor`` (a worker that
+dies is logged, counted and started again), and the socket opens once every shard is
+ACTIVE on some worker (or after the start timeout, with the laggards shown by status).
+Stop (SIGTERM, SIGINT, ``POST /v1/shutdown``): the socket closes first, every worker is
+asked to stop at once and drains its shards, then the front door exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+from nereus.adapters.home_lock import (
+    acquire_home_lock,
+    pid_file,
+    remove_if_ours,
+    socket_path,
+    write_pid_file,
+)
+from nereus.layout import HomeLayout
+
+if TYPE_CHECKING:
+    from nereus.adapters.cluster.store import ClusterStore
+
+READY_TIMEOUT_S: Final = 120.0
+STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKILL
+
+
+def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
+    """Run the front door and its ``count`` workers until asked to stop; the exit status."""
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.home_config import load_home_config
+    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.private_files import enter_private_mode, secure_home
+    from nereus.adapters.secrets import route_key
+    from nereus.engine import logs
+    from nereus.engine.admin.server import AdminServer
+    from nereus.engine.clock import TrustedClock
+    from nereus.engine.engine import EngineSettings
+    from nereus.engine.supervisor import Supervisor
+    from nereus.engine.time_source import SYSTEM_CLOCK
+    from nereus.engine.workers.front_api import FrontApi
+    from nereus.engine.workers.home import coordinator_url, worker_config
+    from nereus.engine.workers.processes import WorkerProcess, stop_all
+
+    enter_private_mode()
+    secure_home(home)
+    layout = HomeLayout(home)
+    config = load_home_config(layout.config)
+    worker_config(config, home, 0)  # refuses a node of a cluster before anything starts
+    settings = EngineSettings.from_config(config.engine)
+    lock_fd = acquire_home_lock(home)
+    pid_stat = write_pid_file(home)
+    engine_logs = logs.configure(layout.logs, foreground=foreground)
+    logger = engine_logs.logger
+
+    def log_event(event: str, /, **fields: object) -> None:
+        level = fields.pop("level", "info")
+        method = getattr(logger, str(level), None) or logger.info
+        method(event, **fields)
+
+    requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]] = queue.SimpleQueue()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: requests.put("stop"))
+    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
+    started_ms = SYSTEM_CLOCK.wall_ms()
+    supervisor = Supervisor(log_event)
+    store = ClusterStore(open_cluster(coordinator_url(home)))
+    processes = [WorkerProcess(home, index, count, log_event) for index in range(count)]
+    server = api = None
+    try:
+        _write_config(store, layout.config.read_text(), source=str(layout.config))
+        for route in config.routes:
+            route_key(home, route)
+        for worker in processes:
+            worker.start(supervisor)
+        api = FrontApi(home, config, store, count, supervisor,
+                       owner_id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                       started_ms=started_ms,
+                       clock=TrustedClock(max_error_ms=settings.max_clock_error_ms))
+        if not _await_active(store, len(api.configured()), requests):
+            log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
+        server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
+        server.start(supervisor)
+        log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
+                  workers=count)
+        while requests.get() == "reopen_logs":
+            engine_logs.reopen()
+        log_event("engine_stopping", workers=count)
+        if not server.close():
+            log_event("admin_requests_still_running")
+        stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)
+        log_event("engine_exit", workers=count)
+        return 0
+    except Exception as exc:
+        logger.error("engine_failed", error=f"{type(exc).__name__}: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.close()
+        stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)
+        if api is not None:
+            api.close()
+        with contextlib.suppress(Exception):
+            store.handle.close()
+        remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
+        os.close(lock_fd)
+        engine_logs.close()
+
+
+def _write_config(store: ClusterStore, text: str, *, source: str) -> None:
+    """The home's shared tables as the cluster's configuration (CAS on what was read)."""
+    from nereus.coordination.errors import UnexpectedVersionId
+    from nereus.engine.time_source import SYSTEM_CLOCK
+    from nereus.engine.workers.home import shared_text
+
+    shared = shared_text(text, source=source)
+    for _ in range(5):
+        current = store.config()
+        if current is not None and current[0].toml == shared:
+            return
+        try:
+            store.write_config(shared, changed_by=f"front door pid {os.getpid()}",
+                               reason="engine start --workers", now_ms=SYSTEM_CLOCK.wall_ms(),
+                               expected=None if current is None else current[1],
+                               summary=f"from {source}")
+            return
+        except UnexpectedVersionId:
+            continue
+    raise RuntimeError("the cluster's configuration kept changing while it was written")
+
+
+def _await_active(store: ClusterStore, shards: int,
+                  requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]]) -> bool:
+    """Wait until ``shards`` ownership records say ACTIVE (or a stop request, or the
+    timeout); whether they did."""
+    from nereus.cluster.records import OwnerState
+
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        owners = store.owners()
+        if sum(1 for o in owners.values() if o.record.state == OwnerState.ACTIVE) >= shards:
+            return True
+        with contextlib.suppress(queue.Empty):
+            request = requests.get(timeout=0.1)
+            if request == "stop":
+                requests.put("stop")
+                return False
+    return False

@@ -1,0 +1,76 @@
+"""Where the worker processes of one home live: the embedded coordinator's file, each
+worker's node id, admin socket and log, and the configuration each one runs with.
+
+The front door writes the home's shared tables (routes, lanes, shard limits, objects,
+checkpoints) as the cluster's configuration record, so ``nereus cluster status`` and
+later tools read what the workers run; each worker runs the home's own configuration with
+a ``[cluster]`` of its own: the embedded coordinator, its node id, a short session TTL
+(all members are on this host, so a dead worker's shards move on within seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Final
+
+from nereus.adapters.cluster.coordinator_url import sqlite_url
+from nereus.config import CLUSTER_TABLES, ClusterSettings, Config, parse_config, tables_of
+from nereus.errors import ConfigError
+from nereus.layout import HomeLayout
+
+CLUSTER: Final = "workers"  # the cluster's name in <home>/coordinator.db
+SESSION_TTL_MS: Final = 3_000
+LEASE_MARGIN_MS: Final = 1_000
+_HEADER: Final = re.compile(r"^\s*\[\[?\s*\"?([A-Za-z0-9_-]+)")
+
+
+def coordinator_url(home: Path) -> str:
+    """The embedded coordinator of the home's worker processes."""
+    return sqlite_url(HomeLayout(home).coordinator, CLUSTER)
+
+
+def node_id(index: int) -> str:
+    return f"worker-{index}"
+
+
+def worker_socket(home: Path, index: int) -> Path:
+    """Worker ``index``'s own admin socket (the front door forwards to it)."""
+    return HomeLayout(home).run / "workers" / f"{index}.sock"
+
+
+def worker_log(index: int) -> str:
+    """The name of worker ``index``'s log file in ``<home>/log``."""
+    return f"worker-{index}.log"
+
+
+def worker_config(config: Config, home: Path, index: int) -> Config:
+    """The home's configuration as worker ``index`` runs it: a member of the home's
+    embedded cluster."""
+    if config.cluster is not None:
+        raise ConfigError(f"{config.source} has [cluster]: this home is a node of a cluster",
+                          hint="start it without --workers (one process per node)")
+    return dataclasses.replace(config, cluster=ClusterSettings(
+        coordinator=coordinator_url(home), node_id=node_id(index),
+        session_ttl_ms=SESSION_TTL_MS, lease_margin_ms=LEASE_MARGIN_MS))
+
+
+def shared_text(text: str, *, source: str) -> str:
+    """The tables of a home's ``nereus.toml`` that a cluster shares (``CLUSTER_TABLES``),
+    as TOML text; checked to parse and to hold every shared table of ``text``."""
+    kept: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header is not None:
+            keep = header.group(1) in CLUSTER_TABLES
+        if keep:
+            kept.append(line)
+    shared = "\n".join(kept).strip() + "\n"
+    wanted = [name for name in tables_of(text, source=source) if name in CLUSTER_TABLES]
+    if sorted(tables_of(shared, source=source)) != sorted(wanted):
+        raise ConfigError(f"{source}: its shared tables could not be told apart from the rest",
+                          hint="write each table under its own [header]")
+    parse_config(shared, source=f"{source} (shared tables)")
+    return shared

@@ -1,0 +1,105 @@
+"""The front door's worker processes, each a supervised body (``nereus.engine.supervisor``):
+the body starts the process and waits for it; an exit the front door did not ask for is a
+crash, which the supervisor logs (``worker_crashed``), counts and restarts after its
+backoff, as it does for the threads of one engine. ``engine status`` shows each as the
+worker ``process-<K>``.
+
+Workers run in their own session, so a terminal's Ctrl-C reaches the front door alone and
+the front door decides the order of the stop: SIGTERM to every worker (each drains its
+shards), then SIGKILL to any still running at the deadline.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from nereus.engine.event_log import EventLog, safe_event
+from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.errors import NereusError
+from nereus.layout import HomeLayout
+
+
+class WorkerProcessExited(NereusError):
+    """A worker process ended without being asked to."""
+
+
+class WorkerProcess:
+    """Worker ``index`` of ``count``: its process (restarted by its supervised body)."""
+
+    def __init__(self, home: Path, index: int, count: int, events: EventLog) -> None:
+        self.home = home
+        self.index = index
+        self.count = count
+        self._events = events
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.supervised: Supervised | None = None
+
+    @property
+    def pid(self) -> int | None:
+        process = self.process
+        return None if process is None else process.pid
+
+    def start(self, supervisor: Supervisor) -> None:
+        self.supervised = supervisor.spawn(f"process-{self.index}", "process", self.run)
+
+    def run(self) -> None:
+        """Start the process and wait for it (the supervised body)."""
+        logs = HomeLayout(self.home).logs
+        logs.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            with open(logs / f"worker-{self.index}.out", "ab") as out:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "nereus.engine.daemon", "--home", str(self.home),
+                     "--worker", str(self.index), "--workers", str(self.count)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=out, close_fds=True,
+                    start_new_session=True)
+            self.process = process
+        safe_event(self._events, "worker_process_started", worker=self.index, pid=process.pid)
+        code = process.wait()
+        if self._stopping.is_set():
+            return
+        raise WorkerProcessExited(f"worker {self.index} (pid {process.pid}) exited with "
+                                  f"status {code}", hint=f"see {logs}/worker-{self.index}.log")
+
+    def terminate(self) -> None:
+        """Ask the process to stop (it drains its shards); restart it no more."""
+        with self._lock:
+            self._stopping.set()
+            process = self.process
+        if self.supervised is not None:
+            self.supervised.stopping()
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> int | None:
+        """Wait for the process until the monotonic ``deadline``; SIGKILL it then."""
+        process = self.process
+        if process is not None:
+            try:
+                process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                safe_event(self._events, "worker_process_killed", level="warning",
+                           worker=self.index, pid=process.pid)
+                process.kill()
+                process.wait()
+        if self.supervised is not None:
+            self.supervised.join(5)
+        return None if process is None else process.returncode
+
+
+def stop_all(processes: list[WorkerProcess], timeout_s: float) -> None:
+    """SIGTERM every worker at once, then wait for each by one deadline."""
+    for worker in processes:
+        worker.terminate()
+    deadline = time.monotonic() + timeout_s
+    for worker in processes:
+        worker.wait(deadline)

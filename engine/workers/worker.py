@@ -1,0 +1,153 @@
+"""One worker process of ``engine start --workers N``: ``python -m nereus.engine.daemon
+--home H --worker K --workers N``.
+
+It is a cluster member like any node (``join_cluster``: a session, its member record, the
+reconciling worker that takes the shards placed on it), on the home's embedded
+coordinator, and serves its own admin socket ``<home>/run/workers/<K>.sock`` with the
+same ``AdminApi`` as a single engine. It holds no home lock and writes no pid file: the
+front door holds them and is its parent. It stops on SIGTERM (what the front door sends),
+on ``POST /v1/shutdown``, or when its parent is gone (an orphan must not keep shards), the
+way the single daemon stops: the socket first, then the shards drain, then the session
+ends so its records go at once.
+
+It waits (a few seconds at most) for the other workers to join before it takes shards,
+so a fresh start places every shard once instead of moving half of them a second later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+from nereus.cluster.errors import NodeIdInUse
+from nereus.engine.workers.home import SESSION_TTL_MS, worker_config, worker_log, worker_socket
+from nereus.layout import HomeLayout
+
+if TYPE_CHECKING:
+    from nereus.adapters.cluster.coordinator_url import ClusterHandle
+    from nereus.engine.cluster.node import ClusterNode
+    from nereus.engine.engine import Engine
+    from nereus.engine.event_log import EventLog
+
+MEMBERS_WAIT_S: Final = 10.0
+Request = Literal["stop", "reopen_logs"]
+
+
+def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> int:
+    """Run worker ``index`` of ``expected`` until asked to stop; its exit status."""
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.home_config import load_home_config
+    from nereus.adapters.private_files import enter_private_mode
+    from nereus.engine import logs
+    from nereus.engine.admin.api import AdminApi
+    from nereus.engine.admin.server import AdminServer
+    from nereus.engine.engine import Engine, EngineSettings
+
+    enter_private_mode()
+    layout = HomeLayout(home)
+    config = worker_config(load_home_config(layout.config), home, index)
+    engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index))
+    logger = engine_logs.logger
+
+    def log_event(event: str, /, **fields: object) -> None:
+        level = fields.pop("level", "info")
+        method = getattr(logger, str(level), None) or logger.info
+        method(event, worker=index, **fields)
+
+    requests: queue.SimpleQueue[Request] = queue.SimpleQueue()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: requests.put("stop"))
+    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
+    assert config.cluster is not None
+    # the catalog stays in the home's object store: every worker shares it, and a home run
+    # with one process or several sees the same Recovery Set
+    handle = open_cluster(config.cluster.coordinator)
+    engine = Engine(home, config, settings=EngineSettings.from_config(config.engine),
+                    log_event=log_event)
+    parent = _ParentWatch(requests)
+    engine.supervisor.spawn("parent-watch", "worker", parent.run)
+    node: ClusterNode | None = None
+    server = None
+    try:
+        node = _join(engine, handle, log_event, worker_socket(home, index))
+        engine.start(owned=())
+        _await_members(node, expected)
+        node.start(engine.supervisor)
+        server = AdminServer(AdminApi(engine), worker_socket(home, index),
+                             on_shutdown=lambda: requests.put("stop"))
+        server.start(engine.supervisor)
+        log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())
+        while requests.get() == "reopen_logs":
+            engine_logs.reopen()
+        log_event("worker_stopping")
+        if not server.close():
+            log_event("admin_requests_still_running")
+        node.stop_reconciling()
+        report = engine.stop()
+        node.leave()
+        log_event("worker_exit", **report)
+        return 0
+    except Exception as exc:
+        logger.error("worker_failed", worker=index, error=f"{type(exc).__name__}: {exc}")
+        if node is not None:
+            node.stop_reconciling()
+        with contextlib.suppress(Exception):
+            engine.stop()
+        if node is not None:
+            with contextlib.suppress(Exception):
+                node.leave()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        parent.stop()
+        if server is not None:
+            server.close()
+        engine_logs.close()
+
+
+def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog,
+          address: Path) -> ClusterNode:
+    """Join as this worker's node; a previous incarnation's session (SIGKILLed) may hold
+    the node id until its TTL runs out, so try again until then."""
+    from nereus.engine.daemon import join_cluster
+
+    deadline = time.monotonic() + 2 * SESSION_TTL_MS / 1000 + 1
+    while True:
+        try:
+            return join_cluster(engine, handle, log_event, address=address)
+        except NodeIdInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _await_members(node: ClusterNode, expected: int) -> None:
+    """Wait (``MEMBERS_WAIT_S`` at most) until ``expected`` workers are members."""
+    deadline = time.monotonic() + MEMBERS_WAIT_S
+    while len(node.store.members()) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+class _ParentWatch:
+    """Asks the worker to stop once its parent (the front door) is gone."""
+
+    def __init__(self, requests: queue.SimpleQueue[Request]) -> None:
+        self._parent = os.getppid()
+        self._requests = requests
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.5):
+            if os.getppid() != self._parent:
+                self._requests.put("stop")
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
