@@ -95,7 +95,7 @@ def run(home: Path, *, foreground: bool) -> int:
             node.start(engine.supervisor)
         else:
             engine.start()
-        server = AdminServer(AdminApi(engine), socket_path(home),
+        server = AdminServer(AdminApi(engine, owners=node), socket_path(home),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())

@@ -7,6 +7,8 @@ thread-safe and never block the loops' writes.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import msgspec
 
 from nereus.adapters.admin_wire import (
@@ -52,19 +54,36 @@ from nereus.views import (
 )
 
 
+class OwnerLookup(Protocol):
+    """Who owns a shard this engine does not (a cluster node's coordinator)."""
+
+    def owner_of(self, shard: ShardId) -> str | None:
+        """The owner in words (node, host, admin address), or None if nobody does."""
+        ...
+
+
 class AdminApi:
     """The engine as the admin socket's handlers see it: one method per endpoint."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, owners: OwnerLookup | None = None) -> None:
         self.engine = engine
+        self.owners = owners
+
+    def _not_owned(self, shard: ShardId, what: str) -> NotFound:
+        """A shard this engine does not own: who does, when a cluster knows."""
+        where = None if self.owners is None else self.owners.owner_of(shard)
+        if where is None:
+            return NotFound(f"{what} is not owned by this engine",
+                            hint="`nereus cluster status` names its owner")
+        return NotFound(f"{what} is not owned by this engine: {where} owns it",
+                        hint="ask that node (`nereus --home ITS_HOME ...` on its host)")
 
     # helpers --------------------------------------------------------------------------
     def _loop(self, shard_text: str) -> ShardLoop:
         shard = ShardId.parse(shard_text)
         loop = self.engine.shards.get(shard)
         if loop is None:
-            raise NotFound(f"shard {shard} is not owned by this engine",
-                           hint="`nereus cluster status` names its owner")
+            raise self._not_owned(shard, f"shard {shard}")
         return loop
 
     def _loop_for_message(self, delay_message_id: str, route: str) -> ShardLoop:
@@ -74,8 +93,7 @@ class AdminApi:
         shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
         home = self.engine.shards.get(shard)
         if home is None:
-            raise NotFound(f"shard {shard} (message {delay_message_id}) is not owned by this "
-                           "engine", hint="`nereus cluster status` names its owner")
+            raise self._not_owned(shard, f"shard {shard} (message {delay_message_id})")
         if find_message(home.store, delay_message_id) is not None:
             return home
         for other, loop in sorted(self.engine.shards.items()):

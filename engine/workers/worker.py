@@ -80,7 +80,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         engine.start(owned=())
         _await_members(node, expected)
         node.start(engine.supervisor)
-        server = AdminServer(AdminApi(engine), worker_socket(home, index),
+        server = AdminServer(AdminApi(engine, owners=node), worker_socket(home, index),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())

@@ -20,9 +20,11 @@ from nereus.adapters.coordination.sqlite import SqliteCoordinator
 from nereus.cluster.records import OwnerState, Placement
 from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
+from nereus.engine.admin.api import AdminApi
 from nereus.engine.cluster.node import ClusterNode, NodeSettings
 from nereus.engine.engine import Engine
 from nereus.engine.time_source import SYSTEM_CLOCK
+from nereus.errors import NotFound
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Harness, file_lane, now_ms
@@ -115,6 +117,11 @@ def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
         # b joined after a took everything: it receives its share by planned moves
         wait_until("every shard active, two on each node", lambda: c.settled()
                    and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        # asked for a shard it does not own, a node's admin API names the owner
+        b_shard = next(s for s, (node, _, _) in c.owners().items() if node == "b")
+        api = AdminApi(c.nodes["a"].engine, owners=c.nodes["a"])
+        with pytest.raises(NotFound, match=r"not owned by this engine: node b on localhost"):
+            api.messages(shard=str(b_shard), state=None, lane=None, limit=1)
         harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
         ids = [f"m{n}" for n in range(200)]
         schedule(harness, ids[:100], 200)
