@@ -40,7 +40,7 @@ from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
-    from nereus.engine.cluster.node import ClusterNode
+    from nereus.engine.cluster.node import ClusterNode, ConfigSource
     from nereus.engine.engine import Engine
     from nereus.engine.event_log import EventLog
 
@@ -135,13 +135,14 @@ def run(home: Path, *, foreground: bool) -> int:
 
 
 def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
-                 address: Path | None = None) -> ClusterNode:
+                 address: Path | None = None, reload: ConfigSource | None = None) -> ClusterNode:
     """This engine as a node of the cluster its ``[cluster]`` names: joined (a session and
     its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling.
     ``address``: its admin socket (the home's, unless a worker process serves its own)."""
     import socket as sockets
 
     from nereus import __version__
+    from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.route_keys import install_route_keys
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
@@ -158,7 +159,8 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
         node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
         address=str(address or socket_path(engine.home)), capacity=cluster.capacity,
         session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
-        version=__version__), clock=engine.time_source, events=log_event)
+        version=__version__), clock=engine.time_source, events=log_event,
+        reload=reload or (lambda: load_home_config(engine.layout.config)))
     node.join()
     return node
 

@@ -47,6 +47,7 @@ from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
+from nereus.engine.lane_changes import LaneChanges, lane_changes
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
@@ -278,6 +279,29 @@ class Engine:
         self.log_event("shard_released", shard=str(shard), checkpoint_id=taken,
                        state=str(loop.state))
         return taken
+
+    def reconfigure(self, config: Config) -> LaneChanges:
+        """Take a new configuration's lane changes while running (``lane_changes``): new
+        lanes get a publisher, changed leads and orderings reach every shard loop. Routes
+        must be the same."""
+        if config.routes != self.config.routes:
+            raise ValueError("routes cannot change while the engine runs")
+        changes = lane_changes(self.config, config)
+        self.config = config
+        for name in changes.added:
+            assert self.time_source is not None
+            publisher = self.publishers[name] = LanePublisher(
+                name, self._destination(name), clock=self.time_source, events=self.log_event)
+            publisher.start(self.supervisor)
+        if self.evidence is not None:
+            self.evidence.destinations = {n: p.destination for n, p in self.publishers.items()}
+        leads = {name: lane.handoff_lead_ms for name, lane in config.lanes.items()}
+        ordered = {name: lane.ordered for name, lane in config.lanes.items()}
+        limits = {name: self.publishers[name].destination.max_record_bytes
+                  for name in changes.added}
+        for loop in list(self.shards.values()):
+            loop.reconfigure_lanes(leads, ordered, limits)
+        return changes
 
     def _open_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
         """The shard's database; restored from the Recovery Set when missing or damaged."""

@@ -14,25 +14,19 @@ Each iteration:
    admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
 
-On start the loop replays from the stored applied position, appends an
-ACTIVATION_BARRIER with the next fencing epoch and waits until it is applied, then marks
-every attempt still PUBLISHING as UNKNOWN (no live first-send gate survives a restart;
-it is never retried automatically or reported NOT_PUBLISHED) before accepting work
-(``shard_recovery``, ``shard_ownership``).
+On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
+ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
 
-Time: every deadline (claims, the clock-ahead hold, checkpoint intervals, append retries,
-stop and wait deadlines) is read from the Trusted UTC clock's ``source``, the engine's one
-``Clock``; only the wake-up poll (new records appended by other processes) is a real wait.
-Others see the loop through ``status()``, ``wake()`` and the ``wait_*`` methods
-(``shard_progress``).
+Time: every deadline is read from the engine's one ``Clock`` (the Trusted UTC clock's
+``source``); only the wake-up poll is a real wait. Others see the loop through
+``status()``, ``wake()`` and the ``wait_*`` methods (``shard_progress``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +47,7 @@ from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import LeaseGate, Ownership
-from nereus.engine.shard_progress import ResultWatch, ShardProgress
+from nereus.engine.shard_progress import ProgressWaits, ResultWatch, ShardProgress
 from nereus.engine.shard_recovery import Recovery
 from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
 from nereus.engine.supervisor import Supervised, Supervisor
@@ -63,7 +57,7 @@ from nereus.records import ActivationBarrier, CheckpointMark, ResultStatus
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane, Result
+from nereus.state.values import Lane
 
 # failures no restart can repair: the loop ends FAILED and says why
 FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption, LogDiverged)
@@ -76,7 +70,7 @@ class LoopSettings:
     planner: PlannerSettings = field(default_factory=PlannerSettings)
 
 
-class ShardLoop:
+class ShardLoop(ProgressWaits):
     """One shard's owner: its lifecycle and loop, and what others see of it; the parts it
     runs (admission flow, apply step, recovery, outbox, checkpoints) hold their own state."""
 
@@ -141,6 +135,7 @@ class ShardLoop:
             owner_id=owner_id, wake=self._wake)
         self._activated = False
         self._worker: Supervised | None = None
+        self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
 
     # what others see ------------------------------------------------------------------
     @property
@@ -199,6 +194,15 @@ class ShardLoop:
         """Look at the log now (records were just appended) instead of at the next poll."""
         self._wake.set()
 
+    def reconfigure_lanes(self, leads: Mapping[str, int], ordered: Mapping[str, bool],
+                          record_limits: Mapping[str, int | None]) -> None:
+        """New lane settings: the loop replicates leads and orderings into lane policy."""
+        self.lane_leads.update(leads)
+        self.lane_ordered.update(ordered)
+        self.planner.record_limits.update(record_limits)
+        self._policy_changed.set()
+        self._wake.set()
+
     def reply(self, result: PublishResult) -> None:
         """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
         self._outbox.reply(result)
@@ -226,41 +230,17 @@ class ShardLoop:
         return settled and self.state == ShardState.ACTIVE
 
     def wait_drained(self, deadline: float) -> bool:
-        """Block until every claim's admission has been acted on (handed to a publisher
-        or declined), the loop has ended, or the Clock's ``monotonic`` reads ``deadline``;
-        True when nothing is pending. The engine's stop waits here before its publishers."""
+        """Block until every claim's admission was acted on (handed over or declined), the
+        loop ended, or ``deadline`` (monotonic); True when nothing is pending (engine stop)."""
         return self._progress.wait_until(lambda: not self.pending_admissions, deadline,
                                          step_s=0.01, until_ended=True)
 
     def wait_settled(self, deadline: float) -> bool:
-        """Block until nothing is pending, in flight or waiting to be appended (every
-        admission acted on, every outcome in the log), the loop has ended, or ``deadline``
-        (the Clock's ``monotonic``); True when settled. A planned release waits here."""
+        """Block until nothing is pending, in flight or unappended (every outcome in the
+        log), the loop ended, or ``deadline``; True when settled (a planned release)."""
         return self._progress.wait_until(
             lambda: not self.pending_admissions and not self.in_flight and not self._outbox,
             deadline, step_s=0.01, until_ended=True)
-
-    def wait_applied(self, position: int, timeout_s: float) -> bool:
-        """Block until ``position`` is applied and synced (or the timeout passes)."""
-        return self._progress.wait_until(
-            lambda: self._progress.applied(position), self._time.monotonic() + timeout_s,
-            step_s=0.1, until_ended=True)
-
-    def watching(self) -> AbstractContextManager[None]:
-        """While inside, the loop keeps the results it applies for ``expect`` and
-        ``await_result`` (enter it before appending what you will wait for)."""
-        return self._results.watching()
-
-    def expect(self, positions: Sequence[int]) -> None:
-        """Keep the results the loop applies at ``positions`` for ``await_result``."""
-        self._results.expect(positions)
-
-    def await_result(self, position: int, deadline: float) -> Result | None:
-        """The result the loop applied (and synced) at an ``expect``-ed position, as it
-        applied it — no store read — or None when the monotonic ``deadline`` passes, the
-        loop ends first, or the position was applied before it was expected (the caller
-        then reads the stored result). The position is forgotten either way."""
-        return self._results.await_result(position, deadline)
 
     # lifecycle ------------------------------------------------------------------------
     def start(self, supervisor: Supervisor | None = None) -> None:
@@ -343,6 +323,9 @@ class ShardLoop:
             progressed |= flow.schedule()
         progressed |= self._outbox.flush()
         flow.expire_claims()
+        if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:
+            self._policy_changed.clear()
+            self._recovery().replicate_lane_policy(self.lane_leads, self.lane_ordered)
         if not progressed:
             self._wake.wait(self.settings.poll_interval_s)
         self._wake.clear()
@@ -381,8 +364,7 @@ class ShardLoop:
     # recovery and shutdown ------------------------------------------------------------
     def _recover(self) -> None:
         self.state = ShardState.RECOVERING
-        recovery = Recovery(self.shard, self.runner, self._outbox, self._owner,
-                            clock=self.clock, new_id=self.new_id, events=self._events)
+        recovery = self._recovery()
         replay_from = self.runner.next_position
         fenced = recovery.activate()
         # records replayed here count towards [checkpoints] every_records like any other
@@ -398,6 +380,10 @@ class ShardLoop:
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
                     applied_position=self.applied_position)
 
+    def _recovery(self) -> Recovery:
+        return Recovery(self.shard, self.runner, self._outbox, self._owner, clock=self.clock,
+                        new_id=self.new_id, events=self._events)
+
     def _drain(self) -> None:
         if self.state == ShardState.ACTIVE:
             self.state = ShardState.STOPPING
@@ -407,9 +393,8 @@ class ShardLoop:
         self._apply_to_end()
 
     def _apply_to_end(self) -> None:
-        """Apply up to the log's end as it is now. Not "until a read finds nothing": clients
-        keep appending, and under steady load such an apply chases the tail (a planned move
-        of a cluster waited 2-9 s in it for a shard taking ~30 schedules/s)."""
+        """Apply up to the log's end as it is now, not until a read finds nothing (under
+        steady load that chases the tail: a planned move waited 2-9 s in it)."""
         end = self.log.end_position()
         while self.runner.next_position < end and self._applier.apply(until_empty=False):
             pass

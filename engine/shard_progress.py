@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from nereus.engine.shard_status import ENDED_STATES, ShardState
@@ -145,3 +145,34 @@ class ResultWatch:
                 return found
             finally:
                 self._awaited.pop(position, None)
+
+
+class ProgressWaits:
+    """What a client waits for on a shard loop: a position applied, the results it
+    applied (the loop's ``_progress``, ``_results`` and ``_time`` are these)."""
+
+    _progress: ShardProgress
+    _results: ResultWatch
+    _time: Clock
+
+    def wait_applied(self, position: int, timeout_s: float) -> bool:
+        """Block until ``position`` is applied and synced (or the timeout passes)."""
+        return self._progress.wait_until(
+            lambda: self._progress.applied(position), self._time.monotonic() + timeout_s,
+            step_s=0.1, until_ended=True)
+
+    def watching(self) -> AbstractContextManager[None]:
+        """While inside, the loop keeps the results it applies for ``expect`` and
+        ``await_result`` (enter it before appending what you will wait for)."""
+        return self._results.watching()
+
+    def expect(self, positions: Sequence[int]) -> None:
+        """Keep the results the loop applies at ``positions`` for ``await_result``."""
+        self._results.expect(positions)
+
+    def await_result(self, position: int, deadline: float) -> Result | None:
+        """The result the loop applied (and synced) at an ``expect``-ed position, as it
+        applied it — no store read — or None when the monotonic ``deadline`` passes, the
+        loop ends first, or the position was applied before it was expected (the caller
+        then reads the stored result). The position is forgotten either way."""
+        return self._results.await_result(position, deadline)

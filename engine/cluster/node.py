@@ -24,9 +24,11 @@ import contextlib
 import os
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from nereus.adapters.cluster.store import ClusterStore, Owned
 from nereus.cluster.records import Member, OwnerState
+from nereus.config import Config
 from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
 from nereus.engine.cluster.leader import place_shards
@@ -53,12 +55,20 @@ class NodeSettings:
     version: str = ""
 
 
+class ConfigSource(Protocol):
+    """Where the node reads its whole configuration again once the cluster's changed."""
+
+    def __call__(self) -> Config: ...
+
+
 class ClusterNode:
     """This process as a member of the cluster (see the module's docstring)."""
 
     def __init__(self, engine: Engine, store: ClusterStore, settings: NodeSettings, *,
-                 clock: Clock, events: EventLog) -> None:
+                 clock: Clock, events: EventLog, reload: ConfigSource | None = None) -> None:
         self.engine = engine
+        self._reload = reload
+        self._config_version: int | None = None
         self.store = store
         self.settings = settings
         self._clock = clock
@@ -124,6 +134,7 @@ class ClusterNode:
         if self._session is None or self._session.lost():
             self._rejoin()
         assert self._session is not None
+        self._follow_config()
         now_ms = self._clock.wall_ms()
         self.leading = self.store.try_lead(self._session, self.settings.node_id,
                                            now_ms=now_ms)
@@ -145,6 +156,29 @@ class ClusterNode:
             if placement.node_id == self.settings.node_id and shard not in self._owned \
                     and shard not in owners and not self._stop.is_set():
                 self._take(shard)
+
+    def _follow_config(self) -> None:
+        """A new revision of the cluster's configuration: its lane changes reach this
+        node's engine now (``Engine.reconfigure``); what needs a restart is said."""
+        found = self.store.config()
+        version = None if found is None else found[1].version_id
+        if self._config_version is None or version == self._config_version:
+            self._config_version = version
+            return
+        self._config_version = version
+        if self._reload is None or found is None:
+            return
+        config = self._reload()
+        if config.routes != self.engine.config.routes:
+            safe_event(self._events, "cluster_config_not_applied", level="error",
+                       revision=found[0].revision,
+                       reason="routes changed: restart the node to use them")
+            return
+        changes = self.engine.reconfigure(config)
+        safe_event(self._events, "cluster_config_applied", revision=found[0].revision,
+                   lanes_added=changes.added, lanes_reconfigured=changes.policy,
+                   restart_needed_for=changes.needs_restart,
+                   level="warning" if changes.needs_restart else "info")
 
     def _rejoin(self) -> None:
         """The session is over (or never began): let every shard go now, join again."""

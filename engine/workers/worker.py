@@ -76,7 +76,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     node: ClusterNode | None = None
     server = None
     try:
-        node = _join(engine, handle, log_event, worker_socket(home, index))
+        node = _join(engine, handle, log_event, worker_socket(home, index), index)
         engine.start(owned=())
         _await_members(node, expected)
         node.start(engine.supervisor)
@@ -112,16 +112,19 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         engine_logs.close()
 
 
-def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog,
-          address: Path) -> ClusterNode:
+def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: Path,
+          index: int) -> ClusterNode:
     """Join as this worker's node; a previous incarnation's session (SIGKILLed) may hold
     the node id until its TTL runs out, so try again until then."""
+    from nereus.adapters.cluster.home_config import load_home_config
     from nereus.engine.daemon import join_cluster
 
     deadline = time.monotonic() + 2 * SESSION_TTL_MS / 1000 + 1
     while True:
         try:
-            return join_cluster(engine, handle, log_event, address=address)
+            return join_cluster(engine, handle, log_event, address=address,
+                                reload=lambda: worker_config(
+                                    load_home_config(engine.layout.config), engine.home, index))
         except NodeIdInUse:
             if time.monotonic() > deadline:
                 raise

@@ -64,10 +64,12 @@ def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack
     engine = Engine(home, parse_config(text, source="test"), log_event=log_event,
                     catalog=handle)
     engine.start(owned=())
-    node = ClusterNode(engine, ClusterStore(handle), NodeSettings(
+    store = ClusterStore(handle)
+    node = ClusterNode(engine, store, NodeSettings(
         node_id=node_id, host="localhost", address=f"{home}/run/{node_id}.sock",
         session_ttl_ms=TTL_MS, lease_margin_ms=500, interval_s=0.2),
-        clock=SYSTEM_CLOCK, events=engine.log_event)
+        clock=SYSTEM_CLOCK, events=engine.log_event,
+        reload=lambda: parse_config(store.require_config().toml, source="cluster"))
     node.join()
     node.start(engine.supervisor)
 
@@ -177,3 +179,30 @@ def test_a_node_whose_session_ends_lets_go_and_its_shards_move(tmp_path: Path) -
     assert not twice or all(states[mid].state == MessageState.PUBLISHED for mid in twice)
     assert all(states[mid].state in (MessageState.PUBLISHED, MessageState.UNCERTAIN)
                for mid in ids)
+
+
+@pytest.mark.timeout(60)
+def test_a_lane_added_to_the_clusters_configuration_reaches_running_nodes(
+        tmp_path: Path) -> None:
+    """A new revision of the configuration with one more lane is heard through the
+    coordinator's notifications: every node starts its publisher without a restart, and
+    messages on the new lane are published."""
+    with cluster(tmp_path, ["a", "b"]) as c:
+        wait_until("every shard active, two on each node", lambda: c.settled()
+                   and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        found = c.store.config()
+        assert found is not None
+        text = found[0].toml + "\n" + file_lane("second", "outbox/second.jsonl")
+        c.store.write_config(text, changed_by="test", reason="a second lane", now_ms=now_ms(),
+                             expected=found[1])
+        wait_until("both engines publish to the new lane",
+                   lambda: all("second" in n.engine.publishers for n in c.nodes.values()),
+                   20)
+        harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
+        ids = [f"l{n}" for n in range(40)]
+        base = now_ms()
+        harness.queue([harness.schedule(mid, base + 100, lane="second") for mid in ids])
+        second = c.home / "outbox" / "second.jsonl"
+        wait_until("every message on the new lane published", lambda: second.exists() and
+                   len(second.read_text().splitlines()) >= len(ids), 30)
+        harness.close()
