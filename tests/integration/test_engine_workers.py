@@ -109,6 +109,10 @@ def test_the_front_door_answers_for_every_shard_of_both_workers(
     assert {"process-0", "process-1", "worker-0/cluster", "worker-1/cluster"} <= names
     assert sorted(set(owners(status).values())) == ["worker-0", "worker-1"]
     assert str(os.getpid()) not in status["owner_id"]
+    # `cluster status` in the home shows the workers as the nodes of its embedded cluster
+    cluster = nereus_json(home, "cluster", "status")
+    assert {n["node_id"] for n in cluster["nodes"] if n["alive"]} == {"worker-0", "worker-1"}
+    assert [s["state"] for s in cluster["shards"]] == ["ACTIVE"] * 4
 
 
 def test_everyday_commands_work_through_the_one_socket(

@@ -42,9 +42,13 @@ def coordinator_url(env: Env, given: str | None) -> str:
     if not path.exists():
         raise UsageError(f"which cluster? {path} does not exist", hint=hint)
     local = parse_config(path.read_text(), source=str(path))
-    if local.cluster is None:
-        raise UsageError(f"which cluster? {path} has no [cluster] table", hint=hint)
-    return local.cluster.coordinator
+    if local.cluster is not None:
+        return local.cluster.coordinator
+    if env.layout.coordinator.exists():  # `engine start --workers N`: the home's own cluster
+        from nereus.engine.workers.home import coordinator_url as workers_url
+
+        return workers_url(env.home)
+    raise UsageError(f"which cluster? {path} has no [cluster] table", hint=hint)
 
 
 @contextmanager
