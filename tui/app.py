@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
+from nereus.tui.cluster_source import ClusterSource
 from nereus.tui.events import FeedLost, FeedUpdated, MutationFinished
 from nereus.tui.feed import follow_feed
 from nereus.tui.mutations import LaneAction, LaneMutation, MutationRunner, describe_outcome
@@ -35,9 +36,12 @@ class DashboardApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit")]
 
     def __init__(self, source: DashboardSource, runner: MutationRunner, *, operator: str,
-                 retry_s: float = 1.0, read_only: bool = False) -> None:
+                 retry_s: float = 1.0, read_only: bool = False,
+                 cluster: ClusterSource | None = None, cluster_interval_s: float = 1.0) -> None:
         super().__init__()
         self._source = source
+        self._cluster = cluster
+        self._cluster_interval_s = cluster_interval_s
         self.runner = runner
         self.operator = operator
         self._retry_s = retry_s
@@ -56,6 +60,14 @@ class DashboardApp(App[None]):
     @property
     def retry_s(self) -> float:
         return self._retry_s
+
+    @property
+    def cluster(self) -> ClusterSource | None:
+        return self._cluster
+
+    @property
+    def cluster_interval_s(self) -> float:
+        return self._cluster_interval_s
 
     # life -------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -112,8 +124,13 @@ class DashboardApp(App[None]):
 
 
 def make_app(source: DashboardSource, runner: MutationRunner, *, operator: str | None = None,
-             retry_s: float = 1.0, read_only: bool = False) -> DashboardApp:
+             retry_s: float = 1.0, read_only: bool = False,
+             cluster: ClusterSource | None = None,
+             cluster_interval_s: float = 1.0) -> DashboardApp:
     """The dashboard over ``source``; mutations go through ``runner`` as ``operator``
-    (default: the current user, the identity the CLI records)."""
+    (default: the current user, the identity the CLI records). ``cluster`` is the
+    coordinator of the home's cluster (None: the home is not a cluster node), read every
+    ``cluster_interval_s`` while the cluster screen is shown."""
     return DashboardApp(source, runner, operator=operator or getpass.getuser(),
-                        retry_s=retry_s, read_only=read_only)
+                        retry_s=retry_s, read_only=read_only, cluster=cluster,
+                        cluster_interval_s=cluster_interval_s)

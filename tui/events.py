@@ -11,6 +11,7 @@ from typing import Any
 
 from textual.message import Message
 
+from nereus.tui.cluster_models import ClusterOverview
 from nereus.tui.mutations import MutationOutcome
 from nereus.tui.source import Snapshot
 
@@ -56,3 +57,20 @@ class MessagesLoaded(Message):
         super().__init__()
         self.documents = documents
         self.error = error
+
+
+class ClusterUpdated(Message):
+    """The cluster screen's worker read the coordinator's records."""
+
+    def __init__(self, overview: ClusterOverview) -> None:
+        super().__init__()
+        self.overview = overview
+
+
+class ClusterLost(Message):
+    """The cluster screen's worker could not read the coordinator; it tries again."""
+
+    def __init__(self, problem: str, hint: str | None) -> None:
+        super().__init__()
+        self.problem = problem
+        self.hint = hint

@@ -27,8 +27,9 @@ def dashboard(
     """The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.
 
     Enter drills into a shard, lane or message; / filters rows; c / o close / open the
-    selected lane after asking for a reason; q quits. Works while the engine is down (it
-    says so and keeps retrying).
+    selected lane after asking for a reason; n shows the cluster (nodes, shard ownership,
+    moves in progress, read from the coordinator of a node's home every second); q quits.
+    Works while the engine is down (it says so and keeps retrying).
     """
     from nereus.errors import UsageError
 
@@ -36,14 +37,18 @@ def dashboard(
     if env.output.json_mode:
         raise UsageError("the dashboard is interactive: --json is not available for it",
                          hint="use `nereus --json shard list`, `lane list` or `attempt list`")
-    env.config  # noqa: B018 - no home, no engine: fail now with the usual hint
+    config = env.config  # no home, no engine: fail now with the usual hint
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the dashboard needs a terminal (stdin and stdout are not a tty)",
                          hint="run it in a terminal, or use `nereus --json shard list` in scripts")
 
     from nereus.tui.admin_source import AdminSource
     from nereus.tui.app import make_app
+    from nereus.tui.cluster_source import CoordinatorSource
     from nereus.tui.mutations import CliMutationRunner
 
     source = AdminSource(env.layout.run / "admin.sock", interval_s=interval)
-    make_app(source, CliMutationRunner(env.home.resolve()), read_only=read_only).run()
+    cluster = None if config.cluster is None else CoordinatorSource(
+        config.cluster.coordinator, node_id=config.cluster.node_id)
+    make_app(source, CliMutationRunner(env.home.resolve()), read_only=read_only,
+             cluster=cluster).run()

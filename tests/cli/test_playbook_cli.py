@@ -16,7 +16,8 @@ from tests.conftest import NEREUS, run_nereus
 from tests.daemon import wait_for
 
 SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
-           "recover-on-new-home", "reopen-lane", "resolve-uncertain"]
+           "recover-on-new-home", "reopen-lane", "replace-node", "resolve-uncertain",
+           "rolling-restart"]
 
 # Offline steps whose side effect is countable: each `message schedule` appends one record
 # to the (single) shard's log, whether or not it was ever appended before.
@@ -58,7 +59,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_list_and_show(home: Path) -> None:
-    """list names the six shipped runbooks and what they need; show prints one as written."""
+    """list names the eight shipped runbooks and what they need; show prints one as written."""
     listed = run_nereus("--json", "playbook", "list", home=home)
     assert listed.code == 0, listed.stderr
     rows = {row["name"]: row for row in listed.json()}

@@ -1,36 +1,17 @@
 """``cluster status``'s view of the records (``nereus.cli.commands.cluster.status_view``):
-each shard's state by the rules of its docstring, and nodes alive only with a member."""
+nodes alive only with a member, and shards outside the configuration listed (the shard
+states' rules are tested with ``nereus.cluster.status``, in ``test_cluster_status.py``)."""
 
 from __future__ import annotations
 
-import pytest
-
 from nereus.adapters.cluster.store import ClusterView
-from nereus.cli.commands.cluster.status_view import node_rows, shard_rows, shard_state
+from nereus.cli.commands.cluster.status_view import node_rows, shard_rows
 from nereus.cluster.records import Drain, Leader, Member, OwnerRecord, OwnerState, Placement
 from nereus.shard import ShardId
 
 
 def _owner(node: str, state: OwnerState) -> OwnerRecord:
     return OwnerRecord(shard="r/0", node_id=node, owner_id=f"o-{node}", state=state, epoch=7)
-
-
-@pytest.mark.parametrize(("owner", "placed_on", "expected"), [
-    (None, None, "UNOWNED"),
-    (None, "n1", "UNOWNED"),
-    (("n1", OwnerState.RECOVERING), "n2", "RECOVERING"),
-    (("n1", OwnerState.RELEASING), "n1", "MOVING"),
-    (("n1", OwnerState.ACTIVE), "n2", "MOVING"),
-    (("n1", OwnerState.ACTIVE), "n1", "ACTIVE"),
-    (("n1", OwnerState.ACTIVE), None, "ACTIVE"),
-])
-def test_a_shards_state_follows_its_owner_record_and_placement(
-        owner: tuple[str, OwnerState] | None, placed_on: str | None, expected: str) -> None:
-    """No owner: UNOWNED; RECOVERING wins; RELEASING or placed elsewhere: MOVING; else
-    ACTIVE."""
-    record = None if owner is None else _owner(*owner)
-    placement = None if placed_on is None else Placement(shard="r/0", node_id=placed_on)
-    assert shard_state(record, placement) == expected
 
 
 def test_nodes_without_a_member_record_are_listed_not_alive() -> None:

@@ -31,7 +31,8 @@ run = "lane close {lane} --reason 'two words' --yes"
 '''
 
 SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
-           "recover-on-new-home", "reopen-lane", "resolve-uncertain"]
+           "recover-on-new-home", "reopen-lane", "replace-node", "resolve-uncertain",
+           "rolling-restart"]
 
 
 def load(text: str) -> Playbook:
@@ -39,7 +40,7 @@ def load(text: str) -> Playbook:
 
 
 def test_every_shipped_playbook_loads_with_guidance(tmp_path: Path) -> None:
-    """The six shipped runbooks load, describe themselves, and every step says what to do
+    """The eight shipped runbooks load, describe themselves, and every step says what to do
     when it fails (its own on_failure or the playbook's)."""
     found = discover(tmp_path)
     assert sorted(found) == SHIPPED

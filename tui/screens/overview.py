@@ -1,8 +1,9 @@
 """The overview: shards, lanes (with a backlog trend), and open obligations.
 
 Enter on a row drills down (shard, lane, or the attempt's message); ``/`` filters every
-table by text; ``c`` / ``o`` ask to close / open the lane under the lanes table's cursor,
-behind a confirmation that requires a reason.
+table by text; ``n`` opens the cluster screen (nodes, ownership, moves); ``c`` / ``o`` ask
+to close / open the lane under the lanes table's cursor, behind a confirmation that
+requires a reason.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class OverviewScreen(LiveScreen):
         Binding("c", "lane('close')", "Close lane"),
         Binding("o", "lane('open')", "Open lane"),
         Binding("m", "find_message", "Message"),
+        Binding("n", "cluster", "Cluster"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -113,6 +115,11 @@ class OverviewScreen(LiveScreen):
                 self.open_message(delay_message_id, route)
 
         self.app.push_screen(MessagePrompt(route=route), opened)
+
+    def action_cluster(self) -> None:
+        from nereus.tui.screens.cluster import ClusterScreen
+
+        self.app.push_screen(ClusterScreen(self.host))
 
     # mutations --------------------------------------------------------------------------
     def action_lane(self, action: LaneAction) -> None:

@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-ShardState = Literal["ACTIVE", "RECOVERING", "MOVING", "UNOWNED"]
+from nereus.cluster.status import ShardState
 
 
 class ClusterRoute(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -95,7 +95,7 @@ def shard_move(
 
 def _check_move(store: ClusterStore, shard: ShardId, to: str) -> None:
     """The shard is the cluster's; the node is live and not draining."""
-    from nereus.cli.commands.cluster.status_view import configured_shards
+    from nereus.cluster.status import configured_shards
     from nereus.errors import NotFound, UsageError
 
     config = store.require_config()
@@ -175,7 +175,7 @@ def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
                  owner: str | None, placed_on: str | None,
                  result: MoveResult) -> ShardMoveReport:
     from nereus.cli.commands.cluster.documents import ShardMoveReport
-    from nereus.cli.commands.cluster.status_view import shard_state
+    from nereus.cluster.status import shard_state
 
     owned = store.owners().get(shard)
     placed = store.placements().get(shard)

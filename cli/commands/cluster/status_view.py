@@ -1,12 +1,8 @@
 """The cluster as ``cluster status`` shows it: a function of the records read
 (``ClusterView``), so its rules are testable without a coordinator.
 
-A shard's state:
-
-* no ownership record: **UNOWNED**;
-* its owner is RECOVERING (restoring, replaying, activating): **RECOVERING**;
-* its owner is RELEASING, or the placement names another node than the owner: **MOVING**;
-* else **ACTIVE**.
+A shard's state follows ``nereus.cluster.status`` (the rules the dashboard's cluster
+screen shows too).
 
 A node is ``alive`` while it has a member record; a node named only by placements,
 ownership records or a drain is listed too, not alive (gone, or not yet joined).
@@ -15,30 +11,9 @@ ownership records or a drain is listed too, not alive (gone, or not yet joined).
 from __future__ import annotations
 
 from nereus.adapters.cluster.store import ClusterView
-from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow, ShardState
-from nereus.cluster.records import OwnerRecord, OwnerState, Placement
+from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow
+from nereus.cluster.status import configured_shards, shard_state
 from nereus.shard import ShardId
-
-
-def configured_shards(toml: str, *, source: str) -> list[ShardId]:
-    """Every shard of the cluster's configuration."""
-    from nereus.config import parse_config
-
-    config = parse_config(toml, source=source)
-    return [ShardId(route.name, partition) for route in config.routes.values()
-            for partition in range(route.partitions)]
-
-
-def shard_state(owner: OwnerRecord | None, placement: Placement | None) -> ShardState:
-    """The rules of the module's docstring."""
-    if owner is None:
-        return "UNOWNED"
-    if owner.state == OwnerState.RECOVERING:
-        return "RECOVERING"
-    if owner.state == OwnerState.RELEASING or (
-            placement is not None and placement.node_id != owner.node_id):
-        return "MOVING"
-    return "ACTIVE"
 
 
 def shard_rows(view: ClusterView, shards: list[ShardId]) -> list[ShardRow]:
