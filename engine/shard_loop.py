@@ -207,6 +207,11 @@ class ShardLoop:
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
         return self._checkpoints.request()
 
+    def request_snapshot(self) -> Future[str]:
+        """A checkpoint taken between two batches; the Future resolves with its id once
+        the snapshot is taken (the checkpointer uploads and catalogues it afterwards)."""
+        return self._checkpoints.request_snapshot()
+
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
         """The MAC this attempt's destination record carries (and evidence must show)."""
         return self._admissions.evidence_mac(delay_message_id, generation, attempt_id)
@@ -386,7 +391,8 @@ class ShardLoop:
         replay_from = self.runner.next_position
         fenced = recovery.activate()
         # records replayed here count towards [checkpoints] every_records like any other
-        self._checkpoints.changed += self.runner.next_position - replay_from
+        replayed = self.runner.next_position - replay_from
+        self._checkpoints.changed += replayed
         if fenced is not None:
             self._fence(fenced)
             return
@@ -396,7 +402,7 @@ class ShardLoop:
         self._activated = True
         self.state = ShardState.ACTIVE
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
-                    applied_position=self.applied_position)
+                    applied_position=self.applied_position, replayed=replayed)
 
     def _drain(self) -> None:
         if self.state == ShardState.ACTIVE:
