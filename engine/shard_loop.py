@@ -391,8 +391,7 @@ class ShardLoop:
         replay_from = self.runner.next_position
         fenced = recovery.activate()
         # records replayed here count towards [checkpoints] every_records like any other
-        replayed = self.runner.next_position - replay_from
-        self._checkpoints.changed += replayed
+        self._checkpoints.changed += self.runner.next_position - replay_from
         if fenced is not None:
             self._fence(fenced)
             return
@@ -402,7 +401,7 @@ class ShardLoop:
         self._activated = True
         self.state = ShardState.ACTIVE
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
-                    applied_position=self.applied_position, replayed=replayed)
+                    applied_position=self.applied_position, replayed=recovery.replayed)
 
     def _drain(self) -> None:
         if self.state == ShardState.ACTIVE:

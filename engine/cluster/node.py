@@ -7,13 +7,13 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
 1. **session**: if the session is over, every shard is let go at once (its producer calls
    were already refused by the lease gate) and the node joins again with a new session;
 2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
-3. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
-   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted; a
-   shard whose loop ended (fenced, failed) is let go the same way, without a checkpoint;
-4. **warm**: a shard placed here whose ownership record another node still holds is warmed
+3. **warm**: a shard placed here whose ownership record another node still holds is warmed
    (``warmup.py``: this node's copy of its state follows the log in the background), so
    that taking it replays only the tail; a warm-up stops when the shard is taken or placed
-   elsewhere;
+   elsewhere (warm-ups start before any shard is let go, which takes a while);
+4. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
+   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted; a
+   shard whose loop ended (fenced, failed) is let go the same way, without a checkpoint;
 5. **take**: a shard placed here whose ownership record is absent is taken by creating the
    record on this node's session (CAS: absent only) — its creating version is the fencing
    epoch the shard activates with — and activated; the record then says ACTIVE.
@@ -139,6 +139,10 @@ class ClusterNode:
             place_shards(self.store, self.engine.configured_shards(), now_ms=now_ms,
                          events=self._events)
         placements = self.store.placements()
+        mine = sorted((shard for shard, (placement, _) in placements.items()
+                       if placement.node_id == self.settings.node_id), key=str)
+        # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
+        self._warm(mine, self.store.owners())
         for shard in list(self._owned):
             loop = self.engine.shards.get(shard)
             placed = placements.get(shard)
@@ -149,9 +153,6 @@ class ClusterNode:
                 where = "nowhere" if placed is None else placed[0].node_id
                 self._let_go(shard, checkpoint=True, why=f"placed on {where}")
         owners = self.store.owners()
-        mine = sorted((shard for shard, (placement, _) in placements.items()
-                       if placement.node_id == self.settings.node_id), key=str)
-        self._warm(mine, owners)
         for shard in mine:
             if shard not in self._owned and shard not in owners and not self._stop.is_set():
                 self._stop_warming(shard)
