@@ -5,7 +5,10 @@ A shard loop takes the RocksDB snapshot between two applied batches (fast, hard 
 and hands the directory over. Here: manifest (file hashes, recomputed digest), upload
 (files, manifest, catalog entry last), a CHECKPOINT_MARK in the shard's log, and, when
 ``prune_log`` is on, deletion of log segments wholly below the new Recovery Floor.
-Requests from ``nereus checkpoint create`` get the result through a Future.
+Requests from ``nereus checkpoint create`` get the result through a Future. A released
+shard's log is handed over too (``close_when_done``) and closed after its last job: the
+shard lets go once its snapshot is taken, and the snapshot is a directory of its own (hard
+links), so closing the shard's store does not touch it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class Checkpointer:
         self.objects = objects
         self.settings = settings
         self._events = events
-        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._jobs: queue.Queue[Job | ShardLog | None] = queue.Queue()
         self._worker: Supervised | None = None
         self.taken = 0
         self.failed = 0
@@ -58,6 +61,11 @@ class Checkpointer:
 
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
+
+    def close_when_done(self, log: ShardLog) -> None:
+        """Close ``log`` once every job queued before now is finished (their
+        CHECKPOINT_MARKs go to it): a released shard lets go without waiting for them."""
+        self._jobs.put(log)
 
     def stop(self, timeout_s: float) -> None:
         self._jobs.put(None)
@@ -75,6 +83,9 @@ class Checkpointer:
             job = self._jobs.get()
             if job is None:
                 return
+            if not isinstance(job, Job):
+                self._close(job)  # a released shard's log, after its last checkpoint
+                continue
             try:
                 taken = self._finish(job)
             except Exception as exc:
@@ -91,6 +102,13 @@ class Checkpointer:
                     future.set_result(taken)
             finally:
                 shutil.rmtree(job.directory, ignore_errors=True)
+
+    def _close(self, log: ShardLog) -> None:
+        try:
+            log.close()
+        except Exception as exc:  # the shard is gone from here: say so and go on
+            safe_event(self._events, "shard_log_close_failed", level="warning",
+                       error=f"{type(exc).__name__}: {exc}")
 
     def _finish(self, job: Job) -> Taken:
         existing = catalog(self.objects, job.shard)

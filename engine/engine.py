@@ -192,11 +192,10 @@ class Engine:
         """The shard's loop over its database and Shard Log (not started). A log that lost
         applied records leaves the loop FAILED, saying why."""
         assert self.clock is not None and self.checkpointer is not None
-        source = self.clock.source
         route = self.config.route(shard.route)
         partition = shard.partition
-        log: ShardLog = open_shard_log(route, shard, self.home, clock_ms=source.wall_ms)
-        store = self._open_state(shard, log)
+        log = self.open_shard_log(shard)
+        store = self.open_shard_state(shard, log)
         # before anything is appended (the route identity of an empty log, the
         # activation barrier): a log that lost applied records takes nothing more
         diverged = check_shard(shard, store, log, self.layout.shard_state(shard))
@@ -251,7 +250,12 @@ class Engine:
                       timeout_s: float = 60.0) -> str | None:
         """Let a shard go: no new claims; wait for every admission to be acted on and every
         outcome to be in the log; take a checkpoint (a planned move's new owner restores
-        it); end the loop and close the shard. Returns the checkpoint id, if one was taken.
+        it, unless its own warmed state is newer); end the loop and close the shard.
+        Returns the id of the checkpoint taken, if one was.
+
+        The checkpoint is awaited until its snapshot is taken, not until it is uploaded:
+        the checkpointer hashes, uploads and catalogues the snapshot (a directory of hard
+        links of its own) afterwards, and closes the shard's log after its CHECKPOINT_MARK.
 
         Nothing is left PUBLISHING when the outcomes arrive in time, so the next owner's
         recovery turns nothing UNKNOWN. A call still running at the deadline is left to the
@@ -267,14 +271,17 @@ class Engine:
         taken: str | None = None
         if checkpoint and loop.state == ShardState.STOPPING and self.checkpointer is not None:
             try:
-                taken = loop.request_checkpoint().result(
-                    timeout=max(deadline - time.monotonic(), 1.0)).entry.checkpoint_id
+                taken = loop.request_snapshot().result(
+                    timeout=max(deadline - time.monotonic(), 1.0))
             except Exception as exc:  # the move goes on: the next owner replays the log
                 self.log_event("release_checkpoint_failed", level="warning", shard=str(shard),
                                error=f"{type(exc).__name__}: {exc}")
         loop.finish(deadline + 5)
         self.shards.pop(shard, None)
-        loop.log.close()
+        if taken is not None and self.checkpointer is not None:
+            self.checkpointer.close_when_done(loop.log)  # its CHECKPOINT_MARK goes there
+        else:
+            loop.log.close()
         loop.store.close()
         self.log_event("shard_released", shard=str(shard), checkpoint_id=taken,
                        state=str(loop.state))
@@ -303,8 +310,15 @@ class Engine:
             loop.reconfigure_lanes(leads, ordered, limits)
         return changes
 
-    def _open_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
-        """The shard's database; restored from the Recovery Set when missing or damaged."""
+    def open_shard_log(self, shard: ShardId) -> ShardLog:
+        """A new handle on the shard's Shard Log (the caller closes it)."""
+        assert self.clock is not None
+        return open_shard_log(self.config.route(shard.route), shard, self.home,
+                              clock_ms=self.clock.source.wall_ms)
+
+    def open_shard_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
+        """The shard's database; restored from the Recovery Set when missing or damaged
+        (``StoreInUse`` while another process holds it)."""
         path = self.layout.shard_state(shard)
         identity = Identity(route=shard.route, partition=shard.partition,
                             schema_version=keys.SCHEMA_VERSION)

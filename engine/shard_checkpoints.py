@@ -14,6 +14,7 @@ import threading
 import uuid
 from concurrent.futures import Future
 from pathlib import Path
+from typing import TypeVar
 
 from nereus.adapters.checkpoint_take import Taken, new_checkpoint_id, snapshot
 from nereus.adapters.shardlog.protocol import ShardLog
@@ -21,6 +22,8 @@ from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
+
+T = TypeVar("T")
 
 
 class CheckpointTrigger:
@@ -39,6 +42,8 @@ class CheckpointTrigger:
         self._owner_id = owner_id
         self._wake = wake
         self._requests: queue.SimpleQueue[Future[Taken]] = queue.SimpleQueue()
+        # requesters who wait only for the snapshot (a planned release), not the upload
+        self._snapshot_requests: queue.SimpleQueue[Future[str]] = queue.SimpleQueue()
         self.changed = 0  # records applied since the last checkpoint, CHECKPOINT_MARK aside
         self._last_mono = self._time.monotonic()
 
@@ -52,11 +57,24 @@ class CheckpointTrigger:
         self._wake.set()
         return future
 
+    def request_snapshot(self) -> Future[str]:
+        """A checkpoint taken between two batches; the Future resolves with its id as soon
+        as the snapshot is handed to the checkpointer (which uploads and catalogues it on
+        its own thread): a planned release lets go without waiting for the upload."""
+        future: Future[str] = Future()
+        if self._checkpointer is None or self._staging is None:
+            future.set_exception(RuntimeError("this engine has no object store for checkpoints"))
+            return future
+        self._snapshot_requests.put(future)
+        self._wake.set()
+        return future
+
     def maybe_take(self, applied_position: int | None, epoch: int) -> None:
         """Snapshot now if asked to or if one is due, and hand it to the checkpointer."""
         if self._checkpointer is None or self._staging is None:
             return
         requests = self._take_requests()
+        snapshots = _drain(self._snapshot_requests)
         settings = self._checkpointer.settings
         changed = self.changed
         due = changed > 0 and (
@@ -64,7 +82,7 @@ class CheckpointTrigger:
             or (settings.every_seconds
                 and self._time.monotonic() - self._last_mono >= settings.every_seconds)
         )
-        if not requests and not due:
+        if not requests and not snapshots and not due:
             return
         checkpoint_id = new_checkpoint_id(applied_position, uuid.uuid4().hex[:8])
         try:
@@ -72,21 +90,33 @@ class CheckpointTrigger:
         except Exception as exc:
             for future in requests:
                 future.set_exception(exc)
+            for snapshotted in snapshots:
+                snapshotted.set_exception(exc)
             raise
         self._checkpointer.submit(Job(self._shard, directory, checkpoint_id, self._log,
                                       self._clock.wall_ms(), self._owner_id, epoch, requests))
+        for snapshotted in snapshots:
+            snapshotted.set_result(checkpoint_id)
         self.changed = 0
         self._last_mono = self._time.monotonic()
 
     def refuse_pending(self) -> None:
         """Fail every request still waiting: the loop has stopped."""
+        stopping = RuntimeError("the engine is stopping")
         for future in self._take_requests():
-            future.set_exception(RuntimeError("the engine is stopping"))
+            future.set_exception(stopping)
+        for snapshotted in _drain(self._snapshot_requests):
+            snapshotted.set_exception(stopping)
 
     def _take_requests(self) -> list[Future[Taken]]:
-        requests: list[Future[Taken]] = []
-        while True:
-            try:
-                requests.append(self._requests.get_nowait())
-            except queue.Empty:
-                return requests
+        return _drain(self._requests)
+
+
+def _drain(requests: queue.SimpleQueue[Future[T]]) -> list[Future[T]]:
+    """Every request waiting in ``requests`` now."""
+    found: list[Future[T]] = []
+    while True:
+        try:
+            found.append(requests.get_nowait())
+        except queue.Empty:
+            return found

@@ -71,8 +71,7 @@ class LoopSettings:
 
 
 class ShardLoop(ProgressWaits):
-    """One shard's owner: its lifecycle and loop, and what others see of it; the parts it
-    runs (admission flow, apply step, recovery, outbox, checkpoints) hold their own state."""
+    """One shard's owner: its lifecycle, its loop, what others see; its parts hold state."""
 
     def __init__(
         self,
@@ -211,19 +210,21 @@ class ShardLoop(ProgressWaits):
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
         return self._checkpoints.request()
 
+    def request_snapshot(self) -> Future[str]:
+        """A checkpoint whose Future resolves with its id once snapshotted (not uploaded)."""
+        return self._checkpoints.request_snapshot()
+
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
         """The MAC this attempt's destination record carries (and evidence must show)."""
         return self._admissions.evidence_mac(delay_message_id, generation, attempt_id)
 
     def live_owner_gate(self) -> str | None:
-        """Why this owner may not call a producer now, or None (read from the *applied*
-        activation; the lane publisher asks this for every job just before its call)."""
+        """Why this owner may not call a producer now (the publisher asks before each)."""
         return self._owner.live_owner_gate()
 
     # waiting for the loop -------------------------------------------------------------
     def wait_active(self, timeout_s: float) -> bool:
-        """Block until recovery has ended (True when ACTIVE; False when FAILED, FENCED or
-        ``timeout_s`` passed on the engine's Clock)."""
+        """Block until recovery ended: True when ACTIVE (FAILED, FENCED, timeout: False)."""
         settled = self._progress.wait_until(
             lambda: self.state in SETTLED_STATES, self._time.monotonic() + timeout_s,
             step_s=0.1, until_ended=False)
@@ -251,8 +252,7 @@ class ShardLoop(ProgressWaits):
                                    fatal=FATAL_ERRORS)
 
     def fail(self, error: NereusError) -> None:
-        """Never run: the shard is FAILED for ``error`` (its log diverged from its state),
-        and says so in ``engine status`` until it is recovered."""
+        """Never run: FAILED for ``error`` (its log diverged), as ``engine status`` says."""
         self.state = ShardState.FAILED
         self.error = error.message + (f"; recovery: {error.hint}" if error.hint else "")
 
@@ -378,7 +378,7 @@ class ShardLoop(ProgressWaits):
         self._activated = True
         self.state = ShardState.ACTIVE
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,
-                    applied_position=self.applied_position)
+                    applied_position=self.applied_position, replayed=recovery.replayed)
 
     def _recovery(self) -> Recovery:
         return Recovery(self.shard, self.runner, self._outbox, self._owner, clock=self.clock,

@@ -52,12 +52,13 @@ class Recovery:
         self._clock = clock
         self._new_id = new_id
         self._events = events
+        self.replayed = 0  # records the replay applied before the barrier was appended
 
     def activate(self) -> str | None:
         """Replay and apply our ACTIVATION_BARRIER at the next fencing epoch; None once
         this owner is the live owner, else why its barrier was fenced."""
         store, runner, ownership = self._store, self._runner, self._ownership
-        runner.run_until_caught_up()
+        self.replayed = runner.run_until_caught_up()
         if (decided_ms := latest_decision_ms(store)) > 0:
             self._clock.raise_floor(decided_ms)
         forget_claims(store)

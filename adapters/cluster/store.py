@@ -224,6 +224,24 @@ class ClusterStore:
         except UnexpectedVersionId:
             return False
 
+    def forget_session(self, session_id: int) -> list[str]:
+        """Delete the records an ended session of ours left behind (its member, leader and
+        ownership records: a store that was down when the session ended, and kept its
+        lease on restart, keeps them until their TTL). Each delete is a CAS on the version
+        read, so a record someone made meanwhile is never touched; the keys deleted."""
+        gone: list[str] = []
+        for prefix in (keys.NODES, keys.OWNERS, keys.LEADER):
+            low, high = prefix_range(self.key(prefix))
+            for record in self._c.range_scan(low, high):
+                if record.version.session_id != session_id:
+                    continue
+                try:
+                    if self._c.delete(record.key, expected_version_id=record.version.version_id):
+                        gone.append(record.key[len(self._root):])
+                except UnexpectedVersionId:
+                    continue
+        return gone
+
     # all of it --------------------------------------------------------------------------
     def snapshot(self) -> ClusterView:
         found = self.config()

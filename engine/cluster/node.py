@@ -7,15 +7,20 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
 1. **session**: if the session is over, every shard is let go at once (its producer calls
    were already refused by the lease gate) and the node joins again with a new session;
 2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
-3. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
+3. **warm**: a shard placed here whose ownership record another node still holds is warmed
+   (``warmup.py``: this node's copy of its state follows the log in the background), so
+   that taking it replays only the tail; a warm-up stops when the shard is taken or placed
+   elsewhere (warm-ups start before any shard is let go, which takes a while);
+4. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
    in-flight outcomes into the log, a checkpoint), then its ownership record is deleted; a
    shard whose loop ended (fenced, failed) is let go the same way, without a checkpoint;
-4. **take**: a shard placed here whose ownership record is absent is taken by creating the
+5. **take**: a shard placed here whose ownership record is absent is taken by creating the
    record on this node's session (CAS: absent only) — its creating version is the fencing
    epoch the shard activates with — and activated; the record then says ACTIVE.
 
-Stop: the worker ends, the engine stops (every shard drains), then the session is closed
-so the records go at once and the other nodes take over without waiting for the TTL.
+Stop: the worker ends, every warm-up stops, the engine stops (every shard drains), then the
+session is closed so the records go at once and the other nodes take over without waiting for
+the TTL.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
 from nereus.engine.cluster.leader import place_shards
 from nereus.engine.cluster.lease import SessionLease
+from nereus.engine.cluster.warmup import WarmUp, shares_home
 from nereus.engine.engine import Engine
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.shard_status import ShardState
@@ -53,6 +59,7 @@ class NodeSettings:
     lease_margin_ms: int = 2_000
     interval_s: float = 0.5  # reconcile at least this often
     version: str = ""
+    warm_up: bool = True  # warm shards placed here while another node still owns them
 
 
 class ConfigSource(Protocol):
@@ -74,6 +81,7 @@ class ClusterNode:
         self._clock = clock
         self._events = events
         self._owned: dict[ShardId, Owned] = {}
+        self._warming: dict[ShardId, WarmUp] = {}
         self._session: Session | None = None
         self._lease: SessionLease | None = None
         self._watch: Notifications | None = None
@@ -142,6 +150,10 @@ class ClusterNode:
             place_shards(self.store, self.engine.configured_shards(), now_ms=now_ms,
                          events=self._events)
         placements = self.store.placements()
+        mine = sorted((shard for shard, (placement, _) in placements.items()
+                       if placement.node_id == self.settings.node_id), key=str)
+        # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
+        self._warm(mine, self.store.owners())
         for shard in list(self._owned):
             loop = self.engine.shards.get(shard)
             placed = placements.get(shard)
@@ -152,9 +164,9 @@ class ClusterNode:
                 where = "nowhere" if placed is None else placed[0].node_id
                 self._let_go(shard, checkpoint=True, why=f"placed on {where}")
         owners = self.store.owners()
-        for shard, (placement, _) in sorted(placements.items(), key=lambda item: str(item[0])):
-            if placement.node_id == self.settings.node_id and shard not in self._owned \
-                    and shard not in owners and not self._stop.is_set():
+        for shard in mine:
+            if shard not in self._owned and shard not in owners and not self._stop.is_set():
+                self._stop_warming(shard)
                 self._take(shard)
 
     def _follow_config(self) -> None:
@@ -180,6 +192,32 @@ class ClusterNode:
                    restart_needed_for=changes.needs_restart,
                    level="warning" if changes.needs_restart else "info")
 
+    def _warm(self, mine: list[ShardId], owners: dict[ShardId, Owned]) -> None:
+        """Warm every shard placed here that another node still owns; stop warming the
+        others (placed elsewhere now, or about to be taken)."""
+        for shard in [s for s in self._warming if s not in mine]:
+            self._stop_warming(shard)
+        if not self.settings.warm_up or self._stop.is_set():
+            return
+        members = None
+        for shard in mine:
+            owner = owners.get(shard)
+            if shard in self._warming or shard in self._owned or owner is None \
+                    or owner.record.node_id == self.settings.node_id:
+                continue
+            if members is None:
+                members = self.store.members()
+            if shares_home(members.get(owner.record.node_id), host=self.settings.host,
+                           home=self.engine.home):
+                continue  # one copy of the state, the owner's: nothing to warm
+            warm_up = self._warming[shard] = WarmUp(self.engine, shard, events=self._events)
+            warm_up.start()
+
+    def _stop_warming(self, shard: ShardId) -> None:
+        warm_up = self._warming.pop(shard, None)
+        if warm_up is not None:
+            warm_up.stop()
+
     def _rejoin(self) -> None:
         """The session is over (or never began): let every shard go now, join again."""
         if self._owned:
@@ -189,7 +227,12 @@ class ClusterNode:
             self.engine.release_shard(shard, checkpoint=False, timeout_s=5.0)
             self._owned.pop(shard)
         if self._session is not None:
-            self._session.close()
+            old = self._session.session_id
+            with contextlib.suppress(CoordinationError):  # the store cannot be told now:
+                self._session.close()  # what it kept is deleted below
+            if gone := self.store.forget_session(old):
+                safe_event(self._events, "cluster_stale_records_deleted", session_id=old,
+                           keys=gone)
         self.join()
 
     def _take(self, shard: ShardId) -> None:
@@ -244,6 +287,8 @@ class ClusterNode:
             self._worker.stopping()
             self._worker.join(timeout_s)
         self._close_watch()
+        for shard in list(self._warming):
+            self._stop_warming(shard)
 
     def leave(self) -> None:
         """After the engine stopped: close the session, so its records go now."""

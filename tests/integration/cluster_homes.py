@@ -41,6 +41,7 @@ from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.cluster.records import OwnerRecord, OwnerState
 from nereus.config import parse_config
+from nereus.coordination.records import prefix_range
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 from tests.integration.services import S3Endpoint
@@ -185,9 +186,14 @@ class Cluster:
         return {shard: owned.record for shard, owned in self.store.owners().items()}
 
     def active_owners(self) -> dict[ShardId, str]:
-        """Each shard whose owner says ACTIVE: the owner's node."""
-        return {shard: record.node_id for shard, record in self.owners().items()
-                if record.state == OwnerState.ACTIVE}
+        """Each shard whose owner says ACTIVE under the session its node is a member with
+        now: the owner's node (a record an ended session left behind does not count)."""
+        low, high = prefix_range(self.store.key("nodes/"))
+        sessions = {record.key.rpartition("/")[2]: record.version.session_id
+                    for record in self.store.handle.coordinator.range_scan(low, high)}
+        return {shard: owned.record.node_id for shard, owned in self.store.owners().items()
+                if owned.record.state == OwnerState.ACTIVE
+                and sessions.get(owned.record.node_id) == owned.version.session_id}
 
     def check_alive(self) -> None:
         for node in self.nodes.values():

@@ -137,9 +137,11 @@ def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
         wait_until("the shard active on its new node",
                    lambda: c.settled() and c.owners()[shard][0] == target, 30, seen=c.owners)
         assert c.owners()[shard][2] > before_epoch
-        # the old owner's checkpoint at release is catalogued in the coordinator
-        catalogued = c.store.handle.coordinator.list(*prefix_range("test/catalog/default/0/"))
-        assert catalogued and not list((c.home / "objects").glob("catalog/**/*.json"))
+        # the old owner's checkpoint at release is catalogued in the coordinator (after
+        # the release: the checkpointer uploads it once the old owner has let go)
+        wait_until("the release checkpoint catalogued", lambda: bool(
+            c.store.handle.coordinator.list(*prefix_range("test/catalog/default/0/"))), 30)
+        assert not list((c.home / "objects").glob("catalog/**/*.json"))
         wait_until("every message published", lambda: set(published(c.home)) >= set(ids),
                    30, seen=lambda: len(published(c.home)))
         harness.close()

@@ -1,0 +1,159 @@
+"""Warming a shard this node is about to own: a planned move's target replays the Command
+Topic into its own copy of the shard's state while the old owner still holds the shard, so
+its activation replays only the tail.
+
+When the leader's placement names this node for a shard whose ownership record another
+node still holds, the node starts a ``WarmUp`` (a supervised worker of the engine, never
+the reconcile thread):
+
+1. open the shard's local state (``Engine.open_shard_state``: restored from the newest
+   usable Recovery Set member when missing or damaged); when the newest catalogued
+   checkpoint is more than ``[checkpoints] every_records`` ahead of it (at least
+   ``MIN_BEHIND``), restore that checkpoint over it instead of replaying the difference;
+2. check it against the log (``continuity.check_shard``): a diverged copy is left alone
+   (the activation reports it);
+3. apply the log into it with a ``ShardRunner``, following the tail, until stopped.
+
+It never appends: applying records is the deterministic replay an activation starts with
+anyway, and the state it leaves is a consistent image at one applied position (the
+runner's synced batches), so a later activation, here or after the placement changed
+again, replays from wherever it stopped. When this node takes the ownership record the
+warm-up stops (store and log closed) and ``Engine.activate_shard`` opens the warmed state.
+
+Homes shared by several nodes (the worker processes of one host, nodes in one test
+process) hold one copy of each shard's state, the owner's: there is nothing to warm, and
+touching it could race the owner's own restore, so no warm-up starts there
+(``shares_home``); a state held open by another process is left alone (``StoreInUse``).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from nereus.adapters.checkpoint_catalog import recovery_floor
+from nereus.adapters.checkpoint_restore import restore_into
+from nereus.adapters.continuity import check_shard
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.cluster.records import Member
+from nereus.engine.engine import Engine
+from nereus.engine.event_log import EventLog, safe_event
+from nereus.engine.supervisor import Supervised
+from nereus.errors import LogCorruption, LogDiverged, StoreInUse
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
+
+MIN_BEHIND = 10_000  # records: below this, replaying is cheaper than a download
+POLL_S = 0.05  # how long an idle warm-up waits before it reads the log again
+
+
+def shares_home(member: Member | None, *, host: str, home: Path) -> bool:
+    """Whether ``member`` (the shard's current owner) serves its admin socket from this
+    home on this host, so both nodes keep the shard's state in one directory."""
+    if member is None or member.host != host:
+        return False
+    address = Path(member.address)
+    return address.is_absolute() and address.resolve().is_relative_to(home.resolve())
+
+
+class WarmUp:
+    """One shard warmed on this node (see the module's docstring)."""
+
+    def __init__(self, engine: Engine, shard: ShardId, *, events: EventLog,
+                 poll_s: float = POLL_S) -> None:
+        self._engine = engine
+        self.shard = shard
+        self._events = events
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self.applied_position: int | None = None
+        self.replayed = 0  # records applied by this warm-up
+        self._worker: Supervised | None = None
+
+    def start(self) -> None:
+        self._worker = self._engine.supervisor.spawn(
+            f"warmup-{self.shard}", "warmup", self.run, fatal=(LogCorruption, LogDiverged))
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """End the warm-up and wait until its store and log are closed (a restore under
+        way finishes first: the activation would otherwise do it again)."""
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
+        safe_event(self._events, "shard_warmed", shard=str(self.shard),
+                   applied_position=self.applied_position, replayed=self.replayed)
+
+    def run(self) -> None:
+        """The supervised worker body (called again after a crash)."""
+        engine, shard = self._engine, self.shard
+        log = engine.open_shard_log(shard)
+        try:
+            try:
+                store = engine.open_shard_state(shard, log)
+            except StoreInUse:  # another process holds it: its owner's, not ours to warm
+                safe_event(self._events, "shard_warmup_skipped", shard=str(shard),
+                           reason="its state is held by another process")
+                return
+            try:
+                store = self._catch_up(store, log)
+                self._follow(store, log)
+            finally:
+                store.close()
+        finally:
+            log.close()
+
+    def _catch_up(self, store: ShardStore, log: ShardLog) -> ShardStore:
+        """Restore the newest catalogued checkpoint over ``store`` if it is far ahead."""
+        engine, shard = self._engine, self.shard
+        settings = engine.config.checkpoints
+        members = recovery_floor(engine.objects, shard, settings.keep).members
+        local = store.applied_position()
+        local_at = -1 if local is None else local
+        behind = max(settings.every_records, MIN_BEHIND)
+        log_end = log.end_position()
+        for entry in reversed(members):
+            ahead = entry.applied_position
+            if ahead is None or ahead - local_at <= behind:
+                return store
+            if ahead >= log_end:
+                continue  # the log lost records it applied: restoring it would diverge
+            path = store.path
+            store.close()
+            report = restore_into(engine.objects, entry, path, replace=True)
+            identity = Identity(route=shard.route, partition=shard.partition,
+                                schema_version=keys.SCHEMA_VERSION)
+            store = ShardStore.open(path, identity=identity)
+            if report.ok:
+                safe_event(self._events, "state_restored", shard=str(shard),
+                           checkpoint_id=entry.checkpoint_id, applied_position=ahead,
+                           replaced_applied_position=local, reason="warm-up: far behind")
+                return store
+            safe_event(self._events, "checkpoint_unusable", shard=str(shard),
+                       checkpoint_id=entry.checkpoint_id,
+                       problems=[f"{c.name}: {c.detail}" for c in report.checks if not c.ok])
+        return store
+
+    def _follow(self, store: ShardStore, log: ShardLog) -> None:
+        """Check the state against the log, then apply the log into it until stopped."""
+        engine, shard = self._engine, self.shard
+        diverged = check_shard(shard, store, log, engine.layout.shard_state(shard))
+        if diverged is not None:  # left as it is: the activation fails it and says why
+            safe_event(self._events, "shard_warmup_skipped", shard=str(shard),
+                       reason=diverged.message)
+            return
+        runner = ShardRunner(store, log, limits=engine.config.limits,
+                             batch_records=engine.settings.loop.batch_records)
+        self.applied_position = store.applied_position()
+        safe_event(self._events, "shard_warming", shard=str(shard),
+                   applied_position=self.applied_position, log_end=log.end_position())
+        while not self._stop.is_set():
+            report = runner.step()
+            if report.records:
+                self.replayed += report.records
+                self.applied_position = report.last_position
+            else:
+                self._stop.wait(self._poll_s)
