@@ -54,6 +54,7 @@ def run(home: Path, *, foreground: bool) -> int:
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
+    from nereus.engine.cluster.node_api import NodeApi
     from nereus.engine.engine import Engine, EngineSettings
 
     enter_private_mode()
@@ -95,8 +96,9 @@ def run(home: Path, *, foreground: bool) -> int:
             node.start(engine.supervisor)
         else:
             engine.start()
-        server = AdminServer(AdminApi(engine, owners=node), socket_path(home),
-                             on_shutdown=lambda: requests.put("stop"))
+        api = AdminApi(engine) if node is None else \
+            NodeApi(engine, node.store, host=node.settings.host)
+        server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())
         while requests.get() == "reopen_logs":

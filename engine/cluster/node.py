@@ -269,16 +269,6 @@ class ClusterNode:
         self._owned.pop(shard)
         self.store.release(shard, owned)
 
-    def owner_of(self, shard: ShardId) -> str | None:
-        """Who owns ``shard`` now, in words (the admin API's ``OwnerLookup``)."""
-        owned = self.store.owners().get(shard)
-        if owned is None:
-            return None
-        member = self.store.members().get(owned.record.node_id)
-        where = "" if member is None else f" on {member.host}, admin socket {member.address}"
-        return (f"node {owned.record.node_id}{where} "
-                f"(epoch {owned.record.epoch}, {owned.record.state})")
-
     # stop -------------------------------------------------------------------------------
     def stop_reconciling(self, timeout_s: float = 30.0) -> None:
         """End the worker (before the engine stops its shards)."""

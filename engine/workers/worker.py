@@ -48,6 +48,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
+    from nereus.engine.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.engine import Engine, EngineSettings
 
     enter_private_mode()
@@ -80,7 +81,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         engine.start(owned=())
         _await_members(node, expected)
         node.start(engine.supervisor)
-        server = AdminServer(AdminApi(engine, owners=node), worker_socket(home, index),
+        api = AdminApi(engine, owners=StoreOwnerLookup(node.store))
+        server = AdminServer(api, worker_socket(home, index),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.admin_wire import AppendRequest, RecordToAppend
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.coordination.sqlite import SqliteCoordinator
@@ -21,7 +22,10 @@ from nereus.cluster.records import OwnerState, Placement
 from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
 from nereus.engine.admin.api import AdminApi
+from nereus.engine.admin.server import AdminServer
 from nereus.engine.cluster.node import ClusterNode, NodeSettings
+from nereus.engine.cluster.node_api import NodeApi
+from nereus.engine.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.engine import Engine
 from nereus.engine.time_source import SYSTEM_CLOCK
 from nereus.errors import NotFound
@@ -72,8 +76,12 @@ def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack
         reload=lambda: parse_config(store.require_config().toml, source="cluster"))
     node.join()
     node.start(engine.supervisor)
+    server = AdminServer(NodeApi(engine, store, host="localhost"), home / "run" /
+                         f"{node_id}.sock", on_shutdown=lambda: None)
+    server.start(engine.supervisor)
 
     def stop() -> None:
+        server.close()
         node.stop_reconciling()
         engine.stop()
         node.leave()
@@ -84,7 +92,7 @@ def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack
 @contextmanager
 def cluster(tmp_path: Path, node_ids: list[str]) -> Iterator[Cluster]:
     home = tmp_path / "home"
-    home.mkdir()
+    (home / "run").mkdir(parents=True)
     text = CONFIG.format(partitions=PARTITIONS, lanes=file_lane("local", "outbox/local.jsonl"))
     (home / "nereus.toml").write_text(text)
     coordinator = SqliteCoordinator(tmp_path / "coordinator.db")
@@ -121,7 +129,7 @@ def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
                    and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
         # asked for a shard it does not own, a node's admin API names the owner
         b_shard = next(s for s, (node, _, _) in c.owners().items() if node == "b")
-        api = AdminApi(c.nodes["a"].engine, owners=c.nodes["a"])
+        api = AdminApi(c.nodes["a"].engine, owners=StoreOwnerLookup(c.store))
         with pytest.raises(NotFound, match=r"not owned by this engine: node b on localhost"):
             api.messages(shard=str(b_shard), state=None, lane=None, limit=1)
         harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
@@ -207,4 +215,29 @@ def test_a_lane_added_to_the_clusters_configuration_reaches_running_nodes(
         second = c.home / "outbox" / "second.jsonl"
         wait_until("every message on the new lane published", lambda: second.exists() and
                    len(second.read_text().splitlines()) >= len(ids), 30)
+        harness.close()
+
+
+@pytest.mark.timeout(60)
+def test_any_nodes_admin_socket_serves_every_shard_through_its_owner(tmp_path: Path) -> None:
+    """Asked through node a's admin API, commands for every shard are appended and waited
+    for (b's shards by b), and a message on b's shard is read from b: per-shard commands
+    work from any node's home on one host."""
+    with cluster(tmp_path, ["a", "b"]) as c:
+        wait_until("every shard active, two on each node", lambda: c.settled()
+                   and c.held() == Counter({"a": 2, "b": 2}), 30, seen=c.owners)
+        harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
+        base = now_ms()
+        prepared = [harness.schedule(f"x{n}", base + 60_000) for n in range(20)]
+        api = NodeApi(c.nodes["a"].engine, c.store, host="localhost")
+        answer = api.submit(AppendRequest(records=[
+            RecordToAppend(shard=str(p.shard), data=p.data) for p in prepared], wait_ms=10_000))
+        assert [r.result for r in answer.receipts] == ["APPLIED"] * 20
+        assert {r.shard for r in answer.receipts} == {f"default/{n}" for n in range(4)}
+        on_b = next(p for p in prepared if c.owners()[p.shard][0] == "b")
+        assert on_b.delay_message_id is not None
+        detail = api.message(on_b.delay_message_id)
+        assert detail.shard == str(on_b.shard) and detail.state == "SCHEDULED"
+        listed = api.messages(shard=str(on_b.shard), state=None, lane=None, limit=100)
+        assert on_b.delay_message_id in {m.delay_message_id for m in listed}
         harness.close()
