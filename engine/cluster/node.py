@@ -44,6 +44,7 @@ from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.engine.time_source import Clock
+from nereus.errors import NereusError
 from nereus.shard import ShardId
 
 ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
@@ -180,7 +181,12 @@ class ClusterNode:
         self._config_version = version
         if self._reload is None or found is None:
             return
-        config = self._reload()
+        try:
+            config = self._reload()
+        except NereusError as exc:  # never stall the node's rounds on a bad revision
+            safe_event(self._events, "cluster_config_not_applied", level="error",
+                       revision=found[0].revision, reason=exc.message)
+            return
         if config.routes != self.engine.config.routes:
             safe_event(self._events, "cluster_config_not_applied", level="error",
                        revision=found[0].revision,
