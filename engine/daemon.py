@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import queue
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from nereus.adapters.home_lock import (
     AlreadyRunning,
@@ -35,11 +33,13 @@ from nereus.adapters.home_lock import (
     socket_path,
     write_pid_file,
 )
+from nereus.engine.process_requests import event_logger, signal_requests
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
+    from nereus.config import Config
     from nereus.engine.cluster.node import ClusterNode, ConfigSource
     from nereus.engine.engine import Engine
     from nereus.engine.event_log import EventLog
@@ -67,25 +67,9 @@ def run(home: Path, *, foreground: bool) -> int:
     engine_logs = logs.configure(layout.logs, foreground=foreground)
     logger = engine_logs.logger
 
-    def log_event(event: str, /, **fields: object) -> None:
-        level = fields.pop("level", "info")
-        method = getattr(logger, str(level), None) or logger.info
-        method(event, **fields)
-
-    # Signal handlers and the admin socket only say what to do; the main thread does it. A
-    # handler runs between two bytecodes of the main thread, maybe inside a log write or
-    # while it holds a lock, so it must not reopen or write the log itself, nor set a
-    # threading.Event (its lock is not reentrant); SimpleQueue.put is safe there.
-    requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]] = queue.SimpleQueue()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: requests.put("stop"))
-    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
-    handle = None
-    if config.cluster is not None:
-        from nereus.adapters.cluster.coordinator_url import open_cluster
-        from nereus.engine.time_source import SYSTEM_CLOCK
-
-        handle = open_cluster(config.cluster.coordinator, clock=SYSTEM_CLOCK)
+    log_event = event_logger(logger)
+    requests = signal_requests()  # the handlers only ask; the main thread acts
+    handle = _cluster_handle(config)
     engine = Engine(home, config, settings=settings, log_event=log_event, catalog=handle)
     server = None
     node = None
@@ -119,13 +103,7 @@ def run(home: Path, *, foreground: bool) -> int:
         return 0
     except Exception as exc:
         logger.error("engine_failed", error=f"{type(exc).__name__}: {exc}")
-        if node is not None:
-            node.stop_reconciling()
-        with contextlib.suppress(Exception):
-            engine.stop()
-        if node is not None:
-            with contextlib.suppress(Exception):
-                node.leave()
+        _abandon(engine, node)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -134,6 +112,27 @@ def run(home: Path, *, foreground: bool) -> int:
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
         engine_logs.close()
+
+
+def _cluster_handle(config: Config) -> ClusterHandle | None:
+    """The coordinator of the cluster this home is a node of (None: a standalone home)."""
+    if config.cluster is None:
+        return None
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.engine.time_source import SYSTEM_CLOCK
+
+    return open_cluster(config.cluster.coordinator, clock=SYSTEM_CLOCK)
+
+
+def _abandon(engine: Engine, node: ClusterNode | None) -> None:
+    """After a failure: stop what runs, as far as it goes (the error is reported anyway)."""
+    if node is not None:
+        node.stop_reconciling()
+    with contextlib.suppress(Exception):
+        engine.stop()
+    if node is not None:
+        with contextlib.suppress(Exception):
+            node.leave()
 
 
 def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import signal
 import socket
 import sys
 import time
@@ -36,6 +35,7 @@ from nereus.adapters.home_lock import (
     socket_path,
     write_pid_file,
 )
+from nereus.engine.process_requests import event_logger, signal_requests
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
@@ -73,15 +73,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     engine_logs = logs.configure(layout.logs, foreground=foreground)
     logger = engine_logs.logger
 
-    def log_event(event: str, /, **fields: object) -> None:
-        level = fields.pop("level", "info")
-        method = getattr(logger, str(level), None) or logger.info
-        method(event, **fields)
-
-    requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]] = queue.SimpleQueue()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: requests.put("stop"))
-    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
+    log_event = event_logger(logger)
+    requests = signal_requests()  # the handlers only ask; the main thread acts
     started_ms = SYSTEM_CLOCK.wall_ms()
     supervisor = Supervisor(log_event)
     store = ClusterStore(open_cluster(coordinator_url(home)))

@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from nereus.cluster.errors import NodeIdInUse
+from nereus.engine.process_requests import Request, event_logger, signal_requests
 from nereus.engine.workers.home import SESSION_TTL_MS, worker_config, worker_log, worker_socket
 from nereus.layout import HomeLayout
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from nereus.engine.event_log import EventLog
 
 MEMBERS_WAIT_S: Final = 10.0
-Request = Literal["stop", "reopen_logs"]
+
 
 
 def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> int:
@@ -57,15 +57,9 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index))
     logger = engine_logs.logger
 
-    def log_event(event: str, /, **fields: object) -> None:
-        level = fields.pop("level", "info")
-        method = getattr(logger, str(level), None) or logger.info
-        method(event, worker=index, **fields)
+    log_event = event_logger(logger, worker=index)
 
-    requests: queue.SimpleQueue[Request] = queue.SimpleQueue()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: requests.put("stop"))
-    signal.signal(signal.SIGHUP, lambda *_: requests.put("reopen_logs"))
+    requests = signal_requests()
     assert config.cluster is not None
     # the catalog stays in the home's object store: every worker shares it, and a home run
     # with one process or several sees the same Recovery Set
