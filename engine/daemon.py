@@ -103,7 +103,7 @@ def run(home: Path, *, foreground: bool) -> int:
         return 0
     except Exception as exc:
         logger.error("engine_failed", error=f"{type(exc).__name__}: {exc}")
-        _abandon(engine, node)
+        abandon(engine, node)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -124,7 +124,7 @@ def _cluster_handle(config: Config) -> ClusterHandle | None:
     return open_cluster(config.cluster.coordinator, clock=SYSTEM_CLOCK)
 
 
-def _abandon(engine: Engine, node: ClusterNode | None) -> None:
+def abandon(engine: Engine, node: ClusterNode | None) -> None:
     """After a failure: stop what runs, as far as it goes (the error is reported anyway)."""
     if node is not None:
         node.stop_reconciling()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nereus.cluster.status import IN_MOTION, ShardState, configured_shards, shard_state
+from nereus.cluster.status import IN_MOTION, ShardState, configured_shards, node_facts, shard_state
 from nereus.errors import NereusError
 from nereus.shard import ShardId
 from nereus.tui.cluster_source import ClusterReading
@@ -77,23 +77,14 @@ class ClusterOverview:
 
 def node_rows(reading: ClusterReading, this_node: str | None) -> tuple[NodeRow, ...]:
     view = reading.view
-    owned: dict[str, list[str]] = {}
-    for shard, owner in sorted(view.owners.items()):
-        owned.setdefault(owner.node_id, []).append(str(shard))
-    named = {*view.members, *owned, *view.drains,
-             *(placement.node_id for placement in view.placements.values())}
-    leader = None if view.leader is None else view.leader.node_id
-    rows = []
-    for node in sorted(named):
-        member = view.members.get(node)
-        rows.append(NodeRow(
-            node_id=node, alive=member is not None,
-            address=None if member is None else member.address,
-            host=None if member is None else member.host,
-            capacity=None if member is None else member.capacity,
-            draining=node in view.drains, leader=node == leader, this_node=node == this_node,
-            shards=tuple(owned.get(node, ()))))
-    return tuple(rows)
+    return tuple(NodeRow(node_id=f.node_id, alive=f.alive,
+                         address=None if f.member is None else f.member.address,
+                         host=None if f.member is None else f.member.host,
+                         capacity=None if f.member is None else f.member.capacity,
+                         draining=f.draining, leader=f.leader,
+                         this_node=f.node_id == this_node, shards=f.shards)
+                 for f in node_facts(view.members, view.owners, view.placements, view.drains,
+                                     view.leader))
 
 
 def ownership_rows(reading: ClusterReading,

@@ -16,7 +16,6 @@ so a fresh start places every shard once instead of moving half of them a second
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import sys
@@ -49,6 +48,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.cluster.node_lookup import StoreOwnerLookup
+    from nereus.engine.daemon import abandon
     from nereus.engine.engine import Engine, EngineSettings
 
     enter_private_mode()
@@ -92,13 +92,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         return 0
     except Exception as exc:
         logger.error("worker_failed", worker=index, error=f"{type(exc).__name__}: {exc}")
-        if node is not None:
-            node.stop_reconciling()
-        with contextlib.suppress(Exception):
-            engine.stop()
-        if node is not None:
-            with contextlib.suppress(Exception):
-                node.leave()
+        abandon(engine, node)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -11,9 +11,11 @@ live here once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
-from nereus.cluster.records import OwnerRecord, OwnerState, Placement
+from nereus.cluster.records import Drain, Leader, Member, OwnerRecord, OwnerState, Placement
 from nereus.shard import ShardId
 
 ShardState = Literal["ACTIVE", "RECOVERING", "MOVING", "UNOWNED"]
@@ -40,3 +42,33 @@ def configured_shards(toml: str, *, source: str) -> list[ShardId]:
     config = parse_config(toml, source=source)
     return [ShardId(route.name, partition) for route in config.routes.values()
             for partition in range(route.partitions)]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """A node as the records name it: live (a member record) or only named by placements,
+    ownership records or a drain."""
+
+    node_id: str
+    member: Member | None
+    draining: bool
+    leader: bool
+    shards: tuple[str, ...]  # the shards whose ownership record names it
+
+    @property
+    def alive(self) -> bool:
+        return self.member is not None
+
+
+def node_facts(members: Mapping[str, Member], owners: Mapping[ShardId, OwnerRecord],
+               placements: Mapping[ShardId, Placement], drains: Mapping[str, Drain],
+               leader: Leader | None) -> list[NodeFacts]:
+    """Every node any record names, by id."""
+    owned: dict[str, list[str]] = {}
+    for shard, owner in sorted(owners.items()):
+        owned.setdefault(owner.node_id, []).append(str(shard))
+    named = {*members, *owned, *drains, *(p.node_id for p in placements.values())}
+    leading = None if leader is None else leader.node_id
+    return [NodeFacts(node_id=node, member=members.get(node), draining=node in drains,
+                      leader=node == leading, shards=tuple(owned.get(node, ())))
+            for node in sorted(named)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from nereus.adapters.cluster.store import ClusterView
 from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow
-from nereus.cluster.status import configured_shards, shard_state
+from nereus.cluster.status import configured_shards, node_facts, shard_state
 from nereus.shard import ShardId
 
 
@@ -30,23 +30,13 @@ def shard_rows(view: ClusterView, shards: list[ShardId]) -> list[ShardRow]:
 
 
 def node_rows(view: ClusterView) -> list[NodeRow]:
-    owned: dict[str, list[str]] = {}
-    for shard, owner in sorted(view.owners.items()):
-        owned.setdefault(owner.node_id, []).append(str(shard))
-    named = {*view.members, *owned, *view.drains,
-             *(p.node_id for p in view.placements.values())}
-    leader = None if view.leader is None else view.leader.node_id
-    rows: list[NodeRow] = []
-    for node in sorted(named):
-        member = view.members.get(node)
-        rows.append(NodeRow(
-            node_id=node, alive=member is not None,
-            address=None if member is None else member.address,
-            host=None if member is None else member.host,
-            capacity=None if member is None else member.capacity,
-            draining=node in view.drains, leader=node == leader,
-            shards=owned.get(node, [])))
-    return rows
+    return [NodeRow(node_id=f.node_id, alive=f.alive,
+                    address=None if f.member is None else f.member.address,
+                    host=None if f.member is None else f.member.host,
+                    capacity=None if f.member is None else f.member.capacity,
+                    draining=f.draining, leader=f.leader, shards=list(f.shards))
+            for f in node_facts(view.members, view.owners, view.placements, view.drains,
+                                view.leader)]
 
 
 def cluster_status(view: ClusterView, *, cluster: str, coordinator: str) -> ClusterStatus:
