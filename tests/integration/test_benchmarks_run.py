@@ -13,12 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
-from tests.integration.kafka_service import kafka_bootstrap, kafka_service  # noqa: F401
-from tests.integration.services import S3Service, s3_service  # noqa: F401
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,26 +48,6 @@ def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     assert report["verify"]["verify"]["seconds"] > 0
     assert report["inspect"]["wall_s"] > 0
     assert {"inspect", "verify", "targets"} <= set(report)
-
-
-@pytest.mark.timeout(200)
-def test_failover_bench_times_a_planned_move_and_a_sigkill(
-        kafka_bootstrap: str, etcd_endpoint: EtcdEndpoint,  # noqa: F811
-        s3_service: S3Service) -> None:  # noqa: F811
-    """bench/failover.py (quick: nothing pending, a 4 s TTL) reports both handovers of the
-    shard, each ending in a publish by the new owner, beside the TTL."""
-    import tempfile
-
-    s3_service.require()
-    # a short directory: the nodes' admin sockets must fit in AF_UNIX's 108 bytes
-    with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as short:
-        report = _bench("failover.py", "--pending", "0", "--ttl-ms", "4000", "--deadline",
-                        "60", "--dir", short)
-    assert report["session_ttl_s"] == 4.0
-    (one,) = report["rounds"]
-    assert one["pending"] == 0 and one["note"] == ""
-    assert one["move_first_publish_s"] > 0 and one["failover_first_publish_s"] > 0
-    assert report["failover_met"] is None  # no round at 100k pending
 
 
 def test_fire_bench_runs_the_daemon_with_two_worker_processes() -> None:
