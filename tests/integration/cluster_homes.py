@@ -307,6 +307,13 @@ class Load:
                 self.deliver.update(batch)
             self._stop.wait(max(0.0, step_s - (now_ms() - at) / 1000))
 
+    def acknowledged(self, more: int, deadline_s: float = 60.0) -> None:
+        """Wait until ``more`` further schedules are acknowledged by the log (the load has
+        run that far), not for a length of time."""
+        goal = len(self.deliver) + more
+        wait_until(f"{more} more schedules acknowledged", lambda: len(self.deliver) >= goal,
+                   deadline_s, interval_s=0.05, seen=lambda: (len(self.deliver), self.errors[-1:]))
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._body, name="cluster-load", daemon=True)
         self._thread.start()

@@ -81,7 +81,7 @@ def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) ->
     assert all(abs(counts[n] - mean) <= 1 for n in NODES), counts
     load = running_load(cluster)
     try:
-        time.sleep(3)  # steady load: publishing is under way when the node dies
+        load.acknowledged(600)  # steady load: publishing is under way when the node dies
         victim = owners[min(owners, key=str)]
         lost = {s for s, n in owners.items() if n == victim}
         killed = time.monotonic()
@@ -90,7 +90,7 @@ def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) ->
         took = cluster.wait_all_active(TTL_MS / 1000 + 15, on=survivors) - killed
         print(f"\n{victim}'s shards {sorted(map(str, lost))} ACTIVE elsewhere {took:.1f} s "
               f"after SIGKILL (TTL {TTL_MS / 1000:.0f} s)")
-        time.sleep(2)
+        load.acknowledged(400)
     finally:
         load.stop()
     finish(cluster, load)
@@ -103,7 +103,7 @@ def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
     pause (its session ended meanwhile; the lease gate refuses every call)."""
     load = running_load(cluster)
     try:
-        time.sleep(3)
+        load.acknowledged(600)
         owners = cluster.owners()
         victim = owners[min(owners, key=str)].node_id
         fenced = {(str(s), r.epoch) for s, r in owners.items() if r.node_id == victim}
@@ -111,9 +111,9 @@ def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
         paused_ms = now_ms()
         node.signal(signal.SIGSTOP)
         cluster.wait_all_active(TTL_MS / 1000 + 15, on=set(NODES) - {victim})
-        time.sleep(max(0.0, (paused_ms + 2 * TTL_MS - now_ms()) / 1000))
+        time.sleep(max(0.0, (paused_ms + 2 * TTL_MS - now_ms()) / 1000))  # the pause itself
         node.signal(signal.SIGCONT)
-        time.sleep(3)
+        load.acknowledged(600)
     finally:
         load.stop()
     outcome = finish(cluster, load)
@@ -138,14 +138,14 @@ def test_an_etcd_restart_loses_nothing(cluster: Cluster) -> None:
     or hand them over cleanly, and every acknowledged schedule is applied and published."""
     load = running_load(cluster)
     try:
-        time.sleep(2)
+        load.acknowledged(400)
         down = run_services("down", "etcd", timeout=60)
         assert down.returncode == 0, down.stderr
-        time.sleep(2)
+        time.sleep(2)  # the outage itself: etcd stays down this long
         up = run_services("up", "etcd", timeout=120)
         assert up.returncode == 0, up.stderr
         cluster.wait_all_active(TTL_MS / 1000 + 30)
-        time.sleep(2)
+        load.acknowledged(400)
     finally:
         load.stop()
         run_services("up", "etcd", timeout=120)
@@ -159,7 +159,7 @@ def test_a_planned_move_and_a_drain_leave_nothing_uncertain(cluster: Cluster) ->
     load = running_load(cluster)
     store = cluster.store
     try:
-        time.sleep(2)
+        load.acknowledged(400)
         owners = cluster.active_owners()
         shard = min(owners, key=str)
         target = next(n for n in NODES if n != owners[shard])
@@ -176,7 +176,7 @@ def test_a_planned_move_and_a_drain_leave_nothing_uncertain(cluster: Cluster) ->
         store.drain(Drain(node_id=drained, operator="test", reason="test drain",
                           since_ms=now_ms()))
         cluster.wait_all_active(30, on=set(NODES) - {drained})
-        time.sleep(2)
+        load.acknowledged(400)
     finally:
         load.stop()
     outcome = finish(cluster, load)
