@@ -42,10 +42,11 @@ class EngineStopped(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 def start_engine(layout: HomeLayout, timeout: float, warn: Callable[[str], None], *,
-                 workers: int = 1) -> EngineStarted:
+                 workers: int | None = None) -> EngineStarted:
     """Start the daemon detached and wait until its admin socket answers; ``warn`` is told
-    of each shard that came up FAILED. ``workers`` above 1: the front door of that many
-    worker processes (``nereus.engine.workers``)."""
+    of each shard that came up FAILED. ``workers``: that many worker processes behind a
+    front door when above 1 (``nereus.engine.workers``); None: the daemon's default
+    (``nereus.engine.workers.count``)."""
     home = layout.root.resolve()
     if is_locked(home):  # the home directory's lock, not the pid file (which may be gone)
         raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})",
@@ -55,7 +56,7 @@ def start_engine(layout: HomeLayout, timeout: float, warn: Callable[[str], None]
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
-             *(["--workers", str(workers)] if workers > 1 else [])],
+             *(["--workers", str(workers)] if workers is not None else [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True,
         )

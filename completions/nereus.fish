@@ -61,7 +61,7 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_s
 # nereus engine start
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l foreground -d 'Stay attached (for systemd and tests); logs also to the console.'
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l timeout -x -d 'Seconds to wait for the engine to be ready.'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l workers -x -d 'Worker processes sharing the home\'s shards (each a member of the home\'s embedded cluster); the admin socket stays the one entry point.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l workers -x -d 'Worker processes sharing the home\'s shards (each a member of the home\'s embedded cluster, or of the cluster this home is a node of); the admin socket stays the one entry point. Default: [engine] workers, else one per core, at most one per shard; 1 runs the single daemon.'
 
 # nereus engine stop
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from stop' -l timeout -x -d 'Seconds to wait for a graceful stop.'

@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--foreground", action="store_true")
     # --workers N (N >= 2): the front door of N worker processes (nereus.engine.workers);
     # --worker K: one of them (started by the front door, never by hand)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=None)  # None: workers.count
     parser.add_argument("--worker", type=int, default=None)
     args = parser.parse_args()
     try:
@@ -183,12 +183,19 @@ def main() -> None:
         sys.exit(int(exc.exit_code))
 
 
-def run_daemon(home: Path, *, foreground: bool, workers: int, worker: int | None) -> int:
-    """The daemon, the front door of ``workers`` processes, or worker ``worker``."""
+def run_daemon(home: Path, *, foreground: bool, workers: int | None,
+               worker: int | None) -> int:
+    """The daemon, the front door of ``workers`` processes (None: the default count,
+    ``nereus.engine.workers.count``), or worker ``worker``."""
     if worker is not None:
         from nereus.engine.workers.worker import run_worker
 
-        return run_worker(home, worker, expected=workers, foreground=foreground)
+        return run_worker(home, worker, expected=workers or 1, foreground=foreground)
+    if workers is None:
+        from nereus.adapters.cluster.home_config import load_home_config
+        from nereus.engine.workers.count import worker_count
+
+        workers = worker_count(load_home_config(HomeLayout(home).config), None)
     if workers > 1:
         from nereus.engine.workers.front_door import run_front_door
 

@@ -115,6 +115,9 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     lane_in_flight: Positive = 1_000
     max_in_flight_bytes: Positive = 64 << 20
     poll_interval_ms: Annotated[float, msgspec.Meta(ge=1, le=1_000)] = 5
+    # worker processes (`engine start --workers N` overrides); unset: one per core this
+    # process may run on, at most one per shard
+    workers: Annotated[int, msgspec.Meta(ge=1, le=256)] | None = None
 
 
 class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

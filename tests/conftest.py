@@ -29,10 +29,14 @@ class CliResult:
 
 def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None = None,
                input_text: str | None = None, timeout: float = 120) -> CliResult:
-    """Run the installed ``nereus`` in a subprocess with a clean environment."""
+    """Run the installed ``nereus`` in a subprocess with a clean environment. Its engines
+    are single daemons (``NEREUS_WORKERS=1``) unless ``env`` or ``--workers`` says
+    otherwise: the default, one worker process per core, is shown by the tests of the
+    workers, and would make every multi-shard test of this suite pay for more processes."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
     environ["NO_COLOR"] = "1"
     environ["COLUMNS"] = "200"
+    environ["NEREUS_WORKERS"] = "1"
     if env:
         environ.update(env)
     argv = [NEREUS, *(("--home", str(home)) if home else ()), *args]

@@ -138,7 +138,8 @@ class DaemonRun:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out_path, "wb") as out:  # the child keeps its own copy of the fd
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
+                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+                 "--workers", "1"],  # the single daemon these tests crash and restart
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )
         owned.append(self.proc)

@@ -24,9 +24,12 @@ def start(
     = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine to be ready.")]
     = 60.0,
-    workers: Annotated[int, typer.Option(
-        min=1, max=256, help="Worker processes sharing the home's shards (each a member of "
-        "the home's embedded cluster); the admin socket stays the one entry point.")] = 1,
+    workers: Annotated[int | None, typer.Option(
+        min=1, max=256, envvar="NEREUS_WORKERS", show_default=False,
+        help="Worker processes sharing the home's shards (each a member of the home's "
+        "embedded cluster, or of the cluster this home is a node of); the admin socket "
+        "stays the one entry point. Default: [engine] workers, else one per core, at most "
+        "one per shard; 1 runs the single daemon.")] = None,
 ) -> None:
     """Start the daemon (admin socket at <home>/run/admin.sock)."""
     import msgspec

@@ -10,6 +10,11 @@ processes over their own admin sockets.
 * aggregates (status, shards, lanes, every message or attempt, a command's whereabouts)
   ask every worker at once and merge (``merge``).
 
+On a node of a cluster, a shard owned by none of this node's workers (another node owns
+it, or nobody yet) is asked of one of the workers, whose ``NodeApi`` asks the owner on this
+host, appends straight to the shard's Shard Log, or names the owner; status and the
+aggregates are the node's own view (its workers' shards).
+
 Answers are decoded into the same typed documents an engine answers with, and a worker's
 error keeps its kind (NotFound stays a 404, a bad request a 400).
 """
@@ -50,7 +55,7 @@ from nereus.engine.admin.documents import (
 from nereus.engine.admin.status_views import health_problems
 from nereus.engine.clock import TrustedClock
 from nereus.engine.supervisor import Supervisor
-from nereus.engine.workers.home import node_id, worker_socket
+from nereus.engine.workers.home import worker_socket
 from nereus.engine.workers.merge import (
     UNOWNED,
     merge_lanes,
@@ -70,18 +75,20 @@ OWNER_WAIT_S: Final = 15.0  # a session TTL for the owner to go, a few seconds t
 class FrontApi:
     """The home's engine as one, answered by its worker processes (module docstring)."""
 
-    def __init__(self, home: Path, config: Config, store: ClusterStore, count: int,
+    def __init__(self, home: Path, config: Config, store: ClusterStore, members: list[str],
                  supervisor: Supervisor, *, owner_id: str, started_ms: int,
                  clock: TrustedClock) -> None:
         self.home = home
         self.config = config
         self.store = store
-        self.count = count
+        self.members = members  # the workers' node ids, by index
+        self.count = len(members)
+        self.clustered = config.cluster is not None
         self.supervisor = supervisor
         self.owner_id = owner_id
         self.started_ms = started_ms
         self.clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=4 * count + 4,
+        self._pool = ThreadPoolExecutor(max_workers=4 * self.count + 4,
                                         thread_name_prefix="front-door")
 
     def close(self) -> None:
@@ -100,10 +107,13 @@ class FrontApi:
         deadline = time.monotonic() + OWNER_WAIT_S
         while True:
             owned = self.store.owners().get(shard)
-            if owned is not None and owned.record.state == OwnerState.ACTIVE:
+            if owned is not None and owned.record.state == OwnerState.ACTIVE and (
+                    not self.clustered or owned.record.node_id in self.members):
                 member = self.store.members().get(owned.record.node_id)
                 if member is not None:
                     return AdminClient(Path(member.address), timeout=timeout)
+            if self.clustered:  # another node's shard: a worker's NodeApi asks its owner
+                return self._any_worker(timeout)
             if time.monotonic() > deadline:
                 raise NereusError(f"shard {shard} has no owner now: it is moving between "
                                   "worker processes", hint="try again in a few seconds")
@@ -120,6 +130,14 @@ class FrontApi:
                     raise
                 time.sleep(0.1)
 
+    def _any_worker(self, timeout: float) -> AdminClient:
+        """A worker whose admin socket is there (the first one)."""
+        for index in range(self.count):
+            if worker_socket(self.home, index).exists():
+                return self._worker(index, timeout)
+        raise EngineUnreachable("no worker process of this node answers now",
+                                hint="`nereus engine status` says why; try again shortly")
+
     def _everyone(self, ask: Callable[[AdminClient], T]) -> list[T | NereusError]:
         """``ask`` of every worker at once; its answer or error, by worker index."""
         def one(index: int) -> T | NereusError:
@@ -133,15 +151,20 @@ class FrontApi:
         return [ShardId(route.name, partition) for route in self.config.routes.values()
                 for partition in range(route.partitions)]
 
+    def _expected(self) -> list[ShardId]:
+        """The shards status lists even when no worker holds them: every one of a
+        standalone home; on a node of a cluster, only those its workers hold."""
+        return [] if self.clustered else self.configured()
+
     # status -----------------------------------------------------------------------------
     def status(self) -> EngineStatus:
         answers = self._everyone(lambda c: msgspec.convert(c.get("/v1/status"), EngineStatus))
         statuses = [a for a in answers if isinstance(a, EngineStatus)]
-        shards = merge_shards((s.shards for s in statuses), self.configured())
+        shards = merge_shards((s.shards for s in statuses), self._expected())
         workers = _own_workers(self.supervisor)
         for index, answer in enumerate(answers):
             if isinstance(answer, EngineStatus):
-                workers += prefixed(node_id(index), answer.workers)
+                workers += prefixed(self.members[index], answer.workers)
         problems = health_problems(shards, workers)
         problems += [f"worker process {index} does not answer: {answer.message}"
                      for index, answer in enumerate(answers)
@@ -160,7 +183,7 @@ class FrontApi:
 
     def shards(self) -> list[ShardView]:
         answers = self._everyone(lambda c: _listed(c.get("/v1/shards"), "shards", ShardView))
-        return merge_shards(_answered(answers), self.configured())
+        return merge_shards(_answered(answers), self._expected())
 
     def lanes(self) -> list[LaneView]:
         return merge_lanes(_answered(self._everyone(

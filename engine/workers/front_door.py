@@ -12,6 +12,12 @@ Start: the shared tables of ``nereus.toml`` become the cluster's configuration r
 processes race to make them), the workers start under a ``Supervisor`` (a worker that
 dies is logged, counted and started again), and the socket opens once every shard is
 ACTIVE on some worker (or after the start timeout, with the laggards shown by status).
+
+On a node of a cluster (``[cluster]`` in ``nereus.toml``) the workers are members of that
+cluster (``<node_id>-w<K>``); its configuration and route keys are the cluster's already,
+and the socket opens once every worker is a member and every shard placed on one of them
+is ACTIVE. Its answers are the node's own view: its workers' shards, and the other
+owners asked through a worker (``front_api``).
 Stop (SIGTERM, SIGINT, ``POST /v1/shutdown``): the socket closes first, every worker is
 asked to stop at once and drains its shards, then the front door exits.
 """
@@ -40,6 +46,7 @@ from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.store import ClusterStore
+    from nereus.engine.workers.front_api import FrontApi
 
 READY_TIMEOUT_S: Final = 120.0
 STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKILL
@@ -59,14 +66,15 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.supervisor import Supervisor
     from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.front_api import FrontApi
-    from nereus.engine.workers.home import coordinator_url, worker_config
+    from nereus.engine.workers.home import node_id, worker_coordinator
     from nereus.engine.workers.processes import WorkerProcess, stop_all
 
     enter_private_mode()
     secure_home(home)
     layout = HomeLayout(home)
     config = load_home_config(layout.config)
-    worker_config(config, home, 0)  # refuses a node of a cluster before anything starts
+    members = [node_id(config, index) for index in range(count)]  # refuses ids too long
+    clustered = config.cluster is not None
     settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_home_lock(home)
     pid_stat = write_pid_file(home)
@@ -77,20 +85,21 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     requests = signal_requests()  # the handlers only ask; the main thread acts
     started_ms = SYSTEM_CLOCK.wall_ms()
     supervisor = Supervisor(log_event)
-    store = ClusterStore(open_cluster(coordinator_url(home)))
+    store = ClusterStore(open_cluster(worker_coordinator(config, home)))
     processes = [WorkerProcess(home, index, count, log_event) for index in range(count)]
     server = api = None
     try:
-        _write_config(store, layout.config.read_text(), source=str(layout.config))
-        for route in config.routes:
-            route_key(home, route)
+        if not clustered:  # a cluster's configuration and keys are its own already
+            _write_config(store, layout.config.read_text(), source=str(layout.config))
+            for route in config.routes:
+                route_key(home, route)
         for worker in processes:
             worker.start(supervisor)
-        api = FrontApi(home, config, store, count, supervisor,
+        api = FrontApi(home, config, store, members, supervisor,
                        owner_id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
                        started_ms=started_ms,
                        clock=TrustedClock(max_error_ms=settings.max_clock_error_ms))
-        if not _await_active(store, len(api.configured()), requests):
+        if not _await_ready(store, api, requests):
             log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(supervisor)
@@ -143,16 +152,13 @@ def _write_config(store: ClusterStore, text: str, *, source: str) -> None:
     raise RuntimeError("the cluster's configuration kept changing while it was written")
 
 
-def _await_active(store: ClusterStore, shards: int,
-                  requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]]) -> bool:
-    """Wait until ``shards`` ownership records say ACTIVE (or a stop request, or the
-    timeout); whether they did."""
-    from nereus.cluster.records import OwnerState
-
+def _await_ready(store: ClusterStore, api: FrontApi,
+                 requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]]) -> bool:
+    """Wait until the workers hold their shards (``_ready``), a stop request comes, or the
+    start timeout runs out; whether they did."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        owners = store.owners()
-        if sum(1 for o in owners.values() if o.record.state == OwnerState.ACTIVE) >= shards:
+        if _ready(store, api):
             return True
         with contextlib.suppress(queue.Empty):
             request = requests.get(timeout=0.1)
@@ -160,3 +166,24 @@ def _await_active(store: ClusterStore, shards: int,
                 requests.put("stop")
                 return False
     return False
+
+
+def _ready(store: ClusterStore, api: FrontApi) -> bool:
+    """Standalone: every configured shard ACTIVE on some worker. On a node of a cluster:
+    every worker a member, and every shard placed on one of them ACTIVE there."""
+    from nereus.cluster.records import OwnerState
+
+    owners = store.owners()
+    if not api.clustered:
+        return sum(1 for o in owners.values()
+                   if o.record.state == OwnerState.ACTIVE) >= len(api.configured())
+    ours = set(api.members)
+    if not ours <= set(store.members()):
+        return False
+    for shard, (placement, _) in store.placements().items():
+        owned = owners.get(shard)
+        if placement.node_id in ours and (
+                owned is None or owned.record.node_id != placement.node_id
+                or owned.record.state != OwnerState.ACTIVE):
+            return False
+    return True

@@ -1,11 +1,17 @@
-"""Where the worker processes of one home live: the embedded coordinator's file, each
-worker's node id, admin socket and log, and the configuration each one runs with.
+"""Where the worker processes of one home live: their coordinator, each worker's node
+id, admin socket and log, and the configuration each one runs with.
 
-The front door writes the home's shared tables (routes, lanes, shard limits, objects,
-checkpoints) as the cluster's configuration record, so ``nereus cluster status`` and
-later tools read what the workers run; each worker runs the home's own configuration with
-a ``[cluster]`` of its own: the embedded coordinator, its node id, a short session TTL
-(all members are on this host, so a dead worker's shards move on within seconds).
+A standalone home (no ``[cluster]``): the front door writes the home's shared tables
+(routes, lanes, shard limits, objects, checkpoints) as the configuration record of the
+home's embedded cluster (``<home>/coordinator.db``, cluster ``workers``), so ``nereus
+cluster status`` and later tools read what the workers run; each worker runs the home's
+own configuration with a ``[cluster]`` of its own: the embedded coordinator, its node id
+``worker-<K>``, a short session TTL (all members are on this host, so a dead worker's
+shards move on within seconds).
+
+A node of a cluster (``[cluster]`` in ``nereus.toml``): each worker is a member of that
+cluster, the coordinator the home names, with the node's settings and the node id
+``<node_id>-w<K>``; the configuration stays the cluster's own record.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import re
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 from nereus.adapters.cluster.coordinator_url import sqlite_url
 from nereus.config import CLUSTER_TABLES, ClusterSettings, Config, parse_config, tables_of
 from nereus.errors import ConfigError
@@ -23,16 +31,31 @@ from nereus.layout import HomeLayout
 CLUSTER: Final = "workers"  # the cluster's name in <home>/coordinator.db
 SESSION_TTL_MS: Final = 3_000
 LEASE_MARGIN_MS: Final = 1_000
+NODE_ID_MAX: Final = 64  # ClusterSettings.node_id's pattern
 _HEADER: Final = re.compile(r"^\s*\[\[?\s*\"?([A-Za-z0-9_-]+)")
 
 
 def coordinator_url(home: Path) -> str:
-    """The embedded coordinator of the home's worker processes."""
+    """The embedded coordinator of a standalone home's worker processes."""
     return sqlite_url(HomeLayout(home).coordinator, CLUSTER)
 
 
-def node_id(index: int) -> str:
-    return f"worker-{index}"
+def worker_coordinator(config: Config, home: Path) -> str:
+    """The coordinator the home's workers are members of."""
+    return coordinator_url(home) if config.cluster is None else config.cluster.coordinator
+
+
+def node_id(config: Config, index: int) -> str:
+    """Worker ``index``'s node id: ``worker-<K>``, or ``<node_id>-w<K>`` on a node."""
+    if config.cluster is None:
+        return f"worker-{index}"
+    name = f"{config.cluster.node_id}-w{index}"
+    if len(name) > NODE_ID_MAX:
+        raise ConfigError(f"{config.source}: node id {config.cluster.node_id!r} is too long "
+                          f"for worker node ids like {name!r} (at most {NODE_ID_MAX} "
+                          "characters)", hint="join again with a shorter --node-id, or start "
+                          "the engine with --workers 1")
+    return name
 
 
 def worker_socket(home: Path, index: int) -> Path:
@@ -47,12 +70,12 @@ def worker_log(index: int) -> str:
 
 def worker_config(config: Config, home: Path, index: int) -> Config:
     """The home's configuration as worker ``index`` runs it: a member of the home's
-    embedded cluster."""
+    embedded cluster, or of the cluster the home is a node of."""
     if config.cluster is not None:
-        raise ConfigError(f"{config.source} has [cluster]: this home is a node of a cluster",
-                          hint="start it without --workers (one process per node)")
+        return dataclasses.replace(config, cluster=msgspec.structs.replace(
+            config.cluster, node_id=node_id(config, index)))
     return dataclasses.replace(config, cluster=ClusterSettings(
-        coordinator=coordinator_url(home), node_id=node_id(index),
+        coordinator=coordinator_url(home), node_id=node_id(config, index),
         session_ttl_ms=SESSION_TTL_MS, lease_margin_ms=LEASE_MARGIN_MS))
 
 

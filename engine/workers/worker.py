@@ -4,7 +4,9 @@
 It is a cluster member like any node (``join_cluster``: a session, its member record, the
 reconciling worker that takes the shards placed on it), on the home's embedded
 coordinator, and serves its own admin socket ``<home>/run/workers/<K>.sock`` with the
-same ``AdminApi`` as a single engine. It holds no home lock and writes no pid file: the
+same ``AdminApi`` as a single engine. On a node of a cluster it is a member of that
+cluster (``<node_id>-w<K>``) and answers like a node (``NodeApi``, the catalog in the
+coordinator). It holds no home lock and writes no pid file: the
 front door holds them and is its parent. It stops on SIGTERM (what the front door sends),
 on ``POST /v1/shutdown``, or when its parent is gone (an orphan must not keep shards), the
 way the single daemon stops: the socket first, then the shards drain, then the session
@@ -26,7 +28,12 @@ from typing import TYPE_CHECKING, Final
 
 from nereus.cluster.errors import NodeIdInUse
 from nereus.engine.process_requests import Request, event_logger, signal_requests
-from nereus.engine.workers.home import SESSION_TTL_MS, worker_config, worker_log, worker_socket
+from nereus.engine.workers.home import (
+    node_id,
+    worker_config,
+    worker_log,
+    worker_socket,
+)
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
@@ -47,13 +54,16 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
+    from nereus.engine.cluster.node_api import NodeApi
     from nereus.engine.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.daemon import abandon
     from nereus.engine.engine import Engine, EngineSettings
 
     enter_private_mode()
     layout = HomeLayout(home)
-    config = worker_config(load_home_config(layout.config), home, index)
+    home_config = load_home_config(layout.config)
+    config = worker_config(home_config, home, index)
+    clustered = home_config.cluster is not None
     engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index))
     logger = engine_logs.logger
 
@@ -61,11 +71,12 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
 
     requests = signal_requests()
     assert config.cluster is not None
-    # the catalog stays in the home's object store: every worker shares it, and a home run
-    # with one process or several sees the same Recovery Set
+    # standalone, the catalog stays in the home's object store: every worker shares it, and
+    # a home run with one process or several sees the same Recovery Set; on a node of a
+    # cluster it is the cluster's, in the coordinator
     handle = open_cluster(config.cluster.coordinator)
     engine = Engine(home, config, settings=EngineSettings.from_config(config.engine),
-                    log_event=log_event)
+                    log_event=log_event, catalog=handle if clustered else None)
     parent = _ParentWatch(requests)
     engine.supervisor.spawn("parent-watch", "worker", parent.run)
     node: ClusterNode | None = None
@@ -73,9 +84,10 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     try:
         node = _join(engine, handle, log_event, worker_socket(home, index), index)
         engine.start(owned=())
-        _await_members(node, expected)
+        _await_members(node, {node_id(home_config, k) for k in range(expected)})
         node.start(engine.supervisor)
-        api = AdminApi(engine, owners=StoreOwnerLookup(node.store))
+        api = NodeApi(engine, node.store, host=node.settings.host) if clustered else \
+            AdminApi(engine, owners=StoreOwnerLookup(node.store))
         server = AdminServer(api, worker_socket(home, index),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
@@ -109,7 +121,9 @@ def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: P
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.engine.daemon import join_cluster
 
-    deadline = time.monotonic() + 2 * SESSION_TTL_MS / 1000 + 1
+    cluster = engine.config.cluster
+    assert cluster is not None
+    deadline = time.monotonic() + 2 * cluster.session_ttl_ms / 1000 + 1
     while True:
         try:
             return join_cluster(engine, handle, log_event, address=address,
@@ -121,10 +135,10 @@ def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: P
             time.sleep(0.2)
 
 
-def _await_members(node: ClusterNode, expected: int) -> None:
-    """Wait (``MEMBERS_WAIT_S`` at most) until ``expected`` workers are members."""
+def _await_members(node: ClusterNode, expected: set[str]) -> None:
+    """Wait (``MEMBERS_WAIT_S`` at most) until every worker in ``expected`` is a member."""
     deadline = time.monotonic() + MEMBERS_WAIT_S
-    while len(node.store.members()) < expected and time.monotonic() < deadline:
+    while not expected <= set(node.store.members()) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -126,7 +126,7 @@ class NodeRun:
     """One run of a node's daemon, a child process of the test."""
 
     def __init__(self, home: Path, node_id: str, run: int,
-                 owned: list[subprocess.Popen[bytes]]) -> None:
+                 owned: list[subprocess.Popen[bytes]], *, workers: int = 1) -> None:
         from nereus.adapters.admin_client import AdminClient
 
         self.home = home
@@ -134,7 +134,8 @@ class NodeRun:
         self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
         with open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home)],
+                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+                 "--workers", str(workers)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         owned.append(self.proc)
         self.admin = AdminClient(HomeLayout(home).run / "admin.sock", timeout=10)
@@ -176,10 +177,11 @@ class Cluster:
     def home(self, node_id: str) -> Path:
         return self.root / node_id
 
-    def start(self, node_id: str) -> NodeRun:
+    def start(self, node_id: str, *, workers: int = 1) -> NodeRun:
+        """Start the node's daemon (the front door of ``workers`` processes if above 1)."""
         self._runs += 1
         run = self.nodes[node_id] = NodeRun(self.home(node_id), node_id, self._runs,
-                                            self.owned)
+                                            self.owned, workers=workers)
         return run
 
     def owners(self) -> dict[ShardId, OwnerRecord]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import run_nereus
+from tests.conftest import NEREUS, run_nereus
 from tests.daemon import process_gone, read_outbox, stop_engine, wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -176,3 +177,27 @@ def test_a_killed_worker_is_restarted_and_nothing_acknowledged_is_lost(
         attempts = nereus_json(home, "message", "show", message_id)["attempts"]
         assert len(attempts) > 1, attempts
     print(f"published twice (an attempt cut short by the kill): {sorted(repeated)}")
+
+
+def test_unless_told_the_engine_runs_one_worker_per_core_at_most_one_per_shard(
+        tmp_path: Path) -> None:
+    """``engine start`` with neither ``--workers``, ``NEREUS_WORKERS`` nor ``[engine]
+    workers``: as many worker processes as this process may use cores, at most the four
+    shards; one means the single daemon (no worker process)."""
+    home = tmp_path / "home"
+    assert run_nereus("init", "--partitions", "4", home=home).code == 0
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    started = subprocess.run([NEREUS, "--home", str(home), "--json", "engine", "start"],
+                             capture_output=True, text=True, env=environ, timeout=90,
+                             check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        expected = min(len(os.sched_getaffinity(0)), 4)
+        status = wait_for(lambda: all_active(home), timeout=30, what="every shard ACTIVE")
+        processes = {w["name"] for w in status["workers"] if w["name"].startswith("process-")}
+        assert processes == ({f"process-{k}" for k in range(expected)} if expected > 1
+                             else set())
+        assert sorted(worker_pids(home)) == (list(range(expected)) if expected > 1 else [])
+    finally:
+        stop_engine(home)
+        wait_for(lambda: not worker_pids(home), timeout=30, what="worker processes to exit")

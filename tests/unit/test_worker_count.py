@@ -1,0 +1,51 @@
+"""How many worker processes ``engine start`` runs when it is not told
+(``nereus.engine.workers.count``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nereus.config import Config, parse_config
+from nereus.engine.workers.count import available_cores, worker_count
+
+
+def config(partitions: int, *, workers: int | None = None) -> Config:
+    engine = "" if workers is None else f"[engine]\nworkers = {workers}\n"
+    return parse_config(f"""{engine}
+[routes.default]
+partitions = {partitions}
+
+[lanes.local]
+destination = "file"
+path = "outbox/local.jsonl"
+""", source="test.toml")
+
+
+@pytest.mark.parametrize(("partitions", "cores", "expected"),
+                         [(1, 8, 1), (2, 8, 2), (16, 8, 8), (4, 1, 1), (3, 2, 2)])
+def test_one_worker_per_core_at_most_one_per_shard(partitions: int, cores: int,
+                                                   expected: int) -> None:
+    """Unset, the count is the cores this process may use, capped by the home's shards."""
+    assert worker_count(config(partitions), None, cores=cores) == expected
+
+
+def test_the_flag_wins_over_the_file_and_the_file_over_the_cores() -> None:
+    """``--workers N`` first, then ``[engine] workers``, then the cores."""
+    assert worker_count(config(8, workers=3), 5, cores=8) == 5
+    assert worker_count(config(8, workers=3), None, cores=8) == 3
+    assert worker_count(config(8), None, cores=8) == 8
+
+
+def test_the_cores_are_those_this_process_may_run_on() -> None:
+    """The affinity mask narrows the count (as a container's cpuset does)."""
+    import os
+
+    assert available_cores() == len(os.sched_getaffinity(0))
+
+
+def test_workers_in_the_file_are_checked() -> None:
+    """``[engine] workers = 0`` is refused when the file is read, naming the field."""
+    from nereus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="workers"):
+        config(2, workers=0)
