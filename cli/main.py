@@ -1,87 +1,35 @@
-"""The ``nereus`` entry point: global options, command groups, and the one place
-where errors become exit codes. A ``NereusError`` is printed (under ``--json`` as the one
-error document) and exits with its class's code; ``Answered`` (``nereus.cli.output``)
-comes from a command that already printed its answer, so only its status is left to set.
+"""The ``nereus`` entry point: the command line's way to its command (the tree is built
+for it by ``nereus.cli.command_tree``), and the one place where errors become exit codes.
+A ``NereusError`` is printed (under ``--json`` as the one error document) and exits with
+its class's code; ``Answered`` (``nereus.cli.output``) comes from a command that already
+printed its answer, so only its status is left to set.
 
 Imports here stay light: ``nereus --help`` must not import textual, boto3 or broker
 clients (a test checks ``sys.modules``). Command modules import what they need inside
-their functions.
+their functions, and a command line imports only the module of the command it names.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 
-from nereus.cli.commands import attempt as attempt_cmd
-from nereus.cli.commands import checkpoint as checkpoint_cmd
-from nereus.cli.commands import cluster as cluster_cmd
-from nereus.cli.commands import command as command_cmd
-from nereus.cli.commands import completion as completion_cmd
-from nereus.cli.commands import dashboard as dashboard_cmd
-from nereus.cli.commands import doctor as doctor_cmd
-from nereus.cli.commands import engine as engine_cmd
-from nereus.cli.commands import init as init_cmd
-from nereus.cli.commands import lane as lane_cmd
-from nereus.cli.commands import message as message_cmd
-from nereus.cli.commands import mutate as mutate_cmd
-from nereus.cli.commands import payload as payload_cmd
-from nereus.cli.commands import playbook as playbook_cmd
-from nereus.cli.commands import quickstart as quickstart_cmd
-from nereus.cli.commands import recovery_set as recovery_set_cmd
-from nereus.cli.commands import shard as shard_cmd
-from nereus.cli.context import Env, resolve_home
+from nereus.cli.context import resolve_home
 from nereus.cli.output import Answered, Output
 from nereus.errors import ExitCode, NereusError
 
-app = typer.Typer(
-    name="nereus",
-    help="Nereus Delay: durable delayed-message scheduling for Kafka and Pulsar.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-app.command("init")(init_cmd.init)
-app.command("quickstart")(quickstart_cmd.quickstart)
-app.command("doctor")(doctor_cmd.doctor)
-app.command("dashboard")(dashboard_cmd.dashboard)
-app.command("completion")(completion_cmd.completion)
-app.add_typer(engine_cmd.app, name="engine")
-app.add_typer(message_cmd.app, name="message")
-app.add_typer(shard_cmd.app, name="shard")
-app.add_typer(lane_cmd.app, name="lane")
-app.add_typer(attempt_cmd.app, name="attempt")
-app.add_typer(checkpoint_cmd.app, name="checkpoint")
-app.add_typer(recovery_set_cmd.app, name="recovery-set")
-app.add_typer(payload_cmd.app, name="payload")
-app.add_typer(mutate_cmd.app, name="mutate")
-shard_cmd.app.command("pause")(mutate_cmd.shard_pause)
-shard_cmd.app.command("resume")(mutate_cmd.shard_resume)
-shard_cmd.app.command("move")(cluster_cmd.moves.shard_move)
-message_cmd.app.command("break")(mutate_cmd.message_break)
-app.add_typer(playbook_cmd.app, name="playbook")
-app.add_typer(command_cmd.app, name="command")
-app.add_typer(cluster_cmd.app, name="cluster")
 
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole command tree (``nereus.cli.command_tree``), for the reference
+    generator and tests that walk it."""
+    if name == "app":
+        from nereus.cli.command_tree import build_app
 
-@app.callback()
-def _global(
-    ctx: typer.Context,
-    home: Annotated[str | None, typer.Option(
-        "--home", help="Home directory (default: $NEREUS_HOME, then ./.nereus).",
-        envvar="NEREUS_HOME", show_envvar=True)] = None,
-    json_output: Annotated[bool, typer.Option(
-        "--json", help="Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).",
-    )] = False,
-) -> None:
-    json_mode = json_output or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
-    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode),
-                  home_explicit=bool(home))
-    ctx.call_on_close(ctx.obj.close)
+        return build_app()
+    raise AttributeError(name)
 
 
 def _hoist_global_options(argv: list[str]) -> list[str]:
@@ -117,6 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     enter_private_mode()
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
+        from nereus.cli.command_tree import build_app, named_command
+
+        app = build_app(named_command(args))
         code = app(args=args, prog_name="nereus", standalone_mode=False)
     except Answered as exc:  # the command printed its answer: only the status is left
         sys.exit(int(exc.exit_code))

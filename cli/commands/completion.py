@@ -40,7 +40,7 @@ def completion(
     from nereus.cli.setup_documents import CompletionScript
 
     env: Env = ctx.obj
-    script = completion_script(shell.value, ctx.find_root().command)
+    script = completion_script(shell.value)  # the whole tree, whatever this run built
     if env.output.json_mode:
         env.output.emit(msgspec.to_builtins(CompletionScript(shell=shell.value, script=script)),
                         lambda _: None)

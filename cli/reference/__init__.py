@@ -38,12 +38,12 @@ MAN_DIR = "man"
 
 
 def root_command() -> Any:
-    """The Click command Typer builds from ``nereus.cli.main.app``."""
+    """The Click command Typer builds from the whole ``nereus`` command tree."""
     import typer
 
-    from nereus.cli.main import app
+    from nereus.cli.command_tree import build_app
 
-    return typer.main.get_command(app)
+    return typer.main.get_command(build_app())
 
 
 def tree(command: Any | None = None) -> Command:

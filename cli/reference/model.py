@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import PurePath
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 ValueKind = Literal["none", "text", "choice", "file", "dir"]
 
 # Options whose declared type (str) hides what their value is; completions should know.
 VALUE_HINTS: Mapping[str, ValueKind] = {"--home": "dir"}
 
-_TYPE_METAVARS: Mapping[type, str] = {int: "INTEGER", float: "NUMBER", bool: "BOOLEAN",
-                                      str: "TEXT"}
+# the name of a parameter's Click type (as Typer's bundled Click spells it, or Click
+# itself) -> the metavar the reference shows
+_TYPE_METAVARS: Mapping[str, str] = {
+    "int": "INTEGER", "int range": "INTEGER", "integer": "INTEGER", "integer range": "INTEGER",
+    "float": "NUMBER", "float range": "NUMBER", "boolean": "BOOLEAN", "str": "TEXT",
+    "text": "TEXT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +124,15 @@ def _clean(text: str) -> str:
 
 
 def _param(param: Any) -> Param:
-    descriptor = getattr(param, "type_descriptor", None)
     kind: Literal["option", "argument"] = (
         "argument" if param.param_type_name == "argument" else "option")
-    choices = _choices(descriptor)
-    value = _value_kind(param, descriptor, choices, kind)
+    choices = _choices(param.type)
+    value = _value_kind(param, choices, kind)
     return Param(
         name=param.name or "",
         kind=kind,
         opts=tuple(param.opts) if kind == "option" else (),
-        metavar=_metavar(param, descriptor, choices, value, kind),
+        metavar=_metavar(param, choices, value, kind),
         help=_clean(getattr(param, "help", None) or ""),
         value=value,
         choices=choices,
@@ -138,17 +140,16 @@ def _param(param: Any) -> Param:
         required=bool(param.required),
         default=_default(param, value),
         envvar=param.envvar if isinstance(param.envvar, str) else None,
-        value_range=_range(getattr(param, "min", None), getattr(param, "max", None)),
+        value_range=_range(getattr(param.type, "min", None), getattr(param.type, "max", None)),
     )
 
 
-def _choices(descriptor: Any) -> tuple[str, ...]:
-    found = getattr(descriptor, "choices", None) or ()
+def _choices(param_type: Any) -> tuple[str, ...]:
+    found = getattr(param_type, "choices", None) or ()
     return tuple(str(c.value) if isinstance(c, Enum) else str(c) for c in found)
 
 
-def _value_kind(param: Any, descriptor: Any, choices: tuple[str, ...],
-                kind: str) -> ValueKind:
+def _value_kind(param: Any, choices: tuple[str, ...], kind: str) -> ValueKind:
     if kind == "option" and getattr(param, "is_flag", False):
         return "none"
     for opt in param.opts if kind == "option" else ():
@@ -156,14 +157,12 @@ def _value_kind(param: Any, descriptor: Any, choices: tuple[str, ...],
             return VALUE_HINTS[opt]
     if choices:
         return "choice"
-    if descriptor is not None and descriptor.is_path:
-        info = descriptor.parameter_info
-        return "dir" if info.dir_okay and not info.file_okay else "file"
+    if param.type.name == "path":
+        return "dir" if param.type.dir_okay and not param.type.file_okay else "file"
     return "text"
 
 
-def _metavar(param: Any, descriptor: Any, choices: tuple[str, ...], value: ValueKind,
-             kind: str) -> str:
+def _metavar(param: Any, choices: tuple[str, ...], value: ValueKind, kind: str) -> str:
     if value == "none":
         return ""
     if param.metavar:
@@ -176,14 +175,7 @@ def _metavar(param: Any, descriptor: Any, choices: tuple[str, ...], value: Value
         return "PATH"
     if kind == "argument":
         return str(param.name).upper()
-    annotation = getattr(descriptor, "annotation", str)
-    if get_origin(annotation) in (list, tuple) and get_args(annotation):
-        annotation = get_args(annotation)[0]  # a repeatable option: the type of one value
-    if not isinstance(annotation, type):
-        return "TEXT"
-    if issubclass(annotation, PurePath):
-        return "PATH"
-    return _TYPE_METAVARS.get(annotation, "TEXT")
+    return _TYPE_METAVARS.get(param.type.name, "TEXT")
 
 
 def _default(param: Any, value: ValueKind) -> str | None:
