@@ -1,6 +1,8 @@
-"""A Kafka topic read back whole, as the tests that check what a destination published
-see it: every record from the beginning to the topic's current end, by a consumer of its
-own, with the delay message and attempt ids the records' headers carry."""
+"""A Kafka topic made, or read back whole, for the tests: ``create_topic`` makes one with
+exactly the config given and waits until the broker's metadata has it; ``read_topic`` reads
+what a destination published, every record from the beginning to the topic's current end,
+by a consumer of its own, with the delay message and attempt ids the records' headers
+carry."""
 
 from __future__ import annotations
 
@@ -10,6 +12,26 @@ from dataclasses import dataclass
 
 from nereus.engine.destinations.kafka_evidence import ATTEMPT_ID_HEADER, DELAY_MESSAGE_ID_HEADER
 from tests.integration.kafka_service import text_headers
+from tests.polling import wait_until
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    """Create ``topic`` (behind any log's or destination's back) and wait until the broker's
+    metadata lists every partition with a leader: the create call returns once the
+    controller made it, and a client that asks before the metadata has it is told the topic
+    does not exist."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
+
+    def listed() -> bool:
+        found = admin.list_topics(topic, timeout=5).topics.get(topic)
+        return found is not None and found.error is None and len(found.partitions) == \
+            partitions and all(p.leader >= 0 for p in found.partitions.values())
+    wait_until(f"topic {topic} in the broker's metadata", listed, 20)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.config import LaneSettings
 from nereus.engine.destinations.kafka import KafkaDestination
@@ -43,7 +42,7 @@ from tests.integration.kafka_service import (
     kafka_bootstrap,
     kafka_service,
 )
-from tests.polling import wait_until
+from tests.integration.kafka_topic import create_topic
 
 __all__ = ["kafka_bootstrap", "kafka_service"]  # fixtures, imported so pytest finds them
 
@@ -104,21 +103,6 @@ def destinations() -> Iterator[Callable[..., KafkaDestination]]:
     yield make
     for destination in made:
         destination.close()
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1,
-                 config: dict[str, str] | None = None) -> None:
-    """Create ``topic`` and wait until the broker's metadata lists every partition with a
-    leader: the create call returns once the controller made it, and a producer that asks
-    before the metadata has it is told the topic does not exist."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
-
-    def listed() -> bool:
-        found = admin.list_topics(topic, timeout=5).topics.get(topic)
-        return found is not None and found.error is None and len(found.partitions) == \
-            partitions and all(p.leader >= 0 for p in found.partitions.values())
-    wait_until(f"topic {topic} in the broker's metadata", listed, 20)
 
 
 def evidence_field(result: PublishResult, field: str) -> str:

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin's types hide it
 
 from nereus.adapters._kafka import TopicMisconfigured
 from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.adapters.shardlog.kafka_append import KafkaAppendFailed
 from nereus.errors import ExitCode, NotFound, ServiceUnreachable
 from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
+from tests.integration.kafka_topic import create_topic
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all
 
 __all__ = ["kafka_service"]  # the session fixture, imported so pytest finds it here
@@ -38,13 +38,6 @@ def topic_for(tmp_path: Path, suffix: str = "") -> str:
     """The test's topic: the same for the same ``tmp_path`` within this session."""
     digest = hashlib.blake2b(str(tmp_path).encode(), digest_size=6).hexdigest()
     return f"nereus-test-{SESSION}-{digest}{suffix}"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1,
-                 config: dict[str, str] | None = None) -> None:
-    """Create a topic behind the log's back, with exactly ``config``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
 
 
 def delete_topics(bootstrap: str, topics: set[str]) -> None:
