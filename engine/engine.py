@@ -48,6 +48,7 @@ from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.lane_changes import LaneChanges, lane_changes
+from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
@@ -220,8 +221,7 @@ class Engine:
             new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
             checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
             staging=self.layout.root / "staging" / shard.route / str(partition),
-            lane_leads={name: lane.handoff_lead_ms for name, lane in self.config.lanes.items()},
-            lane_ordered={name: lane.ordered for name, lane in self.config.lanes.items()},
+            lanes=LanePolicies.of(self.config),
             evidence_key=route_key(self.home, route.name), lease=lease,
             granted_epoch=granted_epoch)
         if diverged is not None:
@@ -302,12 +302,10 @@ class Engine:
             publisher.start(self.supervisor)
         if self.evidence is not None:
             self.evidence.destinations = {n: p.destination for n, p in self.publishers.items()}
-        leads = {name: lane.handoff_lead_ms for name, lane in config.lanes.items()}
-        ordered = {name: lane.ordered for name, lane in config.lanes.items()}
         limits = {name: self.publishers[name].destination.max_record_bytes
                   for name in changes.added}
         for loop in list(self.shards.values()):
-            loop.reconfigure_lanes(leads, ordered, limits)
+            loop.reconfigure_lanes(LanePolicies.of(config), limits)
         return changes
 
     def open_shard_log(self, shard: ShardId) -> ShardLog:

@@ -18,7 +18,7 @@ import msgspec
 from nereus.config import Config, LaneSettings
 
 # the settings the running engine applies; any other difference needs a restart
-_LIVE_FIELDS = frozenset({"lead_ms", "ordered"})
+_LIVE_FIELDS = frozenset({"lead_ms", "ordered", "max_delay", "max_pending"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
 from nereus.engine.scheduler.payloads import FetchPayload
@@ -90,8 +91,7 @@ class ShardLoop(ProgressWaits):
         checkpointer: Checkpointer | None = None,
         staging: Path | None = None,
         fetch_payload: FetchPayload | None = None,
-        lane_leads: Mapping[str, int] | None = None,
-        lane_ordered: Mapping[str, bool] | None = None,
+        lanes: LanePolicies | None = None,
         evidence_key: bytes = b"",
         lease: LeaseGate | None = None,
         granted_epoch: int | None = None,
@@ -109,9 +109,8 @@ class ShardLoop(ProgressWaits):
         self._progress = ShardProgress(self.runner, self._time)
         self._results = ResultWatch(self._progress, self._time)
         self.error: str | None = None
-        # each lane's handoff lead as its destination really has it, and its ordering
-        self.lane_leads: dict[str, int] = dict(lane_leads or {})
-        self.lane_ordered: dict[str, bool] = dict(lane_ordered or {})
+        # each lane's handoff lead as its destination really has it, ordering and limits
+        self.lanes_wanted = lanes or LanePolicies.none()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._owner = Ownership(owner_id, store, lease=lease, granted_epoch=granted_epoch)
@@ -120,7 +119,7 @@ class ShardLoop(ProgressWaits):
         self._outbox = Outbox(shard, log, time=self._time, events=events, wake=self._wake)
         planner = Planner(
             store, permits, load_state(store.get(STATE_KEY)), settings.planner, new_id,
-            fetch_payload=fetch_payload, leads=self.lane_leads,
+            fetch_payload=fetch_payload, leads=self.lanes_wanted.leads,
             record_limits={name: publisher.destination.max_record_bytes
                            for name, publisher in publishers.items()})
         self._admissions = AdmissionFlow(
@@ -193,11 +192,10 @@ class ShardLoop(ProgressWaits):
         """Look at the log now (records were just appended) instead of at the next poll."""
         self._wake.set()
 
-    def reconfigure_lanes(self, leads: Mapping[str, int], ordered: Mapping[str, bool],
+    def reconfigure_lanes(self, lanes: LanePolicies,
                           record_limits: Mapping[str, int | None]) -> None:
-        """New lane settings: the loop replicates leads and orderings into lane policy."""
-        self.lane_leads.update(leads)
-        self.lane_ordered.update(ordered)
+        """New lane settings: the loop replicates them into lane policy."""
+        self.lanes_wanted.update(lanes)
         self.planner.record_limits.update(record_limits)
         self._policy_changed.set()
         self._wake.set()
@@ -325,7 +323,7 @@ class ShardLoop(ProgressWaits):
         flow.expire_claims()
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:
             self._policy_changed.clear()
-            self._recovery().replicate_lane_policy(self.lane_leads, self.lane_ordered)
+            self._recovery().replicate_lane_policy(self.lanes_wanted)
         if not progressed:
             self._wake.wait(self.settings.poll_interval_s)
         self._wake.clear()
@@ -374,7 +372,7 @@ class ShardLoop(ProgressWaits):
             return
         for obligation in recovery.settle_orphans():
             self._admissions.open_obligation(obligation)
-        recovery.replicate_lane_policy(self.lane_leads, self.lane_ordered)
+        recovery.replicate_lane_policy(self.lanes_wanted)
         self._activated = True
         self.state = ShardState.ACTIVE
         self._event("shard_active", shard=str(self.shard), epoch=self.epoch,

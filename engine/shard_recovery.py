@@ -8,34 +8,33 @@
 2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no live first-send
    gate survives a restart; such an attempt is never retried automatically or reported
    NOT_PUBLISHED);
-3. ``replicate_lane_policy``: each configured lane's handoff lead and ordering go into its
-   replicated policy;
+3. ``replicate_lane_policy``: each configured lane's handoff lead, ordering and limits go
+   into its replicated policy (``lane_policy``);
 
 and only then does the loop accept work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from nereus.adapters.runner import ShardRunner
 from nereus.engine.clock import TrustedClock
 from nereus.engine.event_log import EventLog, safe_event
+from nereus.engine.lane_policy import LanePolicies, policy_records, report
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import Ownership, applied_activation, describe_live
 from nereus.records import (
     ActivationBarrier,
     AttemptState,
-    LaneConfig,
     Outcome,
     PublishOutcome,
-    ResultStatus,
     encode,
 )
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane, Obligation, Result, decode_value
+from nereus.state.values import Lane, Obligation, decode_value
 
 
 class Recovery:
@@ -92,18 +91,16 @@ class Recovery:
                        attempts=len(orphans))
         return [obligation for _, obligation in obligations]
 
-    def replicate_lane_policy(self, leads: Mapping[str, int],
-                              ordered: Mapping[str, bool]) -> None:
-        """Replicate each configured lane's handoff lead and ordering into its policy, and
-        log what became of each change (``lane_policy_records``)."""
-        records = lane_policy_records(self._store, leads=leads, ordered=ordered,
-                                      owner_id=self._ownership.owner_id,
-                                      epoch=self._ownership.epoch)
+    def replicate_lane_policy(self, policies: LanePolicies) -> None:
+        """Replicate each configured lane's handoff lead, ordering and limits into its
+        policy, and log what became of each change (``lane_policy``)."""
+        records = policy_records(self._store, policies, owner_id=self._ownership.owner_id,
+                                 epoch=self._ownership.epoch)
         if not records:
             return
-        self._outbox.append([encode(record) for _, record in records.values()])
+        self._outbox.append([encode(record) for _, _, record in records])
         self._runner.run_until_caught_up()
-        report_lane_policy(self._store, records, shard=self._shard, events=self._events)
+        report(self._store, records, shard=self._shard, events=self._events)
 
 
 def latest_decision_ms(store: ShardStore) -> int:
@@ -136,51 +133,3 @@ def unknown_outcomes(obligations: list[tuple[str, Obligation]], *, owner_id: str
         "no live first-send gate survived the restart, the send may have happened",
     )) for delay_message_id, obligation in obligations
         if obligation.state == AttemptState.PUBLISHING]
-
-
-def lane_policy_records(store: ShardStore, *, leads: Mapping[str, int],
-                        ordered: Mapping[str, bool], owner_id: str,
-                        epoch: int) -> dict[str, tuple[str, LaneConfig]]:
-    """LANE_CONFIG records that replicate each configured lane's handoff lead and ordering
-    where the replicated lane says otherwise: lane -> (the changes in words, record).
-
-    Apply reads both from the replicated lane (actionAt = deliverAt - lead; the ordered
-    head), so they must say what the configuration, and the destination, really do.
-    """
-    records: dict[str, tuple[str, LaneConfig]] = {}
-    for name in sorted(set(leads) | set(ordered)):
-        raw = store.get(keys.lane_key(name))
-        lane = decode_value(raw, Lane) if raw else Lane(name=name)
-        changes: dict[str, int | bool] = {}
-        lead = leads.get(name, 0)
-        if lane.handoff_lead_ms != lead:
-            changes["handoff_lead_ms"] = lead
-        if lane.ordered != ordered.get(name, False):
-            changes["ordered"] = ordered.get(name, False)
-        if not changes:
-            continue
-        listed = ",".join(f"{k}={v}" for k, v in changes.items())
-        key = f"config:{name}:{listed}:{owner_id}:{epoch}"
-        records[name] = (listed, LaneConfig(
-            lane=name, operator=f"engine {owner_id}",
-            reason=f"lane {name} as configured: {listed}", idempotency_key=key,
-            **changes))  # type: ignore[arg-type]
-    return records
-
-
-def report_lane_policy(store: ShardStore, records: Mapping[str, tuple[str, LaneConfig]], *,
-                       shard: ShardId, events: EventLog) -> None:
-    """Log what became of each applied LANE_CONFIG. The state machine refuses a change that
-    messages already rely on (a lower lead under SCHEDULED messages: LEAD_IN_USE; ORDERED
-    under unfinished unordered ones: ORDERING_IN_USE): the owner says so, and its planner
-    still waits for deliverAt less the lead the destination has."""
-    for name, (listed, record) in records.items():
-        raw = store.get(keys.result_key(f"m/{record.idempotency_key}"))
-        result = None if raw is None else decode_value(raw, Result)
-        if result is not None and result.status == ResultStatus.APPLIED:
-            safe_event(events, "lane_policy_replicated", shard=str(shard), lane=name,
-                       changes=listed)
-        else:
-            safe_event(events, "lane_policy_refused", level="error", shard=str(shard),
-                       lane=name, changes=listed,
-                       detail=None if result is None else result.detail)

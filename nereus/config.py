@@ -33,15 +33,17 @@ from typing import Annotated, Final, Literal, TypeVar, get_args, get_type_hints
 
 import msgspec
 
-from nereus.errors import ConfigError
+from nereus.errors import ConfigError, UsageError
 from nereus.machine.limits import Limits
 from nereus.machine.validate import LANE_NAME
 from nereus.records.system import RouteIdentity
 from nereus.shard import validate_route_name
+from nereus.timespec import parse_duration_ms
 
 LOG_BACKENDS: Final = ("file", "kafka", "pulsar")
 DESTINATIONS: Final = ("file", "kafka", "pulsar")
 DEFAULT_HANDOFF_LEAD_MS: Final = 1_000
+DEFAULT_MAX_DELAY: Final = "400d"  # a lane's max_delay unless its table says otherwise
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -88,11 +90,21 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     handoff: Literal["publish", "deliver_at"] = "publish"
     lead_ms: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] = DEFAULT_HANDOFF_LEAD_MS
     ordered: bool = False  # one key's messages publish in order (placed by key)
+    # new work only: a deliverAt further ahead of its record's broker time is REJECTED
+    # MAX_DELAY_EXCEEDED ("0s": no limit); a SCHEDULE into a lane holding max_pending
+    # unfinished messages is REJECTED LANE_FULL (0: no limit)
+    max_delay: str = DEFAULT_MAX_DELAY
+    max_pending: Annotated[int, msgspec.Meta(ge=0)] = 0
 
     @property
     def deliver_at_handoff(self) -> bool:
         """The destination holds each message until deliverAt (Pulsar ``deliver_at``)."""
         return self.destination == "pulsar" and self.handoff == "deliver_at"
+
+    @property
+    def max_delay_ms(self) -> int:
+        """``max_delay`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.max_delay, field="max_delay")
 
     @property
     def handoff_lead_ms(self) -> int:
@@ -318,6 +330,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         lane: LaneSettings = _convert(table, LaneSettings, where, text, source)
         if lane.destination == "file" and lane.path is None:
             raise _error(text, source, where, "path", "a file lane needs path = \"...\"")
+        try:
+            lane.max_delay_ms  # noqa: B018 - a duration, or the file is refused here
+        except UsageError as exc:
+            raise _error(text, source, where, "max_delay", exc.message) from None
         if lane.handoff == "deliver_at" and lane.destination != "pulsar":
             raise _error(text, source, where, "handoff",
                          f"handoff = \"deliver_at\" needs a destination that holds messages "

@@ -85,6 +85,19 @@ def parse_duration_ms(text: str, *, field: str = "duration") -> int:
     return total
 
 
+def format_duration_ms(ms: int) -> str:
+    """Milliseconds as ``parse_duration_ms`` reads them, largest units first: ``400d``,
+    ``1h30m``, ``1500ms`` is ``1s500ms``; ``0ms`` for nothing."""
+    if ms <= 0:
+        return f"{ms}ms"
+    parts: list[str] = []
+    for unit, size in sorted(_UNIT_MS.items(), key=lambda item: -item[1]):
+        if ms >= size:
+            parts.append(f"{ms // size}{unit}")
+            ms %= size
+    return "".join(parts)
+
+
 def format_time_ms(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with millisecond precision and a ``Z``.
 

@@ -18,6 +18,16 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def days_ahead(days: int, *, plus_ms: int = 0) -> str:
+    """Midnight UTC ``days`` from today (plus ``plus_ms``), ISO-8601 with ``Z``: a time far
+    enough ahead to stay SCHEDULED through a test, and within a lane's default max_delay
+    (400 days)."""
+    from nereus.timespec import format_time_ms
+
+    day_ms = 86_400_000
+    return format_time_ms((now_ms() // day_ms + days) * day_ms + plus_ms)
+
+
 def wait_until(what: str, condition: Callable[[], bool], deadline_s: float, *,
                interval_s: float = 0.02, seen: Callable[[], object] | None = None) -> float:
     """Poll ``condition`` every ``interval_s`` until it holds (returns the monotonic time it

@@ -3,8 +3,8 @@
 ``mutate submit`` takes any operator mutation written as TOML, for changes prepared in
 a ticket or a review and applied as written::
 
-    kind = "LANE_GATE"            # LANE_GATE, LANE_CONFIG, ATTEMPT_RESOLVE, MESSAGE_BREAK,
-    lane = "payments"             # SHARD_PAUSE or SHARD_RESUME, then that kind's fields
+    kind = "LANE_GATE"            # LANE_GATE, LANE_CONFIG, LANE_LIMITS, ATTEMPT_RESOLVE,
+    lane = "payments"             # MESSAGE_BREAK, SHARD_PAUSE or SHARD_RESUME, then its fields
     gate = "CLOSED"
     reason = "INC-4411: downstream broker degraded"
     # optional: operator, idempotency_key, precondition_digest,
@@ -137,8 +137,8 @@ def _read(file: Path) -> list[dict[str, object]]:
                              "tables, not both")
         return tables
     if "kind" not in data:
-        raise UsageError(f"{file}: no kind (LANE_GATE, LANE_CONFIG, ATTEMPT_RESOLVE, "
-                         "MESSAGE_BREAK, SHARD_PAUSE or SHARD_RESUME)")
+        raise UsageError(f"{file}: no kind (LANE_GATE, LANE_CONFIG, LANE_LIMITS, "
+                         "ATTEMPT_RESOLVE, MESSAGE_BREAK, SHARD_PAUSE or SHARD_RESUME)")
     return [data]
 
 
@@ -150,7 +150,7 @@ def _parse(env: Env, table: dict[str, object], where: str, *, reason: str | None
     from nereus.cli import mutation
     from nereus.errors import UsageError
     from nereus.records.codec import OPERATOR_MUTATIONS
-    from nereus.records.operator import LaneConfig, LaneGate, MessageBreak
+    from nereus.records.operator import LaneConfig, LaneGate, LaneLimits, MessageBreak
 
     fields = dict(table)
     placement = {name: fields.pop(name) for name in _PLACEMENT if name in fields}
@@ -170,7 +170,7 @@ def _parse(env: Env, table: dict[str, object], where: str, *, reason: str | None
     except msgspec.ValidationError as exc:
         raise UsageError(f"{where}: {exc}",
                          hint="see `man nereus-mutate` for each kind's fields") from None
-    if isinstance(record, LaneGate | LaneConfig):
+    if isinstance(record, LaneGate | LaneConfig | LaneLimits):
         shards = mutation.every_shard(env, _as_list(placement.get("shards"), where))
     elif isinstance(record, MessageBreak):
         shards = [_message_shard(env, record.delay_message_id, placement.get("route"))]

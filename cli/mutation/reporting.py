@@ -85,6 +85,7 @@ def print_impact(out: Console, impact: MutationImpact) -> None:
 
 def describe(kind: str, target: str) -> str:
     verbs = {"LANE_GATE": "Change the gate of", "LANE_CONFIG": "Change the policy of",
+             "LANE_LIMITS": "Change the limits of",
              "ATTEMPT_RESOLVE": "Resolve", "MESSAGE_BREAK": "Break",
              "SHARD_PAUSE": "Pause", "SHARD_RESUME": "Resume"}
     return f"{verbs.get(kind, kind)} {target}"

@@ -19,9 +19,15 @@ from nereus.records.client import (
     Reschedule,
     Schedule,
 )
-from nereus.records.vocabulary import ADMITTED_STATES, MessageState, ResultStatus
+from nereus.records.vocabulary import (
+    ADMITTED_STATES,
+    UNFINISHED_STATES,
+    MessageState,
+    ResultStatus,
+)
 from nereus.state import keys
 from nereus.state.values import Message, PayloadStage, decode_value, encode_value
+from nereus.timespec import format_duration_ms
 
 
 def _not_scheduled(message: Message, action: str) -> Verdict:
@@ -55,6 +61,36 @@ def action_at(tx: Tx, lane_name: str, deliver_at_ms: int,
             f"deliver_at_ms {deliver_at_ms}; lane {lane_name} grants a handoff lead of {lead} ms",
         )
     return requested_ms, None
+
+
+def within_limits(tx: Tx, lane_name: str, deliver_at_ms: int, ids: Ids, *,
+                  new_message: bool) -> Verdict | None:
+    """REJECTED when the lane's limits (its last LANE_LIMITS) refuse this work: deliverAt
+    more than ``max_delay_ms`` after the record's broker time, or (a new message) the
+    lane already holding ``max_pending`` unfinished messages."""
+    limits = tx.lane_limits(lane_name)
+    if limits is None:
+        return None
+    ahead_ms = deliver_at_ms - tx.broker_ms
+    if limits.max_delay_ms and ahead_ms > limits.max_delay_ms:
+        return rejected(
+            Reason.MAX_DELAY_EXCEEDED,
+            f"deliver_at is {format_duration_ms(ahead_ms)} after the record's broker time; "
+            f"lane {lane_name} allows at most max_delay = "
+            f"{format_duration_ms(limits.max_delay_ms)}",
+            **ids,
+        )
+    if new_message and limits.max_pending:
+        counts = tx.lane(lane_name).counts
+        pending = sum(counts.get(state, 0) for state in UNFINISHED_STATES)
+        if pending >= limits.max_pending:
+            return rejected(
+                Reason.LANE_FULL,
+                f"lane {lane_name} holds {pending} unfinished messages, its max_pending is "
+                f"{limits.max_pending}; retry once some have published",
+                **ids,
+            )
+    return None
 
 
 def schedule(tx: Tx, cmd: Schedule) -> Verdict:
@@ -98,6 +134,8 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
         )
     position, lane = tx.position, cmd.lane
     action_at_ms, failure = action_at(tx, lane, cmd.deliver_at_ms, cmd.action_at_ms)
+    if failure is None:
+        failure = within_limits(tx, lane, cmd.deliver_at_ms, ids, new_message=True)
     if failure is not None:
         return failure
     digest = tx.put_timeline_entry(lane, action_at_ms, message_id, 1, 0)
@@ -142,6 +180,10 @@ def reschedule(tx: Tx, cmd: Reschedule) -> Verdict:
     if message.state != MessageState.SCHEDULED:
         return _not_scheduled(message, "reschedule")
     new_action_at, failure = action_at(tx, message.lane, cmd.deliver_at_ms, cmd.action_at_ms)
+    if failure is None:
+        failure = within_limits(tx, message.lane, cmd.deliver_at_ms, {
+            "delay_message_id": message.delay_message_id, "generation": message.generation},
+            new_message=False)
     if failure is not None:
         return failure
     moved = tx.move_state(

@@ -23,6 +23,7 @@ from nereus.records.operator import (
     AttemptResolve,
     LaneConfig,
     LaneGate,
+    LaneLimits,
     MessageBreak,
     ShardPause,
     ShardResume,
@@ -30,6 +31,7 @@ from nereus.records.operator import (
 from nereus.records.system import ActivationBarrier, CheckpointMark, RouteIdentity
 from nereus.records.vocabulary import (
     ADMITTED_STATES,
+    UNFINISHED_STATES,
     AttemptState,
     Disposition,
     MessageState,
@@ -37,7 +39,14 @@ from nereus.records.vocabulary import (
     Resolution,
 )
 from nereus.state import keys
-from nereus.state.values import Activation, CheckpointMarkValue, Lane, decode_value, encode_value
+from nereus.state.values import (
+    Activation,
+    CheckpointMarkValue,
+    Lane,
+    LaneLimit,
+    decode_value,
+    encode_value,
+)
 from nereus.state.view import StateView
 
 
@@ -46,6 +55,8 @@ def target_key(mutation: OperatorMutation) -> bytes:
     match mutation:
         case LaneGate(lane=lane) | LaneConfig(lane=lane):
             return keys.lane_key(lane)
+        case LaneLimits(lane=lane):
+            return keys.lane_limits_key(lane)
         case AttemptResolve(attempt_id=attempt_id):
             return keys.attempt_key(attempt_id)
         case MessageBreak(delay_message_id=delay_message_id):
@@ -99,6 +110,8 @@ def operator_mutation(tx: Tx, mutation: OperatorMutation) -> Verdict:
             return _lane_gate(tx, mutation)
         case LaneConfig():
             return _lane_config(tx, mutation)
+        case LaneLimits():
+            return _lane_limits(tx, mutation)
         case AttemptResolve():
             return _attempt_resolve(tx, mutation)
         case MessageBreak():
@@ -156,8 +169,7 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
             f"its handoff lead of {lane.handoff_lead_ms} ms; lowering it to {lead} ms could "
             "publish them before deliverAt. Let them publish (or cancel/reschedule them) first",
         )
-    pending = sum(lane.counts.get(state, 0) for state in (
-        MessageState.SCHEDULED, MessageState.PUBLISHING, MessageState.UNCERTAIN))
+    pending = sum(lane.counts.get(state, 0) for state in UNFINISHED_STATES)
     if mutation.ordered and not lane.ordered and pending:
         return rejected(
             Reason.ORDERING_IN_USE,
@@ -170,6 +182,28 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
     ))
     listed = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
     return applied(f"lane {lane.name} config revision {lane.config_revision + 1}: {listed}")
+
+
+def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
+    failure = check_lane(mutation.lane)
+    if failure is not None:
+        return failure
+    for field in ("max_delay_ms", "max_pending"):
+        if getattr(mutation, field) < 0:
+            return rejected(Reason.INVALID_FIELD, f"{field} must be 0 (no limit) or more")
+    limits = LaneLimit(lane=mutation.lane, max_delay_ms=mutation.max_delay_ms,
+                       max_pending=mutation.max_pending, position=tx.position)
+    before = tx.lane_limits(mutation.lane)
+    if before is not None and (before.max_delay_ms, before.max_pending) == (
+            limits.max_delay_ms, limits.max_pending):
+        return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
+    tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
+    return applied(f"lane {mutation.lane} limits: {_limits_text(limits)}")
+
+
+def _limits_text(limits: LaneLimit) -> str:
+    return (f"max_delay_ms={limits.max_delay_ms or 'none'}, "
+            f"max_pending={limits.max_pending or 'none'}")
 
 
 def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:

@@ -27,6 +27,8 @@ class Reason(StrEnum):
     PAYLOAD_EXISTS = "PAYLOAD_EXISTS"
     PAYLOAD_MISMATCH = "PAYLOAD_MISMATCH"
     RESERVATION_EXPIRED = "RESERVATION_EXPIRED"
+    MAX_DELAY_EXCEEDED = "MAX_DELAY_EXCEEDED"  # deliverAt beyond the lane's max_delay
+    LANE_FULL = "LANE_FULL"  # the lane holds max_pending unfinished messages
     # system mutations
     STALE_MESSAGE_STATE = "STALE_MESSAGE_STATE"
     STALE_GENERATION = "STALE_GENERATION"

@@ -28,6 +28,7 @@ from nereus.state.values import (
     Activation,
     Attempt,
     Lane,
+    LaneLimit,
     Message,
     WorkRef,
     decode_int,
@@ -113,6 +114,11 @@ class Tx:
 
     def put_lane(self, lane: Lane) -> None:
         self._put_lane_at(keys.lane_key(lane.name), lane)
+
+    def lane_limits(self, name: str) -> LaneLimit | None:
+        """The lane's limits on new work (None: it never had any)."""
+        raw = self.get(keys.lane_limits_key(name))
+        return None if raw is None else decode_value(raw, LaneLimit)
 
     def _lane_at(self, key: bytes, name: str) -> Lane:
         if self._deferred is not None:

@@ -24,6 +24,7 @@ from nereus.records.operator import (
     AttemptResolve,
     LaneConfig,
     LaneGate,
+    LaneLimits,
     MessageBreak,
     ShardPause,
     ShardResume,
@@ -34,7 +35,7 @@ from nereus.records.vocabulary import Gate
 def mutation_target(mutation: OperatorMutation) -> str:
     """A short human name for what the mutation acts on, e.g. ``lane payments``."""
     match mutation:
-        case LaneGate(lane=lane) | LaneConfig(lane=lane):
+        case LaneGate(lane=lane) | LaneConfig(lane=lane) | LaneLimits(lane=lane):
             return f"lane {lane}"
         case AttemptResolve(attempt_id=attempt_id):
             return f"attempt {attempt_id}"

@@ -32,6 +32,7 @@ from nereus.records.operator import (
     AttemptResolve,
     LaneConfig,
     LaneGate,
+    LaneLimits,
     MessageBreak,
     ShardPause,
     ShardResume,
@@ -54,14 +55,16 @@ SystemMutation = (
     PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
     | RouteIdentity
 )
-OperatorMutation = LaneGate | LaneConfig | AttemptResolve | MessageBreak | ShardPause | ShardResume
+OperatorMutation = (
+    LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
+)
 Record = ClientCommand | SystemMutation | OperatorMutation
 
 CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
                            CheckpointMark, RouteIdentity)
-OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, AttemptResolve, MessageBreak, ShardPause,
-                             ShardResume)
+OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
+                             ShardPause, ShardResume)
 ALL_KINDS: Final = tuple(
     str(cls.__struct_config__.tag)
     for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)

@@ -46,6 +46,18 @@ class LaneConfig(_Operator, frozen=True, kw_only=True, tag="LANE_CONFIG"):
     handoff_lead_ms: int | None = None
 
 
+class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
+    """Set a lane's limits on new work, both at once (0: no limit). A SCHEDULE or
+    RESCHEDULE whose deliverAt lies more than ``max_delay_ms`` after its record's broker
+    time is REJECTED ``MAX_DELAY_EXCEEDED``; a SCHEDULE into a lane holding
+    ``max_pending`` unfinished messages (SCHEDULED, PUBLISHING, UNCERTAIN) is REJECTED
+    ``LANE_FULL``. Work already accepted is never touched."""
+
+    lane: str
+    max_delay_ms: int = 0
+    max_pending: int = 0
+
+
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):
     """Settle an UNKNOWN attempt with evidence the operator holds."""
 

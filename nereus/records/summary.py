@@ -96,6 +96,9 @@ def summarize(record: Record) -> str:
                                                         "ordered", "handoff_lead_ms")
                        if getattr(record, k) is not None}
             target = f"lane {record.lane} " + " ".join(f"{k}={v}" for k, v in changes.items())
+        case operator.LaneLimits():
+            target = (f"lane {record.lane} max_delay_ms={record.max_delay_ms or 'none'} "
+                      f"max_pending={record.max_pending or 'none'}")
         case operator.AttemptResolve():
             target = f"attempt {record.attempt_id} {record.resolution} ({record.evidence})"
         case operator.MessageBreak():

@@ -26,6 +26,8 @@ TERMINAL_STATES = frozenset(
     {MessageState.PUBLISHED, MessageState.CANCELLED, MessageState.EXPIRED, MessageState.FAILED}
 )
 ADMITTED_STATES = frozenset({MessageState.PUBLISHING, MessageState.UNCERTAIN})
+# a lane's pending work: not finished, whatever comes of it (max_pending counts these)
+UNFINISHED_STATES = frozenset({MessageState.SCHEDULED, *ADMITTED_STATES})
 
 
 class AttemptState(StrEnum):

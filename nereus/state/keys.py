@@ -85,6 +85,7 @@ META_PAUSED: Final = META + b"paused"
 META_ACTIVATION: Final = META + b"activation"
 META_CHECKPOINT_MARK: Final = META + b"checkpoint_mark"
 META_ROUTE: Final = META + b"route"  # the applied ROUTE_IDENTITY (whose log this shard is)
+META_LANE_LIMITS: Final = META + b"lane_limits\x00"  # + lane: its LANE_LIMITS (LaneLimit)
 
 
 def is_replicated(key: bytes) -> bool:
@@ -95,6 +96,10 @@ def is_replicated(key: bytes) -> bool:
 def u64(value: int) -> bytes:
     """Big-endian unsigned 64-bit, so bytewise order is numeric order."""
     return value.to_bytes(8, "big")
+
+
+def lane_limits_key(lane: str) -> bytes:
+    return META_LANE_LIMITS + lane.encode()
 
 
 def msg_key(delay_message_id: str) -> bytes:

@@ -151,6 +151,17 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
     admissions: int = 0
 
 
+class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
+    """A lane's limits on new work (``meta/lane_limits/<name>``; 0: none), from its last
+    applied LANE_LIMITS. Kept beside the lane, not in it, so a lane's value (and every
+    state digest) stays as it was for lanes that never had limits."""
+
+    lane: str
+    max_delay_ms: int = 0
+    max_pending: int = 0
+    position: int = 0  # of the LANE_LIMITS that set them
+
+
 class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):
     """A large payload's durable stage (``payload/<id>``): RESERVED then COMMITTED."""
 

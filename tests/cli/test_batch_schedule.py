@@ -19,6 +19,7 @@ from tests.cli.engine_homes import (
 )
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
+from tests.polling import days_ahead
 
 
 def _batch_lines(prefix: str, count: int) -> list[dict[str, Any] | str]:
@@ -29,8 +30,8 @@ def _batch_lines(prefix: str, count: int) -> list[dict[str, Any] | str]:
         if n % 2:
             line["delay"] = "1h"
         else:
-            line["deliver_at"] = "2035-01-01T00:00:00Z"
-            line["expire_at"] = "2035-01-02T00:00:00Z"
+            line["deliver_at"] = days_ahead(300)
+            line["expire_at"] = days_ahead(301)
         lines.append(line)
     return lines
 
@@ -91,7 +92,7 @@ BAD_LINES: list[tuple[str, dict[str, Any] | str, str]] = [
     ("bad-delay", {"id": "x", "lane": "local", "delay": "soon"}, "delay"),
     ("bad-deliver-at", {"id": "x", "lane": "local", "deliver_at": "tomorrow"}, "deliver_at"),
     ("both-times", {"id": "x", "lane": "local", "delay": "1m",
-                    "deliver_at": "2035-01-01T00:00:00Z"}, "deliver_at"),
+                    "deliver_at": days_ahead(300)}, "deliver_at"),
     ("bad-expire-at", {"id": "x", "lane": "local", "delay": "1m", "expire_at": "never"},
      "expire_at"),
     ("bad-headers", {"id": "x", "lane": "local", "delay": "1m", "headers": {"a": 1}},

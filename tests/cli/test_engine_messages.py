@@ -19,6 +19,7 @@ from nereus.shard import partition_for
 from tests.cli.engine_homes import SHARDS, one_json, uid, utc, write_batch
 from tests.conftest import run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
+from tests.polling import days_ahead
 
 # schedule / cancel / reschedule with --wait -------------------------------------------------
 
@@ -75,7 +76,7 @@ def test_reschedule_and_cancel_after_publish_are_rejected(engine_home: Path) -> 
 def test_message_show_reports_state_and_attempts(engine_home: Path) -> None:
     """show --json has the message's shard, state, times, generation and attempts."""
     mid = uid("show")
-    deliver_at = "2031-05-06T07:08:09.123Z"
+    deliver_at = days_ahead(200, plus_ms=25_689_123)  # 07:08:09.123
     queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--deliver-at",
                         deliver_at, "--id", mid, "--key", "k", "--header", "h=v", "--wait",
                         home=engine_home)

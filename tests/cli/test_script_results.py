@@ -18,8 +18,9 @@ from tests.cli.engine_homes import write_batch
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.homelog import home_log
+from tests.polling import days_ahead
 
-WHEN = "2031-01-01T00:00:00Z"
+WHEN = days_ahead(300)
 
 
 def _schedule(home: Path, *args: str) -> Any:

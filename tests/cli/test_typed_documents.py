@@ -20,8 +20,9 @@ from tests.cli.typed_scenarios_setup import SETUP_SCENARIOS
 from tests.cli.typed_scenarios_shard import SHARD_SCENARIOS
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
+from tests.polling import days_ahead
 
-WHEN = "2031-01-01T00:00:00Z"
+WHEN = days_ahead(300)
 
 
 def _declares(document: dict[str, Any], declared: type[msgspec.Struct]) -> None:
@@ -67,7 +68,7 @@ def _reschedule(home: Path) -> list[dict[str, Any]]:
     _scheduled(home, "typed-4")
     with running_engine(home):
         applied = run_nereus("--json", "message", "reschedule", "typed-4", "--deliver-at",
-                             "2032-01-01T00:00:00Z", "--wait", home=home)
+                             days_ahead(350), "--wait", home=home)
     return [applied.json()]
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
+from tests.polling import days_ahead
 from tests.uncertain import make_unknown_attempt
 
-WHEN = "2031-01-01T00:00:00Z"
+WHEN = days_ahead(300)
 WHY = ("--reason", "typed documents")
 
 Document = dict[str, Any]
@@ -165,8 +166,9 @@ def _message_schedule(home: Path) -> list[Document]:
     large = _schedule(home, "typed-big", "--payload-file", str(big))
     assert len(large["payload_stages"]) == 2, large
     batch = home / "batch.jsonl"
+    later = days_ahead(350)
     batch.write_text(f'{{"id": "typed-b1", "lane": "local", "deliver_at": "{WHEN}"}}\n'
-                     '{"id": "typed-s1", "lane": "local", "deliver_at": "2032-01-01T00:00:00Z"}\n')
+                     f'{{"id": "typed-s1", "lane": "local", "deliver_at": "{later}"}}\n')
     with running_engine(home):
         applied = _schedule(home, "typed-s2", "--wait")
         lines = _doc("message", "schedule", "--batch", str(batch), "--wait", home=home, code=1)

@@ -16,6 +16,7 @@ from nereus.shard import ShardId
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.homelog import home_log
+from tests.polling import days_ahead
 
 SHARD = "default/0"
 Document = dict[str, Any]
@@ -36,10 +37,10 @@ def _schedule(home: Path, message_id: str, *when: str) -> str:
 
 
 def _engine_ran(home: Path) -> list[Document]:
-    """One message due in 2031 and one published, by an engine that has come and gone: the
+    """One message due in 300 days and one published, by an engine that has come and gone: the
     database holds lanes, a timeline head, an attempt and an activation. Returns ``shard
     list``'s rows while the engine ran."""
-    _schedule(home, "later", "--deliver-at", "2031-01-01T00:00:00Z")
+    _schedule(home, "later", "--deliver-at", days_ahead(300))
     _schedule(home, "now", "--delay", "0s")
     with running_engine(home):
         wait_for(lambda: _json("message", "show", "now", home=home).get("state") == "PUBLISHED"

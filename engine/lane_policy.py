@@ -1,0 +1,104 @@
+"""What each configured lane asks of its replicated policy, and the records that replicate it.
+
+Apply reads a lane's handoff lead, ordering and limits on new work only from replicated
+state (LANE_CONFIG, LANE_LIMITS), so they must say what the configuration, and the
+destination, really do. The owner compares the configured values (``LanePolicies``) with
+the replicated ones at activation and whenever the configuration changes, and appends a
+record for each lane that differs (``policy_records``); the state machine may refuse a
+change that messages already rely on (a lower lead under SCHEDULED messages:
+LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
+so (``report``). A lane's limits only ever concern new work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nereus.config import Config
+from nereus.engine.event_log import EventLog, safe_event
+from nereus.records import LaneConfig, LaneLimits, ResultStatus
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Lane, LaneLimit, Result, decode_value
+
+PolicyRecord = LaneConfig | LaneLimits
+
+
+@dataclass(slots=True)
+class LanePolicies:
+    """Each configured lane's handoff lead, ordering and limits, by lane name. Updated in
+    place (``update``): the planner holds ``leads``."""
+
+    leads: dict[str, int]
+    ordered: dict[str, bool]
+    limits: dict[str, LaneLimit]
+
+    @classmethod
+    def of(cls, config: Config) -> LanePolicies:
+        lanes = config.lanes
+        return cls(leads={name: lane.handoff_lead_ms for name, lane in lanes.items()},
+                   ordered={name: lane.ordered for name, lane in lanes.items()},
+                   limits={name: LaneLimit(lane=name, max_delay_ms=lane.max_delay_ms,
+                                           max_pending=lane.max_pending)
+                           for name, lane in lanes.items()})
+
+    @classmethod
+    def none(cls) -> LanePolicies:
+        return cls(leads={}, ordered={}, limits={})
+
+    def update(self, other: LanePolicies) -> None:
+        self.leads.update(other.leads)
+        self.ordered.update(other.ordered)
+        self.limits.update(other.limits)
+
+
+def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
+                   epoch: int) -> list[tuple[str, str, PolicyRecord]]:
+    """The records that replicate each configured lane's policy where the replicated lane
+    says otherwise: (lane, the changes in words, record)."""
+    found: list[tuple[str, str, PolicyRecord]] = []
+    for name in sorted(set(policies.leads) | set(policies.ordered)):
+        raw = store.get(keys.lane_key(name))
+        lane = decode_value(raw, Lane) if raw else Lane(name=name)
+        changes: dict[str, int | bool] = {}
+        lead = policies.leads.get(name, 0)
+        if lane.handoff_lead_ms != lead:
+            changes["handoff_lead_ms"] = lead
+        if lane.ordered != policies.ordered.get(name, False):
+            changes["ordered"] = policies.ordered.get(name, False)
+        if changes:
+            listed = ",".join(f"{k}={v}" for k, v in changes.items())
+            found.append((name, listed, LaneConfig(
+                lane=name, operator=f"engine {owner_id}",
+                reason=f"lane {name} as configured: {listed}",
+                idempotency_key=f"config:{name}:{listed}:{owner_id}:{epoch}",
+                **changes)))  # type: ignore[arg-type]
+    for name, wanted in sorted(policies.limits.items()):
+        raw = store.get(keys.lane_limits_key(name))
+        held = decode_value(raw, LaneLimit) if raw else LaneLimit(lane=name)
+        if (held.max_delay_ms, held.max_pending) == (wanted.max_delay_ms, wanted.max_pending):
+            continue
+        listed = f"max_delay_ms={wanted.max_delay_ms},max_pending={wanted.max_pending}"
+        found.append((name, listed, LaneLimits(
+            lane=name, operator=f"engine {owner_id}",
+            reason=f"lane {name} as configured: {listed}",
+            idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
+            max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending)))
+    return found
+
+
+def report(store: ShardStore, records: list[tuple[str, str, PolicyRecord]], *,
+           shard: ShardId, events: EventLog) -> None:
+    """Log what became of each applied policy record (applied, or refused and why)."""
+    for name, listed, record in records:
+        raw = store.get(keys.result_key(f"m/{record.idempotency_key}"))
+        result = None if raw is None else decode_value(raw, Result)
+        if result is not None and result.status == ResultStatus.APPLIED:
+            safe_event(events, "lane_policy_replicated", shard=str(shard), lane=name,
+                       changes=listed)
+        else:
+            safe_event(events, "lane_policy_refused", level="error", shard=str(shard),
+                       lane=name, changes=listed,
+                       detail=None if result is None else result.detail)
+
