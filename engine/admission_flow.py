@@ -80,11 +80,13 @@ class AdmissionFlow:
         self.publish_outcomes = 0  # outcomes that released one of its claims
         self.waiting: str | None = None  # why it admits nothing right now (None: it may)
         self._time_hold_until_mono_ms = 0
+        self._quiet_until_ms: int | None = 0  # see quiet_for_s
 
     # one scheduling round -----------------------------------------------------------
     def schedule(self) -> bool:
         """One planner round; its claims' admissions and its expiries go to the outbox."""
         mono = self._time.monotonic_ms()
+        self._quiet_until_ms = 0  # until this round says otherwise: look again soon
         problem = self._clock.problem()
         if problem is not None:
             self._wait(f"Trusted UTC is not trusted: {problem}; no admission until it is")
@@ -93,10 +95,14 @@ class AdmissionFlow:
             return False  # a decision of ours was refused as ahead of the broker: wait
         self.waiting = None
         publishers = self._publishers
-        plan = self.planner.round(self._clock.now(), mono, self._ownership.owner(),
+        now = self._clock.now()
+        plan = self.planner.round(now, mono, self._ownership.owner(),
                                   self.lanes(), lambda lane: publishers[lane].ready,
                                   self.book.by_message, self.held_keys(), self.book.dispatched)
         if not plan.claims and not plan.expiries:
+            if not plan.waiting:  # nothing due, or all of it claimed: quiet until the next
+                self._quiet_until_ms = plan.next_due_ms if plan.next_due_ms is not None \
+                    else None
             return False
         local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self.planner.state)}
         for claim in plan.claims:
@@ -106,6 +112,19 @@ class AdmissionFlow:
         self._outbox.add_admissions(plan.claims)
         self._outbox.add(plan.expiries)
         return True
+
+    def quiet_for_s(self, longest_s: float) -> float:
+        """How long no round can claim anything unless something else happens first (a
+        record applied, an outcome, an operator request, all of which wake the loop): until
+        the next timeline entry is due by Trusted UTC, ``longest_s`` at most. 0 when the
+        last round claimed, or found due work it could not take (a closed gate, a lane not
+        ready, capacity, quota, the clock): that waits on time or on other threads."""
+        quiet_until = self._quiet_until_ms
+        if quiet_until is None:
+            return longest_s
+        if quiet_until == 0:
+            return 0.0
+        return min(max(quiet_until - self._clock.now().earliest_ms, 0) / 1000, longest_s)
 
     def lanes(self) -> dict[str, Lane]:
         """Replicated lane state for every lane this engine can publish to."""

@@ -49,10 +49,11 @@ from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.lane_changes import LaneChanges, lane_changes
 from nereus.engine.lane_policy import LanePolicies
+from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
-from nereus.engine.shard_loop import LoopSettings, ShardLoop
+from nereus.engine.shard_loop import ShardLoop
 from nereus.engine.shard_ownership import LeaseGate
 from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervisor, WorkerStatus

@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from nereus.adapters.checkpoint_take import Taken
@@ -39,13 +38,15 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.lane_policy import LanePolicies
+from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
-from nereus.engine.scheduler.planner import Planner, PlannerSettings
+from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
+from nereus.engine.shard_idle import IdleWait
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import LeaseGate, Ownership
 from nereus.engine.shard_progress import ProgressWaits, ResultWatch, ShardProgress
@@ -64,13 +65,6 @@ from nereus.state.values import Lane
 FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption, LogDiverged)
 
 
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    poll_interval_s: float = 0.005
-    batch_records: int = 2_000
-    planner: PlannerSettings = field(default_factory=PlannerSettings)
-
-
 class ShardLoop(ProgressWaits):
     """One shard's owner: its lifecycle, its loop, what others see; its parts hold state."""
 
@@ -86,7 +80,7 @@ class ShardLoop(ProgressWaits):
         permits: Permits,
         owner_id: str,
         new_id: Callable[[], str],
-        settings: LoopSettings = LoopSettings(),
+        settings: LoopSettings = DEFAULT_LOOP_SETTINGS,
         events: EventLog = null_event_log,
         checkpointer: Checkpointer | None = None,
         staging: Path | None = None,
@@ -113,6 +107,9 @@ class ShardLoop(ProgressWaits):
         self.lanes_wanted = lanes or LanePolicies.none()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._idle = IdleWait(self._wake, self._stop, self._time,
+                              poll_interval_s=settings.poll_interval_s,
+                              log_look_s=settings.log_look_s)
         self._owner = Ownership(owner_id, store, lease=lease, granted_epoch=granted_epoch)
         # everything below is held across a crash and a restart of the loop (never in a
         # call's locals): claims, records not yet in the log, synced events not acted on
@@ -310,9 +307,10 @@ class ShardLoop(ProgressWaits):
             self._progress.notify()
 
     def _iterate(self) -> None:
-        """One turn: apply, outcomes, checkpoint, schedule, append, expire; then wait for
-        a wake-up or the poll interval if nothing moved."""
+        """One turn: apply, outcomes, checkpoint, schedule, append, expire; then, if
+        nothing moved, rest until something can (``shard_idle``)."""
         flow = self._admissions
+        self._wake.clear()  # a wake-up from here on ends the rest below at once
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.flush_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
@@ -324,9 +322,12 @@ class ShardLoop(ProgressWaits):
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:
             self._policy_changed.clear()
             self._recovery().replicate_lane_policy(self.lanes_wanted)
-        if not progressed:
-            self._wake.wait(self.settings.poll_interval_s)
-        self._wake.clear()
+        if progressed:
+            self._idle.active()
+        else:
+            busy = self.state != ShardState.ACTIVE or len(flow.book) or self._outbox
+            self._idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
+                            lambda: self._applier.apply(until_empty=False))
 
     def _on_applied(self, applied: Applied) -> None:
         self._admissions.on_applied(applied)

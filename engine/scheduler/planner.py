@@ -64,6 +64,9 @@ class RoundPlan:
     # CLAIM_RESULT records: proven expiries and proven permanent pre-send errors
     expiries: list[bytes] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # lane -> why it did not progress
+    # the earliest actionAt not yet due on a lane that is open and ready (None: nothing on
+    # the timeline): before it (by Trusted UTC earliest) a round finds nothing new to claim
+    next_due_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +216,12 @@ class Planner:
         else:
             self.state.cursors.pop(name, None)
         self.rotation.settle(name, share.budget, share.used, share.backlogged)
+        upcoming = next(iter(self.store.scan(bound, keys.prefix_end(prefix))), None)
+        if upcoming is not None:
+            at_ms = keys.split_timeline_key(upcoming[0])[1]
+            plan = rnd.plan
+            plan.next_due_ms = at_ms if plan.next_due_ms is None else min(plan.next_due_ms,
+                                                                          at_ms)
 
     def _visit(self, rnd: _Round, share: _LaneShare, key: bytes, raw_ref: bytes) -> bool:
         """Check one due timeline entry against the gates and claim it, expire it or let it

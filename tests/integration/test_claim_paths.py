@@ -25,9 +25,9 @@ from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import EngineSettings
+from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.engine.scheduler.planner import PlannerSettings
-from nereus.engine.shard_loop import LoopSettings
 from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
