@@ -55,7 +55,7 @@ def start_engine(layout: HomeLayout, timeout: float, warn: Callable[[str], None]
     out_path = layout.logs / "engine.out"
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+            [sys.executable, "-P", "-m", "nereus.engine.daemon", "--home", str(home),
              *(["--workers", str(workers)] if workers is not None else [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True,

@@ -58,7 +58,7 @@ class WorkerProcess:
                 return
             with open(logs / f"worker-{self.index}.out", "ab") as out:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "nereus.engine.daemon", "--home", str(self.home),
+                    [sys.executable, "-P", "-m", "nereus.engine.daemon", "--home", str(self.home),
                      "--worker", str(self.index), "--workers", str(self.count)],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, close_fds=True,
                     start_new_session=True)

@@ -22,6 +22,7 @@ from tests.daemon import (
     process_gone,
     read_outbox,
     running_engine,
+    stop_engine,
     wait_for,
 )
 
@@ -188,3 +189,26 @@ def test_quickstart_publishes_and_replays(tmp_path: Path) -> None:
         assert engine_pid(home) is None
     finally:
         kill_engine(home)
+
+
+def test_a_nereus_package_in_the_working_directory_is_not_imported(home: Path,
+                                                                   tmp_path: Path) -> None:
+    """``engine start`` from a directory holding a package named ``nereus`` (a checkout, or
+    something planted): the daemon runs the installed Nereus (``python -P``), not that."""
+    import os
+    import subprocess
+
+    from tests.conftest import NEREUS
+
+    planted = tmp_path / "cwd"
+    (planted / "nereus").mkdir(parents=True)
+    (planted / "nereus" / "__init__.py").write_text('raise SystemExit("the planted package")\n')
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    started = subprocess.run([NEREUS, "--home", str(home.resolve()), "--json", "engine",
+                              "start", "--workers", "1"], cwd=planted, env=environ,
+                             capture_output=True, text=True, timeout=90, check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert one_json(started)["running"] is True
+    finally:
+        stop_engine(home)
