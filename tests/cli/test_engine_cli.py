@@ -195,6 +195,7 @@ def test_a_nereus_package_in_the_working_directory_is_not_imported(home: Path,
                                                                    tmp_path: Path) -> None:
     """``engine start`` from a directory holding a package named ``nereus`` (a checkout, or
     something planted): the daemon runs the installed Nereus (``python -P``), not that."""
+    import json
     import os
     import subprocess
 
@@ -209,6 +210,6 @@ def test_a_nereus_package_in_the_working_directory_is_not_imported(home: Path,
                              capture_output=True, text=True, timeout=90, check=False)
     try:
         assert started.returncode == 0, started.stderr
-        assert one_json(started)["running"] is True
+        assert json.loads(started.stdout)["running"] is True
     finally:
         stop_engine(home)
