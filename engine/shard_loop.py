@@ -107,7 +107,7 @@ class ShardLoop(ProgressWaits):
         self.lanes_wanted = lanes or LanePolicies.none()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._idle = IdleWait(self._wake, self._stop, self._time,
+        self.idle = IdleWait(self._wake, self._stop, self._time,
                               poll_interval_s=settings.poll_interval_s,
                               log_look_s=settings.log_look_s)
         self._owner = Ownership(owner_id, store, lease=lease, granted_epoch=granted_epoch)
@@ -323,10 +323,10 @@ class ShardLoop(ProgressWaits):
             self._policy_changed.clear()
             self._recovery().replicate_lane_policy(self.lanes_wanted)
         if progressed:
-            self._idle.active()
+            self.idle.active()
         else:
             busy = self.state != ShardState.ACTIVE or len(flow.book) or self._outbox
-            self._idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
+            self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
 
     def _on_applied(self, applied: Applied) -> None:

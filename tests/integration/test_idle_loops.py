@@ -16,7 +16,7 @@ def test_an_idle_loop_rests_and_still_sees_records_another_process_appends(
     log behind its back is applied and published, not before deliverAt."""
     with running_engine(tmp_path / "home", partitions=1) as h:
         (loop,) = h.engine.shards.values()
-        h.wait_for(lambda: loop._idle.rests >= 2, 10, "the idle loop to rest")
+        h.wait_for(lambda: loop.idle.rests >= 2, 10, "the idle loop to rest")
         due = now_ms() + 300
         h.queue([h.schedule("m1", due)])
         h.wait_for(lambda: [line["delay_message_id"] for line in h.outbox()] == ["m1"], 10,
@@ -35,6 +35,6 @@ def test_a_resting_loop_wakes_for_its_next_due_entry(tmp_path: Path) -> None:
         published = h.outbox()
         assert [line["delay_message_id"] for line in published] == ["first", "second"]
         assert all(lateness_ms(line) >= 0 for line in published), published
-        assert loop._idle.rests >= 2
+        assert loop.idle.rests >= 2
         print(f"\nlateness ms: {[lateness_ms(line) for line in published]}; "
-              f"rests {loop._idle.rests}")
+              f"rests {loop.idle.rests}")
