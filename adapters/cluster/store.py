@@ -7,6 +7,7 @@ the version the leader read. ``snapshot`` reads everything at once for status.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
@@ -23,6 +24,7 @@ from nereus.cluster.records import (
     Placement,
     R,
     RouteSecret,
+    Warm,
     decode_record,
     encode_record,
 )
@@ -224,13 +226,33 @@ class ClusterStore:
         except UnexpectedVersionId:
             return False
 
+    # planned moves ----------------------------------------------------------------------
+    def warms(self) -> dict[ShardId, Warm]:
+        """Each shard whose planned move's target says it is ready to take it."""
+        return {keys.parse_segment(segment): warm
+                for segment, (warm, _) in self._scan(keys.WARM, Warm).items()}
+
+    def say_warm(self, session: Session, warm: Warm) -> None:
+        """``warm`` on ``session`` (it goes with the session)."""
+        self._c.put(self.key(keys.warm_key(keys.parse_segment(warm.shard))),
+                    encode_record(warm), ephemeral=session)
+
+    def unsay_warm(self, shard: ShardId, node_id: str) -> None:
+        """Delete the shard's warm record if ``node_id`` made it (CAS on the version read)."""
+        found = self._get(keys.warm_key(shard), Warm)
+        if found is None or found[0].node_id != node_id:
+            return
+        with contextlib.suppress(UnexpectedVersionId):
+            self._c.delete(self.key(keys.warm_key(shard)),
+                           expected_version_id=found[1].version_id)
+
     def forget_session(self, session_id: int) -> list[str]:
         """Delete the records an ended session of ours left behind (its member, leader and
         ownership records: a store that was down when the session ended, and kept its
         lease on restart, keeps them until their TTL). Each delete is a CAS on the version
         read, so a record someone made meanwhile is never touched; the keys deleted."""
         gone: list[str] = []
-        for prefix in (keys.NODES, keys.OWNERS, keys.LEADER):
+        for prefix in (keys.NODES, keys.OWNERS, keys.LEADER, keys.WARM):
             low, high = prefix_range(self.key(prefix))
             for record in self._c.range_scan(low, high):
                 if record.version.session_id != session_id:

@@ -9,11 +9,16 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
 2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
 3. **warm**: a shard placed here whose ownership record another node still holds is warmed
    (``warmup.py``: this node's copy of its state follows the log in the background), so
-   that taking it replays only the tail; a warm-up stops when the shard is taken or placed
-   elsewhere (warm-ups start before any shard is let go, which takes a while);
+   that taking it replays only the tail; once its copy has caught up the node says so
+   (a ``warm/<shard>`` record on its session; at once when it keeps no copy of its own: a
+   shared home, warm-ups off); a warm-up stops when the shard is taken or placed elsewhere
+   (warm-ups start before any shard is let go, which takes a while);
 4. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
-   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted; a
-   shard whose loop ended (fenced, failed) is let go the same way, without a checkpoint;
+   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted;
+   it keeps publishing until the target says it is warm (or the target is gone, or
+   ``warm_wait_s`` passed), so a move of a large shard costs no gap longer than a small
+   one's. A shard whose loop ended (fenced, failed) is let go at once, without a
+   checkpoint;
 5. **take**: a shard placed here whose ownership record is absent is taken by creating the
    record on this node's session (CAS: absent only) — its creating version is the fencing
    epoch the shard activates with — and activated; the record then says ACTIVE.
@@ -32,7 +37,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nereus.adapters.cluster.store import ClusterStore, Owned
-from nereus.cluster.records import Member, OwnerState
+from nereus.cluster import keys
+from nereus.cluster.records import Member, OwnerState, Warm
 from nereus.config import Config
 from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
@@ -61,6 +67,7 @@ class NodeSettings:
     interval_s: float = 0.5  # reconcile at least this often
     version: str = ""
     warm_up: bool = True  # warm shards placed here while another node still owns them
+    warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
 
 
 class ConfigSource(Protocol):
@@ -83,6 +90,8 @@ class ClusterNode:
         self._events = events
         self._owned: dict[ShardId, Owned] = {}
         self._warming: dict[ShardId, WarmUp] = {}
+        self._said_warm: set[ShardId] = set()  # warm records of ours in the coordinator
+        self._moving_since: dict[ShardId, float] = {}  # our shards placed elsewhere: since
         self._session: Session | None = None
         self._lease: SessionLease | None = None
         self._watch: Notifications | None = None
@@ -155,6 +164,7 @@ class ClusterNode:
                        if placement.node_id == self.settings.node_id), key=str)
         # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
         self._warm(mine, self.store.owners())
+        warms = self.store.warms()
         for shard in list(self._owned):
             loop = self.engine.shards.get(shard)
             placed = placements.get(shard)
@@ -163,7 +173,10 @@ class ClusterNode:
                              why=f"its loop ended ({'gone' if loop is None else loop.state})")
             elif placed is None or placed[0].node_id != self.settings.node_id:
                 where = "nowhere" if placed is None else placed[0].node_id
-                self._let_go(shard, checkpoint=True, why=f"placed on {where}")
+                if placed is None or self._target_ready(shard, where, warms.get(shard)):
+                    self._let_go(shard, checkpoint=True, why=f"placed on {where}")
+            else:
+                self._moving_since.pop(shard, None)
         owners = self.store.owners()
         for shard in mine:
             if shard not in self._owned and shard not in owners and not self._stop.is_set():
@@ -199,30 +212,65 @@ class ClusterNode:
                    level="warning" if changes.needs_restart else "info")
 
     def _warm(self, mine: list[ShardId], owners: dict[ShardId, Owned]) -> None:
-        """Warm every shard placed here that another node still owns; stop warming the
-        others (placed elsewhere now, or about to be taken)."""
-        for shard in [s for s in self._warming if s not in mine]:
+        """Warm every shard placed here that another node still owns, and say so once it is
+        warm; stop warming the others (placed elsewhere now, or about to be taken)."""
+        for shard in [s for s in {*self._warming, *self._said_warm} if s not in mine]:
             self._stop_warming(shard)
-        if not self.settings.warm_up or self._stop.is_set():
+        if self._stop.is_set():
             return
         members = None
         for shard in mine:
             owner = owners.get(shard)
-            if shard in self._warming or shard in self._owned or owner is None \
+            if shard in self._owned or owner is None \
                     or owner.record.node_id == self.settings.node_id:
+                continue
+            warm_up = self._warming.get(shard)
+            if warm_up is not None or shard in self._said_warm:
+                if warm_up is not None and warm_up.ready.is_set():
+                    self._say_warm(shard, warm_up.applied_position)
                 continue
             if members is None:
                 members = self.store.members()
-            if shares_home(members.get(owner.record.node_id), host=self.settings.host,
-                           home=self.engine.home):
-                continue  # one copy of the state, the owner's: nothing to warm
+            if not self.settings.warm_up or shares_home(
+                    members.get(owner.record.node_id), host=self.settings.host,
+                    home=self.engine.home):
+                self._say_warm(shard, None)  # no copy of its own to warm: ready as it is
+                continue
             warm_up = self._warming[shard] = WarmUp(self.engine, shard, events=self._events)
             warm_up.start()
+
+    def _say_warm(self, shard: ShardId, applied_position: int | None) -> None:
+        if shard in self._said_warm or self._session is None:
+            return
+        self.store.say_warm(self._session, Warm(
+            shard=keys.shard_segment(shard), node_id=self.settings.node_id,
+            applied_position=applied_position, since_ms=self._clock.wall_ms()))
+        self._said_warm.add(shard)
 
     def _stop_warming(self, shard: ShardId) -> None:
         warm_up = self._warming.pop(shard, None)
         if warm_up is not None:
             warm_up.stop()
+        if shard in self._said_warm:
+            self._said_warm.discard(shard)
+            with contextlib.suppress(CoordinationError):
+                self.store.unsay_warm(shard, self.settings.node_id)
+
+    def _target_ready(self, shard: ShardId, target: str, warm: Warm | None) -> bool:
+        """Whether a shard of ours placed on ``target`` may be let go now: the target says
+        it is warm, it is not a member (nobody warms), or ``warm_wait_s`` has passed."""
+        if (warm is not None and warm.node_id == target) or \
+                target not in self.store.members():
+            self._moving_since.pop(shard, None)
+            return True
+        now = self._clock.monotonic()
+        since = self._moving_since.setdefault(shard, now)
+        if now - since < self.settings.warm_wait_s:
+            return False
+        safe_event(self._events, "shard_move_target_not_warm", level="warning",
+                   shard=str(shard), target=target, waited_s=round(now - since, 1))
+        self._moving_since.pop(shard, None)
+        return True
 
     def _rejoin(self) -> None:
         """The session is over (or never began): let every shard go now, join again."""
@@ -232,6 +280,7 @@ class ClusterNode:
         for shard in list(self._owned):
             self.engine.release_shard(shard, checkpoint=False, timeout_s=5.0)
             self._owned.pop(shard)
+        self._said_warm.clear()  # they went with the old session (or are deleted below)
         if self._session is not None:
             old = self._session.session_id
             with contextlib.suppress(CoordinationError):  # the store cannot be told now:
@@ -273,6 +322,7 @@ class ClusterNode:
                                                 state=OwnerState.RELEASING, detail=why)
         self.engine.release_shard(shard, checkpoint=checkpoint)
         self._owned.pop(shard)
+        self._moving_since.pop(shard, None)
         self.store.release(shard, owned)
 
     # stop -------------------------------------------------------------------------------
@@ -283,7 +333,7 @@ class ClusterNode:
             self._worker.stopping()
             self._worker.join(timeout_s)
         self._close_watch()
-        for shard in list(self._warming):
+        for shard in {*self._warming, *self._said_warm}:
             self._stop_warming(shard)
 
     def leave(self) -> None:

@@ -12,7 +12,9 @@ the reconcile thread):
    ``MIN_BEHIND``), restore that checkpoint over it instead of replaying the difference;
 2. check it against the log (``continuity.check_shard``): a diverged copy is left alone
    (the activation reports it);
-3. apply the log into it with a ``ShardRunner``, following the tail, until stopped.
+3. apply the log into it with a ``ShardRunner``, following the tail, until stopped; once it
+   has caught up (or when it cannot warm here) it is ``ready``, and the node says so in the
+   coordinator (``warm/<shard>``), which is when the old owner lets the shard go.
 
 It never appends: applying records is the deterministic replay an activation starts with
 anyway, and the state it leaves is a consistent image at one applied position (the
@@ -71,6 +73,9 @@ class WarmUp:
         self._stop = threading.Event()
         self.applied_position: int | None = None
         self.replayed = 0  # records applied by this warm-up
+        # set once the state caught up with the log (or could not be warmed here): taking
+        # the shard now replays only the tail, so the old owner may let it go
+        self.ready = threading.Event()
         self._worker: Supervised | None = None
 
     def start(self) -> None:
@@ -97,6 +102,7 @@ class WarmUp:
             except StoreInUse:  # another process holds it: its owner's, not ours to warm
                 safe_event(self._events, "shard_warmup_skipped", shard=str(shard),
                            reason="its state is held by another process")
+                self.ready.set()
                 return
             try:
                 store = self._catch_up(store, log)
@@ -144,6 +150,7 @@ class WarmUp:
         if diverged is not None:  # left as it is: the activation fails it and says why
             safe_event(self._events, "shard_warmup_skipped", shard=str(shard),
                        reason=diverged.message)
+            self.ready.set()
             return
         runner = ShardRunner(store, log, limits=engine.config.limits,
                              batch_records=engine.settings.loop.batch_records)
@@ -156,4 +163,8 @@ class WarmUp:
                 self.replayed += report.records
                 self.applied_position = report.last_position
             else:
+                if not self.ready.is_set():
+                    safe_event(self._events, "shard_warm", shard=str(shard),
+                               applied_position=self.applied_position, replayed=self.replayed)
+                    self.ready.set()
                 self._stop.wait(self._poll_s)

@@ -19,6 +19,7 @@ PLACEMENT: Final = "placement/"
 OWNERS: Final = "owners/"
 DRAINS: Final = "drains/"
 SECRETS: Final = "secrets/"
+WARM: Final = "warm/"
 
 
 def shard_segment(shard: ShardId) -> str:
@@ -40,6 +41,10 @@ def placement_key(shard: ShardId) -> str:
 
 def owner_key(shard: ShardId) -> str:
     return OWNERS + shard_segment(shard)
+
+
+def warm_key(shard: ShardId) -> str:
+    return WARM + shard_segment(shard)
 
 
 def drain_key(node_id: str) -> str:

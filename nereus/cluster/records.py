@@ -77,6 +77,17 @@ class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
 
 
+class Warm(msgspec.Struct, frozen=True, kw_only=True):
+    """A planned move's target is ready to take the shard (ephemeral, on its session): its
+    copy of the shard's state has caught up with the log (or it keeps none of its own), so
+    taking it now replays only the tail. The old owner lets go once this says so."""
+
+    shard: str
+    node_id: str
+    applied_position: int | None = None
+    since_ms: int = 0
+
+
 class ClusterConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The cluster's configuration: nereus.toml text without node-local tables."""
 

@@ -15,6 +15,7 @@ both.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,14 @@ class Outcome:
         return (f"states {dict(self.states)}; UNCERTAIN ({len(self.uncertain)}): "
                 f"{self.uncertain[:20]}; published twice ({len(self.twice)}): "
                 f"{self.twice[:20]}; destination records {len(self.records)}")
+
+
+def node_events(cluster: Cluster, node_id: str, event: str) -> list[dict[str, Any]]:
+    """The ``event`` lines of a node's engine log, in order."""
+    path = HomeLayout(cluster.home(node_id)).logs / "engine.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    found = [json.loads(line) for line in lines if f'"{event}"' in line]
+    return [fields for fields in found if fields.get("event") == event]
 
 
 def _status(node: NodeRun) -> dict[str, Any] | None:

@@ -23,7 +23,12 @@ import pytest
 
 from nereus.cluster.records import Drain, Placement
 from tests.daemon import owned_processes
-from tests.integration.cluster_checks import Outcome, check_cluster, settle_and_stop
+from tests.integration.cluster_checks import (
+    Outcome,
+    check_cluster,
+    node_events,
+    settle_and_stop,
+)
 from tests.integration.cluster_homes import Cluster, ClusterSpec, Load, make_cluster
 from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
 from tests.integration.kafka_service import (  # noqa: F401
@@ -172,6 +177,13 @@ def test_a_planned_move_and_a_drain_leave_nothing_uncertain(cluster: Cluster) ->
                    lambda: cluster.active_owners().get(shard) == target, 30)
         print(f"\n{shard} moved {owners[shard]} -> {target} in "
               f"{time.monotonic() - moved:.2f} s")
+        # the old owner let the shard go only once the target said its copy was warm
+        warm = [e for e in node_events(cluster, target, "shard_warm")
+                if e["shard"] == str(shard)]
+        letting_go = [e for e in node_events(cluster, owners[shard], "shard_letting_go")
+                      if e["shard"] == str(shard)]
+        assert warm and letting_go, (warm, letting_go)
+        assert warm[0]["timestamp"] <= letting_go[-1]["timestamp"], (warm, letting_go)
         drained = next(n for n in NODES if n != target)
         store.drain(Drain(node_id=drained, operator="test", reason="test drain",
                           since_ms=now_ms()))
