@@ -20,11 +20,9 @@ time and the stop deadline.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import socket
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +45,7 @@ from nereus.engine.destinations.factory import open_destination
 from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
+from nereus.engine.ids import IdSource
 from nereus.engine.lane_changes import LaneChanges, lane_changes
 from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.loop_settings import LoopSettings
@@ -63,6 +62,7 @@ from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity
 from nereus.shard import ShardId
 from nereus.state import keys
+from nereus.state.memory import StoreMemory
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity, decode_value
 
@@ -73,6 +73,8 @@ class EngineSettings:
     evidence_interval_s: float = 5.0  # how often UNKNOWN attempts are searched for evidence
     chrony: bool = False  # add chronyd's own error estimate to max_clock_error_ms
     stop_timeout_s: float = 10.0
+    # every shard database's block cache and memtables together (None: each its own)
+    memory_mb: int | None = 256
     permits: PermitLimits = field(default_factory=PermitLimits)
     loop: LoopSettings = field(default_factory=LoopSettings)
 
@@ -83,25 +85,13 @@ class EngineSettings:
             max_clock_error_ms=engine.max_clock_error_ms,
             chrony=engine.chrony,
             evidence_interval_s=engine.evidence_interval_s,
-            stop_timeout_s=engine.stop_timeout_s,
+            stop_timeout_s=engine.stop_timeout_s, memory_mb=engine.memory_mb,
             permits=PermitLimits(worker=engine.max_in_flight, lane=engine.lane_in_flight,
                                  bytes=engine.max_in_flight_bytes),
             loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
                               planner=PlannerSettings(quantum=engine.quantum,
                                                       claim_ttl_ms=engine.claim_ttl_ms)),
         )
-
-
-class _IdSource:
-    """Unique ids for claims, attempts and outcomes: a random per-process prefix and a
-    counter (a UUID per id cost three ``urandom`` calls per published message)."""
-
-    def __init__(self) -> None:
-        self._prefix = uuid.uuid4().hex[:16]
-        self._counter = itertools.count(1)
-
-    def __call__(self) -> str:
-        return f"{self._prefix}-{next(self._counter):x}"
 
 
 @dataclass
@@ -112,7 +102,7 @@ class Engine:
     clock: TrustedClock | None = None  # Trusted UTC; built on ``time_source`` when None
     time_source: Clock | None = None  # the raw Clock (the clock's own source when None)
     destinations: dict[str, Destination] | None = None  # tests may inject adapters
-    new_id: Callable[[], str] = field(default_factory=_IdSource)
+    new_id: Callable[[], str] = field(default_factory=IdSource)
     log_event: EventLog = null_event_log
     shards: dict[ShardId, ShardLoop] = field(default_factory=dict)
     publishers: dict[str, LanePublisher] = field(default_factory=dict)
@@ -135,6 +125,8 @@ class Engine:
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
         self.supervisor = Supervisor(self.log_event, clock=self.time_source)
+        self.memory = None if self.settings.memory_mb is None else StoreMemory.of(
+            self.settings.memory_mb, shards=len(self.configured_shards()))
 
     def workers(self) -> list[WorkerStatus]:
         """Every supervised worker: state, restarts, last error."""
@@ -323,7 +315,7 @@ class Engine:
                             schema_version=keys.SCHEMA_VERSION)
         if (path / "CURRENT").exists():
             try:
-                return ShardStore.open(path, identity=identity)
+                return ShardStore.open(path, identity=identity, memory=self.memory)
             except StoreInUse:
                 raise  # held by another process: in use, not damaged; never moved aside
             except StoreError as exc:
@@ -348,7 +340,7 @@ class Engine:
                 self.log_event("state_restored", shard=str(shard),
                                checkpoint_id=entry.checkpoint_id,
                                applied_position=entry.applied_position)
-                return ShardStore.open(path, identity=identity)
+                return ShardStore.open(path, identity=identity, memory=self.memory)
             failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
             self.log_event("checkpoint_unusable", shard=str(shard),
                            checkpoint_id=entry.checkpoint_id, problems=failed)
@@ -359,7 +351,7 @@ class Engine:
                 f"position {start}: the state cannot be rebuilt",
                 hint="restore a checkpoint with `nereus checkpoint restore ID --into DIR`",
             )
-        return ShardStore.open(path, identity=identity, create=True)
+        return ShardStore.open(path, identity=identity, create=True, memory=self.memory)
 
     def stop(self) -> dict[str, int]:
         """Stop every worker by one deadline (``stop_timeout_s`` on the engine's Clock)."""

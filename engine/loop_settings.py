@@ -11,8 +11,8 @@ from nereus.engine.scheduler.planner import PlannerSettings
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
     poll_interval_s: float = 0.005
-    idle_wait_s: float = 2.0  # the longest rest of an idle loop (``shard_idle``)
-    log_look_s: float = 0.5  # how often, at the least, a resting loop reads its log
+    idle_wait_s: float = 5.0  # the longest rest of an idle loop (``shard_idle``)
+    log_look_s: float = 1.0  # how often, at the least, a resting loop reads its log
     batch_records: int = 2_000
     planner: PlannerSettings = field(default_factory=PlannerSettings)
 

@@ -7,10 +7,10 @@ clock: each waits on time or on another thread), the loop looks again after
 timeline entry is due (``AdmissionFlow.quiet_for_s``) unless something arrives: a wake-up
 (records appended through this engine, a publisher outcome, an operator request), or
 records another process appended to the Shard Log. The loop then sleeps on its wake event
-until the entry is due (``idle_wait_s`` at most, so time-driven chores such as a
+until the entry is due (``idle_wait_s`` at most, 5 s by default, so time-driven chores such as a
 checkpoint by age still run) and meanwhile reads the log now and then (one read: the file
 log across processes, the Kafka and Pulsar consumers' local queues): first one poll
-interval after the last activity, then twice as long each time, up to ``log_look_s``. A
+interval after the last activity, then twice as long each time, up to ``log_look_s`` (1 s). A
 record found, or a wake-up, ends the rest at once and makes the next looks quick again,
 so a burst of appends from another process is followed closely, and an idle shard costs a
 read every ``log_look_s``.

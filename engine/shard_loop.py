@@ -314,8 +314,9 @@ class ShardLoop(ProgressWaits):
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.flush_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
-        if self.state == ShardState.ACTIVE and self.store.get(keys.META_PAUSED) is None \
-                and self._owner.lease_problem() is None:
+        scheduling = self.state == ShardState.ACTIVE and \
+            self.store.get(keys.META_PAUSED) is None and self._owner.lease_problem() is None
+        if scheduling:
             progressed |= flow.schedule()
         progressed |= self._outbox.flush()
         flow.expire_claims()
@@ -325,7 +326,7 @@ class ShardLoop(ProgressWaits):
         if progressed:
             self.idle.active()
         else:
-            busy = self.state != ShardState.ACTIVE or len(flow.book) or self._outbox
+            busy = not scheduling or len(flow.book) or self._outbox  # paused, a lease...
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
 

@@ -132,7 +132,7 @@ class WarmUp:
             report = restore_into(engine.objects, entry, path, replace=True)
             identity = Identity(route=shard.route, partition=shard.partition,
                                 schema_version=keys.SCHEMA_VERSION)
-            store = ShardStore.open(path, identity=identity)
+            store = ShardStore.open(path, identity=identity, memory=engine.memory)
             if report.ok:
                 safe_event(self._events, "state_restored", shard=str(shard),
                            checkpoint_id=entry.checkpoint_id, applied_position=ahead,

@@ -23,6 +23,8 @@ from nereus.state.values import Identity, decode_int, decode_value, encode_value
 if TYPE_CHECKING:
     from rocksdict import Options
 
+    from nereus.state.memory import StoreMemory
+
 
 def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
     """The writes that stamp a new database with its shard identity (digest-covered)."""
@@ -32,7 +34,7 @@ def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
     }
 
 
-def _options() -> Options:
+def _options(memory: StoreMemory | None = None) -> Options:
     """rocksdict Options for a shard database: raw mode plus bloom filters.
 
     Most point reads of the apply path miss: every SCHEDULE looks up ``result/c/<id>``
@@ -42,12 +44,20 @@ def _options() -> Options:
     a miss is settled by a few hash probes. Filters change how tables are laid out on
     disk, never the keys and values (the state digest is unaffected), and tables written
     without them stay readable.
+
+    With ``memory`` (an engine's ``StoreMemory``), the block cache and the memtables are
+    the process's shared budget instead of this database's own.
     """
     from rocksdict import BlockBasedOptions, Options
 
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
     options = Options(raw_mode=True)
+    if memory is not None:
+        table.set_block_cache(memory.cache)
+        table.set_cache_index_and_filter_blocks(True)
+        options.set_write_buffer_manager(memory.write_buffers)
+        options.set_write_buffer_size(memory.memtable_bytes)
     options.set_block_based_table_factory(table)
     options.set_memtable_prefix_bloom_ratio(0.1)
     options.set_memtable_whole_key_filtering(True)
@@ -129,11 +139,13 @@ class ShardStore:
         identity: Identity | None = None,
         create: bool = False,
         read_only: bool = False,
+        memory: StoreMemory | None = None,
     ) -> ShardStore:
         """Open (or with ``create`` make) the database at ``path``.
 
         With ``identity`` the database must belong to that shard; a new one is stamped
-        with it in a synced write before anything else happens.
+        with it in a synced write before anything else happens. ``memory``: the process's
+        shared memory budget (``nereus.state.memory``), else the database's own.
         """
         from rocksdict import AccessType, Rdict
 
@@ -145,7 +157,7 @@ class ShardStore:
                     hint="run `nereus shard replay SHARD --empty --into DIR` to build one",
                 )
             path.mkdir(parents=True, exist_ok=True)
-        options = _options()
+        options = _options(memory)
         options.create_if_missing(create and not read_only)
         try:
             if read_only:
