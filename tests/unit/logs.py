@@ -8,9 +8,12 @@ fixed list of (bytes, broker ms), which tests then apply in other ways and compa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import strategies as st
 
 from nereus import records as r
+from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, barrier, cancel, op, outcome, reschedule, schedule
 
@@ -75,3 +78,28 @@ def shard_logs(draw: st.DrawFn, max_ops: int = 40) -> LogEntries:
         shard.apply(data, broker_ms=now)
         log.append((data, now))
     return log
+
+
+class ListLog:
+    """A Shard Log held in a list (the contract is tested on real backends elsewhere)."""
+
+    dense = True
+
+    def __init__(self, entries: LogEntries) -> None:
+        self.entries = entries
+
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:  # pragma: no cover - unused
+        raise NotImplementedError
+
+    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
+        chunk = self.entries[from_position:from_position + max_records]
+        return [LogRecord(from_position + i, ms, data) for i, (data, ms) in enumerate(chunk)]
+
+    def end_position(self) -> int:
+        return len(self.entries)
+
+    def ack(self, position: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

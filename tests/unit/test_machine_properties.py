@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -10,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.machine import Reason
 from nereus.records import MessageState, Record, ResultStatus
 from nereus.state import keys
@@ -19,34 +17,9 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Identity, decode_int
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, cancel, schedule
-from tests.unit.logs import LogEntries, shard_logs
+from tests.unit.logs import ListLog, LogEntries, shard_logs
 
 IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
-
-
-class ListLog:
-    """A Shard Log held in a list (the contract is tested on real backends elsewhere)."""
-
-    dense = True
-
-    def __init__(self, entries: LogEntries) -> None:
-        self.entries = entries
-
-    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def read(self, from_position: int, max_records: int) -> list[LogRecord]:
-        chunk = self.entries[from_position:from_position + max_records]
-        return [LogRecord(from_position + i, ms, data) for i, (data, ms) in enumerate(chunk)]
-
-    def end_position(self) -> int:
-        return len(self.entries)
-
-    def ack(self, position: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def one_pass(entries: LogEntries) -> MemoryShard:
