@@ -46,6 +46,10 @@ class CheckpointTrigger:
         self._snapshot_requests: queue.SimpleQueue[Future[str]] = queue.SimpleQueue()
         self.changed = 0  # records applied since the last checkpoint, CHECKPOINT_MARK aside
         self._last_mono = self._time.monotonic()
+        # the last checkpoint taken because one was due: the next due one waits until it is
+        # uploaded (a backlog filled fast would otherwise queue a full upload per
+        # every_records, each larger than the last)
+        self._uploading: Future[Taken] | None = None
 
     def request(self) -> Future[Taken]:
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
@@ -77,7 +81,7 @@ class CheckpointTrigger:
         snapshots = _drain(self._snapshot_requests)
         settings = self._checkpointer.settings
         changed = self.changed
-        due = changed > 0 and (
+        due = changed > 0 and (self._uploading is None or self._uploading.done()) and (
             (settings.every_records and changed >= settings.every_records)
             or (settings.every_seconds
                 and self._time.monotonic() - self._last_mono >= settings.every_seconds)
@@ -93,6 +97,9 @@ class CheckpointTrigger:
             for snapshotted in snapshots:
                 snapshotted.set_exception(exc)
             raise
+        if due:
+            self._uploading = Future()
+            requests = [*requests, self._uploading]
         self._checkpointer.submit(Job(self._shard, directory, checkpoint_id, self._log,
                                       self._clock.wall_ms(), self._owner_id, epoch, requests))
         for snapshotted in snapshots:

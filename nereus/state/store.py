@@ -55,7 +55,6 @@ def _options(memory: StoreMemory | None = None) -> Options:
     options = Options(raw_mode=True)
     if memory is not None:
         table.set_block_cache(memory.cache)
-        table.set_cache_index_and_filter_blocks(True)
         options.set_write_buffer_manager(memory.write_buffers)
         options.set_write_buffer_size(memory.memtable_bytes)
     options.set_block_based_table_factory(table)
