@@ -39,6 +39,7 @@ from nereus.adapters.shardlog.file import FileShardLog
 from nereus.adapters.shardlog.identity import ensure_route_identity
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.config import Config, EngineConfig
+from nereus.engine.catch_up import catch_up
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.clock import ChronyHealth, TrustedClock
 from nereus.engine.destinations.factory import open_destination
@@ -308,14 +309,17 @@ class Engine:
                               clock_ms=self.clock.source.wall_ms)
 
     def open_shard_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
-        """The shard's database; restored from the Recovery Set when missing or damaged
-        (``StoreInUse`` while another process holds it)."""
+        """The shard's database; restored from the Recovery Set when missing, damaged or
+        far behind it (``engine/catch_up.py``; ``StoreInUse`` while another process holds
+        it)."""
         path = self.layout.shard_state(shard)
         identity = Identity(route=shard.route, partition=shard.partition,
                             schema_version=keys.SCHEMA_VERSION)
         if (path / "CURRENT").exists():
             try:
-                return ShardStore.open(path, identity=identity, memory=self.memory)
+                return catch_up(self, shard, ShardStore.open(path, identity=identity,
+                                                             memory=self.memory),
+                                log, events=self.log_event, why="far behind the Recovery Set")
             except StoreInUse:
                 raise  # held by another process: in use, not damaged; never moved aside
             except StoreError as exc:

@@ -8,8 +8,8 @@ the reconcile thread):
 
 1. open the shard's local state (``Engine.open_shard_state``: restored from the newest
    usable Recovery Set member when missing or damaged); when the newest catalogued
-   checkpoint is more than ``[checkpoints] every_records`` ahead of it (at least
-   ``MIN_BEHIND``), restore that checkpoint over it instead of replaying the difference;
+   checkpoint is far ahead of it, restore that checkpoint over it instead of replaying the
+   difference (``engine/catch_up.py``);
 2. check it against the log (``continuity.check_shard``): a diverged copy is left alone
    (the activation reports it);
 3. apply the log into it with a ``ShardRunner``, following the tail, until stopped; once it
@@ -33,8 +33,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from nereus.adapters.checkpoint_catalog import recovery_floor
-from nereus.adapters.checkpoint_restore import restore_into
 from nereus.adapters.continuity import check_shard
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import ShardLog
@@ -44,11 +42,8 @@ from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.supervisor import Supervised
 from nereus.errors import LogCorruption, LogDiverged, StoreInUse
 from nereus.shard import ShardId
-from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity
 
-MIN_BEHIND = 10_000  # records: below this, replaying is cheaper than a download
 POLL_S = 0.05  # how long an idle warm-up waits before it reads the log again
 
 
@@ -105,43 +100,11 @@ class WarmUp:
                 self.ready.set()
                 return
             try:
-                store = self._catch_up(store, log)
                 self._follow(store, log)
             finally:
                 store.close()
         finally:
             log.close()
-
-    def _catch_up(self, store: ShardStore, log: ShardLog) -> ShardStore:
-        """Restore the newest catalogued checkpoint over ``store`` if it is far ahead."""
-        engine, shard = self._engine, self.shard
-        settings = engine.config.checkpoints
-        members = recovery_floor(engine.objects, shard, settings.keep).members
-        local = store.applied_position()
-        local_at = -1 if local is None else local
-        behind = max(settings.every_records, MIN_BEHIND)
-        log_end = log.end_position()
-        for entry in reversed(members):
-            ahead = entry.applied_position
-            if ahead is None or ahead - local_at <= behind:
-                return store
-            if ahead >= log_end:
-                continue  # the log lost records it applied: restoring it would diverge
-            path = store.path
-            store.close()
-            report = restore_into(engine.objects, entry, path, replace=True)
-            identity = Identity(route=shard.route, partition=shard.partition,
-                                schema_version=keys.SCHEMA_VERSION)
-            store = ShardStore.open(path, identity=identity, memory=engine.memory)
-            if report.ok:
-                safe_event(self._events, "state_restored", shard=str(shard),
-                           checkpoint_id=entry.checkpoint_id, applied_position=ahead,
-                           replaced_applied_position=local, reason="warm-up: far behind")
-                return store
-            safe_event(self._events, "checkpoint_unusable", shard=str(shard),
-                       checkpoint_id=entry.checkpoint_id,
-                       problems=[f"{c.name}: {c.detail}" for c in report.checks if not c.ok])
-        return store
 
     def _follow(self, store: ShardStore, log: ShardLog) -> None:
         """Check the state against the log, then apply the log into it until stopped."""

@@ -20,6 +20,7 @@ from nereus.config import parse_config
 from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import Destination
 from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.time_source import Clock
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
@@ -116,6 +117,7 @@ def running_engine(
     time_source: Clock | None = None,
     destinations: dict[str, Destination] | None = None,
     settings: EngineSettings | None = None,
+    log_event: EventLog = null_event_log,
 ) -> Iterator[Harness]:
     home.mkdir(parents=True, exist_ok=True)
     text = CONFIG.format(partitions=partitions,
@@ -123,7 +125,7 @@ def running_engine(
     (home / "nereus.toml").write_text(text)
     config = parse_config(text, source=str(home / "nereus.toml"))
     engine = Engine(home, config, settings=settings or EngineSettings(), clock=clock,
-                    time_source=time_source, destinations=destinations)
+                    time_source=time_source, destinations=destinations, log_event=log_event)
     engine.start()
     harness = Harness(home, engine, partitions)
     try:

@@ -1,0 +1,57 @@
+"""An activation whose local state is far behind the shard's Recovery Set restores the
+newest checkpoint over it instead of replaying millions of records (``engine/catch_up.py``):
+here an old copy of the state, 12,000 records behind a checkpoint, put back in the home."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from nereus.layout import HomeLayout
+from nereus.shard import ShardId
+from tests.integration.engine_harness import file_lane, now_ms, running_engine
+
+SHARD = ShardId("default", 0)
+LANES = file_lane("local", "outbox/local.jsonl") + "\n[checkpoints]\nevery_records = 1000\n"
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, object]]] = []
+
+    def __call__(self, event: str, /, **fields: object) -> None:
+        self.seen.append((event, fields))
+
+    def named(self, event: str) -> list[dict[str, object]]:
+        return [fields for name, fields in self.seen if name == event]
+
+
+def test_a_state_far_behind_the_recovery_set_is_restored_at_activation(
+        tmp_path: Path) -> None:
+    """Old copy at ~100 records, checkpoint at ~12,100: the next start restores the
+    checkpoint (``state_restored``, reason "far behind the Recovery Set") and every
+    message is there; a copy only a little behind is replayed, not restored."""
+    home = tmp_path / "home"
+    state = HomeLayout(home).shard_state(SHARD)
+    due = now_ms() + 3_600_000
+    with running_engine(home, partitions=1, lanes=LANES) as h:
+        h.queue([h.schedule(f"early-{n}", due) for n in range(100)])
+        (loop,) = h.engine.shards.values()
+        h.wait_for(lambda: (loop.applied_position or 0) >= 100, 30, "the early records")
+    old_copy = tmp_path / "old-state"
+    shutil.copytree(state, old_copy)
+    with running_engine(home, partitions=1, lanes=LANES) as h:
+        h.queue([h.schedule(f"late-{n}", due) for n in range(12_000)])
+        (loop,) = h.engine.shards.values()
+        h.wait_for(lambda: (loop.applied_position or 0) >= 12_100, 60, "the late records")
+        loop.request_checkpoint().result(timeout=60)
+    shutil.rmtree(state)
+    shutil.copytree(old_copy, state)
+    events = Events()
+    with running_engine(home, partitions=1, lanes=LANES, log_event=events) as h:
+        (loop,) = h.engine.shards.values()
+        restored = events.named("state_restored")
+        assert [r["reason"] for r in restored] == ["far behind the Recovery Set"], restored
+        assert isinstance(restored[0]["applied_position"], int)
+        assert restored[0]["applied_position"] >= 12_100
+        assert (loop.applied_position or 0) >= 12_101
