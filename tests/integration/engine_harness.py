@@ -39,6 +39,19 @@ def file_lane(name: str, path: str) -> str:
     return f'[lanes.{name}]\ndestination = "file"\npath = "{path}"\n'
 
 
+class Events:
+    """An engine's events, kept for a test's assertions (an ``EventLog``)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, object]]] = []
+
+    def __call__(self, event: str, /, **fields: object) -> None:
+        self.seen.append((event, fields))
+
+    def named(self, event: str) -> list[dict[str, object]]:
+        return [fields for name, fields in self.seen if name == event]
+
+
 class Harness:
     def __init__(self, home: Path, engine: Engine, partitions: int) -> None:
         self.home = home

@@ -9,21 +9,10 @@ from pathlib import Path
 
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
-from tests.integration.engine_harness import file_lane, now_ms, running_engine
+from tests.integration.engine_harness import Events, file_lane, now_ms, running_engine
 
 SHARD = ShardId("default", 0)
 LANES = file_lane("local", "outbox/local.jsonl") + "\n[checkpoints]\nevery_records = 1000\n"
-
-
-class Events:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, dict[str, object]]] = []
-
-    def __call__(self, event: str, /, **fields: object) -> None:
-        self.seen.append((event, fields))
-
-    def named(self, event: str) -> list[dict[str, object]]:
-        return [fields for name, fields in self.seen if name == event]
 
 
 def test_a_state_far_behind_the_recovery_set_is_restored_at_activation(

@@ -13,7 +13,7 @@ from nereus.engine.cluster.warmup import WarmUp, shares_home
 from nereus.engine.engine import Engine
 from nereus.engine.shard_status import ShardState
 from nereus.shard import ShardId
-from tests.integration.engine_harness import CONFIG, Harness, file_lane, now_ms
+from tests.integration.engine_harness import CONFIG, Events, Harness, file_lane, now_ms
 from tests.polling import wait_until
 
 SHARD = ShardId("default", 0)
@@ -24,19 +24,6 @@ class AlwaysAlive:
 
     def lease_problem(self) -> str | None:
         return None
-
-
-class Events:
-    """The target engine's events, kept for the assertions."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, dict[str, object]]] = []
-
-    def __call__(self, event: str, /, **fields: object) -> None:
-        self.seen.append((event, fields))
-
-    def named(self, event: str) -> list[dict[str, object]]:
-        return [fields for name, fields in self.seen if name == event]
 
 
 def make_engine(home: Path, events: Events | None = None) -> Engine:
