@@ -29,7 +29,8 @@ from inprocess_engine import (
     queue_due,
     wait_for,
 )
-from nereus.config import Config, render_config
+from nereus.config import Config
+from nereus.config_template import render_config
 from nereus.layout import HomeLayout
 from nereus.shard import partition_for
 from nereus.timespec import parse_time_ms

@@ -11,6 +11,7 @@ import typer
 from nereus.adapters.private_files import secure_home
 from nereus.cli.commands import init_join
 from nereus.cli.context import Env
+from nereus.config_template import render_config
 
 if TYPE_CHECKING:
     from nereus.config import Config, RouteSettings
@@ -48,7 +49,7 @@ def init(
     a configuration that changes or drops it exits 2 and nereus.toml is left as it was.
     Other settings are rewritten.
     """
-    from nereus.config import LOG_BACKENDS, parse_config, render_config
+    from nereus.config import LOG_BACKENDS, parse_config
     from nereus.errors import NereusError, UsageError
     from nereus.shard import validate_route_name
 

@@ -89,7 +89,8 @@ def quickstart(
 def _prepare_home(env: Env) -> Path:
     """A temporary home unless ``--home`` names one; its configuration (written with route
     ``default`` and lane ``local`` when there is none); the ``local`` lane's outbox file."""
-    from nereus.config import parse_config, render_config
+    from nereus.config import parse_config
+    from nereus.config_template import render_config
     from nereus.errors import NereusError
 
     if not env.home_explicit:

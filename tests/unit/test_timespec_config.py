@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nereus.config import parse_config, render_config
+from nereus.config import parse_config
+from nereus.config_template import render_config
 from nereus.errors import ConfigError, UsageError
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms, parse_duration_ms, parse_time_ms
