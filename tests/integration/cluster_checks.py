@@ -69,13 +69,27 @@ def _status(node: NodeRun) -> dict[str, Any] | None:
     return answer
 
 
-def _caught_up(node: NodeRun) -> bool:
-    status = _status(node)
+def _caught_up(status: dict[str, Any] | None) -> bool:
     return status is not None and all(
         s["lag"] == 0 and s["in_flight"] == 0 and s["claims"] == 0
         for s in status["shards"]) and not any(
         lane["messages_by_state"].get("SCHEDULED") or lane["messages_by_state"].get(
             "PUBLISHING") for lane in status["lanes"])
+
+
+def _settled(cluster: Cluster, live: list[NodeRun]) -> bool:
+    """Every shard ACTIVE on the node its placement names (no move under way: a shard
+    between two owners is listed by neither, and its due messages would look done), and
+    nothing left due or in flight on any live node."""
+    placed = {shard: placement.node_id
+              for shard, (placement, _) in cluster.store.placements().items()}
+    if cluster.active_owners() != placed or len(placed) != cluster.spec.partitions:
+        return False
+    statuses = [_status(node) for node in live]
+    listed = {s["shard"] for status in statuses if status is not None
+              for s in status["shards"] if s["state"] == "ACTIVE"}
+    return listed == {str(shard) for shard in cluster.spec.shards} and all(
+        _caught_up(status) for status in statuses)
 
 
 def _landed_unknown(cluster: Cluster, live: list[NodeRun]) -> set[str]:
@@ -95,8 +109,8 @@ def settle_and_stop(cluster: Cluster, load: Load, deadline_s: float = 45.0) -> N
     evidence recovery done with what landed; then every node stopped with SIGTERM."""
     cluster.wait_all_active(deadline_s)
     live = [n for n in cluster.nodes.values() if n.proc.poll() is None]
-    wait_until("nothing left due on any node",
-               lambda: now_ms() >= load.last_due_ms + 300 and all(_caught_up(n) for n in live),
+    wait_until("every shard settled on its node and nothing left due",
+               lambda: now_ms() >= load.last_due_ms + 300 and _settled(cluster, live),
                deadline_s, interval_s=0.2, seen=lambda: [_status(n) for n in live])
     wait_until("evidence recovery settling every UNKNOWN attempt that landed",
                lambda: not _landed_unknown(cluster, live), deadline_s, interval_s=0.5)
