@@ -164,7 +164,7 @@ class ClusterNode:
                        if placement.node_id == self.settings.node_id), key=str)
         # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
         self._warm(mine, self.store.owners())
-        warms = self.store.warms()
+        warms = None  # read only when a shard of ours is placed elsewhere
         for shard in list(self._owned):
             loop = self.engine.shards.get(shard)
             placed = placements.get(shard)
@@ -173,7 +173,10 @@ class ClusterNode:
                              why=f"its loop ended ({'gone' if loop is None else loop.state})")
             elif placed is None or placed[0].node_id != self.settings.node_id:
                 where = "nowhere" if placed is None else placed[0].node_id
-                if placed is None or self._target_ready(shard, where, warms.get(shard)):
+                if placed is not None and warms is None:
+                    warms = self.store.warms()
+                if placed is None or self._target_ready(
+                        shard, where, None if warms is None else warms.get(shard)):
                     self._let_go(shard, checkpoint=True, why=f"placed on {where}")
             else:
                 self._moving_since.pop(shard, None)
