@@ -245,6 +245,11 @@ class ShardStore:
         value: int | None = self._db.property_int_value(name)
         return value
 
+    def compact(self) -> None:
+        """Compact the whole key range now (benchmarks and offline tools; the engine leaves
+        compaction to RocksDB)."""
+        self._db.compact_range(None, None)
+
     def create_checkpoint(self, path: Path) -> None:
         """A RocksDB checkpoint of the current state at ``path`` (hard links where possible).
 
