@@ -87,12 +87,12 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l payload-file -r -F -d 'Read the payload from a file; above [shard] max_inline_payload_bytes it is uploaded to the object store and referenced.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l id -x -d 'The delayMessageId (default: a new UUID).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l batch -r -F -d 'JSON lines, one message each: id, lane, deliver_at or delay, expire_at, key, headers, payload. Queued with group commit.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l command-id -x -d 'The command\'s id (default: derived from the content, so an identical retry is the same command).'
 
 # nereus message cancel
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
@@ -100,13 +100,13 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l deliver-at -x -d 'New not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l delay -x -d 'New not-before time from now: 30s, 5m, 2h, 1d.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'No new publish attempt after this time.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
 # nereus message show
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l barrier -d 'Append a query barrier first, so the answer is conclusive.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 
 # nereus message list
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -d 'Only this shard.'
@@ -116,7 +116,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 
 # nereus message break
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -d 'The message\'s route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -d 'The message\'s route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'

@@ -189,6 +189,21 @@ class Config:
     def ordered_lanes(self) -> frozenset[str]:
         return frozenset(name for name, lane in self.lanes.items() if lane.ordered)
 
+    def route_name(self, given: str | None) -> str:
+        """The route a command means: ``given``, else the only configured route, else
+        ``default``. Several routes and none given is a usage error naming them."""
+        if given is not None:
+            return given
+        if len(self.routes) == 1:
+            return next(iter(self.routes))
+        if "default" in self.routes or not self.routes:
+            return "default"
+        from nereus.errors import UsageError
+
+        raise UsageError(f"{self.source} configures {len(self.routes)} routes "
+                         f"({', '.join(sorted(self.routes))}) and none is named default",
+                         hint="say which with --route NAME")
+
     def route(self, name: str) -> RouteSettings:
         try:
             return self.routes[name]

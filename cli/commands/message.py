@@ -31,7 +31,8 @@ app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_a
 
 WaitOption = Annotated[bool, typer.Option(
     "--wait", help="Wait for the applied result (needs the engine running).")]
-RouteOption = Annotated[str, typer.Option("--route", help="Ingress route.")]
+RouteOption = Annotated[str | None, typer.Option(
+    "--route", help="Ingress route (default: the only configured route, else default).")]
 CommandIdOption = Annotated[str | None, typer.Option(
     "--command-id", help="The command's id: a retry with the same id and the same content "
     "returns the first result (exit 0) instead of acting twice; different content under it "
@@ -63,7 +64,7 @@ def schedule(
     batch: Annotated[Path | None, typer.Option(
         "--batch", help="JSON lines, one message each: id, lane, deliver_at or delay, "
         "expire_at, key, headers, payload. Queued with group commit.")] = None,
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: Annotated[str | None, typer.Option(
         "--command-id", help="The command's id (default: derived from the content, so an "
@@ -80,6 +81,7 @@ def schedule(
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     if batch is not None:
         if any(v is not None for v in (lane, deliver_at, delay, payload, payload_file,
                                        message_id, key, expire_at)) or header:
@@ -185,7 +187,7 @@ def _schedule_large(
 def cancel(
     ctx: typer.Context,
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: CommandIdOption = None,
 ) -> None:
@@ -195,6 +197,7 @@ def cancel(
     from nereus.client import prepare_cancel
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_cancel(
         message_input.route_ref(env, route),
@@ -214,7 +217,7 @@ def reschedule(
         "--delay", help="New not-before time from now: 30s, 5m, 2h, 1d.")] = None,
     expire_at: Annotated[str | None, typer.Option(
         "--expire-at", help="No new publish attempt after this time.")] = None,
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: CommandIdOption = None,
 ) -> None:
@@ -225,6 +228,7 @@ def reschedule(
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     deliver_at_ms = message_input.deliver_time(deliver_at, delay, what="reschedule")
     delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_reschedule(
@@ -243,10 +247,11 @@ def show(
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
     barrier: Annotated[bool, typer.Option(
         "--barrier", help="Append a query barrier first, so the answer is conclusive.")] = False,
-    route: RouteOption = "default",
+    route: RouteOption = None,
 ) -> None:
     """Queued vs applied vs message state, attempts and their evidence (needs the engine)."""
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     data = env.admin().message(message_id, route=route, barrier=barrier)
 
     def human(out: Console) -> None:
