@@ -121,9 +121,9 @@ def _compact(home: Path) -> None:
 def _checkpoint(home: Path) -> tuple[float, float, int]:
     create_s, out = nereus(home, "checkpoint", "create", f"{ROUTE}/0", "--json")
     document = json.loads(out)
-    checkpoint_id = document.get("checkpoint_id") or document["id"]
+    checkpoint_id = document["checkpoint_id"]
     verify_s, _ = nereus(home, "checkpoint", "verify", checkpoint_id, "--json")
-    return create_s, verify_s, int(document.get("bytes") or 0)
+    return create_s, verify_s, int(document["size_bytes"])
 
 
 def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float) -> FillFigures:

@@ -127,7 +127,8 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     lane_in_flight: Positive = 1_000
     max_in_flight_bytes: Positive = 64 << 20
     poll_interval_ms: Annotated[float, msgspec.Meta(ge=1, le=1_000)] = 5
-    # every shard database of the process shares one block cache and memtable budget
+    # the engine's block cache and memtable budget, shared by every shard database of a
+    # process; worker processes split it evenly
     memory_mb: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] = 256
     # worker processes (`engine start --workers N` overrides); unset: one per core this
     # process may run on, at most one per shard
