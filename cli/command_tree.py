@@ -46,6 +46,7 @@ _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
 
 # commands a group lists that another module defines: group -> (name, module, function)
 _BORROWED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "engine": (("logs", "engine_logs", "logs"),),
     "shard": (("pause", "mutate", "shard_pause"), ("resume", "mutate", "shard_resume"),
               ("move", "cluster.moves", "shard_move")),
     "message": (("break", "mutate", "message_break"),),

@@ -45,6 +45,7 @@ from nereus.cli.commands.cluster.documents import (
     NodeUndrainReport,
     ShardMoveReport,
 )
+from nereus.cli.commands.engine_logs import EngineLogLines
 from nereus.cli.commands.payload import PayloadGc
 from nereus.cli.commands.shard.documents import (
     OfflineShard,
@@ -193,6 +194,9 @@ JSON_KEYS: dict[str, JsonDoc] = {
                           "prints its log instead."),
     "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
                          "true)."),
+    "engine logs": typed(EngineLogLines, note="Each of lines is the JSON object the engine "
+                         "wrote, unchanged. With --follow: one such object per line instead "
+                         "of one document."),
     "engine status": typed(
         EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "

@@ -6,7 +6,7 @@
 __nereus_commands() {
     case "$1" in
         "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
-        "engine") echo "start stop status" ;;
+        "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
@@ -34,6 +34,7 @@ __nereus_options() {
         "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
         "engine stop") echo "--timeout --home --json --help" ;;
         "engine status") echo "--home --json --help" ;;
+        "engine logs") echo "--follow -f --level --shard --message --since --home --json --help" ;;
         "message") echo "--home --json --help" ;;
         "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --command-id --home --json --help" ;;
         "message cancel") echo "--route --wait --command-id --home --json --help" ;;
@@ -106,6 +107,10 @@ __nereus_value() {
         "--timeout:engine start") echo "text" ;;
         "--workers:engine start") echo "text" ;;
         "--timeout:engine stop") echo "text" ;;
+        "--level:engine logs") echo "text" ;;
+        "--shard:engine logs") echo "text" ;;
+        "--message:engine logs") echo "text" ;;
+        "--since:engine logs") echo "text" ;;
         "--lane:message schedule") echo "text" ;;
         "--deliver-at:message schedule") echo "text" ;;
         "--delay:message schedule") echo "text" ;;

@@ -54,9 +54,10 @@ complete -c nereus -n '__fish_seen_subcommand_from dashboard' -l interval -x -d 
 complete -c nereus -n '__fish_seen_subcommand_from completion; and not __fish_seen_subcommand_from bash zsh fish' -a 'bash zsh fish' -d 'The shell: bash, zsh or fish.'
 
 # nereus engine
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a logs -d 'The engine\'s log: rendered with Rich, or passed through with --json.'
 
 # nereus engine start
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l foreground -d 'Stay attached (for systemd and tests); logs also to the console.'
@@ -67,6 +68,13 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from stop' -l timeout -x -d 'Seconds to wait for a graceful stop.'
 
 # nereus engine status
+
+# nereus engine logs
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l follow -s f -d 'Keep printing lines as they are written (Ctrl-C stops); with --json, one JSON object per line.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l level -x -d 'Only lines at this level or above: debug, info, warning, error, critical.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l shard -x -d 'Only lines about this shard (ROUTE/PARTITION).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l message -x -d 'A message\'s story: lines naming it, its attempts and its claims.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l since -x -d 'Only lines from this time on: a duration ago (10m, 2h) or a time (ISO-8601, epoch ms).'
 
 # nereus message
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a schedule -d 'Schedule a message for publication not before a time.'

@@ -61,6 +61,14 @@ def _engine_start(home: Path) -> list[Document]:
         return [started]
 
 
+def _engine_logs(home: Path) -> list[Document]:
+    """The log of an engine that ran and stopped: everything, and one shard's lines."""
+    with running_engine(home):
+        pass
+    return [_json("engine", "logs", home=home),
+            _json("engine", "logs", "--shard", "default/0", "--level", "info", home=home)]
+
+
 def _engine_stop(home: Path) -> list[Document]:
     """With no engine (nothing stopped, no pid) and with one running (stopped, its pid)."""
     idle = _json("engine", "stop", home=home)
@@ -154,6 +162,7 @@ SETUP_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "completion": _completion,
     "engine start": _engine_start,
     "engine stop": _engine_stop,
+    "engine logs": _engine_logs,
     "playbook list": _playbook_list,
     "playbook show": _playbook_show,
     "playbook run": _playbook_run,
