@@ -27,6 +27,7 @@ _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("init", "init", "init"),
     ("quickstart", "quickstart", "quickstart"),
+    ("status", "status", "status"),
     ("doctor", "doctor", "doctor"),
     ("dashboard", "dashboard", "dashboard"),
     ("completion", "completion", "completion"),

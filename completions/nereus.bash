@@ -5,7 +5,7 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "") echo "init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
         "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
@@ -27,6 +27,7 @@ __nereus_options() {
         "") echo "--home --json --help" ;;
         "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --help" ;;
         "quickstart") echo "--count --spread --home --json --help" ;;
+        "status") echo "--home --json --help" ;;
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;
         "completion") echo "--home --json --help" ;;
