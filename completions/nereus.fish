@@ -83,7 +83,7 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a schedule -d 'Schedule a message for publication not before a time.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages (needs the engine).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from nereus.views import MessageDetail
+
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
 
@@ -249,10 +251,16 @@ def show(
         "--barrier", help="Append a query barrier first, so the answer is conclusive.")] = False,
     route: RouteOption = None,
 ) -> None:
-    """Queued vs applied vs message state, attempts and their evidence (needs the engine)."""
+    """Queued vs applied vs message state, attempts and their evidence. Without a running
+    engine the shard's state is read offline (read-only); --barrier needs the engine."""
     env: Env = ctx.obj
     route = env.config.route_name(route)
-    data = env.admin().message(message_id, route=route, barrier=barrier)
+    if barrier or env.engine_running():
+        data = env.admin().message(message_id, route=route, barrier=barrier)
+    else:
+        import msgspec
+
+        data = msgspec.to_builtins(_offline_message(env, route, message_id))
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -276,6 +284,29 @@ def show(
             out.print(table)
 
     env.output.emit(data, human)
+
+
+def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
+    """``message show`` from the shard's database opened read-only, beside its log's end."""
+    from nereus.errors import NotFound
+    from nereus.state.store import ShardStore
+    from nereus.views import find_message, message_detail
+
+    shard = env.message_shard(route, message_id)
+    end = env.shard_log(shard, create=False).end_position()
+    path = env.layout.shard_state(shard)
+    if not (path / "CURRENT").exists():
+        raise NotFound(f"no message {message_id} on shard {shard}: nothing applied yet "
+                       f"(log end {end}; the engine applies the log)",
+                       hint="start the engine: `nereus engine start`")
+    with ShardStore.open(path, read_only=True) as store:
+        applied = store.applied_position()
+        message = find_message(store, message_id)
+        if message is None:
+            raise NotFound(f"no message {message_id} on shard {shard} (applied up to "
+                           f"position {applied}, log end {end})")
+        return message_detail(store, message, str(shard), applied_position=applied,
+                              log_end_position=end, barrier_position=None)
 
 
 @app.command("list")
