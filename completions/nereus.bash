@@ -5,7 +5,7 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "") echo "init quickstart doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
         "engine") echo "start stop status" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
@@ -30,6 +30,7 @@ __nereus_options() {
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;
         "completion") echo "--home --json --help" ;;
+        "metrics") echo "--home --json --help" ;;
         "engine") echo "--home --json --help" ;;
         "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
         "engine stop") echo "--timeout --home --json --help" ;;
