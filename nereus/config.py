@@ -169,13 +169,16 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     host: str = ""  # how other hosts reach this node (default: the host name)
 
 
+LISTEN: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}")
+
+
 class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[metrics]``: the Prometheus exposition over HTTP (opt-in; ``nereus metrics`` reads
     the same text through the admin socket whether or not it is set)."""
 
-    # HOST:PORT the engine serves GET /metrics on (e.g. "127.0.0.1:9464"); unset: no listener
-    listen: Annotated[str, msgspec.Meta(
-        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}$")] | None = None
+    # HOST:PORT the engine serves GET /metrics on (e.g. "127.0.0.1:9464"; an IPv6 host in
+    # brackets: "[::1]:9464"); unset: no listener. Checked by parse_config (LISTEN).
+    listen: str | None = None
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -378,9 +381,11 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
                          "publishing between heartbeats")
     metrics: MetricsSettings = _convert(data.get("metrics", {}), MetricsSettings, "metrics",
                                         text, source)
-    if metrics.address is not None and not 0 < metrics.address[1] < 65_536:
+    if metrics.listen is not None and (not LISTEN.fullmatch(metrics.listen)
+                                       or not 0 < int(metrics.listen.rpartition(":")[2]) < 65_536):
         raise _error(text, source, "metrics", "listen",
-                     f"listen = {metrics.listen!r}: the port must be 1-65535")
+                     f"listen = {metrics.listen!r}: expected HOST:PORT with a port of 1-65535, "
+                     'such as "127.0.0.1:9464" (an IPv6 host in brackets: "[::1]:9464")')
     return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics)
 
 
