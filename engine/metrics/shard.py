@@ -17,7 +17,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from nereus.machine import Applied
+from nereus.machine import Applied, Reason
 from nereus.records import PublishAdmission, PublishOutcome, ResultStatus
 
 # seconds; due lag is how late an admission was decided after its actionAt
@@ -31,6 +31,12 @@ OUTCOME_LATENCY_BUCKETS_S: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 MAX_REMEMBERED: Final = 100_000
 
 OBSERVED: Final = frozenset({PublishAdmission, PublishOutcome})
+# the reasons an admission can lose for (nereus/machine/publishing.py): each is exposed from
+# zero, so a rate over it exists before the first one happens
+ADMISSION_STALE_REASONS: Final = tuple(reason.value for reason in (
+    Reason.STALE_MESSAGE_STATE, Reason.STALE_GENERATION, Reason.STALE_WORK,
+    Reason.ATTEMPT_OPEN, Reason.LANE_CLOSED, Reason.LANE_AT_CAPACITY, Reason.QUOTA_EXCEEDED,
+    Reason.SHARD_PAUSED, Reason.NOT_DUE, Reason.EXPIRED, Reason.TIME_EVIDENCE, Reason.FENCED))
 
 
 class Buckets:
@@ -86,7 +92,7 @@ class ShardMetrics:
 
     def __init__(self, monotonic: Callable[[], float]) -> None:
         self._monotonic = monotonic
-        self.stale: dict[str, int] = {}  # reason -> stale admissions
+        self.stale = dict.fromkeys(ADMISSION_STALE_REASONS, 0)  # reason -> lost admissions
         self.admitted: dict[str, int] = {}  # lane -> winning admissions applied
         self.outcomes: dict[tuple[str, str], int] = {}  # (lane, outcome) -> outcomes applied
         self.fencing_events = 0  # admissions STALE FENCED, and this owner fenced
