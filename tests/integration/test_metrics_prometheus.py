@@ -39,7 +39,7 @@ METRICS = (
 
 
 @pytest.fixture(scope="module")
-def tools() -> Path:
+def prometheus_tools() -> Path:
     return tools_dir()
 
 
@@ -97,15 +97,16 @@ def dashboard_queries() -> list[str]:
 
 
 def test_prometheus_scrapes_every_metric_and_every_dashboard_query_finds_series(
-        published_home: tuple[Path, int], tools: Path, tmp_path: Path) -> None:
+        published_home: tuple[Path, int], prometheus_tools: Path, tmp_path: Path) -> None:
     """`nereus metrics` passes `promtool check metrics` and counts each of the published
     messages once (one process or two workers); a real Prometheus scraping the listener
     then has series for every metric family and every panel query of the dashboard."""
     home, port = published_home
     result = run_nereus("metrics", home=home, timeout=60)
     assert result.code == 0, result.stderr
-    checked = subprocess.run([str(tools / "promtool"), "check", "metrics"], input=result.stdout,
-                             capture_output=True, text=True, timeout=60, check=False)
+    checked = subprocess.run([str(prometheus_tools / "promtool"), "check", "metrics"],
+                             input=result.stdout, capture_output=True, text=True, timeout=60,
+                             check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     found = samples(result.stdout)
     assert total(found, "nereus_admissions_total", lane="local") == MESSAGES
@@ -118,7 +119,7 @@ def test_prometheus_scrapes_every_metric_and_every_dashboard_query_finds_series(
     document = nereus_json(home, "metrics")
     assert document["exposition"].startswith("# HELP ")
 
-    with prometheus(tools, tmp_path / "prometheus", f"127.0.0.1:{port}") as server:
+    with prometheus(prometheus_tools, tmp_path / "prom", f"127.0.0.1:{port}") as server:
         wait_for(server.targets_up, timeout=60, what="Prometheus to scrape the engine")
         for name in METRICS:
             wait_for(lambda name=name: server.query(name), timeout=30,  # type: ignore[misc]
@@ -130,12 +131,13 @@ def test_prometheus_scrapes_every_metric_and_every_dashboard_query_finds_series(
                      what=f"series for the dashboard query {expr}", interval=0.25)
 
 
-def test_the_alerting_rules_pass_promtool_check_and_their_unit_tests(tools: Path) -> None:
+def test_the_alerting_rules_pass_promtool_check_and_their_unit_tests(
+        prometheus_tools: Path) -> None:
     """docs/ops/alerts.yml is valid, and each alert fires (and only then) in
     docs/ops/alerts.test.yml's scenarios."""
     for args in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts.test.yml"]):
-        done = subprocess.run([str(tools / "promtool"), *args], cwd=OPS, capture_output=True,
-                              text=True, timeout=60, check=False)
+        done = subprocess.run([str(prometheus_tools / "promtool"), *args], cwd=OPS,
+                              capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, f"promtool {' '.join(args)}:\n{done.stdout}{done.stderr}"
 
 
