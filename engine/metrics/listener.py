@@ -104,6 +104,13 @@ def open_listener(address: tuple[str, int] | None, exposition: Callable[[], str]
     """The listener ``[metrics] listen`` asks for, started (None when it is not set)."""
     if address is None:
         return None
-    listener = MetricsListener(address, exposition)
+    try:
+        listener = MetricsListener(address, exposition)
+    except OSError as exc:
+        from nereus.errors import ConfigError
+
+        raise ConfigError(f"[metrics] listen: cannot listen on {address[0]}:{address[1]}: "
+                          f"{exc.strerror or exc}",
+                          hint="choose a free port, or remove [metrics] listen") from None
     listener.start(supervisor)
     return listener
