@@ -2,7 +2,10 @@
 
 Each worker owns disjoint shards, and every shard-labelled series comes from the process
 that owns the shard, so the workers' samples do not overlap: merging them is exact, and
-no sample is counted twice. The few series without a shard label are merged by meaning:
+no sample is counted twice. While a shard moves between workers, the one letting it go may
+still report it: a shard's series are kept only from the process its ownership record
+names (the front door reads them from the embedded coordinator). The few series without a
+shard label are merged by meaning:
 
 * ``nereus_worker_restarts_total``: the ``worker`` label is prefixed with the process
   (``worker-1/shard-default/0``), as ``engine status`` names the workers' threads;
@@ -16,7 +19,7 @@ A worker that does not answer is left out, and the front door's own
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -31,8 +34,10 @@ RESTARTS: Final = "nereus_worker_restarts"
 
 
 def merge(parts: Sequence[tuple[str, str]], *, own: Iterable[Metric] = (),
-          unanswered: int = 0) -> str:
-    """``parts``: (process name, its exposition text); ``own``: the front door's families.
+          unanswered: int = 0, owners: Mapping[str, str] | None = None) -> str:
+    """``parts``: (process name, its exposition text); ``own``: the front door's families;
+    ``owners``: shard -> the process that owns it now, when known (a shard's series from
+    any other process, one letting the shard go in a move, are left out).
     One exposition in which each sample appears once."""
     families: dict[str, Metric] = {}
     values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
@@ -46,6 +51,10 @@ def merge(parts: Sequence[tuple[str, str]], *, own: Iterable[Metric] = (),
         samples = values[family.name]
         for sample in family.samples:
             labels = dict(sample.labels)
+            shard = labels.get("shard")
+            if process is not None and shard is not None and owners is not None and \
+                    owners.get(shard, process) != process:
+                continue
             if process is not None and family.name == RESTARTS and "worker" in labels:
                 labels["worker"] = f"{process}/{labels['worker']}"
             key = (sample.name, tuple(labels.items()))
@@ -77,9 +86,11 @@ def merge(parts: Sequence[tuple[str, str]], *, own: Iterable[Metric] = (),
 
 
 def merged_exposition(answers: Sequence[object], members: Sequence[str],
-                      own_workers: Iterable[WorkerView]) -> MetricsExposition:
+                      own_workers: Iterable[WorkerView],
+                      owners: Mapping[str, str] | None = None) -> MetricsExposition:
     """The front door's ``/v1/metrics``: each worker's answer to it (by index; an error for
-    one that did not answer) merged with the front door's own worker restarts."""
+    one that did not answer) merged with the front door's own worker restarts; ``owners``:
+    shard -> the member owning it now."""
     import msgspec
 
     from nereus.engine.metrics.collect import restarts_family
@@ -93,4 +104,4 @@ def merged_exposition(answers: Sequence[object], members: Sequence[str],
         except msgspec.ValidationError:
             unanswered += 1
     return MetricsExposition(content_type=CONTENT_TYPE, exposition=merge(
-        parts, own=[restarts_family(own_workers)], unanswered=unanswered))
+        parts, own=[restarts_family(own_workers)], unanswered=unanswered, owners=owners))

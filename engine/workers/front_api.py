@@ -194,8 +194,10 @@ class FrontApi:
         """Every worker's exposition merged, each sample once (``nereus.engine.metrics.merge``)."""
         from nereus.engine.metrics.merge import merged_exposition
 
+        owners = {str(shard): owned.record.node_id
+                  for shard, owned in self.store.owners().items()}
         return merged_exposition(self._everyone(lambda c: c.get("/v1/metrics")), self.members,
-                                 _own_workers(self.supervisor))
+                                 _own_workers(self.supervisor), owners)
 
     # messages, attempts, commands -------------------------------------------------------
     def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]:

@@ -155,6 +155,17 @@ def test_the_front_door_merges_disjoint_shards_once_and_names_each_process() -> 
     assert samples[("nereus_worker_scrape_errors", ())] == 1.0
 
 
+def test_a_shard_reported_by_two_processes_is_taken_from_its_owner_only() -> None:
+    """During a move the process letting a shard go may still report it: with the owners
+    known, only the owner's samples of that shard are kept (never a sum of both)."""
+    moving = WORKER_1.replace("default/1", "default/0")  # worker-1 took default/0: 4.0
+    text = merge([("worker-0", WORKER_0), ("worker-1", moving)],
+                 owners={"default/0": "worker-1"})
+    admissions = [value for (name, _), value in _samples(text).items()
+                  if name == "nereus_admissions_total"]
+    assert admissions == [4.0]
+
+
 def test_an_exposition_of_no_families_is_empty_text() -> None:
     """Rendering nothing gives nothing (a front door whose workers all failed still
     answers with its own families only)."""
