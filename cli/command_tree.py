@@ -18,7 +18,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from nereus.cli.context import Env, resolve_home
-from nereus.cli.output import Output
+from nereus.cli.output import Output, output_format
 
 _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 
@@ -81,12 +81,17 @@ def root_options(
         "--home", help="Home directory (default: $NEREUS_HOME, then ./.nereus).",
         envvar="NEREUS_HOME", show_envvar=True)] = None,
     json_output: Annotated[bool, typer.Option(
-        "--json", help="Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).",
+        "--json", help="Print exactly one JSON document on stdout (--output json).",
     )] = False,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", metavar="table|json|yaml", show_default=False,
+        help="table for people (default), or one JSON or YAML document on stdout (also "
+        "NEREUS_OUTPUT).")] = None,
 ) -> None:
     """The options every command takes: its home and its output."""
-    json_mode = json_output or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
-    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode),
+    chosen = output_format(output, json_flag=json_output, environ=os.environ)
+    ctx.obj = Env(home=resolve_home(home),
+                  output=Output(json_mode=chosen != "table", document_format=chosen),
                   home_explicit=bool(home))
     ctx.call_on_close(ctx.obj.close)
 

@@ -88,9 +88,27 @@ def _piped_width() -> int | None:
     return PIPED_WIDTH
 
 
+FORMATS: Final = ("table", "json", "yaml")
+
+
+def output_format(given: str | None, *, json_flag: bool, environ: Mapping[str, str]) -> str:
+    """The document format a command line asks for: ``--json`` (a shorthand for ``--output
+    json``), else ``--output``, else ``NEREUS_OUTPUT``, else ``table`` (for people)."""
+    if json_flag:
+        return "json"
+    chosen = (given or environ.get("NEREUS_OUTPUT") or "table").lower()
+    if chosen not in FORMATS:
+        from nereus.errors import UsageError
+
+        raise UsageError(f"--output {chosen!r}: expected one of {', '.join(FORMATS)}")
+    return chosen
+
+
 class Output:
-    def __init__(self, *, json_mode: bool) -> None:
+    def __init__(self, *, json_mode: bool, document_format: str = "json") -> None:
+        # json_mode: print one document for a program (JSON or YAML), no prompts or bars
         self.json_mode = json_mode
+        self.document_format = document_format if json_mode else "table"
         self._out: Console | None = None
         self._err: Console | None = None
 
@@ -117,7 +135,13 @@ class Output:
         (``terminal_safe``): renderers print the document's values inside Rich markup, so
         this is the one place that keeps escape sequences and markup in data inert."""
         if self.json_mode:
-            sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+            text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+            if self.document_format == "yaml":
+                import yaml
+
+                # through JSON first: the same values, whatever Python type carried them
+                text = yaml.safe_dump(json.loads(text), sort_keys=False, allow_unicode=True)
+            sys.stdout.write(text)
             sys.stdout.flush()
         else:
             terminal_safe(data)

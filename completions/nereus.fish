@@ -6,7 +6,8 @@ complete -c nereus -f
 
 # global options, accepted anywhere on the line
 complete -c nereus -l home -x -a '(__fish_complete_directories (commandline -ct))' -d 'Home directory (default: $NEREUS_HOME, then ./.nereus).'
-complete -c nereus -l json -d 'Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).'
+complete -c nereus -l json -d 'Print exactly one JSON document on stdout (--output json).'
+complete -c nereus -l output -s o -x -d 'table for people (default), or one JSON or YAML document on stdout (also NEREUS_OUTPUT).'
 complete -c nereus -l help -d 'Show the help and exit'
 
 # nereus

@@ -293,7 +293,11 @@ def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
     from nereus.views import find_message, message_detail
 
     shard = env.message_shard(route, message_id)
-    end = env.shard_log(shard, create=False).end_position()
+    try:
+        end = env.shard_log(shard, create=False).end_position()
+    except NotFound:
+        raise NotFound(f"no message {message_id} on shard {shard}: nothing was queued to it "
+                       "yet") from None
     path = env.layout.shard_state(shard)
     if not (path / "CURRENT").exists():
         raise NotFound(f"no message {message_id} on shard {shard}: nothing applied yet "
