@@ -157,7 +157,8 @@ class Output:
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr (never on stdout); yields ``advance(n)``."""
+        """A progress bar on stderr (never on stdout), on a terminal and not for a program
+        (``--json``, ``--output``); yields ``advance(n)``."""
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -169,7 +170,7 @@ class Output:
         progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeRemainingColumn(), console=self.err, transient=True,
-            disable=not self.err.is_terminal,
+            disable=self.json_mode or not self.err.is_terminal,
         )
         with progress:
             task = progress.add_task(description, total=total)
