@@ -97,7 +97,7 @@ __nereus_value() {
     case "$1:$2" in
         "--home:"*) echo "dir" ;;
         "--output:"* | "-o:"*) echo "text" ;;
-        "--route:init") echo "text" ;;
+        "--route:init") echo "route" ;;
         "--partitions:init") echo "text" ;;
         "--log:init") echo "text" ;;
         "--from:init") echo "file" ;;
@@ -111,10 +111,10 @@ __nereus_value() {
         "--workers:engine start") echo "text" ;;
         "--timeout:engine stop") echo "text" ;;
         "--level:engine logs") echo "text" ;;
-        "--shard:engine logs") echo "text" ;;
+        "--shard:engine logs") echo "shard" ;;
         "--message:engine logs") echo "text" ;;
         "--since:engine logs") echo "text" ;;
-        "--lane:message schedule") echo "text" ;;
+        "--lane:message schedule") echo "lane" ;;
         "--deliver-at:message schedule") echo "text" ;;
         "--delay:message schedule") echo "text" ;;
         "--expire-at:message schedule") echo "text" ;;
@@ -124,22 +124,22 @@ __nereus_value() {
         "--payload-file:message schedule") echo "file" ;;
         "--id:message schedule") echo "text" ;;
         "--batch:message schedule") echo "file" ;;
-        "--route:message schedule") echo "text" ;;
+        "--route:message schedule") echo "route" ;;
         "--command-id:message schedule") echo "text" ;;
-        "--route:message cancel") echo "text" ;;
+        "--route:message cancel") echo "route" ;;
         "--command-id:message cancel") echo "text" ;;
         "--deliver-at:message reschedule") echo "text" ;;
         "--delay:message reschedule") echo "text" ;;
         "--expire-at:message reschedule") echo "text" ;;
-        "--route:message reschedule") echo "text" ;;
+        "--route:message reschedule") echo "route" ;;
         "--command-id:message reschedule") echo "text" ;;
-        "--route:message show") echo "text" ;;
-        "--shard:message list") echo "text" ;;
+        "--route:message show") echo "route" ;;
+        "--shard:message list") echo "shard" ;;
         "--state:message list") echo "text" ;;
-        "--lane:message list") echo "text" ;;
+        "--lane:message list") echo "lane" ;;
         "--limit:message list") echo "text" ;;
         "--reason:message break") echo "text" ;;
-        "--route:message break") echo "text" ;;
+        "--route:message break") echo "route" ;;
         "--as:message break") echo "text" ;;
         "--idempotency-key:message break") echo "text" ;;
         "--precondition:message break" | "--precondition-digest:message break") echo "text" ;;
@@ -176,12 +176,12 @@ __nereus_value() {
         "--as:lane close") echo "text" ;;
         "--idempotency-key:lane close") echo "text" ;;
         "--precondition:lane close" | "--precondition-digest:lane close") echo "text" ;;
-        "--shard:lane close") echo "text" ;;
+        "--shard:lane close") echo "shard" ;;
         "--reason:lane open") echo "text" ;;
         "--as:lane open") echo "text" ;;
         "--idempotency-key:lane open") echo "text" ;;
         "--precondition:lane open" | "--precondition-digest:lane open") echo "text" ;;
-        "--shard:lane open") echo "text" ;;
+        "--shard:lane open") echo "shard" ;;
         "--reason:lane set") echo "text" ;;
         "--capacity:lane set") echo "text" ;;
         "--quota:lane set") echo "text" ;;
@@ -191,12 +191,12 @@ __nereus_value() {
         "--as:lane set") echo "text" ;;
         "--idempotency-key:lane set") echo "text" ;;
         "--precondition:lane set" | "--precondition-digest:lane set") echo "text" ;;
-        "--shard:lane set") echo "text" ;;
+        "--shard:lane set") echo "shard" ;;
         "--state:attempt list") echo "text" ;;
-        "--shard:attempt list") echo "text" ;;
+        "--shard:attempt list") echo "shard" ;;
         "--evidence:attempt resolve") echo "text" ;;
         "--reason:attempt resolve") echo "text" ;;
-        "--shard:attempt resolve") echo "text" ;;
+        "--shard:attempt resolve") echo "shard" ;;
         "--as:attempt resolve") echo "text" ;;
         "--idempotency-key:attempt resolve") echo "text" ;;
         "--precondition:attempt resolve" | "--precondition-digest:attempt resolve") echo "text" ;;
@@ -231,26 +231,26 @@ __nereus_argument() {
         "message reschedule:1") echo "text" ;;
         "message show:1") echo "text" ;;
         "message break:1") echo "text" ;;
-        "shard replay:1") echo "text" ;;
-        "shard digest:1") echo "text" ;;
-        "shard inspect:1") echo "text" ;;
-        "shard log:1") echo "text" ;;
-        "shard dump:1") echo "text" ;;
-        "shard prune:1") echo "text" ;;
-        "shard pause:1") echo "text" ;;
-        "shard resume:1") echo "text" ;;
-        "shard move:1") echo "text" ;;
-        "lane close:1") echo "text" ;;
-        "lane open:1") echo "text" ;;
-        "lane set:1") echo "text" ;;
+        "shard replay:1") echo "shard" ;;
+        "shard digest:1") echo "shard" ;;
+        "shard inspect:1") echo "shard" ;;
+        "shard log:1") echo "shard" ;;
+        "shard dump:1") echo "shard" ;;
+        "shard prune:1") echo "shard" ;;
+        "shard pause:1") echo "shard" ;;
+        "shard resume:1") echo "shard" ;;
+        "shard move:1") echo "shard" ;;
+        "lane close:1") echo "lane" ;;
+        "lane open:1") echo "lane" ;;
+        "lane set:1") echo "lane" ;;
         "attempt resolve:1") echo "text" ;;
-        "checkpoint create:1") echo "text" ;;
-        "checkpoint list:1") echo "text" ;;
+        "checkpoint create:1") echo "shard" ;;
+        "checkpoint list:1") echo "shard" ;;
         "checkpoint verify:1") echo "text" ;;
         "checkpoint restore:1") echo "text" ;;
-        "checkpoint prune:1") echo "text" ;;
-        "recovery-set show:1") echo "text" ;;
-        "recovery-set verify:1") echo "text" ;;
+        "checkpoint prune:1") echo "shard" ;;
+        "recovery-set show:1") echo "shard" ;;
+        "recovery-set verify:1") echo "shard" ;;
         "mutate submit:1") echo "file" ;;
         "playbook show:1") echo "text" ;;
         "playbook run:1") echo "text" ;;
@@ -260,9 +260,25 @@ __nereus_argument() {
     esac
 }
 
+# __nereus_names KIND: the lanes, routes or shards of the home's nereus.toml (the line's
+# --home, else $NEREUS_HOME, else ./.nereus), read by awk: never Python, never the engine
+__nereus_names() {
+    local home="${NEREUS_HOME:-.nereus}" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --home) [[ "${COMP_WORDS[i+1]}" == "=" ]] && home="${COMP_WORDS[i+2]}"                         || home="${COMP_WORDS[i+1]}" ;;
+            --home=*) home="${COMP_WORDS[i]#--home=}" ;;
+        esac
+    done
+    [[ -r "$home/nereus.toml" ]] || return 0
+    awk -v kind="$1" '/^[ \t]*\[lanes\.[^]]*\]/ { n = $0; sub(/^[ \t]*\[lanes\./, "", n); sub(/\].*/, "", n); gsub(/"/, "", n); if (kind == "lane") print n; r = ""; next } /^[ \t]*\[routes\.[^]]*\]/ { r = $0; sub(/^[ \t]*\[routes\./, "", r); sub(/\].*/, "", r); gsub(/"/, "", r); if (kind == "route") print r; parts[r] = 1; next } /^[ \t]*\[/ { r = ""; next } r != "" && /^[ \t]*partitions[ \t]*=/ { v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[^0-9].*$/, "", v); if (v != "") parts[r] = v + 0 } END { if (kind == "shard") for (r in parts) for (p = 0; p < parts[r]; p++) print r "/" p }' "$home/nereus.toml" 2>/dev/null
+}
+
 # Complete the value of a kind printed by __nereus_value or __nereus_argument.
 __nereus_complete_value() {
     case "$1" in
+        lane|route|shard)
+            mapfile -t COMPREPLY < <(compgen -W "$(__nereus_names "$1")" -- "$2") ;;
         file)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
