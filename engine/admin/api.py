@@ -30,6 +30,7 @@ from nereus.engine.admin.documents import (
     WorkerView,
 )
 from nereus.engine.admin.status_views import (
+    StatusReads,
     health_problems,
     lane_views,
     shard_views,
@@ -106,7 +107,8 @@ class AdminApi:
     def status(self) -> EngineStatus:
         assert self.engine.clock is not None
         now = self.engine.clock.now()
-        shards = self.shards()
+        reads = StatusReads(self.engine)  # each lane value and due range read once
+        shards = shard_views(self.engine, reads)
         workers = self.workers()
         problems = health_problems(shards, workers)
         return EngineStatus(
@@ -116,7 +118,7 @@ class AdminApi:
             trusted_time=TrustedTimeView(earliest=format_time_ms(now.earliest_ms),
                                          latest=format_time_ms(now.latest_ms),
                                          uncertainty_ms=now.uncertainty_ms),
-            shards=shards, lanes=self.lanes(), workers=workers)
+            shards=shards, lanes=lane_views(self.engine, reads), workers=workers)
 
     def workers(self) -> list[WorkerView]:
         """Every supervised worker thread: its state, restarts and last error."""
