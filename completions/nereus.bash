@@ -39,7 +39,7 @@ __nereus_options() {
         "message cancel") echo "--route --wait --command-id --home --json --help" ;;
         "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --help" ;;
         "message show") echo "--barrier --route --home --json --help" ;;
-        "message list") echo "--shard --state --lane --limit --home --json --help" ;;
+        "message list") echo "--shard --state --lane --limit --after --home --json --help" ;;
         "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
         "shard") echo "--home --json --help" ;;
         "shard replay") echo "--empty --from-checkpoint --to --into --log-dir --force --compare --home --json --help" ;;
@@ -130,6 +130,7 @@ __nereus_value() {
         "--state:message list") echo "text" ;;
         "--lane:message list") echo "text" ;;
         "--limit:message list") echo "text" ;;
+        "--after:message list") echo "text" ;;
         "--reason:message break") echo "text" ;;
         "--route:message break") echo "text" ;;
         "--as:message break") echo "text" ;;

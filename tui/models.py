@@ -187,11 +187,14 @@ class Overview:
 
     @property
     def uncertain_count(self) -> int:
-        return sum(1 for attempt in self.attempts if attempt.uncertain)
+        """UNCERTAIN messages: the shards' counters (the attempts listed are only the first
+        page of them)."""
+        return sum(shard.uncertain for shard in self.shards)
 
     @property
     def obligations_count(self) -> int:
-        return len(self.attempts)
+        """Open attempts: the lanes' counters, summed."""
+        return sum(lane.open_attempts or 0 for lane in self.lanes)
 
     @property
     def routes(self) -> tuple[str, ...]:

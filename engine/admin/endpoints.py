@@ -19,7 +19,7 @@ from nereus.adapters.admin_wire import (
 from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
 from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
-from nereus.views import MessageDetail, MessageView
+from nereus.views import MessageDetail, MessageList
 
 
 class AdminEndpoints(Protocol):
@@ -31,10 +31,11 @@ class AdminEndpoints(Protocol):
 
     def lanes(self) -> list[LaneView]: ...
 
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]: ...
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]: ...
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]: ...
+                 limit: int, after: str | None = None) -> MessageList: ...
 
     def message(self, delay_message_id: str, *, route: str = "default",
                 barrier: bool = False) -> MessageDetail: ...
