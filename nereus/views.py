@@ -148,6 +148,19 @@ def find_message(store: ShardStore, delay_message_id: str) -> Message | None:
     return None if raw is None else decode_value(raw, Message)
 
 
+def iter_messages(store: ShardStore, *, state: str | None = None,
+                  lane: str | None = None) -> Iterator[Message]:
+    """Every message of the shard, filtered: a full scan of the history, for offline tools
+    only (``message list`` reads one bounded page: ``message_page``)."""
+    for _, raw in store.scan_prefix(keys.MSG):
+        message = decode_value(raw, Message)
+        if state is not None and message.state != state:
+            continue
+        if lane is not None and message.lane != lane:
+            continue
+        yield message
+
+
 # What one page of ``message list`` may examine per shard beyond its limit: messages the
 # filters turn away. A page that runs out of it ends short, with a cursor to go on from.
 MESSAGE_PAGE_SKIPS: Final = 10_000
