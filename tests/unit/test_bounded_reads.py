@@ -119,6 +119,21 @@ def test_a_status_document_reads_the_same_at_ten_times_the_backlog(tmp_path: Pat
         assert s.uncertain == 7 and l_.messages_by_state["UNCERTAIN"] == 7
 
 
+def test_a_scan_bounded_by_a_key_built_in_the_call_stops_at_it(tmp_path: Path) -> None:
+    """``ShardStore.scan(start, prefix + u64(ms))`` reads up to that bound even when the
+    caller keeps no reference to it and allocates keys of its size while iterating
+    (rocksdict points into the bound's bytes; the store keeps them alive). Without the
+    store's spy in between, the status views count the same as with it."""
+    with _backlog_store(tmp_path / "db", 20_000) as store:
+        prefix = keys.timeline_lane_prefix("local")
+        seen = [key[:] + b"" for key, _ in store.scan(prefix, prefix + keys.u64(NOW_MS + 1))]
+        assert len(seen) == 20_000
+        engine = _engine(store)
+        (shard,) = shard_views(engine)
+        assert (shard.due_backlog, shard.due_backlog_capped) == (DUE_SCAN_CAP, True)
+        assert sum(1 for _ in store.scan_prefix(keys.TIMELINE)) == 20_010
+
+
 def test_a_backlog_under_the_cap_is_counted_exactly(tmp_path: Path) -> None:
     """Below the cap the backlog and the p99 are exact (the 1st of 500 entries due is the
     p99 by nearest rank: ceil(0.99 * 500) = 495th ascending, the 6th oldest)."""
