@@ -27,6 +27,7 @@ _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("init", "init", "init"),
     ("quickstart", "quickstart", "quickstart"),
+    ("status", "status", "status"),
     ("doctor", "doctor", "doctor"),
     ("dashboard", "dashboard", "dashboard"),
     ("completion", "completion", "completion"),
@@ -46,6 +47,7 @@ _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
 
 # commands a group lists that another module defines: group -> (name, module, function)
 _BORROWED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "engine": (("logs", "engine_logs", "logs"),),
     "shard": (("pause", "mutate", "shard_pause"), ("resume", "mutate", "shard_resume"),
               ("move", "cluster.moves", "shard_move")),
     "message": (("break", "mutate", "message_break"),),

@@ -45,6 +45,7 @@ from nereus.cli.commands.cluster.documents import (
     NodeUndrainReport,
     ShardMoveReport,
 )
+from nereus.cli.commands.engine_logs import EngineLogLines
 from nereus.cli.commands.payload import PayloadGc
 from nereus.cli.commands.shard.documents import (
     OfflineShard,
@@ -53,6 +54,7 @@ from nereus.cli.commands.shard.documents import (
     ShardPrune,
     ShardReplay,
 )
+from nereus.cli.commands.status import StatusSummary
 from nereus.cli.error_document import ErrorDocument
 from nereus.cli.mutation.document import (
     MutationDocument,
@@ -193,6 +195,11 @@ JSON_KEYS: dict[str, JsonDoc] = {
                           "prints its log instead."),
     "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
                          "true)."),
+    "status": typed(StatusSummary, note="Exit status 0 whenever it could answer: read healthy "
+                    "and problems."),
+    "engine logs": typed(EngineLogLines, note="Each of lines is the JSON object the engine "
+                         "wrote, unchanged. With --follow: one such object per line instead "
+                         "of one document."),
     "engine status": typed(
         EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nereus.errors import ExitCode, NereusError
 from nereus.terminal_text import escape_controls
@@ -75,6 +75,19 @@ class Answered(NereusError):
         self.exit_code = exit_code
 
 
+# wide enough that no table is cut or wrapped when stdout is a pipe or a file (Rich would
+# assume 80 columns); a terminal, or COLUMNS when set, keeps its own width
+PIPED_WIDTH: Final = 4_096
+
+
+def _piped_width() -> int | None:
+    import os
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return None
+    return PIPED_WIDTH
+
+
 class Output:
     def __init__(self, *, json_mode: bool) -> None:
         self.json_mode = json_mode
@@ -86,7 +99,7 @@ class Output:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(highlight=False, soft_wrap=True)
+            self._out = Console(highlight=False, soft_wrap=True, width=_piped_width())
         return self._out
 
     @property

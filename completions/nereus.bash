@@ -5,8 +5,8 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
-        "engine") echo "start stop status" ;;
+        "") echo "init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
@@ -27,6 +27,7 @@ __nereus_options() {
         "") echo "--home --json --help" ;;
         "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --help" ;;
         "quickstart") echo "--count --spread --home --json --help" ;;
+        "status") echo "--home --json --help" ;;
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;
         "completion") echo "--home --json --help" ;;
@@ -34,6 +35,7 @@ __nereus_options() {
         "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
         "engine stop") echo "--timeout --home --json --help" ;;
         "engine status") echo "--home --json --help" ;;
+        "engine logs") echo "--follow -f --level --shard --message --since --home --json --help" ;;
         "message") echo "--home --json --help" ;;
         "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --command-id --home --json --help" ;;
         "message cancel") echo "--route --wait --command-id --home --json --help" ;;
@@ -106,6 +108,10 @@ __nereus_value() {
         "--timeout:engine start") echo "text" ;;
         "--workers:engine start") echo "text" ;;
         "--timeout:engine stop") echo "text" ;;
+        "--level:engine logs") echo "text" ;;
+        "--shard:engine logs") echo "text" ;;
+        "--message:engine logs") echo "text" ;;
+        "--since:engine logs") echo "text" ;;
         "--lane:message schedule") echo "text" ;;
         "--deliver-at:message schedule") echo "text" ;;
         "--delay:message schedule") echo "text" ;;

@@ -10,23 +10,24 @@ complete -c nereus -l json -d 'Print exactly one JSON document on stdout (also N
 complete -c nereus -l help -d 'Show the help and exit'
 
 # nereus
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a engine -d 'Start, stop and query the engine daemon.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a message -d 'Schedule, cancel and reschedule delayed messages.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a command -d 'What became of a queued command.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a cluster -d 'The cluster: configuration, nodes, shard ownership, drains.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a status -d 'One-screen summary: engine, shards, messages by state, lanes, problems.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a engine -d 'Start, stop and query the engine daemon.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a message -d 'Schedule, cancel and reschedule delayed messages.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a command -d 'What became of a queued command.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a cluster -d 'The cluster: configuration, nodes, shard ownership, drains.'
 
 # nereus init
 complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -d 'Name of the ingress route.'
@@ -44,6 +45,8 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l capacity -x -d 'With
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l count -x -d 'Messages to schedule.'
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l spread -x -d 'Seconds over which they fall due.'
 
+# nereus status
+
 # nereus doctor
 
 # nereus dashboard
@@ -54,9 +57,10 @@ complete -c nereus -n '__fish_seen_subcommand_from dashboard' -l interval -x -d 
 complete -c nereus -n '__fish_seen_subcommand_from completion; and not __fish_seen_subcommand_from bash zsh fish' -a 'bash zsh fish' -d 'The shell: bash, zsh or fish.'
 
 # nereus engine
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a logs -d 'The engine\'s log: rendered with Rich, or passed through with --json.'
 
 # nereus engine start
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l foreground -d 'Stay attached (for systemd and tests); logs also to the console.'
@@ -68,11 +72,18 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 
 # nereus engine status
 
+# nereus engine logs
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l follow -s f -d 'Keep printing lines as they are written (Ctrl-C stops); with --json, one JSON object per line.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l level -x -d 'Only lines at this level or above: debug, info, warning, error, critical.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l shard -x -d 'Only lines about this shard (ROUTE/PARTITION).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l message -x -d 'A message\'s story: lines naming it, its attempts and its claims.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l since -x -d 'Only lines from this time on: a duration ago (10m, 2h) or a time (ISO-8601, epoch ms).'
+
 # nereus message
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a schedule -d 'Schedule a message for publication not before a time.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages, one page at a time, in shard then id order (needs the engine).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
 
@@ -87,12 +98,12 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l payload-file -r -F -d 'Read the payload from a file; above [shard] max_inline_payload_bytes it is uploaded to the object store and referenced.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l id -x -d 'The delayMessageId (default: a new UUID).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l batch -r -F -d 'JSON lines, one message each: id, lane, deliver_at or delay, expire_at, key, headers, payload. Queued with group commit.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l command-id -x -d 'The command\'s id (default: derived from the content, so an identical retry is the same command).'
 
 # nereus message cancel
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
@@ -100,13 +111,13 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l deliver-at -x -d 'New not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l delay -x -d 'New not-before time from now: 30s, 5m, 2h, 1d.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'No new publish attempt after this time.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
 # nereus message show
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l barrier -d 'Append a query barrier first, so the answer is conclusive.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -d 'Ingress route (default: the only configured route, else default).'
 
 # nereus message list
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -d 'Only this shard.'
@@ -117,7 +128,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 
 # nereus message break
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -d 'The message\'s route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -d 'The message\'s route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'

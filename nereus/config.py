@@ -127,7 +127,8 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     lane_in_flight: Positive = 1_000
     max_in_flight_bytes: Positive = 64 << 20
     poll_interval_ms: Annotated[float, msgspec.Meta(ge=1, le=1_000)] = 5
-    # every shard database of the process shares one block cache and memtable budget
+    # the engine's block cache and memtable budget, shared by every shard database of a
+    # process; worker processes split it evenly
     memory_mb: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] = 256
     # worker processes (`engine start --workers N` overrides); unset: one per core this
     # process may run on, at most one per shard
@@ -188,6 +189,21 @@ class Config:
     @property
     def ordered_lanes(self) -> frozenset[str]:
         return frozenset(name for name, lane in self.lanes.items() if lane.ordered)
+
+    def route_name(self, given: str | None) -> str:
+        """The route a command means: ``given``, else the only configured route, else
+        ``default``. Several routes and none given is a usage error naming them."""
+        if given is not None:
+            return given
+        if len(self.routes) == 1:
+            return next(iter(self.routes))
+        if "default" in self.routes or not self.routes:
+            return "default"
+        from nereus.errors import UsageError
+
+        raise UsageError(f"{self.source} configures {len(self.routes)} routes "
+                         f"({', '.join(sorted(self.routes))}) and none is named default",
+                         hint="say which with --route NAME")
 
     def route(self, name: str) -> RouteSettings:
         try:
