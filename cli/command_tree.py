@@ -43,6 +43,7 @@ _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("playbook", "playbook", None),
     ("command", "command", None),
     ("cluster", "cluster", None),
+    ("metrics", "metrics", "metrics"),
 )
 
 # commands a group lists that another module defines: group -> (name, module, function)

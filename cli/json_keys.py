@@ -78,7 +78,13 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
+    ShardView,
+)
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList
@@ -191,6 +197,8 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
                          "status 2; scripts use shard list, lane list or attempt list."),
     "completion": typed(CompletionScript, note="Without --json the script itself is printed."),
+    "metrics": typed(MetricsExposition, note="Without --json the exposition text itself is "
+                     "printed (what [metrics] listen serves at /metrics)."),
     "engine start": typed(EngineStarted, note="With --foreground the engine runs attached and "
                           "prints its log instead."),
     "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "

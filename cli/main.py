@@ -59,10 +59,21 @@ def _json_requested(argv: list[str]) -> bool:
     return "--json" in argv or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
 
 
+def _quiet_libraries() -> None:
+    """Library log lines (librdkafka's through confluent-kafka, boto3, urllib3) stay out of
+    a command's output: a handler on the root logger keeps Python's last-resort handler
+    from printing them to stderr. The command says what went wrong itself; the engine, in
+    the foreground or as the daemon, puts its own handlers on the root logger."""
+    import logging
+
+    logging.getLogger().addHandler(logging.NullHandler())
+
+
 def main(argv: list[str] | None = None) -> None:
     from nereus.adapters.private_files import enter_private_mode
 
     enter_private_mode()
+    _quiet_libraries()
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
         from nereus.cli.command_tree import build_app, named_command

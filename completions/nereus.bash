@@ -5,7 +5,7 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart status doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "") echo "init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
         "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
@@ -31,6 +31,7 @@ __nereus_options() {
         "doctor") echo "--home --json --help" ;;
         "dashboard") echo "--read-only --interval --home --json --help" ;;
         "completion") echo "--home --json --help" ;;
+        "metrics") echo "--home --json --help" ;;
         "engine") echo "--home --json --help" ;;
         "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
         "engine stop") echo "--timeout --home --json --help" ;;

@@ -25,6 +25,7 @@ from nereus.engine.admin.appending import append
 from nereus.engine.admin.documents import (
     EngineStatus,
     LaneView,
+    MetricsExposition,
     OpenAttemptView,
     ShardView,
     TrustedTimeView,
@@ -134,6 +135,13 @@ class AdminApi:
     def lanes(self) -> list[LaneView]:
         """Every configured lane, then every lane that has messages but no configuration."""
         return lane_views(self.engine)
+
+    def metrics(self) -> MetricsExposition:
+        """This process's Prometheus exposition (``nereus.engine.metrics``)."""
+        from nereus.engine.metrics.collect import exposition
+        from nereus.engine.metrics.listener import CONTENT_TYPE
+
+        return MetricsExposition(content_type=CONTENT_TYPE, exposition=exposition(self.engine))
 
     # messages and attempts ------------------------------------------------------------
     def message(self, delay_message_id: str, *, route: str = "default",

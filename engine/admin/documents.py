@@ -112,3 +112,11 @@ class EngineStatus(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     shards: list[ShardView]
     lanes: list[LaneView]
     workers: list[WorkerView]
+
+
+class MetricsExposition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/metrics`` and ``nereus metrics --json``: the engine's Prometheus metrics in
+    the text exposition format (what ``[metrics] listen`` serves at ``/metrics``)."""
+
+    content_type: str  # "text/plain; version=0.0.4; charset=utf-8"
+    exposition: str

@@ -18,7 +18,13 @@ from nereus.adapters.admin_wire import (
 )
 from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
-from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
+    ShardView,
+)
 from nereus.views import MessageDetail, MessageList
 
 
@@ -47,3 +53,5 @@ class AdminEndpoints(Protocol):
     def plan_mutation(self, request: PlanRequest) -> PlanAnswer: ...
 
     def submit(self, request: AppendRequest) -> AppendAnswer: ...
+
+    def metrics(self) -> MetricsExposition: ...

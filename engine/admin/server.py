@@ -12,7 +12,7 @@
   that arrives on a kept-alive connection after that gets 503.
 
 Endpoints (``_route``; ``/v1/feed`` in ``_dispatch``): ``GET /v1/status``, ``/v1/shards``,
-``/v1/lanes``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
+``/v1/lanes``, ``/v1/metrics``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
 ``/v1/commands/<id>``, ``/v1/feed``; ``POST /v1/commands``, ``/v1/mutations/plan``,
 ``/v1/checkpoints``, ``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock
 http://x/v1/status`` works.
@@ -188,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return {"shards": msgspec.to_builtins(api.shards())}
             if path == "/v1/lanes":
                 return {"lanes": msgspec.to_builtins(api.lanes())}
+            if path == "/v1/metrics":
+                return msgspec.to_builtins(api.metrics())
             if path == "/v1/attempts":
                 limit = query.get("limit")
                 return {"attempts": msgspec.to_builtins(api.attempts(

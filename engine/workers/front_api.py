@@ -47,6 +47,7 @@ from nereus.config import Config
 from nereus.engine.admin.documents import (
     EngineStatus,
     LaneView,
+    MetricsExposition,
     OpenAttemptView,
     ShardView,
     TrustedTimeView,
@@ -188,6 +189,15 @@ class FrontApi:
     def lanes(self) -> list[LaneView]:
         return merge_lanes(_answered(self._everyone(
             lambda c: _listed(c.get("/v1/lanes"), "lanes", LaneView))))
+
+    def metrics(self) -> MetricsExposition:
+        """Every worker's exposition merged, each sample once (``nereus.engine.metrics.merge``)."""
+        from nereus.engine.metrics.merge import merged_exposition
+
+        owners = {str(shard): owned.record.node_id
+                  for shard, owned in self.store.owners().items()}
+        return merged_exposition(self._everyone(lambda c: c.get("/v1/metrics")), self.members,
+                                 _own_workers(self.supervisor), owners)
 
     # messages, attempts, commands -------------------------------------------------------
     def attempts(self, *, shard: str | None, state: str | None,

@@ -1,4 +1,5 @@
-"""``nereus --help`` stays light: no UI toolkit, cloud SDK, broker or etcd client, or RocksDB."""
+"""``nereus --help`` stays light: no UI toolkit, cloud SDK, broker or etcd client, RocksDB or
+Prometheus client."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 HEAVY = ("textual", "boto3", "botocore", "confluent_kafka", "pulsar", "etcd3gw", "rocksdict",
-         "structlog")
+         "structlog", "prometheus_client")
 
 # Runs the CLI's entry point as the console script does, then reports what got imported.
 PROBE = """
@@ -32,7 +33,8 @@ def _imports(*args: str) -> dict[str, object]:
     return result
 
 
-@pytest.mark.parametrize("args", [("--help",), ("lane", "--help"), ("completion", "bash")],
+@pytest.mark.parametrize("args", [("--help",), ("lane", "--help"), ("metrics", "--help"),
+                                  ("completion", "bash")],
                          ids=" ".join)
 def test_light_commands_import_no_heavy_module(args: tuple[str, ...]) -> None:
     """Help and completion scripts print without importing any heavy package."""
