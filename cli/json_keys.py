@@ -235,7 +235,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="Without an engine each shard is read offline (state STOPPED, or NO_STATE when it "
         "has no database yet). With the engine running, each shard is the engine's view (as "
         "in engine status): it also carries epoch, caught_up, claims, in_flight, admissions, "
-        "uncertain, error, waiting, due_backlog.",
+        "uncertain, error, waiting, due_backlog, due_backlog_capped.",
     ),
     "shard inspect": typed(
         ShardReport,

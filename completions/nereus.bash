@@ -42,7 +42,7 @@ __nereus_options() {
         "message cancel") echo "--route --wait --command-id --home --json --output -o --help" ;;
         "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --output -o --help" ;;
         "message show") echo "--barrier --route --home --json --output -o --help" ;;
-        "message list") echo "--shard --state --lane --limit --home --json --output -o --help" ;;
+        "message list") echo "--shard --state --lane --limit --after --home --json --output -o --help" ;;
         "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
         "shard") echo "--home --json --output -o --help" ;;
         "shard replay") echo "--empty --from-checkpoint --to --into --log-dir --force --compare --home --json --output -o --help" ;;
@@ -138,6 +138,7 @@ __nereus_value() {
         "--state:message list") echo "text" ;;
         "--lane:message list") echo "lane" ;;
         "--limit:message list") echo "text" ;;
+        "--after:message list") echo "text" ;;
         "--reason:message break") echo "text" ;;
         "--route:message break") echo "route" ;;
         "--as:message break") echo "text" ;;

@@ -105,7 +105,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages, one page at a time, in shard then id order (needs the engine).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
 
 # nereus message schedule
@@ -144,7 +144,8 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l state -x -d 'Only this state (SCHEDULED, PUBLISHED, UNCERTAIN, ...).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l lane -x -a '(__nereus_names lane)' -d 'Only this lane.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l limit -x -d 'At most this many.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l limit -x -d 'At most this many on the page.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l after -x -d 'The next page: the next_cursor a page printed (give the same filters).'
 
 # nereus message break
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'

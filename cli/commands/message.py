@@ -320,12 +320,20 @@ def list_messages(
     state: Annotated[str | None, typer.Option(
         "--state", help="Only this state (SCHEDULED, PUBLISHED, UNCERTAIN, ...).")] = None,
     lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+    limit: Annotated[int, typer.Option(
+        "--limit", min=1, max=100_000, help="At most this many on the page.")] = 100,
+    after: Annotated[str | None, typer.Option(
+        "--after", metavar="CURSOR", help="The next page: the next_cursor a page printed "
+        "(give the same filters).")] = None,
 ) -> None:
-    """List messages (needs the engine)."""
+    """List messages, one page at a time, in shard then id order (needs the engine).
+
+    A page reads at most --limit messages plus a bounded number the filters turn away, so
+    it may be short, even empty, and still name a next page: follow next_cursor with
+    --after until it is null."""
     env: Env = ctx.obj
     data = env.admin().get("/v1/messages", shard=shard, state=state.upper() if state else None,
-                           lane=lane, limit=limit)
+                           lane=lane, limit=limit, after=after)
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -335,5 +343,11 @@ def list_messages(
             table.add_row(m["delay_message_id"], m["shard"], m["lane"], m["state"],
                           m["deliver_at"], str(m["generation"]))
         out.print(table)
+        if data.get("next_cursor"):
+            flags = "".join(f" {flag} {value}" for flag, value in (
+                ("--shard", shard), ("--state", state), ("--lane", lane),
+                ("--limit", limit if limit != 100 else None)) if value is not None)
+            out.print(f"next page: nereus message list{flags} --after {data['next_cursor']}",
+                      markup=False, highlight=False)
 
     env.output.emit(data, human)

@@ -27,6 +27,7 @@ class LaneSummary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     readiness: str | None
     due_backlog: int | None
     messages_by_state: dict[str, int]
+    due_backlog_capped: bool = False  # due_backlog is "at least" (the engine counts to a cap)
 
 
 class StatusSummary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -71,7 +72,8 @@ def _online(env: Env) -> StatusSummary:
         _add(messages, lane["messages_by_state"])
         lanes.append(LaneSummary(lane=lane["lane"], gate=lane["gate"],
                                  readiness=lane["readiness"], due_backlog=lane["due_backlog"],
-                                 messages_by_state=lane["messages_by_state"]))
+                                 messages_by_state=lane["messages_by_state"],
+                                 due_backlog_capped=lane.get("due_backlog_capped") is True))
     uncertain = sum(int(shard["uncertain"]) for shard in data["shards"])
     problems = list(data["problems"])
     if uncertain:
@@ -138,7 +140,8 @@ def _human(out: Console, data: dict[str, Any]) -> None:
     lanes = Table("lane", "gate", "readiness", "due backlog", "messages")
     for lane in data["lanes"]:
         lanes.add_row(lane["lane"], lane["gate"] or "-", lane["readiness"] or "-",
-                      "-" if lane["due_backlog"] is None else f"{lane['due_backlog']:,}",
+                      "-" if lane["due_backlog"] is None else f"{lane['due_backlog']:,}"
+                      + ("+" if lane.get("due_backlog_capped") else ""),
                       _counts(lane["messages_by_state"]))
     out.print(lanes)
     for problem in data["problems"]:

@@ -25,7 +25,7 @@ from nereus.engine.admin.documents import (
     OpenAttemptView,
     ShardView,
 )
-from nereus.views import MessageDetail, MessageView
+from nereus.views import MessageDetail, MessageList
 
 
 class AdminEndpoints(Protocol):
@@ -37,10 +37,11 @@ class AdminEndpoints(Protocol):
 
     def lanes(self) -> list[LaneView]: ...
 
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]: ...
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]: ...
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]: ...
+                 limit: int, after: str | None = None) -> MessageList: ...
 
     def message(self, delay_message_id: str, *, route: str = "default",
                 barrier: bool = False) -> MessageDetail: ...

@@ -191,14 +191,17 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/metrics":
                 return msgspec.to_builtins(api.metrics())
             if path == "/v1/attempts":
+                limit = query.get("limit")
                 return {"attempts": msgspec.to_builtins(api.attempts(
-                    shard=query.get("shard"), state=query.get("state")))}
-            if path == "/v1/messages":
-                return {"messages": msgspec.to_builtins(api.messages(
                     shard=query.get("shard"), state=query.get("state"),
-                    lane=query.get("lane"),
+                    limit=None if limit is None else params.integer(
+                        limit, "limit", low=1, high=1_000_000, default=1)))}
+            if path == "/v1/messages":
+                return msgspec.to_builtins(api.messages(
+                    shard=query.get("shard"), state=query.get("state"),
+                    lane=query.get("lane"), after=query.get("after"),
                     limit=params.integer(query.get("limit"), "limit", low=1, high=100_000,
-                                         default=100)))}
+                                         default=100)))
             if path.startswith("/v1/commands/"):
                 return msgspec.to_builtins(api.command(unquote(path[len("/v1/commands/"):])))
             if path.startswith("/v1/messages/"):

@@ -32,7 +32,12 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from nereus.engine.admin.documents import LaneView, WorkerView
-from nereus.engine.admin.status_views import lane_views, shard_views, worker_views
+from nereus.engine.admin.status_views import (
+    StatusReads,
+    lane_views,
+    shard_views,
+    worker_views,
+)
 from nereus.engine.metrics.shard import Buckets
 from nereus.engine.shard_status import ShardState
 from nereus.records import MessageState
@@ -53,8 +58,9 @@ class EngineCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         engine = self.engine
-        shards = shard_views(engine)
-        lanes = lane_views(engine)
+        reads = StatusReads(engine)  # each lane value and due range read once per scrape
+        shards = shard_views(engine, reads)
+        lanes = lane_views(engine, reads)
         loops = {str(shard): loop for shard, loop in engine.shards.items()}
 
         applied = CounterMetricFamily(
@@ -149,7 +155,8 @@ def _lane_families(engine: Engine, lanes: Iterable[LaneView]) -> Iterator[Metric
         labels=LANE_OF_SHARD)
     due = GaugeMetricFamily(
         "nereus_due_messages", "Due backlog: SCHEDULED messages whose time has come, not yet "
-        "admitted", labels=LANE_OF_SHARD)
+        "admitted (counted up to 10,000 per shard and lane: at least that many beyond)",
+        labels=LANE_OF_SHARD)
     gate = GaugeMetricFamily(
         "nereus_lane_gate_open", "1 while the lane's admission gate is OPEN on the shard",
         labels=LANE_OF_SHARD)

@@ -126,6 +126,15 @@ def _raise_if_in_use(path: Path, error: str) -> None:
     )
 
 
+def _holding(items: Iterator[tuple[bytes, bytes]], *alive: object
+             ) -> Iterator[tuple[bytes, bytes]]:
+    """``items``, with ``alive`` referenced until the iteration ends: rocksdict's iterator
+    points into the upper bound's bytes without holding them, so a bound built in the
+    call (``prefix + u64(ms)``) was freed when ``scan`` returned, and the next allocation
+    of its size could overwrite it and end the scan early (or late)."""
+    yield from items
+
+
 class ShardStore:
     """One shard's RocksDB database."""
 
@@ -232,8 +241,7 @@ class ShardStore:
 
         bounded = ReadOptions()
         bounded.set_iterate_upper_bound(end)
-        items = self._db.items(from_key=start, read_opt=bounded)
-        return items
+        return _holding(self._db.items(from_key=start, read_opt=bounded), end, bounded)
 
     def replicated(self) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated pair in key order, read as one bulk pass (what the digest hashes).
