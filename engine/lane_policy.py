@@ -7,7 +7,8 @@ the replicated ones at activation and whenever the configuration changes, and ap
 record for each lane that differs (``policy_records``); the state machine may refuse a
 change that messages already rely on (a lower lead under SCHEDULED messages:
 LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
-so (``report``). A lane's limits only ever concern new work.
+so (``report``). A lane's limits only ever concern new work; its retention and dedup
+window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
 """
 
 from __future__ import annotations

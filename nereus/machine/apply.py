@@ -13,7 +13,8 @@ Every record leaves exactly one stable result:
 * a record whose dedup key (command id, attempt id, idempotency key, ...) was already
   applied with the same bytes: the first result again and no state change;
   with different bytes: REJECTED ``DUPLICATE_CONFLICT`` under ``reject/<position>``;
-* otherwise the handler's verdict, stored under ``result/<dedup key>``.
+* otherwise the handler's verdict, stored under ``result/<dedup key>`` (with a ``retain``
+  entry when its lane has a dedup window: ``nereus.machine.retention``).
 
 The applied position and the records-applied counter are part of the writes, so state,
 results and position always land in the same WriteBatch. Applying into an ``Overlay``,

@@ -21,8 +21,8 @@ prefix  family       key after the prefix                                       
 0x08    lane         lane name (utf-8)                                           Lane
 0x09    payload      payloadId (utf-8)                                           PayloadStage
 0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
-0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r`` result), see below
-                     then the delayMessageId or the dedup key (utf-8)
+0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
+                     result), delayMessageId or dedup key (utf-8)
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -45,7 +45,9 @@ Why these layouts:
   SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) holds
   nothing.
 
-Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``).
+Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``). A new
+family is not a layout change (``retain`` came later: a database from before simply has
+none, and apply writes it only once a lane's retention is replicated).
 """
 
 from __future__ import annotations
