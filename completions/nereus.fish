@@ -199,7 +199,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 
 # nereus shard dump
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l db -r -F -d 'A shard database directory (default: the home\'s live database).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, claim, sched.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, retain, claim, sched.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l prefix -x -d 'Only keys of the family starting with this text.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l limit -x -d 'At most this many.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -x -a '(__nereus_names shard)'

@@ -13,6 +13,7 @@ Each iteration:
 3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
    admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
+   Now and then a SWEEP of what retention let go joins them (``shard_sweep``).
 
 On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
 ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
@@ -53,6 +54,7 @@ from nereus.engine.shard_ownership import LeaseGate, Ownership
 from nereus.engine.shard_progress import ProgressWaits, ResultWatch, ShardProgress
 from nereus.engine.shard_recovery import Recovery
 from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
+from nereus.engine.shard_sweep import SweepTrigger
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.machine import Applied, Limits
@@ -129,6 +131,8 @@ class ShardLoop(ProgressWaits):
         self._checkpoints = CheckpointTrigger(
             shard, store, log, checkpointer=checkpointer, staging=staging, clock=clock,
             owner_id=owner_id, wake=self._wake)
+        self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
+                                    new_id=new_id)
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
@@ -326,6 +330,8 @@ class ShardLoop(ProgressWaits):
             self.store.get(keys.META_PAUSED) is None and self._owner.lease_problem() is None
         if scheduling:
             progressed |= flow.schedule()
+        if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
+            progressed |= self._sweeps.maybe_sweep(self.epoch)
         progressed |= self._outbox.flush()
         flow.expire_claims()
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:

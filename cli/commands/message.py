@@ -77,8 +77,10 @@ def schedule(
     Retries are safe: an identical schedule (same --id, lane, time, expiry, key, headers
     and payload) is the same command, applied once; a retry returns the first result with
     exit 0. A different schedule for an existing --id is REJECTED MESSAGE_EXISTS.
-    A command id is remembered for ever today; give --deliver-at, not --delay, to retry
-    (a delay is counted from each run's now)."""
+    A command id is remembered while its message exists and for the lane's dedup_window
+    (default 7d) after the message ended; reused after that it is a NEW command (a new
+    message if none has the --id any more). Give --deliver-at, not --delay, to retry (a
+    delay is counted from each run's now)."""
     from nereus.errors import UsageError
     from nereus.timespec import parse_time_ms
 
