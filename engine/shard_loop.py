@@ -43,11 +43,13 @@ from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
 from nereus.engine.metrics.shard import OBSERVED, ShardMetrics
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
+from nereus.engine.shard_explain import explain_message
 from nereus.engine.shard_idle import IdleWait
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import LeaseGate, Ownership
@@ -326,8 +328,7 @@ class ShardLoop(ProgressWaits):
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.flush_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
-        scheduling = self.state == ShardState.ACTIVE and \
-            self.store.get(keys.META_PAUSED) is None and self._owner.lease_problem() is None
+        scheduling = self.scheduling_hold() is None
         if scheduling:
             progressed |= flow.schedule()
         if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
@@ -343,6 +344,20 @@ class ShardLoop(ProgressWaits):
             busy = not scheduling or len(flow.book) or self._outbox  # paused, a lease...
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
+
+    def scheduling_hold(self) -> str | None:
+        """Why the loop claims nothing now (its state, an operator's pause, the lease), or
+        None when it schedules."""
+        if self.state != ShardState.ACTIVE:
+            return f"shard {self.state.value}: it schedules only while ACTIVE"
+        if self.store.get(keys.META_PAUSED) is not None:
+            return "paused by an operator (SHARD_PAUSE; `nereus shard resume` resumes it)"
+        return self._owner.lease_problem()
+
+    def explain(self, delay_message_id: str) -> MessageExplanation:
+        """The scheduler's gates for one message now (``nereus message explain``)."""
+        return explain_message(self.store, self.log, str(self.shard), self._admissions,
+                               delay_message_id, shard_hold=self.scheduling_hold())
 
     def _on_applied(self, applied: Applied) -> None:
         self._admissions.on_applied(applied)

@@ -288,6 +288,39 @@ def show(
     env.output.emit(data, human)
 
 
+@app.command("explain")
+def explain(
+    ctx: typer.Context,
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
+    route: RouteOption = None,
+) -> None:
+    """Why is it waiting? Every gate of the scheduler (seed 000) in order, with its value
+    for this message now, and the first one that holds it back (needs the engine: readiness,
+    Trusted UTC, claims and permits are the running scheduler's). A wait is not proof that
+    the message was or was not published."""
+    env: Env = ctx.obj
+    route = env.config.route_name(route)
+    data = env.admin().explain(message_id, route=route)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        out.print(f"[bold]{data['delay_message_id']}[/bold] on {data['shard']}: "
+                  f"[bold]{data['state']}[/bold] (lane {data['lane']}, actionAt "
+                  f"{data['action_at']}; Trusted UTC earliest {data['trusted_earliest']})")
+        table = Table("gate", "holds", "value")
+        for gate in data["gates"]:
+            table.add_row(gate["gate"], "[red]holds[/red]" if gate["holds"] else "ok",
+                          gate["detail"])
+        out.print(table)
+        if data["held_by"] is None:
+            out.print(f"[green]nothing holds it[/green]: {data['why']}")
+        else:
+            out.print(f"held by [bold]{data['held_by']}[/bold]: {data['why']}")
+
+    env.output.emit(data, human)
+
+
 def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
     """``message show`` from the shard's database opened read-only, beside its log's end."""
     from nereus.errors import NotFound
