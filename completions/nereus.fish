@@ -244,7 +244,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -x -a '(__nereus_names shard)'
 
 # nereus lane
-complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a list -d 'Every lane: admissionGate, readiness, due backlog, in flight (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a list -d 'Every lane: admissionGate, readiness, due backlog, in flight, and its unfinished messages by why they wait (needs the engine; `message explain ID` for one message).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a close -d 'Close a lane\'s admissionGate: no new Publish Admission (asks for confirmation).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a open -d 'Open a lane\'s admissionGate again: due messages are admitted and published.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a set -d 'Change a lane\'s capacity, quota or retry policy (LANE_CONFIG).'

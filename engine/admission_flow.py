@@ -81,6 +81,8 @@ class AdmissionFlow:
         self.admissions = 0  # admissions of this owner applied as winners
         self.publish_outcomes = 0  # outcomes that released one of its claims
         self.waiting: str | None = None  # why it admits nothing right now (None: it may)
+        # why each lane's due work waited in the last round (``RoundPlan.waiting``)
+        self.lane_waiting: dict[str, str] = {}
         self._time_hold_until_mono_ms = 0
         self._quiet_until_ms: int | None = 0  # see quiet_for_s
 
@@ -101,6 +103,7 @@ class AdmissionFlow:
         plan = self.planner.round(now, mono, self._ownership.owner(),
                                   self.lanes(), lambda lane: publishers[lane].ready,
                                   self.book.by_message, self.held_keys(), self.book.dispatched)
+        self.lane_waiting = plan.waiting
         if not plan.claims and not plan.expiries:
             if not plan.waiting:  # nothing due, or all of it claimed: quiet until the next
                 self._quiet_until_ms = plan.next_due_ms if plan.next_due_ms is not None \

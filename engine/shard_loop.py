@@ -345,6 +345,12 @@ class ShardLoop(ProgressWaits):
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
 
+    def due_waiting(self, lane: str) -> str | None:
+        """Why the lane's due work on this shard waits now: the loop's own hold, the
+        clock, or what its last round said of the lane (None: it said nothing)."""
+        return (self.scheduling_hold() or self._admissions.waiting
+                or self._admissions.lane_waiting.get(lane))
+
     def scheduling_hold(self) -> str | None:
         """Why the loop claims nothing now (its state, an operator's pause, the lease), or
         None when it schedules."""

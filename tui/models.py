@@ -103,6 +103,8 @@ class LaneRow:
     backlog_history: tuple[int, ...]
     rate_history: tuple[float, ...]
     due_backlog_capped: bool = False  # due_backlog is "at least"; due_lag_p99_ms "at most"
+    # unfinished messages by why they wait ("not due": scheduled, not yet due), most first
+    waiting_by_reason: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -248,6 +250,9 @@ def lane_row(doc: Mapping[str, Any], history: History) -> LaneRow:
         backlog_history=history.lane_backlog.get(name, ()),
         rate_history=history.lane_rate_series.get(name, ()),
         due_backlog_capped=doc.get("due_backlog_capped") is True,
+        waiting_by_reason=tuple(sorted(((str(k), int(v)) for k, v in
+                                        (doc.get("waiting_by_reason") or {}).items()),
+                                       key=lambda item: -item[1])),
     )
 
 

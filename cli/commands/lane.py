@@ -17,7 +17,8 @@ app = typer.Typer(help="Destination lanes: gates, readiness, backlog.", no_args_
 
 @app.command("list")
 def list_lanes(ctx: typer.Context) -> None:
-    """Every lane: admissionGate, readiness, due backlog, in flight (needs the engine)."""
+    """Every lane: admissionGate, readiness, due backlog, in flight, and its unfinished
+    messages by why they wait (needs the engine; `message explain ID` for one message)."""
     env: Env = ctx.obj
     lanes = env.admin().get("/v1/lanes")["lanes"]
 
@@ -34,6 +35,12 @@ def list_lanes(ctx: typer.Context) -> None:
                           str(lane["in_flight"]),
                           str(lane["published"]), str(lane["failures"]))
         out.print(table)
+        for lane in lanes:
+            waiting = lane.get("waiting_by_reason") or {}
+            if waiting:
+                out.print(f"{lane['lane']} waiting: " + "; ".join(
+                    f"{n:,} {why}" for why, n in sorted(waiting.items(), key=lambda i: -i[1])),
+                    soft_wrap=True)
 
     env.output.emit(lanes, human)
 

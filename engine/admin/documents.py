@@ -67,6 +67,11 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # true: due_backlog is a lower bound (some shard had more due than the cap it reads)
     # and due_lag_p99_ms an upper bound (the p99 of the oldest entries read)
     due_backlog_capped: bool = False
+    # the lane's unfinished messages by why they wait now: "not due" (Trusted UTC has not
+    # reached actionAt), the reason each shard's last scheduling round gave for its due
+    # ones ("claimable" when it gave none), "PUBLISHING" (an attempt in flight), "UNCERTAIN"
+    # (an earlier attempt's outcome is unknown); `message explain` details one message
+    waiting_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,

@@ -198,11 +198,13 @@ def lane_views(engine: Engine, reads: StatusReads | None = None) -> list[LaneVie
         admissions = 0
         per_shard: list[LaneShardView] = []
         samples: list[DueSample] = []
+        waiting: dict[str, int] = {}
         for shard, loop in loops:
             lane = replicated.get(name, {}).get(shard) or Lane(name=name)
             gates.add(lane.gate.value)
             sample = reads.due(shard, loop, name)
             samples.append(sample)
+            _count_waiting(waiting, lane, len(sample.action_ats), loop.due_waiting(name))
             open_attempts_count += lane.open_attempts
             admissions += lane.admissions
             for state, n in lane.counts.items():
@@ -233,5 +235,17 @@ def lane_views(engine: Engine, reads: StatusReads | None = None) -> list[LaneVie
             failures=0 if publisher is None else publisher.failures,
             messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
             due_lag_max_ms=lag_max, shards=per_shard,
-            due_backlog_capped=any(s.capped for s in samples)))
+            due_backlog_capped=any(s.capped for s in samples),
+            waiting_by_reason=waiting))
     return out
+
+
+def _count_waiting(into: dict[str, int], lane: Lane, due: int, reason: str | None) -> None:
+    """Add one shard's unfinished messages of ``lane`` to ``into`` by why they wait (the
+    due count may be the capped read: then "not due" is an upper bound)."""
+    scheduled = lane.counts.get("SCHEDULED", 0)
+    for why, n in (("not due", max(scheduled - due, 0)), (reason or "claimable", due),
+                   ("PUBLISHING", lane.counts.get("PUBLISHING", 0)),
+                   ("UNCERTAIN", lane.counts.get("UNCERTAIN", 0))):
+        if n:
+            into[why] = into.get(why, 0) + n

@@ -60,9 +60,12 @@ def merge_lane(views: list[LaneView]) -> LaneView:
     """One lane as every worker sees it (its own shards), as one engine would see it."""
     first = views[0]
     counts: dict[str, int] = {}
+    waiting: dict[str, int] = {}
     for view in views:
         for state, n in view.messages_by_state.items():
             counts[state] = counts.get(state, 0) + n
+        for why, n in view.waiting_by_reason.items():
+            waiting[why] = waiting.get(why, 0) + n
     worst = min(views, key=lambda view: _READINESS_ORDER.index(view.readiness)
                 if view.readiness in _READINESS_ORDER else -1)
     return LaneView(
@@ -79,6 +82,7 @@ def merge_lane(views: list[LaneView]) -> LaneView:
         due_lag_p99_ms=_max(view.due_lag_p99_ms for view in views),
         due_lag_max_ms=_max(view.due_lag_max_ms for view in views),
         due_backlog_capped=any(view.due_backlog_capped for view in views),
+        waiting_by_reason=dict(sorted(waiting.items())),
         shards=sorted((row for view in views for row in view.shards),
                       key=lambda row: shard_key(row.shard)))
 

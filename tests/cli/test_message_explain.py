@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_nereus
-from tests.daemon import running_engine
+from tests.daemon import running_engine, wait_for
 
 
 def _explain(home: Path, message_id: str) -> dict[str, Any]:
@@ -18,6 +18,14 @@ def _explain(home: Path, message_id: str) -> dict[str, Any]:
         "shard", "message", "lane_gate", "readiness", "trusted_time", "expiry",
         "ordered_head", "quota", "capacity", "permits", "capability"]
     return document
+
+
+def _waiting(home: Path) -> dict[str, int]:
+    listed = run_nereus("--json", "lane", "list", home=home)
+    assert listed.code == 0, listed.stderr
+    (lane,) = [lane for lane in listed.json() if lane["lane"] == "local"]
+    waiting: dict[str, int] = lane["waiting_by_reason"]
+    return waiting
 
 
 def _schedule(home: Path, message_id: str, *extra: str, lane: str = "local") -> None:
@@ -37,7 +45,8 @@ def _home(tmp_path: Path, extra: str = "") -> Path:
 
 def test_not_due_closed_lane_and_paused_shard_each_name_their_gate(tmp_path: Path) -> None:
     """An hour ahead: trusted_time. Due on a lane an operator closed: lane_gate, with who
-    and why from the Shard Log. Due on a paused shard: shard. Published: message."""
+    and why from the Shard Log, and lane list counts one message of each reason. Due on a
+    paused shard: shard."""
     home = _home(tmp_path)
     with running_engine(home):
         _schedule(home, "later", "--delay", "1h")
@@ -50,6 +59,8 @@ def test_not_due_closed_lane_and_paused_shard_each_name_their_gate(tmp_path: Pat
         gated = _explain(home, "gated")
         assert gated["held_by"] == "lane_gate"
         assert "CLOSED" in gated["why"] and "carol" in gated["why"] and "INC-7" in gated["why"]
+        wait_for(lambda: _waiting(home) == {"not due": 1, "admissionGate CLOSED": 1} or None,
+                 timeout=30, what="lane list counts the waiting messages by reason")
         paused = run_nereus("shard", "pause", "default/0", "--reason", "disk swap", "--yes",
                             "--wait", home=home)
         assert paused.code == 0, paused.stderr

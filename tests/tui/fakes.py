@@ -56,6 +56,7 @@ def status_document(tick: int) -> dict[str, Any]:
              "due_backlog": 3 * tick, "in_flight": 0, "open_attempts": 0, "published": 5,
              "failures": 2, "messages_by_state": {"SCHEDULED": 3 * tick, "PUBLISHED": 5},
              "admissions": 5, "due_lag_p99_ms": 1000 * tick, "due_lag_max_ms": 1500 * tick,
+             "waiting_by_reason": {"admissionGate CLOSED": 3 * tick, "not due": 4},
              "shards": [
                  {"shard": "default/0", "gate": "CLOSED", "due_backlog": 2 * tick,
                   "open_attempts": 0, "admissions": 0},

@@ -32,6 +32,7 @@ from tests.tui.fakes import (
     DownSource,
     FakeSource,
     RecordingRunner,
+    message_document,
     snapshots,
 )
 from tests.tui.pilot import rows, run, toasts, until
@@ -90,7 +91,10 @@ def test_enter_on_a_lane_opens_the_lane_screen() -> None:
             await until(pilot, lambda: isinstance(app.screen, LaneScreen), what="lane screen")
             screen = app.screen
             assert isinstance(screen, LaneScreen) and screen.lane == "payments"
-            assert "CLOSED" in str(screen.query_one("#summary", Static).render())
+            summary = str(screen.query_one("#summary", Static).render())
+            assert "CLOSED" in summary
+            # the scheduled, not-yet-due messages and the due ones by why they wait
+            assert "admissionGate CLOSED 15" in summary and "not due 4" in summary
             assert list(screen.query_one("#backlog-chart", Sparkline).data or []) == [
                 3, 6, 9, 12, 15]
             assert [r[:3] for r in rows(screen.query_one(LaneShardTable))] == [
@@ -303,4 +307,21 @@ def test_dashboard_recovers_when_the_engine_comes_up() -> None:
             assert not app.screen.query_one(EngineBanner).display
             assert app.screen.query_one(LaneTable).row_count == 2
             assert source.connects == 3
+    run(scenario)
+
+
+def test_a_message_id_no_row_matches_opens_that_message() -> None:
+    """The filter's placeholder promises message ids: a scheduled message has no row (the
+    tables list open attempts), so Enter on an id no row matches opens its message."""
+    async def scenario() -> None:
+        source = FakeSource(snapshots(TICKS),
+                            messages={"scheduled-42": message_document("scheduled-42")})
+        app = _app(source)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _loaded(pilot, app)
+            await pilot.press("slash", *"scheduled-42", "enter")
+            await until(pilot, lambda: isinstance(app.screen, MessageScreen),
+                        what="the message screen")
+            await until(pilot, lambda: ("scheduled-42", "default") in source.message_calls,
+                        what="the message asked for")
     run(scenario)

@@ -79,8 +79,19 @@ class OverviewScreen(LiveScreen):
             self.show_state(self.host.state)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            self.query_one(ShardTable).focus()
+        """Enter on the filter: back to the tables; a single term that matches no row is
+        taken for a delayMessageId and its message opened (the tables list open attempts
+        only, not every message)."""
+        if event.input.id != "filter":
+            return
+        query = event.value.strip()
+        overview = self.host.state.overview
+        if query and len(query.split()) == 1 and overview is not None and not any(
+                filter_rows(rows, query)
+                for rows in (overview.shards, overview.lanes, overview.attempts)):
+            self.open_message(query, overview.routes[0] if overview.routes else "default")
+            return
+        self.query_one(ShardTable).focus()
 
     def action_focus_filter(self) -> None:
         self.query_one("#filter", Input).focus()

@@ -36,6 +36,9 @@ def lane_summary(lane: LaneRow) -> Text:
     if lane.messages_by_state:
         text.append("\nmessages  ", style="dim")
         _pairs(text, [(state.lower(), fmt_int(count)) for state, count in lane.messages_by_state])
+    if lane.waiting_by_reason:
+        text.append("\nwaiting  ", style="dim")
+        _pairs(text, [(why, fmt_int(count)) for why, count in lane.waiting_by_reason])
     return text
 
 
