@@ -65,6 +65,10 @@ class AdminSource:
                                                         barrier=False)
         return found
 
+    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+        found: Mapping[str, Any] = self._client.explain(delay_message_id, route=route)
+        return found
+
     def messages(self, *, lane: str | None = None, shard: str | None = None,
                  limit: int = 50) -> Sequence[Mapping[str, Any]]:
         found: Sequence[Mapping[str, Any]] = self._client.get(

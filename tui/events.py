@@ -44,10 +44,12 @@ class MutationFinished(Message):
 class MessageLoaded(Message):
     """``GET /v1/messages/<id>`` answered (``document``) or failed (``error``)."""
 
-    def __init__(self, document: Mapping[str, Any] | None, error: str | None) -> None:
+    def __init__(self, document: Mapping[str, Any] | None, error: str | None,
+                 explained: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.document = document
         self.error = error
+        self.explained = explained  # ``GET /v1/explain/<id>``, when it answered
 
 
 class MessagesLoaded(Message):

@@ -43,6 +43,11 @@ class DashboardSource(Protocol):
         """One message with its attempts (``GET /v1/messages/<id>``); NotFound if absent."""
         ...
 
+    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+        """Why the message waits: every scheduler gate and the first that holds it
+        (``GET /v1/explain/<id>``); NotFound if absent."""
+        ...
+
     def messages(self, *, lane: str | None = None, shard: str | None = None,
                  limit: int = 50) -> Sequence[Mapping[str, Any]]:
         """Messages of a lane or shard (``GET /v1/messages``), at most ``limit``."""

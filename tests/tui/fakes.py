@@ -126,6 +126,12 @@ class FakeSource:
             raise NotFound(f"no message {delay_message_id}")
         return self.documents[delay_message_id]
 
+    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+        if delay_message_id not in self.documents:
+            raise NotFound(f"no message {delay_message_id}")
+        return {"delay_message_id": delay_message_id, "held_by": "lane_gate",
+                "why": "CLOSED: set by carol (position 9): INC-7", "gates": []}
+
     def messages(self, *, lane: str | None = None, shard: str | None = None,
                  limit: int = 50) -> Sequence[Mapping[str, Any]]:
         found = [doc for doc in self.documents.values()

@@ -119,6 +119,9 @@ def test_enter_on_an_attempt_opens_its_message() -> None:
             fields = dict((r[0], r[1]) for r in rows(app.screen.query_one(FieldTable)))
             assert fields["state"] == "UNCERTAIN" and fields["key"] == "customer-19"
             assert rows(app.screen.query_one(AttemptTable))[0][0] == "UNCERTAIN"
+            # why it waits, as `message explain` says it
+            why = str(app.screen.query_one("#message-why", Static).render())
+            assert why == "held by lane_gate: CLOSED: set by carol (position 9): INC-7"
     run(scenario)
 
 

@@ -3,6 +3,7 @@ worker so a slow engine never blocks the keyboard; ``r`` loads it again."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -36,6 +37,7 @@ class MessageScreen(LiveScreen):
         yield Header()
         yield Static(Text(f"message {escape_controls(self.delay_message_id)} · loading…"),
                      id="message-head")
+        yield Static(Text(""), id="message-why")
         yield FieldTable(title="Fields", id="fields")
         yield AttemptTable(title="Attempts", id="message-attempts")
         yield Footer()
@@ -49,12 +51,16 @@ class MessageScreen(LiveScreen):
 
     def _load(self) -> None:
         document: Mapping[str, Any] | None = None
+        explained: Mapping[str, Any] | None = None
         error = None
         try:
             document = self.host.source.message(self.delay_message_id, route=self.route)
         except NereusError as exc:
             error = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        self.post_message(MessageLoaded(document, error))
+        if document is not None:
+            with contextlib.suppress(NereusError):  # the message shows without it
+                explained = self.host.source.explain(self.delay_message_id, route=self.route)
+        self.post_message(MessageLoaded(document, error, explained))
 
     def on_message_loaded(self, event: MessageLoaded) -> None:
         head = self.query_one("#message-head", Static)
@@ -64,7 +70,19 @@ class MessageScreen(LiveScreen):
         detail = message_detail(event.document)
         head.update(Text(escape_controls(f"message {detail.delay_message_id} · {detail.state} "
                                          f"· {len(detail.attempts)} attempt(s)")))
+        self.query_one("#message-why", Static).update(_why(event.explained))
         self.query_one(FieldTable).show(detail.fields)
         attempts = self.query_one(AttemptTable)
         attempts.show(detail.attempts)
         attempts.border_title = f"Attempts {len(detail.attempts)}"
+
+
+def _why(explained: Mapping[str, Any] | None) -> Text:
+    """``message explain``'s answer in one line: the first gate that holds the message."""
+    if explained is None:
+        return Text("")
+    held = explained.get("held_by")
+    why = escape_controls(str(explained.get("why", "")))
+    if held is None:
+        return Text(f"nothing holds it: {why}", style="green")
+    return Text(f"held by {escape_controls(str(held))}: {why}", style="yellow")
