@@ -40,6 +40,7 @@ CLEAR = ExplainInputs(
 
 
 def test_a_message_nothing_holds_is_claimed_by_the_next_round() -> None:
+    """Every gate open: none holds, and the answer says the next round claims it."""
     found = explanation(CLEAR, _message(), "default/0")
     assert found.held_by is None and not any(g.holds for g in found.gates)
     assert "next scheduling round" in found.why
@@ -65,6 +66,7 @@ def test_a_message_nothing_holds_is_claimed_by_the_next_round() -> None:
 ])
 def test_each_gate_alone_holds_the_message_first(changes: dict[str, Any],
                                                  message: Message, first: str) -> None:
+    """Each gate alone holding a message is the one named first."""
     found = explanation(dataclasses.replace(CLEAR, **changes), message, "default/0")
     assert found.held_by == first
     holds = [g.gate for g in found.gates if g.holds]
