@@ -82,7 +82,12 @@ def _render_burst(b: BurstFigures) -> list[str]:
            f"        first publish {b.first_publish_after_due_ms} ms after due; all "
            f"{b.outbox_lines:,} in {b.all_published_after_due_s} s = "
            f"{b.rate_total_per_s:,}/s total; every outcome applied after "
-           f"{b.all_recorded_after_due_s} s; process CPU {b.cpu_per_wall} s/s"]
+           f"{b.all_recorded_after_due_s} s; engine CPU {b.cpu_per_wall} s/s",
+           f"        engine CPU {b.cpu_us_per_publish} us per published message "
+           f"({b.engine_cpu_s} s from due until every outcome was applied)",
+           f"        raw baseline (the same lines, {b.raw.batches:,} batches of "
+           f"{b.raw.mean_batch} on average, written and fsynced without the engine): "
+           f"{b.raw.rate_per_s:,}/s; engine / raw = {b.raw_ratio}"]
     for shard, s in b.per_shard.items():
         out.append(f"        {shard}: {s.published:,} in {s.span_ms} ms = {s.rate_per_s:,}/s")
     out.append(f"        target >= {b.target_per_shard:,} publishes/s per shard: "
