@@ -76,6 +76,9 @@ class AdmissionFlow:
         self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
         self._new_id = new_id
         self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
+        # local rows not yet written (claims are local and unsynced): released claims' rows
+        # go with the next round's claims or at the end of the turn, in one write
+        self._local: dict[bytes, bytes | None] = {}
         self.admissions = 0  # admissions of this owner applied as winners
         self.publish_outcomes = 0  # outcomes that released one of its claims
         self.waiting: str | None = None  # why it admits nothing right now (None: it may)
@@ -104,11 +107,12 @@ class AdmissionFlow:
                 self._quiet_until_ms = plan.next_due_ms if plan.next_due_ms is not None \
                     else None
             return False
-        local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self.planner.state)}
+        local = self._local
+        local[STATE_KEY] = dump_state(self.planner.state)
         for claim in plan.claims:
             self.book.track(claim)
             local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
-        self._store.write(local, sync=False)
+        self.write_local()
         self._outbox.add_admissions(plan.claims)
         self._outbox.add(plan.expiries)
         return True
@@ -138,16 +142,26 @@ class AdmissionFlow:
         """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""
         return set(self._obligation_keys.values()) | self.book.held_keys()
 
+    def write_local(self) -> None:
+        """Write the local rows waiting (released claims, the planner's state): one
+        unsynced WriteBatch, whatever the number of claims released since the last."""
+        if self._local:
+            local, self._local = self._local, {}
+            self._store.write(local, sync=False)
+
     def expire_claims(self) -> None:
-        """Release claims whose deadline passed before their admission was acted on.
+        """Release claims whose deadline passed before their admission was acted on, and
+        write the turn's local rows.
 
         An admission still waiting in the outbox is dropped with its claim. One that was
         applied and won, but whose event was never acted on (a crash in between), is an
         attempt only this owner could have sent and never did: it is declined.
         """
-        if not self.book:
-            return
-        expired = self.book.expired(self._time.monotonic_ms())
+        if self.book:
+            self._expire(self.book.expired(self._time.monotonic_ms()))
+        self.write_local()
+
+    def _expire(self, expired: list[Claim]) -> None:
         if not expired:
             return
         self._outbox.drop_admissions({claim.attempt_id for claim in expired})
@@ -163,9 +177,11 @@ class AdmissionFlow:
         ownership = self._ownership
         for result in self._outbox.answers():
             claim = self.book.for_attempt(result.attempt_id)
-            raw = self._store.get(keys.attempt_key(result.attempt_id))
-            delay_message_id = (claim.delay_message_id if claim is not None else
-                                decode_value(raw, Attempt).delay_message_id if raw else "")
+            if claim is not None:
+                delay_message_id = claim.delay_message_id
+            else:
+                raw = self._store.get(keys.attempt_key(result.attempt_id))
+                delay_message_id = decode_value(raw, Attempt).delay_message_id if raw else ""
             self._outbox.add([encode(PublishOutcome(
                 outcome_id=self._new_id(), attempt_id=result.attempt_id,
                 delay_message_id=delay_message_id, owner_id=ownership.owner_id,
@@ -268,8 +284,9 @@ class AdmissionFlow:
         self._wait(f"this engine's clock leads the Shard Log's broker clock: {detail}")
 
     def _forget_claim(self, delay_message_id: str) -> None:
-        """A released claim's local row goes (unsynced: claims are local state)."""
-        self._store.write({keys.claim_key(delay_message_id): None}, sync=False)
+        """A released claim's local row goes, with the turn's other local rows (unsynced:
+        claims are local state; a claim made again before then overwrites the delete)."""
+        self._local[keys.claim_key(delay_message_id)] = None
 
     def _note_obligation(self, key: bytes, value: bytes | None) -> None:
         """An obligation opened (its key now holds the ordered head) or closed."""

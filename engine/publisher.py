@@ -231,11 +231,17 @@ class LanePublisher:
                 self._send(jobs)
 
     def _through_gates(self, jobs: list[_Job]) -> list[_Job]:
-        """The jobs whose owner may still send; the others are declined, never sent."""
+        """The jobs whose owner may still send; the others are declined, never sent.
+
+        Each distinct gate (one per shard loop) is asked once per batch, just before the
+        destination call, not once per job: the answer is the same, and asking reads the
+        applied activation from RocksDB."""
         allowed: list[_Job] = []
         refused: list[tuple[_Job, PublishResult]] = []
+        asked: dict[SendGate, str | None] = {}  # each gate asked once for the whole batch
         for job in jobs:
-            why = job.gate()
+            gate = job.gate
+            why = asked[gate] if gate in asked else asked.setdefault(gate, gate())
             if why is None:
                 allowed.append(job)
             else:

@@ -13,14 +13,13 @@ The key is a secret of the route kept outside the Shard Log (``<home>/secrets``,
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 
 
 def evidence_mac(key: bytes, delay_message_id: str, generation: int, attempt_id: str) -> str:
     """The MAC a destination record of this attempt carries (64 hex digits)."""
     text = f"{delay_message_id}\x00{generation}\x00{attempt_id}".encode()
-    return hmac.new(key, text, hashlib.sha256).hexdigest()
+    return hmac.digest(key, text, "sha256").hex()  # one-shot: no HMAC object per attempt
 
 
 def mac_matches(key: bytes, delay_message_id: str, generation: int, attempt_id: str,
