@@ -28,7 +28,7 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.scheduler.claims import Claim, ClaimBook
+from nereus.engine.scheduler.claims import Claim, ClaimBook, LocalRows
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
@@ -51,6 +51,7 @@ from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, Lane, Obligation, decode_value
+from nereus.trusted_time import TrustedTime
 
 TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
 
@@ -76,9 +77,9 @@ class AdmissionFlow:
         self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
         self._new_id = new_id
         self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
-        # local rows not yet written (claims are local and unsynced): released claims' rows
-        # go with the next round's claims or at the end of the turn, in one write
-        self._local: dict[bytes, bytes | None] = {}
+        # released claims' rows go with the next round's claims or at the end of the turn
+        self._local = LocalRows(store)
+        self._gate_memo: tuple[int, str | None, TrustedTime] | None = None  # see _gate_closed
         self.admissions = 0  # admissions of this owner applied as winners
         self.publish_outcomes = 0  # outcomes that released one of its claims
         self.waiting: str | None = None  # why it admits nothing right now (None: it may)
@@ -108,11 +109,11 @@ class AdmissionFlow:
                     else None
             return False
         local = self._local
-        local[STATE_KEY] = dump_state(self.planner.state)
+        local.put(STATE_KEY, dump_state(self.planner.state))
         for claim in plan.claims:
             self.book.track(claim)
-            local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
-        self.write_local()
+            local.put(keys.claim_key(claim.delay_message_id), _encode_claim(claim))
+        local.write()
         self._outbox.add_admissions(plan.claims)
         self._outbox.add(plan.expiries)
         return True
@@ -142,13 +143,6 @@ class AdmissionFlow:
         """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""
         return set(self._obligation_keys.values()) | self.book.held_keys()
 
-    def write_local(self) -> None:
-        """Write the local rows waiting (released claims, the planner's state): one
-        unsynced WriteBatch, whatever the number of claims released since the last."""
-        if self._local:
-            local, self._local = self._local, {}
-            self._store.write(local, sync=False)
-
     def expire_claims(self) -> None:
         """Release claims whose deadline passed before their admission was acted on, and
         write the turn's local rows.
@@ -159,7 +153,7 @@ class AdmissionFlow:
         """
         if self.book:
             self._expire(self.book.expired(self._time.monotonic_ms()))
-        self.write_local()
+        self._local.write()
 
     def _expire(self, expired: list[Claim]) -> None:
         if not expired:
@@ -222,6 +216,8 @@ class AdmissionFlow:
             if claim is not None:
                 self.book.release(claim)
                 self.publish_outcomes += 1
+        else:  # an activation barrier, an operator's pause...: ask the owner gate again
+            self._gate_memo = None
 
     def _on_admission(self, record: PublishAdmission, applied: Applied) -> None:
         claim = self.book.for_attempt(record.attempt_id)
@@ -257,13 +253,24 @@ class AdmissionFlow:
             return f"the shard is {state}"
         if claim.fencing_epoch != self._ownership.epoch:
             return "the fencing epoch changed"
-        if (why := self._ownership.live_owner_gate()) is not None:
+        mono = self._time.monotonic_ms()
+        memo = self._gate_memo
+        if memo is None or memo[0] != mono:
+            # read once per millisecond, not once per admission (a batch's admissions are
+            # acted on together): the owner gate reads RocksDB, and Trusted UTC earliest
+            # only grows, so work due at a reading is due at every later one. A rival's
+            # barrier fences this owner as it is acted on (the state check above), and the
+            # publisher asks the owner gate again just before its destination call.
+            memo = self._gate_memo = (mono, self._ownership.live_owner_gate(),
+                                      self._clock.now())
+        _, why, now = memo
+        if why is not None:
             return why
         if not self.book.is_current(claim):
             return "the claim was revoked"
-        if self._time.monotonic_ms() > claim.deadline_mono_ms:
+        if mono > claim.deadline_mono_ms:
             return "the claim deadline passed"
-        if not self._clock.now().is_due(claim.template.action_at_ms):
+        if not now.is_due(claim.template.action_at_ms):
             return "the time gate no longer holds"
         publisher = self._publishers.get(claim.lane)
         if publisher is None or not publisher.ready:
@@ -286,7 +293,7 @@ class AdmissionFlow:
     def _forget_claim(self, delay_message_id: str) -> None:
         """A released claim's local row goes, with the turn's other local rows (unsynced:
         claims are local state; a claim made again before then overwrites the delete)."""
-        self._local[keys.claim_key(delay_message_id)] = None
+        self._local.put(keys.claim_key(delay_message_id), None)
 
     def _note_obligation(self, key: bytes, value: bytes | None) -> None:
         """An obligation opened (its key now holds the ordered head) or closed."""
