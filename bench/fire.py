@@ -14,7 +14,13 @@ What it does, each scenario in a fresh temp home with the engine running in-proc
    them; the engine must have applied them all before that instant (checked). From
    ``deliver_at`` the bench polls the lane publisher's counter until N are published and
    reports publishes/s, in total and per shard (a shard's lines over the span from
-   ``deliver_at`` to its last ``published_at``).
+   ``deliver_at`` to its last ``published_at``). It also reports the engine's **CPU µs per
+   published message** (the CPU time of the engine's threads, not the bench's own, from
+   ``deliver_at`` until every outcome is applied: claims, admissions, publishes and
+   outcomes), which compares across machines better than publishes/s, and a **raw
+   baseline** measured in the same run (``fire_raw``): the run's outbox lines, in the
+   batches the destination wrote them, written and fsynced again without the engine, and
+   the ratio of the engine's rate to it.
 2. **steady**: a feeder *process* (so it does not share the engine's GIL) queues R
    messages a second for S seconds in 10 ms ticks, each ``deliver_at`` = send time +
    ``--steady-lead-ms``; ``--steady-mode prequeue`` instead queues them all up front with
@@ -35,8 +41,8 @@ in the outbox, states over the admin socket, CPU of the front door and its worke
 load spreads over at least two shards; compare ``--workers 1`` and ``--workers 2`` with
 the same ``--partitions``. ``--profile`` needs the in-process engine. The parts:
 ``fire_scenarios`` (the two scenarios, on ``inprocess_engine`` or the daemon, shared with
-``bench/brokers.py``), ``fire_engines`` (what they watch) and ``fire_profile`` (the threads'
-profiler); this module prints the report.
+``bench/brokers.py``), ``fire_engines`` (what they watch), ``fire_raw`` (the raw baseline)
+and ``fire_profile`` (the threads' profiler); this module prints the report.
 """
 
 from __future__ import annotations
