@@ -46,7 +46,8 @@ def evidence_mac(key: bytes, delay_message_id: str, generation: int, attempt_id:
     inner.update(text)
     outer = opad.copy()
     outer.update(inner.digest())
-    return outer.hexdigest()
+    mac: str = outer.hexdigest()
+    return mac
 
 
 def mac_matches(key: bytes, delay_message_id: str, generation: int, attempt_id: str,
