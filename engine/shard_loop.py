@@ -39,6 +39,7 @@ from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
+from nereus.engine.metrics.shard import OBSERVED, ShardMetrics
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
 from nereus.engine.scheduler.payloads import FetchPayload
@@ -131,6 +132,7 @@ class ShardLoop(ProgressWaits):
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
+        self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
 
     # what others see ------------------------------------------------------------------
     @property
@@ -180,6 +182,12 @@ class ShardLoop(ProgressWaits):
             in_flight=self.in_flight, pending_admissions=self.pending_admissions,
             admissions=flow.admissions, publish_outcomes=flow.publish_outcomes,
             error=self.error, waiting=flow.waiting)
+
+    def metric_readings(self) -> tuple[int, float]:
+        """(records this loop applied, seconds since its last checkpoint or its start), for
+        the Prometheus exposition (``engine/metrics/collect``)."""
+        return (self._applier.applied_records,
+                self._time.monotonic() - self._checkpoints._last_mono)
 
     def lanes(self) -> dict[str, Lane]:
         """Replicated lane state for every lane this engine can publish to."""
@@ -336,6 +344,8 @@ class ShardLoop(ProgressWaits):
         # exact types, not isinstance: this runs for every applied record, and isinstance
         # against a msgspec Struct class that does not match costs ~70 ns
         kind = type(record)
+        if kind in OBSERVED:
+            self.metrics.observe(applied, self._admissions.book)
         if kind is not CheckpointMark:
             self._checkpoints.changed += 1
         if kind is ActivationBarrier and not applied.duplicate and \
@@ -354,6 +364,7 @@ class ShardLoop(ProgressWaits):
         """
         if self._owner.fenced is not None:
             return
+        self.metrics.fenced()
         self._activated = True  # nothing to recover again: this owner is done here
         self._owner.fenced = why
         self.state = ShardState.FENCED
