@@ -111,6 +111,9 @@ class AdminClient:
         return self.get(f"/v1/messages/{quote(delay_message_id, safe='')}", route=route,
                         barrier="1" if barrier else None)
 
+    def explain(self, delay_message_id: str, *, route: str) -> Any:
+        return self.get(f"/v1/explain/{quote(delay_message_id, safe='')}", route=route)
+
     def feed(self, interval: float = 1.0) -> Generator[Any, None, None]:
         """Status documents (JSON, as ``GET /v1/status`` answers) from the streaming feed, one
         per interval; ``close()`` hangs up."""

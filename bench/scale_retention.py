@@ -72,7 +72,8 @@ def retention(root: Path, count: int, deadline_s: float) -> RetentionFigures:
     messages, attempts = _left(home)
     matches = True
     for p in range(PARTITIONS):
-        _, out = nereus(home, "shard", "replay", f"{ROUTE}/{p}", "--compare", "live", "--json")
+        _, out = nereus(home, "shard", "replay", f"{ROUTE}/{p}", "--empty", "--compare", "live",
+                        "--json")
         matches = matches and bool(json.loads(out)["match"])
     return RetentionFigures(retention=RETENTION, messages=count, published=published,
                             swept_after_s=round(swept_s, 1), terminal_left=messages,

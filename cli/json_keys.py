@@ -85,6 +85,7 @@ from nereus.engine.admin.documents import (
     OpenAttemptView,
     ShardView,
 )
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList
@@ -205,6 +206,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
                          "true)."),
     "status": typed(StatusSummary, note="Exit status 0 whenever it could answer: read healthy "
                     "and problems."),
+    "message explain": typed(MessageExplanation, note="gates lists every gate in the "
+                             "scheduler's order: shard, message, lane_gate, readiness, "
+                             "trusted_time, expiry, ordered_head, quota, capacity, permits, "
+                             "capability; held_by names the first that holds (null: none)."),
     "engine logs": typed(EngineLogLines, note="Each of lines is the JSON object the engine "
                          "wrote, unchanged. With --follow: one such object per line instead "
                          "of one document."),

@@ -7,7 +7,7 @@ __nereus_commands() {
     case "$1" in
         "") echo "init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
         "engine") echo "start stop status logs" ;;
-        "message") echo "schedule cancel reschedule show list break" ;;
+        "message") echo "schedule cancel reschedule show explain list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
         "attempt") echo "list resolve" ;;
@@ -42,6 +42,7 @@ __nereus_options() {
         "message cancel") echo "--route --wait --command-id --home --json --output -o --help" ;;
         "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --output -o --help" ;;
         "message show") echo "--barrier --route --home --json --output -o --help" ;;
+        "message explain") echo "--route --home --json --output -o --help" ;;
         "message list") echo "--shard --state --lane --limit --after --home --json --output -o --help" ;;
         "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
         "shard") echo "--home --json --output -o --help" ;;
@@ -134,6 +135,7 @@ __nereus_value() {
         "--route:message reschedule") echo "route" ;;
         "--command-id:message reschedule") echo "text" ;;
         "--route:message show") echo "route" ;;
+        "--route:message explain") echo "route" ;;
         "--shard:message list") echo "shard" ;;
         "--state:message list") echo "text" ;;
         "--lane:message list") echo "lane" ;;
@@ -231,6 +233,7 @@ __nereus_argument() {
         "message cancel:1") echo "text" ;;
         "message reschedule:1") echo "text" ;;
         "message show:1") echo "text" ;;
+        "message explain:1") echo "text" ;;
         "message break:1") echo "text" ;;
         "shard replay:1") echo "shard" ;;
         "shard digest:1") echo "shard" ;;

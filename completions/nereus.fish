@@ -101,12 +101,13 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l since -x -d 'Only lines from this time on: a duration ago (10m, 2h) or a time (ISO-8601, epoch ms).'
 
 # nereus message
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a schedule -d 'Schedule a message for publication not before a time.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages, one page at a time, in shard then id order (needs the engine).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a schedule -d 'Schedule a message for publication not before a time.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a explain -d 'Why is it waiting? Every gate of the scheduler (seed 000) in order, with its value for this message now, and the first one that holds it back (needs the engine: readiness, Trusted UTC, claims and permits are the running scheduler\'s). A wait is not proof that the message was or was not published.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a list -d 'List messages, one page at a time, in shard then id order (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show explain list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
 
 # nereus message schedule
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l lane -x -a '(__nereus_names lane)' -d 'Destination lane (from nereus.toml).'
@@ -139,6 +140,9 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 # nereus message show
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l barrier -d 'Append a query barrier first, so the answer is conclusive.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
+
+# nereus message explain
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from explain' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 
 # nereus message list
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard.'
@@ -199,7 +203,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 
 # nereus shard dump
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l db -r -F -d 'A shard database directory (default: the home\'s live database).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, claim, sched.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, retain, claim, sched.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l prefix -x -d 'Only keys of the family starting with this text.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l limit -x -d 'At most this many.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -x -a '(__nereus_names shard)'

@@ -30,8 +30,10 @@ from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.claims import Claim, ClaimBook, LocalRows
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
+from nereus.engine.scheduler.explain import ExplainInputs
+from nereus.engine.scheduler.ordered_blocker import ordered_blocker
 from nereus.engine.scheduler.permits import Permits
-from nereus.engine.scheduler.planner import Planner
+from nereus.engine.scheduler.planner import Planner, quota_left, record_refusal
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import Ownership
 from nereus.engine.shard_progress import ShardProgress
@@ -50,7 +52,7 @@ from nereus.records import (
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Attempt, Lane, Obligation, decode_value
+from nereus.state.values import Attempt, Lane, Message, Obligation, decode_value
 from nereus.trusted_time import TrustedTime
 
 TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
@@ -138,6 +140,35 @@ class AdmissionFlow:
             lane = decode_value(raw, Lane)
             found[lane.name] = lane
         return {name: found.get(name, Lane(name=name)) for name in self._publishers}
+
+    def explain_inputs(self, message: Message, *, shard_hold: str | None,
+                       gate_detail: str) -> ExplainInputs:
+        """What the scheduler's gates read for ``message`` now (``message explain``)."""
+        lanes = self.lanes()
+        name = message.lane
+        lane = lanes.get(name, Lane(name=name))
+        publisher = self._publishers.get(name)
+        problem = self._clock.problem()
+        now = None if problem is not None else self._clock.now()
+        claims = self.book.by_message
+        own = claims.get(message.delay_message_id)
+        size = len(message.payload)
+        return ExplainInputs(
+            shard_hold=shard_hold, lane=lane, gate_detail=gate_detail,
+            ready=publisher is not None and publisher.ready,
+            not_ready_reason=("this engine has no publisher for the lane"
+                              if publisher is None else publisher.not_ready_reason),
+            now=now, clock_problem=problem,
+            lead_ms=self.planner.leads.get(name, 0),
+            ordered_blocker=ordered_blocker(self._store, lane, message, claims,
+                                            self._obligation_keys),
+            claims_on_lane=sum(1 for claim in claims.values() if claim.lane == name),
+            quota_left=None if now is None else quota_left(lane, now, claims.values(),
+                                                           self.book.dispatched),
+            permits_refusal=self.planner.permits.refusal(name, size),
+            claimed=None if own is None else own.attempt_id,
+            capability=record_refusal(message, self.planner.record_limits.get(name)),
+            waiting=self.waiting)
 
     def held_keys(self) -> set[tuple[str, str]]:
         """(lane, key) pairs whose ordered head is taken: an open obligation or a claim."""

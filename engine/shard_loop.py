@@ -13,6 +13,7 @@ Each iteration:
 3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
    admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
+   Now and then a SWEEP of what retention let go joins them (``shard_sweep``).
 
 On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
 ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
@@ -42,17 +43,20 @@ from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
 from nereus.engine.metrics.shard import OBSERVED, ShardMetrics
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard_apply import Applier
 from nereus.engine.shard_checkpoints import CheckpointTrigger
+from nereus.engine.shard_explain import explain_message
 from nereus.engine.shard_idle import IdleWait
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.shard_ownership import LeaseGate, Ownership
 from nereus.engine.shard_progress import ProgressWaits, ResultWatch, ShardProgress
 from nereus.engine.shard_recovery import Recovery
 from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
+from nereus.engine.shard_sweep import SweepTrigger
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.machine import Applied, Limits
@@ -129,6 +133,8 @@ class ShardLoop(ProgressWaits):
         self._checkpoints = CheckpointTrigger(
             shard, store, log, checkpointer=checkpointer, staging=staging, clock=clock,
             owner_id=owner_id, wake=self._wake)
+        self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
+                                    new_id=new_id)
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
@@ -322,10 +328,11 @@ class ShardLoop(ProgressWaits):
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.flush_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
-        scheduling = self.state == ShardState.ACTIVE and \
-            self.store.get(keys.META_PAUSED) is None and self._owner.lease_problem() is None
+        scheduling = self.scheduling_hold() is None
         if scheduling:
             progressed |= flow.schedule()
+        if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
+            progressed |= self._sweeps.maybe_sweep(self.epoch)
         progressed |= self._outbox.flush()
         flow.expire_claims()
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:
@@ -337,6 +344,20 @@ class ShardLoop(ProgressWaits):
             busy = not scheduling or len(flow.book) or self._outbox  # paused, a lease...
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
+
+    def scheduling_hold(self) -> str | None:
+        """Why the loop claims nothing now (its state, an operator's pause, the lease), or
+        None when it schedules."""
+        if self.state != ShardState.ACTIVE:
+            return f"shard {self.state.value}: it schedules only while ACTIVE"
+        if self.store.get(keys.META_PAUSED) is not None:
+            return "paused by an operator (SHARD_PAUSE; `nereus shard resume` resumes it)"
+        return self._owner.lease_problem()
+
+    def explain(self, delay_message_id: str) -> MessageExplanation:
+        """The scheduler's gates for one message now (``nereus message explain``)."""
+        return explain_message(self.store, self.log, str(self.shard), self._admissions,
+                               delay_message_id, shard_hold=self.scheduling_hold())
 
     def _on_applied(self, applied: Applied) -> None:
         self._admissions.on_applied(applied)

@@ -44,6 +44,7 @@ LOG_BACKENDS: Final = ("file", "kafka", "pulsar")
 DESTINATIONS: Final = ("file", "kafka", "pulsar")
 DEFAULT_HANDOFF_LEAD_MS: Final = 1_000
 DEFAULT_MAX_DELAY: Final = "400d"  # a lane's max_delay unless its table says otherwise
+DEFAULT_RETENTION: Final = "7d"  # a lane's retention and dedup_window unless it says otherwise
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -95,6 +96,12 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # unfinished messages is REJECTED LANE_FULL (0: no limit)
     max_delay: str = DEFAULT_MAX_DELAY
     max_pending: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # retention (docs/rules.md): a terminal message (PUBLISHED, CANCELLED, EXPIRED,
+    # FAILED) is removed with its attempts this long after it ended ("0s": kept); a
+    # result answers a retry of its command for dedup_window, after which a reused
+    # command id is a new command ("0s": kept). Broker time, swept through the log.
+    retention: str = DEFAULT_RETENTION
+    dedup_window: str = DEFAULT_RETENTION
 
     @property
     def deliver_at_handoff(self) -> bool:
@@ -105,6 +112,16 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def max_delay_ms(self) -> int:
         """``max_delay`` in milliseconds (checked when the file is read)."""
         return parse_duration_ms(self.max_delay, field="max_delay")
+
+    @property
+    def retention_ms(self) -> int:
+        """``retention`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.retention, field="retention")
+
+    @property
+    def dedup_window_ms(self) -> int:
+        """``dedup_window`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.dedup_window, field="dedup_window")
 
     @property
     def handoff_lead_ms(self) -> int:
@@ -370,10 +387,11 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         lane: LaneSettings = _convert(table, LaneSettings, where, text, source)
         if lane.destination == "file" and lane.path is None:
             raise _error(text, source, where, "path", "a file lane needs path = \"...\"")
-        try:
-            lane.max_delay_ms  # noqa: B018 - a duration, or the file is refused here
-        except UsageError as exc:
-            raise _error(text, source, where, "max_delay", exc.message) from None
+        for duration in ("max_delay", "retention", "dedup_window"):
+            try:
+                getattr(lane, f"{duration}_ms")  # a duration, or the file is refused here
+            except UsageError as exc:
+                raise _error(text, source, where, duration, exc.message) from None
         if lane.handoff == "deliver_at" and lane.destination != "pulsar":
             raise _error(text, source, where, "handoff",
                          f"handoff = \"deliver_at\" needs a destination that holds messages "

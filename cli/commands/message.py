@@ -77,8 +77,10 @@ def schedule(
     Retries are safe: an identical schedule (same --id, lane, time, expiry, key, headers
     and payload) is the same command, applied once; a retry returns the first result with
     exit 0. A different schedule for an existing --id is REJECTED MESSAGE_EXISTS.
-    A command id is remembered for ever today; give --deliver-at, not --delay, to retry
-    (a delay is counted from each run's now)."""
+    A command id is remembered while its message exists and for the lane's dedup_window
+    (default 7d) after the message ended; reused after that it is a NEW command (a new
+    message if none has the --id any more). Give --deliver-at, not --delay, to retry (a
+    delay is counted from each run's now)."""
     from nereus.errors import UsageError
     from nereus.timespec import parse_time_ms
 
@@ -282,6 +284,39 @@ def show(
                 table.add_row(attempt["attempt_id"], str(attempt["attempt_no"]),
                               attempt["state"], attempt["evidence"] or "-")
             out.print(table)
+
+    env.output.emit(data, human)
+
+
+@app.command("explain")
+def explain(
+    ctx: typer.Context,
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
+    route: RouteOption = None,
+) -> None:
+    """Why is it waiting? Every gate of the scheduler (seed 000) in order, with its value
+    for this message now, and the first one that holds it back (needs the engine: readiness,
+    Trusted UTC, claims and permits are the running scheduler's). A wait is not proof that
+    the message was or was not published."""
+    env: Env = ctx.obj
+    route = env.config.route_name(route)
+    data = env.admin().explain(message_id, route=route)
+
+    def human(out: Console) -> None:
+        from rich.table import Table
+
+        out.print(f"[bold]{data['delay_message_id']}[/bold] on {data['shard']}: "
+                  f"[bold]{data['state']}[/bold] (lane {data['lane']}, actionAt "
+                  f"{data['action_at']}; Trusted UTC earliest {data['trusted_earliest']})")
+        table = Table("gate", "holds", "value")
+        for gate in data["gates"]:
+            table.add_row(gate["gate"], "[red]holds[/red]" if gate["holds"] else "ok",
+                          gate["detail"])
+        out.print(table)
+        if data["held_by"] is None:
+            out.print(f"[green]nothing holds it[/green]: {data['why']}")
+        else:
+            out.print(f"held by [bold]{data['held_by']}[/bold]: {data['why']}")
 
     env.output.emit(data, human)
 

@@ -39,6 +39,7 @@ from nereus.engine.admin.status_views import (
     worker_views,
 )
 from nereus.engine.engine import Engine
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.shard_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
 from nereus.records import QueryBarrier, decode, encode
@@ -91,6 +92,10 @@ class AdminApi:
         if loop is None:
             raise self._not_owned(shard, f"shard {shard}")
         return loop
+
+    def explain(self, delay_message_id: str, *, route: str = "default"
+                ) -> MessageExplanation:
+        return self._loop_for_message(delay_message_id, route).explain(delay_message_id)
 
     def _loop_for_message(self, delay_message_id: str, route: str) -> ShardLoop:
         """The loop of the shard that holds the message: its id's shard, unless an ORDERED

@@ -25,6 +25,7 @@ from nereus.engine.admin.documents import (
     OpenAttemptView,
     ShardView,
 )
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.views import MessageDetail, MessageList
 
 
@@ -45,6 +46,9 @@ class AdminEndpoints(Protocol):
 
     def message(self, delay_message_id: str, *, route: str = "default",
                 barrier: bool = False) -> MessageDetail: ...
+
+    def explain(self, delay_message_id: str, *, route: str = "default"
+                ) -> MessageExplanation: ...
 
     def command(self, command_id: str) -> CommandStatus: ...
 

@@ -204,6 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
                                          default=100)))
             if path.startswith("/v1/commands/"):
                 return msgspec.to_builtins(api.command(unquote(path[len("/v1/commands/"):])))
+            if path.startswith("/v1/explain/"):
+                return msgspec.to_builtins(api.explain(
+                    unquote(path[len("/v1/explain/"):]), route=query.get("route", "default")))
             if path.startswith("/v1/messages/"):
                 return msgspec.to_builtins(api.message(
                     unquote(path[len("/v1/messages/"):]), route=query.get("route", "default"),

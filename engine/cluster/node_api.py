@@ -33,6 +33,7 @@ from nereus.engine.admin.api import AdminApi
 from nereus.engine.admin.documents import OpenAttemptView
 from nereus.engine.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.engine import Engine
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.errors import NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
@@ -73,6 +74,14 @@ class NodeApi(AdminApi):
             return super().message(delay_message_id, route=route, barrier=barrier)
         return msgspec.convert(remote.message(delay_message_id, route=route, barrier=barrier),
                                MessageDetail)
+
+    def explain(self, delay_message_id: str, *, route: str = "default"
+                ) -> MessageExplanation:
+        remote = self._remote(self._message_shard(delay_message_id, route))
+        if remote is None:
+            return super().explain(delay_message_id, route=route)
+        return msgspec.convert(remote.explain(delay_message_id, route=route),
+                               MessageExplanation)
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
                  limit: int, after: str | None = None) -> MessageList:

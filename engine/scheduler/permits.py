@@ -26,13 +26,26 @@ class Permits:
         self.bytes_used = 0
         self.lane_used: dict[str, int] = {}
 
+    def refusal(self, lane: str, size: int) -> str | None:
+        """Why a claim of ``size`` payload bytes on ``lane`` would get no permit now, or
+        None (``message explain`` asks this; ``try_acquire`` decides by it)."""
+        with self._lock:
+            return self._refusal(lane, size)
+
+    def _refusal(self, lane: str, size: int) -> str | None:
+        if self.worker_used >= self.limits.worker:
+            return f"out of permits: {self.worker_used} of {self.limits.worker} in flight"
+        if self.lane_used.get(lane, 0) >= self.limits.lane:
+            return (f"out of permits: lane {lane} has {self.lane_used.get(lane, 0)} of "
+                    f"{self.limits.lane} in flight")
+        if self.bytes_used + size > self.limits.bytes and self.bytes_used > 0:
+            return (f"out of permits: {self.bytes_used} payload bytes in flight, "
+                    f"{self.limits.bytes} at most")
+        return None
+
     def try_acquire(self, lane: str, size: int) -> bool:
         with self._lock:
-            if self.worker_used >= self.limits.worker:
-                return False
-            if self.lane_used.get(lane, 0) >= self.limits.lane:
-                return False
-            if self.bytes_used + size > self.limits.bytes and self.bytes_used > 0:
+            if self._refusal(lane, size) is not None:
                 return False
             self.worker_used += 1
             self.bytes_used += size

@@ -22,10 +22,11 @@ leaves the message due and ends large-payload work for the rest of the round.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from nereus.engine.destinations.protocol import record_size
+from nereus.engine.scheduler import gates
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
 from nereus.engine.scheduler.payloads import (
@@ -40,7 +41,6 @@ from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
     ClaimDisposition,
     ClaimResult,
-    Gate,
     MessageState,
     PublishAdmission,
     encode,
@@ -106,12 +106,7 @@ class _LaneShare:
 
     def full(self) -> str | None:
         """Why the lane can take no more claims now (capacity, quota), or None."""
-        lane = self.lane
-        if lane.capacity is not None and lane.open_attempts + self.claims >= lane.capacity:
-            return f"at capacity {lane.capacity}"
-        if self.quota_left is not None and self.quota_left <= 0:
-            return f"quota: {lane.quota} admissions per second"
-        return None
+        return gates.capacity(self.lane, self.claims) or gates.quota(self.lane, self.quota_left)
 
     def claimed(self, key: bytes) -> None:
         """A claim was made at timeline ``key``."""
@@ -177,11 +172,9 @@ class Planner:
         self._store_down = None
         for name in self.rotation.order(sorted(lanes)):
             lane = lanes[name]
-            if lane.gate != Gate.OPEN:
-                plan.waiting[name] = "admissionGate CLOSED"
-                continue
-            if not ready(name):
-                plan.waiting[name] = "NOT READY"
+            held = gates.admission_gate(lane) or gates.readiness(ready(name))
+            if held is not None:
+                plan.waiting[name] = held
                 continue
             self._lane_round(rnd, lane)
         return plan
@@ -194,7 +187,7 @@ class Planner:
                            sum(1 for c in rnd.claimed.values() if c.lane == name),
                            _quota_left(lane, rnd))
         prefix = keys.timeline_lane_prefix(name)
-        bound = prefix + keys.u64(now.earliest_ms + 1)
+        bound = prefix + keys.u64(gates.due_bound_ms(now))
         floor = self.floors.get(name, prefix)
         cursor = None if lane.ordered else self.state.cursors.get(name)
         # an ORDERED lane is scanned from its floor every round, so the first due entry of
@@ -238,27 +231,26 @@ class Planner:
         ref = decode_value(raw_ref, WorkRef)
         if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
             return True
+        held = gates.ordered_head(lane, message, rnd.open_keys, share.held_keys)
         if lane.ordered and message.key is not None:
-            if (name, message.key) in rnd.open_keys or message.key in share.held_keys:
-                plan.waiting.setdefault(name, f"ordered head: key {message.key!r} has an "
-                                              "earlier unsettled message")
-                share.held_keys.add(message.key)
-                return True  # ordered head: an earlier message with this key is unsettled
-            share.held_keys.add(message.key)  # this is the key's head: later ones wait
-        if now.has_expired(message.expire_at_ms):
+            share.held_keys.add(message.key)  # the key's head, or held: later ones wait
+        if held is not None:
+            plan.waiting.setdefault(name, held)
+            return True  # ordered head: an earlier message with this key is unsettled
+        if gates.expired(now, message) is not None:
             plan.expiries.append(self._claim_result(
                 message, ref, now, rnd.owner, ClaimDisposition.EXPIRED,
                 f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
                 f"{message.expire_at_ms}"))
             share.used += 1
             return True
-        if not now.expiry_open(message.expire_at_ms):
+        if gates.expiry_unproven(now, message) is not None:
             return True  # cannot prove expiry is still open: wait, neither admit nor expire
-        if now.earliest_ms < message.deliver_at_ms - self.leads.get(name, 0):
+        early = gates.not_due(now, message, self.leads.get(name, 0), name)
+        if early is not None:
             # the replicated lead is longer than the destination's (a lowered lead that
             # was refused while messages relied on it): deliverAt still bounds the send
-            plan.waiting[name] = (f"deliverAt not reached: lane {name}'s destination "
-                                  f"holds messages for {self.leads.get(name, 0)} ms")
+            plan.waiting[name] = early
             return True
         full = share.full()
         if full is not None:
@@ -317,13 +309,11 @@ class Planner:
                 return None
             payload = fetched
         template = _template(message, payload)
-        limit = self.record_limits.get(name)
-        if limit is not None and (weight := record_size(template)) > limit:
+        too_large = _size_refusal(template, self.record_limits.get(name))
+        if too_large is not None:
             # seed 000 section 2 step 4: the target-size check at Claim is a proven
             # permanent pre-send error, decided before any attempt exists
-            self._refuse(rnd, share, message, ref,
-                         f"the record is {weight} bytes at the destination; lane {name}'s "
-                         f"destination takes at most {limit}")
+            self._refuse(rnd, share, message, ref, too_large)
             return None
         return template
 
@@ -372,13 +362,33 @@ class Planner:
 
 
 def _quota_left(lane: Lane, rnd: _Round) -> int | None:
+    return quota_left(lane, rnd.now, rnd.claimed.values(), rnd.admitted)
+
+
+def quota_left(lane: Lane, now: TrustedTime, claims: Iterable[Claim],
+               admitted: Collection[str]) -> int | None:
     """Admissions the lane's quota still allows now: the replicated bucket, refilled to
     now, less the claims not yet admitted (None: no quota)."""
     if lane.quota is None:
         return None
-    tokens, _ = quota_tokens_milli(lane, rnd.now.earliest_ms)
-    return tokens // 1_000 - sum(1 for c in rnd.claimed.values()
-                                 if c.lane == lane.name and c.attempt_id not in rnd.admitted)
+    tokens, _ = quota_tokens_milli(lane, now.earliest_ms)
+    return tokens // 1_000 - sum(1 for c in claims
+                                 if c.lane == lane.name and c.attempt_id not in admitted)
+
+
+def record_refusal(message: Message, limit: int | None) -> str | None:
+    """Why the message's inline payload is too large for its lane's destination (checked
+    at Claim: ``_prepare``), or None. A large payload is checked once fetched."""
+    if message.payload_ref is not None:
+        return None
+    return _size_refusal(_template(message, message.payload), limit)
+
+
+def _size_refusal(template: PublishTemplate, limit: int | None) -> str | None:
+    if limit is None or (weight := record_size(template)) <= limit:
+        return None
+    return (f"the record is {weight} bytes at the destination; lane {template.lane}'s "
+            f"destination takes at most {limit}")
 
 
 def _template(message: Message, payload: bytes) -> PublishTemplate:

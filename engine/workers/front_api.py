@@ -55,6 +55,7 @@ from nereus.engine.admin.documents import (
 )
 from nereus.engine.admin.status_views import health_problems
 from nereus.engine.clock import TrustedClock
+from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.supervisor import Supervisor
 from nereus.engine.workers.home import worker_socket
 from nereus.engine.workers.merge import (
@@ -243,6 +244,13 @@ class FrontApi:
         shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
         return self._read(str(shard), lambda c: msgspec.convert(
             c.message(delay_message_id, route=route, barrier=barrier), MessageDetail))
+
+    def explain(self, delay_message_id: str, *, route: str = "default"
+                ) -> MessageExplanation:
+        settings = self.config.route(route)
+        shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
+        return self._read(str(shard), lambda c: msgspec.convert(
+            c.explain(delay_message_id, route=route), MessageExplanation))
 
     def command(self, command_id: str) -> CommandStatus:
         answers = self._everyone(lambda c: msgspec.convert(

@@ -79,6 +79,21 @@ def _options(memory: StoreMemory | None = None) -> Options:
 _DICTIONARY_BYTES = 16 << 10
 
 
+def _below(items: Iterator[tuple[bytes, bytes]], end: bytes,
+           keep: object) -> Iterator[tuple[bytes, bytes]]:
+    """``items`` up to ``end``. RocksDB's upper bound points into the ``end`` bytes and
+    the ReadOptions rather than copying them: this generator keeps both alive while the
+    scan runs (a caller's temporary ``end`` freed early left the bound dangling, and
+    ``scan_prefix`` read on into the next family), and checks the bound itself too."""
+    try:
+        for key, value in items:
+            if key >= end:
+                return
+            yield key, value
+    finally:
+        del keep  # held by this frame until the scan ends
+
+
 def lock_holder(path: Path) -> int | None:
     """The pid holding RocksDB's ``LOCK`` file of the database at ``path``, if another
     process does. RocksDB takes a POSIX record lock on it, and ``F_GETLK`` names the
@@ -124,15 +139,6 @@ def _raise_if_in_use(path: Path, error: str) -> None:
         hint="stop that process first (another engine, or a tool that opened the database "
         "for writing); read-only tools (shard inspect, dump, digest) work beside it",
     )
-
-
-def _holding(items: Iterator[tuple[bytes, bytes]], *alive: object
-             ) -> Iterator[tuple[bytes, bytes]]:
-    """``items``, with ``alive`` referenced until the iteration ends: rocksdict's iterator
-    points into the upper bound's bytes without holding them, so a bound built in the
-    call (``prefix + u64(ms)``) was freed when ``scan`` returned, and the next allocation
-    of its size could overwrite it and end the scan early (or late)."""
-    yield from items
 
 
 class ShardStore:
@@ -241,7 +247,7 @@ class ShardStore:
 
         bounded = ReadOptions()
         bounded.set_iterate_upper_bound(end)
-        return _holding(self._db.items(from_key=start, read_opt=bounded), end, bounded)
+        return _below(self._db.items(from_key=start, read_opt=bounded), end, bounded)
 
     def replicated(self) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated pair in key order, read as one bulk pass (what the digest hashes).

@@ -79,6 +79,16 @@ def _status(home: Path) -> list[Document]:
     return [offline, online]
 
 
+def _message_explain(home: Path) -> list[Document]:
+    """A message an hour ahead, explained by a running engine."""
+    with running_engine(home):
+        _json("message", "schedule", "--lane", "local", "--delay", "1h", "--id",
+              "typed-explain", "--payload", "x", "--wait", home=home)
+        explained = _json("message", "explain", "typed-explain", home=home)
+    assert explained["held_by"] == "trusted_time", explained
+    return [explained]
+
+
 def _engine_stop(home: Path) -> list[Document]:
     """With no engine (nothing stopped, no pid) and with one running (stopped, its pid)."""
     idle = _json("engine", "stop", home=home)
@@ -174,6 +184,7 @@ SETUP_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "engine stop": _engine_stop,
     "engine logs": _engine_logs,
     "status": _status,
+    "message explain": _message_explain,
     "playbook list": _playbook_list,
     "playbook show": _playbook_show,
     "playbook run": _playbook_run,
