@@ -14,7 +14,13 @@ What it does, each scenario in a fresh temp home with the engine running in-proc
    them; the engine must have applied them all before that instant (checked). From
    ``deliver_at`` the bench polls the lane publisher's counter until N are published and
    reports publishes/s, in total and per shard (a shard's lines over the span from
-   ``deliver_at`` to its last ``published_at``).
+   ``deliver_at`` to its last ``published_at``). It also reports the engine's **CPU µs per
+   published message** (the CPU time of the engine's threads, not the bench's own, from
+   ``deliver_at`` until every outcome is applied: claims, admissions, publishes and
+   outcomes), which compares across machines better than publishes/s, and a **raw
+   baseline** measured in the same run (``fire_raw``): the run's outbox lines, in the
+   batches the destination wrote them, written and fsynced again without the engine, and
+   the ratio of the engine's rate to it.
 2. **steady**: a feeder *process* (so it does not share the engine's GIL) queues R
    messages a second for S seconds in 10 ms ticks, each ``deliver_at`` = send time +
    ``--steady-lead-ms``; ``--steady-mode prequeue`` instead queues them all up front with
@@ -35,8 +41,8 @@ in the outbox, states over the admin socket, CPU of the front door and its worke
 load spreads over at least two shards; compare ``--workers 1`` and ``--workers 2`` with
 the same ``--partitions``. ``--profile`` needs the in-process engine. The parts:
 ``fire_scenarios`` (the two scenarios, on ``inprocess_engine`` or the daemon, shared with
-``bench/brokers.py``), ``fire_engines`` (what they watch) and ``fire_profile`` (the threads'
-profiler); this module prints the report.
+``bench/brokers.py``), ``fire_engines`` (what they watch), ``fire_raw`` (the raw baseline)
+and ``fire_profile`` (the threads' profiler); this module prints the report.
 """
 
 from __future__ import annotations
@@ -82,7 +88,12 @@ def _render_burst(b: BurstFigures) -> list[str]:
            f"        first publish {b.first_publish_after_due_ms} ms after due; all "
            f"{b.outbox_lines:,} in {b.all_published_after_due_s} s = "
            f"{b.rate_total_per_s:,}/s total; every outcome applied after "
-           f"{b.all_recorded_after_due_s} s; process CPU {b.cpu_per_wall} s/s"]
+           f"{b.all_recorded_after_due_s} s; engine CPU {b.cpu_per_wall} s/s",
+           f"        engine CPU {b.cpu_us_per_publish} us per published message "
+           f"({b.engine_cpu_s} s from due until every outcome was applied)",
+           f"        raw baseline (the same lines, {b.raw.batches:,} batches of "
+           f"{b.raw.mean_batch} on average, written and fsynced without the engine): "
+           f"{b.raw.rate_per_s:,}/s; engine / raw = {b.raw_ratio}"]
     for shard, s in b.per_shard.items():
         out.append(f"        {shard}: {s.published:,} in {s.span_ms} ms = {s.rate_per_s:,}/s")
     out.append(f"        target >= {b.target_per_shard:,} publishes/s per shard: "

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from fire_engines import watched
+from fire_raw import RawBaseline, raw_baseline
 from inprocess_engine import (
     Due,
     ShardLogs,
@@ -78,6 +79,10 @@ class BurstFigures(msgspec.Struct, frozen=True):
     all_recorded_after_due_s: float | None
     rate_total_per_s: int
     cpu_per_wall: float
+    engine_cpu_s: float  # from due until every outcome was applied
+    cpu_us_per_publish: float  # engine_cpu_s per published message
+    raw: RawBaseline  # the same lines in the same batches, written without the engine
+    raw_ratio: float  # rate_total_per_s / raw.rate_per_s
     per_shard: dict[str, BurstShard]
     rate_per_shard_min: int
     target_per_shard: int
@@ -113,8 +118,10 @@ def burst(root: Path, args: argparse.Namespace) -> BurstFigures:
         done = wait_for(lambda: probe.published() >= args.burst, args.deadline, 0.001)
         cpu_s = probe.cpu_s() - cpu_before
         settled = wait_for(lambda: probe.all_published(args.burst), args.deadline, 0.02)
+        engine_cpu_s = probe.cpu_s() - cpu_before
         states = probe.states()
     lines = outbox_lines(home)
+    raw = raw_baseline(HomeLayout(home).outbox / "local.jsonl", home / "raw.jsonl")
     if done is None:
         raise SystemExit(f"burst: only {len(lines)} of {args.burst} published within "
                          f"{args.deadline} s")
@@ -140,6 +147,10 @@ def burst(root: Path, args: argparse.Namespace) -> BurstFigures:
         all_recorded_after_due_s=None if settled is None else round(settled - due_mono, 3),
         rate_total_per_s=round(args.burst / total_s),
         cpu_per_wall=round(cpu_s / total_s, 2),
+        engine_cpu_s=round(engine_cpu_s, 3),
+        cpu_us_per_publish=round(engine_cpu_s / max(len(lines), 1) * 1e6, 1),
+        raw=raw,
+        raw_ratio=round(args.burst / total_s / raw.rate_per_s, 3),
         per_shard=per_shard,
         rate_per_shard_min=worst,
         target_per_shard=TARGET_RATE_PER_SHARD,

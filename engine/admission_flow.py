@@ -28,7 +28,7 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.scheduler.claims import Claim, ClaimBook
+from nereus.engine.scheduler.claims import Claim, ClaimBook, LocalRows
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
 from nereus.engine.scheduler.explain import ExplainInputs
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
@@ -53,6 +53,7 @@ from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, Lane, Message, Obligation, decode_value
+from nereus.trusted_time import TrustedTime
 
 TIME_HOLD_MS = 1_000  # no claims this long after an admission was refused as clock-ahead
 
@@ -78,6 +79,9 @@ class AdmissionFlow:
         self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
         self._new_id = new_id
         self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
+        # released claims' rows go with the next round's claims or at the end of the turn
+        self._local = LocalRows(store)
+        self._gate_memo: tuple[int, str | None, TrustedTime] | None = None  # see _gate_closed
         self.admissions = 0  # admissions of this owner applied as winners
         self.publish_outcomes = 0  # outcomes that released one of its claims
         self.waiting: str | None = None  # why it admits nothing right now (None: it may)
@@ -109,11 +113,12 @@ class AdmissionFlow:
                 self._quiet_until_ms = plan.next_due_ms if plan.next_due_ms is not None \
                     else None
             return False
-        local: dict[bytes, bytes | None] = {STATE_KEY: dump_state(self.planner.state)}
+        local = self._local
+        local.put(STATE_KEY, dump_state(self.planner.state))
         for claim in plan.claims:
             self.book.track(claim)
-            local[keys.claim_key(claim.delay_message_id)] = _encode_claim(claim)
-        self._store.write(local, sync=False)
+            local.put(keys.claim_key(claim.delay_message_id), _encode_claim(claim))
+        local.write()
         self._outbox.add_admissions(plan.claims)
         self._outbox.add(plan.expiries)
         return True
@@ -173,15 +178,18 @@ class AdmissionFlow:
         return set(self._obligation_keys.values()) | self.book.held_keys()
 
     def expire_claims(self) -> None:
-        """Release claims whose deadline passed before their admission was acted on.
+        """Release claims whose deadline passed before their admission was acted on, and
+        write the turn's local rows.
 
         An admission still waiting in the outbox is dropped with its claim. One that was
         applied and won, but whose event was never acted on (a crash in between), is an
         attempt only this owner could have sent and never did: it is declined.
         """
-        if not self.book:
-            return
-        expired = self.book.expired(self._time.monotonic_ms())
+        if self.book:
+            self._expire(self.book.expired(self._time.monotonic_ms()))
+        self._local.write()
+
+    def _expire(self, expired: list[Claim]) -> None:
         if not expired:
             return
         self._outbox.drop_admissions({claim.attempt_id for claim in expired})
@@ -197,9 +205,11 @@ class AdmissionFlow:
         ownership = self._ownership
         for result in self._outbox.answers():
             claim = self.book.for_attempt(result.attempt_id)
-            raw = self._store.get(keys.attempt_key(result.attempt_id))
-            delay_message_id = (claim.delay_message_id if claim is not None else
-                                decode_value(raw, Attempt).delay_message_id if raw else "")
+            if claim is not None:
+                delay_message_id = claim.delay_message_id
+            else:
+                raw = self._store.get(keys.attempt_key(result.attempt_id))
+                delay_message_id = decode_value(raw, Attempt).delay_message_id if raw else ""
             self._outbox.add([encode(PublishOutcome(
                 outcome_id=self._new_id(), attempt_id=result.attempt_id,
                 delay_message_id=delay_message_id, owner_id=ownership.owner_id,
@@ -240,6 +250,8 @@ class AdmissionFlow:
             if claim is not None:
                 self.book.release(claim)
                 self.publish_outcomes += 1
+        else:  # an activation barrier, an operator's pause...: ask the owner gate again
+            self._gate_memo = None
 
     def _on_admission(self, record: PublishAdmission, applied: Applied) -> None:
         claim = self.book.for_attempt(record.attempt_id)
@@ -275,13 +287,24 @@ class AdmissionFlow:
             return f"the shard is {state}"
         if claim.fencing_epoch != self._ownership.epoch:
             return "the fencing epoch changed"
-        if (why := self._ownership.live_owner_gate()) is not None:
+        mono = self._time.monotonic_ms()
+        memo = self._gate_memo
+        if memo is None or memo[0] != mono:
+            # read once per millisecond, not once per admission (a batch's admissions are
+            # acted on together): the owner gate reads RocksDB, and Trusted UTC earliest
+            # only grows, so work due at a reading is due at every later one. A rival's
+            # barrier fences this owner as it is acted on (the state check above), and the
+            # publisher asks the owner gate again just before its destination call.
+            memo = self._gate_memo = (mono, self._ownership.live_owner_gate(),
+                                      self._clock.now())
+        _, why, now = memo
+        if why is not None:
             return why
         if not self.book.is_current(claim):
             return "the claim was revoked"
-        if self._time.monotonic_ms() > claim.deadline_mono_ms:
+        if mono > claim.deadline_mono_ms:
             return "the claim deadline passed"
-        if not self._clock.now().is_due(claim.template.action_at_ms):
+        if not now.is_due(claim.template.action_at_ms):
             return "the time gate no longer holds"
         publisher = self._publishers.get(claim.lane)
         if publisher is None or not publisher.ready:
@@ -302,8 +325,9 @@ class AdmissionFlow:
         self._wait(f"this engine's clock leads the Shard Log's broker clock: {detail}")
 
     def _forget_claim(self, delay_message_id: str) -> None:
-        """A released claim's local row goes (unsynced: claims are local state)."""
-        self._store.write({keys.claim_key(delay_message_id): None}, sync=False)
+        """A released claim's local row goes, with the turn's other local rows (unsynced:
+        claims are local state; a claim made again before then overwrites the delete)."""
+        self._local.put(keys.claim_key(delay_message_id), None)
 
     def _note_obligation(self, key: bytes, value: bytes | None) -> None:
         """An obligation opened (its key now holds the ordered head) or closed."""

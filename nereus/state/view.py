@@ -29,6 +29,9 @@ class EmptyView:
         return None
 
 
+_KEEP_READ_BYTES = 256  # base values up to this size are kept for the batch
+
+
 class Overlay:
     """Pending writes layered over a base view; reads see the pending writes first.
 
@@ -41,15 +44,23 @@ class Overlay:
     ``get`` encodes a deferred value on demand, so a raw read sees exactly the bytes the
     batch will commit. Encoding is canonical, so the committed bytes are the ones
     per-record writes would have left and the state digest is unchanged.
+
+    Small reads of the base, and misses, are kept for the batch (``_read``): every record
+    of a batch reads some keys nobody writes (the live activation, the pause flag, lane
+    limits) and one RocksDB get costs about 2 us. Large values (messages with their
+    payloads) are not kept: a record that reads one usually writes it, and the batch's
+    memory stays what its writes hold. The base must not change while the Overlay is in
+    use (the runner writes it only after the batch, with ``finish``).
     """
 
-    __slots__ = ("_base", "_base_get", "deferred", "writes")
+    __slots__ = ("_base", "_base_get", "_read", "deferred", "writes")
 
     def __init__(self, base: StateView) -> None:
         self._base = base
         self._base_get = base.get  # bound once: every miss of every record goes through it
         self.writes: Writes = {}
         self.deferred: dict[bytes, Lane | int] = {}
+        self._read: dict[bytes, bytes | None] = {}  # base reads of this batch, misses too
 
     def get(self, key: bytes) -> bytes | None:
         writes = self.writes
@@ -58,7 +69,13 @@ class Overlay:
         pending = self.deferred.get(key)
         if pending is not None:
             return _encode_aggregate(pending)
-        return self._base_get(key)
+        read = self._read
+        if key in read:
+            return read[key]
+        value = self._base_get(key)
+        if value is None or len(value) <= _KEEP_READ_BYTES:
+            read[key] = value
+        return value
 
     def merge(self, writes: Mapping[bytes, bytes | None]) -> None:
         self.writes.update(writes)

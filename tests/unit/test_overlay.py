@@ -49,3 +49,30 @@ def test_an_operator_precondition_planned_mid_batch_matches_the_deferred_lane() 
                          **op("close-1"))
     applied = apply(overlay, encode(planned), position=1, broker_ms=0)
     assert applied.result.status == ResultStatus.APPLIED
+
+
+class Counting(MemoryShard):
+    """A MemoryShard that counts the reads it answers, by key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[bytes, int] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return super().get(key)
+
+
+def test_a_batch_reads_each_small_base_key_once() -> None:
+    """Five SCHEDULEs in one batch read the shard's pause flag, lane limits and the like
+    from the base once each, not once per record, and commit what they did before."""
+    base = Counting()
+    overlay = Overlay(base)
+    log = [encode(schedule(f"m{i}", 1_000 + i)) for i in range(5)]
+    for position, data in enumerate(log):
+        overlay.merge(apply(overlay, data, position=position, broker_ms=0).writes)
+    assert base.reads and max(base.reads.values()) == 1, base.reads
+    one_by_one = MemoryShard()
+    for data in log:
+        one_by_one.apply(data)
+    assert overlay.finish() == one_by_one.data

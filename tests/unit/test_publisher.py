@@ -194,3 +194,36 @@ def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
     wait_for(lambda: publisher.ready, timeout=5, what="the probe an hour later")
     assert destination.probes == 2
     publisher.stop(5)
+
+
+class Gate:
+    """A shard loop's owner gate: counts how often it is asked; ``why`` is its answer."""
+
+    def __init__(self, why: str | None) -> None:
+        self.why = why
+        self.asked = 0
+
+    def __call__(self) -> str | None:
+        self.asked += 1
+        return self.why
+
+
+def test_each_owner_gate_is_asked_once_per_batch() -> None:
+    """Jobs taken as one batch from two shard loops: each loop's gate is asked once, just
+    before the destination call, not once per job; the open gate's jobs are sent, the
+    closed gate's are declined (NOT_PUBLISHED LANE_UNAVAILABLE) and never sent."""
+    destination = Scripted()
+    publisher = LanePublisher("lane", destination)
+    replies = Replies()
+    live, fenced = Gate(None), Gate("fenced by owner b")
+    for n in range(1, 7):
+        publisher.submit(request(n), replies, live.__call__ if n % 2 else fenced.__call__)
+    publisher.start()
+    wait_for(lambda: len(replies.results) == 6, timeout=5, what="six replies")
+    assert (live.asked, fenced.asked) == (1, 1)
+    assert sorted(destination.sent) == ["a1", "a3", "a5"]
+    declined = [replies.results[f"a{n}"][0] for n in (2, 4, 6)]
+    assert {(r.outcome, r.disposition) for r in declined} == {
+        (Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)}
+    assert "fenced by owner b" in declined[0].evidence
+    publisher.stop(5)
