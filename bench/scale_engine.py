@@ -90,9 +90,13 @@ class Daemon:
         return counts
 
     def pids(self) -> list[int]:
+        """The front door and its children (a thread may end between listing and reading)."""
         pids = [self.pid]
         for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
-            pids += [int(p) for p in task.read_text().split()]
+            try:
+                pids += [int(p) for p in task.read_text().split()]
+            except OSError:
+                continue
         return pids
 
     def rss_mb(self) -> float:

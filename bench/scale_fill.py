@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -71,9 +72,13 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.wait(0.25):
-            self.applied = self._applied()
-            self.samples.append((time.monotonic() - self.started_at, self.applied,
-                                 self._rss_mb()))
+            try:  # one failed sample (the admin socket busy, /proc racing) is skipped
+                applied, rss = self._applied(), self._rss_mb()
+            except Exception as exc:
+                print(f"scale: a sample failed: {exc}", file=sys.stderr)
+                continue
+            self.applied = applied
+            self.samples.append((time.monotonic() - self.started_at, applied, rss))
 
 
 def _crossing(samples: list[tuple[float, int, float]], count: int) -> tuple[float, float]:

@@ -81,7 +81,8 @@ def _engine(store: Any) -> Any:
     status = SimpleNamespace(state=SimpleNamespace(value="ACTIVE"), epoch=1, applied_position=9,
                              claims=0, in_flight=0, admissions=0, error=None, waiting=None)
     loop = SimpleNamespace(store=store, status=lambda: status, planner=SimpleNamespace(floors={}),
-                           log=SimpleNamespace(end_position=lambda: 10, dense=True))
+                           log=SimpleNamespace(end_position=lambda: 10, dense=True),
+                           due_waiting=lambda lane: None)
     publisher = SimpleNamespace(ready=True, not_ready_reason=None, published=0, failures=0)
     now = SimpleNamespace(earliest_ms=NOW_MS)
     return SimpleNamespace(
