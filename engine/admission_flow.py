@@ -43,6 +43,7 @@ from nereus.machine import Applied, Reason
 from nereus.records import (
     AttemptResolve,
     AttemptState,
+    Outcome,
     PublishAdmission,
     PublishOutcome,
     ResultStatus,
@@ -216,6 +217,13 @@ class AdmissionFlow:
                 fencing_epoch=ownership.epoch, outcome=result.outcome,
                 disposition=result.disposition, evidence=result.evidence,
             ))])
+            # a message's story in the log (`engine logs --message ID`): a publish at
+            # debug ([engine] log_level), anything else at info
+            safe_event(self._events, "message_outcome",
+                       level="debug" if result.outcome == Outcome.PUBLISHED else "info",
+                       shard=str(self._shard), delay_message_id=delay_message_id,
+                       attempt_id=result.attempt_id, outcome=str(result.outcome),
+                       disposition=str(result.disposition), evidence=result.evidence)
         return self._outbox.flush()
 
     def let_go(self) -> None:
@@ -267,6 +275,9 @@ class AdmissionFlow:
             return  # acted on before a crash; never handed over twice
         if claim is not None and (why := self._gate_closed(claim)) is None:
             self.book.dispatch(record.attempt_id)
+            safe_event(self._events, "message_admitted", level="debug", shard=str(self._shard),
+                       lane=record.lane, delay_message_id=record.delay_message_id,
+                       attempt_id=record.attempt_id, claim_id=record.claim_id)
             template = claim.template
             self._publishers[claim.lane].submit(
                 PublishRequest(record.attempt_id, template, self.evidence_mac(
@@ -274,6 +285,9 @@ class AdmissionFlow:
                 self._outbox.reply, self._ownership.live_owner_gate)
         elif mine:
             reason = why if claim is not None else "the claim ended before admission"
+            safe_event(self._events, "message_declined", shard=str(self._shard),
+                       lane=record.lane, delay_message_id=record.delay_message_id,
+                       attempt_id=record.attempt_id, reason=reason)
             self._outbox.decline(record.attempt_id, f"owner declined before any send: {reason}")
 
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:

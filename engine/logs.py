@@ -67,9 +67,11 @@ class EngineLogs:
         logging.captureWarnings(False)
 
 
-def configure(log_dir: Path, *, foreground: bool, name: str = LOG_FILE) -> EngineLogs:
+def configure(log_dir: Path, *, foreground: bool, name: str = LOG_FILE,
+              level: str = "info") -> EngineLogs:
     """Configure structlog and stdlib logging for the engine process; see the module doc.
-    ``name``: the log file (a worker process of ``engine start --workers N`` has its own)."""
+    ``name``: the log file (a worker process of ``engine start --workers N`` has its own);
+    ``level``: the least level of the engine's own events (``[engine] log_level``)."""
     import structlog
     from structlog.stdlib import ProcessorFormatter
 
@@ -97,7 +99,10 @@ def configure(log_dir: Path, *, foreground: bool, name: str = LOG_FILE) -> Engin
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(LIBRARY_LEVEL)
-    logging.getLogger(EVENTS_LOGGER).setLevel(EVENT_LEVEL)
+    event_level = logging.getLevelName(level.upper())
+    if not isinstance(event_level, int):
+        event_level = EVENT_LEVEL
+    logging.getLogger(EVENTS_LOGGER).setLevel(event_level)
     logging.captureWarnings(True)  # ``warnings.warn`` from libraries: a WARNING record
 
     structlog.configure(
@@ -107,7 +112,7 @@ def configure(log_dir: Path, *, foreground: bool, name: str = LOG_FILE) -> Engin
             ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.make_filtering_bound_logger(EVENT_LEVEL),
+        wrapper_class=structlog.make_filtering_bound_logger(event_level),
         cache_logger_on_first_use=True,
     )
     logger: FilteringBoundLogger = structlog.get_logger(EVENTS_LOGGER)

@@ -150,6 +150,9 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # worker processes (`engine start --workers N` overrides); unset: one per core this
     # process may run on, at most one per shard
     workers: Annotated[int, msgspec.Meta(ge=1, le=256)] | None = None
+    # the engine's log: "debug" adds a line for each step of every message's life
+    # (admitted, published), each carrying its delay message id and attempt id
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
 class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -79,7 +79,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_home_lock(home)
     pid_stat = write_pid_file(home)
-    engine_logs = logs.configure(layout.logs, foreground=foreground)
+    engine_logs = logs.configure(layout.logs, foreground=foreground,
+                                 level=config.engine.log_level)
     logger = engine_logs.logger
 
     log_event = event_logger(logger)

@@ -66,7 +66,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     home_config = load_home_config(layout.config)
     config = worker_config(home_config, home, index)
     clustered = home_config.cluster is not None
-    engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index))
+    engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index),
+                                 level=home_config.engine.log_level)
     logger = engine_logs.logger
 
     log_event = event_logger(logger, worker=index)

@@ -103,3 +103,29 @@ def test_follow_prints_lines_as_the_engine_writes_them(engine_home: Path) -> Non
     finally:
         follower.terminate()
         follower.wait(30)
+
+
+def test_a_messages_story_at_debug_level(tmp_path: Path) -> None:
+    """With [engine] log_level = "debug", `engine logs --message ID` tells a published
+    message's story from the engine's own lines: admitted, then its outcome, each line
+    carrying the message id and the same attempt id."""
+    from tests.daemon import running_engine, wait_for
+
+    home = init_home(tmp_path / "home")
+    config = home / "nereus.toml"
+    config.write_text(config.read_text() + '\n[engine]\nlog_level = "debug"\n')
+    with running_engine(home):
+        queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
+                            "0s", "--id", "story-1", "--payload", "x", "--wait", home=home)
+        assert queued.code == 0, queued.stderr
+
+        def told() -> list[dict[str, Any]] | None:
+            result = run_nereus("--json", "engine", "logs", "--message", "story-1", home=home)
+            lines: list[dict[str, Any]] = result.json()["lines"]
+            return lines if any(line["event"] == "message_outcome" for line in lines) else None
+
+        story = wait_for(told, timeout=30, what="the message's outcome in the log")
+    assert [line["event"] for line in story] == ["message_admitted", "message_outcome"]
+    assert {line["delay_message_id"] for line in story} == {"story-1"}
+    assert len({line["attempt_id"] for line in story}) == 1
+    assert story[1]["outcome"] == "PUBLISHED"
