@@ -23,6 +23,7 @@ from nereus.config import Config
 from nereus.engine.engine import Engine
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
+from process_tree import tree_cpu_s
 
 
 class Probe(Protocol):
@@ -117,17 +118,7 @@ class Daemon:
 
     def cpu_s(self) -> float:
         """utime + stime of the front door and its children (the worker processes)."""
-        pids = [self.pid]
-        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
-            pids += [int(p) for p in task.read_text().split()]
-        ticks = 0
-        for pid in pids:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            ticks += int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return tree_cpu_s(self.pid)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from nereus.adapters.engine_process import start_engine, stop_engine
 from nereus.adapters.home_lock import socket_path
 from nereus.config import Config, parse_config
 from nereus.layout import HomeLayout
+from process_tree import tree_cpu_s, tree_pids, tree_rss_mb
 
 NEREUS = str(Path(sys.executable).with_name("nereus"))
 ROUTE = "default"
@@ -90,36 +91,14 @@ class Daemon:
         return counts
 
     def pids(self) -> list[int]:
-        """The front door and its children (a thread may end between listing and reading)."""
-        pids = [self.pid]
-        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
-            try:
-                pids += [int(p) for p in task.read_text().split()]
-            except OSError:
-                continue
-        return pids
+        return tree_pids(self.pid)
 
     def rss_mb(self) -> float:
         """Resident memory of the front door and its worker processes."""
-        total_kb = 0
-        for pid in self.pids():
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            total_kb += next((int(line.split()[1]) for line in status.splitlines()
-                              if line.startswith("VmRSS:")), 0)
-        return round(total_kb / 1024, 1)
+        return tree_rss_mb(self.pid)
 
     def cpu_s(self) -> float:
-        ticks = 0
-        for pid in self.pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            ticks += int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return tree_cpu_s(self.pid)
 
 
 def open_logs(home: Path) -> ShardLogs:
