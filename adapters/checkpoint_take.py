@@ -115,6 +115,7 @@ def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
         partition=manifest.partition, applied_position=manifest.applied_position,
         digest=manifest.digest, manifest_key=prefix + MANIFEST_NAME,
         created_at=manifest.created_at, created_at_ms=manifest.created_at_ms,
+        digest_version=manifest.digest_version,
     )
     key = catalog_key(manifest.route, manifest.partition, manifest.checkpoint_id)
     if not objects.create_if_absent(key, encode_json(catalog)):

@@ -3,14 +3,14 @@
 Checks, in order, each reported with ``name``, ``ok`` and a ``detail`` that names the file,
 key or value at fault:
 
-1. ``manifest`` — manifest.json parses and has a supported format version;
+1. ``manifest`` — manifest.json parses and has a supported format version (1 or 2);
 2. ``files_present`` — every listed file exists (and nothing unlisted hides a problem);
 3. ``file_sizes`` and ``file_checksums`` — sizes and SHA-256 match, file by file;
 4. ``identity`` — the manifest names the expected shard (and the catalog entry, when
    verifying by id), and the database's own ``meta/identity`` agrees;
 5. ``db_opens`` — RocksDB opens the directory read-only;
 6. ``applied_position`` and ``digest`` — recomputed from the database, equal to the
-   manifest.
+   manifest (the state digest version the manifest's format carries: v1 for format 1).
 
 A failed early check skips the checks that depend on it (reported as skipped, not ok).
 """
@@ -25,9 +25,17 @@ from pathlib import Path
 
 import msgspec
 
-from nereus.checkpoint.manifest import FORMAT, FORMAT_VERSION, MANIFEST_NAME, CatalogEntry, Manifest
+from nereus.checkpoint.manifest import (
+    FORMAT,
+    FORMAT_VERSION,
+    FORMAT_VERSIONS,
+    MANIFEST_NAME,
+    CatalogEntry,
+    Manifest,
+    encode_json,
+)
 from nereus.errors import NereusError
-from nereus.state.digest import digest_sorted
+from nereus.state.digest import DIGEST_VERSION, digest_sorted
 from nereus.state.store import ShardStore
 
 _CHUNK = 4 << 20
@@ -94,16 +102,16 @@ def file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> tu
 
 
 HashFiles = Callable[[list[Path], Callable[[int], None] | None], list[tuple[int, str]]]
-DigestStore = Callable[[ShardStore], str]
+DigestStore = Callable[[ShardStore, int], str]  # (store, state digest version) -> digest
 
 
 def _hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
     return [file_sha256(path, progress) for path in paths]
 
 
-def store_digest(store: ShardStore) -> str:
-    """The state digest of a store (replicated range, key order)."""
-    return digest_sorted(store.replicated())
+def store_digest(store: ShardStore, version: int = DIGEST_VERSION) -> str:
+    """The state digest of a store (replicated range, key order), of ``version``."""
+    return digest_sorted(store.replicated(), version)
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -118,9 +126,10 @@ def read_manifest(path: Path) -> Manifest:
         raise NereusError(f"{path / MANIFEST_NAME} does not parse: {exc}") from None
     if manifest.format != FORMAT:
         raise NereusError(f"{path / MANIFEST_NAME}: format {manifest.format!r} is not {FORMAT!r}")
-    if manifest.format_version != FORMAT_VERSION:
+    if manifest.format_version not in FORMAT_VERSIONS:
         raise NereusError(f"{path / MANIFEST_NAME}: format version {manifest.format_version} is "
-                          f"not supported (this build reads {FORMAT_VERSION})")
+                          f"not supported (this build reads "
+                          f"{', '.join(map(str, FORMAT_VERSIONS))})")
     return manifest
 
 
@@ -232,6 +241,34 @@ def _check_database(report: VerifyReport, manifest: Manifest, identity_problems:
         applied = store.applied_position()
         report.add("applied_position", applied == manifest.applied_position,
                    f"database at {applied}, manifest says {manifest.applied_position}")
-        recomputed = digest(store)
+        recomputed = digest(store, manifest.digest_version)
         report.add("digest", recomputed == manifest.digest,
-                   f"recomputed {recomputed[:16]}.., manifest {manifest.digest[:16]}..")
+                   f"recomputed {recomputed[:16]}.., manifest {manifest.digest[:16]}.. "
+                   f"(state digest v{manifest.digest_version})")
+
+
+def upgrade_manifest(path: Path, *, digest: DigestStore | None = None) -> Manifest:
+    """Rewrite the format 1 manifest of the checkpoint at ``path`` as format 2.
+
+    The checkpoint is verified first, v1 digest included (an image that does not verify is
+    not given a new digest: NereusError says which check failed); then the v2 digest is
+    computed from the database and ``manifest.json`` is replaced (temp file + rename).
+    The files are untouched, so their sizes and checksums stay as listed. A format 2
+    manifest is returned as it is.
+    """
+    report = verify_directory(path, digest=digest)
+    manifest = report.manifest
+    if manifest is None or not report.ok:
+        failed = next((c for c in report.checks if not c.ok and not c.skipped), None)
+        raise NereusError(f"{path} does not verify, so it is not upgraded: "
+                          f"{failed.name + ': ' + failed.detail if failed else 'no checks'}")
+    if manifest.format_version == FORMAT_VERSION:
+        return manifest
+    with ShardStore.open(Path(path), read_only=True) as store:
+        recomputed = (digest or store_digest)(store, DIGEST_VERSION)
+    upgraded = msgspec.structs.replace(manifest, format_version=FORMAT_VERSION,
+                                       digest=recomputed)
+    temporary = Path(path) / (MANIFEST_NAME + ".upgrade")
+    temporary.write_bytes(encode_json(upgraded))
+    os.replace(temporary, Path(path) / MANIFEST_NAME)
+    return upgraded

@@ -213,8 +213,11 @@ class ShardStore:
         items = self._db.items(from_key=start, read_opt=bounded)
         return items
 
-    def replicated(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every replicated pair in key order, read as one bulk pass (what the digest hashes).
+    def replicated(self, start: bytes = b"\x00",
+                   end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Every replicated pair in key order, read as one bulk pass (what the digest hashes);
+        with ``start``/``end``, those in ``[start, end)`` (a range of the digest, ``end``
+        at most 0x80).
 
         A full pass reads each block once: it bypasses the block cache (which it would only
         churn, evicting what point reads need) and reads ahead 2 MiB. Block checksums are
@@ -222,12 +225,18 @@ class ShardStore:
         """
         from rocksdict import ReadOptions
 
+        limit = bytes([keys.REPLICATED_LIMIT])
         bulk = ReadOptions()
-        bulk.set_iterate_upper_bound(bytes([keys.REPLICATED_LIMIT]))
+        bulk.set_iterate_upper_bound(limit if end is None else min(end, limit))
         bulk.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the argument
         bulk.set_readahead_size(2 << 20)
-        items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=b"\x00", read_opt=bulk)
+        items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=start, read_opt=bulk)
         return items
+
+    def files(self) -> list[dict[str, Any]]:
+        """RocksDB's live SST files (name, size, level, start_key, end_key, num_entries)."""
+        files: list[dict[str, Any]] = self._db.live_files()
+        return files
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.scan(prefix, keys.prefix_end(prefix))

@@ -31,12 +31,16 @@ def _store(path: Path, messages: int) -> None:
 
 
 def test_the_child_process_digest_equals_the_in_process_one(tmp_path: Path) -> None:
-    """The digest computed in a child process equals the one computed in this process."""
+    """The digest computed by child processes, one range each, equals the one computed in
+    this process, for any number of ranges; so does the v1 digest of one child."""
     _store(tmp_path / "db", 9_000)  # more than two digest chunks
     with ShardStore.open(tmp_path / "db", read_only=True) as store:
         expected = store_digest(store)
-        assert pipelined_digest(store) == expected
-    assert process_digest(tmp_path / "db") == expected
+        expected_v1 = store_digest(store, 1)
+        assert pipelined_digest(store) == expected_v1
+    for parts in (1, 2, 3):
+        assert process_digest(tmp_path / "db", parts=parts) == expected
+    assert process_digest(tmp_path / "db", version=1) == expected_v1
 
 
 def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: Path) -> None:
