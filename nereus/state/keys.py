@@ -56,6 +56,7 @@ OBLIGATION: Final = b"\x07"
 LANE: Final = b"\x08"
 PAYLOAD: Final = b"\x09"
 MSG_ATTEMPT: Final = b"\x0a"
+RETAIN: Final = b"\x0b"  # + u64 expire_at_ms + kind (b"m" message, b"r" result) + id
 CLAIM: Final = b"\x81"
 SCHED: Final = b"\x82"
 

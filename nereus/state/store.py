@@ -254,6 +254,17 @@ class ShardStore:
         value: int | None = self._db.property_int_value(name)
         return value
 
+    def wal_bytes(self) -> int:
+        """Bytes of the write-ahead log files (``*.log``) in the database directory."""
+        total = 0
+        for entry in self.path.iterdir():
+            if entry.suffix == ".log":
+                try:
+                    total += entry.stat().st_size
+                except FileNotFoundError:  # a log RocksDB just deleted
+                    continue
+        return total
+
     def create_checkpoint(self, path: Path) -> None:
         """A RocksDB checkpoint of the current state at ``path`` (hard links where possible).
 
