@@ -48,7 +48,8 @@ def test_inspect_reports_live_obsolete_and_terminal_retained_bytes(tmp_path: Pat
                          "terminal_messages", "terminal_retained_bytes", "oldest_retained"}
     for name in ("live_bytes", "sst_bytes", "wal_bytes", "obsolete_bytes",
                  "terminal_retained_bytes"):
-        assert isinstance(disk[name], int) and disk[name] >= 0, (name, disk)
+        value = disk[name]
+        assert isinstance(value, int) and value >= 0, (name, disk)
     assert disk["terminal_messages"] == 10
     assert disk["oldest_retained"] is None
     human = run_nereus("shard", "inspect", SHARD, home=home)
