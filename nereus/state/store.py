@@ -213,15 +213,16 @@ class ShardStore:
         items = self._db.items(from_key=start, read_opt=bounded)
         return items
 
-    def replicated(self, start: bytes = b"\x00",
-                   end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    def replicated(self, start: bytes = b"\x00", end: bytes | None = None, *,
+                   verify_checksums: bool = True) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated pair in key order, read as one bulk pass (what the digest hashes);
         with ``start``/``end``, those in ``[start, end)`` (a range of the digest, ``end``
         at most 0x80).
 
         A full pass reads each block once: it bypasses the block cache (which it would only
-        churn, evicting what point reads need) and reads ahead 2 MiB. Block checksums are
-        still verified. About 1.4x faster than a plain scan on a 3M-pair shard.
+        churn, evicting what point reads need) and reads ahead 2 MiB. About 1.4x faster than
+        a plain scan on a 3M-pair shard. Block checksums are verified unless the caller
+        checks the files' own checksums anyway (checkpoint verify).
         """
         from rocksdict import ReadOptions
 
@@ -230,6 +231,7 @@ class ShardStore:
         bulk.set_iterate_upper_bound(limit if end is None else min(end, limit))
         bulk.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the argument
         bulk.set_readahead_size(2 << 20)
+        bulk.set_verify_checksums(verify_checksums)
         items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=start, read_opt=bulk)
         return items
 
