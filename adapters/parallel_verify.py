@@ -3,8 +3,9 @@
 The core (``nereus.checkpoint.verify``) has no threads; the engine and the CLI pass these
 in. Both compute exactly what the core's defaults compute:
 
-* ``hash_files`` — SHA-256 of every file on a small thread pool (hashlib releases the GIL
-  while hashing): one thread per core but one;
+* ``hash_files`` — the checksum of every file (BLAKE3 for a format 2 checkpoint, SHA-256
+  for format 1) on a small thread pool (both release the GIL while hashing): one thread
+  per core but one;
 * ``parallel_digest`` — the state digest (v2) of a database directory, its key space cut
   into one range per core at leaf boundaries (``split_points``, balanced by RocksDB's own
   file list), each range digested by a child interpreter (``nereus.adapters.digest_worker``)
@@ -30,7 +31,7 @@ import msgspec
 
 from nereus.checkpoint.verify import (
     VerifyReport,
-    file_sha256,
+    file_hash,
     read_manifest,
     store_digest,
     verify_directory,
@@ -47,7 +48,8 @@ SMALL_FILE = 1 << 20
 SMALL_CHECKPOINT = 32 << 20
 
 
-def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
+def hash_files(paths: list[Path], progress: Callable[[int], None] | None,
+                algorithm: str = "blake3") -> list[tuple[int, str]]:
     workers = max(1, min(8, (os.cpu_count() or 2) - 1))
     lock = threading.Lock()
 
@@ -57,7 +59,7 @@ def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> lis
                 progress(n)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sha256") as pool:
-        return list(pool.map(lambda p: file_sha256(p, advance), paths))
+        return list(pool.map(lambda p: file_hash(p, advance, algorithm), paths))
 
 
 def pipelined_digest(store: ShardStore) -> str:
@@ -182,17 +184,20 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
         return verify_directory(directory, progress=progress, **kwargs)
     # Opening the database rewrites small metadata files (rocksdict-config.json): hash
     # every small file before the digest children open it, the large ones alongside.
-    small = {p: file_sha256(p, progress) for p in paths if p.stat().st_size < SMALL_FILE}
+    algorithm = manifest.file_hash
+    small = {p: file_hash(p, progress, algorithm) for p in paths
+             if p.stat().st_size < SMALL_FILE}
     large = [p for p in paths if p not in small]
     version = manifest.digest_version
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
         digest = pool.submit(process_digest, directory, version=version)
-        files = pool.submit(hash_files, large, progress)
+        files = pool.submit(hash_files, large, progress, algorithm)
 
-        def hashed(requested: list[Path], _: Callable[[int], None] | None) -> list[tuple[int, str]]:
-            if requested != paths:
-                return hash_files(requested, None)
+        def hashed(requested: list[Path], _: Callable[[int], None] | None,
+                   wanted: str) -> list[tuple[int, str]]:
+            if requested != paths or wanted != algorithm:
+                return hash_files(requested, None, wanted)
             found = dict(zip(large, files.result(), strict=True)) | small
             return [found[p] for p in paths]
 

@@ -24,8 +24,9 @@ What it does, in one run:
    timed and reported: it hashes the files and computes the digest too) in a scratch
    directory beside the cache (hard links). With the files warm in the page cache, each
    of R rounds times, in this order: ``sha256sum`` over the checkpoint's files (one
-   subprocess), the file-checksum part of verify alone (``file_sha256`` over the
-   manifest's files, as ``verify_directory`` calls it), the whole verify as ``nereus
+   subprocess), the file-checksum part of verify alone (``file_hash`` over the manifest's
+   files with the checksum its format lists, BLAKE3 for format 2, as ``verify_directory``
+   calls it; SHA-256 in Python beside it), the whole verify as ``nereus
    checkpoint verify`` runs it (``nereus.adapters.parallel_verify.verify_parallel``: every
    check of ``verify_directory`` — manifest, sizes, checksums, identity, read-only open,
    applied position, digest — with the files hashed on threads and the state digest's key
@@ -113,7 +114,10 @@ def _print_verify(v: VerifyFigures) -> None:
           f"replicated pairs; take_local {v.take_local_s:.2f}s")
     print(f"  sha256sum        {v.sha256sum.mb_per_s:8,.0f} MB/s ({v.sha256sum.seconds:.3f}s)")
     print(f"  verify checksums {v.checksums.mb_per_s:8,.0f} MB/s "
-          f"({v.checksums.seconds:.3f}s)   ratio {v.checksums.ratio_to_sha256sum:.2f}")
+          f"({v.checksums.seconds:.3f}s)   ratio {v.checksums.ratio_to_sha256sum:.2f}"
+          f"   ({v.checksum}, what a format 2 manifest lists)")
+    print(f"  (SHA-256 in Python, format 1's checksum: {v.sha256_python.mb_per_s:,.0f} MB/s, "
+          f"{v.sha256_python.seconds:.3f}s)")
     print(f"  verify (whole)   {v.verify.mb_per_s:8,.0f} MB/s "
           f"({v.verify.seconds:.3f}s)   ratio {v.verify.ratio_to_sha256sum:.2f}"
           f"   [target >= {TARGET_VERIFY_RATIO}x sha256sum: {_mark(v.met)}]")
@@ -123,7 +127,7 @@ def _print_verify(v: VerifyFigures) -> None:
     p = v.parts_s
     print("  where verify's time goes (each part timed alone, median):")
     rows = [
-        ("file checksums (SHA-256 of every file)", p.checksums),
+        (f"file checksums ({v.checksum} of every file)", p.checksums),
         ("digest recomputation, with open", p.digest_with_open),
         ("  open read-only", p.db_open),
         ("  scan of the replicated range (no hashing)", p.scan_replicated),

@@ -23,7 +23,7 @@ import msgspec
 from generated_schedules import IDENTITY, SHARD
 from nereus.adapters.checkpoint_take import take_local
 from nereus.checkpoint.manifest import Manifest
-from nereus.checkpoint.verify import file_sha256, verify_directory
+from nereus.checkpoint.verify import file_hash, file_sha256, verify_directory
 from nereus.inspection import inspect_store
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
@@ -109,14 +109,11 @@ class Taken:
     directory: Path
     manifest: Manifest
     seconds: float
+    expected: dict[str, str]  # each file's SHA-256, to check sha256sum's answer
 
     @property
     def paths(self) -> list[Path]:
         return [self.directory / f.name for f in self.manifest.files]
-
-    @property
-    def expected(self) -> dict[str, str]:
-        return {f.name: f.sha256 for f in self.manifest.files}
 
 
 def take_checkpoint(db: Path, staging: Path) -> Taken:
@@ -124,7 +121,9 @@ def take_checkpoint(db: Path, staging: Path) -> Taken:
         started = time.perf_counter()
         directory, manifest = take_local(store, SHARD, staging, checkpoint_id="cp-bench",
                                          parent=None, now_ms=BASE_MS)
-        return Taken(directory, manifest, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+    expected = {f.name: file_sha256(directory / f.name)[1] for f in manifest.files}
+    return Taken(directory, manifest, seconds, expected)
 
 
 def sha256sum(paths: list[Path], expected: dict[str, str]) -> None:
@@ -137,9 +136,9 @@ def sha256sum(paths: list[Path], expected: dict[str, str]) -> None:
         raise SystemExit("sha256sum disagrees with the manifest")
 
 
-def checksums_only(paths: list[Path]) -> None:
+def checksums_only(paths: list[Path], algorithm: str) -> None:
     for path in paths:
-        file_sha256(path)
+        file_hash(path, None, algorithm)
 
 
 def verify(directory: Path) -> None:
@@ -164,7 +163,8 @@ def time_rounds(taken: Taken, repeat: int) -> dict[str, list[float]]:
     paths, expected, directory = taken.paths, taken.expected, taken.directory
     ways: list[tuple[str, Callable[[], None]]] = [
         ("sha256sum", lambda: sha256sum(paths, expected)),
-        ("checksums", lambda: checksums_only(paths)),
+        ("checksums", lambda: checksums_only(paths, taken.manifest.file_hash)),
+        ("sha256_python", lambda: checksums_only(paths, "sha256")),
         ("verify", lambda: verify(directory)),
         ("verify_core", lambda: verify_core(directory)),
     ]
@@ -259,6 +259,8 @@ class VerifyFigures(msgspec.Struct, frozen=True):
     take_local_s: float
     sha256sum: Throughput
     checksums: Throughput
+    checksum: str  # the checksum the checkpoint's manifest lists (its format's)
+    sha256_python: Throughput
     verify: Throughput
     verify_core: Throughput
     parts_s: Parts
@@ -287,7 +289,8 @@ def measure_verify(db: Path, repeat: int, scratch: Path) -> VerifyFigures:
         files=len(taken.manifest.files), bytes=sum(f.size for f in taken.manifest.files),
         replicated_pairs=parts.pairs, replicated_pair_bytes=parts.pair_bytes,
         take_local_s=taken.seconds,
-        sha256sum=sha, checksums=checksums, verify=whole,
+        sha256sum=sha, checksums=checksums, checksum=taken.manifest.file_hash,
+        sha256_python=_throughput(rounds["sha256_python"], mb, sha.mb_per_s), verify=whole,
         verify_core=_throughput(rounds["verify_core"], mb, sha.mb_per_s),
         parts_s=Parts(checksums=checksums.seconds, db_open=parts.open_s,
                       scan_replicated=parts.scan_s, digest_with_open=parts.digest_s,

@@ -8,8 +8,9 @@ copied directory verifies on its own (``nereus checkpoint verify --path DIR``). 
 * ``applied_position`` (last applied Shard Log position, or null) and ``records_applied``;
 * ``digest`` — the state digest of the replicated state (``nereus.state.digest``): state
   digest v2 (range digests combined) in a format 2 manifest, v1 (one SHA-256 stream) in a
-  format 1 manifest — the only difference between the two formats;
-* ``files`` — every file of the directory with size and SHA-256;
+  format 1 manifest;
+* ``files`` — every file of the directory with size and checksum: BLAKE3 (``blake3``) in
+  a format 2 manifest, SHA-256 (``sha256``) in format 1;
 * ``external_objects`` — object-store keys the state references (large payloads);
 * ``parent`` — the previous checkpoint of the shard, if any; ``created_at`` (ISO-8601 UTC).
 
@@ -37,10 +38,23 @@ DIGEST_VERSION_OF_FORMAT = {1: 1, 2: 2}
 MANIFEST_NAME = "manifest.json"
 
 
-class FileEntry(msgspec.Struct, frozen=True, kw_only=True):
+# the checksum each format lists for a file (a FileEntry field), and its name in reports
+FILE_HASH_OF_FORMAT = {1: "sha256", 2: "blake3"}
+FILE_HASH_NAMES = {"sha256": "SHA-256", "blake3": "BLAKE3"}
+
+
+class FileEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One file of the checkpoint: its size and checksum (``sha256`` in format 1,
+    ``blake3`` in format 2, the other absent)."""
+
     name: str
     size: int
-    sha256: str
+    sha256: str | None = None
+    blake3: str | None = None
+
+    def checksum(self, algorithm: str) -> str | None:
+        value: str | None = getattr(self, algorithm)
+        return value
 
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -67,6 +81,11 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def digest_version(self) -> int:
         """Which state digest ``digest`` is (by the manifest's format version)."""
         return DIGEST_VERSION_OF_FORMAT[self.format_version]
+
+    @property
+    def file_hash(self) -> str:
+        """Which checksum ``files`` lists (by the manifest's format version)."""
+        return FILE_HASH_OF_FORMAT[self.format_version]
 
 
 class CatalogEntry(msgspec.Struct, frozen=True, kw_only=True):

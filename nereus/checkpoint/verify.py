@@ -5,7 +5,8 @@ key or value at fault:
 
 1. ``manifest`` — manifest.json parses and has a supported format version (1 or 2);
 2. ``files_present`` — every listed file exists (and nothing unlisted hides a problem);
-3. ``file_sizes`` and ``file_checksums`` — sizes and SHA-256 match, file by file;
+3. ``file_sizes`` and ``file_checksums`` — sizes and checksums (BLAKE3 in format 2,
+   SHA-256 in format 1) match, file by file;
 4. ``identity`` — the manifest names the expected shard (and the catalog entry, when
    verifying by id), and the database's own ``meta/identity`` agrees;
 5. ``db_opens`` — RocksDB opens the directory read-only;
@@ -26,11 +27,14 @@ from pathlib import Path
 import msgspec
 
 from nereus.checkpoint.manifest import (
+    FILE_HASH_NAMES,
+    FILE_HASH_OF_FORMAT,
     FORMAT,
     FORMAT_VERSION,
     FORMAT_VERSIONS,
     MANIFEST_NAME,
     CatalogEntry,
+    FileEntry,
     Manifest,
     encode_json,
 )
@@ -90,7 +94,15 @@ class VerifyReport:
 
 
 def file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> tuple[int, str]:
-    digest = hashlib.sha256()
+    return file_hash(path, progress, "sha256")
+
+
+def file_hash(path: Path, progress: Callable[[int], None] | None = None,
+              algorithm: str = "blake3") -> tuple[int, str]:
+    """(size, hex checksum) of the file at ``path``: ``blake3`` or ``sha256``."""
+    from blake3 import blake3
+
+    digest = blake3() if algorithm == "blake3" else hashlib.new(algorithm)
     size = 0
     with open(path, "rb", buffering=0) as handle:
         while chunk := handle.read(_CHUNK):
@@ -101,12 +113,14 @@ def file_sha256(path: Path, progress: Callable[[int], None] | None = None) -> tu
     return size, digest.hexdigest()
 
 
-HashFiles = Callable[[list[Path], Callable[[int], None] | None], list[tuple[int, str]]]
+# (paths, progress, algorithm) -> (size, hex checksum) of each path
+HashFiles = Callable[[list[Path], Callable[[int], None] | None, str], list[tuple[int, str]]]
 DigestStore = Callable[[ShardStore, int], str]  # (store, state digest version) -> digest
 
 
-def _hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
-    return [file_sha256(path, progress) for path in paths]
+def _hash_files(paths: list[Path], progress: Callable[[int], None] | None,
+                algorithm: str) -> list[tuple[int, str]]:
+    return [file_hash(path, progress, algorithm) for path in paths]
 
 
 def store_digest(store: ShardStore, version: int = DIGEST_VERSION) -> str:
@@ -187,12 +201,16 @@ def _check_files(report: VerifyReport, manifest: Manifest, hash_files: HashFiles
     report.add("file_sizes", not wrong_size, "; ".join(wrong_size) or "all sizes match")
     wrong_sum = []
     paths = [report.path / entry.name for entry in manifest.files]
-    hashes = hash_files(paths, progress)
-    for entry, (_, sha) in zip(manifest.files, hashes, strict=True):
-        if sha != entry.sha256:
-            wrong_sum.append(f"{entry.name} has SHA-256 {sha[:16]}.., manifest says "
-                             f"{entry.sha256[:16]}..")
-    report.add("file_checksums", not wrong_sum, "; ".join(wrong_sum) or "all checksums match")
+    algorithm = manifest.file_hash
+    hashes = hash_files(paths, progress, algorithm)
+    name = FILE_HASH_NAMES[algorithm]
+    for entry, (_, found) in zip(manifest.files, hashes, strict=True):
+        listed = entry.checksum(algorithm)
+        if found != listed:
+            wrong_sum.append(f"{entry.name} has {name} {found[:16]}.., manifest says "
+                             f"{listed[:16] + '..' if listed else 'none'}")
+    report.add("file_checksums", not wrong_sum,
+               "; ".join(wrong_sum) or f"all checksums match ({name})")
     return not wrong_size and not wrong_sum
 
 
@@ -250,11 +268,11 @@ def _check_database(report: VerifyReport, manifest: Manifest, identity_problems:
 def upgrade_manifest(path: Path, *, digest: DigestStore | None = None) -> Manifest:
     """Rewrite the format 1 manifest of the checkpoint at ``path`` as format 2.
 
-    The checkpoint is verified first, v1 digest included (an image that does not verify is
-    not given a new digest: NereusError says which check failed); then the v2 digest is
-    computed from the database and ``manifest.json`` is replaced (temp file + rename).
-    The files are untouched, so their sizes and checksums stay as listed. A format 2
-    manifest is returned as it is.
+    The checkpoint is verified first, SHA-256 checksums and v1 digest included (an image
+    that does not verify is not given new ones: NereusError says which check failed); then
+    the files' BLAKE3 checksums and the v2 digest are computed and ``manifest.json`` is
+    replaced (temp file + rename). The files themselves are untouched. A format 2 manifest
+    is returned as it is.
     """
     report = verify_directory(path, digest=digest)
     manifest = report.manifest
@@ -266,8 +284,12 @@ def upgrade_manifest(path: Path, *, digest: DigestStore | None = None) -> Manife
         return manifest
     with ShardStore.open(Path(path), read_only=True) as store:
         recomputed = (digest or store_digest)(store, DIGEST_VERSION)
+    algorithm = FILE_HASH_OF_FORMAT[FORMAT_VERSION]
+    files = [FileEntry(name=entry.name, size=entry.size,
+                       **{algorithm: file_hash(Path(path) / entry.name, None, algorithm)[1]})
+             for entry in manifest.files]
     upgraded = msgspec.structs.replace(manifest, format_version=FORMAT_VERSION,
-                                       digest=recomputed)
+                                       digest=recomputed, files=files)
     temporary = Path(path) / (MANIFEST_NAME + ".upgrade")
     temporary.write_bytes(encode_json(upgraded))
     os.replace(temporary, Path(path) / MANIFEST_NAME)

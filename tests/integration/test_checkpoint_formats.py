@@ -1,5 +1,6 @@
-"""Checkpoint manifest formats: format 2 carries the v2 state digest, format 1 checkpoints
-(v1 digest) still verify, and ``upgrade_manifest`` migrates one after verifying it."""
+"""Checkpoint manifest formats: format 2 carries the v2 state digest and BLAKE3 file
+checksums, format 1 checkpoints (v1 digest, SHA-256) still verify, and
+``upgrade_manifest`` migrates one after verifying it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,19 @@ import pytest
 
 from nereus.adapters.checkpoint_take import take_local
 from nereus.adapters.parallel_verify import verify_parallel
-from nereus.checkpoint.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, encode_json
-from nereus.checkpoint.verify import store_digest, upgrade_manifest, verify_directory
+from nereus.checkpoint.manifest import (
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    FileEntry,
+    Manifest,
+    encode_json,
+)
+from nereus.checkpoint.verify import (
+    file_sha256,
+    store_digest,
+    upgrade_manifest,
+    verify_directory,
+)
 from nereus.errors import NereusError
 from nereus.machine import apply
 from nereus.records import encode
@@ -40,19 +52,24 @@ def _checkpoint(tmp_path: Path, messages: int = 500) -> tuple[Path, Manifest]:
 
 
 def _as_format_1(directory: Path, manifest: Manifest) -> Manifest:
-    """Rewrite the manifest as an earlier build wrote it: format 1, v1 digest."""
+    """Rewrite the manifest as an earlier build wrote it: format 1, v1 digest, SHA-256."""
     with ShardStore.open(directory, read_only=True) as store:
         v1 = store_digest(store, 1)
-    old = msgspec.structs.replace(manifest, format_version=1, digest=v1)
+    files = [FileEntry(name=f.name, size=f.size, sha256=file_sha256(directory / f.name)[1])
+             for f in manifest.files]
+    old = msgspec.structs.replace(manifest, format_version=1, digest=v1, files=files)
     (directory / MANIFEST_NAME).write_bytes(encode_json(old))
     return old
 
 
 def test_a_new_checkpoint_is_format_2_with_the_v2_digest(tmp_path: Path) -> None:
-    """take_local writes format 2 whose digest is the v2 state digest, and it verifies."""
+    """take_local writes format 2 whose digest is the v2 state digest and whose files list
+    BLAKE3 checksums (no SHA-256), and it verifies."""
     directory, manifest = _checkpoint(tmp_path)
     assert manifest.format_version == FORMAT_VERSION == 2
-    assert json.loads((directory / MANIFEST_NAME).read_bytes())["format_version"] == 2
+    written = json.loads((directory / MANIFEST_NAME).read_bytes())
+    assert written["format_version"] == 2
+    assert all(set(f) == {"name", "size", "blake3"} for f in written["files"]), written
     with ShardStore.open(directory, read_only=True) as store:
         assert manifest.digest == store_digest(store, 2) != store_digest(store, 1)
     report = verify_directory(directory, expected_shard=(SHARD.route, SHARD.partition))
@@ -61,14 +78,15 @@ def test_a_new_checkpoint_is_format_2_with_the_v2_digest(tmp_path: Path) -> None
 
 
 def test_a_format_1_checkpoint_still_verifies_by_its_v1_digest(tmp_path: Path) -> None:
-    """A format 1 manifest verifies (core and parallel), its v1 digest recomputed; a wrong
-    v1 digest still fails."""
+    """A format 1 manifest verifies (core and parallel), its SHA-256 checksums and v1
+    digest recomputed; a wrong v1 digest still fails."""
     directory, manifest = _checkpoint(tmp_path)
     old = _as_format_1(directory, manifest)
     for verify in (verify_directory, verify_parallel):
         report = verify(directory)
         assert report.ok, report.document()
         assert "state digest v1" in report.checks[-1].detail
+        assert "SHA-256" in report.checks[3].detail, report.checks
     wrong = msgspec.structs.replace(old, digest="0" * 64)
     (directory / MANIFEST_NAME).write_bytes(encode_json(wrong))
     report = verify_directory(directory)
@@ -78,12 +96,14 @@ def test_a_format_1_checkpoint_still_verifies_by_its_v1_digest(tmp_path: Path) -
 
 def test_upgrade_rewrites_a_format_1_manifest_as_format_2(tmp_path: Path) -> None:
     """upgrade_manifest verifies the format 1 checkpoint, then rewrites its manifest with
-    the v2 digest and nothing else changed; upgrading again changes nothing."""
+    the v2 digest and BLAKE3 checksums, nothing else changed; upgrading again changes
+    nothing."""
     directory, manifest = _checkpoint(tmp_path)
     old = _as_format_1(directory, manifest)
     upgraded = upgrade_manifest(directory)
     assert upgraded == manifest  # the format 2 manifest take_local wrote
-    assert msgspec.structs.replace(upgraded, format_version=1, digest=old.digest) == old
+    assert msgspec.structs.replace(upgraded, format_version=1, digest=old.digest,
+                                   files=old.files) == old
     assert verify_directory(directory).ok
     assert upgrade_manifest(directory) == upgraded
     assert not (directory / (MANIFEST_NAME + ".upgrade")).exists()
