@@ -32,6 +32,7 @@ from nereus.cli.commands.checkpoint_documents import (
     CheckpointList,
     CheckpointPrune,
     CheckpointRestore,
+    CheckpointUpgrade,
     RecoverySetVerification,
     RecoverySetView,
 )
@@ -272,6 +273,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "checkpoint create": typed(CheckpointTaken),
     "checkpoint list": typed(CheckpointList),
     "checkpoint verify": typed(CheckpointVerification, note="Exit status 1 when a check fails."),
+    "checkpoint upgrade": typed(
+        CheckpointUpgrade,
+        note="Exit status 1 (and no change) when the checkpoint does not verify as it is.",
+    ),
     "checkpoint restore": typed(
         CheckpointRestore,
         note="replaced: null (into was new or empty), restored (an earlier restore's output) "

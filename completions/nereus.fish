@@ -20,7 +20,7 @@ complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor da
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify, upgrade and restore checkpoints.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
@@ -262,11 +262,12 @@ complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l wait -d 'Wait for the applied result (needs the engine).'
 
 # nereus checkpoint
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a create -d 'Take a checkpoint now, upload it, register it in the catalog.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a list -d 'Catalogued checkpoints of a shard, oldest first; Recovery Set members marked.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a verify -d 'Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a restore -d 'Download a checkpoint next to --into, verify it there, then move it into place.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a create -d 'Take a checkpoint now, upload it, register it in the catalog.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a list -d 'Catalogued checkpoints of a shard, oldest first; Recovery Set members marked.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a verify -d 'Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a upgrade -d 'Verify a format 1 checkpoint directory, then rewrite its manifest as format 2.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a restore -d 'Download a checkpoint next to --into, verify it there, then move it into place.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
 
 # nereus checkpoint create
 
@@ -275,6 +276,9 @@ complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_se
 # nereus checkpoint verify
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l path -r -F -d 'Verify a checkpoint directory (files + manifest.json) instead.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l deep -d 'Also replay the log from it and compare with the next checkpoint or the live state.'
+
+# nereus checkpoint upgrade
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from upgrade' -l path -r -F -d 'The checkpoint directory (files + manifest.json) to upgrade.'
 
 # nereus checkpoint restore
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l into -r -F -d 'The directory to restore into: new, empty, or (with --force) one to replace.'
