@@ -121,6 +121,11 @@ def _print_verify(v: VerifyFigures) -> None:
     print(f"  verify (whole)   {v.verify.mb_per_s:8,.0f} MB/s "
           f"({v.verify.seconds:.3f}s)   ratio {v.verify.ratio_to_sha256sum:.2f}"
           f"   [target >= {TARGET_VERIFY_RATIO}x sha256sum: {_mark(v.met)}]")
+    cores = os.cpu_count() or 1
+    print(f"  CPU seconds      sha256sum {v.sha256sum.cpu_s:.3f}s, whole verify "
+          f"{v.verify.cpu_s:.3f}s over {cores} cores: at best "
+          f"{v.verify.cpu_s / cores:.3f}s wall, ratio <= "
+          f"{v.sha256sum.cpu_s / (v.verify.cpu_s / cores):.2f} when the cores are ours")
     c = v.verify_core
     print(f"  (single-threaded core reference: {c.mb_per_s:,.0f} MB/s, "
           f"{c.seconds:.3f}s, ratio {c.ratio_to_sha256sum:.2f})")

@@ -158,8 +158,20 @@ def verify_core(directory: Path) -> None:
         raise SystemExit(f"verify failed: {report.document()}")
 
 
-def time_rounds(taken: Taken, repeat: int) -> dict[str, list[float]]:
-    """Seconds of each way of checking the files, round by round, in this order."""
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its waited-for children."""
+    import resource
+
+    own, children = (resource.getrusage(resource.RUSAGE_SELF),
+                     resource.getrusage(resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def time_rounds(taken: Taken, repeat: int) -> tuple[dict[str, list[float]],
+                                                    dict[str, list[float]]]:
+    """Wall and CPU seconds of each way of checking the files, round by round, in this
+    order. CPU seconds do not depend on what else the machine runs: on a shared machine
+    (where Linux shares the cores out per session) they show what the cores would do."""
     paths, expected, directory = taken.paths, taken.expected, taken.directory
     ways: list[tuple[str, Callable[[], None]]] = [
         ("sha256sum", lambda: sha256sum(paths, expected)),
@@ -169,12 +181,14 @@ def time_rounds(taken: Taken, repeat: int) -> dict[str, list[float]]:
         ("verify_core", lambda: verify_core(directory)),
     ]
     rounds: dict[str, list[float]] = {name: [] for name, _ in ways}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in ways}
     for _ in range(repeat):
         for name, fn in ways:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), cpu_seconds()
             fn()
             rounds[name].append(time.perf_counter() - started)
-    return rounds
+            cpu[name].append(cpu_seconds() - started_cpu)
+    return rounds, cpu
 
 
 # --------------------------------------------------------------------------------------
@@ -239,6 +253,7 @@ class Throughput(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     mb_per_s: float
     ratio_to_sha256sum: float | None = None
     samples_s: list[float]
+    cpu_s: float  # median CPU seconds (this process and its children)
 
 
 class Parts(msgspec.Struct, frozen=True):
@@ -267,31 +282,35 @@ class VerifyFigures(msgspec.Struct, frozen=True):
     met: bool
 
 
-def _throughput(samples: list[float], mb: float, sha_mb_s: float | None) -> Throughput:
+def _throughput(samples: list[float], cpu: list[float], mb: float,
+                sha_mb_s: float | None) -> Throughput:
     seconds = statistics.median(samples)
     mb_per_s = mb / seconds
     return Throughput(seconds=seconds, mb_per_s=mb_per_s, samples_s=samples,
-                      ratio_to_sha256sum=None if sha_mb_s is None else mb_per_s / sha_mb_s)
+                      ratio_to_sha256sum=None if sha_mb_s is None else mb_per_s / sha_mb_s,
+                      cpu_s=statistics.median(cpu))
 
 
 def measure_verify(db: Path, repeat: int, scratch: Path) -> VerifyFigures:
     taken = take_checkpoint(db, scratch / "staging")
     for path in taken.paths:  # warm the page cache: both sides then read from memory
         file_sha256(path)
-    rounds = time_rounds(taken, repeat)
+    rounds, cpu = time_rounds(taken, repeat)
     parts = time_parts(taken, repeat)
     shutil.rmtree(taken.directory)
     mb = sum(f.size for f in taken.manifest.files) / 1e6
-    sha = _throughput(rounds["sha256sum"], mb, None)
-    checksums = _throughput(rounds["checksums"], mb, sha.mb_per_s)
-    whole = _throughput(rounds["verify"], mb, sha.mb_per_s)
+    sha = _throughput(rounds["sha256sum"], cpu["sha256sum"], mb, None)
+    checksums = _throughput(rounds["checksums"], cpu["checksums"], mb, sha.mb_per_s)
+    whole = _throughput(rounds["verify"], cpu["verify"], mb, sha.mb_per_s)
     return VerifyFigures(
         files=len(taken.manifest.files), bytes=sum(f.size for f in taken.manifest.files),
         replicated_pairs=parts.pairs, replicated_pair_bytes=parts.pair_bytes,
         take_local_s=taken.seconds,
         sha256sum=sha, checksums=checksums, checksum=taken.manifest.file_hash,
-        sha256_python=_throughput(rounds["sha256_python"], mb, sha.mb_per_s), verify=whole,
-        verify_core=_throughput(rounds["verify_core"], mb, sha.mb_per_s),
+        sha256_python=_throughput(rounds["sha256_python"], cpu["sha256_python"], mb,
+                                  sha.mb_per_s),
+        verify=whole,
+        verify_core=_throughput(rounds["verify_core"], cpu["verify_core"], mb, sha.mb_per_s),
         parts_s=Parts(checksums=checksums.seconds, db_open=parts.open_s,
                       scan_replicated=parts.scan_s, digest_with_open=parts.digest_s,
                       digest_hashing=parts.digest_s - parts.scan_s,
