@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.parallel_verify import pipelined_digest, process_digest
+from nereus.adapters.parallel_verify import pipelined_digest, process_digest, split_points
 from nereus.checkpoint.verify import store_digest
 from nereus.machine import apply
 from nereus.records import encode
 from nereus.shard import ShardId
+from nereus.state.digest import leaf_of
 from nereus.state.keys import SCHEMA_VERSION
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity
@@ -47,3 +48,15 @@ def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: 
     """A child that cannot open the database ends in an error that says why."""
     with pytest.raises(RuntimeError, match="no shard database"):
         process_digest(tmp_path / "missing")
+
+
+def test_split_points_are_ascending_leaf_boundaries_that_share_the_weight() -> None:
+    """Cuts come from RocksDB's file list: leaf boundaries, ascending, about one share of
+    entries and bytes apart, local-state files ignored; none for one file or one part."""
+    files = [{"start_key": bytes([2]) + f"{n:02d}abcdef".encode(), "num_entries": 100,
+              "size": 1_000} for n in range(8)]
+    files.append({"start_key": b"\x81claim", "num_entries": 10_000, "size": 10**9})
+    cuts = split_points(files, 4)
+    assert cuts == [b"\x0202a", b"\x0204a", b"\x0206a"]
+    assert all(cut == leaf_of(cut) for cut in cuts)
+    assert split_points(files[:1], 4) == [] and split_points(files, 1) == []
