@@ -103,10 +103,6 @@ class ShardBuild(BuiltShard, frozen=True):
 
 def build_shard(path: Path, spec: ShardSpec, say: Callable[[str], None]) -> float:
     """Apply N generated SCHEDULE records into a new database at ``path``; seconds taken."""
-    from rocksdict import Rdict
-
-    from nereus.state.store import _options  # the store's own options: same table layout
-
     log = GeneratedLog(spec.messages, seed=spec.seed, payload_bytes=spec.payload_bytes)
     started = time.perf_counter()
     with ShardStore.open(path, identity=IDENTITY, create=True) as store:
@@ -122,11 +118,8 @@ def build_shard(path: Path, spec: ShardSpec, say: Callable[[str], None]) -> floa
 
         runner.run_until_caught_up(progress=progress)
     applied_s = time.perf_counter() - started
-    db = Rdict(str(path), options=_options())
-    try:
-        db.compact_range(None, None)
-    finally:
-        db.close()
+    with ShardStore.open(path) as compacting:
+        compacting.compact()
     say(f"  compacted in {time.perf_counter() - started - applied_s:.1f}s")
     return time.perf_counter() - started
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from nereus.cli.context import Env, resolve_home
-from nereus.cli.output import Output
+from nereus.cli.output import Output, output_format
 
 _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 
@@ -27,6 +27,7 @@ _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("init", "init", "init"),
     ("quickstart", "quickstart", "quickstart"),
+    ("status", "status", "status"),
     ("doctor", "doctor", "doctor"),
     ("dashboard", "dashboard", "dashboard"),
     ("completion", "completion", "completion"),
@@ -42,10 +43,12 @@ _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("playbook", "playbook", None),
     ("command", "command", None),
     ("cluster", "cluster", None),
+    ("metrics", "metrics", "metrics"),
 )
 
 # commands a group lists that another module defines: group -> (name, module, function)
 _BORROWED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "engine": (("logs", "engine_logs", "logs"),),
     "shard": (("pause", "mutate", "shard_pause"), ("resume", "mutate", "shard_resume"),
               ("move", "cluster.moves", "shard_move")),
     "message": (("break", "mutate", "message_break"),),
@@ -78,12 +81,17 @@ def root_options(
         "--home", help="Home directory (default: $NEREUS_HOME, then ./.nereus).",
         envvar="NEREUS_HOME", show_envvar=True)] = None,
     json_output: Annotated[bool, typer.Option(
-        "--json", help="Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).",
+        "--json", help="Print exactly one JSON document on stdout (--output json).",
     )] = False,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", metavar="table|json|yaml", show_default=False,
+        help="table for people (default), or one JSON or YAML document on stdout (also "
+        "NEREUS_OUTPUT).")] = None,
 ) -> None:
     """The options every command takes: its home and its output."""
-    json_mode = json_output or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
-    ctx.obj = Env(home=resolve_home(home), output=Output(json_mode=json_mode),
+    chosen = output_format(output, json_flag=json_output, environ=os.environ)
+    ctx.obj = Env(home=resolve_home(home),
+                  output=Output(json_mode=chosen != "table", document_format=chosen),
                   home_explicit=bool(home))
     ctx.call_on_close(ctx.obj.close)
 

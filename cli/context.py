@@ -124,8 +124,10 @@ class Env:
         if directory is not None or self.config.route(shard.route).log == "file":
             return self.file_log(shard, directory=directory, create=create)
         if shard not in self._other_logs:
+            from nereus.adapters.broker_probe import probe_route
             from nereus.adapters.shardlog.factory import open_shard_log
 
+            probe_route(self.config.route(shard.route))  # 5 s at most, quietly
             self._other_logs[shard] = open_shard_log(self.config.route(shard.route), shard,
                                                      self.home, create=create)
         return self._other_logs[shard]

@@ -46,6 +46,7 @@ from nereus.cli.commands.cluster.documents import (
     NodeUndrainReport,
     ShardMoveReport,
 )
+from nereus.cli.commands.engine_logs import EngineLogLines
 from nereus.cli.commands.payload import PayloadGc
 from nereus.cli.commands.shard.documents import (
     OfflineShard,
@@ -54,6 +55,7 @@ from nereus.cli.commands.shard.documents import (
     ShardPrune,
     ShardReplay,
 )
+from nereus.cli.commands.status import StatusSummary
 from nereus.cli.error_document import ErrorDocument
 from nereus.cli.mutation.document import (
     MutationDocument,
@@ -77,7 +79,13 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
+    ShardView,
+)
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList
@@ -190,10 +198,17 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "dashboard": JsonDoc("none", note="Interactive (Textual): --json is refused with exit "
                          "status 2; scripts use shard list, lane list or attempt list."),
     "completion": typed(CompletionScript, note="Without --json the script itself is printed."),
+    "metrics": typed(MetricsExposition, note="Without --json the exposition text itself is "
+                     "printed (what [metrics] listen serves at /metrics)."),
     "engine start": typed(EngineStarted, note="With --foreground the engine runs attached and "
                           "prints its log instead."),
     "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
                          "true)."),
+    "status": typed(StatusSummary, note="Exit status 0 whenever it could answer: read healthy "
+                    "and problems."),
+    "engine logs": typed(EngineLogLines, note="Each of lines is the JSON object the engine "
+                         "wrote, unchanged. With --follow: one such object per line instead "
+                         "of one document."),
     "engine status": typed(
         EngineStatus,
         note="Exit status 1 when a shard or worker is not healthy (problems says which and "
@@ -221,7 +236,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="Without an engine each shard is read offline (state STOPPED, or NO_STATE when it "
         "has no database yet). With the engine running, each shard is the engine's view (as "
         "in engine status): it also carries epoch, caught_up, claims, in_flight, admissions, "
-        "uncertain, error, waiting, due_backlog.",
+        "uncertain, error, waiting, due_backlog, due_backlog_capped.",
     ),
     "shard inspect": typed(
         ShardReport,

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import typer
 
 from nereus.cli.context import resolve_home
-from nereus.cli.output import Answered, Output
+from nereus.cli.output import Answered, Output, output_format
 from nereus.errors import ExitCode, NereusError
 
 
@@ -44,6 +44,11 @@ def _hoist_global_options(argv: list[str]) -> list[str]:
             break
         if arg == "--json":
             front.append(arg)
+        elif arg in ("--output", "-o") and index + 1 < len(argv):
+            front.extend(argv[index:index + 2])
+            index += 1
+        elif arg.startswith("--output="):
+            front.append(arg)
         elif arg == "--home" and index + 1 < len(argv):
             front.extend(argv[index:index + 2])
             index += 1
@@ -55,14 +60,45 @@ def _hoist_global_options(argv: list[str]) -> list[str]:
     return front + rest
 
 
+def _document_format(argv: list[str]) -> str:
+    """The format an error document takes: what the (hoisted) line asked for; an unknown
+    --output is reported as a table (its own usage error)."""
+    given = None
+    for index, arg in enumerate(argv):
+        if arg in ("--output", "-o") and index + 1 < len(argv):
+            given = argv[index + 1]
+        elif arg.startswith("--output="):
+            given = arg.split("=", 1)[1]
+    try:
+        return output_format(given, json_flag="--json" in argv, environ=os.environ)
+    except NereusError:
+        return "table"
+
+
 def _json_requested(argv: list[str]) -> bool:
-    return "--json" in argv or os.environ.get("NEREUS_OUTPUT", "").lower() == "json"
+    return _document_format(argv) != "table"
+
+
+def _output(argv: list[str]) -> Output:
+    chosen = _document_format(argv)
+    return Output(json_mode=chosen != "table", document_format=chosen)
+
+
+def _quiet_libraries() -> None:
+    """Library log lines (librdkafka's through confluent-kafka, boto3, urllib3) stay out of
+    a command's output: a handler on the root logger keeps Python's last-resort handler
+    from printing them to stderr. The command says what went wrong itself; the engine, in
+    the foreground or as the daemon, puts its own handlers on the root logger."""
+    import logging
+
+    logging.getLogger().addHandler(logging.NullHandler())
 
 
 def main(argv: list[str] | None = None) -> None:
     from nereus.adapters.private_files import enter_private_mode
 
     enter_private_mode()
+    _quiet_libraries()
     args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
         from nereus.cli.command_tree import build_app, named_command
@@ -72,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     except Answered as exc:  # the command printed its answer: only the status is left
         sys.exit(int(exc.exit_code))
     except NereusError as exc:
-        output = Output(json_mode=_json_requested(args))
+        output = _output(args)
         if output.json_mode:
             from nereus.cli.error_document import ErrorDocument, error_document
 
@@ -95,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             if _json_requested(args):
                 from nereus.cli.error_document import ErrorDocument, error_document
 
-                Output(json_mode=True).emit(error_document(ErrorDocument(
+                _output(args).emit(error_document(ErrorDocument(
                     error=exc.format_message(), hint=_usage_hint(exc), exit_code=code)),
                     lambda _: None)
             exc.show()
@@ -113,7 +149,7 @@ def _crashed(exc: Exception, args: list[str]) -> NoReturn:
     where = f"the traceback is in {path}" if path is not None else "no crash file could be written"
     message = f"internal error ({type(exc).__name__}): {str(exc)[:200]}"
     hint = f"{where}; please report it with that file"
-    output = Output(json_mode=_json_requested(args))
+    output = _output(args)
     if output.json_mode:
         from nereus.cli.error_document import ErrorDocument, error_document
 

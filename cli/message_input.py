@@ -210,16 +210,19 @@ def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepar
     prepared: list[Prepared] = []
     bad: list[dict[str, Any]] = []
     bad_count = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            prepared.append(batch_line(env, number, line, route))
-            numbers.append(number)
-        except NereusError as exc:
-            bad_count += 1
-            if len(bad) < MAX_BAD_LINES:
-                bad.append({"line": number, "error": exc.message})
+    with env.output.progress(f"checking {path.name}", len(lines)) as advance:
+        for number, line in enumerate(lines, start=1):
+            if number % 1_000 == 0:
+                advance(1_000)
+            if not line.strip():
+                continue
+            try:
+                prepared.append(batch_line(env, number, line, route))
+                numbers.append(number)
+            except NereusError as exc:
+                bad_count += 1
+                if len(bad) < MAX_BAD_LINES:
+                    bad.append({"line": number, "error": exc.message})
     if bad:
         more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
         listed = "; ".join(item["error"] for item in bad[:5]) + (" ..." if len(bad) > 5 else "")

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nereus.errors import ExitCode, NereusError
 from nereus.terminal_text import escape_controls
@@ -75,9 +75,40 @@ class Answered(NereusError):
         self.exit_code = exit_code
 
 
+# wide enough that no table is cut or wrapped when stdout is a pipe or a file (Rich would
+# assume 80 columns); a terminal, or COLUMNS when set, keeps its own width
+PIPED_WIDTH: Final = 4_096
+
+
+def _piped_width() -> int | None:
+    import os
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return None
+    return PIPED_WIDTH
+
+
+FORMATS: Final = ("table", "json", "yaml")
+
+
+def output_format(given: str | None, *, json_flag: bool, environ: Mapping[str, str]) -> str:
+    """The document format a command line asks for: ``--json`` (a shorthand for ``--output
+    json``), else ``--output``, else ``NEREUS_OUTPUT``, else ``table`` (for people)."""
+    if json_flag:
+        return "json"
+    chosen = (given or environ.get("NEREUS_OUTPUT") or "table").lower()
+    if chosen not in FORMATS:
+        from nereus.errors import UsageError
+
+        raise UsageError(f"--output {chosen!r}: expected one of {', '.join(FORMATS)}")
+    return chosen
+
+
 class Output:
-    def __init__(self, *, json_mode: bool) -> None:
+    def __init__(self, *, json_mode: bool, document_format: str = "json") -> None:
+        # json_mode: print one document for a program (JSON or YAML), no prompts or bars
         self.json_mode = json_mode
+        self.document_format = document_format if json_mode else "table"
         self._out: Console | None = None
         self._err: Console | None = None
 
@@ -86,7 +117,7 @@ class Output:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(highlight=False, soft_wrap=True)
+            self._out = Console(highlight=False, soft_wrap=True, width=_piped_width())
         return self._out
 
     @property
@@ -104,7 +135,13 @@ class Output:
         (``terminal_safe``): renderers print the document's values inside Rich markup, so
         this is the one place that keeps escape sequences and markup in data inert."""
         if self.json_mode:
-            sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+            text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+            if self.document_format == "yaml":
+                import yaml
+
+                # through JSON first: the same values, whatever Python type carried them
+                text = yaml.safe_dump(json.loads(text), sort_keys=False, allow_unicode=True)
+            sys.stdout.write(text)
             sys.stdout.flush()
         else:
             terminal_safe(data)
@@ -120,7 +157,8 @@ class Output:
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr (never on stdout); yields ``advance(n)``."""
+        """A progress bar on stderr (never on stdout), on a terminal and not for a program
+        (``--json``, ``--output``); yields ``advance(n)``."""
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -132,7 +170,7 @@ class Output:
         progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeRemainingColumn(), console=self.err, transient=True,
-            disable=not self.err.is_terminal,
+            disable=self.json_mode or not self.err.is_terminal,
         )
         with progress:
             task = progress.add_task(description, total=total)

@@ -7,7 +7,7 @@ safe to run (``docs/safety.md`` §6).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,9 +50,11 @@ def chunks(prepared: list[Prepared]) -> Iterator[list[Prepared]]:
         yield chunk
 
 
-def submit(env: Env, prepared: list[Prepared], wait: bool) -> list[Receipt]:
+def submit(env: Env, prepared: list[Prepared], wait: bool,
+           advance: Callable[[int], None] | None = None) -> list[Receipt]:
     """Submit through the home's ``CommandSink`` (the engine when it runs, else the logs),
-    in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged."""
+    in chunks; a failure part-way raises ``Interrupted`` with what was acknowledged.
+    ``advance`` is told of each chunk acknowledged (a progress bar)."""
     from nereus.errors import NereusError, ServiceUnreachable
 
     sink = env.command_sink(wait=wait)
@@ -65,6 +67,8 @@ def submit(env: Env, prepared: list[Prepared], wait: bool) -> list[Receipt]:
         except OSError as exc:
             raise Interrupted(out, ServiceUnreachable(
                 f"appending to the Shard Log failed: {exc}")) from None
+        if advance is not None:
+            advance(len(chunk))
     return out
 
 
@@ -139,7 +143,8 @@ def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
 
     numbers, prepared = message_input.read_batch(env, path, route)
     try:
-        receipts = submit(env, prepared, wait)
+        with env.output.progress(f"queueing {path.name}", len(prepared)) as advance:
+            receipts = submit(env, prepared, wait, advance)
     except Interrupted as stopped:
         raise interrupted_error(env, path, numbers, prepared, stopped) from None
     rejected = sum(1 for r in receipts if r.result == "REJECTED")

@@ -5,8 +5,8 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
-        "engine") echo "start stop status" ;;
+        "") echo "init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
@@ -24,69 +24,72 @@ __nereus_commands() {
 # __nereus_options PATH: the options of PATH (global ones too)
 __nereus_options() {
     case "$1" in
-        "") echo "--home --json --help" ;;
-        "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --help" ;;
-        "quickstart") echo "--count --spread --home --json --help" ;;
-        "doctor") echo "--home --json --help" ;;
-        "dashboard") echo "--read-only --interval --home --json --help" ;;
-        "completion") echo "--home --json --help" ;;
-        "engine") echo "--home --json --help" ;;
-        "engine start") echo "--foreground --timeout --workers --home --json --help" ;;
-        "engine stop") echo "--timeout --home --json --help" ;;
-        "engine status") echo "--home --json --help" ;;
-        "message") echo "--home --json --help" ;;
-        "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --command-id --home --json --help" ;;
-        "message cancel") echo "--route --wait --command-id --home --json --help" ;;
-        "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --help" ;;
-        "message show") echo "--barrier --route --home --json --help" ;;
-        "message list") echo "--shard --state --lane --limit --home --json --help" ;;
-        "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
-        "shard") echo "--home --json --help" ;;
-        "shard replay") echo "--empty --from-checkpoint --to --into --log-dir --force --compare --home --json --help" ;;
-        "shard digest") echo "--db --home --json --help" ;;
-        "shard inspect") echo "--db --home --json --help" ;;
-        "shard list") echo "--home --json --help" ;;
-        "shard log") echo "--from --to --kind --follow -f --log-dir --home --json --help" ;;
-        "shard dump") echo "--db --cf --prefix --limit --home --json --help" ;;
-        "shard prune") echo "--before --dry-run --home --json --help" ;;
-        "shard pause") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
-        "shard resume") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
-        "shard move") echo "--to --reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --help" ;;
-        "lane") echo "--home --json --help" ;;
-        "lane list") echo "--home --json --help" ;;
-        "lane close") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
-        "lane open") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
-        "lane set") echo "--reason --capacity --quota --retry-max --retry-backoff-ms --unavailable-max --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --help" ;;
-        "attempt") echo "--home --json --help" ;;
-        "attempt list") echo "--state --shard --home --json --help" ;;
-        "attempt resolve") echo "--evidence --reason --published --shard --unverified --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --help" ;;
-        "checkpoint") echo "--home --json --help" ;;
-        "checkpoint create") echo "--home --json --help" ;;
-        "checkpoint list") echo "--home --json --help" ;;
-        "checkpoint verify") echo "--path --deep --home --json --help" ;;
-        "checkpoint upgrade") echo "--path --home --json --help" ;;
-        "checkpoint restore") echo "--into --force --yes -y --home --json --help" ;;
-        "checkpoint prune") echo "--keep --dry-run --yes --home --json --help" ;;
-        "recovery-set") echo "--home --json --help" ;;
-        "recovery-set show") echo "--home --json --help" ;;
-        "recovery-set verify") echo "--home --json --help" ;;
-        "payload") echo "--home --json --help" ;;
-        "payload gc") echo "--dry-run --yes --key --home --json --help" ;;
-        "mutate") echo "--home --json --help" ;;
-        "mutate submit") echo "--reason --as --dry-run --yes -y --wait --home --json --help" ;;
-        "playbook") echo "--home --json --help" ;;
-        "playbook list") echo "--home --json --help" ;;
-        "playbook show") echo "--home --json --help" ;;
-        "playbook run") echo "--var --dry-run --resume --yes --home --json --help" ;;
-        "command") echo "--home --json --help" ;;
-        "command show") echo "--home --json --help" ;;
-        "cluster") echo "--home --json --help" ;;
-        "cluster init") echo "--from --coordinator --replace --reason --as --operator --evidence-keys-from --dry-run --home --json --help" ;;
-        "cluster config") echo "--coordinator --home --json --help" ;;
-        "cluster status") echo "--coordinator --home --json --help" ;;
-        "cluster nodes") echo "--coordinator --home --json --help" ;;
-        "cluster drain") echo "--reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --help" ;;
-        "cluster undrain") echo "--coordinator --home --json --help" ;;
+        "") echo "--home --json --output -o --help" ;;
+        "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --output -o --help" ;;
+        "quickstart") echo "--count --spread --home --json --output -o --help" ;;
+        "status") echo "--home --json --output -o --help" ;;
+        "doctor") echo "--home --json --output -o --help" ;;
+        "dashboard") echo "--read-only --interval --home --json --output -o --help" ;;
+        "completion") echo "--home --json --output -o --help" ;;
+        "metrics") echo "--home --json --output -o --help" ;;
+        "engine") echo "--home --json --output -o --help" ;;
+        "engine start") echo "--foreground --timeout --workers --home --json --output -o --help" ;;
+        "engine stop") echo "--timeout --home --json --output -o --help" ;;
+        "engine status") echo "--home --json --output -o --help" ;;
+        "engine logs") echo "--follow -f --level --shard --message --since --home --json --output -o --help" ;;
+        "message") echo "--home --json --output -o --help" ;;
+        "message schedule") echo "--lane --deliver-at --delay --expire-at --key --header --payload --payload-file --id --batch --route --wait --command-id --home --json --output -o --help" ;;
+        "message cancel") echo "--route --wait --command-id --home --json --output -o --help" ;;
+        "message reschedule") echo "--deliver-at --delay --expire-at --route --wait --command-id --home --json --output -o --help" ;;
+        "message show") echo "--barrier --route --home --json --output -o --help" ;;
+        "message list") echo "--shard --state --lane --limit --after --home --json --output -o --help" ;;
+        "message break") echo "--reason --route --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "shard") echo "--home --json --output -o --help" ;;
+        "shard replay") echo "--empty --from-checkpoint --to --into --log-dir --force --compare --home --json --output -o --help" ;;
+        "shard digest") echo "--db --home --json --output -o --help" ;;
+        "shard inspect") echo "--db --home --json --output -o --help" ;;
+        "shard list") echo "--home --json --output -o --help" ;;
+        "shard log") echo "--from --to --kind --follow -f --log-dir --home --json --output -o --help" ;;
+        "shard dump") echo "--db --cf --prefix --limit --home --json --output -o --help" ;;
+        "shard prune") echo "--before --dry-run --home --json --output -o --help" ;;
+        "shard pause") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "shard resume") echo "--reason --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "shard move") echo "--to --reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "lane") echo "--home --json --output -o --help" ;;
+        "lane list") echo "--home --json --output -o --help" ;;
+        "lane close") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "lane open") echo "--reason --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "lane set") echo "--reason --capacity --quota --retry-max --retry-backoff-ms --unavailable-max --as --idempotency-key --precondition --precondition-digest --shard --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "attempt") echo "--home --json --output -o --help" ;;
+        "attempt list") echo "--state --shard --home --json --output -o --help" ;;
+        "attempt resolve") echo "--evidence --reason --published --shard --unverified --as --idempotency-key --precondition --precondition-digest --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "checkpoint") echo "--home --json --output -o --help" ;;
+        "checkpoint create") echo "--home --json --output -o --help" ;;
+        "checkpoint list") echo "--home --json --output -o --help" ;;
+        "checkpoint verify") echo "--path --deep --home --json --output -o --help" ;;
+        "checkpoint upgrade") echo "--path --home --json --output -o --help" ;;
+        "checkpoint restore") echo "--into --force --yes -y --home --json --output -o --help" ;;
+        "checkpoint prune") echo "--keep --dry-run --yes --home --json --output -o --help" ;;
+        "recovery-set") echo "--home --json --output -o --help" ;;
+        "recovery-set show") echo "--home --json --output -o --help" ;;
+        "recovery-set verify") echo "--home --json --output -o --help" ;;
+        "payload") echo "--home --json --output -o --help" ;;
+        "payload gc") echo "--dry-run --yes --key --home --json --output -o --help" ;;
+        "mutate") echo "--home --json --output -o --help" ;;
+        "mutate submit") echo "--reason --as --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "playbook") echo "--home --json --output -o --help" ;;
+        "playbook list") echo "--home --json --output -o --help" ;;
+        "playbook show") echo "--home --json --output -o --help" ;;
+        "playbook run") echo "--var --dry-run --resume --yes --home --json --output -o --help" ;;
+        "command") echo "--home --json --output -o --help" ;;
+        "command show") echo "--home --json --output -o --help" ;;
+        "cluster") echo "--home --json --output -o --help" ;;
+        "cluster init") echo "--from --coordinator --replace --reason --as --operator --evidence-keys-from --dry-run --home --json --output -o --help" ;;
+        "cluster config") echo "--coordinator --home --json --output -o --help" ;;
+        "cluster status") echo "--coordinator --home --json --output -o --help" ;;
+        "cluster nodes") echo "--coordinator --home --json --output -o --help" ;;
+        "cluster drain") echo "--reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --output -o --help" ;;
+        "cluster undrain") echo "--coordinator --home --json --output -o --help" ;;
     esac
 }
 
@@ -94,7 +97,8 @@ __nereus_options() {
 __nereus_value() {
     case "$1:$2" in
         "--home:"*) echo "dir" ;;
-        "--route:init") echo "text" ;;
+        "--output:"* | "-o:"*) echo "text" ;;
+        "--route:init") echo "route" ;;
         "--partitions:init") echo "text" ;;
         "--log:init") echo "text" ;;
         "--from:init") echo "file" ;;
@@ -107,7 +111,11 @@ __nereus_value() {
         "--timeout:engine start") echo "text" ;;
         "--workers:engine start") echo "text" ;;
         "--timeout:engine stop") echo "text" ;;
-        "--lane:message schedule") echo "text" ;;
+        "--level:engine logs") echo "text" ;;
+        "--shard:engine logs") echo "shard" ;;
+        "--message:engine logs") echo "text" ;;
+        "--since:engine logs") echo "text" ;;
+        "--lane:message schedule") echo "lane" ;;
         "--deliver-at:message schedule") echo "text" ;;
         "--delay:message schedule") echo "text" ;;
         "--expire-at:message schedule") echo "text" ;;
@@ -117,22 +125,23 @@ __nereus_value() {
         "--payload-file:message schedule") echo "file" ;;
         "--id:message schedule") echo "text" ;;
         "--batch:message schedule") echo "file" ;;
-        "--route:message schedule") echo "text" ;;
+        "--route:message schedule") echo "route" ;;
         "--command-id:message schedule") echo "text" ;;
-        "--route:message cancel") echo "text" ;;
+        "--route:message cancel") echo "route" ;;
         "--command-id:message cancel") echo "text" ;;
         "--deliver-at:message reschedule") echo "text" ;;
         "--delay:message reschedule") echo "text" ;;
         "--expire-at:message reschedule") echo "text" ;;
-        "--route:message reschedule") echo "text" ;;
+        "--route:message reschedule") echo "route" ;;
         "--command-id:message reschedule") echo "text" ;;
-        "--route:message show") echo "text" ;;
-        "--shard:message list") echo "text" ;;
+        "--route:message show") echo "route" ;;
+        "--shard:message list") echo "shard" ;;
         "--state:message list") echo "text" ;;
-        "--lane:message list") echo "text" ;;
+        "--lane:message list") echo "lane" ;;
         "--limit:message list") echo "text" ;;
+        "--after:message list") echo "text" ;;
         "--reason:message break") echo "text" ;;
-        "--route:message break") echo "text" ;;
+        "--route:message break") echo "route" ;;
         "--as:message break") echo "text" ;;
         "--idempotency-key:message break") echo "text" ;;
         "--precondition:message break" | "--precondition-digest:message break") echo "text" ;;
@@ -169,12 +178,12 @@ __nereus_value() {
         "--as:lane close") echo "text" ;;
         "--idempotency-key:lane close") echo "text" ;;
         "--precondition:lane close" | "--precondition-digest:lane close") echo "text" ;;
-        "--shard:lane close") echo "text" ;;
+        "--shard:lane close") echo "shard" ;;
         "--reason:lane open") echo "text" ;;
         "--as:lane open") echo "text" ;;
         "--idempotency-key:lane open") echo "text" ;;
         "--precondition:lane open" | "--precondition-digest:lane open") echo "text" ;;
-        "--shard:lane open") echo "text" ;;
+        "--shard:lane open") echo "shard" ;;
         "--reason:lane set") echo "text" ;;
         "--capacity:lane set") echo "text" ;;
         "--quota:lane set") echo "text" ;;
@@ -184,12 +193,12 @@ __nereus_value() {
         "--as:lane set") echo "text" ;;
         "--idempotency-key:lane set") echo "text" ;;
         "--precondition:lane set" | "--precondition-digest:lane set") echo "text" ;;
-        "--shard:lane set") echo "text" ;;
+        "--shard:lane set") echo "shard" ;;
         "--state:attempt list") echo "text" ;;
-        "--shard:attempt list") echo "text" ;;
+        "--shard:attempt list") echo "shard" ;;
         "--evidence:attempt resolve") echo "text" ;;
         "--reason:attempt resolve") echo "text" ;;
-        "--shard:attempt resolve") echo "text" ;;
+        "--shard:attempt resolve") echo "shard" ;;
         "--as:attempt resolve") echo "text" ;;
         "--idempotency-key:attempt resolve") echo "text" ;;
         "--precondition:attempt resolve" | "--precondition-digest:attempt resolve") echo "text" ;;
@@ -225,26 +234,26 @@ __nereus_argument() {
         "message reschedule:1") echo "text" ;;
         "message show:1") echo "text" ;;
         "message break:1") echo "text" ;;
-        "shard replay:1") echo "text" ;;
-        "shard digest:1") echo "text" ;;
-        "shard inspect:1") echo "text" ;;
-        "shard log:1") echo "text" ;;
-        "shard dump:1") echo "text" ;;
-        "shard prune:1") echo "text" ;;
-        "shard pause:1") echo "text" ;;
-        "shard resume:1") echo "text" ;;
-        "shard move:1") echo "text" ;;
-        "lane close:1") echo "text" ;;
-        "lane open:1") echo "text" ;;
-        "lane set:1") echo "text" ;;
+        "shard replay:1") echo "shard" ;;
+        "shard digest:1") echo "shard" ;;
+        "shard inspect:1") echo "shard" ;;
+        "shard log:1") echo "shard" ;;
+        "shard dump:1") echo "shard" ;;
+        "shard prune:1") echo "shard" ;;
+        "shard pause:1") echo "shard" ;;
+        "shard resume:1") echo "shard" ;;
+        "shard move:1") echo "shard" ;;
+        "lane close:1") echo "lane" ;;
+        "lane open:1") echo "lane" ;;
+        "lane set:1") echo "lane" ;;
         "attempt resolve:1") echo "text" ;;
-        "checkpoint create:1") echo "text" ;;
-        "checkpoint list:1") echo "text" ;;
+        "checkpoint create:1") echo "shard" ;;
+        "checkpoint list:1") echo "shard" ;;
         "checkpoint verify:1") echo "text" ;;
         "checkpoint restore:1") echo "text" ;;
-        "checkpoint prune:1") echo "text" ;;
-        "recovery-set show:1") echo "text" ;;
-        "recovery-set verify:1") echo "text" ;;
+        "checkpoint prune:1") echo "shard" ;;
+        "recovery-set show:1") echo "shard" ;;
+        "recovery-set verify:1") echo "shard" ;;
         "mutate submit:1") echo "file" ;;
         "playbook show:1") echo "text" ;;
         "playbook run:1") echo "text" ;;
@@ -254,9 +263,25 @@ __nereus_argument() {
     esac
 }
 
+# __nereus_names KIND: the lanes, routes or shards of the home's nereus.toml (the line's
+# --home, else $NEREUS_HOME, else ./.nereus), read by awk: never Python, never the engine
+__nereus_names() {
+    local home="${NEREUS_HOME:-.nereus}" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --home) [[ "${COMP_WORDS[i+1]}" == "=" ]] && home="${COMP_WORDS[i+2]}"                         || home="${COMP_WORDS[i+1]}" ;;
+            --home=*) home="${COMP_WORDS[i]#--home=}" ;;
+        esac
+    done
+    [[ -r "$home/nereus.toml" ]] || return 0
+    awk -v kind="$1" '/^[ \t]*\[lanes\.[^]]*\]/ { n = $0; sub(/^[ \t]*\[lanes\./, "", n); sub(/\].*/, "", n); gsub(/"/, "", n); if (kind == "lane") print n; r = ""; next } /^[ \t]*\[routes\.[^]]*\]/ { r = $0; sub(/^[ \t]*\[routes\./, "", r); sub(/\].*/, "", r); gsub(/"/, "", r); if (kind == "route") print r; parts[r] = 1; next } /^[ \t]*\[/ { r = ""; next } r != "" && /^[ \t]*partitions[ \t]*=/ { v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[^0-9].*$/, "", v); if (v != "") parts[r] = v + 0 } END { if (kind == "shard") for (r in parts) for (p = 0; p < parts[r]; p++) print r "/" p }' "$home/nereus.toml" 2>/dev/null
+}
+
 # Complete the value of a kind printed by __nereus_value or __nereus_argument.
 __nereus_complete_value() {
     case "$1" in
+        lane|route|shard)
+            mapfile -t COMPREPLY < <(compgen -W "$(__nereus_names "$1")" -- "$2") ;;
         file)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;

@@ -4,32 +4,52 @@
 
 complete -c nereus -f
 
+# __nereus_names KIND: the lanes, routes or shards of the home's nereus.toml (the line's
+# --home, else $NEREUS_HOME, else ./.nereus), read by awk
+function __nereus_names
+    set -l home .nereus
+    set -q NEREUS_HOME; and set home $NEREUS_HOME
+    set -l tokens (commandline -opc)
+    for i in (seq (count $tokens))
+        if test "$tokens[$i]" = --home; and test $i -lt (count $tokens)
+            set home $tokens[(math $i + 1)]
+        end
+        string match -q -- '--home=*' $tokens[$i]
+        and set home (string replace -- '--home=' '' $tokens[$i])
+    end
+    test -r $home/nereus.toml; or return 0
+    awk -v kind=$argv[1] '/^[ \\t]*\\[lanes\\.[^]]*\\]/ { n = $0; sub(/^[ \\t]*\\[lanes\\./, "", n); sub(/\\].*/, "", n); gsub(/"/, "", n); if (kind == "lane") print n; r = ""; next } /^[ \\t]*\\[routes\\.[^]]*\\]/ { r = $0; sub(/^[ \\t]*\\[routes\\./, "", r); sub(/\\].*/, "", r); gsub(/"/, "", r); if (kind == "route") print r; parts[r] = 1; next } /^[ \\t]*\\[/ { r = ""; next } r != "" && /^[ \\t]*partitions[ \\t]*=/ { v = $0; sub(/^[^=]*=[ \\t]*/, "", v); sub(/[^0-9].*$/, "", v); if (v != "") parts[r] = v + 0 } END { if (kind == "shard") for (r in parts) for (p = 0; p < parts[r]; p++) print r "/" p }' $home/nereus.toml 2>/dev/null
+end
+
 # global options, accepted anywhere on the line
 complete -c nereus -l home -x -a '(__fish_complete_directories (commandline -ct))' -d 'Home directory (default: $NEREUS_HOME, then ./.nereus).'
-complete -c nereus -l json -d 'Print exactly one JSON document on stdout (also NEREUS_OUTPUT=json).'
+complete -c nereus -l json -d 'Print exactly one JSON document on stdout (--output json).'
+complete -c nereus -l output -s o -x -d 'table for people (default), or one JSON or YAML document on stdout (also NEREUS_OUTPUT).'
 complete -c nereus -l help -d 'Show the help and exit'
 
 # nereus
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a engine -d 'Start, stop and query the engine daemon.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a message -d 'Schedule, cancel and reschedule delayed messages.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify, upgrade and restore checkpoints.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a command -d 'What became of a queued command.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart doctor dashboard completion engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a cluster -d 'The cluster: configuration, nodes, shard ownership, drains.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a status -d 'One-screen summary: engine, shards, messages by state, lanes, problems.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a metrics -d 'Print the engine\'s Prometheus metrics (text exposition format; needs the engine).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a engine -d 'Start, stop and query the engine daemon.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a message -d 'Schedule, cancel and reschedule delayed messages.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify, upgrade and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a playbook -d 'Scripted runbooks: list, show, run (with --dry-run and --resume).'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a command -d 'What became of a queued command.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a cluster -d 'The cluster: configuration, nodes, shard ownership, drains.'
 
 # nereus init
-complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -d 'Name of the ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l route -x -a '(__nereus_names route)' -d 'Name of the ingress route.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l partitions -x -d 'Partitions (= shards) of the route.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l log -x -d 'Shard Log backend: file, kafka or pulsar.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite an existing nereus.toml. Routes that hold data in this home (shard logs or state) keep their name, partitions and log backend: a change to them is refused (exit 2).'
@@ -44,6 +64,8 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l capacity -x -d 'With
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l count -x -d 'Messages to schedule.'
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l spread -x -d 'Seconds over which they fall due.'
 
+# nereus status
+
 # nereus doctor
 
 # nereus dashboard
@@ -53,10 +75,13 @@ complete -c nereus -n '__fish_seen_subcommand_from dashboard' -l interval -x -d 
 # nereus completion
 complete -c nereus -n '__fish_seen_subcommand_from completion; and not __fish_seen_subcommand_from bash zsh fish' -a 'bash zsh fish' -d 'The shell: bash, zsh or fish.'
 
+# nereus metrics
+
 # nereus engine
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a start -d 'Start the daemon (admin socket at <home>/run/admin.sock).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a stop -d 'Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a status -d 'Is the engine running; its shards, lanes and clock.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and not __fish_seen_subcommand_from start stop status logs' -a logs -d 'The engine\'s log: rendered with Rich, or passed through with --json.'
 
 # nereus engine start
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from start' -l foreground -d 'Stay attached (for systemd and tests); logs also to the console.'
@@ -68,16 +93,23 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 
 # nereus engine status
 
+# nereus engine logs
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l follow -s f -d 'Keep printing lines as they are written (Ctrl-C stops); with --json, one JSON object per line.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l level -x -d 'Only lines at this level or above: debug, info, warning, error, critical.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l shard -x -a '(__nereus_names shard)' -d 'Only lines about this shard (ROUTE/PARTITION).'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l message -x -d 'A message\'s story: lines naming it, its attempts and its claims.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l since -x -d 'Only lines from this time on: a duration ago (10m, 2h) or a time (ISO-8601, epoch ms).'
+
 # nereus message
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a schedule -d 'Schedule a message for publication not before a time.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a cancel -d 'Cancel a message; wins only before its Publish Admission.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a reschedule -d 'Move a message to a new time (a new generation); only before admission.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence (needs the engine).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a show -d 'Queued vs applied vs message state, attempts and their evidence. Without a running engine the shard\'s state is read offline (read-only); --barrier needs the engine.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a list -d 'List messages, one page at a time, in shard then id order (needs the engine).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_subcommand_from schedule cancel reschedule show list break' -a break -d 'Take a SCHEDULED message out of scheduling for good: FAILED, BROKEN (asks first).'
 
 # nereus message schedule
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l lane -x -d 'Destination lane (from nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l lane -x -a '(__nereus_names lane)' -d 'Destination lane (from nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l deliver-at -x -d 'Not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l delay -x -d 'Not-before time from now: 30s, 5m, 2h, 1d.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l expire-at -x -d 'No new publish attempt after this time.'
@@ -87,12 +119,12 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l payload-file -r -F -d 'Read the payload from a file; above [shard] max_inline_payload_bytes it is uploaded to the object store and referenced.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l id -x -d 'The delayMessageId (default: a new UUID).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l batch -r -F -d 'JSON lines, one message each: id, lane, deliver_at or delay, expire_at, key, headers, payload. Queued with group commit.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l command-id -x -d 'The command\'s id (default: derived from the content, so an identical retry is the same command).'
 
 # nereus message cancel
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from cancel' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
@@ -100,23 +132,24 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l deliver-at -x -d 'New not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l delay -x -d 'New not-before time from now: 30s, 5m, 2h, 1d.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'No new publish attempt after this time.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'
 
 # nereus message show
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l barrier -d 'Append a query barrier first, so the answer is conclusive.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -d 'Ingress route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from show' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 
 # nereus message list
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -d 'Only this shard.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l state -x -d 'Only this state (SCHEDULED, PUBLISHED, UNCERTAIN, ...).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l lane -x -d 'Only this lane.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l limit -x -d 'At most this many.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l lane -x -a '(__nereus_names lane)' -d 'Only this lane.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l limit -x -d 'At most this many on the page.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from list' -l after -x -d 'The next page: the next_cursor a page printed (give the same filters).'
 
 # nereus message break
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -d 'The message\'s route.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l route -x -a '(__nereus_names route)' -d 'The message\'s route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from break' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'
@@ -144,12 +177,15 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from replay' -l log-dir -r -F -d 'Read the log from this directory instead of the home.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from replay' -l force -d 'Replace a non-empty --into.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from replay' -l compare -x -d 'Replay up to the live database\'s (or that checkpoint\'s) position and compare digests.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from replay' -x -a '(__nereus_names shard)'
 
 # nereus shard digest
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from digest' -l db -r -F -d 'A shard database directory (default: the home\'s live database).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from digest' -x -a '(__nereus_names shard)'
 
 # nereus shard inspect
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from inspect' -l db -r -F -d 'A shard database directory (default: the home\'s live database).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from inspect' -x -a '(__nereus_names shard)'
 
 # nereus shard list
 
@@ -159,16 +195,19 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from log' -l kind -x -d 'Only records of this kind (repeatable), e.g. SCHEDULE, LANE_GATE, or a class: client, system, operator.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from log' -l follow -s f -d 'Keep printing new records.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from log' -l log-dir -r -F -d 'Read the log from this directory instead of the home.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from log' -x -a '(__nereus_names shard)'
 
 # nereus shard dump
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l db -r -F -d 'A shard database directory (default: the home\'s live database).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, claim, sched.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l cf -x -d 'Only this family: meta, msg, timeline, result, reject, attempt, obligation, lane, payload, msgattempt, retain, claim, sched.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l prefix -x -d 'Only keys of the family starting with this text.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -l limit -x -d 'At most this many.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from dump' -x -a '(__nereus_names shard)'
 
 # nereus shard prune
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from prune' -l before -x -d 'Delete segments wholly before this position (default: the Recovery Floor).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from prune' -l dry-run -d 'Only say what would go.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from prune' -x -a '(__nereus_names shard)'
 
 # nereus shard pause
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from pause' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
@@ -178,6 +217,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from pause' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from pause' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from pause' -l wait -d 'Wait for the applied result (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from pause' -x -a '(__nereus_names shard)'
 
 # nereus shard resume
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
@@ -187,6 +227,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -l wait -d 'Wait for the applied result (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -x -a '(__nereus_names shard)'
 
 # nereus shard move
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l to -x -d 'The live node to own it.'
@@ -196,6 +237,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -x -a '(__nereus_names shard)'
 
 # nereus lane
 complete -c nereus -n '__fish_seen_subcommand_from lane; and not __fish_seen_subcommand_from list close open set' -a list -d 'Every lane: admissionGate, readiness, due backlog, in flight (needs the engine).'
@@ -210,20 +252,22 @@ complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcomm
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l shard -x -d 'Only this shard (repeatable; default: every shard of every route).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard (repeatable; default: every shard of every route).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -l wait -d 'Wait for the applied result (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from close' -x -a '(__nereus_names lane)'
 
 # nereus lane open
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l shard -x -d 'Only this shard (repeatable; default: every shard of every route).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard (repeatable; default: every shard of every route).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -l wait -d 'Wait for the applied result (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from open' -x -a '(__nereus_names lane)'
 
 # nereus lane set
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
@@ -235,10 +279,11 @@ complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcomm
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l precondition -l precondition-digest -x -d 'Precondition digest from an earlier --dry-run: REJECTED as STALE if the target changed since (default: the state as it is now).'
-complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l shard -x -d 'Only this shard (repeatable; default: every shard of every route).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard (repeatable; default: every shard of every route).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l dry-run -d 'Show what would change (messages, lanes, attempts); write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -l wait -d 'Wait for the applied result (needs the engine).'
+complete -c nereus -n '__fish_seen_subcommand_from lane; and __fish_seen_subcommand_from set' -x -a '(__nereus_names lane)'
 
 # nereus attempt
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and not __fish_seen_subcommand_from list resolve' -a list -d 'Attempts with an open obligation (needs the engine).'
@@ -246,13 +291,13 @@ complete -c nereus -n '__fish_seen_subcommand_from attempt; and not __fish_seen_
 
 # nereus attempt list
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from list' -l state -x -d 'publishing or unknown (default: both).'
-complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from list' -l shard -x -d 'Only this shard.'
+complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from list' -l shard -x -a '(__nereus_names shard)' -d 'Only this shard.'
 
 # nereus attempt resolve
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l evidence -x -d 'Where the message landed: kafka:TOPIC/PARTITION@OFFSET, pulsar:TOPIC@LEDGER:ENTRY:PARTITION or PATH@OFFSET (the record is fetched and its attempt id and evidence MAC checked); free text only with --unverified.'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l published -d 'The message was published (settle it PUBLISHED) or not (back to the timeline for a retry, or FAILED when no retries are left).'
-complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l shard -x -d 'The attempt\'s shard (default: found by looking it up).'
+complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l shard -x -a '(__nereus_names shard)' -d 'The attempt\'s shard (default: found by looking it up).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l unverified -d '--unverified records the evidence as your word, unchecked (free text, or --not-published, which no destination record can prove); --verified (the default) fetches the record it names and checks it.'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l as -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l idempotency-key -x -d 'Deduplication key (default: derived from the command\'s content, so re-running the same command is a no-op with the same result).'
@@ -270,8 +315,10 @@ complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_se
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
 
 # nereus checkpoint create
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from create' -x -a '(__nereus_names shard)'
 
 # nereus checkpoint list
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from list' -x -a '(__nereus_names shard)'
 
 # nereus checkpoint verify
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l path -r -F -d 'Verify a checkpoint directory (files + manifest.json) instead.'
@@ -289,14 +336,17 @@ complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_s
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from prune' -l keep -x -d 'Keep the newest N catalogued checkpoints (default: [checkpoints] keep). Recovery Set members are always kept.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from prune' -l dry-run -d 'Only say what would go.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from prune' -l yes -d 'Do not ask before deleting.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from prune' -x -a '(__nereus_names shard)'
 
 # nereus recovery-set
 complete -c nereus -n '__fish_seen_subcommand_from recovery-set; and not __fish_seen_subcommand_from show verify' -a show -d 'The Recovery Set\'s members and the Recovery Floor they impose.'
 complete -c nereus -n '__fish_seen_subcommand_from recovery-set; and not __fish_seen_subcommand_from show verify' -a verify -d 'Verify every member, that log retention covers the floor, that objects exist.'
 
 # nereus recovery-set show
+complete -c nereus -n '__fish_seen_subcommand_from recovery-set; and __fish_seen_subcommand_from show' -x -a '(__nereus_names shard)'
 
 # nereus recovery-set verify
+complete -c nereus -n '__fish_seen_subcommand_from recovery-set; and __fish_seen_subcommand_from verify' -x -a '(__nereus_names shard)'
 
 # nereus payload
 complete -c nereus -n '__fish_seen_subcommand_from payload; and not __fish_seen_subcommand_from gc' -a gc -d 'Collect abandoned large payloads (expired reservations, objects with no stage).'

@@ -56,6 +56,7 @@ def run(home: Path, *, foreground: bool) -> int:
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.cluster.node_api import NodeApi
     from nereus.engine.engine import Engine, EngineSettings
+    from nereus.engine.metrics.listener import open_listener
 
     enter_private_mode()
     secure_home(home)
@@ -71,7 +72,7 @@ def run(home: Path, *, foreground: bool) -> int:
     requests = signal_requests()  # the handlers only ask; the main thread acts
     handle = _cluster_handle(config)
     engine = Engine(home, config, settings=settings, log_event=log_event, catalog=handle)
-    server = None
+    server = listener = None
     node = None
     try:
         if handle is not None:
@@ -84,7 +85,10 @@ def run(home: Path, *, foreground: bool) -> int:
             NodeApi(engine, node.store, host=node.settings.host)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
-        log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid())
+        listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
+                                 engine.supervisor)
+        log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
+                  metrics=config.metrics.listen)
         while requests.get() == "reopen_logs":
             reopened = engine_logs.reopen()
             log_event("log_reopened" if reopened else "log_not_moved",
@@ -92,6 +96,8 @@ def run(home: Path, *, foreground: bool) -> int:
         log_event("engine_stopping")
         # The admin socket goes first and waits for requests in progress: none may read
         # a shard store while engine.stop() closes it.
+        if listener is not None:
+            listener.close()
         if not server.close():
             log_event("admin_requests_still_running")
         if node is not None:
@@ -107,6 +113,8 @@ def run(home: Path, *, foreground: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        if listener is not None:
+            listener.close()
         if server is not None:
             server.close()
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())

@@ -18,7 +18,8 @@ import msgspec
 from nereus.config import Config, LaneSettings
 
 # the settings the running engine applies; any other difference needs a restart
-_LIVE_FIELDS = frozenset({"lead_ms", "ordered", "max_delay", "max_pending"})
+_LIVE_FIELDS = frozenset({"lead_ms", "ordered", "max_delay", "max_pending", "retention",
+                          "dedup_window"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ the replicated ones at activation and whenever the configuration changes, and ap
 record for each lane that differs (``policy_records``); the state machine may refuse a
 change that messages already rely on (a lower lead under SCHEDULED messages:
 LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
-so (``report``). A lane's limits only ever concern new work.
+so (``report``). A lane's limits only ever concern new work; its retention and dedup
+window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class LanePolicies:
         return cls(leads={name: lane.handoff_lead_ms for name, lane in lanes.items()},
                    ordered={name: lane.ordered for name, lane in lanes.items()},
                    limits={name: LaneLimit(lane=name, max_delay_ms=lane.max_delay_ms,
-                                           max_pending=lane.max_pending)
+                                           max_pending=lane.max_pending,
+                                           retention_ms=lane.retention_ms,
+                                           dedup_window_ms=lane.dedup_window_ms)
                            for name, lane in lanes.items()})
 
     @classmethod
@@ -77,15 +80,24 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
     for name, wanted in sorted(policies.limits.items()):
         raw = store.get(keys.lane_limits_key(name))
         held = decode_value(raw, LaneLimit) if raw else LaneLimit(lane=name)
-        if (held.max_delay_ms, held.max_pending) == (wanted.max_delay_ms, wanted.max_pending):
+        if _limit_values(held) == _limit_values(wanted):
             continue
         listed = f"max_delay_ms={wanted.max_delay_ms},max_pending={wanted.max_pending}"
+        if isinstance(wanted.retention_ms, int) and isinstance(wanted.dedup_window_ms, int):
+            listed += (f",retention_ms={wanted.retention_ms},"
+                       f"dedup_window_ms={wanted.dedup_window_ms}")
         found.append((name, listed, LaneLimits(
             lane=name, operator=f"engine {owner_id}",
             reason=f"lane {name} as configured: {listed}",
             idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
-            max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending)))
+            max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
+            retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms)))
     return found
+
+
+def _limit_values(limits: LaneLimit) -> tuple[object, ...]:
+    return (limits.max_delay_ms, limits.max_pending, limits.retention_ms,
+            limits.dedup_window_ms)
 
 
 def report(store: ShardStore, records: list[tuple[str, str, PolicyRecord]], *,

@@ -32,6 +32,7 @@ class Applier:
         self._results = results
         self._act = act
         self._pending: deque[Applied] = deque()  # applied and synced, not yet acted on
+        self.applied_records = 0  # records applied by this loop (a metric; per batch, free)
 
     def apply(self, *, until_empty: bool = True) -> bool:
         """Apply what the log holds; returns whether anything was applied.
@@ -71,6 +72,7 @@ class Applier:
             if not report.records:
                 break
             progressed = True
+            self.applied_records += report.records
             self._progress.notify()
             self._act_on_pending()
             batches += 1

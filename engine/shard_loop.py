@@ -13,6 +13,7 @@ Each iteration:
 3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
    admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
+   Now and then a SWEEP of what retention let go joins them (``shard_sweep``).
 
 On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
 ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
@@ -39,6 +40,7 @@ from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
+from nereus.engine.metrics.shard import OBSERVED, ShardMetrics
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
 from nereus.engine.scheduler.payloads import FetchPayload
@@ -52,6 +54,7 @@ from nereus.engine.shard_ownership import LeaseGate, Ownership
 from nereus.engine.shard_progress import ProgressWaits, ResultWatch, ShardProgress
 from nereus.engine.shard_recovery import Recovery
 from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
+from nereus.engine.shard_sweep import SweepTrigger
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.machine import Applied, Limits
@@ -128,9 +131,12 @@ class ShardLoop(ProgressWaits):
         self._checkpoints = CheckpointTrigger(
             shard, store, log, checkpointer=checkpointer, staging=staging, clock=clock,
             owner_id=owner_id, wake=self._wake)
+        self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
+                                    new_id=new_id)
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
+        self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
 
     # what others see ------------------------------------------------------------------
     @property
@@ -180,6 +186,12 @@ class ShardLoop(ProgressWaits):
             in_flight=self.in_flight, pending_admissions=self.pending_admissions,
             admissions=flow.admissions, publish_outcomes=flow.publish_outcomes,
             error=self.error, waiting=flow.waiting)
+
+    def metric_readings(self) -> tuple[int, float]:
+        """(records this loop applied, seconds since its last checkpoint or its start), for
+        the Prometheus exposition (``engine/metrics/collect``)."""
+        return (self._applier.applied_records,
+                self._time.monotonic() - self._checkpoints._last_mono)
 
     def lanes(self) -> dict[str, Lane]:
         """Replicated lane state for every lane this engine can publish to."""
@@ -318,6 +330,8 @@ class ShardLoop(ProgressWaits):
             self.store.get(keys.META_PAUSED) is None and self._owner.lease_problem() is None
         if scheduling:
             progressed |= flow.schedule()
+        if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
+            progressed |= self._sweeps.maybe_sweep(self.epoch)
         progressed |= self._outbox.flush()
         flow.expire_claims()
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:
@@ -336,6 +350,8 @@ class ShardLoop(ProgressWaits):
         # exact types, not isinstance: this runs for every applied record, and isinstance
         # against a msgspec Struct class that does not match costs ~70 ns
         kind = type(record)
+        if kind in OBSERVED:
+            self.metrics.observe(applied, self._admissions.book)
         if kind is not CheckpointMark:
             self._checkpoints.changed += 1
         if kind is ActivationBarrier and not applied.duplicate and \
@@ -354,6 +370,7 @@ class ShardLoop(ProgressWaits):
         """
         if self._owner.fenced is not None:
             return
+        self.metrics.fenced()
         self._activated = True  # nothing to recover again: this owner is done here
         self._owner.fenced = why
         self.state = ShardState.FENCED

@@ -44,6 +44,7 @@ LOG_BACKENDS: Final = ("file", "kafka", "pulsar")
 DESTINATIONS: Final = ("file", "kafka", "pulsar")
 DEFAULT_HANDOFF_LEAD_MS: Final = 1_000
 DEFAULT_MAX_DELAY: Final = "400d"  # a lane's max_delay unless its table says otherwise
+DEFAULT_RETENTION: Final = "7d"  # a lane's retention and dedup_window unless it says otherwise
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -95,6 +96,12 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # unfinished messages is REJECTED LANE_FULL (0: no limit)
     max_delay: str = DEFAULT_MAX_DELAY
     max_pending: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # retention (docs/rules.md): a terminal message (PUBLISHED, CANCELLED, EXPIRED,
+    # FAILED) is removed with its attempts this long after it ended ("0s": kept); a
+    # result answers a retry of its command for dedup_window, after which a reused
+    # command id is a new command ("0s": kept). Broker time, swept through the log.
+    retention: str = DEFAULT_RETENTION
+    dedup_window: str = DEFAULT_RETENTION
 
     @property
     def deliver_at_handoff(self) -> bool:
@@ -105,6 +112,16 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def max_delay_ms(self) -> int:
         """``max_delay`` in milliseconds (checked when the file is read)."""
         return parse_duration_ms(self.max_delay, field="max_delay")
+
+    @property
+    def retention_ms(self) -> int:
+        """``retention`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.retention, field="retention")
+
+    @property
+    def dedup_window_ms(self) -> int:
+        """``dedup_window`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.dedup_window, field="dedup_window")
 
     @property
     def handoff_lead_ms(self) -> int:
@@ -127,7 +144,8 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     lane_in_flight: Positive = 1_000
     max_in_flight_bytes: Positive = 64 << 20
     poll_interval_ms: Annotated[float, msgspec.Meta(ge=1, le=1_000)] = 5
-    # every shard database of the process shares one block cache and memtable budget
+    # the engine's block cache and memtable budget, shared by every shard database of a
+    # process; worker processes split it evenly
     memory_mb: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] = 256
     # worker processes (`engine start --workers N` overrides); unset: one per core this
     # process may run on, at most one per shard
@@ -169,9 +187,29 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     host: str = ""  # how other hosts reach this node (default: the host name)
 
 
+LISTEN: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}")
+
+
+class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[metrics]``: the Prometheus exposition over HTTP (opt-in; ``nereus metrics`` reads
+    the same text through the admin socket whether or not it is set)."""
+
+    # HOST:PORT the engine serves GET /metrics on (e.g. "127.0.0.1:9464"; an IPv6 host in
+    # brackets: "[::1]:9464"); unset: no listener. Checked by parse_config (LISTEN).
+    listen: str | None = None
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """``listen`` as (host, port); a bracketed IPv6 host loses its brackets."""
+        if self.listen is None:
+            return None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
 # the tables a cluster's configuration holds; a node's own nereus.toml keeps the others
 CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints")
-NODE_TABLES: Final = ("engine", "cluster")
+NODE_TABLES: Final = ("engine", "cluster", "metrics")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +222,26 @@ class Config:
     objects: ObjectSettings = field(default_factory=ObjectSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     cluster: ClusterSettings | None = None
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @property
     def ordered_lanes(self) -> frozenset[str]:
         return frozenset(name for name, lane in self.lanes.items() if lane.ordered)
+
+    def route_name(self, given: str | None) -> str:
+        """The route a command means: ``given``, else the only configured route, else
+        ``default``. Several routes and none given is a usage error naming them."""
+        if given is not None:
+            return given
+        if len(self.routes) == 1:
+            return next(iter(self.routes))
+        if "default" in self.routes or not self.routes:
+            return "default"
+        from nereus.errors import UsageError
+
+        raise UsageError(f"{self.source} configures {len(self.routes)} routes "
+                         f"({', '.join(sorted(self.routes))}) and none is named default",
+                         hint="say which with --route NAME")
 
     def route(self, name: str) -> RouteSettings:
         try:
@@ -203,6 +257,7 @@ class Config:
 _TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
     "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
     "objects": ObjectSettings, "checkpoints": CheckpointSettings, "cluster": ClusterSettings,
+    "metrics": MetricsSettings,
 }
 
 
@@ -332,10 +387,11 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         lane: LaneSettings = _convert(table, LaneSettings, where, text, source)
         if lane.destination == "file" and lane.path is None:
             raise _error(text, source, where, "path", "a file lane needs path = \"...\"")
-        try:
-            lane.max_delay_ms  # noqa: B018 - a duration, or the file is refused here
-        except UsageError as exc:
-            raise _error(text, source, where, "max_delay", exc.message) from None
+        for duration in ("max_delay", "retention", "dedup_window"):
+            try:
+                getattr(lane, f"{duration}_ms")  # a duration, or the file is refused here
+            except UsageError as exc:
+                raise _error(text, source, where, duration, exc.message) from None
         if lane.handoff == "deliver_at" and lane.destination != "pulsar":
             raise _error(text, source, where, "handoff",
                          f"handoff = \"deliver_at\" needs a destination that holds messages "
@@ -357,7 +413,14 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
                          f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "
                          f"session_ttl_ms = {cluster.session_ttl_ms}: a node would stop "
                          "publishing between heartbeats")
-    return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster)
+    metrics: MetricsSettings = _convert(data.get("metrics", {}), MetricsSettings, "metrics",
+                                        text, source)
+    if metrics.listen is not None and (not LISTEN.fullmatch(metrics.listen)
+                                       or not 0 < int(metrics.listen.rpartition(":")[2]) < 65_536):
+        raise _error(text, source, "metrics", "listen",
+                     f"listen = {metrics.listen!r}: expected HOST:PORT with a port of 1-65535, "
+                     'such as "127.0.0.1:9464" (an IPv6 host in brackets: "[::1]:9464")')
+    return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics)
 
 
 def tables_of(text: str, *, source: str) -> list[str]:

@@ -149,7 +149,7 @@ def _activation(store: ShardStore) -> ActivationReport | None:
 
 
 _MESSAGE_FAMILIES = frozenset(p[0] for p in (keys.MSG, keys.ATTEMPT, keys.MSG_ATTEMPT))
-_RETAINED_KINDS = {b"m": "message", b"r": "result"}
+_RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result"}
 
 
 def family_bytes(files: list[dict[str, Any]], prefixes: frozenset[int]) -> int:
@@ -167,11 +167,9 @@ def family_bytes(files: list[dict[str, Any]], prefixes: frozenset[int]) -> int:
 
 def _oldest_retained(store: ShardStore) -> RetainedItem | None:
     for key, _ in store.scan_prefix(keys.RETAIN):
-        expire_at_ms = int.from_bytes(key[1:9], "big")
-        kind = key[9:10]
-        return RetainedItem(kind=_RETAINED_KINDS.get(kind, kind.hex()),
-                            id=key[10:].decode(errors="replace"), expire_at_ms=expire_at_ms,
-                            expire_at=format_time_ms(expire_at_ms))
+        expire_at_ms, kind, ident = keys.split_retain_key(key)
+        return RetainedItem(kind=_RETAINED_KINDS.get(kind, kind.hex()), id=ident,
+                            expire_at_ms=expire_at_ms, expire_at=format_time_ms(expire_at_ms))
     return None
 
 

@@ -5,13 +5,18 @@ Times are given both as ISO-8601 UTC and as epoch ms (``*_ms``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
 
 import msgspec
 
+from nereus.errors import UsageError
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Attempt, Message, Obligation, decode_value
+from nereus.state.values import Attempt, Lane, Message, Obligation, decode_value
 from nereus.timespec import format_time_ms
 
 
@@ -81,9 +86,13 @@ class MessageDetail(MessageView, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class MessageList(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``message list``: the messages found, up to the limit asked for."""
+    """``message list``: one page of messages, up to the limit asked for, in shard then id
+    order; ``next_cursor`` (null: nothing more) is what ``--after`` takes for the next page.
+    A page may be short, even empty, and still have a next cursor: one page examines at most
+    ``limit + MESSAGE_PAGE_SKIPS`` messages per shard, however few match the filters."""
 
     messages: list[MessageView]
+    next_cursor: str | None
 
 
 def attempt_view(attempt: Attempt) -> AttemptView:
@@ -141,6 +150,8 @@ def find_message(store: ShardStore, delay_message_id: str) -> Message | None:
 
 def iter_messages(store: ShardStore, *, state: str | None = None,
                   lane: str | None = None) -> Iterator[Message]:
+    """Every message of the shard, filtered: a full scan of the history, for offline tools
+    only (``message list`` reads one bounded page: ``message_page``)."""
     for _, raw in store.scan_prefix(keys.MSG):
         message = decode_value(raw, Message)
         if state is not None and message.state != state:
@@ -148,6 +159,90 @@ def iter_messages(store: ShardStore, *, state: str | None = None,
         if lane is not None and message.lane != lane:
             continue
         yield message
+
+
+# What one page of ``message list`` may examine per shard beyond its limit: messages the
+# filters turn away. A page that runs out of it ends short, with a cursor to go on from.
+MESSAGE_PAGE_SKIPS: Final = 10_000
+_OPEN_STATES: Final = frozenset({"PUBLISHING", "UNCERTAIN"})
+
+
+def encode_cursor(shard: str, after: str) -> str:
+    """The ``next_cursor`` of a page: go on with ``shard`` after message id ``after``
+    ("": from its first message). Opaque to callers (base64url of a JSON pair)."""
+    return base64.urlsafe_b64encode(msgspec.json.encode([shard, after])).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> tuple[str, str]:
+    """(shard, after) of a cursor ``encode_cursor`` made; UsageError for anything else."""
+    try:
+        shard, after = msgspec.json.decode(
+            base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), type=tuple[str, str])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise UsageError(f"--after {text!r} is not a cursor of `message list`",
+                         hint="give the next_cursor a previous page printed") from None
+    return shard, after
+
+
+@dataclass(frozen=True, slots=True)
+class ShardPage:
+    """One shard's part of a page: the messages found, the id to go on after (None: the
+    shard has no more), and how many index keys were examined."""
+
+    messages: list[MessageView]
+    resume_after: str | None
+    examined: int
+
+
+def _may_hold(store: ShardStore, state: str | None, lane: str | None) -> bool:
+    """False when the lanes' counters (kept by ``apply``) say the shard holds no message
+    of ``state`` in ``lane``: the page skips the shard without reading an index."""
+    if lane is not None:
+        raw = store.get(keys.lane_key(lane))
+        if raw is None:
+            return False
+        lanes = [decode_value(raw, Lane)]
+    elif state is None:
+        return True
+    else:
+        lanes = [decode_value(raw, Lane) for _, raw in store.scan_prefix(keys.LANE)]
+    if state is None:
+        return any(lane_value.counts for lane_value in lanes)
+    return any(lane_value.counts.get(state, 0) for lane_value in lanes)
+
+
+def message_page(store: ShardStore, shard: str, *, state: str | None, lane: str | None,
+                 limit: int, after: str | None, budget: int) -> ShardPage:
+    """Up to ``limit`` messages of one shard after id ``after``, in id order, examining at
+    most ``budget`` index keys: the messages themselves, or for PUBLISHING and UNCERTAIN
+    the open obligations (keyed by message id first, so the order is the same), which are
+    as many as the open attempts, not the history."""
+    if not _may_hold(store, state, lane):
+        return ShardPage([], None, 0)
+    obligations = state in _OPEN_STATES
+    index = keys.OBLIGATION if obligations else keys.MSG
+    # the first key past every key of ``after``: ids never hold 0x00, and an obligation
+    # key is id, 0x00, attempt id
+    start = index + (after.encode() + (b"\x01" if obligations else b"\x00") if after else b"")
+    found: list[MessageView] = []
+    examined = 0
+    last: str | None = None
+    for key, raw in store.scan(start, keys.prefix_end(index)):
+        if len(found) >= limit or examined >= budget:
+            return ShardPage(found, last, examined)  # more keys follow: go on after last
+        examined += 1
+        message: Message | None
+        if obligations:
+            last = key[1:].partition(b"\x00")[0].decode()
+            message = find_message(store, last)
+        else:
+            last = key[1:].decode()
+            message = decode_value(raw, Message)
+        if message is None or (state is not None and message.state != state) or (
+                lane is not None and message.lane != lane):
+            continue
+        found.append(message_view(message, shard))
+    return ShardPage(found, None, examined)
 
 
 def open_attempts(store: ShardStore, *, state: str | None = None) -> Iterator[Attempt]:

@@ -46,10 +46,11 @@ def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None 
 
 
 # a test that uses a real server's fixture carries that server's marker, so the fast lane
-# is `pytest -m "not kafka and not pulsar and not s3 and not etcd"`
+# is `pytest -m "not kafka and not pulsar and not s3 and not etcd and not prometheus"`
 _SERVICE_MARKERS = {"kafka_service": "kafka", "kafka_bootstrap": "kafka",
                     "pulsar_service": "pulsar", "s3_service": "s3",
-                    "etcd_service": "etcd", "etcd_endpoint": "etcd"}
+                    "etcd_service": "etcd", "etcd_endpoint": "etcd",
+                    "prometheus_tools": "prometheus"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

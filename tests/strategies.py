@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import strategies as st
 
 from nereus import records as r
@@ -65,11 +66,18 @@ resolves = st.builds(r.AttemptResolve, attempt_id=ids, resolution=st.sampled_fro
 breaks = st.builds(r.MessageBreak, delay_message_id=ids, **operator_fields)
 pauses = st.builds(r.ShardPause, **operator_fields)
 resumes = st.builds(r.ShardResume, **operator_fields)
+lane_limits = st.builds(r.LaneLimits, lane=lanes, max_delay_ms=st.integers(0, 10_000),
+                        max_pending=st.integers(0, 10),
+                        retention_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
+                        dedup_window_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
+                        **operator_fields)
+sweeps = st.builds(r.Sweep, mutation_id=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
+                   entries=st.lists(st.binary(max_size=24), max_size=3).map(tuple))
 identities = st.builds(r.RouteIdentity, route_id=ids, route=lanes,
                        partition=st.integers(0, 8), partitions=st.integers(1, 9))
 
 any_record = st.one_of(
     schedules, cancels, reschedules, barriers, reserves, commits, admissions, outcomes,
     claim_results, activations, marks, lane_gates, lane_configs, resolves, breaks, pauses,
-    resumes, identities,
+    resumes, identities, lane_limits, sweeps,
 )

@@ -1,7 +1,8 @@
 """The real data source: the engine's admin socket (``AdminClient``).
 
 The status feed (``GET /v1/feed``) drives the dashboard; open attempts are polled once per
-feed document (``GET /v1/attempts``) so each snapshot is consistent to within one tick.
+feed document (``GET /v1/attempts``, the first ``ATTEMPT_LIMIT``) so each snapshot is
+consistent to within one tick.
 Every transport failure, whatever its type, leaves here as ``EngineUnreachable`` naming the
 socket, so the app has one error to show and retry on.
 """
@@ -19,6 +20,9 @@ from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
 
 START_HINT = "start it with `nereus engine start`"
+# open attempts read per feed tick, at most: the counts come from the status document (the
+# lanes' counters), so a shard with a million UNCERTAIN messages costs the same each second
+ATTEMPT_LIMIT = 500
 
 
 class AdminSource:
@@ -46,7 +50,7 @@ class AdminSource:
                     return  # the engine hung up (stopping): the caller reconnects
                 if stop.is_set():
                     return
-                attempts = self._client.get("/v1/attempts")["attempts"]
+                attempts = self._client.get("/v1/attempts", limit=ATTEMPT_LIMIT)["attempts"]
                 yield Snapshot(status=status, attempts=attempts)
         except NereusError:
             raise

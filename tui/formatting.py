@@ -16,6 +16,11 @@ def fmt_int(value: int | None) -> str:
     return MISSING if value is None else f"{value:,}"
 
 
+def fmt_backlog(value: int | None, capped: bool) -> str:
+    """A due backlog; ``+`` when the engine counted only up to its cap (there are more)."""
+    return fmt_int(value) + ("+" if capped and value is not None else "")
+
+
 def fmt_ms(value: int | None) -> str:
     """A duration in the largest unit that keeps it short: 850ms, 3.2s, 4m05s, 2h10m, 3d04h."""
     if value is None:

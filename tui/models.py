@@ -40,6 +40,7 @@ class ShardRow:
     claims: int | None
     in_flight: int | None
     error: str | None
+    due_backlog_capped: bool = False  # due_backlog is "at least" (the engine's cap)
 
     @property
     def key(self) -> str:
@@ -68,6 +69,7 @@ class LaneOnShardRow:
     open_attempts: int | None
     admissions: int | None
     by_shard: bool = True
+    due_backlog_capped: bool = False
 
     @property
     def key(self) -> str:
@@ -100,6 +102,7 @@ class LaneRow:
     shards: tuple[LaneOnShardRow, ...]
     backlog_history: tuple[int, ...]
     rate_history: tuple[float, ...]
+    due_backlog_capped: bool = False  # due_backlog is "at least"; due_lag_p99_ms "at most"
 
     @property
     def key(self) -> str:
@@ -187,11 +190,14 @@ class Overview:
 
     @property
     def uncertain_count(self) -> int:
-        return sum(1 for attempt in self.attempts if attempt.uncertain)
+        """UNCERTAIN messages: the shards' counters (the attempts listed are only the first
+        page of them)."""
+        return sum(shard.uncertain for shard in self.shards)
 
     @property
     def obligations_count(self) -> int:
-        return len(self.attempts)
+        """Open attempts: the lanes' counters, summed."""
+        return sum(lane.open_attempts or 0 for lane in self.lanes)
 
     @property
     def routes(self) -> tuple[str, ...]:
@@ -213,7 +219,7 @@ def shard_row(doc: Mapping[str, Any], history: History) -> ShardRow:
         due_backlog=_int(doc.get("due_backlog")), admissions=_int(doc.get("admissions")),
         admission_rate=history.shard_rates.get(name), uncertain=_int(doc.get("uncertain")) or 0,
         claims=_int(doc.get("claims")), in_flight=_int(doc.get("in_flight")),
-        error=_str(doc.get("error")),
+        error=_str(doc.get("error")), due_backlog_capped=doc.get("due_backlog_capped") is True,
     )
 
 
@@ -235,11 +241,13 @@ def lane_row(doc: Mapping[str, Any], history: History) -> LaneRow:
                            gate=str(part.get("gate", "?")),
                            due_backlog=_int(part.get("due_backlog")),
                            open_attempts=_int(part.get("open_attempts")),
-                           admissions=_int(part.get("admissions")))
+                           admissions=_int(part.get("admissions")),
+                           due_backlog_capped=part.get("due_backlog_capped") is True)
             for part in doc.get("shards") or ()
         ),
         backlog_history=history.lane_backlog.get(name, ()),
         rate_history=history.lane_rate_series.get(name, ()),
+        due_backlog_capped=doc.get("due_backlog_capped") is True,
     )
 
 

@@ -1,7 +1,8 @@
 """A home's configuration: its own ``nereus.toml``, and, for a cluster node, the cluster's
 configuration from the coordinator.
 
-A node's ``nereus.toml`` keeps only node-local tables (``[engine]``, ``[cluster]``); the
+A node's ``nereus.toml`` keeps only node-local tables (``[engine]``, ``[cluster]``,
+``[metrics]``); the
 cluster's record keeps the others (routes, lanes, shard limits, object store,
 checkpoints). The two texts are read as one file, so every rule of ``parse_config``
 holds for the result and an error names where the offending key came from.
@@ -23,7 +24,8 @@ def check_node_text(text: str, *, source: str) -> None:
             f"{source}: [{', '.join(shared)}] belong to the cluster's configuration, not to "
             "a node's own file",
             hint="change the cluster's configuration in the coordinator (`nereus cluster "
-                 "init --from FILE.toml` wrote it); keep only [engine] and [cluster] here")
+                 "init --from FILE.toml` wrote it); keep only [engine], [cluster] and "
+                 "[metrics] here")
 
 
 def check_cluster_text(text: str, *, source: str) -> Config:

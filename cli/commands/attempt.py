@@ -41,13 +41,21 @@ def list_attempts(
     def human(out: Console) -> None:
         from rich.table import Table
 
-        table = Table("attempt", "shard", "message", "lane", "state", "admitted", "evidence")
-        for a in map(shown, attempts):
+        # ids are never wrapped (an operator copies them whole); evidence, free text of any
+        # length, follows the table one attempt per line instead of a narrow last column
+        table = Table("attempt", "shard", "message", "lane", "state", "admitted")
+        for column in table.columns:
+            column.no_wrap = True
+        rows = list(map(shown, attempts))
+        for a in rows:
             table.add_row(a.attempt_id, a.shard, a.delay_message_id, a.lane, a.state,
-                          a.admitted_at, a.evidence or "-")
+                          a.admitted_at)
         out.print(table)
         if not attempts:
             out.print("no open attempts")
+        for a in rows:
+            if a.evidence:
+                out.print(f"evidence of {a.attempt_id}: {a.evidence}", soft_wrap=True)
 
     env.output.emit(msgspec.to_builtins(attempts), human)
 

@@ -98,7 +98,8 @@ def status(ctx: typer.Context) -> None:
         lanes = Table("lane", "gate", "readiness", "due backlog", "published", "failures")
         for lane in data["lanes"]:
             lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
-                          str(lane["due_backlog"]), str(lane["published"]),
+                          f"{lane['due_backlog']}{'+' if lane.get('due_backlog_capped') else ''}",
+                          str(lane["published"]),
                           str(lane["failures"]))
         out.print(lanes)
         troubled = [w for w in data.get("workers", [])

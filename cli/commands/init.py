@@ -80,6 +80,10 @@ def init(
     layout.root.mkdir(parents=True, exist_ok=True)
     secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)
+    if log != "file":
+        from nereus.adapters.broker_probe import probe_route
+
+        probe_route(config.routes[route])  # a broker that is down fails here: 5 s, quietly
     found = _found_identity(env, config.routes[route], attach=attach)
     attached = found is not None
     if found is not None and found.partitions != partitions and not attach:

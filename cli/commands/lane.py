@@ -30,7 +30,8 @@ def list_lanes(ctx: typer.Context) -> None:
             readiness = lane["readiness"] + (
                 f" ({lane['not_ready_reason']})" if lane["not_ready_reason"] else "")
             table.add_row(lane["lane"], lane["destination"], lane["gate"], readiness,
-                          str(lane["due_backlog"]), str(lane["in_flight"]),
+                          f"{lane['due_backlog']}{'+' if lane.get('due_backlog_capped') else ''}",
+                          str(lane["in_flight"]),
                           str(lane["published"]), str(lane["failures"]))
         out.print(table)
 

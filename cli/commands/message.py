@@ -26,12 +26,15 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from nereus.views import MessageDetail
+
 
 app = typer.Typer(help="Schedule, cancel and reschedule delayed messages.", no_args_is_help=True)
 
 WaitOption = Annotated[bool, typer.Option(
     "--wait", help="Wait for the applied result (needs the engine running).")]
-RouteOption = Annotated[str, typer.Option("--route", help="Ingress route.")]
+RouteOption = Annotated[str | None, typer.Option(
+    "--route", help="Ingress route (default: the only configured route, else default).")]
 CommandIdOption = Annotated[str | None, typer.Option(
     "--command-id", help="The command's id: a retry with the same id and the same content "
     "returns the first result (exit 0) instead of acting twice; different content under it "
@@ -63,7 +66,7 @@ def schedule(
     batch: Annotated[Path | None, typer.Option(
         "--batch", help="JSON lines, one message each: id, lane, deliver_at or delay, "
         "expire_at, key, headers, payload. Queued with group commit.")] = None,
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: Annotated[str | None, typer.Option(
         "--command-id", help="The command's id (default: derived from the content, so an "
@@ -74,12 +77,15 @@ def schedule(
     Retries are safe: an identical schedule (same --id, lane, time, expiry, key, headers
     and payload) is the same command, applied once; a retry returns the first result with
     exit 0. A different schedule for an existing --id is REJECTED MESSAGE_EXISTS.
-    A command id is remembered for ever today; give --deliver-at, not --delay, to retry
-    (a delay is counted from each run's now)."""
+    A command id is remembered while its message exists and for the lane's dedup_window
+    (default 7d) after the message ended; reused after that it is a NEW command (a new
+    message if none has the --id any more). Give --deliver-at, not --delay, to retry (a
+    delay is counted from each run's now)."""
     from nereus.errors import UsageError
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     if batch is not None:
         if any(v is not None for v in (lane, deliver_at, delay, payload, payload_file,
                                        message_id, key, expire_at)) or header:
@@ -185,7 +191,7 @@ def _schedule_large(
 def cancel(
     ctx: typer.Context,
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: CommandIdOption = None,
 ) -> None:
@@ -195,6 +201,7 @@ def cancel(
     from nereus.client import prepare_cancel
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_cancel(
         message_input.route_ref(env, route),
@@ -214,7 +221,7 @@ def reschedule(
         "--delay", help="New not-before time from now: 30s, 5m, 2h, 1d.")] = None,
     expire_at: Annotated[str | None, typer.Option(
         "--expire-at", help="No new publish attempt after this time.")] = None,
-    route: RouteOption = "default",
+    route: RouteOption = None,
     wait: WaitOption = False,
     command_id: CommandIdOption = None,
 ) -> None:
@@ -225,6 +232,7 @@ def reschedule(
     from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
+    route = env.config.route_name(route)
     deliver_at_ms = message_input.deliver_time(deliver_at, delay, what="reschedule")
     delay_message_id = message_input.check_id(env, message_id, "ID")
     prepared = prepare_reschedule(
@@ -243,11 +251,18 @@ def show(
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
     barrier: Annotated[bool, typer.Option(
         "--barrier", help="Append a query barrier first, so the answer is conclusive.")] = False,
-    route: RouteOption = "default",
+    route: RouteOption = None,
 ) -> None:
-    """Queued vs applied vs message state, attempts and their evidence (needs the engine)."""
+    """Queued vs applied vs message state, attempts and their evidence. Without a running
+    engine the shard's state is read offline (read-only); --barrier needs the engine."""
     env: Env = ctx.obj
-    data = env.admin().message(message_id, route=route, barrier=barrier)
+    route = env.config.route_name(route)
+    if barrier or env.engine_running():
+        data = env.admin().message(message_id, route=route, barrier=barrier)
+    else:
+        import msgspec
+
+        data = msgspec.to_builtins(_offline_message(env, route, message_id))
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -273,6 +288,33 @@ def show(
     env.output.emit(data, human)
 
 
+def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
+    """``message show`` from the shard's database opened read-only, beside its log's end."""
+    from nereus.errors import NotFound
+    from nereus.state.store import ShardStore
+    from nereus.views import find_message, message_detail
+
+    shard = env.message_shard(route, message_id)
+    try:
+        end = env.shard_log(shard, create=False).end_position()
+    except NotFound:
+        raise NotFound(f"no message {message_id} on shard {shard}: nothing was queued to it "
+                       "yet") from None
+    path = env.layout.shard_state(shard)
+    if not (path / "CURRENT").exists():
+        raise NotFound(f"no message {message_id} on shard {shard}: nothing applied yet "
+                       f"(log end {end}; the engine applies the log)",
+                       hint="start the engine: `nereus engine start`")
+    with ShardStore.open(path, read_only=True) as store:
+        applied = store.applied_position()
+        message = find_message(store, message_id)
+        if message is None:
+            raise NotFound(f"no message {message_id} on shard {shard} (applied up to "
+                           f"position {applied}, log end {end})")
+        return message_detail(store, message, str(shard), applied_position=applied,
+                              log_end_position=end, barrier_position=None)
+
+
 @app.command("list")
 def list_messages(
     ctx: typer.Context,
@@ -280,12 +322,20 @@ def list_messages(
     state: Annotated[str | None, typer.Option(
         "--state", help="Only this state (SCHEDULED, PUBLISHED, UNCERTAIN, ...).")] = None,
     lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+    limit: Annotated[int, typer.Option(
+        "--limit", min=1, max=100_000, help="At most this many on the page.")] = 100,
+    after: Annotated[str | None, typer.Option(
+        "--after", metavar="CURSOR", help="The next page: the next_cursor a page printed "
+        "(give the same filters).")] = None,
 ) -> None:
-    """List messages (needs the engine)."""
+    """List messages, one page at a time, in shard then id order (needs the engine).
+
+    A page reads at most --limit messages plus a bounded number the filters turn away, so
+    it may be short, even empty, and still name a next page: follow next_cursor with
+    --after until it is null."""
     env: Env = ctx.obj
     data = env.admin().get("/v1/messages", shard=shard, state=state.upper() if state else None,
-                           lane=lane, limit=limit)
+                           lane=lane, limit=limit, after=after)
 
     def human(out: Console) -> None:
         from rich.table import Table
@@ -295,5 +345,11 @@ def list_messages(
             table.add_row(m["delay_message_id"], m["shard"], m["lane"], m["state"],
                           m["deliver_at"], str(m["generation"]))
         out.print(table)
+        if data.get("next_cursor"):
+            flags = "".join(f" {flag} {value}" for flag, value in (
+                ("--shard", shard), ("--state", state), ("--lane", lane),
+                ("--limit", limit if limit != 100 else None)) if value is not None)
+            out.print(f"next page: nereus message list{flags} --after {data['next_cursor']}",
+                      markup=False, highlight=False)
 
     env.output.emit(data, human)

@@ -202,7 +202,8 @@ def _as_list(value: object, where: str) -> list[str] | None:
 
 
 def _message_shard(env: Env, delay_message_id: str, route: object) -> ShardId:
-    return env.message_shard(str(route or "default"), delay_message_id)
+    return env.message_shard(env.config.route_name(str(route) if route else None),
+                             delay_message_id)
 
 
 # shard pause / resume, message break (registered on their groups in cli/main.py) -------
@@ -262,7 +263,9 @@ def message_break(
     ctx: typer.Context,
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The delayMessageId.")],
     reason: mutation_opts.ReasonOpt,
-    route: Annotated[str, typer.Option("--route", help="The message's route.")] = "default",
+    route: Annotated[str | None, typer.Option(
+        "--route", help="The message's route (default: the only configured route, else "
+        "default).")] = None,
     operator: mutation_opts.AsOpt = None,
     key: mutation_opts.KeyOpt = None,
     precondition: mutation_opts.PreconditionOpt = None,

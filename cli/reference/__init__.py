@@ -57,16 +57,40 @@ def completion_script(shell: str, command: Any | None = None) -> str:
 
 
 def generate(command: Any | None = None) -> dict[str, str]:
-    """Every generated file: path relative to the repository root -> its text."""
+    """Every generated file: path relative to the repository root -> its text (for the
+    ``nereus`` CLI itself, its pre-rendered root help too: ``nereus.cli.entry``)."""
     root = tree(command)
     files = {f"{MAN_DIR}/{name}": text for name, text in man_pages(root, JSON_KEYS).items()}
     files.update({COMPLETION_FILES[shell]: _RENDERERS[shell](root) for shell in SHELLS})
+    if command is None:
+        files.update(root_help_files())
     return dict(sorted(files.items()))
+
+
+def root_help_files() -> dict[str, str]:
+    """``nereus --help`` as it renders at 80 columns (``nereus.cli.entry``), rendered in a
+    child process as a command line would be."""
+    import os
+    import subprocess
+    import sys
+
+    from nereus.cli.entry import HELP_FILE, WIDTH
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    environ["COLUMNS"] = str(WIDTH)
+    done = subprocess.run(
+        [sys.executable, "-c", "from nereus.cli.main import main; main(['--help'])"],
+        env=environ, capture_output=True, text=True, check=True, timeout=120)
+    return {f"{HELP_DIR}/{HELP_FILE}": done.stdout}
+
+
+HELP_DIR = "cli/help"
 
 
 def _generated_on_disk(target: Path) -> set[str]:
     """Files under ``target`` this generator owns (``man/nereus*.1`` and the scripts)."""
     found = {f"{MAN_DIR}/{p.name}" for p in (target / MAN_DIR).glob("nereus*.1")}
+    found |= {f"{HELP_DIR}/{p.name}" for p in (target / HELP_DIR).glob("nereus.*")}
     return found | {path for path in COMPLETION_FILES.values() if (target / path).exists()}
 
 

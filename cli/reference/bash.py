@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from nereus.cli.reference.config_names import AWK
 from nereus.cli.reference.model import Command, Param
 
 HEADER = """\
@@ -20,9 +21,26 @@ HEADER = """\
 """
 
 MAIN = """\
+# __nereus_names KIND: the lanes, routes or shards of the home's nereus.toml (the line's
+# --home, else $NEREUS_HOME, else ./.nereus), read by awk: never Python, never the engine
+__nereus_names() {
+    local home="${NEREUS_HOME:-.nereus}" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --home) [[ "${COMP_WORDS[i+1]}" == "=" ]] && home="${COMP_WORDS[i+2]}" \
+                        || home="${COMP_WORDS[i+1]}" ;;
+            --home=*) home="${COMP_WORDS[i]#--home=}" ;;
+        esac
+    done
+    [[ -r "$home/nereus.toml" ]] || return 0
+    awk -v kind="$1" '__AWK__' "$home/nereus.toml" 2>/dev/null
+}
+
 # Complete the value of a kind printed by __nereus_value or __nereus_argument.
 __nereus_complete_value() {
     case "$1" in
+        lane|route|shard)
+            mapfile -t COMPREPLY < <(compgen -W "$(__nereus_names "$1")" -- "$2") ;;
         file)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
@@ -135,4 +153,5 @@ def render(root: Command) -> str:
         "PATH is completed",
         ((_quote(f"{_path(c)}:{n}"), _kind(p)) for c in root.leaves()
          for n, p in enumerate(c.arguments, start=1)), subject='"$1:$2"')
-    return HEADER + "\n" + commands + options + values + arguments + MAIN
+    return (HEADER + "\n" + commands + options + values + arguments
+            + MAIN.replace("__AWK__", AWK))

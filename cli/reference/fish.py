@@ -9,6 +9,7 @@ for path values. Static: pressing TAB never starts Python.
 
 from __future__ import annotations
 
+from nereus.cli.reference.config_names import AWK
 from nereus.cli.reference.model import Command, Param
 
 HEADER = """\
@@ -17,6 +18,23 @@ HEADER = """\
 # Regenerate with `make reference`. Static: pressing TAB never starts Python.
 
 complete -c nereus -f
+
+# __nereus_names KIND: the lanes, routes or shards of the home's nereus.toml (the line's
+# --home, else $NEREUS_HOME, else ./.nereus), read by awk
+function __nereus_names
+    set -l home .nereus
+    set -q NEREUS_HOME; and set home $NEREUS_HOME
+    set -l tokens (commandline -opc)
+    for i in (seq (count $tokens))
+        if test "$tokens[$i]" = --home; and test $i -lt (count $tokens)
+            set home $tokens[(math $i + 1)]
+        end
+        string match -q -- '--home=*' $tokens[$i]
+        and set home (string replace -- '--home=' '' $tokens[$i])
+    end
+    test -r $home/nereus.toml; or return 0
+    awk -v kind=$argv[1] '__AWK__' $home/nereus.toml 2>/dev/null
+end
 """
 
 
@@ -49,6 +67,8 @@ def _value(param: Param) -> list[str]:
         return ["-x", "-a", _q("(__fish_complete_directories (commandline -ct))")]
     if param.value == "choice":
         return ["-x", "-a", _q(" ".join(param.choices))]
+    if param.value in ("lane", "route", "shard"):
+        return ["-x", "-a", _q(f"(__nereus_names {param.value})")]
     return ["-x"]
 
 
@@ -72,6 +92,9 @@ def _argument(param: Param, condition: str) -> str | None:
         return f"complete -c nereus -n {_q(once)} -a {_q(choices)} -d {_q(about)}\n"
     if param.value in ("file", "dir"):
         return f"complete -c nereus -n {_q(condition)} -F\n"
+    if param.value in ("lane", "route", "shard"):
+        return (f"complete -c nereus -n {_q(condition)} -x "
+                f"-a {_q(f'(__nereus_names {param.value})')}\n")
     return None
 
 
@@ -95,7 +118,9 @@ def _leaf(command: Command) -> str:
 
 
 def render(root: Command) -> str:
-    out = HEADER + "\n# global options, accepted anywhere on the line\n"
+    # inside fish's single quotes a backslash escapes only a backslash or a quote
+    out = HEADER.replace("__AWK__", AWK.replace("\\", "\\\\"))
+    out += "\n# global options, accepted anywhere on the line\n"
     for param in root.options:
         out += _option(param, "")
     out += "complete -c nereus -l help -d 'Show the help and exit'\n"

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
-ValueKind = Literal["none", "text", "choice", "file", "dir"]
+ValueKind = Literal["none", "text", "choice", "file", "dir", "lane", "route", "shard"]
 
 # Options whose declared type (str) hides what their value is; completions should know.
-VALUE_HINTS: Mapping[str, ValueKind] = {"--home": "dir"}
+VALUE_HINTS: Mapping[str, ValueKind] = {"--home": "dir", "--lane": "lane", "--route": "route",
+                                        "--shard": "shard"}
+# positional arguments named for a configured name: completed from the home's nereus.toml
+ARGUMENT_HINTS: Mapping[str, ValueKind] = {"lane": "lane", "route": "route", "shard": "shard",
+                                           "shard_name": "shard"}
 
 # the name of a parameter's Click type (as Typer's bundled Click spells it, or Click
 # itself) -> the metavar the reference shows
@@ -155,6 +159,8 @@ def _value_kind(param: Any, choices: tuple[str, ...], kind: str) -> ValueKind:
     for opt in param.opts if kind == "option" else ():
         if opt in VALUE_HINTS:
             return VALUE_HINTS[opt]
+    if kind == "argument" and str(param.name) in ARGUMENT_HINTS and not choices:
+        return ARGUMENT_HINTS[str(param.name)]
     if choices:
         return "choice"
     if param.type.name == "path":

@@ -7,6 +7,7 @@ thread-safe and never block the loops' writes.
 
 from __future__ import annotations
 
+import itertools
 from typing import Protocol
 
 import msgspec
@@ -24,12 +25,14 @@ from nereus.engine.admin.appending import append
 from nereus.engine.admin.documents import (
     EngineStatus,
     LaneView,
+    MetricsExposition,
     OpenAttemptView,
     ShardView,
     TrustedTimeView,
     WorkerView,
 )
 from nereus.engine.admin.status_views import (
+    StatusReads,
     health_problems,
     lane_views,
     shard_views,
@@ -43,13 +46,16 @@ from nereus.records.codec import DecodeFailure
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
 from nereus.views import (
+    MESSAGE_PAGE_SKIPS,
     MessageDetail,
+    MessageList,
     MessageView,
     attempt_view,
+    decode_cursor,
+    encode_cursor,
     find_message,
-    iter_messages,
     message_detail,
-    message_view,
+    message_page,
     open_attempts,
 )
 
@@ -106,7 +112,8 @@ class AdminApi:
     def status(self) -> EngineStatus:
         assert self.engine.clock is not None
         now = self.engine.clock.now()
-        shards = self.shards()
+        reads = StatusReads(self.engine)  # each lane value and due range read once
+        shards = shard_views(self.engine, reads)
         workers = self.workers()
         problems = health_problems(shards, workers)
         return EngineStatus(
@@ -116,7 +123,7 @@ class AdminApi:
             trusted_time=TrustedTimeView(earliest=format_time_ms(now.earliest_ms),
                                          latest=format_time_ms(now.latest_ms),
                                          uncertainty_ms=now.uncertainty_ms),
-            shards=shards, lanes=self.lanes(), workers=workers)
+            shards=shards, lanes=lane_views(self.engine, reads), workers=workers)
 
     def workers(self) -> list[WorkerView]:
         """Every supervised worker thread: its state, restarts and last error."""
@@ -128,6 +135,13 @@ class AdminApi:
     def lanes(self) -> list[LaneView]:
         """Every configured lane, then every lane that has messages but no configuration."""
         return lane_views(self.engine)
+
+    def metrics(self) -> MetricsExposition:
+        """This process's Prometheus exposition (``nereus.engine.metrics``)."""
+        from nereus.engine.metrics.collect import exposition
+        from nereus.engine.metrics.listener import CONTENT_TYPE
+
+        return MetricsExposition(content_type=CONTENT_TYPE, exposition=exposition(self.engine))
 
     # messages and attempts ------------------------------------------------------------
     def message(self, delay_message_id: str, *, route: str = "default",
@@ -151,28 +165,50 @@ class AdminApi:
                               log_end_position=end, barrier_position=barrier_position)
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]:
-        loops = [self._loop(shard)] if shard else [
-            loop for _, loop in sorted(self.engine.shards.items())]
+                 limit: int, after: str | None = None) -> MessageList:
+        """One page: this engine's shards (or ``shard``) in order, from the cursor ``after``
+        on; each shard examines at most ``limit + MESSAGE_PAGE_SKIPS`` keys, all shards of
+        one page together no more than that either."""
+        loops = [(ShardId.parse(shard), self._loop(shard))] if shard else sorted(
+            self.engine.shards.items())
+        begin, begin_after = (None, "") if after is None else decode_cursor(after)
+        first = None if begin is None else ShardId.parse(begin)
+        if shard and first is not None and first != loops[0][0]:
+            raise UsageError(f"--after names a page of shard {first}, not of {shard}")
+        budget = limit + MESSAGE_PAGE_SKIPS
         out: list[MessageView] = []
-        for loop in loops:
-            for message in iter_messages(loop.store, state=state, lane=lane):
-                out.append(message_view(message, str(loop.shard)))
-                if len(out) >= limit:
-                    return out
-        return out
+        todo = [(s, loop) for s, loop in loops if first is None or s >= first]
+        for index, (s, loop) in enumerate(todo):
+            page = message_page(loop.store, str(s), state=state, lane=lane,
+                                limit=limit - len(out), budget=budget,
+                                after=(begin_after or None) if s == first else None)
+            out += page.messages
+            budget -= page.examined
+            if page.resume_after is not None:
+                return MessageList(messages=out, next_cursor=encode_cursor(str(s),
+                                                                           page.resume_after))
+            if len(out) >= limit or budget <= 0:
+                later = todo[index + 1:]
+                return MessageList(messages=out, next_cursor=encode_cursor(str(later[0][0]), "")
+                                   if later else None)
+        return MessageList(messages=out, next_cursor=None)
 
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]:
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]:
+        """The open attempts, shard by shard; at most ``limit`` (the dashboard's bound:
+        the scan stops there, however many UNCERTAIN messages a shard holds)."""
         wanted = {"publishing": "PUBLISHING", "unknown": "UNKNOWN"}.get(
             (state or "").lower(), state)
         loops = [self._loop(shard)] if shard else [
             loop for _, loop in sorted(self.engine.shards.items())]
         recovery = self.engine.evidence
+        found = ((loop, attempt) for loop in loops
+                 for attempt in open_attempts(loop.store, state=wanted))
         return [OpenAttemptView(**msgspec.structs.asdict(attempt_view(attempt)),
                                 shard=str(loop.shard),
                                 evidence_search=None if recovery is None
                                 else recovery.search_view(attempt.attempt_id))
-                for loop in loops for attempt in open_attempts(loop.store, state=wanted)]
+                for loop, attempt in itertools.islice(found, limit)]
 
     def command(self, command_id: str) -> CommandStatus:
         """Where a command stands: APPLIED with its result on some shard, QUEUED in a

@@ -32,6 +32,9 @@ class ShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     error: str | None
     waiting: str | None
     due_backlog: int
+    # due_backlog counted up to a cap per lane (status_views.DUE_SCAN_CAP): true when more
+    # are due, so due_backlog is "at least"
+    due_backlog_capped: bool = False
 
 
 class LaneShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -40,6 +43,7 @@ class LaneShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     due_backlog: int
     open_attempts: int
     admissions: int
+    due_backlog_capped: bool = False  # due_backlog is "at least": more were due than read
 
 
 class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -60,6 +64,9 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     due_lag_p99_ms: int | None
     due_lag_max_ms: int | None
     shards: list[LaneShardView]
+    # true: due_backlog is a lower bound (some shard had more due than the cap it reads)
+    # and due_lag_p99_ms an upper bound (the p99 of the oldest entries read)
+    due_backlog_capped: bool = False
 
 
 class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,
@@ -105,3 +112,11 @@ class EngineStatus(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     shards: list[ShardView]
     lanes: list[LaneView]
     workers: list[WorkerView]
+
+
+class MetricsExposition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/metrics`` and ``nereus metrics --json``: the engine's Prometheus metrics in
+    the text exposition format (what ``[metrics] listen`` serves at ``/metrics``)."""
+
+    content_type: str  # "text/plain; version=0.0.4; charset=utf-8"
+    exposition: str

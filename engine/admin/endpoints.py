@@ -18,8 +18,14 @@ from nereus.adapters.admin_wire import (
 )
 from nereus.adapters.checkpoint_take import CheckpointTaken
 from nereus.adapters.command_lookup import CommandStatus
-from nereus.engine.admin.documents import EngineStatus, LaneView, OpenAttemptView, ShardView
-from nereus.views import MessageDetail, MessageView
+from nereus.engine.admin.documents import (
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
+    ShardView,
+)
+from nereus.views import MessageDetail, MessageList
 
 
 class AdminEndpoints(Protocol):
@@ -31,10 +37,11 @@ class AdminEndpoints(Protocol):
 
     def lanes(self) -> list[LaneView]: ...
 
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]: ...
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]: ...
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]: ...
+                 limit: int, after: str | None = None) -> MessageList: ...
 
     def message(self, delay_message_id: str, *, route: str = "default",
                 barrier: bool = False) -> MessageDetail: ...
@@ -46,3 +53,5 @@ class AdminEndpoints(Protocol):
     def plan_mutation(self, request: PlanRequest) -> PlanAnswer: ...
 
     def submit(self, request: AppendRequest) -> AppendAnswer: ...
+
+    def metrics(self) -> MetricsExposition: ...

@@ -12,7 +12,7 @@
   that arrives on a kept-alive connection after that gets 503.
 
 Endpoints (``_route``; ``/v1/feed`` in ``_dispatch``): ``GET /v1/status``, ``/v1/shards``,
-``/v1/lanes``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
+``/v1/lanes``, ``/v1/metrics``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
 ``/v1/commands/<id>``, ``/v1/feed``; ``POST /v1/commands``, ``/v1/mutations/plan``,
 ``/v1/checkpoints``, ``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock
 http://x/v1/status`` works.
@@ -188,15 +188,20 @@ class _Handler(BaseHTTPRequestHandler):
                 return {"shards": msgspec.to_builtins(api.shards())}
             if path == "/v1/lanes":
                 return {"lanes": msgspec.to_builtins(api.lanes())}
+            if path == "/v1/metrics":
+                return msgspec.to_builtins(api.metrics())
             if path == "/v1/attempts":
+                limit = query.get("limit")
                 return {"attempts": msgspec.to_builtins(api.attempts(
-                    shard=query.get("shard"), state=query.get("state")))}
-            if path == "/v1/messages":
-                return {"messages": msgspec.to_builtins(api.messages(
                     shard=query.get("shard"), state=query.get("state"),
-                    lane=query.get("lane"),
+                    limit=None if limit is None else params.integer(
+                        limit, "limit", low=1, high=1_000_000, default=1)))}
+            if path == "/v1/messages":
+                return msgspec.to_builtins(api.messages(
+                    shard=query.get("shard"), state=query.get("state"),
+                    lane=query.get("lane"), after=query.get("after"),
                     limit=params.integer(query.get("limit"), "limit", low=1, high=100_000,
-                                         default=100)))}
+                                         default=100)))
             if path.startswith("/v1/commands/"):
                 return msgspec.to_builtins(api.command(unquote(path[len("/v1/commands/"):])))
             if path.startswith("/v1/messages/"):

@@ -3,12 +3,19 @@ each lane across the shards (gate, readiness, backlog, due lag), each supervised
 and which of them are not healthy.
 
 Reads of RocksDB here run on admin threads beside the shard loops; RocksDB reads are
-thread-safe and never block the loops' writes.
+thread-safe and never block the loops' writes. They are bounded whatever the backlog or
+the history (the feed sends one of these documents a second): messages by state,
+UNCERTAIN messages and open attempts come from the lane values ``apply`` keeps (replicated,
+so a replayed shard reports the same), and each lane's due backlog and lag from one seek
+that reads at most ``DUE_SCAN_CAP`` timeline keys per shard (``due_backlog_capped``: more
+are due than were counted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
 
 from nereus.engine.admin.documents import LaneShardView, LaneView, ShardView, WorkerView
 from nereus.engine.engine import Engine
@@ -18,7 +25,6 @@ from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, decode_value
 from nereus.timespec import format_time_ms
-from nereus.views import due_backlog, open_attempts
 
 
 def _unfinished(lane: Lane) -> bool:
@@ -41,35 +47,80 @@ def _lag(loop: ShardLoop, end: int, applied: int | None) -> int | None:
     return None if found is None else int(found)
 
 
-def _oldest_due_ms(loop: ShardLoop, lane: str, earliest_ms: int, count: int) -> list[int]:
-    """actionAt of the ``count`` oldest due timeline entries of ``lane`` on this shard (the
-    timeline is big-endian actionAt within a lane, so they are the first ``count`` keys)."""
+# How many due timeline entries one status document reads per shard and lane, at most: a
+# backlog beyond it is reported as "at least" (``due_backlog_capped``) instead of counted,
+# so the once-a-second feed costs the same with a thousand due messages or ten million.
+DUE_SCAN_CAP: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class DueSample:
+    """The oldest due, not yet admitted, timeline entries of one lane on one shard: their
+    actionAt, oldest first, at most the cap; ``capped`` when more are due than were read."""
+
+    action_ats: list[int]
+    capped: bool
+
+
+def due_sample(loop: ShardLoop, lane: str, earliest_ms: int, *,
+               cap: int = DUE_SCAN_CAP) -> DueSample:
+    """One bounded seek and at most ``cap + 1`` keys: the timeline is big-endian actionAt
+    within a lane, so the oldest due entries are the first keys from the planner's floor."""
     prefix = keys.timeline_lane_prefix(lane)
     start = max(loop.planner.floors.get(lane) or prefix, prefix)
     found: list[int] = []
+    at = len(prefix)
     for key, _ in loop.store.scan(start, prefix + keys.u64(earliest_ms + 1)):
-        found.append(keys.split_timeline_key(key)[1])
-        if len(found) >= count:
-            break
-    return found
+        if len(found) >= cap:
+            return DueSample(found, True)
+        found.append(int.from_bytes(key[at:at + 8], "big"))
+    return DueSample(found, False)
 
 
-def due_lag_ms(loops: Iterable[ShardLoop], lane: str, earliest_ms: int,
-               backlog: int) -> tuple[int | None, int | None]:
-    """(p99, max) of how late the lane's due backlog is: Trusted UTC earliest minus actionAt
-    over the due entries not yet admitted, nearest-rank p99, exact across shards.
+def due_lag_ms(samples: Iterable[DueSample], earliest_ms: int) -> tuple[int | None, int | None]:
+    """(p99, max) of how late a lane's due backlog is, over its shards' samples: Trusted
+    UTC earliest minus actionAt, nearest-rank p99.
 
-    Only the oldest ``backlog - ceil(0.99 * backlog) + 1`` entries of each shard are read
-    (the p99 is that rank counted from the oldest), so a large backlog costs 1 % of a scan.
+    Exact when no sample is capped. When one is, the p99 is taken over the entries read
+    (every shard's oldest, up to the cap): with ``n`` read the rank counted from the oldest
+    is ``n - ceil(0.99 n) + 1``, no larger than the true backlog's, so the value is an upper
+    bound of the true p99 (never optimistic). The max is always exact (the oldest entry).
     """
-    if backlog <= 0:
-        return None, None
-    rank = backlog - (99 * backlog + 99) // 100 + 1  # ceil(0.99 n) in integers
-    oldest = sorted(action_at for loop in loops
-                    for action_at in _oldest_due_ms(loop, lane, earliest_ms, rank))
+    oldest = sorted(action_at for sample in samples for action_at in sample.action_ats)
     if not oldest:
         return None, None
-    return earliest_ms - oldest[min(rank, len(oldest)) - 1], earliest_ms - oldest[0]
+    n = len(oldest)
+    rank = n - (99 * n + 99) // 100 + 1  # ceil(0.99 n) in integers
+    return earliest_ms - oldest[rank - 1], earliest_ms - oldest[0]
+
+
+class StatusReads:
+    """What one status document reads of the shards' stores, each read once however many
+    views ask: every shard's lane values (counters kept by ``apply``; one short prefix scan,
+    one key per lane) and each (shard, lane)'s due sample (one capped seek). Nothing here
+    grows with the backlog or the history."""
+
+    def __init__(self, engine: Engine) -> None:
+        assert engine.clock is not None
+        self.earliest_ms = engine.clock.now().earliest_ms
+        self._lanes: dict[ShardId, dict[str, Lane]] = {}
+        self._due: dict[tuple[ShardId, str], DueSample] = {}
+
+    def lanes(self, shard: ShardId, loop: ShardLoop) -> dict[str, Lane]:
+        found = self._lanes.get(shard)
+        if found is None:
+            found = {}
+            for _, raw in loop.store.scan_prefix(keys.LANE):
+                lane = decode_value(raw, Lane)
+                found[lane.name] = lane
+            self._lanes[shard] = found
+        return found
+
+    def due(self, shard: ShardId, loop: ShardLoop, lane: str) -> DueSample:
+        found = self._due.get((shard, lane))
+        if found is None:
+            found = self._due[shard, lane] = due_sample(loop, lane, self.earliest_ms)
+        return found
 
 
 # shard states that are not a healthy engine's (STARTING and RECOVERING pass on their own)
@@ -97,9 +148,10 @@ def worker_views(engine: Engine) -> list[WorkerView]:
                        else format_time_ms(worker.last_error_at_ms))
             for worker in engine.workers()]
 
-def shard_views(engine: Engine) -> list[ShardView]:
-    assert engine.clock is not None
-    now = engine.clock.now()
+def shard_views(engine: Engine, reads: StatusReads | None = None) -> list[ShardView]:
+    """Every shard of this engine: its loop, its log position, its UNCERTAIN messages (the
+    lanes' counters) and its due backlog over the configured lanes (capped seeks)."""
+    reads = reads or StatusReads(engine)
     out = []
     for shard, loop in sorted(engine.shards.items()):
         status = loop.status()
@@ -109,29 +161,29 @@ def shard_views(engine: Engine) -> list[ShardView]:
             log_error = None
         except Exception as exc:  # a damaged or unreachable log must not hide the rest
             end, log_error = None, f"{type(exc).__name__}: {exc}"
+        lanes = reads.lanes(shard, loop)
+        due = [reads.due(shard, loop, name) for name in sorted(engine.publishers)]
         out.append(ShardView(
             shard=str(shard), state=status.state.value, epoch=status.epoch,
             applied_position=applied, log_end_position=end,
             lag=None if end is None else _lag(loop, end, applied),
             caught_up=end is not None and (applied + 1 if applied is not None else 0) >= end,
             claims=status.claims, in_flight=status.in_flight, admissions=status.admissions,
-            uncertain=sum(1 for _ in open_attempts(loop.store, state="UNKNOWN")),
+            # an UNKNOWN attempt is exactly an UNCERTAIN message (apply moves both at once)
+            uncertain=sum(lane.counts.get("UNCERTAIN", 0) for lane in lanes.values()),
             error=status.error or log_error, waiting=status.waiting,
-            due_backlog=sum(due_backlog(loop.store, name, now.earliest_ms,
-                                        start=loop.planner.floors.get(name))
-                            for name in engine.publishers)))
+            due_backlog=sum(len(sample.action_ats) for sample in due),
+            due_backlog_capped=any(sample.capped for sample in due)))
     return out
 
-def lane_views(engine: Engine) -> list[LaneView]:
+def lane_views(engine: Engine, reads: StatusReads | None = None) -> list[LaneView]:
     """Every configured lane, then every lane that has messages but no configuration
     (readiness UNCONFIGURED: its messages are never published until it is configured)."""
-    assert engine.clock is not None
-    now = engine.clock.now()
+    reads = reads or StatusReads(engine)
     loops = sorted(engine.shards.items())
     replicated: dict[str, dict[ShardId, Lane]] = {}
     for shard, loop in loops:
-        for _, raw in loop.store.scan_prefix(keys.LANE):
-            lane = decode_value(raw, Lane)
+        for lane in reads.lanes(shard, loop).values():
             replicated.setdefault(lane.name, {})[shard] = lane
     names = sorted(engine.publishers) + sorted(
         name for name, by_shard in replicated.items()
@@ -141,26 +193,26 @@ def lane_views(engine: Engine) -> list[LaneView]:
     for name in names:
         publisher = engine.publishers.get(name)
         gates: set[str] = set()
-        backlog = open_attempts_count = 0
+        open_attempts_count = 0
         counts: dict[str, int] = {}
         admissions = 0
         per_shard: list[LaneShardView] = []
+        samples: list[DueSample] = []
         for shard, loop in loops:
             lane = replicated.get(name, {}).get(shard) or Lane(name=name)
             gates.add(lane.gate.value)
-            shard_backlog = due_backlog(loop.store, name, now.earliest_ms,
-                                        start=loop.planner.floors.get(name))
-            backlog += shard_backlog
+            sample = reads.due(shard, loop, name)
+            samples.append(sample)
             open_attempts_count += lane.open_attempts
             admissions += lane.admissions
             for state, n in lane.counts.items():
                 counts[state] = counts.get(state, 0) + n
             per_shard.append(LaneShardView(shard=str(shard), gate=lane.gate.value,
-                                           due_backlog=shard_backlog,
+                                           due_backlog=len(sample.action_ats),
                                            open_attempts=lane.open_attempts,
-                                           admissions=lane.admissions))
-        lag_p99, lag_max = due_lag_ms(list(engine.shards.values()), name, now.earliest_ms,
-                                      backlog)
+                                           admissions=lane.admissions,
+                                           due_backlog_capped=sample.capped))
+        lag_p99, lag_max = due_lag_ms(samples, reads.earliest_ms)
         why: str | None
         if publisher is None:
             readiness, why = "UNCONFIGURED", (
@@ -174,11 +226,12 @@ def lane_views(engine: Engine) -> list[LaneView]:
             destination=None if publisher is None
             else engine.config.lanes[name].destination,
             gate="CLOSED" if "CLOSED" in gates else "OPEN", readiness=readiness,
-            not_ready_reason=why, due_backlog=backlog,
+            not_ready_reason=why, due_backlog=sum(len(s.action_ats) for s in samples),
             in_flight=engine.permits.in_flight(name),
             open_attempts=open_attempts_count,
             published=0 if publisher is None else publisher.published,
             failures=0 if publisher is None else publisher.failures,
             messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
-            due_lag_max_ms=lag_max, shards=per_shard))
+            due_lag_max_ms=lag_max, shards=per_shard,
+            due_backlog_capped=any(s.capped for s in samples)))
     return out

@@ -36,7 +36,7 @@ from nereus.engine.engine import Engine
 from nereus.errors import NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
-from nereus.views import MessageDetail, MessageView
+from nereus.views import MessageDetail, MessageList
 
 
 class NodeApi(AdminApi):
@@ -75,18 +75,20 @@ class NodeApi(AdminApi):
                                MessageDetail)
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]:
+                 limit: int, after: str | None = None) -> MessageList:
         remote = None if shard is None else self._remote(ShardId.parse(shard))
         if remote is None:
-            return super().messages(shard=shard, state=state, lane=lane, limit=limit)
-        body = remote.get("/v1/messages", shard=shard, state=state, lane=lane, limit=limit)
-        return msgspec.convert(body["messages"], list[MessageView])
+            return super().messages(shard=shard, state=state, lane=lane, limit=limit,
+                                    after=after)
+        return msgspec.convert(remote.get("/v1/messages", shard=shard, state=state, lane=lane,
+                                          limit=limit, after=after), MessageList)
 
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]:
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]:
         remote = None if shard is None else self._remote(ShardId.parse(shard))
         if remote is None:
-            return super().attempts(shard=shard, state=state)
-        body = remote.get("/v1/attempts", shard=shard, state=state)
+            return super().attempts(shard=shard, state=state, limit=limit)
+        body = remote.get("/v1/attempts", shard=shard, state=state, limit=limit)
         return msgspec.convert(body["attempts"], list[OpenAttemptView])
 
     # per-shard writes -------------------------------------------------------------------

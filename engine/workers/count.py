@@ -27,3 +27,15 @@ def worker_count(config: Config, given: int | None, *, cores: int | None = None)
         return config.engine.workers
     shards = sum(route.partitions for route in config.routes.values())
     return max(1, min(available_cores() if cores is None else cores, shards))
+
+
+MIN_WORKER_MEMORY_MB = 16
+
+
+def worker_memory_mb(memory_mb: int | None, workers: int) -> int | None:
+    """A worker's share of the engine's ``[engine] memory_mb``: the budget is the engine's,
+    split evenly between its worker processes (at least 16 MiB each), so N workers do not
+    hold N budgets. None (a cache per database) stays None."""
+    if memory_mb is None:
+        return None
+    return max(MIN_WORKER_MEMORY_MB, memory_mb // max(workers, 1))

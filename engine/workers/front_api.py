@@ -47,6 +47,7 @@ from nereus.config import Config
 from nereus.engine.admin.documents import (
     EngineStatus,
     LaneView,
+    MetricsExposition,
     OpenAttemptView,
     ShardView,
     TrustedTimeView,
@@ -66,7 +67,7 @@ from nereus.engine.workers.merge import (
 from nereus.errors import EngineUnreachable, NereusError, NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
-from nereus.views import MessageDetail, MessageView
+from nereus.views import MessageDetail, MessageList, MessageView, decode_cursor, encode_cursor
 
 T = TypeVar("T")
 OWNER_WAIT_S: Final = 15.0  # a session TTL for the owner to go, a few seconds to activate
@@ -189,26 +190,52 @@ class FrontApi:
         return merge_lanes(_answered(self._everyone(
             lambda c: _listed(c.get("/v1/lanes"), "lanes", LaneView))))
 
+    def metrics(self) -> MetricsExposition:
+        """Every worker's exposition merged, each sample once (``nereus.engine.metrics.merge``)."""
+        from nereus.engine.metrics.merge import merged_exposition
+
+        owners = {str(shard): owned.record.node_id
+                  for shard, owned in self.store.owners().items()}
+        return merged_exposition(self._everyone(lambda c: c.get("/v1/metrics")), self.members,
+                                 _own_workers(self.supervisor), owners)
+
     # messages, attempts, commands -------------------------------------------------------
-    def attempts(self, *, shard: str | None, state: str | None) -> list[OpenAttemptView]:
+    def attempts(self, *, shard: str | None, state: str | None,
+                 limit: int | None = None) -> list[OpenAttemptView]:
         def ask(c: AdminClient) -> list[OpenAttemptView]:
-            return _listed(c.get("/v1/attempts", shard=shard, state=state), "attempts",
-                           OpenAttemptView)
+            return _listed(c.get("/v1/attempts", shard=shard, state=state, limit=limit),
+                           "attempts", OpenAttemptView)
         if shard:
             return self._read(shard, ask)
         return sorted((a for answer in _answered(self._everyone(ask)) for a in answer),
-                      key=lambda a: shard_key(a.shard))
+                      key=lambda a: shard_key(a.shard))[:limit]
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
-                 limit: int) -> list[MessageView]:
-        def ask(c: AdminClient) -> list[MessageView]:
-            return _listed(c.get("/v1/messages", shard=shard, state=state, lane=lane,
-                                 limit=limit), "messages", MessageView)
+                 limit: int, after: str | None = None) -> MessageList:
+        """One page: each shard's owner asked in shard order for the rest of the page,
+        from the cursor's shard on, until the page is full or a shard has more."""
+        def ask(one: str, rest: int, cursor: str | None) -> Callable[[AdminClient], MessageList]:
+            return lambda c: msgspec.convert(c.get(
+                "/v1/messages", shard=one, state=state, lane=lane, limit=rest, after=cursor),
+                MessageList)
         if shard:
-            return self._read(shard, ask)
-        merged = sorted((m for answer in _answered(self._everyone(ask)) for m in answer),
-                        key=lambda m: shard_key(m.shard))
-        return merged[:limit]
+            return self._read(shard, ask(shard, limit, after))
+        first = None if after is None else ShardId.parse(decode_cursor(after)[0])
+        held = self.configured() if not self.clustered else [  # a node lists its own shards
+            s for s, owned in self.store.owners().items() if owned.record.node_id in self.members]
+        todo = sorted(s for s in held if first is None or s >= first)
+        out: list[MessageView] = []
+        for index, one in enumerate(todo):
+            page = self._read(str(one), ask(str(one), limit - len(out),
+                                            after if one == first else None))
+            out += page.messages
+            if page.next_cursor is not None:
+                return MessageList(messages=out, next_cursor=page.next_cursor)
+            if len(out) >= limit:
+                later = todo[index + 1:]
+                return MessageList(messages=out, next_cursor=encode_cursor(str(later[0]), "")
+                                   if later else None)
+        return MessageList(messages=out, next_cursor=None)
 
     def message(self, delay_message_id: str, *, route: str = "default",
                 barrier: bool = False) -> MessageDetail:

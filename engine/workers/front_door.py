@@ -63,6 +63,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.clock import TrustedClock
     from nereus.engine.engine import EngineSettings
+    from nereus.engine.metrics.listener import open_listener
     from nereus.engine.supervisor import Supervisor
     from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.front_api import FrontApi
@@ -87,7 +88,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     supervisor = Supervisor(log_event)
     store = ClusterStore(open_cluster(worker_coordinator(config, home)))
     processes = [WorkerProcess(home, index, count, log_event) for index in range(count)]
-    server = api = None
+    server = api = listener = None
     try:
         if not clustered:  # a cluster's configuration and keys are its own already
             _write_config(store, layout.config.read_text(), source=str(layout.config))
@@ -103,11 +104,15 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
             log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(supervisor)
+        listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
+                                 supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
-                  workers=count)
+                  workers=count, metrics=config.metrics.listen)
         while requests.get() == "reopen_logs":
             engine_logs.reopen()
         log_event("engine_stopping", workers=count)
+        if listener is not None:
+            listener.close()
         if not server.close():
             log_event("admin_requests_still_running")
         stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)
@@ -118,6 +123,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        if listener is not None:
+            listener.close()
         if server is not None:
             server.close()
         stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)

@@ -78,6 +78,7 @@ def merge_lane(views: list[LaneView]) -> LaneView:
         admissions=sum(view.admissions for view in views),
         due_lag_p99_ms=_max(view.due_lag_p99_ms for view in views),
         due_lag_max_ms=_max(view.due_lag_max_ms for view in views),
+        due_backlog_capped=any(view.due_backlog_capped for view in views),
         shards=sorted((row for view in views for row in view.shards),
                       key=lambda row: shard_key(row.shard)))
 

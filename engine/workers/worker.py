@@ -18,6 +18,7 @@ so a fresh start places every shard once instead of moving half of them a second
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import sys
@@ -58,6 +59,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.daemon import abandon
     from nereus.engine.engine import Engine, EngineSettings
+    from nereus.engine.workers.count import worker_memory_mb
 
     enter_private_mode()
     layout = HomeLayout(home)
@@ -75,8 +77,11 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     # a home run with one process or several sees the same Recovery Set; on a node of a
     # cluster it is the cluster's, in the coordinator
     handle = open_cluster(config.cluster.coordinator)
-    engine = Engine(home, config, settings=EngineSettings.from_config(config.engine),
-                    log_event=log_event, catalog=handle if clustered else None)
+    settings = EngineSettings.from_config(config.engine)
+    settings = dataclasses.replace(settings,
+                                   memory_mb=worker_memory_mb(settings.memory_mb, expected))
+    engine = Engine(home, config, settings=settings, log_event=log_event,
+                    catalog=handle if clustered else None)
     parent = _ParentWatch(requests)
     engine.supervisor.spawn("parent-watch", "worker", parent.run)
     node: ClusterNode | None = None

@@ -13,7 +13,8 @@ Every record leaves exactly one stable result:
 * a record whose dedup key (command id, attempt id, idempotency key, ...) was already
   applied with the same bytes: the first result again and no state change;
   with different bytes: REJECTED ``DUPLICATE_CONFLICT`` under ``reject/<position>``;
-* otherwise the handler's verdict, stored under ``result/<dedup key>``.
+* otherwise the handler's verdict, stored under ``result/<dedup key>`` (with a ``retain``
+  entry when its lane has a dedup window: ``nereus.machine.retention``).
 
 The applied position and the records-applied counter are part of the writes, so state,
 results and position always land in the same WriteBatch. Applying into an ``Overlay``,
@@ -29,7 +30,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from nereus.machine import commands, control, publishing
+from nereus.machine import commands, control, publishing, retention
 from nereus.machine.limits import DEFAULT_LIMITS, Limits
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
@@ -57,6 +58,7 @@ from nereus.records.system import (
     PublishAdmission,
     PublishOutcome,
     RouteIdentity,
+    Sweep,
 )
 from nereus.records.vocabulary import ResultStatus
 from nereus.state import keys
@@ -93,6 +95,7 @@ _DEDUP_KEYS: dict[type[Any], Callable[[Any], str | None]] = {
     PublishOutcome: lambda r: "o/" + r.outcome_id,
     ClaimResult: lambda r: "s/" + r.mutation_id,
     CheckpointMark: lambda r: "s/" + r.mutation_id,
+    Sweep: lambda r: "s/" + r.mutation_id,
     ActivationBarrier: lambda r: "b/" + r.barrier_id,
     RouteIdentity: lambda r: f"i/{r.route_id}/{r.route}/{r.partition}/{r.partitions}",
     **dict.fromkeys(OPERATOR_MUTATIONS, _operator_key),
@@ -121,6 +124,7 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
     ActivationBarrier: control.activation_barrier,
     RouteIdentity: control.route_identity,
     CheckpointMark: control.checkpoint_mark,
+    Sweep: retention.sweep,
     **dict.fromkeys(OPERATOR_MUTATIONS, control.operator_mutation),
 }
 
@@ -189,5 +193,7 @@ def apply(
     )
     writes = tx.writes
     writes[result_key] = encode_value(result)
+    if cls is not Schedule or verdict.status is not ResultStatus.APPLIED:  # the hot path
+        retention.retain_result(tx, decoded, verdict, key)
     tx.advance()
     return Applied(result, writes, decoded)

@@ -188,22 +188,38 @@ def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
     failure = check_lane(mutation.lane)
     if failure is not None:
         return failure
-    for field in ("max_delay_ms", "max_pending"):
-        if getattr(mutation, field) < 0:
+    for field in ("max_delay_ms", "max_pending", "retention_ms", "dedup_window_ms"):
+        value = getattr(mutation, field)
+        if isinstance(value, int) and value < 0:
             return rejected(Reason.INVALID_FIELD, f"{field} must be 0 (no limit) or more")
-    limits = LaneLimit(lane=mutation.lane, max_delay_ms=mutation.max_delay_ms,
-                       max_pending=mutation.max_pending, position=tx.position)
     before = tx.lane_limits(mutation.lane)
-    if before is not None and (before.max_delay_ms, before.max_pending) == (
-            limits.max_delay_ms, limits.max_pending):
+    # retention fields left UNSET keep what was replicated (a LANE_LIMITS from before them)
+    retention_ms = mutation.retention_ms if before is None or isinstance(
+        mutation.retention_ms, int) else before.retention_ms
+    dedup_window_ms = mutation.dedup_window_ms if before is None or isinstance(
+        mutation.dedup_window_ms, int) else before.dedup_window_ms
+    limits = LaneLimit(lane=mutation.lane, max_delay_ms=mutation.max_delay_ms,
+                       max_pending=mutation.max_pending, position=tx.position,
+                       retention_ms=retention_ms, dedup_window_ms=dedup_window_ms)
+    if before is not None and _limit_values(before) == _limit_values(limits):
         return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
     tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
     return applied(f"lane {mutation.lane} limits: {_limits_text(limits)}")
 
 
+def _limit_values(limits: LaneLimit) -> tuple[object, ...]:
+    return (limits.max_delay_ms, limits.max_pending, limits.retention_ms,
+            limits.dedup_window_ms)
+
+
 def _limits_text(limits: LaneLimit) -> str:
-    return (f"max_delay_ms={limits.max_delay_ms or 'none'}, "
+    text = (f"max_delay_ms={limits.max_delay_ms or 'none'}, "
             f"max_pending={limits.max_pending or 'none'}")
+    for name in ("retention_ms", "dedup_window_ms"):
+        value = getattr(limits, name)
+        if isinstance(value, int):
+            text += f", {name}={value or 'kept'}"
+    return text
 
 
 def _attempt_resolve(tx: Tx, mutation: AttemptResolve) -> Verdict:

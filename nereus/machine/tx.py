@@ -21,7 +21,7 @@ from typing import Final
 import msgspec
 
 from nereus.machine.limits import Limits
-from nereus.records.vocabulary import MessageState
+from nereus.records.vocabulary import TERMINAL_STATES, MessageState
 from nereus.state import keys
 from nereus.state.values import (
     MAX_BACKOFF_MS,
@@ -177,7 +177,33 @@ class Tx:
                     counts.pop(old.state, None)
             counts[new.state] = counts.get(new.state, 0) + 1
             self._put_lane_at(lane_key, msgspec.structs.replace(lane, counts=counts))
+            if new.state in TERMINAL_STATES:  # terminal states are final: this happens once
+                self._retain_terminal(new)
         self.writes[key or keys.msg_key(new.delay_message_id)] = encode_value(new)
+
+    def _retain_terminal(self, message: Message) -> None:
+        """``message`` just ended: its ``retain`` ``m`` entry at broker time + its lane's
+        retention, holding when its SCHEDULE's result may go (``nereus.machine.retention``)."""
+        limits = self.lane_limits(message.lane)
+        if limits is None or not isinstance(limits.retention_ms, int) or not limits.retention_ms:
+            return
+        window = limits.dedup_window_ms if isinstance(limits.dedup_window_ms, int) else 0
+        keep_result = (self.broker_ms + window).to_bytes(8, "big") if window else b""
+        self.put(keys.retain_key(self.broker_ms + limits.retention_ms, keys.RETAIN_MESSAGE,
+                                 message.delay_message_id), keep_result)
+
+    def forget_message(self, message: Message) -> None:
+        """Remove ``message`` (a retention sweep) and take it out of its lane's counts."""
+        lane_key = keys.lane_key(message.lane)
+        lane = self._lane_at(lane_key, message.lane)
+        counts = lane.counts.copy()
+        remaining = counts.get(message.state, 0) - 1
+        if remaining > 0:
+            counts[message.state] = remaining
+        else:
+            counts.pop(message.state, None)
+        self._put_lane_at(lane_key, msgspec.structs.replace(lane, counts=counts))
+        self.delete(keys.msg_key(message.delay_message_id))
 
     def put_timeline(self, message: Message) -> Message:
         """Put ``message`` on the timeline at its actionAt; returns it with its work digest."""

@@ -40,6 +40,7 @@ from nereus.records.system import (
     PublishAdmission,
     PublishOutcome,
     RouteIdentity,
+    Sweep,
 )
 from nereus.records.vocabulary import (
     AttemptState,
@@ -86,6 +87,7 @@ __all__ = [
     "Schedule",
     "ShardPause",
     "ShardResume",
+    "Sweep",
     "SystemMutation",
     "decode",
     "encode",

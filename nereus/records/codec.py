@@ -44,6 +44,7 @@ from nereus.records.system import (
     PublishAdmission,
     PublishOutcome,
     RouteIdentity,
+    Sweep,
 )
 
 MAGIC: Final = b"NR"
@@ -53,7 +54,7 @@ HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
 ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit
 SystemMutation = (
     PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
-    | RouteIdentity
+    | RouteIdentity | Sweep
 )
 OperatorMutation = (
     LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
@@ -62,7 +63,7 @@ Record = ClientCommand | SystemMutation | OperatorMutation
 
 CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
-                           CheckpointMark, RouteIdentity)
+                           CheckpointMark, RouteIdentity, Sweep)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
                              ShardPause, ShardResume)
 ALL_KINDS: Final = tuple(

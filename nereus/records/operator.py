@@ -51,11 +51,18 @@ class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
     RESCHEDULE whose deliverAt lies more than ``max_delay_ms`` after its record's broker
     time is REJECTED ``MAX_DELAY_EXCEEDED``; a SCHEDULE into a lane holding
     ``max_pending`` unfinished messages (SCHEDULED, PUBLISHING, UNCERTAIN) is REJECTED
-    ``LANE_FULL``. Work already accepted is never touched."""
+    ``LANE_FULL``. Work already accepted is never touched by those two; ``retention_ms``
+    and ``dedup_window_ms`` apply to messages and results from the next one on."""
 
     lane: str
     max_delay_ms: int = 0
     max_pending: int = 0
+    # how long a terminal message (with its attempts and payload stage) is kept, and how
+    # long a result of one of the lane's records answers a retry (0: kept). UNSET: leave
+    # as replicated; an UNSET field is not encoded, so records from before these existed
+    # keep their canonical bytes.
+    retention_ms: int | msgspec.UnsetType = msgspec.UNSET
+    dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):

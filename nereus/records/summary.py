@@ -88,6 +88,9 @@ def summarize(record: Record) -> str:
                     f"{record.partition} of {record.partitions}")
         case system.CheckpointMark():
             return f"checkpoint {record.checkpoint_id}"
+        case system.Sweep():
+            return (f"sweep {len(record.entries)} retained items owner={record.owner_id} "
+                    f"epoch={record.fencing_epoch}")
         case operator.LaneGate():
             target = f"lane {record.lane} gate {record.gate}"
         case operator.LaneConfig():
@@ -98,7 +101,9 @@ def summarize(record: Record) -> str:
             target = f"lane {record.lane} " + " ".join(f"{k}={v}" for k, v in changes.items())
         case operator.LaneLimits():
             target = (f"lane {record.lane} max_delay_ms={record.max_delay_ms or 'none'} "
-                      f"max_pending={record.max_pending or 'none'}")
+                      f"max_pending={record.max_pending or 'none'}" + "".join(
+                          f" {name}={value}" for name in ("retention_ms", "dedup_window_ms")
+                          if (value := getattr(record, name)) is not msgspec.UNSET))
         case operator.AttemptResolve():
             target = f"attempt {record.attempt_id} {record.resolution} ({record.evidence})"
         case operator.MessageBreak():

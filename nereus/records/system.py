@@ -98,3 +98,17 @@ class CheckpointMark(msgspec.Struct, frozen=True, kw_only=True, tag="CHECKPOINT_
     checkpoint_id: str
     owner_id: str  # who took it: the live owner, or an offline tool (recorded, not applied)
     fencing_epoch: int
+
+
+class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag="SWEEP", tag_field="kind",
+            forbid_unknown_fields=True):
+    """Remove what retention let go (``nereus.machine.retention``): the ``retain`` keys the
+    owner found due, oldest first. Apply removes each one still held whose expireAt is at
+    or before this record's broker time, and what it names (a terminal message with its
+    attempts and payload stage, or a result); any other is skipped. The keys travel in the
+    record, so replay removes exactly what the live shard removed."""
+
+    mutation_id: str
+    owner_id: str
+    fencing_epoch: int
+    entries: tuple[bytes, ...]  # full ``retain`` keys (prefix 0x0B), at most 500

@@ -88,6 +88,9 @@ def decode_key(key: bytes) -> tuple[str, dict[str, str | int]]:
         owner, _, number = rest.partition(b"\x00")
         return family, {"delay_message_id": _text(owner),
                         "attempt_no": int.from_bytes(number, "big")}
+    if family == "retain":
+        expire_at, kind, ident = keys.split_retain_key(key)
+        return family, {"expire_at_ms": expire_at, "kind": _text(kind), "id": ident}
     names = {"meta": "name", "msg": "delay_message_id", "result": "dedup_key",
              "attempt": "attempt_id", "lane": "lane", "payload": "payload_id",
              "claim": "delay_message_id", "sched": "name"}
@@ -111,6 +114,8 @@ def decode_entry(key: bytes, value: bytes) -> DumpEntry:
                 decoded = plain(msgspec.msgpack.decode(value))
         elif family == "msgattempt":
             decoded = _text(value)
+        elif family == "retain":  # an m entry: when its SCHEDULE's result may go (ms)
+            decoded = int.from_bytes(value, "big") if value else None
         else:
             decoded = plain(msgspec.msgpack.decode(value))
     except (msgspec.DecodeError, ValueError) as exc:

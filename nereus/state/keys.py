@@ -21,6 +21,8 @@ prefix  family       key after the prefix                                       
 0x08    lane         lane name (utf-8)                                           Lane
 0x09    payload      payloadId (utf-8)                                           PayloadStage
 0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
+0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
+                     result), delayMessageId or dedup key (utf-8)
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -36,8 +38,16 @@ Why these layouts:
 * ``obligation`` is keyed by message first so "the open attempts of this message" is one
   prefix scan; ``msgattempt`` lists every attempt of a message in attempt order, for
   ``message show``.
+* ``retain`` is what a retention SWEEP may remove and when (``nereus.machine.retention``):
+  big-endian expireAt first, so the oldest retained item is the family's first key (one
+  seek tells the engine whether a sweep is due, and ``shard inspect`` shows it). An ``m``
+  entry (a terminal message, with its attempts and payload stage) holds the time its
+  SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) holds
+  nothing.
 
-Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``).
+Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``). A new
+family is not a layout change (``retain`` came later: a database from before simply has
+none, and apply writes it only once a lane's retention is replicated).
 """
 
 from __future__ import annotations
@@ -71,6 +81,7 @@ FAMILIES: Final = {
     "lane": LANE,
     "payload": PAYLOAD,
     "msgattempt": MSG_ATTEMPT,
+    "retain": RETAIN,
     "claim": CLAIM,
     "sched": SCHED,
 }
@@ -158,6 +169,22 @@ def lane_key(lane: str) -> bytes:
 
 def payload_key(payload_id: str) -> bytes:
     return PAYLOAD + payload_id.encode()
+
+
+RETAIN_MESSAGE: Final = b"m"  # a terminal message and what belongs to it
+RETAIN_RESULT: Final = b"r"  # a dedup result
+RETAIN_ID_AT: Final = 10  # prefix, u64 expireAt, kind byte: the id starts here
+
+
+def retain_key(expire_at_ms: int, kind: bytes, ident: str) -> bytes:
+    """When ``ident`` (a delayMessageId for ``m``, a dedup key for ``r``) may be swept."""
+    return RETAIN + expire_at_ms.to_bytes(8, "big") + kind + ident.encode()
+
+
+def split_retain_key(key: bytes) -> tuple[int, bytes, str]:
+    """(expireAt ms, kind byte, id) of a retain key."""
+    return (int.from_bytes(key[1:9], "big"), key[9:RETAIN_ID_AT],
+            key[RETAIN_ID_AT:].decode())
 
 
 def claim_key(delay_message_id: str) -> bytes:

@@ -35,7 +35,7 @@ def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
 
 
 def _options(memory: StoreMemory | None = None) -> Options:
-    """rocksdict Options for a shard database: raw mode plus bloom filters.
+    """rocksdict Options for a shard database: raw mode, bloom filters, compression by level.
 
     Most point reads of the apply path miss: every SCHEDULE looks up ``result/c/<id>``
     and ``msg/<id>`` and finds nothing. Without filters each miss walks the index and
@@ -45,10 +45,18 @@ def _options(memory: StoreMemory | None = None) -> Options:
     disk, never the keys and values (the state digest is unaffected), and tables written
     without them stay readable.
 
+    Compression: LZ4 on the upper levels, where data is young and rewritten soon (cheap to
+    write), and zstd with a 16 KiB dictionary trained per file on the bottommost level,
+    where nearly all of a large backlog lives. Values are MessagePack maps whose field
+    names and id alphabets repeat from one entry to the next; a dictionary lets each 4 KiB
+    block share them. On bench/verify.py's workload (100 random payload bytes) a compacted
+    shard takes 372 B per message against 565 B with RocksDB's default (snappy); tables
+    written before stay readable as they are.
+
     With ``memory`` (an engine's ``StoreMemory``), the block cache and the memtables are
     the process's shared budget instead of this database's own.
     """
-    from rocksdict import BlockBasedOptions, Options
+    from rocksdict import BlockBasedOptions, DBCompressionType, Options
 
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
@@ -60,7 +68,30 @@ def _options(memory: StoreMemory | None = None) -> Options:
     options.set_block_based_table_factory(table)
     options.set_memtable_prefix_bloom_ratio(0.1)
     options.set_memtable_whole_key_filtering(True)
+    options.set_compression_type(DBCompressionType.lz4())
+    options.set_bottommost_compression_type(DBCompressionType.zstd())
+    # window bits (zstd's default), level 3, strategy, dictionary bytes, enabled
+    options.set_bottommost_compression_options(-14, 3, 0, _DICTIONARY_BYTES, True)
+    options.set_bottommost_zstd_max_train_bytes(_DICTIONARY_BYTES * 100, True)
     return options
+
+
+_DICTIONARY_BYTES = 16 << 10
+
+
+def _below(items: Iterator[tuple[bytes, bytes]], end: bytes,
+           keep: object) -> Iterator[tuple[bytes, bytes]]:
+    """``items`` up to ``end``. RocksDB's upper bound points into the ``end`` bytes and
+    the ReadOptions rather than copying them: this generator keeps both alive while the
+    scan runs (a caller's temporary ``end`` freed early left the bound dangling, and
+    ``scan_prefix`` read on into the next family), and checks the bound itself too."""
+    try:
+        for key, value in items:
+            if key >= end:
+                return
+            yield key, value
+    finally:
+        del keep  # held by this frame until the scan ends
 
 
 def lock_holder(path: Path) -> int | None:
@@ -158,11 +189,17 @@ class ShardStore:
             path.mkdir(parents=True, exist_ok=True)
         options = _options(memory)
         options.create_if_missing(create and not read_only)
+        # the column family's options given as well: without them rocksdict opens an
+        # existing database with the options saved in its OPTIONS file, and a fresh block
+        # cache of its own, so neither the memory budget nor a change made here took effect
+        # once a database existed
+        families = {"default": options}
         try:
             if read_only:
-                db = Rdict(str(path), options=options, access_type=AccessType.read_only())
+                db = Rdict(str(path), options=options, column_families=families,
+                           access_type=AccessType.read_only())
             else:
-                db = Rdict(str(path), options=options)
+                db = Rdict(str(path), options=options, column_families=families)
         except Exception as exc:
             if not read_only:
                 _raise_if_in_use(path, str(exc))
@@ -210,8 +247,7 @@ class ShardStore:
 
         bounded = ReadOptions()
         bounded.set_iterate_upper_bound(end)
-        items = self._db.items(from_key=start, read_opt=bounded)
-        return items
+        return _below(self._db.items(from_key=start, read_opt=bounded), end, bounded)
 
     def replicated(self, start: bytes = b"\x00", end: bytes | None = None, *,
                    verify_checksums: bool = True) -> Iterator[tuple[bytes, bytes]]:
@@ -266,6 +302,11 @@ class ShardStore:
                 except FileNotFoundError:  # a log RocksDB just deleted
                     continue
         return total
+
+    def compact(self) -> None:
+        """Compact the whole key range now (benchmarks and offline tools; the engine leaves
+        compaction to RocksDB)."""
+        self._db.compact_range(None, None)
 
     def create_checkpoint(self, path: Path) -> None:
         """A RocksDB checkpoint of the current state at ``path`` (hard links where possible).

@@ -160,6 +160,11 @@ class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
     max_delay_ms: int = 0
     max_pending: int = 0
     position: int = 0  # of the LANE_LIMITS that set them
+    # retention (``nereus.machine.retention``): how long a terminal message is kept, and
+    # how long a result answers a retry of its record. UNSET (never replicated; not even
+    # encoded, so limits set before retention existed keep their bytes) or 0: kept.
+    retention_ms: int | msgspec.UnsetType = msgspec.UNSET
+    dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):

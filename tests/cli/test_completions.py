@@ -153,3 +153,57 @@ def test_completion_for_an_unknown_shell_is_a_usage_error() -> None:
     assert result.code == 2, result.stderr
     assert "tcsh" in result.stderr and "bash" in result.stderr and "fish" in result.stderr
     assert result.stdout == ""
+
+
+def _named_home(tmp_path: Path) -> Path:
+    """A home with route default (2 partitions) and lanes local and audit."""
+    home = tmp_path / "named"
+    assert run_nereus("init", "--partitions", "2", home=home).code == 0
+    config = home / "nereus.toml"
+    config.write_text(config.read_text() + '\n[lanes.audit]\ndestination = "file"\n'
+                      'path = "outbox/audit.jsonl"\n')
+    return home
+
+
+def test_bash_offers_the_homes_lanes_routes_and_shards(tmp_path: Path) -> None:
+    """Names come from the home's nereus.toml (the line's --home, else NEREUS_HOME), read
+    by the script itself: lanes after --lane and for `lane close`, shards for SHARD
+    arguments, routes after --route."""
+    home = str(_named_home(tmp_path))
+    assert set(_bash_complete("nereus", "--home", home, "message", "schedule", "--lane",
+                              "")) == {"local", "audit"}
+    assert set(_bash_complete("nereus", "--home", home, "lane", "close", "")) == {
+        "local", "audit"}
+    assert set(_bash_complete("nereus", "--home", home, "shard", "inspect", "")) == {
+        "default/0", "default/1"}
+    assert _bash_complete("nereus", "--home", home, "message", "cancel", "x", "--route",
+                          "") == ["default"]
+    assert _bash_complete("nereus", "--home", str(tmp_path / "none"), "lane", "close",
+                          "") == []
+
+
+@needs_zsh
+def test_zsh_offers_the_homes_lanes(tmp_path: Path) -> None:
+    """zsh offers the lanes of $NEREUS_HOME's nereus.toml for `lane close`."""
+    home = _named_home(tmp_path)
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    shutil.copy(ZSH, functions / "_nereus")
+    done = subprocess.run(["zsh", "-f", "-c", ZSH_CAPTURE, "capture", str(functions),
+                           "nereus lane close "], capture_output=True, text=True, check=False,
+                          timeout=60, cwd=tmp_path,
+                          env={"HOME": str(tmp_path), "TERM": "dumb", "NEREUS_HOME": str(home),
+                               "PATH": "/usr/bin:/bin"})
+    assert set(re.findall(r"HIT<([^>]*)>", done.stdout)) == {"local", "audit"}
+
+
+@needs_fish
+def test_fish_offers_the_homes_shards(tmp_path: Path) -> None:
+    """fish offers the shards of the line's --home for `shard inspect`."""
+    home = _named_home(tmp_path)
+    line = f"nereus --home {home} shard inspect "
+    done = subprocess.run(["fish", "--no-config", "-c",
+                           f"source {shlex.quote(str(FISH))}; complete -C {shlex.quote(line)}"],
+                          capture_output=True, text=True, check=True, timeout=30)
+    assert {row.split("\t")[0] for row in done.stdout.splitlines() if row} == {
+        "default/0", "default/1"}

@@ -40,14 +40,17 @@ def _plain(text: str) -> str:
 
 def test_committed_files_equal_a_fresh_generation(tmp_path: Path) -> None:
     """Regenerating into an empty directory (another process, another hash seed) gives
-    byte-identical man pages and completion scripts, and no page the CLI lost."""
+    byte-identical man pages, completion scripts and root help, and no page the CLI
+    lost."""
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     subprocess.run([sys.executable, "-m", "nereus.cli.reference", "--write", "--out",
                     str(tmp_path)], check=True, capture_output=True, env=env, timeout=120)
     fresh = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
                    if p.is_file())
     committed = sorted([*(p.relative_to(ROOT).as_posix() for p in MAN_PAGES),
-                        *(path for path in COMPLETION_FILES.values() if (ROOT / path).exists())])
+                        *(path for path in COMPLETION_FILES.values() if (ROOT / path).exists()),
+                        *(p.relative_to(ROOT).as_posix()
+                          for p in (ROOT / "cli" / "help").glob("nereus.*"))])
     assert fresh == committed, f"generated files differ from the committed set: {REGENERATE}"
     stale = [path for path in fresh
              if (tmp_path / path).read_bytes() != (ROOT / path).read_bytes()]

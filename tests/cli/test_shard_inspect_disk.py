@@ -63,8 +63,8 @@ def test_inspect_names_the_first_item_of_the_retention_family(tmp_path: Path) ->
     home = _home_with_messages(tmp_path)
     with ShardStore.open(home / "state" / SHARD) as store:
         store.write({
-            keys.RETAIN + keys.u64(1_800_000_000_000) + b"m" + b"m3": b"",
-            keys.RETAIN + keys.u64(1_700_000_000_000) + b"r" + b"c/abc": b"",
+            keys.retain_key(1_800_000_000_000, keys.RETAIN_MESSAGE, "m3"): b"",
+            keys.retain_key(1_700_000_000_000, keys.RETAIN_RESULT, "c/abc"): b"",
         })
     oldest = _disk(home, "--db", str(home / "state" / SHARD))["oldest_retained"]
     assert oldest == {"kind": "result", "id": "c/abc", "expire_at_ms": 1_700_000_000_000,

@@ -112,6 +112,16 @@ def _message_show_and_list(home: Path) -> tuple[list[dict[str, Any]], list[dict[
     return shown, [listed]
 
 
+def _metrics(home: Path) -> list[dict[str, Any]]:
+    """The Prometheus exposition of a running engine, as one document."""
+    with running_engine(home):
+        shown = run_nereus("--json", "metrics", home=home)
+    assert shown.code == 0, shown.stderr
+    doc: dict[str, Any] = shown.json()
+    assert "nereus_applied_position" in doc["exposition"]
+    return [doc]
+
+
 def _message_show(home: Path) -> list[dict[str, Any]]:
     return _message_show_and_list(home)[0]
 
@@ -125,6 +135,7 @@ SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "message show": _message_show,
     "message list": _message_list,
     "lane list": _lane_list,
+    "metrics": _metrics,
     "command show": _command_show,
     "message cancel": _cancel,
     "message reschedule": _reschedule,

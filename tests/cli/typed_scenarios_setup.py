@@ -61,6 +61,24 @@ def _engine_start(home: Path) -> list[Document]:
         return [started]
 
 
+def _engine_logs(home: Path) -> list[Document]:
+    """The log of an engine that ran and stopped: everything, and one shard's lines."""
+    with running_engine(home):
+        pass
+    return [_json("engine", "logs", home=home),
+            _json("engine", "logs", "--shard", "default/0", "--level", "info", home=home)]
+
+
+def _status(home: Path) -> list[Document]:
+    """Offline (the engine stopped) and online."""
+    offline = _json("status", home=home)
+    assert offline["engine_running"] is False and offline["healthy"] is False, offline
+    with running_engine(home):
+        online = _json("status", home=home)
+    assert online["engine_running"] is True, online
+    return [offline, online]
+
+
 def _engine_stop(home: Path) -> list[Document]:
     """With no engine (nothing stopped, no pid) and with one running (stopped, its pid)."""
     idle = _json("engine", "stop", home=home)
@@ -154,6 +172,8 @@ SETUP_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "completion": _completion,
     "engine start": _engine_start,
     "engine stop": _engine_stop,
+    "engine logs": _engine_logs,
+    "status": _status,
     "playbook list": _playbook_list,
     "playbook show": _playbook_show,
     "playbook run": _playbook_run,

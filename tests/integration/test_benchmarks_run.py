@@ -67,3 +67,28 @@ def test_fire_bench_runs_the_daemon_with_two_worker_processes() -> None:
     assert burst["outbox_lines"] == 400 and burst["duplicates"] == 0
     assert len(burst["per_shard"]) == 2
     assert steady["outbox_lines"] == 400 and steady["states"] == {"PUBLISHED": 400}
+
+
+def test_scale_bench_fills_herds_idles_and_sweeps() -> None:
+    """bench/scale.py at a small size: every message it queued is pending and counted, the
+    herd and the steady lane are published once and none early, an idle engine reports its
+    figures, and the retention lane's published messages are swept with the replay equal
+    to the live state; its temp homes are gone afterwards."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ns-", dir="/tmp") as short:
+        report = _bench("scale.py", "--pending", "20000", "--herd", "3000", "--rate", "100",
+                        "--idle-shards", "4", "--idle-seconds", "1",
+                        "--retention-messages", "40", "--dir", short)
+        assert list(Path(short).iterdir()) == []
+    fill, herd = report["fill"], report["herd"]
+    assert fill["pending"] == fill["scheduled_counted"] == 20_000
+    assert fill["apply_first_tenth_per_s"] > 0 and fill["apply_last_tenth_per_s"] > 0
+    assert fill["disk_bytes_per_pending"] > 0 and fill["inspect_s"] > 0
+    assert herd["herd"] == 3000 and herd["b_during_drain"] > 0
+    assert herd["early_a"] == herd["early_b"] == herd["duplicates"] == 0
+    assert [idle["shards"] for idle in report["idle"]] == [4]
+    kept = report["retention"]
+    assert kept["published"] == 40
+    assert kept["terminal_left"] == kept["attempts_left"] == 0
+    assert kept["replay_matches"] is True

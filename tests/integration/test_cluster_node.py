@@ -239,5 +239,5 @@ def test_any_nodes_admin_socket_serves_every_shard_through_its_owner(tmp_path: P
         detail = api.message(on_b.delay_message_id)
         assert detail.shard == str(on_b.shard) and detail.state == "SCHEDULED"
         listed = api.messages(shard=str(on_b.shard), state=None, lane=None, limit=100)
-        assert on_b.delay_message_id in {m.delay_message_id for m in listed}
+        assert on_b.delay_message_id in {m.delay_message_id for m in listed.messages}
         harness.close()

@@ -118,9 +118,9 @@ def test_the_front_door_answers_for_every_shard_of_both_workers(
 
 def test_everyday_commands_work_through_the_one_socket(
         workers_home: tuple[Path, dict[str, Any]]) -> None:
-    """schedule --wait, message show/list, lane list, shard list/inspect, command show,
-    checkpoint create and attempt list answer as with one process, for shards of either
-    worker."""
+    """schedule --wait, message show/list (and its pages), lane list, shard list/inspect,
+    command show, checkpoint create and attempt list answer as with one process, for shards
+    of either worker."""
     home, _ = workers_home
     receipts = [schedule(home, f"m{i}") for i in range(2)]
     receipts += schedule_batch(home, [f"m{i}" for i in range(2, 8)])
@@ -132,6 +132,15 @@ def test_everyday_commands_work_through_the_one_socket(
     listed = nereus_json(home, "message", "list")
     assert sorted(m["delay_message_id"] for m in listed["messages"]) == \
         sorted(f"m{i}" for i in range(8))
+    paged: list[str] = []  # pages of 3 across both workers' shards, cursor to cursor
+    page = nereus_json(home, "message", "list", "--limit", "3")
+    while True:
+        paged += [m["delay_message_id"] for m in page["messages"]]
+        if page["next_cursor"] is None:
+            break
+        page = nereus_json(home, "message", "list", "--limit", "3", "--after",
+                           page["next_cursor"])
+    assert paged == [m["delay_message_id"] for m in listed["messages"]]
     (lane,) = nereus_json(home, "lane", "list")
     assert lane["published"] == 8 and lane["messages_by_state"]["PUBLISHED"] == 8
     shards = nereus_json(home, "shard", "list")

@@ -59,3 +59,36 @@ def test_queueing_to_an_unreachable_kafka_exits_5(tmp_path: Path) -> None:
                         timeout=120)
     assert result.code == 5, result.stderr
     assert "127.0.0.1:1" in result.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once it is closed
+
+
+def test_init_with_a_broker_down_fails_in_seconds_and_quietly(tmp_path: Path) -> None:
+    """init --log kafka and --log pulsar with no broker: exit 5 within 5 s of probing (the
+    clients' own timeouts took 30 s), a few lines on stderr, none of them librdkafka's
+    reconnect chatter (about 1,100 lines before)."""
+    import time
+
+    port = _closed_port()
+    for log, table in (("kafka", f'bootstrap = "127.0.0.1:{port}"'),
+                       ("pulsar", f'service_url = "pulsar://127.0.0.1:{port}"')):
+        home = tmp_path / log
+        home.mkdir()
+        (home / "nereus.toml").write_text(
+            f'[routes.default]\nlog = "{log}"\n{table}\n\n[lanes.local]\n'
+            'destination = "file"\npath = "outbox/local.jsonl"\n')
+        started = time.monotonic()
+        result = run_nereus("message", "schedule", "--lane", "local", "--delay", "1m",
+                            home=home, timeout=60)
+        elapsed = time.monotonic() - started
+        assert result.code == 5, result.stderr
+        assert elapsed < 10, f"{log}: took {elapsed:.1f} s"
+        assert str(port) in result.stderr
+        assert len(result.stderr.splitlines()) <= 3, result.stderr
+        assert "%3|" not in result.stderr and "FAIL" not in result.stderr

@@ -34,7 +34,7 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
     for required in ("nereus/engine/shard_loop.py", "nereus/adapters/runner.py",
                      "nereus/adapters/shardlog/file.py",
                      "nereus/cli/main.py", "nereus/tui/__init__.py",
-                     "nereus/_data/playbooks/README.md"):
+                     "nereus/_data/playbooks/README.md", "nereus/cli/help/nereus.txt"):
         assert required in names, required
     assert not any(name.startswith(("engine/", "adapters/", "cli/", "tui/")) for name in names)
     _assert_ships_reference(names, source)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, spark_text
+from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, spark_text
 from nereus.tui.history import History, advance
 from nereus.tui.models import (
     build_overview,
@@ -53,6 +53,28 @@ def test_uncertain_attempts_come_first_and_are_counted() -> None:
     assert [a.attempt_id for a in overview.attempts] == [UNCERTAIN_ATTEMPT, "a1b2c3d4e5f60718-29"]
     assert overview.attempts[0].uncertain and not overview.attempts[1].uncertain
     assert (overview.uncertain_count, overview.obligations_count) == (1, 2)
+
+
+def test_counts_come_from_the_counters_and_a_capped_backlog_reads_at_least() -> None:
+    """The engine sends only the first page of open attempts: UNCERTAIN and obligations
+    are counted from the shards' and lanes' counters; a backlog the engine counted only up
+    to its cap carries ``due_backlog_capped`` and prints with a ``+``."""
+    status = dict(status_document(1))
+    status["shards"] = [{**shard, "uncertain": 40, "due_backlog": 10_000,
+                         "due_backlog_capped": True} for shard in status["shards"]]
+    status["lanes"] = [{**lane, "open_attempts": 45, "due_backlog_capped": True}
+                       for lane in status["lanes"]]
+    state = with_snapshot(DashboardState(), Snapshot(status=status,
+                                                     attempts=attempt_documents()))
+    overview = state.overview
+    assert overview is not None
+    assert len(overview.attempts) == 2
+    assert overview.uncertain_count == 40 * len(overview.shards)
+    assert overview.obligations_count == 45 * len(overview.lanes)
+    shard = overview.shards[0]
+    assert shard.due_backlog_capped and fmt_backlog(shard.due_backlog, True) == "10,000+"
+    assert overview.lanes[0].due_backlog_capped
+    assert fmt_backlog(7, False) == "7" and fmt_backlog(None, True) == "-"
 
 
 def test_rates_come_from_counter_differences_over_engine_time() -> None:

@@ -14,28 +14,48 @@ from hypothesis import strategies as st
 
 from nereus import records as r
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
+from nereus.state import keys
 from nereus.testing import MemoryShard
-from tests.unit.builders import admission, barrier, cancel, op, outcome, reschedule, schedule
+from tests.unit.builders import OWNER, admission, barrier, cancel, op, outcome, reschedule, schedule
 
 MIDS = ["m0", "m1", "m2", "m3", "m4"]
 LogEntries = list[tuple[bytes, int]]
 
 
+def due_sweep(shard: MemoryShard, now_ms: int, mutation_id: str) -> r.Sweep:
+    """The SWEEP an owner would append at ``now_ms``: every retain key due by then."""
+    due = sorted(key for key in shard.data
+                 if key[:1] == keys.RETAIN and keys.split_retain_key(key)[0] <= now_ms)
+    return r.Sweep(mutation_id=mutation_id, owner_id=OWNER, fencing_epoch=1,
+                   entries=tuple(due[:500]))
+
+
 @st.composite
-def shard_logs(draw: st.DrawFn, max_ops: int = 40) -> LogEntries:
+def shard_logs(draw: st.DrawFn, max_ops: int = 40, retention: bool = False) -> LogEntries:
+    """A log of ``max_ops`` operations at most; with ``retention``, both lanes first get
+    a short retention and dedup window (LANE_LIMITS) and some operations are SWEEPs of
+    whatever is due, as an owner appends them."""
     shard = MemoryShard()
     log: LogEntries = []
     now = 1_000
     first = r.encode(barrier())  # the scheduler's owner activates the shard first
     shard.apply(first, broker_ms=now)
     log.append((first, now))
+    kinds = ["schedule", "schedule", "cancel", "reschedule", "admit", "admit", "outcome",
+             "garbage", "redeliver", "gate", "resolve"]
+    if retention:
+        kinds += ["sweep", "sweep"]
+        for lane in ("local", "slow"):
+            data = r.encode(r.LaneLimits(
+                lane=lane, retention_ms=draw(st.integers(0, 1_500)),
+                dedup_window_ms=draw(st.integers(0, 1_500)), **op(f"retain-{lane}")))
+            shard.apply(data, broker_ms=now)
+            log.append((data, now))
     count = draw(st.integers(min_value=1, max_value=max_ops))
     for n in range(count):
         now += draw(st.integers(min_value=0, max_value=500))
         mid = draw(st.sampled_from(MIDS))
-        kind = draw(st.sampled_from(
-            ["schedule", "schedule", "cancel", "reschedule", "admit", "admit", "outcome",
-             "garbage", "redeliver", "gate", "resolve"]))
+        kind = draw(st.sampled_from(kinds))
         record: bytes | r.Record
         if kind == "schedule":
             record = schedule(mid, now + draw(st.integers(0, 2_000)), cmd=f"s{n}",
@@ -68,6 +88,8 @@ def shard_logs(draw: st.DrawFn, max_ops: int = 40) -> LogEntries:
         elif kind == "gate":
             record = r.LaneGate(lane="local", gate=draw(st.sampled_from(list(r.Gate))),
                                 **op(f"g{n}"))
+        elif kind == "sweep":
+            record = due_sweep(shard, now, f"sw{n}")
         elif kind == "garbage":
             record = draw(st.binary(max_size=40))
         else:

@@ -44,6 +44,10 @@ BASE = '[routes.default]\nlog = "file"\npartitions = 2\n\n'
      "integer", None),
     ('[lanes.out]\ndestination = "kafka"\nhandoff = "deliver_at"', 7, "[lanes.out] handoff",
      None),
+    ('[lanes.out]\ndestination = "kafka"\nretention = "a while"', 7,
+     "[lanes.out] retention", None),
+    ('[lanes.out]\ndestination = "kafka"\ndedup_window = 7', 7,
+     "[lanes.out] dedup_window = 7: expected a string", None),
 ])
 def test_bad_values_name_file_line_key_and_expectation(
         table: str, line: int, expected: str, hint: str | None) -> None:
@@ -77,6 +81,8 @@ def test_typed_values_reach_their_readers() -> None:
     assert config.checkpoints.prune_log is True
     lane = config.lanes["out"]
     assert (lane.name, lane.handoff_lead_ms, lane.ordered) == ("out", 1500, True)
+    week = 7 * 86_400_000
+    assert (lane.retention_ms, lane.dedup_window_ms) == (week, week)  # the defaults
     assert config.routes["default"].partitions == 2 and config.routes["default"].name == \
         "default"
 

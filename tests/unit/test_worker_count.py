@@ -49,3 +49,14 @@ def test_workers_in_the_file_are_checked() -> None:
 
     with pytest.raises(ConfigError, match="workers"):
         config(2, workers=0)
+
+
+def test_workers_split_the_engine_memory_budget() -> None:
+    """[engine] memory_mb is the engine's: each of N workers gets 1/N, at least 16 MiB; no
+    budget (a cache per database) stays none."""
+    from nereus.engine.workers.count import worker_memory_mb
+
+    assert worker_memory_mb(256, 1) == 256
+    assert worker_memory_mb(256, 2) == 128
+    assert worker_memory_mb(64, 8) == 16
+    assert worker_memory_mb(None, 4) is None

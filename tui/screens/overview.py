@@ -68,7 +68,9 @@ class OverviewScreen(LiveScreen):
         attempt_table = self.query_one(AttemptTable)
         attempt_table.show(attempts)
         attempt_table.border_title = (
-            _title("Open obligations", len(attempts), len(overview.attempts))
+            # the total from the lanes' counters: the rows are only the first page of them
+            _title("Open obligations", len(attempts),
+                   max(len(overview.attempts), overview.obligations_count))
             + f" · UNCERTAIN {overview.uncertain_count}")
 
     # filter -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nereus.terminal_text import escape_controls
-from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, fmt_text
+from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, fmt_text
 from nereus.tui.models import LaneRow, ShardRow
 
 
@@ -25,7 +25,8 @@ def lane_summary(lane: LaneRow) -> Text:
     if lane.not_ready_reason:
         text.append(f"\nnot ready: {escape_controls(lane.not_ready_reason)}", style="red")
     text.append("\n")
-    _pairs(text, [("due", fmt_int(lane.due_backlog)), ("p99 lag", fmt_ms(lane.due_lag_p99_ms)),
+    _pairs(text, [("due", fmt_backlog(lane.due_backlog, lane.due_backlog_capped)),
+                  ("p99 lag", fmt_ms(lane.due_lag_p99_ms)),
                   ("max lag", fmt_ms(lane.due_lag_max_ms)), ("in flight", fmt_int(lane.in_flight)),
                   ("open attempts", fmt_int(lane.open_attempts))])
     text.append("\n")
@@ -45,7 +46,7 @@ def shard_summary(shard: ShardRow) -> Text:
     text.append("\n")
     _pairs(text, [("applied", fmt_int(shard.applied_position)),
                   ("log end", fmt_int(shard.log_end_position)), ("lag", fmt_int(shard.lag)),
-                  ("due", fmt_int(shard.due_backlog))])
+                  ("due", fmt_backlog(shard.due_backlog, shard.due_backlog_capped))])
     text.append("\n")
     _pairs(text, [("admissions", fmt_int(shard.admissions)),
                   ("rate", fmt_rate(shard.admission_rate)), ("claims", fmt_int(shard.claims)),

@@ -17,7 +17,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from nereus.terminal_text import escape_controls
-from nereus.tui.formatting import fmt_int, fmt_ms, fmt_rate, fmt_text, spark_text
+from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, fmt_text, spark_text
 from nereus.tui.models import (
     AttemptRow,
     LaneOnShardRow,
@@ -44,6 +44,10 @@ def _state(text: str) -> Text:
              "UNCERTAIN": "bold red", "CLOSED": "bold yellow", "PUBLISHING": "yellow",
              "STOPPING": "yellow", "STARTING": "yellow"}.get(text, "")
     return Text(escape_controls(text), style=style)
+
+
+def _backlog(value: int | None, capped: bool) -> Text:
+    return Text(fmt_backlog(value, capped), justify="right")
 
 
 def _count(value: int | None, *, alarm: bool = False) -> Text:
@@ -112,7 +116,8 @@ class ShardTable(RowTable[ShardRow]):
 
     def cells(self, row: ShardRow) -> tuple[RenderableType, ...]:
         return (row.shard, _state(row.state), _count(row.applied_position), _count(row.lag),
-                _count(row.due_backlog), Text(fmt_rate(row.admission_rate), justify="right"),
+                _backlog(row.due_backlog, row.due_backlog_capped),
+                Text(fmt_rate(row.admission_rate), justify="right"),
                 _count(row.uncertain, alarm=True))
 
 
@@ -120,7 +125,8 @@ class LaneTable(RowTable[LaneRow]):
     COLUMNS = ("lane", "gate", "ready", "due", "p99 lag", "in fl", "fail", "due trend")
 
     def cells(self, row: LaneRow) -> tuple[RenderableType, ...]:
-        return (row.lane, _state(row.gate), _state(row.readiness), _count(row.due_backlog),
+        return (row.lane, _state(row.gate), _state(row.readiness),
+                _backlog(row.due_backlog, row.due_backlog_capped),
                 Text(fmt_ms(row.due_lag_p99_ms), justify="right"), _count(row.in_flight),
                 _count(row.failures, alarm=True),
                 Text(spark_text(row.backlog_history, TREND_WIDTH), style="cyan"))
@@ -141,7 +147,8 @@ class LaneShardTable(RowTable[LaneOnShardRow]):
     COLUMNS = ("shard", "gate", "due", "open attempts", "admissions")
 
     def cells(self, row: LaneOnShardRow) -> tuple[RenderableType, ...]:
-        return (row.key, _state(row.gate), _count(row.due_backlog), _count(row.open_attempts),
+        return (row.key, _state(row.gate), _backlog(row.due_backlog, row.due_backlog_capped),
+                _count(row.open_attempts),
                 _count(row.admissions))
 
 

@@ -238,7 +238,7 @@ def dump(
     db: DbOption = None,
     cf: Annotated[str | None, typer.Option(
         "--cf", metavar="NAME", help="Only this family: meta, msg, timeline, result, reject, "
-        "attempt, obligation, lane, payload, msgattempt, claim, sched.")] = None,
+        "attempt, obligation, lane, payload, msgattempt, retain, claim, sched.")] = None,
     prefix: Annotated[str | None, typer.Option(
         "--prefix", help="Only keys of the family starting with this text.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,

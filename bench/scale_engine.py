@@ -1,0 +1,140 @@
+"""The daemon as ``bench/scale.py`` runs it: a home of its own, the engine started and
+stopped as an operator would (``nereus.adapters.engine_process``, the default worker
+count), watched over its admin socket and through ``/proc``, and the installed ``nereus``
+timed as an operator meets it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inprocess_engine import ShardLogs
+from nereus.adapters.admin_client import AdminClient
+from nereus.adapters.engine_process import start_engine, stop_engine
+from nereus.adapters.home_lock import socket_path
+from nereus.config import Config, parse_config
+from nereus.layout import HomeLayout
+
+NEREUS = str(Path(sys.executable).with_name("nereus"))
+ROUTE = "default"
+
+
+def make_home(root: Path, prefix: str, *, partitions: int, lanes: dict[str, str]) -> Path:
+    """A fresh home: one file-log route of ``partitions`` shards; each of ``lanes`` (name:
+    extra TOML lines) writes to ``outbox/<name>.jsonl``."""
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    text = f'[routes.{ROUTE}]\nlog = "file"\npartitions = {partitions}\n'
+    for name, extra in lanes.items():
+        text += (f'\n[lanes.{name}]\ndestination = "file"\npath = "outbox/{name}.jsonl"\n'
+                 f"{extra}")
+    layout = HomeLayout(home)
+    layout.config.write_text(text)
+    layout.outbox.mkdir()
+    return home
+
+
+def config_of(home: Path) -> Config:
+    layout = HomeLayout(home)
+    return parse_config(layout.config.read_text(), source=str(layout.config))
+
+
+def wait_until(condition: Callable[[], bool], deadline_s: float, what: str,
+               interval_s: float = 0.05) -> float:
+    """Seconds until ``condition`` held; a SystemExit naming ``what`` at the deadline."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > deadline_s:
+            raise SystemExit(f"scale: {what} not reached within {deadline_s:.0f} s")
+        time.sleep(interval_s)
+    return time.monotonic() - start
+
+
+@dataclass
+class Daemon:
+    """A running engine on ``home``: its admin client and process ids."""
+
+    home: Path
+    pid: int
+    admin: AdminClient
+
+    @classmethod
+    def start(cls, home: Path, timeout: float = 600) -> Daemon:
+        started = start_engine(HomeLayout(home), timeout, lambda text: print(text, file=sys.stderr))
+        daemon = cls(home, started.pid, AdminClient(socket_path(home), timeout=60))
+        return daemon
+
+    def stop(self) -> None:
+        stop_engine(HomeLayout(self.home), 300)
+
+    def shards(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.admin.get("/v1/shards")["shards"]
+        return found
+
+    def all_active(self) -> bool:
+        return all(s["state"] == "ACTIVE" for s in self.shards())
+
+    def states(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for lane in self.admin.get("/v1/lanes")["lanes"]:
+            for state, n in lane["messages_by_state"].items():
+                if n:
+                    counts[state] = counts.get(state, 0) + n
+        return counts
+
+    def pids(self) -> list[int]:
+        pids = [self.pid]
+        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
+            pids += [int(p) for p in task.read_text().split()]
+        return pids
+
+    def rss_mb(self) -> float:
+        """Resident memory of the front door and its worker processes."""
+        total_kb = 0
+        for pid in self.pids():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            total_kb += next((int(line.split()[1]) for line in status.splitlines()
+                              if line.startswith("VmRSS:")), 0)
+        return round(total_kb / 1024, 1)
+
+    def cpu_s(self) -> float:
+        ticks = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def open_logs(home: Path) -> ShardLogs:
+    return ShardLogs(home, config_of(home))
+
+
+def nereus(home: Path, *args: str, timeout: float = 900) -> tuple[float, str]:
+    """Run the installed ``nereus`` on ``home``; (wall seconds, stdout). Exits on failure."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    environ["NO_COLOR"] = "1"
+    started = time.monotonic()
+    done = subprocess.run([NEREUS, "--home", str(home), *args], capture_output=True, text=True,
+                          env=environ, timeout=timeout, check=False)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"scale: nereus {' '.join(args)} exited {done.returncode}:\n"
+                         f"{done.stdout}\n{done.stderr}")
+    return wall, done.stdout
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

@@ -1,0 +1,169 @@
+"""``bench/scale.py``'s herd: N messages due in the same second on lane ``a`` while lane
+``b`` carries a steady rate, on a route of 4 shards (the daemon, default workers).
+
+First a solo burst of N/10 on ``a`` alone measures the engine's full publish rate in this
+run. Then the herd is queued, due once it is applied; from a few seconds before that
+second, a feeder process queues ``rate`` messages a second on ``b``, each due
+``B_LEAD_MS`` after it is queued, until ``a`` has drained. Reported: ``a``'s drain rate
+against the solo rate, ``b``'s lateness (published_at minus deliver_at, from the outbox
+files, 1 ms resolution) over the messages due while ``a`` drained, and messages published
+early on either lane (there must be none).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.synchronize
+import os
+import time
+from pathlib import Path
+
+import msgspec
+
+from inprocess_engine import Due, ShardLogs, home_config, now_ms, percentile, queue_due
+from nereus.layout import HomeLayout
+from nereus.timespec import parse_time_ms
+from scale_engine import Daemon, make_home, open_logs, wait_until
+
+PARTITIONS = 4
+B_LEAD_MS = 1_000
+TARGET_B_P99_MS = 100
+QUEUE_US = 60  # queue and apply cost per herd message, for the due second's lead
+
+
+class HerdFigures(msgspec.Struct, frozen=True):
+    herd: int
+    b_rate_per_s: int
+    solo_messages: int
+    solo_rate_per_s: int
+    a_drain_s: float
+    a_rate_per_s: int
+    a_vs_solo: float
+    applied_before_due: bool
+    b_during_drain: int
+    b_lateness_p50_ms: int
+    b_lateness_p99_ms: int
+    b_lateness_max_ms: int
+    early_a: int
+    early_b: int
+    duplicates: int
+    target_b_p99_ms: int
+    met: bool
+
+
+class _Outbox:
+    """Lines of one lane's outbox file, counted as it grows."""
+
+    def __init__(self, home: Path, lane: str) -> None:
+        self.path = HomeLayout(home).outbox / f"{lane}.jsonl"
+        self.lines = 0
+        self._offset = 0
+
+    def count(self) -> int:
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+        if size > self._offset:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read(size - self._offset)
+            self._offset += len(data)
+            self.lines += data.count(b"\n")
+        return self.lines
+
+    def stamps(self) -> list[tuple[str, int, int]]:
+        """(delay message id, deliver_at ms, published_at ms) of every line."""
+        out = []
+        for raw in self.path.read_bytes().splitlines():
+            line = json.loads(raw)
+            out.append((line["delay_message_id"], parse_time_ms(line["deliver_at"]),
+                        parse_time_ms(line["published_at"])))
+        return out
+
+
+def feeder(home: str, rate: int, stop: multiprocessing.synchronize.Event) -> None:
+    """(child process) Queue ``rate`` messages a second on lane ``b`` until ``stop``."""
+    logs = ShardLogs(Path(home), home_config(Path(home)))
+    sent = 0
+    begin = time.monotonic()
+    try:
+        while not stop.is_set():
+            due = int((time.monotonic() - begin) * rate) + 1
+            if due > sent:
+                deliver_at_ms = now_ms() + B_LEAD_MS
+                queue_due(logs, (Due(f"b{i}", f"k{i % 97}", deliver_at_ms)
+                                 for i in range(sent, due)), lane="b", group=due - sent)
+                sent = due
+            time.sleep(0.01)
+    finally:
+        logs.close()
+
+
+def _burst(home: Path, daemon: Daemon, count: int, prefix: str,
+           deadline_s: float) -> tuple[int, bool]:
+    """Queue ``count`` messages on ``a`` all due in one second once applied; (due ms,
+    whether they were all applied before it)."""
+    logs = open_logs(home)
+    try:
+        due_ms = now_ms() + max(5_000, count * QUEUE_US // 1_000)
+        queue_due(logs, (Due(f"{prefix}{i}", f"k{i % 97}", due_ms) for i in range(count)),
+                  lane="a", group=10_000)
+        ends = logs.end_positions()
+    finally:
+        logs.close()
+
+    def applied() -> bool:
+        by_shard = {s["shard"]: s["applied_position"] for s in daemon.shards()}
+        return all((by_shard[str(s)] or -1) >= end - 1 for s, end in ends.items())
+
+    wait_until(applied, deadline_s, f"{count:,} herd messages applied", 0.1)
+    return due_ms, now_ms() < due_ms
+
+
+def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
+    home = make_home(root, "scale-herd-", partitions=PARTITIONS, lanes={"a": "", "b": ""})
+    a_out, b_out = _Outbox(home, "a"), _Outbox(home, "b")
+    daemon = Daemon.start(home)
+    try:
+        wait_until(daemon.all_active, 120, "every shard ACTIVE")
+        solo = max(count // 10, 1)
+        solo_due, _ = _burst(home, daemon, solo, "s", deadline_s)
+        wait_until(lambda: a_out.count() >= solo, deadline_s, "the solo burst published", 0.01)
+        solo_end = max(published for _, _, published in a_out.stamps())
+        solo_rate = solo / max((solo_end - solo_due) / 1000, 1e-3)
+        due_ms, in_time = _burst(home, daemon, count, "h", deadline_s)
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        child = context.Process(target=feeder, args=(str(home), rate, stop))
+        time.sleep(max(0.0, (due_ms - now_ms()) / 1000 - 3))
+        child.start()
+        try:
+            wait_until(lambda: a_out.count() >= solo + count, deadline_s, "the herd drained",
+                       0.01)
+        finally:
+            stop.set()
+            child.join(60)
+        wait_until(lambda: daemon.states().get("SCHEDULED", 0) == 0, deadline_s,
+                   "lane b drained", 0.1)
+    finally:
+        daemon.stop()
+    a_lines = [line for line in a_out.stamps() if line[0].startswith("h")]
+    b_lines = b_out.stamps()
+    a_end = max(published for _, _, published in a_lines)
+    during = sorted(published - deliver for _, deliver, published in b_lines
+                    if due_ms <= deliver <= a_end)
+    drain_s = max((a_end - due_ms) / 1000, 1e-3)
+    ids = [line[0] for line in a_lines] + [line[0] for line in b_lines]
+    p99 = percentile(during, 0.99)
+    return HerdFigures(
+        herd=count, b_rate_per_s=rate, solo_messages=solo, solo_rate_per_s=round(solo_rate),
+        a_drain_s=round(drain_s, 2), a_rate_per_s=round(count / drain_s),
+        a_vs_solo=round(count / drain_s / solo_rate, 3), applied_before_due=in_time,
+        b_during_drain=len(during), b_lateness_p50_ms=percentile(during, 0.5),
+        b_lateness_p99_ms=p99, b_lateness_max_ms=during[-1] if during else 0,
+        early_a=sum(1 for _, deliver, published in a_lines if published < deliver),
+        early_b=sum(1 for _, deliver, published in b_lines if published < deliver),
+        duplicates=len(ids) - len(set(ids)),
+        target_b_p99_ms=TARGET_B_P99_MS, met=bool(during) and p99 < TARGET_B_P99_MS)

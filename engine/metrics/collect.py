@@ -1,0 +1,231 @@
+"""The Prometheus exposition of one engine process, collected at scrape time.
+
+Gauges come from state the engine already keeps, read when Prometheus asks (the same reads
+``engine status`` makes: each shard's loop and log position, each lane's replicated
+counters, gate, readiness and due backlog, each supervised worker): nothing on the hot
+path. Counters are either replicated (a lane's admissions, kept in the shard state and so
+surviving restarts) or plain ints of the shard loop (``shard.ShardMetrics``,
+``Applier.applied_records``), which start again from zero when a loop or the process
+restarts: a counter reset, which ``rate()`` handles. Histograms are ``ShardMetrics``'
+bucket lists.
+
+Names and units follow Prometheus's conventions (``_total`` counters, ``_seconds``,
+base units); labels are bounded: ``route``, ``shard`` (``route/partition``), ``lane``,
+``state``, ``reason``, ``outcome``, ``worker``, ``kind``. No label grows with messages.
+Every shard-labelled series comes from the one process that owns the shard, which is
+what lets the front door of ``--workers N`` merge its workers' expositions exactly
+(``merge``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from nereus.engine.admin.documents import LaneView, WorkerView
+from nereus.engine.admin.status_views import (
+    StatusReads,
+    lane_views,
+    shard_views,
+    worker_views,
+)
+from nereus.engine.metrics.shard import Buckets
+from nereus.engine.shard_status import ShardState
+from nereus.records import MessageState
+
+if TYPE_CHECKING:
+    from nereus.engine.engine import Engine
+
+SHARD: Final = ["route", "shard"]
+LANE_OF_SHARD: Final = ["route", "shard", "lane"]
+MESSAGE_STATES: Final = tuple(state.value for state in MessageState)
+
+
+class EngineCollector(Collector):
+    """Every metric family of one engine process (module docstring)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine
+        reads = StatusReads(engine)  # each lane value and due range read once per scrape
+        shards = shard_views(engine, reads)
+        lanes = lane_views(engine, reads)
+        loops = {str(shard): loop for shard, loop in engine.shards.items()}
+
+        applied = CounterMetricFamily(
+            "nereus_commands_applied", "Shard Log records applied by this shard's owner "
+            "since its loop started (client commands, system and operator records)", labels=SHARD)
+        position = GaugeMetricFamily(
+            "nereus_applied_position", "The last applied and synced Shard Log position",
+            labels=SHARD)
+        end = GaugeMetricFamily(
+            "nereus_log_end_position", "The Shard Log's end position (next to be written)",
+            labels=SHARD)
+        lag = GaugeMetricFamily(
+            "nereus_command_topic_lag_records", "Shard Log (Command Topic) records queued but "
+            "not yet applied", labels=SHARD)
+        age = GaugeMetricFamily(
+            "nereus_checkpoint_age_seconds", "Seconds since this owner's last checkpoint of "
+            "the shard (since its loop started, before the first)", labels=SHARD)
+        state = GaugeMetricFamily(
+            "nereus_shard_state", "1 for the shard's current state, 0 for the others",
+            labels=[*SHARD, "state"])
+        epoch = GaugeMetricFamily(
+            "nereus_fencing_epoch", "The fencing epoch this owner activated", labels=SHARD)
+        fencing = CounterMetricFamily(
+            "nereus_fencing_events", "Fencing events: admissions refused STALE FENCED and "
+            "this owner fenced by a later one", labels=SHARD)
+        unknown = GaugeMetricFamily(
+            "nereus_unknown_attempts", "Attempts UNKNOWN now (sent or not: evidence decides)",
+            labels=SHARD)
+        stale = CounterMetricFamily(
+            "nereus_stale_admissions", "PUBLISH_ADMISSION records that did not win, by reason",
+            labels=[*SHARD, "reason"])
+        outcomes = CounterMetricFamily(
+            "nereus_publish_outcomes", "PUBLISH_OUTCOME records applied, by outcome",
+            labels=[*LANE_OF_SHARD, "outcome"])
+        due_lag = HistogramMetricFamily(
+            "nereus_due_lag_seconds", "How late admissions were decided after their "
+            "actionAt (Trusted UTC earliest minus actionAt)", labels=LANE_OF_SHARD)
+        latency = HistogramMetricFamily(
+            "nereus_admission_outcome_latency_seconds", "Seconds from an admission applied "
+            "to its outcome applied", labels=LANE_OF_SHARD)
+        for view in shards:
+            labels = [view.shard.rpartition("/")[0], view.shard]
+            loop = loops.get(view.shard)
+            if view.applied_position is not None:
+                position.add_metric(labels, view.applied_position)
+            if view.log_end_position is not None:
+                end.add_metric(labels, view.log_end_position)
+            if view.lag is not None:
+                lag.add_metric(labels, view.lag)
+            for name in ShardState:
+                state.add_metric([*labels, name.value], 1 if view.state == name.value else 0)
+            epoch.add_metric(labels, view.epoch)
+            unknown.add_metric(labels, view.uncertain)
+            if loop is None:
+                continue
+            records, since_checkpoint_s = loop.metric_readings()
+            applied.add_metric(labels, records)
+            age.add_metric(labels, since_checkpoint_s)
+            counts = loop.metrics
+            fencing.add_metric(labels, counts.fencing_events)
+            for reason, n in sorted(counts.stale.items()):
+                stale.add_metric([*labels, reason], n)
+            for (lane, outcome), n in sorted(counts.outcomes.items()):
+                outcomes.add_metric([*labels, lane, outcome], n)
+            _histograms(due_lag, labels, counts.due_lag)
+            _histograms(latency, labels, counts.outcome_latency)
+        yield from (applied, position, end, lag, age, state, epoch, fencing, unknown, stale,
+                    outcomes, due_lag, latency)
+        yield from _lane_families(engine, lanes)
+        yield restarts_family(worker_views(engine))
+
+
+def _histograms(family: HistogramMetricFamily, labels: list[str],
+                by_lane: dict[str, Buckets]) -> None:
+    for lane, buckets in sorted(by_lane.items()):
+        cumulative, total = buckets.cumulative()
+        family.add_metric([*labels, lane], cumulative, total)
+
+
+def _lane_families(engine: Engine, lanes: Iterable[LaneView]) -> Iterator[Metric]:
+    admissions = CounterMetricFamily(
+        "nereus_admissions", "Winning PUBLISH_ADMISSION records (replicated: kept across "
+        "restarts)", labels=LANE_OF_SHARD)
+    messages = GaugeMetricFamily(
+        "nereus_messages", "Messages by state (replicated lane counters)",
+        labels=[*LANE_OF_SHARD, "state"])
+    pending = GaugeMetricFamily(
+        "nereus_pending_messages", "Messages SCHEDULED (waiting for their time or their lane)",
+        labels=LANE_OF_SHARD)
+    uncertain = GaugeMetricFamily(
+        "nereus_uncertain_messages", "Messages UNCERTAIN now (an UNKNOWN attempt open)",
+        labels=LANE_OF_SHARD)
+    due = GaugeMetricFamily(
+        "nereus_due_messages", "Due backlog: SCHEDULED messages whose time has come, not yet "
+        "admitted (counted up to 10,000 per shard and lane: at least that many beyond)",
+        labels=LANE_OF_SHARD)
+    gate = GaugeMetricFamily(
+        "nereus_lane_gate_open", "1 while the lane's admission gate is OPEN on the shard",
+        labels=LANE_OF_SHARD)
+    ready = GaugeMetricFamily(
+        "nereus_lane_ready", "1 while the lane's publisher is READY (0: NOT_READY or "
+        "UNCONFIGURED)", labels=["lane"])
+    lag_max = GaugeMetricFamily(
+        "nereus_due_lag_max_seconds", "How late the lane's oldest due, not yet admitted "
+        "message is now (0 with no due backlog)", labels=["lane"])
+    for lane in lanes:
+        ready.add_metric([lane.lane], 1 if lane.readiness == "READY" else 0)
+        lag_max.add_metric([lane.lane], (lane.due_lag_max_ms or 0) / 1000)
+        by_shard = {view.shard: view for view in lane.shards}
+        for shard_text, view in by_shard.items():
+            labels = [shard_text.rpartition("/")[0], shard_text, lane.lane]
+            admissions.add_metric(labels, view.admissions)
+            due.add_metric(labels, view.due_backlog)
+            gate.add_metric(labels, 1 if view.gate == "OPEN" else 0)
+        for shard_text, counts in _lane_counts(engine, lane.lane).items():
+            labels = [shard_text.rpartition("/")[0], shard_text, lane.lane]
+            for name in MESSAGE_STATES:
+                messages.add_metric([*labels, name], counts.get(name, 0))
+            pending.add_metric(labels, counts.get("SCHEDULED", 0))
+            uncertain.add_metric(labels, counts.get("UNCERTAIN", 0))
+    yield from (admissions, messages, pending, uncertain, due, gate, ready, lag_max)
+
+
+def _lane_counts(engine: Engine, lane: str) -> dict[str, dict[str, int]]:
+    """The lane's replicated message counts on each shard of this process."""
+    from nereus.state import keys
+    from nereus.state.values import Lane, decode_value
+
+    out: dict[str, dict[str, int]] = {}
+    for shard, loop in sorted(engine.shards.items()):
+        raw = loop.store.get(keys.lane_key(lane))
+        out[str(shard)] = {} if raw is None else dict(decode_value(raw, Lane).counts)
+    return out
+
+
+def restarts_family(workers: Iterable[WorkerView]) -> Metric:
+    """``nereus_worker_restarts_total``: each supervised worker's restarts."""
+    family = CounterMetricFamily(
+        "nereus_worker_restarts", "Restarts of a supervised worker (thread, or worker "
+        "process of the front door) after a crash", labels=["worker", "kind"])
+    for worker in workers:
+        family.add_metric([worker.name, worker.kind], worker.restarts)
+    return family
+
+
+class _Families(Collector):
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def render(collector: Collector) -> str:
+    """The text exposition format (0.0.4) of what ``collector`` yields."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def exposition(engine: Engine) -> str:
+    """This engine process's metrics as Prometheus text."""
+    return render(EngineCollector(engine))
+
+
+def exposition_of(families: Iterable[Metric]) -> str:
+    """Ready metric families as Prometheus text (the front door's merge)."""
+    return render(_Families(families))

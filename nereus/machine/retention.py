@@ -1,0 +1,164 @@
+"""Retention: what a shard may forget, when, and the SWEEP that forgets it.
+
+Everything here is decided from replicated inputs only — the lane's replicated retention
+and dedup window (its last LANE_LIMITS), the broker time of the record being applied and
+the keys a SWEEP record names — so the live shard, a replay from empty and a replay from
+any checkpoint remove exactly the same things and keep equal digests.
+
+* A message that becomes terminal (PUBLISHED, CANCELLED, EXPIRED, FAILED) in a lane with a
+  ``retention_ms`` gets an ``m`` entry in ``retain`` at broker time + retention. Swept, it
+  takes the message, its attempts (``attempt``, ``msgattempt``, any ``obligation``), its
+  timeline entry and its payload stage with it, and leaves the lane's counts by state.
+* A result of a record of a lane with a ``dedup_window_ms`` (CANCEL, RESCHEDULE, a
+  rejected SCHEDULE, PUBLISH_ADMISSION, PUBLISH_OUTCOME, CLAIM_RESULT) gets an ``r`` entry
+  at broker time + window. Swept, the record's dedup key is free again: a record reusing
+  it is a new record.
+* The result of a SCHEDULE that created a message is never removed before the message: a
+  retry of the very same SCHEDULE must answer its first result as long as the message
+  exists, and once both were gone it would create a second message with the same
+  delayMessageId (and publish it again; a cancelled one would come back). It gets no
+  entry of its own; the message's ``m`` entry holds when it may go (terminal time + the
+  dedup window, which is at least the SCHEDULE's broker time + the window), and sweeping
+  the message removes it then or gives it an ``r`` entry for that time.
+* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``. Results of records without
+  a lane (barriers, checkpoint marks, operator mutations, payload stages, query barriers)
+  and rejects are kept, as before.
+
+Lanes whose limits carry neither (UNSET: replicated before retention existed; or 0) keep
+everything, exactly as before, so state replayed from logs written before retention has
+the same digest as it always had.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from nereus.machine.fencing import fenced
+from nereus.machine.reasons import Reason
+from nereus.machine.tx import Tx
+from nereus.machine.verdict import Verdict, applied, rejected, stale
+from nereus.records.client import Cancel, Reschedule, Schedule
+from nereus.records.system import ClaimResult, PublishAdmission, PublishOutcome, Sweep
+from nereus.records.vocabulary import TERMINAL_STATES, ResultStatus
+from nereus.state import keys
+from nereus.state.values import LaneLimit
+
+MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
+SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
+
+
+def _set(value: int | msgspec.UnsetType) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _lane_of(tx: Tx, record: Any, delay_message_id: str | None) -> str | None:
+    cls = type(record)
+    if cls is Schedule or cls is PublishAdmission:
+        lane: str = record.lane
+        return lane
+    if delay_message_id is None:
+        return None
+    message = tx.message(delay_message_id)
+    return None if message is None else message.lane
+
+
+# the records whose results a lane's dedup window covers
+_LANE_RECORDS: Final = frozenset({Schedule, Cancel, Reschedule, PublishAdmission, PublishOutcome,
+                                  ClaimResult})
+
+
+def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None:
+    """The ``r`` entry of a result just written under ``dedup_key``, if its record's lane
+    has a dedup window (a SWEEP's: ``SWEEP_RESULT_WINDOW_MS``)."""
+    cls = type(record)
+    if cls is Sweep:
+        tx.put(keys.retain_key(tx.broker_ms + SWEEP_RESULT_WINDOW_MS, keys.RETAIN_RESULT,
+                               dedup_key), b"")
+        return
+    if cls not in _LANE_RECORDS:
+        return
+    if cls is Schedule and verdict.status == ResultStatus.APPLIED:
+        return  # goes with its message (see the module docstring)
+    lane = _lane_of(tx, record, verdict.delay_message_id)
+    limits: LaneLimit | None = None if lane is None else tx.lane_limits(lane)
+    if limits is None or not _set(limits.dedup_window_ms):
+        return
+    tx.put(keys.retain_key(tx.broker_ms + _set(limits.dedup_window_ms), keys.RETAIN_RESULT,
+                           dedup_key), b"")
+
+
+def _check_entries(entries: tuple[bytes, ...]) -> Verdict | None:
+    if len(entries) > MAX_SWEEP_ENTRIES:
+        return rejected(Reason.INVALID_FIELD,
+                        f"a SWEEP names at most {MAX_SWEEP_ENTRIES} entries, not {len(entries)}")
+    for index, entry in enumerate(entries):
+        kind = entry[9:keys.RETAIN_ID_AT]
+        if entry[:1] != keys.RETAIN or kind not in (keys.RETAIN_MESSAGE, keys.RETAIN_RESULT) \
+                or len(entry) <= keys.RETAIN_ID_AT:
+            return rejected(Reason.INVALID_FIELD, f"entries[{index}] is not a retain key")
+        try:
+            entry[keys.RETAIN_ID_AT:].decode()
+        except UnicodeDecodeError:
+            return rejected(Reason.INVALID_FIELD, f"entries[{index}] names no utf-8 id")
+    return None
+
+
+def sweep(tx: Tx, rec: Sweep) -> Verdict:
+    """SWEEP: remove each named entry still held and due by this record's broker time."""
+    failure = _check_entries(rec.entries)
+    if failure is not None:
+        return failure
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:
+        return stale(Reason.FENCED, f"sweep refused: {why}")
+    messages = results = skipped = 0
+    for entry in rec.entries:
+        expire_at, kind, ident = keys.split_retain_key(entry)
+        value = tx.get(entry)
+        if value is None or expire_at > tx.broker_ms:
+            skipped += 1  # swept already, or not due at this record's broker time
+            continue
+        tx.delete(entry)
+        if kind == keys.RETAIN_RESULT:
+            if tx.get(keys.result_key(ident)) is not None:
+                tx.delete(keys.result_key(ident))
+                results += 1
+        elif _drop_message(tx, ident, value):
+            messages += 1
+    return applied(f"swept {messages} messages and {results} results; {skipped} entries "
+                   "already gone or not due")
+
+
+def _drop_message(tx: Tx, delay_message_id: str, keep_result: bytes) -> bool:
+    """Remove a terminal message and what belongs to it; its SCHEDULE's result goes now or
+    at the time ``keep_result`` names (empty: it stays)."""
+    message = tx.message(delay_message_id)
+    if message is None or message.state not in TERMINAL_STATES:
+        return False
+    for attempt_no in range(1, message.attempts + 1):
+        number_key = keys.msg_attempt_key(delay_message_id, attempt_no)
+        raw = tx.get(number_key)
+        if raw is None:
+            continue
+        attempt_id = raw.decode()
+        tx.delete(number_key)
+        tx.delete(keys.attempt_key(attempt_id))
+        obligation = keys.obligation_key(delay_message_id, attempt_id)
+        if tx.get(obligation) is not None:
+            tx.delete(obligation)
+    if message.work_digest is not None:
+        tx.drop_timeline(message)
+    if message.payload_ref is not None and tx.get(keys.payload_key(message.payload_ref)):
+        tx.delete(keys.payload_key(message.payload_ref))
+    tx.forget_message(message)
+    result_key = keys.result_key("c/" + message.schedule_command_id)
+    if keep_result and tx.get(result_key) is not None:
+        until = int.from_bytes(keep_result, "big")
+        if until <= tx.broker_ms:
+            tx.delete(result_key)
+        else:
+            tx.put(keys.retain_key(until, keys.RETAIN_RESULT, "c/" + message.schedule_command_id),
+                   b"")
+    return True

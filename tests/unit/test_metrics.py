@@ -1,0 +1,172 @@
+"""The metrics' pure parts: the ``[metrics]`` table, the shard loop's counts and
+histograms, and the front door's merge of its workers' expositions (each sample once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nereus.config import parse_config
+from nereus.engine.admin.documents import WorkerView
+from nereus.engine.metrics.collect import exposition_of, restarts_family
+from nereus.engine.metrics.merge import merge
+from nereus.engine.metrics.shard import Buckets, ShardMetrics
+from nereus.errors import ConfigError
+from nereus.machine import Applied
+from nereus.records import Outcome, PublishAdmission, PublishOutcome, ResultStatus
+from nereus.state.values import Result
+
+BASE = '[routes.default]\nlog = "file"\npartitions = 2\n\n'
+
+
+def test_metrics_listen_is_off_by_default_and_parsed_when_set() -> None:
+    """No ``[metrics]``: no listener; ``listen`` gives host and port, IPv6 unbracketed."""
+    assert parse_config(BASE).metrics.address is None
+    assert parse_config(BASE + '[metrics]\nlisten = "127.0.0.1:9464"').metrics.address == (
+        "127.0.0.1", 9464)
+    assert parse_config(BASE + '[metrics]\nlisten = "[::1]:9464"').metrics.address == (
+        "::1", 9464)
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    ('[metrics]\nlisten = "9464"', "[metrics] listen = '9464': expected HOST:PORT"),
+    ('[metrics]\nlisten = "127.0.0.1:70000"', "with a port of 1-65535"),
+    ("[metrics]\nlisten = 9464", "[metrics] listen = 9464: expected"),
+    ('[metrics]\nlisen = "127.0.0.1:9464"', "[metrics] unknown key 'lisen'"),
+])
+def test_bad_metrics_settings_name_the_line_and_key(table: str, expected: str) -> None:
+    """A bad ``[metrics]`` value is a ConfigError at nereus.toml:6 naming the key."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(BASE + table)
+    assert caught.value.message.startswith("nereus.toml:6: ")
+    assert expected in caught.value.message
+
+
+def test_buckets_are_inclusive_upper_bounds_and_cumulative() -> None:
+    """A value on a bound falls in that bucket (Prometheus ``le``); counts accumulate."""
+    buckets = Buckets((0.1, 1.0))
+    for value in (0.1, 0.5, 1.0, 7.0):
+        buckets.observe(value)
+    cumulative, total = buckets.cumulative()
+    assert cumulative == [("0.1", 1), ("1.0", 3), ("+Inf", 4)]
+    assert total == pytest.approx(8.6)
+
+
+@dataclass
+class _Template:
+    action_at_ms: int
+
+
+@dataclass
+class _Claim:
+    lane: str
+    template: _Template
+
+
+class _Book:
+    def __init__(self, claims: dict[str, _Claim]) -> None:
+        self.claims = claims
+
+    def for_attempt(self, attempt_id: str) -> _Claim | None:
+        return self.claims.get(attempt_id)
+
+
+def _admission(attempt: str, *, decided_ms: int) -> PublishAdmission:
+    return PublishAdmission(
+        attempt_id=attempt, delay_message_id=f"m-{attempt}", generation=1, work_digest="w",
+        lane="out", claim_id="c", claim_sequence=1, owner_id="o", fencing_epoch=1,
+        prepared_digest="p", decided_earliest_ms=decided_ms, decided_latest_ms=decided_ms + 5)
+
+
+def _applied(record: object, status: ResultStatus, reason: str | None = None, *,
+             duplicate: bool = False) -> Applied:
+    result = Result(status, "X", 1, "sha", reason)
+    return Applied(result, {}, record, duplicate)  # type: ignore[arg-type]
+
+
+def test_shard_metrics_count_admissions_outcomes_and_time_them() -> None:
+    """A won admission records its due lag, its outcome the latency since; a stale one
+    counts by reason (FENCED is a fencing event too); a re-delivery counts nothing."""
+    now = [100.0]
+    metrics = ShardMetrics(lambda: now[0])
+    book = _Book({"a1": _Claim("out", _Template(action_at_ms=1_000))})
+    metrics.observe(_applied(_admission("a1", decided_ms=1_250), ResultStatus.APPLIED), book)
+    metrics.observe(_applied(_admission("a1", decided_ms=1_250), ResultStatus.APPLIED,
+                             duplicate=True), book)
+    metrics.observe(_applied(_admission("a2", decided_ms=1_000), ResultStatus.STALE, "FENCED"),
+                    book)
+    now[0] = 100.5
+    outcome = PublishOutcome(outcome_id="o1", attempt_id="a1", delay_message_id="m-a1",
+                             owner_id="o", fencing_epoch=1, outcome=Outcome.PUBLISHED)
+    metrics.observe(_applied(outcome, ResultStatus.APPLIED), book)
+    assert metrics.admitted == {"out": 1}
+    assert metrics.stale["FENCED"] == 1 and sum(metrics.stale.values()) == 1
+    assert metrics.fencing_events == 1
+    assert metrics.outcomes == {("out", "PUBLISHED"): 1}
+    lag, lag_sum = metrics.due_lag["out"].cumulative()
+    assert lag_sum == pytest.approx(0.25) and dict(lag)["0.25"] == 1 and dict(lag)["0.1"] == 0
+    latency, latency_sum = metrics.outcome_latency["out"].cumulative()
+    assert latency_sum == pytest.approx(0.5) and latency[-1] == ("+Inf", 1)
+
+
+WORKER_0 = """\
+# HELP nereus_admissions_total Winning admissions
+# TYPE nereus_admissions_total counter
+nereus_admissions_total{lane="out",route="default",shard="default/0"} 3.0
+# HELP nereus_lane_ready 1 while READY
+# TYPE nereus_lane_ready gauge
+nereus_lane_ready{lane="out"} 1.0
+# HELP nereus_worker_restarts_total Restarts
+# TYPE nereus_worker_restarts_total counter
+nereus_worker_restarts_total{kind="shard",worker="shard-default/0"} 2.0
+"""
+WORKER_1 = WORKER_0.replace("default/0", "default/1").replace(
+    "} 3.0", "} 4.0").replace('lane_ready{lane="out"} 1.0', 'lane_ready{lane="out"} 0.0')
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            assert key not in out, f"{key} appears twice"
+            out[key] = sample.value
+    return out
+
+
+def test_the_front_door_merges_disjoint_shards_once_and_names_each_process() -> None:
+    """Each worker's shards appear once with their own values (no sum across processes);
+    a lane is READY only if every process says so; thread restarts are named after their
+    process; the front door's own restarts and missing workers are added."""
+    own = [restarts_family([WorkerView(name="process-0", kind="process", state="RUNNING",
+                                       restarts=1, last_error=None, last_error_at=None)])]
+    text = merge([("worker-0", WORKER_0), ("worker-1", WORKER_1)], own=own, unanswered=1)
+    samples = _samples(text)
+    admissions = {dict(labels)["shard"]: value for (name, labels), value in samples.items()
+                  if name == "nereus_admissions_total"}
+    assert admissions == {"default/0": 3.0, "default/1": 4.0}
+    assert samples[("nereus_lane_ready", (("lane", "out"),))] == 0.0
+    restarts = {dict(labels)["worker"]: value for (name, labels), value in samples.items()
+                if name == "nereus_worker_restarts_total"}
+    assert restarts == {"process-0": 1.0, "worker-0/shard-default/0": 2.0,
+                        "worker-1/shard-default/1": 2.0}
+    assert samples[("nereus_worker_scrape_errors", ())] == 1.0
+
+
+def test_a_shard_reported_by_two_processes_is_taken_from_its_owner_only() -> None:
+    """During a move the process letting a shard go may still report it: with the owners
+    known, only the owner's samples of that shard are kept (never a sum of both)."""
+    moving = WORKER_1.replace("default/1", "default/0")  # worker-1 took default/0: 4.0
+    text = merge([("worker-0", WORKER_0), ("worker-1", moving)],
+                 owners={"default/0": "worker-1"})
+    admissions = [value for (name, _), value in _samples(text).items()
+                  if name == "nereus_admissions_total"]
+    assert admissions == [4.0]
+
+
+def test_an_exposition_of_no_families_is_empty_text() -> None:
+    """Rendering nothing gives nothing (a front door whose workers all failed still
+    answers with its own families only)."""
+    assert exposition_of([]) == ""
