@@ -22,6 +22,8 @@ from nereus.adapters.checkpoint_catalog import catalog
 from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.replay import store_digest
 from nereus.checkpoint.manifest import (
+    FILE_HASH_OF_FORMAT,
+    FORMAT_VERSION,
     MANIFEST_NAME,
     CatalogEntry,
     FileEntry,
@@ -30,7 +32,7 @@ from nereus.checkpoint.manifest import (
     checkpoint_prefix,
     encode_json,
 )
-from nereus.checkpoint.verify import file_sha256
+from nereus.checkpoint.verify import file_hash
 from nereus.errors import NereusError
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -88,8 +90,8 @@ def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str
         external = referenced_objects(image)
     files = []
     for name in sorted(os.listdir(directory)):
-        size, sha = file_sha256(directory / name)
-        files.append(FileEntry(name=name, size=size, sha256=sha))
+        size, checksum = file_hash(directory / name, None, FILE_HASH_OF_FORMAT[FORMAT_VERSION])
+        files.append(FileEntry(name=name, size=size, blake3=checksum))
     manifest = Manifest(
         checkpoint_id=checkpoint_id, route=shard.route, partition=shard.partition,
         schema_version=keys.SCHEMA_VERSION, applied_position=applied,
@@ -115,6 +117,7 @@ def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
         partition=manifest.partition, applied_position=manifest.applied_position,
         digest=manifest.digest, manifest_key=prefix + MANIFEST_NAME,
         created_at=manifest.created_at, created_at_ms=manifest.created_at_ms,
+        digest_version=manifest.digest_version,
     )
     key = catalog_key(manifest.route, manifest.partition, manifest.checkpoint_id)
     if not objects.create_if_absent(key, encode_json(catalog)):

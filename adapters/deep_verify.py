@@ -22,6 +22,7 @@ from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import Check
 from nereus.machine import Applied, Limits
 from nereus.state.decode import decode_key
+from nereus.state.digest import DIGEST_VERSION
 from nereus.state.store import ShardStore
 
 
@@ -33,6 +34,7 @@ class Reference:
     path: Path
     applied_position: int | None
     digest: str
+    digest_version: int = DIGEST_VERSION
 
 
 def _replicated(store: ShardStore) -> dict[bytes, bytes]:
@@ -42,8 +44,10 @@ def _replicated(store: ShardStore) -> dict[bytes, bytes]:
 def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
                 stop_at: int | None,
                 observer: Callable[[LogRecord, Applied], None] | None = None,
-                progress: Callable[[int], None] | None = None) -> tuple[int, str]:
-    """Copy the checkpoint image to ``scratch``, replay the log onto it; (records, digest)."""
+                progress: Callable[[int], None] | None = None,
+                digest_version: int = DIGEST_VERSION) -> tuple[int, str]:
+    """Copy the checkpoint image to ``scratch``, replay the log onto it; (records, digest
+    of ``digest_version``)."""
     if scratch.exists():
         shutil.rmtree(scratch)
     shutil.copytree(image, scratch)
@@ -52,7 +56,7 @@ def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
         count = 0 if stop_at is None or runner.next_position <= stop_at else -1
         if count == 0:
             count = runner.run_until_caught_up(stop_at=stop_at, progress=progress)
-        return max(count, 0), store_digest(store)
+        return max(count, 0), store_digest(store, digest_version)
 
 
 def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Reference | None,
@@ -69,7 +73,8 @@ def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Refer
     with tempfile.TemporaryDirectory(prefix="nereus-deep-") as tmp:
         scratch = Path(tmp) / "db"
         records, digest = replay_from(image, scratch, log, limits=limits, stop_at=target,
-                                      progress=progress)
+                                      progress=progress,
+                                      digest_version=reference.digest_version)
         checks = [Check(name="deep_replay", ok=True, detail=f"replayed {records} record(s), "
                         f"positions {start + 1}..{target}")]
         if digest == reference.digest:

@@ -3,39 +3,54 @@
 The core (``nereus.checkpoint.verify``) has no threads; the engine and the CLI pass these
 in. Both compute exactly what the core's defaults compute:
 
-* ``hash_files`` — SHA-256 of every file on a small thread pool (hashlib releases the GIL
-  while hashing): one thread per core but one, which is left to the digest — on two
-  cores, two hashing threads beside the digest made the whole verify slower, not faster;
-* ``pipelined_digest`` — the state digest with iteration and hashing overlapped: this
-  thread walks RocksDB and frames chunks, a second thread feeds them to SHA-256;
-* ``process_digest`` — the same in a child process (``nereus.adapters.digest_worker``), so
-  the scan, which holds the GIL throughout, does not take turns with the file hashing.
+* ``hash_files`` — the checksum of every file (BLAKE3 for a format 2 checkpoint, SHA-256
+  for format 1) on a small thread pool (both release the GIL while hashing): one thread
+  per core but one;
+* ``parallel_digest`` — the state digest (v2) of a database directory, its key space cut
+  into one range per core at leaf boundaries (``split_points``, balanced by RocksDB's own
+  file list), each range digested by a child interpreter (``nereus.adapters.digest_worker``)
+  and the leaf digests combined here (``nereus.state.digest.combine``). A v1 digest (a
+  format 1 checkpoint) is one stream and goes to one child. The scans hold the GIL
+  throughout, so processes, not threads: with the file hashing that makes every core busy;
+* ``pipelined_digest`` — the v1 digest with iteration and hashing overlapped on two
+  threads (the fallback, and what the v1 child runs).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from nereus.checkpoint.verify import VerifyReport, file_sha256, read_manifest, verify_directory
+import msgspec
+
+from nereus.checkpoint.verify import (
+    VerifyReport,
+    file_hash,
+    read_manifest,
+    store_digest,
+    verify_directory,
+)
 from nereus.errors import NereusError
-from nereus.state.digest import framed_chunks, new_hash
+from nereus.state import keys
+from nereus.state.digest import DIGEST_VERSION, combine, framed_chunks, leaf_of, new_hash
 from nereus.state.store import ShardStore
 
 SMALL_FILE = 1 << 20
 # below this many bytes of checkpoint files, verify in this process: starting the digest's
-# child interpreter (~0.3-0.5 s) costs more than the whole digest, and a cluster's planned
+# child interpreter (~0.1-0.3 s) costs more than the whole digest, and a cluster's planned
 # move restores a checkpoint on its critical path
 SMALL_CHECKPOINT = 32 << 20
 
 
-def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> list[tuple[int, str]]:
-    workers = max(1, min(8, (os.cpu_count() or 2) - 1))  # a core for the digest
+def hash_files(paths: list[Path], progress: Callable[[int], None] | None,
+                algorithm: str = "blake3") -> list[tuple[int, str]]:
+    workers = max(1, min(8, (os.cpu_count() or 2) - 1))
     lock = threading.Lock()
 
     def advance(n: int) -> None:
@@ -44,10 +59,11 @@ def hash_files(paths: list[Path], progress: Callable[[int], None] | None) -> lis
                 progress(n)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sha256") as pool:
-        return list(pool.map(lambda p: file_sha256(p, advance), paths))
+        return list(pool.map(lambda p: file_hash(p, advance, algorithm), paths))
 
 
 def pipelined_digest(store: ShardStore) -> str:
+    """The v1 digest: this thread walks RocksDB and frames chunks, another hashes them."""
     digest = new_hash()
     chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
 
@@ -66,32 +82,96 @@ def pipelined_digest(store: ShardStore) -> str:
     return digest.hexdigest()
 
 
-def process_digest(directory: Path, timeout_s: float = 3600.0) -> str:
-    """The digest of the database at ``directory``, computed by a child interpreter.
+def split_points(files: Sequence[dict[str, Any]], parts: int) -> list[bytes]:
+    """Up to ``parts - 1`` cut keys, ascending, each a leaf boundary, that share the
+    replicated key space out about evenly.
 
-    Raises ``RuntimeError`` when the child fails (its stderr says why); callers fall back
+    The weights are RocksDB's live files (entries and bytes, as a scan costs by both); a
+    cut is the leaf of a file's first key where the running weight passes each share.
+    Only the balance depends on this: any cuts give the same digest.
+    """
+    replicated = sorted((f for f in files if f["start_key"][0] < keys.REPLICATED_LIMIT),
+                        key=lambda f: f["start_key"])
+    entries = sum(f["num_entries"] for f in replicated) or 1
+    size = sum(f["size"] for f in replicated) or 1
+    weights = [f["num_entries"] / entries + f["size"] / size for f in replicated]
+    total = sum(weights)
+    cuts: list[bytes] = []
+    running = 0.0
+    for f, weight in zip(replicated, weights, strict=True):
+        share = total * (len(cuts) + 1) / parts
+        if len(cuts) < parts - 1 and running > 0 and running + weight / 2 >= share:
+            cut = leaf_of(f["start_key"])
+            if not cuts or cut > cuts[-1]:
+                cuts.append(cut)
+        running += weight
+    return cuts
+
+
+def _worker_argv(directory: Path, *extra: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "nereus.adapters.digest_worker", str(directory), *extra]
+
+
+def process_digest(directory: Path, timeout_s: float = 3600.0, *,
+                   version: int = DIGEST_VERSION, parts: int | None = None) -> str:
+    """The digest of the database at ``directory``, computed by child interpreters: v2 by
+    one per range (``parts`` of them, default one per core), v1 by one.
+
+    Raises ``RuntimeError`` when a child fails (its stderr says why); callers fall back
     to computing it in this process.
     """
     import subprocess
-    import sys
 
-    done = subprocess.run(
-        [sys.executable, "-m", "nereus.adapters.digest_worker", str(directory)],
-        capture_output=True, text=True, timeout=timeout_s, check=False)
-    digest = done.stdout.strip()
-    if done.returncode != 0 or len(digest) != 64:
-        raise RuntimeError(f"digest worker exited {done.returncode}: {done.stderr.strip()}")
-    return digest
+    if version != 2:
+        done = subprocess.run(_worker_argv(directory, "--version", str(version)),
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        digest = done.stdout.strip()
+        if done.returncode != 0 or len(digest) != 64:
+            raise RuntimeError(f"digest worker exited {done.returncode}: {done.stderr.strip()}")
+        return digest
+    try:
+        with ShardStore.open(directory, read_only=True) as store:
+            files = store.files()
+    except NereusError as exc:
+        raise RuntimeError(exc.message) from exc
+    cuts = split_points(files, parts or max(1, min(8, os.cpu_count() or 1)))
+    bounds = [b"\x00", *cuts, bytes([keys.REPLICATED_LIMIT])]
+    children = [subprocess.Popen(_worker_argv(directory, "--range", lo.hex(), hi.hex()),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for lo, hi in itertools.pairwise(bounds)]
+    leaves: list[tuple[bytes, bytes]] = []
+    failures = []
+    for child in children:
+        out, err = child.communicate(timeout=timeout_s)
+        if child.returncode != 0:
+            failures.append(f"digest worker exited {child.returncode}: "
+                            f"{err.decode(errors='replace').strip()}")
+            continue
+        leaves.extend(msgspec.msgpack.decode(out, type=list[tuple[bytes, bytes]]))
+    if failures:
+        raise RuntimeError("; ".join(failures))
+    return combine(leaves)
+
+
+def parallel_store_digest(store: ShardStore, version: int = DIGEST_VERSION) -> str:
+    """``store_digest`` of a database directory by ``process_digest``, falling back to
+    this process (the same value either way)."""
+    try:
+        return process_digest(store.path, version=version)
+    except (RuntimeError, NereusError, OSError):
+        return store_digest(store, version) if version == 2 else pipelined_digest(store)
 
 
 def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
     """``verify_directory`` with the file hashes and the digest computed at the same time.
 
     Both start as soon as the manifest is read: the files on threads here, the digest in
-    a child process on its own read-only handle; ``verify_directory`` then runs its checks
-    in the usual order and consumes the results. If the background digest cannot run (a
-    damaged database), it is computed here, and verify_directory's own open reports what
-    is wrong, so nothing is lost.
+    child processes on their own read-only handles; ``verify_directory`` then runs its
+    checks in the usual order and consumes the results. If the background digest cannot
+    run (a damaged database), it is computed here, and verify_directory's own open reports
+    what is wrong, so nothing is lost.
     """
     try:
         manifest = read_manifest(directory)
@@ -103,27 +183,30 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
             sum(p.stat().st_size for p in paths) < SMALL_CHECKPOINT:
         return verify_directory(directory, progress=progress, **kwargs)
     # Opening the database rewrites small metadata files (rocksdict-config.json): hash
-    # every small file before the digest thread opens it, the large ones alongside.
-    small = {p: file_sha256(p, progress) for p in paths if p.stat().st_size < SMALL_FILE}
+    # every small file before the digest children open it, the large ones alongside.
+    algorithm = manifest.file_hash
+    small = {p: file_hash(p, progress, algorithm) for p in paths
+             if p.stat().st_size < SMALL_FILE}
     large = [p for p in paths if p not in small]
-
-    def background_digest() -> str:
-        return process_digest(directory)
+    version = manifest.digest_version
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
-        files = pool.submit(hash_files, large, progress)
-        digest = pool.submit(background_digest)
+        digest = pool.submit(process_digest, directory, version=version)
+        files = pool.submit(hash_files, large, progress, algorithm)
 
-        def hashed(requested: list[Path], _: Callable[[int], None] | None) -> list[tuple[int, str]]:
-            if requested != paths:
-                return hash_files(requested, None)
+        def hashed(requested: list[Path], _: Callable[[int], None] | None,
+                   wanted: str) -> list[tuple[int, str]]:
+            if requested != paths or wanted != algorithm:
+                return hash_files(requested, None, wanted)
             found = dict(zip(large, files.result(), strict=True)) | small
             return [found[p] for p in paths]
 
-        def digested(store: ShardStore) -> str:
+        def digested(store: ShardStore, wanted: int) -> str:
             try:
-                return digest.result()
-            except Exception:
-                return pipelined_digest(store)
+                if wanted == version:
+                    return digest.result()
+            except Exception:  # computed here instead, below
+                pass
+            return store_digest(store, wanted) if wanted == 2 else pipelined_digest(store)
 
         return verify_directory(directory, hash_files=hashed, digest=digested, **kwargs)

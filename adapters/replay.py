@@ -15,7 +15,7 @@ from nereus.errors import NereusError
 from nereus.machine import Limits
 from nereus.shard import ShardId
 from nereus.state import keys
-from nereus.state.digest import digest_sorted
+from nereus.state.digest import DIGEST_VERSION, digest_sorted
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity
 
@@ -28,9 +28,10 @@ class ReplayReport:
     digest: str
 
 
-def store_digest(store: ShardStore) -> str:
-    """The state digest of everything replicated in ``store``."""
-    return digest_sorted(store.replicated())
+def store_digest(store: ShardStore, version: int = DIGEST_VERSION) -> str:
+    """The state digest of everything replicated in ``store`` (of ``version``: an older
+    one to compare with a checkpoint that carries it)."""
+    return digest_sorted(store.replicated(), version)
 
 
 def replay_empty(

@@ -32,6 +32,7 @@ from nereus.cli.commands.checkpoint_documents import (
     CheckpointList,
     CheckpointPrune,
     CheckpointRestore,
+    CheckpointUpgrade,
     RecoverySetVerification,
     RecoverySetView,
 )
@@ -245,7 +246,12 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "shard inspect": typed(
         ShardReport,
         note="log_end_position and lag are null when this home has no log of the shard; "
-        "timeline_head and next_due are timeline_head_ms and next_due_ms as UTC text.",
+        "timeline_head and next_due are timeline_head_ms and next_due_ms as UTC text. "
+        "disk comes from RocksDB's properties and file list, not a scan: obsolete_bytes is "
+        "SST plus WAL bytes beyond the live estimate; terminal_retained_bytes is an estimate "
+        "(the terminal share of the messages times the message and attempt families' "
+        "bytes); oldest_retained is the first item of the retention family (the next to "
+        "expire), null when nothing is retained.",
     ),
     "shard log": typed(
         LogEntry, form="lines",
@@ -287,6 +293,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "checkpoint create": typed(CheckpointTaken),
     "checkpoint list": typed(CheckpointList),
     "checkpoint verify": typed(CheckpointVerification, note="Exit status 1 when a check fails."),
+    "checkpoint upgrade": typed(
+        CheckpointUpgrade,
+        note="Exit status 1 (and no change) when the checkpoint does not verify as it is.",
+    ),
     "checkpoint restore": typed(
         CheckpointRestore,
         note="replaced: null (into was new or empty), restored (an earlier restore's output) "

@@ -11,7 +11,7 @@ __nereus_commands() {
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
         "lane") echo "list close open set" ;;
         "attempt") echo "list resolve" ;;
-        "checkpoint") echo "create list verify restore prune" ;;
+        "checkpoint") echo "create list verify upgrade restore prune" ;;
         "recovery-set") echo "show verify" ;;
         "payload") echo "gc" ;;
         "mutate") echo "submit" ;;
@@ -68,6 +68,7 @@ __nereus_options() {
         "checkpoint create") echo "--home --json --output -o --help" ;;
         "checkpoint list") echo "--home --json --output -o --help" ;;
         "checkpoint verify") echo "--path --deep --home --json --output -o --help" ;;
+        "checkpoint upgrade") echo "--path --home --json --output -o --help" ;;
         "checkpoint restore") echo "--into --force --yes -y --home --json --output -o --help" ;;
         "checkpoint prune") echo "--keep --dry-run --yes --home --json --output -o --help" ;;
         "recovery-set") echo "--home --json --output -o --help" ;;
@@ -204,6 +205,7 @@ __nereus_value() {
         "--idempotency-key:attempt resolve") echo "text" ;;
         "--precondition:attempt resolve" | "--precondition-digest:attempt resolve") echo "text" ;;
         "--path:checkpoint verify") echo "file" ;;
+        "--path:checkpoint upgrade") echo "file" ;;
         "--into:checkpoint restore") echo "file" ;;
         "--keep:checkpoint prune") echo "text" ;;
         "--key:payload gc") echo "text" ;;

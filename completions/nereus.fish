@@ -40,7 +40,7 @@ complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status do
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a shard -d 'Inspect, replay and digest shards offline.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a lane -d 'Destination lanes: gates, readiness, backlog.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a attempt -d 'Open publish attempts and their evidence.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify and restore checkpoints.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a checkpoint -d 'Take, list, verify, upgrade and restore checkpoints.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a recovery-set -d 'The Recovery Set and Recovery Floor of a shard.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a payload -d 'Large payloads in the object store.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a mutate -d 'Submit any operator mutation from a TOML file.'
@@ -164,7 +164,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 # nereus shard
 complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a replay -d 'Apply the shard\'s log offline, deterministically, and print the digest.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a digest -d 'Print the canonical digest (key order) of the shard\'s replicated state.'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a inspect -d 'Identity, applied position, lag, messages by state, lanes, timeline head, obligations.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a inspect -d 'Identity, applied position, lag, messages by state, lanes, timeline head, obligations, disk use (live, obsolete, terminal-retained estimate, oldest retained item).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a list -d 'Every shard of the home: state, applied position, log end, lag (engine or offline).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a log -d 'Decode the Shard Log: position, broker time, kind, ids, a one-line summary.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and not __fish_seen_subcommand_from replay digest inspect list log dump prune pause resume move' -a dump -d 'Decode keys and values of the shard database (read-only).'
@@ -311,11 +311,12 @@ complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from attempt; and __fish_seen_subcommand_from resolve' -l wait -d 'Wait for the applied result (needs the engine).'
 
 # nereus checkpoint
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a create -d 'Take a checkpoint now, upload it, register it in the catalog.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a list -d 'Catalogued checkpoints of a shard, oldest first; Recovery Set members marked.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a verify -d 'Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a restore -d 'Download a checkpoint next to --into, verify it there, then move it into place.'
-complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a create -d 'Take a checkpoint now, upload it, register it in the catalog.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a list -d 'Catalogued checkpoints of a shard, oldest first; Recovery Set members marked.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a verify -d 'Prove a checkpoint usable: manifest, files, checksums, identity, DB, digest.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a upgrade -d 'Verify a format 1 checkpoint directory, then rewrite its manifest as format 2.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a restore -d 'Download a checkpoint next to --into, verify it there, then move it into place.'
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and not __fish_seen_subcommand_from create list verify upgrade restore prune' -a prune -d 'Delete catalogued checkpoints older than the newest N, never a Recovery Set member.'
 
 # nereus checkpoint create
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from create' -x -a '(__nereus_names shard)'
@@ -326,6 +327,9 @@ complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_s
 # nereus checkpoint verify
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l path -r -F -d 'Verify a checkpoint directory (files + manifest.json) instead.'
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from verify' -l deep -d 'Also replay the log from it and compare with the next checkpoint or the live state.'
+
+# nereus checkpoint upgrade
+complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from upgrade' -l path -r -F -d 'The checkpoint directory (files + manifest.json) to upgrade.'
 
 # nereus checkpoint restore
 complete -c nereus -n '__fish_seen_subcommand_from checkpoint; and __fish_seen_subcommand_from restore' -l into -r -F -d 'The directory to restore into: new, empty, or (with --force) one to replace.'

@@ -4,6 +4,15 @@ Messages by state come from the per-lane counters the state machine keeps, the
 timeline head from one seek per lane, key counts and sizes from RocksDB properties; so
 the report costs the same on a shard with ten messages or ten million.
 
+Disk accounting (``DiskReport``) is RocksDB's own figures, never a scan: live bytes are
+``rocksdb.estimate-live-data-size``; obsolete bytes are what the SST files and the
+write-ahead log hold beyond that (overwritten and deleted data not yet compacted away);
+terminal-retained bytes are an **estimate**: the share of messages in a terminal state
+(from the lane counters) times the bytes of the message and attempt families (from
+RocksDB's file list, a file that spans several families counted evenly among them). The
+oldest retained item is the first key of the retention family (``keys.RETAIN``, ordered
+by expiry): one seek.
+
 The report is the command's ``--json`` document (``ShardReport``, documented by
 ``nereus.cli.json_keys``); where the shard's log ends is an input (the log is read by the
 caller), from which the report works out the lag.
@@ -11,9 +20,11 @@ caller), from which the report works out the lag.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
-from nereus.records.vocabulary import MessageState
+from nereus.records.vocabulary import TERMINAL_STATES, MessageState
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Activation, Lane, decode_int, decode_value
@@ -51,6 +62,30 @@ class DbReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     live_data_bytes: int | None
 
 
+class RetainedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The retained item that expires first: a terminal message or a result kept until
+    ``expire_at_ms``."""
+
+    kind: str  # "message" or "result"
+    id: str
+    expire_at_ms: int
+    expire_at: str  # expire_at_ms as UTC text
+
+
+class DiskReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where the database's bytes go, from RocksDB's properties and file list (no scan).
+    ``terminal_retained_bytes`` is an estimate (terminal share of the messages times the
+    message and attempt families' bytes); null figures are ones RocksDB did not give."""
+
+    live_bytes: int | None
+    sst_bytes: int | None
+    wal_bytes: int
+    obsolete_bytes: int | None
+    terminal_messages: int
+    terminal_retained_bytes: int | None
+    oldest_retained: RetainedItem | None
+
+
 class ShardReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A shard database at a glance (``nereus shard inspect``); ``lag`` is None when where
     the log ends is not known (no log here)."""
@@ -71,6 +106,7 @@ class ShardReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     log_end_position: int | None
     lag: int | None
     db: DbReport
+    disk: DiskReport
 
 
 def _next_due(store: ShardStore, lane: str) -> int | None:
@@ -112,6 +148,47 @@ def _activation(store: ShardStore) -> ActivationReport | None:
                             position=value.position)
 
 
+_MESSAGE_FAMILIES = frozenset(p[0] for p in (keys.MSG, keys.ATTEMPT, keys.MSG_ATTEMPT))
+_RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result"}
+
+
+def family_bytes(files: list[dict[str, Any]], prefixes: frozenset[int]) -> int:
+    """Estimated bytes of the key families ``prefixes`` from RocksDB's live files: a file
+    within one family counts for it whole, one spanning several is shared evenly."""
+    total = 0.0
+    for f in files:
+        first, last = f["start_key"][:1], f["end_key"][:1]
+        if not first or not last:
+            continue
+        spanned = range(first[0], last[0] + 1)
+        total += f["size"] * sum(1 for p in spanned if p in prefixes) / len(spanned)
+    return round(total)
+
+
+def _oldest_retained(store: ShardStore) -> RetainedItem | None:
+    for key, _ in store.scan_prefix(keys.RETAIN):
+        expire_at_ms, kind, ident = keys.split_retain_key(key)
+        return RetainedItem(kind=_RETAINED_KINDS.get(kind, kind.hex()), id=ident,
+                            expire_at_ms=expire_at_ms, expire_at=format_time_ms(expire_at_ms))
+    return None
+
+
+def _disk(store: ShardStore, totals: dict[str, int]) -> DiskReport:
+    live = store.property_int("rocksdb.estimate-live-data-size")
+    sst = store.property_int("rocksdb.total-sst-files-size")
+    wal = store.wal_bytes()
+    terminal = sum(totals.get(state.value, 0) for state in TERMINAL_STATES)
+    messages = sum(totals.values())
+    retained = None
+    if messages:
+        retained = round(family_bytes(store.files(), _MESSAGE_FAMILIES) * terminal / messages)
+    return DiskReport(
+        live_bytes=live, sst_bytes=sst, wal_bytes=wal,
+        obsolete_bytes=None if live is None or sst is None else max(0, sst + wal - live),
+        terminal_messages=terminal, terminal_retained_bytes=retained,
+        oldest_retained=_oldest_retained(store))
+
+
 def inspect_store(store: ShardStore, *, log_end_position: int | None = None) -> ShardReport:
     """The report of ``store``; ``log_end_position`` is where the shard's log ends (None
     when not known), so the report can say how far the database lags behind it."""
@@ -141,4 +218,5 @@ def inspect_store(store: ShardStore, *, log_end_position: int | None = None) -> 
         db=DbReport(path=str(store.path),
                     estimated_keys=store.property_int("rocksdb.estimate-num-keys"),
                     live_data_bytes=store.property_int("rocksdb.estimate-live-data-size")),
+        disk=_disk(store, totals),
     )

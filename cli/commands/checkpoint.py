@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from nereus.adapters.restore_target import Target
     from nereus.shard import ShardId
 
-app = typer.Typer(help="Take, list, verify and restore checkpoints.", no_args_is_help=True)
+app = typer.Typer(help="Take, list, verify, upgrade and restore checkpoints.",
+                  no_args_is_help=True)
 
 ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION, e.g. default/0.")]
 
@@ -161,6 +162,39 @@ def verify(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     emit_verdict(env, document, f"checkpoint {checkpoint_id or path}")
+
+
+@app.command("upgrade")
+def upgrade(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Option(
+        "--path", help="The checkpoint directory (files + manifest.json) to upgrade.")],
+) -> None:
+    """Verify a format 1 checkpoint directory, then rewrite its manifest as format 2."""
+    from nereus.checkpoint.verify import read_manifest, upgrade_manifest
+    from nereus.cli.commands.checkpoint_documents import CheckpointUpgrade
+    from nereus.errors import NotFound
+
+    env: Env = ctx.obj
+    if not path.is_dir():
+        raise NotFound(f"no checkpoint directory at {path}")
+    before = read_manifest(path).format_version
+    with env.output.progress("verifying and upgrading", None):
+        after = upgrade_manifest(path)
+    document = CheckpointUpgrade(
+        path=str(path), checkpoint_id=after.checkpoint_id, format_version_before=before,
+        format_version=after.format_version, upgraded=before != after.format_version,
+        digest=after.digest)
+
+    def human(out: Console) -> None:
+        if document.upgraded:
+            out.print(f"checkpoint {document.checkpoint_id} verified and upgraded: format "
+                      f"{before} -> {after.format_version}, digest {after.digest[:16]}..")
+        else:
+            out.print(f"checkpoint {document.checkpoint_id} is already format "
+                      f"{after.format_version}; nothing to do")
+
+    env.output.emit(msgspec.to_builtins(document), human)
 
 
 @app.command("restore")

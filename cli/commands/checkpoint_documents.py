@@ -14,6 +14,18 @@ import msgspec
 from nereus.checkpoint.verify import Check
 
 
+class CheckpointUpgrade(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``checkpoint upgrade`` document: a checkpoint directory's manifest, verified and
+    rewritten as the current format (``upgraded`` false when it already was)."""
+
+    path: str
+    checkpoint_id: str
+    format_version_before: int
+    format_version: int
+    upgraded: bool
+    digest: str
+
+
 class CheckpointRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One catalogued checkpoint in ``checkpoint list``."""
 

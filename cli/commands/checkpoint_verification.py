@@ -73,7 +73,7 @@ def _reference(env: Env, shard: ShardId, after: Manifest, scratch: Path) -> Refe
         target = scratch / f"ref-{entry.checkpoint_id}"
         download(objects, entry, target)
         return Reference(f"checkpoint {entry.checkpoint_id}", target, entry.applied_position,
-                         entry.digest)
+                         entry.digest, entry.digest_version)
     path = env.layout.shard_state(shard)
     try:
         with ShardStore.open(path, read_only=True) as live:

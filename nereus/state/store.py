@@ -249,21 +249,32 @@ class ShardStore:
         bounded.set_iterate_upper_bound(end)
         return _below(self._db.items(from_key=start, read_opt=bounded), end, bounded)
 
-    def replicated(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every replicated pair in key order, read as one bulk pass (what the digest hashes).
+    def replicated(self, start: bytes = b"\x00", end: bytes | None = None, *,
+                   verify_checksums: bool = True) -> Iterator[tuple[bytes, bytes]]:
+        """Every replicated pair in key order, read as one bulk pass (what the digest hashes);
+        with ``start``/``end``, those in ``[start, end)`` (a range of the digest, ``end``
+        at most 0x80).
 
         A full pass reads each block once: it bypasses the block cache (which it would only
-        churn, evicting what point reads need) and reads ahead 2 MiB. Block checksums are
-        still verified. About 1.4x faster than a plain scan on a 3M-pair shard.
+        churn, evicting what point reads need) and reads ahead 2 MiB. About 1.4x faster than
+        a plain scan on a 3M-pair shard. Block checksums are verified unless the caller
+        checks the files' own checksums anyway (checkpoint verify).
         """
         from rocksdict import ReadOptions
 
+        limit = bytes([keys.REPLICATED_LIMIT])
         bulk = ReadOptions()
-        bulk.set_iterate_upper_bound(bytes([keys.REPLICATED_LIMIT]))
+        bulk.set_iterate_upper_bound(limit if end is None else min(end, limit))
         bulk.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the argument
         bulk.set_readahead_size(2 << 20)
-        items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=b"\x00", read_opt=bulk)
+        bulk.set_verify_checksums(verify_checksums)
+        items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=start, read_opt=bulk)
         return items
+
+    def files(self) -> list[dict[str, Any]]:
+        """RocksDB's live SST files (name, size, level, start_key, end_key, num_entries)."""
+        files: list[dict[str, Any]] = self._db.live_files()
+        return files
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.scan(prefix, keys.prefix_end(prefix))
@@ -280,6 +291,17 @@ class ShardStore:
     def property_int(self, name: str) -> int | None:
         value: int | None = self._db.property_int_value(name)
         return value
+
+    def wal_bytes(self) -> int:
+        """Bytes of the write-ahead log files (``*.log``) in the database directory."""
+        total = 0
+        for entry in self.path.iterdir():
+            if entry.suffix == ".log":
+                try:
+                    total += entry.stat().st_size
+                except FileNotFoundError:  # a log RocksDB just deleted
+                    continue
+        return total
 
     def compact(self) -> None:
         """Compact the whole key range now (benchmarks and offline tools; the engine leaves

@@ -98,6 +98,51 @@ def _checkpoint_verify(home: Path) -> list[dict[str, Any]]:
     return [by_id, deep, unreadable, not_downloaded]
 
 
+def _as_format_1(directory: Path) -> None:
+    """Rewrite a checkpoint directory's manifest as earlier builds wrote it (format 1:
+    SHA-256 checksums, the v1 state digest)."""
+    import msgspec
+
+    from nereus.checkpoint.manifest import MANIFEST_NAME, FileEntry, encode_json
+    from nereus.checkpoint.verify import file_sha256, read_manifest, store_digest
+    from nereus.state.store import ShardStore
+
+    manifest = read_manifest(directory)
+    with ShardStore.open(directory, read_only=True) as store:
+        v1 = store_digest(store, 1)
+    files = [FileEntry(name=f.name, size=f.size, sha256=file_sha256(directory / f.name)[1])
+             for f in manifest.files]
+    (directory / MANIFEST_NAME).write_bytes(encode_json(
+        msgspec.structs.replace(manifest, format_version=1, digest=v1, files=files)))
+
+
+def _checkpoint_upgrade(home: Path) -> list[dict[str, Any]]:
+    """A format 1 copy upgraded to format 2 (then verifies), upgraded again (nothing to
+    do), and a damaged one refused unchanged."""
+    import shutil
+
+    _with_state(home)
+    taken = _create(home)
+    copy = home.parent / "cp-format-1"
+    shutil.copytree(_checkpoint_dir(home, taken["checkpoint_id"]), copy)
+    _as_format_1(copy)
+    first = _ran(run_nereus("--json", "checkpoint", "upgrade", "--path", str(copy), home=home))
+    again = _ran(run_nereus("--json", "checkpoint", "upgrade", "--path", str(copy), home=home))
+    assert (first["format_version_before"], first["format_version"], first["upgraded"]) == \
+        (1, 2, True)
+    assert first["digest"] == taken["digest"] and not again["upgraded"]
+    assert _ran(run_nereus("--json", "checkpoint", "verify", "--path", str(copy),
+                           home=home))["ok"]
+    _as_format_1(copy)
+    victim = max((p for p in copy.iterdir() if p.suffix == ".sst"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    refused = run_nereus("--json", "checkpoint", "upgrade", "--path", str(copy), home=home)
+    assert refused.code == 1 and "file_checksums" in refused.stdout + refused.stderr, refused
+    return [first, again]
+
+
 def _checkpoint_restore(home: Path) -> list[dict[str, Any]]:
     """Into a new directory, over that restore (--force: replaced restored), and a restore
     whose download fails (ok false, exit 1)."""
@@ -181,6 +226,7 @@ CHECKPOINT_SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     "checkpoint create": _checkpoint_create,
     "checkpoint list": _checkpoint_list,
     "checkpoint verify": _checkpoint_verify,
+    "checkpoint upgrade": _checkpoint_upgrade,
     "checkpoint restore": _checkpoint_restore,
     "checkpoint prune": _checkpoint_prune,
     "recovery-set show": _recovery_set_show,

@@ -5,7 +5,7 @@ engine)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 
 def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
-    """Identity, applied position, lag, messages by state, lanes, timeline head, obligations."""
+    """Identity, applied position, lag, messages by state, lanes, timeline head, obligations,
+    disk use (live, obsolete, terminal-retained estimate, oldest retained item)."""
     import msgspec
 
     from nereus.inspection import inspect_store
@@ -56,8 +57,24 @@ def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> No
                           str(lane["messages_by_state"]["SCHEDULED"]),
                           str(lane["open_attempts"]), lane["next_due"] or "-")
         out.print(lanes)
+        out.print(_disk_line(data["disk"]))
 
     env.output.emit(data, human)
+
+
+def _mb(count: int | None) -> str:
+    return "?" if count is None else f"{count / 1e6:,.1f} MB"
+
+
+def _disk_line(disk: dict[str, Any]) -> str:
+    """Disk use in one line; the terminal-retained figure says it is an estimate."""
+    oldest = disk["oldest_retained"]
+    retained = ("none" if oldest is None else
+                f"{oldest['kind']} {oldest['id']} until {oldest['expire_at']}")
+    return (f"disk: live {_mb(disk['live_bytes'])}, obsolete {_mb(disk['obsolete_bytes'])} "
+            f"(SST {_mb(disk['sst_bytes'])} + WAL {_mb(disk['wal_bytes'])} - live), "
+            f"terminal retained ~{_mb(disk['terminal_retained_bytes'])} (estimate, "
+            f"{disk['terminal_messages']} terminal messages); oldest retained: {retained}")
 
 
 def _log_end(env: Env, shard: ShardId) -> int | None:

@@ -192,7 +192,7 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
                                 schema_version=keys.SCHEMA_VERSION)
             with ShardStore.open(image, create=True) as empty_store:
                 empty_store.write(identity_writes(identity))
-        target, expected, against = _compared(env, shard, compare, to)
+        target, expected, against, version = _compared(env, shard, compare, to)
         destination = into or scratch / "db"
         if destination.exists() and any(destination.iterdir()):
             if not force:
@@ -201,7 +201,8 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
             shutil.rmtree(destination)
         with env.output.progress(f"replaying {shard}", None) as advance:
             records, digest = replay_from(image, destination, log, limits=env.config.limits,
-                                          stop_at=target, progress=advance)
+                                          stop_at=target, progress=advance,
+                                          digest_version=version)
         with ShardStore.open(destination, read_only=True) as result:
             applied = result.applied_position()
     finally:
@@ -230,20 +231,24 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
 
 
 def _compared(env: Env, shard: ShardId, compare: str | None,
-              to: int | None) -> tuple[int | None, str | None, str]:
-    """Where replay stops, the digest it should reach there and what that digest is of:
-    ``--compare live`` (the live database), ``checkpoint:ID``, or none (``--to``)."""
+              to: int | None) -> tuple[int | None, str | None, str, int]:
+    """Where replay stops, the digest it should reach there, what that digest is of
+    (``--compare live`` the live database, ``checkpoint:ID``, or none with ``--to``) and
+    its state digest version (a format 1 checkpoint carries v1)."""
     from nereus.adapters.checkpoint_catalog import find
     from nereus.adapters.replay import store_digest
     from nereus.errors import UsageError
+    from nereus.state.digest import DIGEST_VERSION
     from nereus.state.store import ShardStore
 
     if compare is None:
-        return to, None, ""
+        return to, None, "", DIGEST_VERSION
     if compare == "live":
         with ShardStore.open(env.layout.shard_state(shard), read_only=True) as live:
-            return live.applied_position(), store_digest(live), "the live database"
+            return (live.applied_position(), store_digest(live), "the live database",
+                    DIGEST_VERSION)
     if compare.startswith("checkpoint:"):
         other = find(env.object_store(), compare.split(":", 1)[1])
-        return other.applied_position, other.digest, f"checkpoint {other.checkpoint_id}"
+        return (other.applied_position, other.digest, f"checkpoint {other.checkpoint_id}",
+                other.digest_version)
     raise UsageError(f"--compare {compare!r}: expected live or checkpoint:ID")
