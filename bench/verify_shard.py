@@ -30,8 +30,8 @@ from nereus.state.values import decode_int
 GENERATOR_VERSION = 1  # bump when the generated records change: the cache key includes it
 # bump when nereus.state.store's table options change (compression, filters): a cached
 # database keeps the files it was built with, so its scans would measure the old layout
-# (2: LZ4 upper levels, zstd with a dictionary on the bottommost)
-STORE_LAYOUT = 2
+# (2: LZ4 upper levels, zstd with a dictionary on the bottommost; 3: LZ4HC on the bottommost)
+STORE_LAYOUT = 3
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the broker time of every record
 LANES = ("local", "email", "sms", "webhook")
 
