@@ -29,7 +29,10 @@ from scale_engine import Daemon, make_home, open_logs, wait_until
 PARTITIONS = 4
 B_LEAD_MS = 1_000
 TARGET_B_P99_MS = 100
-QUEUE_US = 60  # queue and apply cost per herd message, for the due second's lead
+# queue and apply cost per herd message, for the due second's lead: generous, so the herd is
+# applied (pending on the timeline) before it is due, as a herd scheduled in advance is; a
+# herd still being applied when due measures apply competing with the drain instead
+QUEUE_US = 200
 
 
 class HerdFigures(msgspec.Struct, frozen=True):
