@@ -23,8 +23,8 @@ def _using_it() -> list[str]:
 
 def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """Each command of the block, run in order by bash -e from a directory holding the
-    checkout's .venv, exits 0; the message it schedules is published, and the replay it
-    builds offline is there."""
+    checkout's .venv, exits 0; `message show` answers for the message it scheduled, and the
+    replay it builds offline is there."""
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     lines = _using_it()
     assert lines[0].startswith(". .venv/bin/activate"), lines[0]
@@ -39,8 +39,10 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=environ,
                               capture_output=True, text=True, timeout=240, check=False)
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-        outbox = tmp_path / ".nereus" / "outbox" / "local.jsonl"
-        assert '"order-17"' in outbox.read_text()
+        # `message show order-17` answered (the message is due 5 s after it was applied;
+        # whether the engine published it before the block stops it is a race)
+        assert "order-17" in done.stdout
+        assert "SCHEDULED" in done.stdout or "PUBLISHED" in done.stdout
         assert (replayed / "CURRENT").exists()
     finally:
         subprocess.run(["bash", "-c", ". .venv/bin/activate; "
