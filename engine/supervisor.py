@@ -202,3 +202,21 @@ class Supervisor:
     def restarts(self) -> int:
         with self._lock:
             return sum(worker.restarts for worker in self._workers)
+
+
+class _Server(Protocol):
+    def shutdown(self) -> None: ...
+
+    def server_close(self) -> None: ...
+
+
+def stop_serving(server: _Server, worker: Supervised | None) -> None:
+    """Stop a server whose ``serve_forever`` runs as ``worker``: say it is stopping (no
+    restart), end the loop if it still runs, close the socket, wait for the thread."""
+    if worker is not None:
+        worker.stopping()
+        if worker.alive:
+            server.shutdown()
+    server.server_close()
+    if worker is not None:
+        worker.join(5)

@@ -17,6 +17,8 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.cli.log_view import Follower, LogFilter
+
 _LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "red",
                 "critical": "bold red", "unparsed": "magenta"}
 FOLLOW_POLL_S = 0.25
@@ -80,7 +82,8 @@ def logs(
     _follow(env, follower, wanted, kept)
 
 
-def _follow(env: Env, follower: Any, wanted: Any, first: list[dict[str, Any]]) -> None:
+def _follow(env: Env, follower: Follower, wanted: LogFilter,
+            first: list[dict[str, Any]]) -> None:
     import json
     import sys
 

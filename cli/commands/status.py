@@ -62,28 +62,30 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
 
 
 def _online(env: Env) -> StatusSummary:
-    data: dict[str, Any] = env.admin().get("/v1/status")
+    from nereus.engine.admin.documents import EngineStatus
+
+    data = msgspec.convert(env.admin().get("/v1/status"), EngineStatus)
     shards: dict[str, int] = {}
-    for shard in data["shards"]:
-        shards[shard["state"]] = shards.get(shard["state"], 0) + 1
+    for shard in data.shards:
+        shards[shard.state] = shards.get(shard.state, 0) + 1
     messages: dict[str, int] = {}
     lanes = []
-    for lane in data["lanes"]:
-        _add(messages, lane["messages_by_state"])
-        lanes.append(LaneSummary(lane=lane["lane"], gate=lane["gate"],
-                                 readiness=lane["readiness"], due_backlog=lane["due_backlog"],
-                                 messages_by_state=lane["messages_by_state"],
-                                 due_backlog_capped=lane.get("due_backlog_capped") is True))
-    uncertain = sum(int(shard["uncertain"]) for shard in data["shards"])
-    problems = list(data["problems"])
+    for lane in data.lanes:
+        _add(messages, lane.messages_by_state)
+        lanes.append(LaneSummary(lane=lane.lane, gate=lane.gate, readiness=lane.readiness,
+                                 due_backlog=lane.due_backlog,
+                                 messages_by_state=lane.messages_by_state,
+                                 due_backlog_capped=lane.due_backlog_capped))
+    uncertain = sum(shard.uncertain for shard in data.shards)
+    problems = list(data.problems)
     if uncertain:
         problems.append(f"{uncertain} attempt(s) UNCERTAIN: see `nereus attempt list "
                         "--state unknown`")
     problems += [f"lane {lane.lane} is {lane.readiness}" for lane in lanes
                  if lane.readiness not in ("READY", None)]
     return StatusSummary(home=str(env.home), engine_running=True,
-                         healthy=bool(data["healthy"]) and not uncertain, problems=problems,
-                         owner_id=data["owner_id"], started_at=data["started_at"],
+                         healthy=data.healthy and not uncertain, problems=problems,
+                         owner_id=data.owner_id, started_at=data.started_at,
                          shards_by_state=shards, uncertain=uncertain,
                          messages_by_state=messages, lanes=lanes)
 

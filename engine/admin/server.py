@@ -44,7 +44,7 @@ from nereus.adapters.admin_wire import (
 from nereus.adapters.home_lock import remove_if_ours
 from nereus.engine.admin import params
 from nereus.engine.admin.endpoints import AdminEndpoints
-from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.supervisor import Supervised, Supervisor, stop_serving
 from nereus.errors import NereusError, NotFound, UsageError
 
 MAX_BODY = 64 << 20
@@ -285,12 +285,6 @@ class AdminServer:
         self._closed = True
         with self._server.idle:
             self._server.stopping.set()
-        if self._worker is not None:
-            self._worker.stopping()
-            if self._worker.alive:
-                self._server.shutdown()
-        self._server.server_close()
-        if self._worker is not None:
-            self._worker.join(5)
+        stop_serving(self._server, self._worker)
         remove_if_ours(self.path, self._made)  # never a socket another process made since
         return self._server.drain(DRAIN_TIMEOUT_S)

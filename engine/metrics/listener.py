@@ -15,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.supervisor import Supervised, Supervisor, stop_serving
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -90,13 +90,7 @@ class MetricsListener:
         if self._closed:
             return
         self._closed = True
-        if self._worker is not None:
-            self._worker.stopping()
-            if self._worker.alive:
-                self._server.shutdown()
-        self._server.server_close()
-        if self._worker is not None:
-            self._worker.join(5)
+        stop_serving(self._server, self._worker)
 
 
 def open_listener(address: tuple[str, int] | None, exposition: Callable[[], str],
