@@ -215,7 +215,7 @@ class Engine:
             new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
             checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
             staging=self.layout.root / "staging" / shard.route / str(partition),
-            lanes=LanePolicies.of(self.config),
+            lanes=LanePolicies.of(self.config, route=shard.route),
             evidence_key=route_key(self.home, route.name), lease=lease,
             granted_epoch=granted_epoch)
         if diverged is not None:
@@ -299,7 +299,7 @@ class Engine:
         limits = {name: self.publishers[name].destination.max_record_bytes
                   for name in changes.added}
         for loop in list(self.shards.values()):
-            loop.reconfigure_lanes(LanePolicies.of(config), limits)
+            loop.reconfigure_lanes(LanePolicies.of(config, route=loop.shard.route), limits)
         return changes
 
     def open_shard_log(self, shard: ShardId) -> ShardLog:

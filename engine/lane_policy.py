@@ -9,6 +9,8 @@ change that messages already rely on (a lower lead under SCHEDULED messages:
 LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
 so (``report``). A lane's limits only ever concern new work; its retention and dedup
 window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
+The shard's own dedup window (its route's ``dedup_window``: results of records without a
+lane window, and rejects) is replicated the same way, by SHARD_RETENTION.
 """
 
 from __future__ import annotations
@@ -17,34 +19,40 @@ from dataclasses import dataclass
 
 from nereus.config import Config
 from nereus.engine.event_log import EventLog, safe_event
-from nereus.records import LaneConfig, LaneLimits, ResultStatus
+from nereus.records import LaneConfig, LaneLimits, ResultStatus, ShardRetention
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane, LaneLimit, Result, decode_value
+from nereus.state.values import Lane, LaneLimit, Result, ShardRetentionValue, decode_value
 
-PolicyRecord = LaneConfig | LaneLimits
+PolicyRecord = LaneConfig | LaneLimits | ShardRetention
 
 
 @dataclass(slots=True)
 class LanePolicies:
-    """Each configured lane's handoff lead, ordering and limits, by lane name. Updated in
-    place (``update``): the planner holds ``leads``."""
+    """Each configured lane's handoff lead, ordering and limits, by lane name, and the
+    shard's own dedup window (its route's; None: not replicated). Updated in place
+    (``update``): the planner holds ``leads``."""
 
     leads: dict[str, int]
     ordered: dict[str, bool]
     limits: dict[str, LaneLimit]
+    shard_dedup_window_ms: int | None = None
 
     @classmethod
-    def of(cls, config: Config) -> LanePolicies:
+    def of(cls, config: Config, route: str | None = None) -> LanePolicies:
+        """The configured lanes' policies, with ``route``'s dedup window for its shards."""
         lanes = config.lanes
+        window = None if route is None or route not in config.routes else \
+            config.routes[route].dedup_window_ms
         return cls(leads={name: lane.handoff_lead_ms for name, lane in lanes.items()},
                    ordered={name: lane.ordered for name, lane in lanes.items()},
                    limits={name: LaneLimit(lane=name, max_delay_ms=lane.max_delay_ms,
                                            max_pending=lane.max_pending,
                                            retention_ms=lane.retention_ms,
                                            dedup_window_ms=lane.dedup_window_ms)
-                           for name, lane in lanes.items()})
+                           for name, lane in lanes.items()},
+                   shard_dedup_window_ms=window)
 
     @classmethod
     def none(cls) -> LanePolicies:
@@ -54,6 +62,8 @@ class LanePolicies:
         self.leads.update(other.leads)
         self.ordered.update(other.ordered)
         self.limits.update(other.limits)
+        if other.shard_dedup_window_ms is not None:
+            self.shard_dedup_window_ms = other.shard_dedup_window_ms
 
 
 def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
@@ -92,6 +102,16 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
             max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
             retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms)))
+    window = policies.shard_dedup_window_ms
+    if window is not None:
+        raw = store.get(keys.META_SHARD_RETENTION)
+        holds = None if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
+        if holds != window:
+            listed = f"dedup_window_ms={window}"
+            found.append(("*", listed, ShardRetention(
+                operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
+                f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
+                dedup_window_ms=window)))
     return found
 
 

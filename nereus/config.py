@@ -66,10 +66,20 @@ class RouteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     retention_ms: Annotated[int, msgspec.Meta(ge=-1)] = -1
     replication_factor: Positive | None = None  # default: min(3, brokers)
     min_insync_replicas: Positive | None = None  # default: min(2, replication factor)
+    # how long a result of a record without a lane window (barriers, checkpoint marks,
+    # operator mutations, payload stages, query barriers, a command naming no message) and a
+    # rejected record's result answer a retry; the engine replicates it into each shard
+    # (SHARD_RETENTION, docs/rules.md §5); "0s" keeps them for ever
+    dedup_window: str = DEFAULT_RETENTION
 
     @property
     def route_id(self) -> str:
         return self.id
+
+    @property
+    def dedup_window_ms(self) -> int:
+        """``dedup_window`` in milliseconds (checked when the file is read)."""
+        return parse_duration_ms(self.dedup_window, field="dedup_window")
 
     def identity(self, partition: int) -> RouteIdentity:
         """The ROUTE_IDENTITY the first record of partition ``partition`` must be."""
@@ -379,6 +389,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
             raise _error(text, source, where, "min_insync_replicas",
                          f"min_insync_replicas = {route.min_insync_replicas} is more than "
                          f"replication_factor = {route.replication_factor}")
+        try:
+            route.dedup_window_ms  # noqa: B018 - a duration, or the file is refused here
+        except UsageError as exc:
+            raise _error(text, source, where, "dedup_window", exc.message) from None
         routes[name] = msgspec.structs.replace(route, name=name)
     lanes: dict[str, LaneSettings] = {}
     for name, table in _group(data, "lanes", text, source).items():

@@ -63,10 +63,10 @@ class DbReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class RetainedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The retained item that expires first: a terminal message or a result kept until
+    """The retained item that expires first: a terminal message, a result or a reject kept until
     ``expire_at_ms``."""
 
-    kind: str  # "message" or "result"
+    kind: str  # "message", "result" or "reject" (id: its position)
     id: str
     expire_at_ms: int
     expire_at: str  # expire_at_ms as UTC text
@@ -149,7 +149,8 @@ def _activation(store: ShardStore) -> ActivationReport | None:
 
 
 _MESSAGE_FAMILIES = frozenset(p[0] for p in (keys.MSG, keys.ATTEMPT, keys.MSG_ATTEMPT))
-_RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result"}
+_RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result",
+                   keys.RETAIN_REJECT: "reject"}
 
 
 def family_bytes(files: list[dict[str, Any]], prefixes: frozenset[int]) -> int:

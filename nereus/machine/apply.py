@@ -14,7 +14,8 @@ Every record leaves exactly one stable result:
   applied with the same bytes: the first result again and no state change;
   with different bytes: REJECTED ``DUPLICATE_CONFLICT`` under ``reject/<position>``;
 * otherwise the handler's verdict, stored under ``result/<dedup key>`` (with a ``retain``
-  entry when its lane has a dedup window: ``nereus.machine.retention``).
+  entry when its lane, or the shard, has a dedup window: ``nereus.machine.retention``; a
+  ``reject`` result gets one after the shard's window).
 
 The applied position and the records-applied counter are part of the writes, so state,
 results and position always land in the same WriteBatch. Applying into an ``Overlay``,
@@ -157,6 +158,7 @@ def apply(
             field=decoded.field,
         )
         tx.put(keys.reject_key(position), encode_value(result))
+        retention.retain_reject(tx)
         tx.advance()
         return Applied(result, tx.writes, None)
     cls = type(decoded)
@@ -166,6 +168,7 @@ def apply(
         if missing is not None:
             result = _result(missing, kind, position, sha)
             tx.put(keys.reject_key(position), encode_value(result))
+            retention.retain_reject(tx)
             tx.advance()
             return Applied(result, tx.writes, decoded)
     key = _DEDUP_KEYS[cls](decoded)
@@ -185,6 +188,7 @@ def apply(
             delay_message_id=earlier.delay_message_id,
         )
         tx.put(keys.reject_key(position), encode_value(result))
+        retention.retain_reject(tx)
         return Applied(result, tx.writes, decoded)
     verdict = _HANDLERS[cls](tx, decoded)
     result = Result(  # positional (see Message): status, kind, position, record_sha256, ...

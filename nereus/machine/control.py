@@ -27,6 +27,7 @@ from nereus.records.operator import (
     MessageBreak,
     ShardPause,
     ShardResume,
+    ShardRetention,
 )
 from nereus.records.system import ActivationBarrier, CheckpointMark, RouteIdentity
 from nereus.records.vocabulary import (
@@ -44,6 +45,7 @@ from nereus.state.values import (
     CheckpointMarkValue,
     Lane,
     LaneLimit,
+    ShardRetentionValue,
     decode_value,
     encode_value,
 )
@@ -63,6 +65,8 @@ def target_key(mutation: OperatorMutation) -> bytes:
             return keys.msg_key(delay_message_id)
         case ShardPause() | ShardResume():
             return keys.META_PAUSED
+        case ShardRetention():
+            return keys.META_SHARD_RETENTION
     raise AssertionError(f"no target for {mutation!r}")  # pragma: no cover
 
 
@@ -128,6 +132,8 @@ def operator_mutation(tx: Tx, mutation: OperatorMutation) -> Verdict:
                 return applied("the shard was not paused")
             tx.delete(keys.META_PAUSED)
             return applied("shard resumed")
+        case ShardRetention():
+            return _shard_retention(tx, mutation)
     raise AssertionError(f"unhandled {mutation!r}")  # pragma: no cover
 
 
@@ -205,6 +211,20 @@ def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
         return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
     tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
     return applied(f"lane {mutation.lane} limits: {_limits_text(limits)}")
+
+
+def _shard_retention(tx: Tx, mutation: ShardRetention) -> Verdict:
+    if mutation.dedup_window_ms < 0:
+        return rejected(Reason.INVALID_FIELD, "dedup_window_ms must be 0 (kept) or more")
+    raw = tx.get(keys.META_SHARD_RETENTION)
+    window = mutation.dedup_window_ms
+    text = f"{window} ms" if window else "kept for ever"
+    if raw is not None and decode_value(raw, ShardRetentionValue).dedup_window_ms == window:
+        return applied(f"the shard's dedup window was already {text}")
+    tx.put(keys.META_SHARD_RETENTION, encode_value(ShardRetentionValue(
+        dedup_window_ms=window, position=tx.position)))
+    return applied(f"the shard's dedup window: {text} (results of records without a lane "
+                   "window, and rejects)")
 
 
 def _limit_values(limits: LaneLimit) -> tuple[object, ...]:

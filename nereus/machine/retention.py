@@ -20,13 +20,19 @@ any checkpoint remove exactly the same things and keep equal digests.
   entry of its own; the message's ``m`` entry holds when it may go (terminal time + the
   dedup window, which is at least the SCHEDULE's broker time + the window), and sweeping
   the message removes it then or gives it an ``r`` entry for that time.
-* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``. Results of records without
-  a lane (barriers, checkpoint marks, operator mutations, payload stages, query barriers)
-  and rejects are kept, as before.
+* A result whose record has no lane window — barriers, checkpoint marks, operator
+  mutations, payload stages, query barriers, a command naming no message, a record of a
+  lane whose limits carry no dedup window — gets an ``r`` entry after the *shard's* dedup
+  window, and a ``reject`` result a ``j`` entry (its position) after the same window.
+  That window is replicated too: the shard's last SHARD_RETENTION (``meta/shard_retention``,
+  ``[routes.NAME] dedup_window``), never local configuration read at apply time.
+* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``; a ROUTE_IDENTITY's (one per
+  shard) is kept.
 
 Lanes whose limits carry neither (UNSET: replicated before retention existed; or 0) keep
-everything, exactly as before, so state replayed from logs written before retention has
-the same digest as it always had.
+everything, and shards that never applied a SHARD_RETENTION keep every result without a
+lane window and every reject, exactly as before, so state replayed from logs written
+before either has the same digest as it always had.
 """
 
 from __future__ import annotations
@@ -40,10 +46,16 @@ from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.verdict import Verdict, applied, rejected, stale
 from nereus.records.client import Cancel, Reschedule, Schedule
-from nereus.records.system import ClaimResult, PublishAdmission, PublishOutcome, Sweep
+from nereus.records.system import (
+    ClaimResult,
+    PublishAdmission,
+    PublishOutcome,
+    RouteIdentity,
+    Sweep,
+)
 from nereus.records.vocabulary import TERMINAL_STATES, ResultStatus
 from nereus.state import keys
-from nereus.state.values import LaneLimit
+from nereus.state.values import LaneLimit, ShardRetentionValue, decode_value
 
 MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
 SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
@@ -69,24 +81,44 @@ _LANE_RECORDS: Final = frozenset({Schedule, Cancel, Reschedule, PublishAdmission
                                   ClaimResult})
 
 
+def shard_window_ms(tx: Tx) -> int:
+    """The shard's own dedup window (its last SHARD_RETENTION; 0: none, kept for ever)."""
+    raw = tx.get(keys.META_SHARD_RETENTION)
+    return 0 if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
+
+
 def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None:
-    """The ``r`` entry of a result just written under ``dedup_key``, if its record's lane
-    has a dedup window (a SWEEP's: ``SWEEP_RESULT_WINDOW_MS``)."""
+    """The ``r`` entry of a result just written under ``dedup_key``: after its record's
+    lane's dedup window, or the shard's when the record has no lane window (a SWEEP's:
+    ``SWEEP_RESULT_WINDOW_MS``; a ROUTE_IDENTITY's: none, it is kept)."""
     cls = type(record)
     if cls is Sweep:
         tx.put(keys.retain_key(tx.broker_ms + SWEEP_RESULT_WINDOW_MS, keys.RETAIN_RESULT,
                                dedup_key), b"")
         return
-    if cls not in _LANE_RECORDS:
+    if cls is RouteIdentity:
         return
-    if cls is Schedule and verdict.status == ResultStatus.APPLIED:
-        return  # goes with its message (see the module docstring)
-    lane = _lane_of(tx, record, verdict.delay_message_id)
-    limits: LaneLimit | None = None if lane is None else tx.lane_limits(lane)
-    if limits is None or not _set(limits.dedup_window_ms):
-        return
-    tx.put(keys.retain_key(tx.broker_ms + _set(limits.dedup_window_ms), keys.RETAIN_RESULT,
-                           dedup_key), b"")
+    window: int | None = None  # None: the record has no lane window, the shard's holds
+    if cls in _LANE_RECORDS:
+        if cls is Schedule and verdict.status == ResultStatus.APPLIED:
+            return  # goes with its message (see the module docstring)
+        lane = _lane_of(tx, record, verdict.delay_message_id)
+        limits: LaneLimit | None = None if lane is None else tx.lane_limits(lane)
+        if limits is not None and isinstance(limits.dedup_window_ms, int):
+            window = limits.dedup_window_ms  # 0: the lane keeps its results
+    if window is None:
+        window = shard_window_ms(tx)
+    if window:
+        tx.put(keys.retain_key(tx.broker_ms + window, keys.RETAIN_RESULT, dedup_key), b"")
+
+
+def retain_reject(tx: Tx) -> None:
+    """The ``j`` entry of the ``reject`` result just written at this record's position,
+    after the shard's dedup window (none: kept)."""
+    window = shard_window_ms(tx)
+    if window:
+        tx.put(keys.retain_key(tx.broker_ms + window, keys.RETAIN_REJECT, str(tx.position)),
+               b"")
 
 
 def _check_entries(entries: tuple[bytes, ...]) -> Verdict | None:
@@ -95,18 +127,21 @@ def _check_entries(entries: tuple[bytes, ...]) -> Verdict | None:
                         f"a SWEEP names at most {MAX_SWEEP_ENTRIES} entries, not {len(entries)}")
     for index, entry in enumerate(entries):
         kind = entry[9:keys.RETAIN_ID_AT]
-        if entry[:1] != keys.RETAIN or kind not in (keys.RETAIN_MESSAGE, keys.RETAIN_RESULT) \
+        if entry[:1] != keys.RETAIN or kind not in keys.RETAIN_KINDS \
                 or len(entry) <= keys.RETAIN_ID_AT:
             return rejected(Reason.INVALID_FIELD, f"entries[{index}] is not a retain key")
         try:
-            entry[keys.RETAIN_ID_AT:].decode()
+            ident = entry[keys.RETAIN_ID_AT:].decode()
         except UnicodeDecodeError:
             return rejected(Reason.INVALID_FIELD, f"entries[{index}] names no utf-8 id")
+        if kind == keys.RETAIN_REJECT and not (ident.isascii() and ident.isdigit()):
+            return rejected(Reason.INVALID_FIELD, f"entries[{index}] names no position")
     return None
 
 
 def sweep(tx: Tx, rec: Sweep) -> Verdict:
-    """SWEEP: remove each named entry still held and due by this record's broker time."""
+    """SWEEP: remove each named entry still held and due by this record's broker time: a
+    terminal message and what belongs to it (``m``), a result (``r``), a reject (``j``)."""
     failure = _check_entries(rec.entries)
     if failure is not None:
         return failure
@@ -124,6 +159,10 @@ def sweep(tx: Tx, rec: Sweep) -> Verdict:
         if kind == keys.RETAIN_RESULT:
             if tx.get(keys.result_key(ident)) is not None:
                 tx.delete(keys.result_key(ident))
+                results += 1
+        elif kind == keys.RETAIN_REJECT:
+            if tx.get(keys.reject_key(int(ident))) is not None:
+                tx.delete(keys.reject_key(int(ident)))
                 results += 1
         elif _drop_message(tx, ident, value):
             messages += 1

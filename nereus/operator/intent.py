@@ -28,6 +28,7 @@ from nereus.records.operator import (
     MessageBreak,
     ShardPause,
     ShardResume,
+    ShardRetention,
 )
 from nereus.records.vocabulary import Gate
 
@@ -41,7 +42,7 @@ def mutation_target(mutation: OperatorMutation) -> str:
             return f"attempt {attempt_id}"
         case MessageBreak(delay_message_id=delay_message_id):
             return f"message {delay_message_id}"
-        case ShardPause() | ShardResume():
+        case ShardPause() | ShardResume() | ShardRetention():
             return "shard"
     raise AssertionError(f"no target for {mutation!r}")  # pragma: no cover
 

@@ -32,6 +32,7 @@ from nereus.records.operator import (
     MessageBreak,
     ShardPause,
     ShardResume,
+    ShardRetention,
 )
 from nereus.records.system import (
     ActivationBarrier,
@@ -87,6 +88,7 @@ __all__ = [
     "Schedule",
     "ShardPause",
     "ShardResume",
+    "ShardRetention",
     "Sweep",
     "SystemMutation",
     "decode",

@@ -36,6 +36,7 @@ from nereus.records.operator import (
     MessageBreak,
     ShardPause,
     ShardResume,
+    ShardRetention,
 )
 from nereus.records.system import (
     ActivationBarrier,
@@ -58,6 +59,7 @@ SystemMutation = (
 )
 OperatorMutation = (
     LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
+    | ShardRetention
 )
 Record = ClientCommand | SystemMutation | OperatorMutation
 
@@ -65,7 +67,7 @@ CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadRes
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
                            CheckpointMark, RouteIdentity, Sweep)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
-                             ShardPause, ShardResume)
+                             ShardPause, ShardResume, ShardRetention)
 ALL_KINDS: Final = tuple(
     str(cls.__struct_config__.tag)
     for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)

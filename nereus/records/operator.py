@@ -65,6 +65,17 @@ class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
     dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
 
 
+class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"):
+    """Set the shard's own dedup window (``[routes.NAME] dedup_window``, replicated by the
+    engine): results written from the next record on whose record has no lane window
+    (barriers, checkpoint marks, operator mutations, payload stages, query barriers, a
+    command naming no message or a lane with no replicated window) and ``reject``
+    results go after it (0: kept for ever). A new kind: shards whose logs never carry
+    one keep every such result, as before, and their digests."""
+
+    dedup_window_ms: int
+
+
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):
     """Settle an UNKNOWN attempt with evidence the operator holds."""
 

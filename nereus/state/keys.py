@@ -22,7 +22,8 @@ prefix  family       key after the prefix                                       
 0x09    payload      payloadId (utf-8)                                           PayloadStage
 0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
 0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
-                     result), delayMessageId or dedup key (utf-8)
+                     result, ``j`` reject), delayMessageId, dedup key or source
+                     position (decimal) (utf-8)
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -42,8 +43,8 @@ Why these layouts:
   big-endian expireAt first, so the oldest retained item is the family's first key (one
   seek tells the engine whether a sweep is due, and ``shard inspect`` shows it). An ``m``
   entry (a terminal message, with its attempts and payload stage) holds the time its
-  SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) holds
-  nothing.
+  SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) and a
+  ``j`` entry (a ``reject`` result, named by its position in decimal) hold nothing.
 
 Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``). A new
 family is not a layout change (``retain`` came later: a database from before simply has
@@ -98,6 +99,9 @@ META_ACTIVATION: Final = META + b"activation"
 META_CHECKPOINT_MARK: Final = META + b"checkpoint_mark"
 META_ROUTE: Final = META + b"route"  # the applied ROUTE_IDENTITY (whose log this shard is)
 META_LANE_LIMITS: Final = META + b"lane_limits\x00"  # + lane: its LANE_LIMITS (LaneLimit)
+# the shard's own dedup window, from its last SHARD_RETENTION (ShardRetentionValue); absent
+# in shards that never had one, so their state and digests are as they always were
+META_SHARD_RETENTION: Final = META + b"shard_retention"
 
 
 def is_replicated(key: bytes) -> bool:
@@ -173,6 +177,8 @@ def payload_key(payload_id: str) -> bytes:
 
 RETAIN_MESSAGE: Final = b"m"  # a terminal message and what belongs to it
 RETAIN_RESULT: Final = b"r"  # a dedup result
+RETAIN_REJECT: Final = b"j"  # a ``reject`` result, by its source position (decimal)
+RETAIN_KINDS: Final = (RETAIN_MESSAGE, RETAIN_RESULT, RETAIN_REJECT)
 RETAIN_ID_AT: Final = 10  # prefix, u64 expireAt, kind byte: the id starts here
 
 

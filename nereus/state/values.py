@@ -167,6 +167,16 @@ class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
     dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
 
 
+class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
+    """The shard's own dedup window (``meta/shard_retention``), from its last applied
+    SHARD_RETENTION: how long a result whose record has no lane window (a barrier, a
+    checkpoint mark, an operator mutation, a payload stage, a query barrier, a command
+    naming no message) and a ``reject`` result are kept (0: for ever)."""
+
+    dedup_window_ms: int
+    position: int  # of the SHARD_RETENTION that set it
+
+
 class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):
     """A large payload's durable stage (``payload/<id>``): RESERVED then COMMITTED."""
 

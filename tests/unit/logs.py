@@ -33,8 +33,9 @@ def due_sweep(shard: MemoryShard, now_ms: int, mutation_id: str) -> r.Sweep:
 @st.composite
 def shard_logs(draw: st.DrawFn, max_ops: int = 40, retention: bool = False) -> LogEntries:
     """A log of ``max_ops`` operations at most; with ``retention``, both lanes first get
-    a short retention and dedup window (LANE_LIMITS) and some operations are SWEEPs of
-    whatever is due, as an owner appends them."""
+    a short retention and dedup window (LANE_LIMITS), the shard maybe its own window
+    (SHARD_RETENTION: results without a lane window, rejects), and some operations are
+    SWEEPs of whatever is due, as an owner appends them."""
     shard = MemoryShard()
     log: LogEntries = []
     now = 1_000
@@ -49,6 +50,11 @@ def shard_logs(draw: st.DrawFn, max_ops: int = 40, retention: bool = False) -> L
             data = r.encode(r.LaneLimits(
                 lane=lane, retention_ms=draw(st.integers(0, 1_500)),
                 dedup_window_ms=draw(st.integers(0, 1_500)), **op(f"retain-{lane}")))
+            shard.apply(data, broker_ms=now)
+            log.append((data, now))
+        if draw(st.booleans()):
+            data = r.encode(r.ShardRetention(dedup_window_ms=draw(st.integers(0, 1_500)),
+                                             **op("retain-shard")))
             shard.apply(data, broker_ms=now)
             log.append((data, now))
     count = draw(st.integers(min_value=1, max_value=max_ops))

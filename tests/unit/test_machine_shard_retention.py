@@ -1,0 +1,170 @@
+"""The shard's own dedup window (SHARD_RETENTION, ``nereus.machine.retention``): results of
+records without a lane window and ``reject`` results go after it, by SWEEPs like any other
+retained item; shards that never applied one keep them, as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nereus import records as r
+from nereus.config import parse_config
+from nereus.engine.lane_policy import LanePolicies, policy_records
+from nereus.machine import Reason
+from nereus.records import ResultStatus
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import (
+    Identity,
+    Result,
+    ShardRetentionValue,
+    decode_value,
+    encode_value,
+)
+from nereus.testing import MemoryShard
+from tests.unit.builders import activate, cancel, op, schedule
+from tests.unit.logs import due_sweep
+
+S = 1_000  # one second, in ms
+IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
+
+
+def windowed(window_ms: int = 5 * S) -> MemoryShard:
+    """A shard with its own dedup window ``window_ms`` (applied at broker time 0) and an
+    owner; lane ``local`` has no limits at all."""
+    shard = MemoryShard()
+    assert shard.result(r.ShardRetention(dedup_window_ms=window_ms, **op("shard")),
+                        broker_ms=0).status == ResultStatus.APPLIED
+    activate(shard)
+    return shard
+
+
+def sweep(shard: MemoryShard, now_ms: int, mid: str) -> Result:
+    return shard.result(due_sweep(shard, now_ms, mid), broker_ms=now_ms)
+
+
+def retained(shard: MemoryShard, kind: bytes) -> list[str]:
+    return sorted(keys.split_retain_key(key)[2] for key in shard.data
+                  if key[:1] == keys.RETAIN and key[9:10] == kind)
+
+
+LANELESS: list[r.Record] = [
+    r.QueryBarrier(command_id="q1"),
+    r.PayloadReserve(command_id="pr", payload_id="p1", size_bytes=10, sha256="a" * 64,
+                     expires_at_ms=10**12),
+    r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close")),
+    r.CheckpointMark(mutation_id="ck", checkpoint_id="c1", owner_id="owner-a", fencing_epoch=1),
+    cancel("ghost"),  # names no message: no lane
+]
+
+
+def test_without_a_shard_window_laneless_results_and_rejects_are_kept() -> None:
+    """No SHARD_RETENTION: a query barrier, a payload stage, an operator mutation, a mark, a
+    cancel of no message and a garbage record write no retain entry, and a SWEEP far in the
+    future removes none of their results (as before: old logs keep their digests)."""
+    shard = MemoryShard()
+    activate(shard)
+    for record in LANELESS:
+        shard.apply(record, broker_ms=S)
+    bad = shard.apply(b"garbage", broker_ms=S)
+    assert [key for key in shard.data if key[:1] == keys.RETAIN] == []
+    assert shard.get(keys.META_SHARD_RETENTION) is None
+    sweep(shard, 10**12, "sw")
+    assert shard.get(keys.result_key("c/q1")) is not None
+    assert shard.get(keys.reject_key(bad.result.position)) is not None
+
+
+def test_laneless_results_and_rejects_go_after_the_shard_window() -> None:
+    """Window 5 s: each laneless result and the reject of a garbage record applied at 1 s
+    gets an entry at 6 s; a SWEEP at 5.999 s removes nothing, one at 6 s removes them all."""
+    shard = windowed()
+    for record in LANELESS:
+        shard.apply(record, broker_ms=S)
+    bad = shard.apply(b"garbage", broker_ms=S)
+    assert bad.result.status == ResultStatus.REJECTED
+    assert retained(shard, keys.RETAIN_REJECT) == [str(bad.result.position)]
+    results = retained(shard, keys.RETAIN_RESULT)
+    assert {"c/q1", "c/pr", "m/close", "s/ck", "c/c-ghost"} <= set(results)
+    assert [key for key in results if key.startswith("b/")]  # the activation's barrier too
+    sweep(shard, 6 * S - 1, "sw1")  # takes only what was applied at 0 (the window, barrier)
+    assert shard.get(keys.result_key("m/shard")) is None
+    assert shard.get(keys.result_key("c/q1")) is not None
+    assert shard.get(keys.reject_key(bad.result.position)) is not None
+    sweep(shard, 6 * S, "sw2")
+    for key in ("c/q1", "c/pr", "m/close", "s/ck", "c/c-ghost"):
+        assert shard.get(keys.result_key(key)) is None, key
+    assert shard.get(keys.reject_key(bad.result.position)) is None
+    assert retained(shard, keys.RETAIN_REJECT) == []
+    assert shard.get(keys.payload_key("p1")) is not None  # the stage itself is not a result
+
+
+def test_a_retry_inside_the_window_is_a_duplicate_and_after_it_a_new_command() -> None:
+    """The same QUERY_BARRIER and LANE_GATE again inside the window answer their first
+    results with no change; after the window has been swept they are new commands: the
+    barrier applies again at its new position, the gate close says it was already closed."""
+    shard = windowed()
+    first_barrier = shard.result(r.QueryBarrier(command_id="q1"), broker_ms=S)
+    first_gate = shard.result(r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close")),
+                              broker_ms=S)
+    again = shard.apply(r.QueryBarrier(command_id="q1"), broker_ms=2 * S)
+    assert again.duplicate and again.result == first_barrier
+    assert shard.apply(r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close")),
+                       broker_ms=2 * S).result == first_gate
+    sweep(shard, 7 * S, "sw")
+    later = shard.apply(r.QueryBarrier(command_id="q1"), broker_ms=8 * S)
+    assert not later.duplicate and later.result.position > first_barrier.position
+    gate = shard.result(r.LaneGate(lane="local", gate=r.Gate.CLOSED, **op("close")),
+                        broker_ms=8 * S)
+    assert gate.status == ResultStatus.APPLIED and "already" in (gate.detail or "")
+
+
+def test_a_lane_window_wins_over_the_shard_window() -> None:
+    """Lane ``local`` has dedup_window 0 (keep): its CANCEL's result is kept whatever the
+    shard's window; lane ``slow`` has limits from before retention (no window): the shard's
+    window covers its results."""
+    shard = windowed()
+    shard.apply(r.LaneLimits(lane="local", dedup_window_ms=0, retention_ms=0, **op("l")))
+    shard.apply(r.LaneLimits(lane="slow", max_pending=5, **op("s")))
+    shard.apply(schedule("m1", 100 * S), broker_ms=S)
+    shard.apply(schedule("m2", 100 * S, lane="slow"), broker_ms=S)
+    shard.apply(cancel("m1"), broker_ms=S)
+    shard.apply(cancel("m2"), broker_ms=S)
+    sweep(shard, 50 * S, "sw")
+    assert shard.get(keys.result_key("c/c-m1")) is not None
+    assert shard.get(keys.result_key("c/c-m2")) is None
+
+
+def test_shard_retention_is_checked_and_idempotent_in_effect() -> None:
+    """A negative window is REJECTED; the same window again changes nothing; a new one is
+    kept with its position; a SWEEP naming a reject entry without a position is REJECTED."""
+    shard = windowed()
+    bad = shard.result(r.ShardRetention(dedup_window_ms=-1, **op("neg")))
+    assert (bad.status, bad.reason) == (ResultStatus.REJECTED, Reason.INVALID_FIELD)
+    same = shard.result(r.ShardRetention(dedup_window_ms=5 * S, **op("same")))
+    assert "already" in (same.detail or "")
+    changed = shard.result(r.ShardRetention(dedup_window_ms=0, **op("keep")))
+    raw = shard.get(keys.META_SHARD_RETENTION)
+    assert raw is not None
+    assert decode_value(raw, ShardRetentionValue) == ShardRetentionValue(
+        dedup_window_ms=0, position=changed.position)
+    forged = shard.result(r.Sweep(mutation_id="f", owner_id="owner-a", fencing_epoch=1,
+                                  entries=(keys.retain_key(0, keys.RETAIN_REJECT, "x1"),)),
+                          broker_ms=S)
+    assert (forged.status, forged.reason) == (ResultStatus.REJECTED, Reason.INVALID_FIELD)
+
+
+def test_the_owner_replicates_the_routes_dedup_window(tmp_path: Path) -> None:
+    """``[routes.default] dedup_window = "3s"``: a shard without it gets one SHARD_RETENTION
+    of 3,000 ms; once held, none; without a route (offline tools), none."""
+    config = parse_config('[routes.default]\nlog = "file"\ndedup_window = "3s"\n')
+    policies = LanePolicies.of(config, route="default")
+    with ShardStore.open(tmp_path / "db", identity=IDENTITY, create=True) as store:
+        found = [record for _, _, record in policy_records(store, policies, owner_id="o",
+                                                            epoch=1)]
+        assert [(type(x), getattr(x, "dedup_window_ms", None)) for x in found] == [
+            (r.ShardRetention, 3_000)]
+        store.write({keys.META_SHARD_RETENTION: encode_value(
+            ShardRetentionValue(dedup_window_ms=3_000, position=1))})
+        assert policy_records(store, policies, owner_id="o", epoch=1) == []
+        assert policy_records(store, LanePolicies.of(config), owner_id="o", epoch=1) == []
+    assert parse_config('[routes.default]\nlog = "file"\n').routes["default"].dedup_window_ms \
+        == 7 * 86_400_000
