@@ -3,7 +3,8 @@ Trusted UTC clock; starts them in order and stops them so that no producer call 
 silently dropped.
 
 Threads and their owner: every worker (one loop per shard, one publisher per lane, the
-evidence scanner, the checkpointer; the daemon adds the admin socket's accept loop) runs
+evidence scanner, the checkpointer, the payload collector; the daemon adds the admin
+socket's accept loop) runs
 under the engine's ``Supervisor``, which logs a crash with its traceback, counts it and
 restarts the worker with capped backoff; ``workers()`` is what ``engine status`` shows.
 
@@ -50,6 +51,7 @@ from nereus.engine.ids import IdSource
 from nereus.engine.lane_changes import LaneChanges, lane_changes
 from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.loop_settings import LoopSettings
+from nereus.engine.payload_collector import PayloadCollector
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
@@ -76,6 +78,9 @@ class EngineSettings:
     stop_timeout_s: float = 10.0
     # every shard database's block cache and memtables together (None: each its own)
     memory_mb: int | None = 256
+    # how often the engine collects large payloads (``payload_collector``; 0: never). Off
+    # unless configured: ``[engine] payload_gc_interval`` (default 1 h) sets it
+    payload_gc_interval_s: float = 0.0
     permits: PermitLimits = field(default_factory=PermitLimits)
     loop: LoopSettings = field(default_factory=LoopSettings)
 
@@ -87,6 +92,7 @@ class EngineSettings:
             chrony=engine.chrony,
             evidence_interval_s=engine.evidence_interval_s,
             stop_timeout_s=engine.stop_timeout_s, memory_mb=engine.memory_mb,
+            payload_gc_interval_s=engine.payload_gc_interval_s,
             permits=PermitLimits(worker=engine.max_in_flight, lane=engine.lane_in_flight,
                                  bytes=engine.max_in_flight_bytes),
             loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
@@ -110,6 +116,7 @@ class Engine:
     started_ms: int = 0
     checkpointer: Checkpointer | None = None
     evidence: EvidenceRecovery | None = None
+    payloads: PayloadCollector | None = None  # the engine's own payload gc (when it runs)
     catalog: ClusterHandle | None = None  # a cluster's coordinator: the checkpoint catalog
 
     def __post_init__(self) -> None:
@@ -179,6 +186,11 @@ class Engine:
                 raise RuntimeError(f"shard {shard} did not become active: "
                                    f"{loop.error or loop.state}")
         self.evidence.start(self.supervisor)
+        if owned is None and self.catalog is None:  # it sees every shard of the home
+            self.payloads = PayloadCollector(
+                self.config, self.layout, self.objects, clock=source,
+                interval_s=self.settings.payload_gc_interval_s, events=self.log_event)
+            self.payloads.start(self.supervisor)
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
                        lanes=sorted(self.publishers))
 
@@ -364,6 +376,8 @@ class Engine:
         deadline = clock.monotonic() + self.settings.stop_timeout_s
         if self.evidence is not None:
             self.evidence.stop()
+        if self.payloads is not None:
+            self.payloads.stop()
         if self.chrony is not None:
             self.chrony.close()
         for loop in self.shards.values():

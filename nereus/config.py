@@ -163,6 +163,15 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # the engine's log: "debug" adds a line for each step of every message's life
     # (admitted, published), each carrying its delay message id and attempt id
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # how often the engine collects large payloads nobody can publish any more (what
+    # `nereus payload gc --yes` deletes: a swept message's object, an expired reservation;
+    # never a Recovery Set member's); "0s" leaves it to the operator
+    payload_gc_interval: str = "1h"
+
+    @property
+    def payload_gc_interval_s(self) -> float:
+        """``payload_gc_interval`` in seconds, 0 for off (checked when the file is read)."""
+        return parse_duration_ms(self.payload_gc_interval, field="payload_gc_interval") / 1000
 
 
 class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -416,6 +425,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
         lanes[name] = msgspec.structs.replace(lane, name=name)
     limits: Limits = _convert(data.get("shard", {}), Limits, "shard", text, source)
     engine: EngineConfig = _convert(data.get("engine", {}), EngineConfig, "engine", text, source)
+    try:
+        engine.payload_gc_interval_s  # noqa: B018 - a duration, or the file is refused here
+    except UsageError as exc:
+        raise _error(text, source, "engine", "payload_gc_interval", exc.message) from None
     objects: ObjectSettings = _convert(data.get("objects", {}), ObjectSettings, "objects", text,
                                        source)
     checkpoints: CheckpointSettings = _convert(data.get("checkpoints", {}), CheckpointSettings,

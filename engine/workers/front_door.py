@@ -57,6 +57,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.adapters.private_files import enter_private_mode, secure_home
     from nereus.adapters.secrets import route_key
     from nereus.engine import logs
@@ -64,6 +65,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.clock import TrustedClock
     from nereus.engine.engine import EngineSettings
     from nereus.engine.metrics.listener import open_listener
+    from nereus.engine.payload_collector import PayloadCollector
     from nereus.engine.supervisor import Supervisor
     from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.front_api import FrontApi
@@ -89,7 +91,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     supervisor = Supervisor(log_event)
     store = ClusterStore(open_cluster(worker_coordinator(config, home)))
     processes = [WorkerProcess(home, index, count, log_event) for index in range(count)]
-    server = api = listener = None
+    server = api = listener = collector = None
     try:
         if not clustered:  # a cluster's configuration and keys are its own already
             _write_config(store, layout.config.read_text(), source=str(layout.config))
@@ -107,6 +109,11 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
         server.start(supervisor)
         listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
                                  supervisor)
+        if not clustered:  # the front door sees every shard of the home; a node does not
+            collector = PayloadCollector(config, layout, open_object_store(config.objects, home),
+                                         interval_s=settings.payload_gc_interval_s,
+                                         events=log_event)
+            collector.start(supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   workers=count, metrics=config.metrics.listen)
         while requests.get() == "reopen_logs":
@@ -124,6 +131,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        if collector is not None:
+            collector.stop()
         if listener is not None:
             listener.close()
         if server is not None:

@@ -48,6 +48,9 @@ BASE = '[routes.default]\nlog = "file"\npartitions = 2\n\n'
      "[lanes.out] retention", None),
     ('[lanes.out]\ndestination = "kafka"\ndedup_window = 7', 7,
      "[lanes.out] dedup_window = 7: expected a string", None),
+    ('[engine]\npayload_gc_interval = "hourly"', 6, "[engine] payload_gc_interval", None),
+    ("[engine]\npayload_gc_interval = 60", 6,
+     "[engine] payload_gc_interval = 60: expected a string", None),
 ])
 def test_bad_values_name_file_line_key_and_expectation(
         table: str, line: int, expected: str, hint: str | None) -> None:
@@ -83,6 +86,8 @@ def test_typed_values_reach_their_readers() -> None:
     assert (lane.name, lane.handoff_lead_ms, lane.ordered) == ("out", 1500, True)
     week = 7 * 86_400_000
     assert (lane.retention_ms, lane.dedup_window_ms) == (week, week)  # the defaults
+    assert config.engine.payload_gc_interval_s == 3_600.0
+    assert config.routes["default"].dedup_window_ms == week
     assert config.routes["default"].partitions == 2 and config.routes["default"].name == \
         "default"
 
@@ -104,3 +109,14 @@ def test_a_bad_setting_stops_the_cli_with_a_json_error_not_a_crash(tmp_path: Pat
     assert doctor.code == 1
     (check,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "config"]
     assert not check["ok"] and f"nereus.toml:{line}" in check["detail"]
+
+
+def test_a_routes_dedup_window_is_a_duration() -> None:
+    """``[routes.NAME] dedup_window`` that is not a duration is refused naming the route's
+    table and key; "0s" is allowed (results kept for ever)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config('[routes.default]\nlog = "file"\ndedup_window = "a week"\n')
+    assert "nereus.toml:3: [routes.default] dedup_window" in info.value.message, \
+        info.value.message
+    config = parse_config('[routes.default]\nlog = "file"\ndedup_window = "0s"\n')
+    assert config.routes["default"].dedup_window_ms == 0

@@ -1,0 +1,194 @@
+"""Large-payload collection: which objects under ``payloads/`` nobody can ever publish.
+
+One judgement for ``nereus payload gc`` and the engine's periodic collector
+(``engine/payload_collector.py``). An object is collected when it is a reservation that
+expired without a commit, or has no payload stage in any shard (a swept message's stage
+went with it). It is kept, always:
+
+- when a shard references it as COMMITTED (in its live state, or in a PAYLOAD_COMMIT
+  still queued in its Shard Log and not yet applied);
+- when it is in a shard's Recovery Floor (the external objects of its Recovery Set
+  members): recovery from those checkpoints must find them;
+- when its reservation has not expired yet (an upload may be in progress).
+
+Why this is safe beside a running engine and running clients: the object listing is taken
+*first*, and the client queues PAYLOAD_RESERVE *before* it uploads, so every object listed
+already has its reservation in some Shard Log; the judgement then reads each shard's live
+state read-only and the unapplied tail of its log, and so sees that reservation even if no
+shard applied it yet. An expired reservation can never be committed (PAYLOAD_COMMIT is
+rejected after ``expires_at`` by broker time); ``EXPIRY_MARGIN_MS`` covers clocks a little
+apart. The unapplied tail is read from the file Shard Log (its segments on disk): a route
+on another log is refused (``UsageError``), never judged without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from nereus.adapters.checkpoint_catalog import Floor, check_floor, recovery_floor
+from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.config import Config
+from nereus.errors import UsageError
+from nereus.layout import HomeLayout
+from nereus.records import PayloadCommit, PayloadReserve, decode
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity, PayloadStage, decode_value
+from nereus.timespec import format_time_ms
+
+PREFIX: Final = "payloads/"
+EXPIRY_MARGIN_MS: Final = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What one shard says about one payload id (state, or its log's unapplied tail)."""
+
+    payload_id: str
+    shard: str
+    state: str  # RESERVED | COMMITTED
+    expires_at_ms: int | None
+    object_key: str | None
+    queued: bool  # seen only in the unapplied tail of the Shard Log
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """One listed object: collect it or not, and why."""
+
+    key: str
+    size_bytes: int
+    collect: bool
+    reason: str
+
+
+def shards_of(config: Config) -> list[ShardId]:
+    """Every shard of every configured route."""
+    return [ShardId(route.name, partition) for route in config.routes.values()
+            for partition in range(route.partitions)]
+
+
+def check_file_logs(config: Config) -> None:
+    """Refuse a home with a route on a log other than the file log: its unapplied tail
+    (a reservation queued, not yet applied) could not be read, so nothing could be judged."""
+    for route in config.routes.values():
+        if route.log != "file":
+            raise UsageError(
+                f"route {route.name} uses the {route.log} log; payload collection needs the "
+                "file log (segments on disk) to see reservations not yet applied")
+
+
+def _live_stages(layout: HomeLayout, shard: ShardId) -> tuple[list[Known], int | None]:
+    """Payload stages in the shard's live state (read-only) and its applied position."""
+    path = layout.shard_state(shard)
+    if not (path / "CURRENT").exists():
+        return [], None
+    identity = Identity(route=shard.route, partition=shard.partition,
+                        schema_version=keys.SCHEMA_VERSION)
+    found = []
+    with ShardStore.open(path, read_only=True, identity=identity) as store:
+        for _, raw in store.scan_prefix(keys.PAYLOAD):
+            stage = decode_value(raw, PayloadStage)
+            found.append(Known(stage.payload_id, str(shard), stage.state, stage.expires_at_ms,
+                               stage.object_key, queued=False))
+        return found, store.applied_position()
+
+
+def _queued_stages(layout: HomeLayout, shard: ShardId, applied: int | None) -> list[Known]:
+    """PAYLOAD_RESERVE / PAYLOAD_COMMIT records after the applied position (not applied yet)."""
+    directory = layout.shard_log(shard)
+    if not directory.is_dir():
+        return []
+    log = FileShardLog(directory, create=False)
+    try:
+        position = max(0 if applied is None else applied + 1, log.start_position())
+        found = []
+        while batch := log.read(position, 1_000):
+            for item in batch:
+                record = decode(item.payload)
+                if isinstance(record, PayloadReserve):
+                    found.append(Known(record.payload_id, str(shard), "RESERVED",
+                                       record.expires_at_ms, None, queued=True))
+                elif isinstance(record, PayloadCommit):
+                    found.append(Known(record.payload_id, str(shard), "COMMITTED", None,
+                                       record.object_key, queued=True))
+            position = batch[-1].position + 1
+        return found
+    finally:
+        log.close()
+
+
+def known_stages(config: Config, layout: HomeLayout) -> list[Known]:
+    """What every shard of the home says about payloads: live state, then unapplied tail."""
+    found = []
+    for shard in shards_of(config):
+        live, applied = _live_stages(layout, shard)
+        found.extend(live)
+        found.extend(_queued_stages(layout, shard, applied))
+    return found
+
+
+def floors(config: Config, objects: ObjectStore) -> list[Floor]:
+    """Every shard's Recovery Floor (what its Recovery Set members reference)."""
+    return [recovery_floor(objects, shard, config.checkpoints.keep)
+            for shard in shards_of(config)]
+
+
+def judge(info: ObjectInfo, known: list[Known], floors: list[Floor], now_ms: int) -> Judgement:
+    """Collect ``info`` or keep it, and why (the module docstring's rules)."""
+    def verdict(collect: bool, reason: str) -> Judgement:
+        return Judgement(info.key, info.size, collect, reason)
+
+    for floor in floors:
+        if info.key in floor.external_objects:
+            return verdict(False, f"in the Recovery Floor of {floor.shard}")
+    for item in known:
+        if item.state == "COMMITTED" and item.object_key == info.key:
+            queued = " (queued, not yet applied)" if item.queued else ""
+            return verdict(False, f"payload {item.payload_id} is COMMITTED on shard "
+                                  f"{item.shard}{queued}")
+    payload_id = info.key.rsplit("/", 1)[-1]
+    stages = [k for k in known if k.payload_id == payload_id]
+    if not stages:
+        return verdict(True, "no payload stage in any shard")
+    live = [k for k in stages if k.state == "RESERVED" and k.expires_at_ms is not None
+            and k.expires_at_ms + EXPIRY_MARGIN_MS >= now_ms]
+    if live:
+        return verdict(False, f"reserved on shard {live[0].shard} until "
+                              f"{format_time_ms(live[0].expires_at_ms or 0)}")
+    committed = [k for k in stages if k.state == "COMMITTED"]
+    if committed:
+        return verdict(True, f"payload {payload_id} was committed as {committed[0].object_key}, "
+                             "not this key")
+    expired = max(k.expires_at_ms or 0 for k in stages)
+    return verdict(True, f"reservation expired at {format_time_ms(expired)} without a commit "
+                         f"(shard {stages[0].shard})")
+
+
+def judge_all(config: Config, layout: HomeLayout, objects: ObjectStore,
+              listing: Iterable[ObjectInfo], now_ms: int) -> tuple[list[Judgement], list[Floor]]:
+    """Judge every listed object; the listing is taken before any state is read."""
+    check_file_logs(config)
+    infos = list(listing)  # listed before any state is read: see the module docstring
+    known = known_stages(config, layout)
+    found = floors(config, objects)
+    return [judge(info, known, found, now_ms) for info in infos], found
+
+
+def delete_collected(objects: ObjectStore, verdicts: list[Judgement], found: list[Floor], *,
+                     advance: Callable[[int], None] = lambda _: None) -> list[Judgement]:
+    """Delete what ``verdicts`` collect, after the last guard: nothing in any shard's
+    Recovery Floor (``FloorViolation`` otherwise, nothing deleted). Returns what went."""
+    doomed = [v for v in verdicts if v.collect]
+    for floor in found:
+        check_floor(floor, delete_objects=frozenset(v.key for v in doomed))
+    deleted = []
+    for verdict in doomed:
+        objects.delete(verdict.key)
+        deleted.append(verdict)
+        advance(1)
+    return deleted

@@ -1,0 +1,98 @@
+"""The engine's own ``payload gc``: every ``[engine] payload_gc_interval`` (default 1 h,
+``"0s"`` off), a supervised worker collects the large payloads nobody can ever publish.
+
+It judges exactly as ``nereus payload gc --yes`` does (``nereus.adapters.payload_gc``): the
+object listing first, then every shard's live state read-only and the unapplied tail of
+its file Shard Log, then every shard's Recovery Floor; it deletes only objects with no
+stage in any shard (a retention SWEEP took a message's stage with it) or whose
+reservation expired without a commit, and never one a Recovery Set member references
+(``check_floor`` is the last guard before any delete).
+
+It runs where the process can see every shard of the home: the single engine process and
+the front door of ``--workers N`` (both read the shard databases from disk, read-only,
+beside the shard loops). A node of a cluster cannot see the other nodes' shards and runs
+none (``nereus payload gc`` on a host holding all of them remains the way). A home with a
+route on another log than the file log runs none either (the unapplied tail could not be
+read); the engine says so once, at start.
+
+A failed round (an object store down) is logged and the next one runs at its time; a crash
+of the worker itself is the supervisor's to log, count and restart.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.payload_gc import PREFIX, Judgement, delete_collected, judge_all
+from nereus.config import Config
+from nereus.engine.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.supervisor import Supervised, Supervisor
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
+from nereus.errors import UsageError
+from nereus.layout import HomeLayout
+
+
+class PayloadCollector:
+    """The periodic collection of one home's large payloads (module docstring)."""
+
+    def __init__(self, config: Config, layout: HomeLayout, objects: ObjectStore, *,
+                 interval_s: float, clock: Clock = SYSTEM_CLOCK,
+                 events: EventLog = null_event_log) -> None:
+        self._config = config
+        self._layout = layout
+        self._objects = objects
+        self.interval_s = interval_s
+        self._clock = clock
+        self._events = events
+        self._stop = threading.Event()
+        self._worker: Supervised | None = None
+        self.rounds = 0  # collections that ran to the end (for tests and status)
+        self.deleted = 0  # objects deleted over all rounds
+
+    def start(self, supervisor: Supervisor) -> bool:
+        """Run under ``supervisor`` when enabled and possible; False (and why, in the log)
+        when not."""
+        if self.interval_s <= 0:
+            return False
+        if any(route.log != "file" for route in self._config.routes.values()):
+            safe_event(self._events, "payload_gc_off", level="warning",
+                       reason="a route's log is not the file log: reservations not yet "
+                       "applied could not be seen; run `nereus payload gc` where they can")
+            return False
+        self._worker = supervisor.spawn("payload-gc", "payload-gc", self.run)
+        return True
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
+
+    def run(self) -> None:
+        """Collect every ``interval_s`` of the Clock until asked to stop (a supervised
+        worker body)."""
+        while not self._clock.wait(self._stop, self.interval_s):
+            try:
+                self.collect_once()
+            except UsageError as exc:
+                safe_event(self._events, "payload_gc_failed", level="warning",
+                           error=exc.message)
+            except Exception as exc:  # one failed round is reported; the next one runs
+                safe_event(self._events, "payload_gc_failed", level="warning",
+                           error=f"{type(exc).__name__}: {exc}")
+
+    def collect_once(self) -> list[Judgement]:
+        """One round: judge every object under ``payloads/`` and delete what may go."""
+        objects = self._objects
+        verdicts, floors = judge_all(self._config, self._layout, objects,
+                                     objects.list(PREFIX), self._clock.wall_ms())
+        deleted = delete_collected(objects, verdicts, floors)
+        self.rounds += 1
+        self.deleted += len(deleted)
+        if deleted:
+            safe_event(self._events, "payload_gc", deleted=len(deleted),
+                       bytes=sum(v.size_bytes for v in deleted),
+                       kept=len(verdicts) - len(deleted),
+                       keys=[v.key for v in deleted][:20])
+        return deleted

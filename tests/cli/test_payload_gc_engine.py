@@ -1,0 +1,97 @@
+"""The engine collects large payloads itself (``[engine] payload_gc_interval``,
+``engine/payload_collector.py``), run as an operator would: a published message's object
+goes once retention swept its stage, with no ``nereus payload gc``; an object a Recovery
+Set member references stays, though its message was swept too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.cli.engine_homes import one_json
+from tests.conftest import run_nereus
+from tests.daemon import running_engine, wait_for
+from tests.integration.large_payload_homes import payload_file, small_inline_home
+
+
+def _home(tmp_path: Path) -> Path:
+    """One shard, a tiny inline limit, retention 1 s on lane ``local``, gc every second."""
+    home = small_inline_home(tmp_path, partitions=1)
+    config = home / "nereus.toml"
+    text = config.read_text()
+    anchor = 'destination = "file"\n'
+    assert anchor in text
+    text = text.replace(anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1)
+    config.write_text(text + '\n[engine]\npayload_gc_interval = "1s"\n')
+    return home
+
+
+def _objects(home: Path) -> set[str]:
+    """The large-payload objects in the home's local object store."""
+    root = home / "objects"
+    return {str(p.relative_to(root)) for p in (root / "payloads").rglob("*") if p.is_file()} \
+        if (root / "payloads").is_dir() else set()
+
+
+def _schedule(home: Path, path: Path, message_id: str, delay: str) -> dict[str, Any]:
+    result = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", delay,
+                        "--id", message_id, "--payload-file", str(path), "--wait", home=home,
+                        timeout=60)
+    assert result.code == 0, result.stdout + result.stderr
+    document = one_json(result)
+    assert document["result"] == "APPLIED", document
+    return document
+
+
+def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_members(
+        tmp_path: Path) -> None:
+    """``kept`` (due in 1 h) is in a checkpoint, then cancelled; ``sent`` is due in 1 s and
+    published. Both are swept after their 1 s retention; the engine's collector then
+    deletes ``sent``'s object by itself and keeps ``kept``'s (in the Recovery Floor), and
+    ``engine status`` lists its ``payload-gc`` worker RUNNING."""
+    home = _home(tmp_path)
+    with running_engine(home):
+        _schedule(home, payload_file(tmp_path, name="kept.bin"), "kept", "1h")
+        first = _objects(home)
+        assert len(first) == 1, first
+        made = run_nereus("--json", "checkpoint", "create", "default/0", home=home,
+                          timeout=120)
+        assert made.code == 0, made.stdout + made.stderr
+        cancelled = run_nereus("--json", "message", "cancel", "kept", "--wait", home=home)
+        assert cancelled.code == 0, cancelled.stdout + cancelled.stderr
+        _schedule(home, payload_file(tmp_path, size=12_000, name="sent.bin"), "sent", "1s")
+        sent_object = (_objects(home) - first).pop()
+
+        def swept_and_collected() -> bool:
+            gone = all(run_nereus("--json", "message", "show", m, home=home).code != 0
+                       for m in ("kept", "sent"))
+            return gone and sent_object not in _objects(home)
+
+        wait_for(swept_and_collected, timeout=60, interval=0.3,
+                 what="both messages swept and the published one's object collected")
+        assert _objects(home) == first  # in the Recovery Floor: kept
+        status = run_nereus("--json", "engine", "status", home=home)
+        assert status.code == 0, status.stderr
+        workers = {w["name"]: w for w in json.loads(status.stdout)["workers"]}
+        assert workers["payload-gc"]["state"] == "RUNNING", workers.get("payload-gc")
+    dry = run_nereus("--json", "payload", "gc", "--dry-run", home=home)
+    assert dry.code == 0, dry.stderr
+    kept = json.loads(dry.stdout)["kept"]
+    assert [item["reason"] for item in kept] == ["in the Recovery Floor of default/0"], kept
+    log = (home / "log" / "engine.log").read_text()
+    assert '"payload_gc"' in log, log[-2000:]
+
+
+def test_a_bad_interval_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """``payload_gc_interval = "soon"``: the engine does not start; exit 2 naming the file,
+    line, table and key."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    config = home / "nereus.toml"
+    config.write_text(config.read_text() + '\n[engine]\npayload_gc_interval = "soon"\n')
+    line = len(config.read_text().splitlines())
+    started = run_nereus("--json", "engine", "start", home=home, timeout=60)
+    assert started.code == 2, started.stdout + started.stderr
+    error = json.loads(started.stdout)["error"]
+    assert f"nereus.toml:{line}" in error and "[engine] payload_gc_interval" in error, error
