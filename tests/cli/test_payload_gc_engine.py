@@ -34,14 +34,13 @@ def _objects(home: Path) -> set[str]:
         if (root / "payloads").is_dir() else set()
 
 
-def _schedule(home: Path, path: Path, message_id: str, delay: str) -> dict[str, Any]:
+def _schedule(home: Path, path: Path, message_id: str, delay: str) -> None:
     result = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", delay,
                         "--id", message_id, "--payload-file", str(path), "--wait", home=home,
                         timeout=60)
     assert result.code == 0, result.stdout + result.stderr
-    document = one_json(result)
+    document: dict[str, Any] = one_json(result)
     assert document["result"] == "APPLIED", document
-    return document
 
 
 def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_members(
