@@ -13,7 +13,8 @@ Each iteration:
 3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
    admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
-   Now and then a SWEEP of what retention let go joins them (``shard_sweep``).
+   Now and then a SWEEP of what retention let go joins them (``shard_sweep``), and while
+   a lane's first retention has messages to catch up, a RETAIN_BACKFILL (``shard_backfill``).
 
 On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
 ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
@@ -48,6 +49,7 @@ from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard_apply import Applier
+from nereus.engine.shard_backfill import BackfillTrigger
 from nereus.engine.shard_checkpoints import CheckpointTrigger
 from nereus.engine.shard_explain import explain_message
 from nereus.engine.shard_idle import IdleWait
@@ -135,6 +137,8 @@ class ShardLoop(ProgressWaits):
             owner_id=owner_id, wake=self._wake)
         self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
                                     new_id=new_id)
+        self._backfills = BackfillTrigger(store, self._outbox, time=self._time,
+                                          owner_id=owner_id, new_id=new_id)
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
@@ -333,6 +337,7 @@ class ShardLoop(ProgressWaits):
             progressed |= flow.schedule()
         if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
             progressed |= self._sweeps.maybe_sweep(self.epoch)
+            progressed |= self._backfills.maybe_backfill(self.epoch)
         progressed |= self._outbox.flush()
         flow.expire_claims()
         if self._policy_changed.is_set() and self.state == ShardState.ACTIVE:

@@ -70,7 +70,11 @@ lane_limits = st.builds(r.LaneLimits, lane=lanes, max_delay_ms=st.integers(0, 10
                         max_pending=st.integers(0, 10),
                         retention_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
                         dedup_window_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
+                        catch_up=st.just(msgspec.UNSET) | st.booleans(),
                         **operator_fields)
+backfills = st.builds(r.RetainBackfill, mutation_id=ids, owner_id=ids,
+                      fencing_epoch=st.integers(0, 5),
+                      delay_message_ids=st.lists(ids, max_size=3).map(tuple))
 shard_retentions = st.builds(r.ShardRetention, dedup_window_ms=st.integers(0, 10_000),
                              **operator_fields)
 sweeps = st.builds(r.Sweep, mutation_id=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
@@ -81,5 +85,5 @@ identities = st.builds(r.RouteIdentity, route_id=ids, route=lanes,
 any_record = st.one_of(
     schedules, cancels, reschedules, barriers, reserves, commits, admissions, outcomes,
     claim_results, activations, marks, lane_gates, lane_configs, resolves, breaks, pauses,
-    resumes, identities, lane_limits, sweeps, shard_retentions,
+    resumes, identities, lane_limits, sweeps, shard_retentions, backfills,
 )

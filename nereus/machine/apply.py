@@ -58,6 +58,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RetainBackfill,
     RouteIdentity,
     Sweep,
 )
@@ -97,6 +98,7 @@ _DEDUP_KEYS: dict[type[Any], Callable[[Any], str | None]] = {
     ClaimResult: lambda r: "s/" + r.mutation_id,
     CheckpointMark: lambda r: "s/" + r.mutation_id,
     Sweep: lambda r: "s/" + r.mutation_id,
+    RetainBackfill: lambda r: "s/" + r.mutation_id,
     ActivationBarrier: lambda r: "b/" + r.barrier_id,
     RouteIdentity: lambda r: f"i/{r.route_id}/{r.route}/{r.partition}/{r.partitions}",
     **dict.fromkeys(OPERATOR_MUTATIONS, _operator_key),
@@ -126,6 +128,7 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
     RouteIdentity: control.route_identity,
     CheckpointMark: control.checkpoint_mark,
     Sweep: retention.sweep,
+    RetainBackfill: retention.backfill,
     **dict.fromkeys(OPERATOR_MUTATIONS, control.operator_mutation),
 }
 

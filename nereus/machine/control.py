@@ -45,6 +45,7 @@ from nereus.state.values import (
     CheckpointMarkValue,
     Lane,
     LaneLimit,
+    RetainCatchUp,
     ShardRetentionValue,
     decode_value,
     encode_value,
@@ -206,7 +207,8 @@ def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
         mutation.dedup_window_ms, int) else before.dedup_window_ms
     limits = LaneLimit(lane=mutation.lane, max_delay_ms=mutation.max_delay_ms,
                        max_pending=mutation.max_pending, position=tx.position,
-                       retention_ms=retention_ms, dedup_window_ms=dedup_window_ms)
+                       retention_ms=retention_ms, dedup_window_ms=dedup_window_ms,
+                       catch_up=_catch_up(tx, mutation, before, retention_ms, dedup_window_ms))
     if before is not None and _limit_values(before) == _limit_values(limits):
         return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
     tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
@@ -225,6 +227,23 @@ def _shard_retention(tx: Tx, mutation: ShardRetention) -> Verdict:
         dedup_window_ms=window, position=tx.position)))
     return applied(f"the shard's dedup window: {text} (results of records without a lane "
                    "window, and rejects)")
+
+
+def _catch_up(tx: Tx, mutation: LaneLimits, before: LaneLimit | None,
+              retention_ms: int | msgspec.UnsetType,
+              dedup_window_ms: int | msgspec.UnsetType) -> RetainCatchUp | msgspec.UnsetType:
+    """The lane's catch-up: kept once set; set by a LANE_LIMITS asking for it (``catch_up``)
+    that is the first to give the lane a retention — before it no message of the lane ever
+    had a ``retain`` entry (a retention, once replicated, is never UNSET again)."""
+    if before is not None and isinstance(before.catch_up, RetainCatchUp):
+        return before.catch_up
+    first = before is None or not isinstance(before.retention_ms, int)
+    if mutation.catch_up is not True or not first or not isinstance(retention_ms, int) \
+            or not retention_ms:
+        return msgspec.UNSET
+    window = dedup_window_ms if isinstance(dedup_window_ms, int) else 0
+    return RetainCatchUp(before_position=tx.position, expire_at_ms=tx.broker_ms + retention_ms,
+                         result_until_ms=tx.broker_ms + window if window else 0)
 
 
 def _limit_values(limits: LaneLimit) -> tuple[object, ...]:

@@ -26,8 +26,19 @@ any checkpoint remove exactly the same things and keep equal digests.
   window, and a ``reject`` result a ``j`` entry (its position) after the same window.
   That window is replicated too: the shard's last SHARD_RETENTION (``meta/shard_retention``,
   ``[routes.NAME] dedup_window``), never local configuration read at apply time.
-* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``; a ROUTE_IDENTITY's (one per
-  shard) is kept.
+* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``, and so is a RETAIN_BACKFILL's;
+  a ROUTE_IDENTITY's (one per shard) is kept.
+* Catch-up: messages that ended before their lane first had a retention have no entry,
+  and one record cannot scan them all. The LANE_LIMITS that first gives a lane a retention
+  (asking for it: ``catch_up``, which the engine sets) records the lane's ``catch_up``:
+  its position, and the time such a message goes (that record's broker time + the
+  retention; its SCHEDULE result: + the dedup window). The owner then finds them with a
+  cursor of its own and appends RETAIN_BACKFILL records naming at most 500; apply gives
+  each one still eligible — terminal, ``updated_position`` before that position, no
+  catch-up entry yet (the key is fixed per lane, so a second naming is a no-op) — its
+  ``m`` entry at that time, or removes it at once when the time has passed. Only the
+  first retention is caught up: a lane whose retention was replicated as 0 (kept) first
+  keeps what ended under it, and a message ending under retention has its own entry.
 
 Lanes whose limits carry neither (UNSET: replicated before retention existed; or 0) keep
 everything, and shards that never applied a SHARD_RETENTION keep every result without a
@@ -37,6 +48,7 @@ before either has the same digest as it always had.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -50,12 +62,19 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RetainBackfill,
     RouteIdentity,
     Sweep,
 )
 from nereus.records.vocabulary import TERMINAL_STATES, ResultStatus
 from nereus.state import keys
-from nereus.state.values import LaneLimit, ShardRetentionValue, decode_value
+from nereus.state.values import (
+    LaneLimit,
+    Message,
+    RetainCatchUp,
+    ShardRetentionValue,
+    decode_value,
+)
 
 MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
 SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
@@ -92,7 +111,7 @@ def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None
     lane's dedup window, or the shard's when the record has no lane window (a SWEEP's:
     ``SWEEP_RESULT_WINDOW_MS``; a ROUTE_IDENTITY's: none, it is kept)."""
     cls = type(record)
-    if cls is Sweep:
+    if cls is Sweep or cls is RetainBackfill:
         tx.put(keys.retain_key(tx.broker_ms + SWEEP_RESULT_WINDOW_MS, keys.RETAIN_RESULT,
                                dedup_key), b"")
         return
@@ -168,6 +187,55 @@ def sweep(tx: Tx, rec: Sweep) -> Verdict:
             messages += 1
     return applied(f"swept {messages} messages and {results} results; {skipped} entries "
                    "already gone or not due")
+
+
+def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
+    """RETAIN_BACKFILL: give each named message its lane's catch-up entry, or remove it at
+    once when that time has passed; skip every id the state does not make eligible."""
+    if len(rec.delay_message_ids) > MAX_SWEEP_ENTRIES:
+        return rejected(Reason.INVALID_FIELD, f"a RETAIN_BACKFILL names at most "
+                        f"{MAX_SWEEP_ENTRIES} messages, not {len(rec.delay_message_ids)}")
+    why = fenced(tx, rec.owner_id, rec.fencing_epoch)
+    if why is not None:
+        return stale(Reason.FENCED, f"retention catch-up refused: {why}")
+    entries = removed = skipped = 0
+    for delay_message_id in rec.delay_message_ids:
+        catch_up = catch_up_of(tx.get, tx.message(delay_message_id))
+        if catch_up is None:
+            skipped += 1
+            continue
+        keep_result = (catch_up.result_until_ms.to_bytes(8, "big")
+                       if catch_up.result_until_ms else b"")
+        if catch_up.expire_at_ms <= tx.broker_ms:
+            _drop_message(tx, delay_message_id, keep_result)
+            removed += 1
+        else:
+            tx.put(keys.retain_key(catch_up.expire_at_ms, keys.RETAIN_MESSAGE,
+                                   delay_message_id), keep_result)
+            entries += 1
+    return applied(f"caught up {entries + removed} messages ({entries} retained, {removed} "
+                   f"removed); {skipped} not eligible")
+
+
+def catch_up_of(get: Callable[[bytes], bytes | None],
+                message: Message | None) -> RetainCatchUp | None:
+    """The catch-up that applies to ``message`` now (None: not eligible): it is terminal,
+    ended before its lane's first retention, and has no catch-up entry yet. A message that
+    ended later has its own entry; one created after a sweep ended later still. ``get``
+    reads the state (apply's transaction, or the owner's store when it looks for them)."""
+    if message is None or message.state not in TERMINAL_STATES:
+        return None
+    raw = get(keys.lane_limits_key(message.lane))
+    if raw is None:
+        return None
+    catch_up = decode_value(raw, LaneLimit).catch_up
+    if not isinstance(catch_up, RetainCatchUp) or \
+            message.updated_position >= catch_up.before_position:
+        return None
+    if get(keys.retain_key(catch_up.expire_at_ms, keys.RETAIN_MESSAGE,
+                           message.delay_message_id)) is not None:
+        return None
+    return catch_up
 
 
 def _drop_message(tx: Tx, delay_message_id: str, keep_result: bytes) -> bool:

@@ -40,6 +40,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RetainBackfill,
     RouteIdentity,
     Sweep,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "Reschedule",
     "Resolution",
     "ResultStatus",
+    "RetainBackfill",
     "RouteIdentity",
     "Schedule",
     "ShardPause",

@@ -44,6 +44,7 @@ from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
     PublishOutcome,
+    RetainBackfill,
     RouteIdentity,
     Sweep,
 )
@@ -55,7 +56,7 @@ HEADER: Final = MAGIC + bytes([FORMAT_VERSION])
 ClientCommand = Schedule | Cancel | Reschedule | QueryBarrier | PayloadReserve | PayloadCommit
 SystemMutation = (
     PublishAdmission | PublishOutcome | ClaimResult | ActivationBarrier | CheckpointMark
-    | RouteIdentity | Sweep
+    | RouteIdentity | Sweep | RetainBackfill
 )
 OperatorMutation = (
     LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
@@ -65,7 +66,7 @@ Record = ClientCommand | SystemMutation | OperatorMutation
 
 CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
-                           CheckpointMark, RouteIdentity, Sweep)
+                           CheckpointMark, RouteIdentity, Sweep, RetainBackfill)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
                              ShardPause, ShardResume, ShardRetention)
 ALL_KINDS: Final = tuple(

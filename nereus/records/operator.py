@@ -63,6 +63,10 @@ class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
     # keep their canonical bytes.
     retention_ms: int | msgspec.UnsetType = msgspec.UNSET
     dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
+    # True (the engine sets it): if this record is the first to give the lane a retention,
+    # the lane's messages that ended before it are caught up by RETAIN_BACKFILL records
+    # (``nereus.machine.retention``). UNSET: not encoded, so older records keep their bytes.
+    catch_up: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"):

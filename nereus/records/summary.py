@@ -91,6 +91,9 @@ def summarize(record: Record) -> str:
         case system.Sweep():
             return (f"sweep {len(record.entries)} retained items owner={record.owner_id} "
                     f"epoch={record.fencing_epoch}")
+        case system.RetainBackfill():
+            return (f"catch up retention of {len(record.delay_message_ids)} messages "
+                    f"owner={record.owner_id} epoch={record.fencing_epoch}")
         case operator.LaneGate():
             target = f"lane {record.lane} gate {record.gate}"
         case operator.LaneConfig():
@@ -102,7 +105,8 @@ def summarize(record: Record) -> str:
         case operator.LaneLimits():
             target = (f"lane {record.lane} max_delay_ms={record.max_delay_ms or 'none'} "
                       f"max_pending={record.max_pending or 'none'}" + "".join(
-                          f" {name}={value}" for name in ("retention_ms", "dedup_window_ms")
+                          f" {name}={value}" for name in ("retention_ms", "dedup_window_ms",
+                                                          "catch_up")
                           if (value := getattr(record, name)) is not msgspec.UNSET))
         case operator.AttemptResolve():
             target = f"attempt {record.attempt_id} {record.resolution} ({record.evidence})"
@@ -112,4 +116,6 @@ def summarize(record: Record) -> str:
             target = "pause shard"
         case operator.ShardResume():
             target = "resume shard"
+        case operator.ShardRetention():
+            target = f"shard dedup_window_ms={record.dedup_window_ms or 'kept'}"
     return f"{target} by {record.operator or '?'}: {record.reason or '(no reason)'}"

@@ -112,3 +112,18 @@ class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag="SWEEP", tag_field="k
     owner_id: str
     fencing_epoch: int
     entries: tuple[bytes, ...]  # full ``retain`` keys (prefix 0x0B), at most 500
+
+
+class RetainBackfill(msgspec.Struct, frozen=True, kw_only=True, tag="RETAIN_BACKFILL",
+                     tag_field="kind", forbid_unknown_fields=True):
+    """Catch up retention (``nereus.machine.retention``): the terminal messages the owner
+    found, by a cursor of its own, that ended before their lane first had a retention and
+    so have no ``retain`` entry. Apply gives each one still eligible by the state (terminal,
+    its lane's ``catch_up`` covering it, no entry yet) its entry at the lane's catch-up
+    time, or removes it at once if that time has passed by this record's broker time; any
+    other id is skipped. The ids travel in the record, so replay does exactly the same."""
+
+    mutation_id: str
+    owner_id: str
+    fencing_epoch: int
+    delay_message_ids: tuple[str, ...]  # at most 500

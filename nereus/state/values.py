@@ -151,6 +151,18 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
     admissions: int = 0
 
 
+class RetainCatchUp(msgspec.Struct, frozen=True, kw_only=True):
+    """What the first retention of a lane leaves to catch up (``LaneLimit.catch_up``): its
+    messages that ended before ``before_position`` have no ``retain`` entry of their own;
+    a RETAIN_BACKFILL gives each one at ``expire_at_ms`` (the broker time retention was
+    first replicated + that retention) whose SCHEDULE result goes at ``result_until_ms``
+    (that time + the dedup window then; 0: kept)."""
+
+    before_position: int
+    expire_at_ms: int
+    result_until_ms: int
+
+
 class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
     """A lane's limits on new work (``meta/lane_limits/<name>``; 0: none), from its last
     applied LANE_LIMITS. Kept beside the lane, not in it, so a lane's value (and every
@@ -165,6 +177,9 @@ class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
     # encoded, so limits set before retention existed keep their bytes) or 0: kept.
     retention_ms: int | msgspec.UnsetType = msgspec.UNSET
     dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
+    # set once, by the LANE_LIMITS (with ``catch_up``) that first gave the lane a retention;
+    # UNSET otherwise, and not encoded: values written without it keep their bytes
+    catch_up: RetainCatchUp | msgspec.UnsetType = msgspec.UNSET
 
 
 class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):

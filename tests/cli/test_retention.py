@@ -77,3 +77,32 @@ def test_published_messages_go_after_their_retention_and_replay_agrees(tmp_path:
     assert compared["match"] is True, compared
     digest = run_nereus("--json", "shard", "digest", "default/0", home=home)
     assert digest.code == 0, digest.stderr
+
+
+def test_messages_that_ended_before_the_first_retention_are_caught_up(tmp_path: Path) -> None:
+    """``old`` is scheduled and cancelled with no engine running (queued in the file log):
+    the engine applies both before its first LANE_LIMITS gives the lane a retention, so
+    ``old`` has no retain entry of its own. The engine's RETAIN_BACKFILL names it, a SWEEP
+    removes it 1 s after the retention was replicated, and replay agrees."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    config = home / "nereus.toml"
+    anchor = 'destination = "file"\n'
+    config.write_text(config.read_text().replace(
+        anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1))
+    queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1h",
+                        "--id", "old", home=home)
+    assert queued.code == 0, queued.stdout + queued.stderr
+    cancelled = run_nereus("--json", "message", "cancel", "old", home=home)
+    assert cancelled.code == 0, cancelled.stdout + cancelled.stderr
+    with running_engine(home):
+        wait_for(lambda: _state(home, "old") is None, timeout=60, interval=0.2,
+                 what="the message cancelled before retention existed, caught up and swept")
+    log = run_nereus("--json", "shard", "log", "default/0", home=home)
+    assert log.code == 0, log.stderr
+    kinds = [json.loads(line)["kind"] for line in log.stdout.splitlines()]
+    assert kinds.index("CANCEL") < kinds.index("LANE_LIMITS") < kinds.index("RETAIN_BACKFILL")
+    replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
+                        home=home, timeout=120)
+    assert replay.code == 0, replay.stdout + replay.stderr
+    assert json.loads(replay.stdout)["match"] is True

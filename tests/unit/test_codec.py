@@ -102,6 +102,7 @@ def test_every_design_kind_exists() -> None:
         "CHECKPOINT_MARK", "LANE_GATE", "LANE_CONFIG", "LANE_LIMITS", "ATTEMPT_RESOLVE",
         "MESSAGE_BREAK",
         "SHARD_PAUSE", "SHARD_RESUME", "ROUTE_IDENTITY", "SWEEP", "SHARD_RETENTION",
+        "RETAIN_BACKFILL",
     }
 
 

@@ -1,0 +1,128 @@
+"""When a shard loop appends a RETAIN_BACKFILL (retention catch-up,
+``nereus.machine.retention``).
+
+A lane's first retention records a ``catch_up`` (in its replicated limits): its messages
+that ended before then have no ``retain`` entry, and no single record could find them all.
+The live owner finds them with a cursor of its own over the ``msg`` family — at most
+``scan_keys`` messages a look, about once a second — and appends one RETAIN_BACKFILL
+naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most), looking again only once
+that record is applied (or after ``give_up_s``, when it looks again from where that
+record's messages were found, should its append have been lost).
+
+The cursor is local runtime state (the ``sched`` family, outside the digest): it survives
+a restart, so a finished catch-up is not scanned again; a new catch-up (another lane's
+first retention) starts it over. What apply does depends only on the record and the
+state, so a lost, repeated or stale cursor costs a look, never a different digest: an id
+the state does not make eligible is skipped, and naming one twice is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from nereus.engine.shard_outbox import Outbox
+from nereus.engine.time_source import Clock
+from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of
+from nereus.records import RetainBackfill, encode
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import LaneLimit, Message, RetainCatchUp, decode_value
+
+CURSOR_KEY = keys.SCHED + b"backfill"
+
+
+class Cursor(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the owner's catch-up scan is (``sched/backfill``): the catch-ups it covers
+    (lane -> before position) and the last ``msg`` key it looked at (None: finished)."""
+
+    covered: dict[str, int]
+    after: bytes | None
+
+
+class BackfillTrigger:
+    """One shard loop's retention catch-up (module docstring)."""
+
+    def __init__(self, store: ShardStore, outbox: Outbox, *, time: Clock, owner_id: str,
+                 new_id: Callable[[], str], every_s: float = 1.0, give_up_s: float = 60.0,
+                 scan_keys: int = 5_000) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._time = time
+        self._owner_id = owner_id
+        self._new_id = new_id
+        self._every_s = every_s
+        self._give_up_s = give_up_s
+        self._scan_keys = scan_keys
+        self._next_look = 0.0
+        # (mutation id, when appended, the cursor to look from again if it is lost)
+        self._pending: tuple[str, float, Cursor] | None = None
+        self.backfills = 0  # RETAIN_BACKFILL records appended (for tests and benchmarks)
+
+    def wanted(self) -> dict[str, int]:
+        """Every lane's catch-up in the replicated limits: lane -> before position."""
+        found: dict[str, int] = {}
+        for _, raw in self._store.scan_prefix(keys.META_LANE_LIMITS):
+            limits = decode_value(raw, LaneLimit)
+            if isinstance(limits.catch_up, RetainCatchUp):
+                found[limits.lane] = limits.catch_up.before_position
+        return found
+
+    def cursor(self) -> Cursor | None:
+        raw = self._store.get(CURSOR_KEY)
+        return None if raw is None else msgspec.msgpack.decode(raw, type=Cursor)
+
+    def _save(self, cursor: Cursor) -> None:
+        self._store.write({CURSOR_KEY: msgspec.msgpack.encode(cursor)}, sync=False)
+
+    def step(self, cursor: Cursor) -> tuple[list[str], Cursor]:
+        """Look at up to ``scan_keys`` messages after the cursor: the eligible ids met (at
+        most ``MAX_SWEEP_ENTRIES``) and the cursor after them."""
+        found: list[str] = []
+        after = cursor.after
+        start = keys.MSG if after is None else after + b"\x00"
+        get = self._store.get
+        for looked, (key, raw) in enumerate(self._store.scan(start, keys.prefix_end(keys.MSG)),
+                                            start=1):
+            after = key
+            message = decode_value(raw, Message)
+            if message.lane in cursor.covered and catch_up_of(get, message) is not None:
+                found.append(message.delay_message_id)
+            if len(found) >= MAX_SWEEP_ENTRIES or looked >= self._scan_keys:
+                return found, Cursor(covered=cursor.covered, after=after)
+        return found, Cursor(covered=cursor.covered, after=None)  # the end: finished
+
+    def maybe_backfill(self, epoch: int) -> bool:
+        """Look once more if it is time and nothing is on its way; True when it appended
+        a record or has more to look at."""
+        mono = self._time.monotonic()
+        if mono < self._next_look:
+            return False
+        self._next_look = mono + self._every_s
+        if self._pending is not None:
+            mutation_id, since, resume = self._pending
+            applied = self._store.get(keys.result_key("s/" + mutation_id)) is not None
+            if not applied and mono - since < self._give_up_s:
+                return False
+            self._pending = None
+            if not applied:
+                self._save(resume)  # look at its messages again
+        wanted = self.wanted()
+        if not wanted:
+            return False
+        cursor = self.cursor()
+        if cursor is None or cursor.covered != wanted:
+            cursor = Cursor(covered=wanted, after=keys.MSG)  # a new catch-up: from the start
+        elif cursor.after is None:
+            return False  # finished
+        found, moved = self.step(cursor)
+        self._save(moved)
+        if found:
+            mutation_id = self._new_id()
+            self._outbox.add([encode(RetainBackfill(
+                mutation_id=mutation_id, owner_id=self._owner_id, fencing_epoch=epoch,
+                delay_message_ids=tuple(found)))])
+            self._pending = (mutation_id, mono, cursor)
+            self.backfills += 1
+        return bool(found) or moved.after is not None
