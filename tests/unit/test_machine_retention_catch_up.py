@@ -20,7 +20,7 @@ from nereus.records.vocabulary import TERMINAL_STATES
 from nereus.state import keys
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, LaneLimit, RetainCatchUp, decode_value
+from nereus.state.values import Identity, LaneLimit, Result, RetainCatchUp, decode_value
 from nereus.testing import MemoryShard
 from tests.unit.builders import OWNER, activate, admission, barrier, cancel, op, outcome, schedule
 from tests.unit.logs import MIDS, ListLog, LogEntries, due_sweep
@@ -30,14 +30,14 @@ IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VER
 
 
 def first_retention(shard: MemoryShard, at_ms: int, *, catch_up: bool = True,
-                    retention_ms: int = 5 * S, dedup_window_ms: int = 8 * S) -> r.Result:
+                    retention_ms: int = 5 * S, dedup_window_ms: int = 8 * S) -> Result:
     return shard.result(r.LaneLimits(lane="local", retention_ms=retention_ms,
                                      dedup_window_ms=dedup_window_ms, catch_up=catch_up,
                                      **op(f"limits-{at_ms}-{catch_up}")), broker_ms=at_ms)
 
 
 def backfill(shard: MemoryShard, at_ms: int, *ids: str, mid: str = "bf",
-             owner: str = OWNER) -> r.Result:
+             owner: str = OWNER) -> Result:
     return shard.result(r.RetainBackfill(mutation_id=mid, owner_id=owner, fencing_epoch=1,
                                          delay_message_ids=ids), broker_ms=at_ms)
 
@@ -234,8 +234,8 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
         message = shard.message(mid)
         assert message is None or catch_up_of(shard.get, message) is None
         if message is not None and message.state in TERMINAL_STATES:
-            raw = shard.get(keys.lane_limits_key(message.lane))
-            limits = None if raw is None else decode_value(raw, LaneLimit)
+            held = shard.get(keys.lane_limits_key(message.lane))
+            limits = None if held is None else decode_value(held, LaneLimit)
             covered = limits is not None and isinstance(limits.catch_up, RetainCatchUp) \
                 and message.updated_position < limits.catch_up.before_position
             assert not covered, f"{mid} ended before the first retention and is still here"
