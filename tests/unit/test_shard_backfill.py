@@ -1,0 +1,120 @@
+"""The owner's side of retention catch-up (``engine/shard_backfill.py``): a bounded look
+per turn, one RETAIN_BACKFILL on its way at a time, a cursor that survives a restart, a
+lost record looked at again, and a new catch-up scanned from the start."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+
+from nereus import records as r
+from nereus.adapters.runner import ShardRunner
+from nereus.adapters.shardlog.file import FileShardLog
+from nereus.engine.event_log import null_event_log
+from nereus.engine.shard_backfill import BackfillTrigger
+from nereus.engine.shard_outbox import Outbox
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
+from tests.fake_clock import FakeClock
+from tests.unit.builders import OWNER, barrier, cancel, op, schedule
+
+IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
+HOUR_MS = 3_600_000
+
+
+class Owner:
+    """A shard with twelve messages cancelled before ``local`` first had a retention, and
+    the parts of an owner loop the trigger needs."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.clock = FakeClock()
+        self.log = FileShardLog(tmp_path / "log", clock_ms=self.clock.wall_ms)
+        self.store = ShardStore.open(tmp_path / "db", identity=IDENTITY, create=True)
+        self.runner = ShardRunner(self.store, self.log)
+        records: list[r.Record] = [barrier()]
+        for n in range(12):
+            records += [schedule(f"m{n:02}", self.clock.wall_ms() + HOUR_MS), cancel(f"m{n:02}")]
+        records.append(self.first_retention("local"))
+        self.append(records)
+        self.outbox = Outbox(ShardId("default", 0), self.log, time=self.clock,
+                             events=null_event_log, wake=threading.Event())
+        self.ids = (f"bf{n}" for n in itertools.count())
+
+    def first_retention(self, lane: str) -> r.LaneLimits:
+        return r.LaneLimits(lane=lane, retention_ms=HOUR_MS, dedup_window_ms=HOUR_MS,
+                            catch_up=True, **op(f"limits-{lane}"))
+
+    def append(self, records: list[r.Record]) -> None:
+        self.log.append([r.encode(record) for record in records])
+        self.runner.run_until_caught_up()
+
+    def trigger(self) -> BackfillTrigger:
+        return BackfillTrigger(self.store, self.outbox, time=self.clock, owner_id=OWNER,
+                               new_id=lambda: next(self.ids), scan_keys=5)
+
+    def appended(self) -> list[tuple[str, ...]]:
+        """The ids each RETAIN_BACKFILL the outbox appended names; applies them."""
+        start = self.log.end_position()
+        self.outbox.flush()
+        self.runner.run_until_caught_up()
+        named = []
+        for item in self.log.read(start, 100):
+            record = r.decode(item.payload)
+            assert isinstance(record, r.RetainBackfill)
+            named.append(record.delay_message_ids)
+        return named
+
+    def retained(self) -> set[str]:
+        return {keys.split_retain_key(key)[2] for key, _ in self.store.scan_prefix(keys.RETAIN)
+                if key[9:10] == keys.RETAIN_MESSAGE}
+
+
+def test_the_owner_catches_up_five_messages_a_look_one_record_at_a_time(
+        tmp_path: Path) -> None:
+    """Twelve eligible messages, five looked at a turn: records of 5, 5 and 2 ids, each only
+    once the one before is applied and a second has passed; then nothing more, also after
+    a restart (the cursor is kept)."""
+    owner = Owner(tmp_path)
+    trigger = owner.trigger()
+    assert trigger.maybe_backfill(epoch=1)
+    assert not trigger.maybe_backfill(epoch=1)  # not a second later yet
+    owner.clock.advance(1.0)
+    assert not trigger.maybe_backfill(epoch=1)  # the first one is not applied yet
+    named = owner.appended()
+    for _ in range(3):
+        owner.clock.advance(1.0)
+        trigger.maybe_backfill(epoch=1)
+        named += owner.appended()
+    assert [len(ids) for ids in named] == [5, 5, 2]
+    assert owner.retained() == {f"m{n:02}" for n in range(12)}
+    owner.clock.advance(1.0)
+    assert not trigger.maybe_backfill(epoch=1)
+    cursor = trigger.cursor()
+    assert cursor is not None and cursor.after is None
+    assert not owner.trigger().maybe_backfill(epoch=1)  # a restart does not scan again
+    owner.store.close()
+
+
+def test_a_record_not_applied_in_time_is_looked_at_again_and_a_new_catch_up_starts_over(
+        tmp_path: Path) -> None:
+    """A RETAIN_BACKFILL still not applied after ``give_up_s`` (its append lost, or late):
+    the same messages are named again, and the late one, applied after all, changes
+    nothing more. Lane ``slow`` first getting a retention later: the scan starts over."""
+    owner = Owner(tmp_path)
+    trigger = owner.trigger()
+    assert trigger.maybe_backfill(epoch=1)
+    owner.clock.advance(61.0)
+    assert trigger.maybe_backfill(epoch=1)
+    first, again = owner.appended()
+    assert first == again and len(first) == 5
+    owner.append([schedule("s1", owner.clock.wall_ms() + HOUR_MS, lane="slow"), cancel("s1"),
+                  owner.first_retention("slow")])
+    for _ in range(6):
+        owner.clock.advance(1.0)
+        trigger.maybe_backfill(epoch=1)
+        owner.appended()
+    assert owner.retained() == {f"m{n:02}" for n in range(12)} | {"s1"}
+    owner.store.close()
