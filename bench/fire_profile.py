@@ -21,7 +21,7 @@ import msgspec
 WORKER_BODY = "run"  # the method the engine's supervisor runs in each worker thread
 WAITS = ("lock.acquire", "sleep", "wait ", "select")
 PHASES = frozenset({
-    "_apply", "_schedule", "_flush_outcomes", "_expire_claims", "_on_applied", "round",
+    "_apply", "_schedule", "_take_outcomes", "_expire_claims", "_on_applied", "round",
     "step", "apply", "write", "append", "read", "publish", "render_line", "lanes", "_paused",
     "_new_id", "uuid4", "_gate_closed", "_release", "submit",
 })

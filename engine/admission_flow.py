@@ -32,6 +32,7 @@ from nereus.engine.scheduler.claims import Claim, ClaimBook, LocalRows
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
 from nereus.engine.scheduler.explain import ExplainInputs
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
+from nereus.engine.scheduler.pace import TurnPace
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner, quota_left, record_refusal
 from nereus.engine.shard_outbox import Outbox
@@ -90,6 +91,10 @@ class AdmissionFlow:
         self.lane_waiting: dict[str, str] = {}
         self._time_hold_until_mono_ms = 0
         self._quiet_until_ms: int | None = 0  # see quiet_for_s
+        # how much a round may claim so the shard's turns stay short (the loop reports
+        # each turn's time and work)
+        self.pace = TurnPace(planner.settings.turn_target_ms)
+        self.round_work = 0  # claims and expiries of the last round
 
     # one scheduling round -----------------------------------------------------------
     def schedule(self) -> bool:
@@ -107,8 +112,10 @@ class AdmissionFlow:
         now = self._clock.now()
         plan = self.planner.round(now, mono, self._ownership.owner(),
                                   self.lanes(), lambda lane: publishers[lane].ready,
-                                  self.book.by_message, self.held_keys(), self.book.dispatched)
+                                  self.book.by_message, self.held_keys(), self.book.dispatched,
+                                  allowance=self.pace.allowance())
         self.lane_waiting = plan.waiting
+        self.round_work = len(plan.claims) + len(plan.expiries)
         if not plan.claims and not plan.expiries:
             if not plan.waiting:  # nothing due, or all of it claimed: quiet until the next
                 self._quiet_until_ms = plan.next_due_ms if plan.next_due_ms is not None \
@@ -201,10 +208,14 @@ class AdmissionFlow:
                 self._outbox.decline(claim.attempt_id,
                                      "owner declined before any send: the claim deadline passed")
 
-    def flush_outcomes(self) -> bool:
-        """Publisher answers (and declines) as PUBLISH_OUTCOME records, into the log."""
+    def take_outcomes(self) -> bool:
+        """Publisher answers (and declines) as PUBLISH_OUTCOME records, into the outbox;
+        False if there were none. They reach the log with the turn's admissions, in one
+        append (one synced write per turn, not two: ``bench/scale.py``'s herd)."""
         ownership = self._ownership
+        took = False
         for result in self._outbox.answers():
+            took = True
             claim = self.book.for_attempt(result.attempt_id)
             if claim is not None:
                 delay_message_id = claim.delay_message_id
@@ -224,7 +235,7 @@ class AdmissionFlow:
                        shard=str(self._shard), delay_message_id=delay_message_id,
                        attempt_id=result.attempt_id, outcome=str(result.outcome),
                        disposition=str(result.disposition), evidence=result.evidence)
-        return self._outbox.flush()
+        return took
 
     def let_go(self) -> None:
         """Fenced: no admission of ours goes into the log, and every claim not yet with a

@@ -97,7 +97,8 @@ class EngineSettings:
                                  bytes=engine.max_in_flight_bytes),
             loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
                               planner=PlannerSettings(quantum=engine.quantum,
-                                                      claim_ttl_ms=engine.claim_ttl_ms)),
+                                                      claim_ttl_ms=engine.claim_ttl_ms,
+                                                      turn_target_ms=engine.turn_target_ms)),
         )
 
 

@@ -9,9 +9,10 @@ Each iteration:
    call); a stale one revokes its claim; an applied outcome releases the claim and its
    permits; another owner's applied activation fences this one.
 2. **outcomes**: publisher results (and our own declines) become PUBLISH_OUTCOME records
-   appended to the Shard Log (``shard_outbox``); the callback never touches RocksDB.
-3. **schedule**: one planner round (gates, DRR, permits) claims due work and appends the
-   admissions (and CLAIM_RESULT expiries) in one group append. An enqueue failure is
+   in the outbox (``shard_outbox``); the callback never touches RocksDB.
+3. **schedule**: one planner round (gates, DRR, permits, the turn's pace) claims due work;
+   its admissions (and CLAIM_RESULT expiries) follow the outcomes into the log in one
+   group append, one synced write per turn. An enqueue failure is
    retried with the same bytes, never a new attempt identity and never a direct send.
    Now and then a SWEEP of what retention let go joins them (``shard_sweep``), and while
    a lane's first retention has messages to catch up, a RETAIN_BACKFILL (``shard_backfill``).
@@ -328,11 +329,13 @@ class ShardLoop(ProgressWaits):
         """One turn: apply, outcomes, checkpoint, schedule, append, expire; then, if
         nothing moved, rest until something can (``shard_idle``)."""
         flow = self._admissions
+        began, applied_before = self.clock.source.monotonic(), self._applier.applied_records
         self._wake.clear()  # a wake-up from here on ends the rest below at once
         progressed = self._applier.apply(until_empty=False)
-        progressed |= flow.flush_outcomes()
+        progressed |= flow.take_outcomes()
         self._checkpoints.maybe_take(self.applied_position, self.epoch)
         scheduling = self.scheduling_hold() is None
+        flow.round_work = 0
         if scheduling:
             progressed |= flow.schedule()
         if self.state == ShardState.ACTIVE:  # retention: the live owner sweeps what is due
@@ -344,6 +347,9 @@ class ShardLoop(ProgressWaits):
             self._policy_changed.clear()
             self._recovery().replicate_lane_policy(self.lanes_wanted)
         if progressed:
+            flow.pace.turn_took((self.clock.source.monotonic() - began) * 1000,
+                                self._applier.applied_records - applied_before
+                                + flow.round_work)
             self.idle.active()
         else:
             busy = not scheduling or len(flow.book) or self._outbox  # paused, a lease...
@@ -432,7 +438,8 @@ class ShardLoop(ProgressWaits):
             self.state = ShardState.STOPPING
         for _ in range(3):
             self._apply_to_end()
-            self._admissions.flush_outcomes()
+            self._admissions.take_outcomes()
+            self._outbox.flush()
         self._apply_to_end()
 
     def _apply_to_end(self) -> None:

@@ -149,6 +149,9 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     evidence_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
     stop_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     quantum: Positive = 256  # DRR: claims per lane per round
+    # what one round's claims may cost a shard's next turn; lanes with due work wait for a
+    # turn, so this bounds their lateness behind a herd (0: rounds bounded by quantum alone)
+    turn_target_ms: Annotated[float, msgspec.Meta(ge=0, le=10_000)] = 25
     claim_ttl_ms: Annotated[int, msgspec.Meta(ge=100)] = 30_000
     max_in_flight: Positive = 2_000
     lane_in_flight: Positive = 1_000

@@ -56,6 +56,7 @@ class PlannerSettings:
     quantum: int = 256
     max_deficit: int = 1_024
     claim_ttl_ms: int = 30_000
+    turn_target_ms: float = 25.0  # what a round's claims may cost the next turn (``pace``)
 
 
 @dataclass
@@ -117,6 +118,14 @@ class _LaneShare:
         self.last_key = key
 
 
+def _reserve(allowance: int | None, lanes: int) -> int:
+    """What a round's allowance keeps for each open lane after the first: a quarter of an
+    even share, at least one claim."""
+    if allowance is None or lanes < 2:
+        return 0
+    return max(1, allowance // (4 * lanes))
+
+
 class Planner:
     def __init__(
         self,
@@ -164,26 +173,40 @@ class Planner:
         claimed: dict[str, Claim],
         open_keys: set[tuple[str, str]],
         admitted: Collection[str] = (),
+        allowance: int | None = None,
     ) -> RoundPlan:
         """One round over every lane. ``admitted``: attempt ids of claims whose admission
-        was applied (they have spent their quota token already)."""
+        was applied (they have spent their quota token already). ``allowance``: how many
+        claims (and expiries) the whole round may make (``pace.TurnPace``; None: the lanes'
+        budgets alone). Each open lane after the first is kept ``_reserve`` of it, so the
+        lane that starts the round (the rotation moves on each round) cannot take it all."""
         plan = RoundPlan()
         rnd = _Round(plan, now, mono_ms, owner, claimed, open_keys, admitted)
         self._store_down = None
+        open_lanes = []
         for name in self.rotation.order(sorted(lanes)):
             lane = lanes[name]
             held = gates.admission_gate(lane) or gates.readiness(ready(name))
             if held is not None:
                 plan.waiting[name] = held
                 continue
-            self._lane_round(rnd, lane)
+            open_lanes.append(lane)
+        left = allowance
+        reserve = _reserve(allowance, len(open_lanes))
+        for index, lane in enumerate(open_lanes):
+            budget = self.rotation.budget(lane.name)
+            if left is not None:
+                budget = min(budget, max(left - reserve * (len(open_lanes) - index - 1), 0))
+            used = self._lane_round(rnd, lane, budget)
+            if left is not None:
+                left -= used
         return plan
 
-    def _lane_round(self, rnd: _Round, lane: Lane) -> None:
+    def _lane_round(self, rnd: _Round, lane: Lane, budget: int) -> int:
         """One lane's share of a round: scan its due timeline from the floor (or, for an
-        unordered lane, the DRR cursor) and claim within its budget."""
+        unordered lane, the DRR cursor) and claim within ``budget``; what it used."""
         name, now = lane.name, rnd.now
-        share = _LaneShare(lane, self.rotation.budget(name),
+        share = _LaneShare(lane, budget,
                            sum(1 for c in rnd.claimed.values() if c.lane == name),
                            _quota_left(lane, rnd))
         prefix = keys.timeline_lane_prefix(name)
@@ -215,6 +238,7 @@ class Planner:
             plan = rnd.plan
             plan.next_due_ms = at_ms if plan.next_due_ms is None else min(plan.next_due_ms,
                                                                           at_ms)
+        return share.used
 
     def _visit(self, rnd: _Round, share: _LaneShare, key: bytes, raw_ref: bytes) -> bool:
         """Check one due timeline entry against the gates and claim it, expire it or let it

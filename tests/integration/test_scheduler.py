@@ -194,3 +194,46 @@ def test_the_target_size_check_runs_at_claim(store_from: Build) -> None:
     assert result.disposition == r.ClaimDisposition.PERMANENT_ERROR
     assert "5512 bytes" in result.detail and "at most 2000" in result.detail
     assert permits.bytes_used == 100
+
+
+def test_a_round_allowance_bounds_the_round_and_keeps_a_share_for_each_lane(
+        store_from: Build) -> None:
+    """With an allowance of 32, a round claims 32 at most whichever lane starts it; the
+    lane with 3 due gets all 3 (the starting hot lane leaves it a quarter of an even
+    share, 4, of which one goes unused), the hot lane the rest; without an allowance the
+    lanes' quanta alone bound the round."""
+    shard = MemoryShard()
+    for i in range(200):
+        shard.apply(schedule(f"hot{i}", 1_000 + i, lane="aaa-hot"))
+    for i in range(3):
+        shard.apply(schedule(f"cold{i}", 9_000, lane="zzz-cold"))
+    store = store_from(shard)
+    for start, hot in ((0, 28), (1, 29)):
+        p = planner(store, quantum=64, state=DrrState(next_lane=start))
+        plan = p.round(NOW, 0, OWNER, lanes_of(store, "aaa-hot", "zzz-cold"), lambda _: True,
+                       {}, set(), allowance=32)
+        by_lane = [c.lane for c in plan.claims]
+        assert by_lane.count("zzz-cold") == 3, f"rotation starting at lane {start}"
+        assert by_lane.count("aaa-hot") == hot
+    unpaced = planner(store, quantum=64).round(NOW, 0, OWNER,
+                                               lanes_of(store, "aaa-hot", "zzz-cold"),
+                                               lambda _: True, {}, set())
+    assert len(unpaced.claims) == 64 + 3
+
+
+def test_an_allowance_cut_leaves_the_hot_lane_backlogged_with_its_cursor(
+        store_from: Build) -> None:
+    """A lane cut short by the allowance keeps its discovery cursor: the next round goes on
+    after its last claim."""
+    shard = MemoryShard()
+    for i in range(40):
+        shard.apply(schedule(f"m{i:02}", 1_000 + i))
+    store = store_from(shard)
+    p = planner(store, quantum=64)
+    claimed: dict[str, Claim] = {}
+    first = p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, claimed, set(),
+                    allowance=10)
+    second = p.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, claimed, set(),
+                     allowance=10)
+    assert [c.delay_message_id for c in first.claims] == [f"m{i:02}" for i in range(10)]
+    assert [c.delay_message_id for c in second.claims] == [f"m{i:02}" for i in range(10, 20)]
