@@ -34,6 +34,9 @@ def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
     }
 
 
+BLOCK_BYTES = 16 * 1024  # see _options
+
+
 def _options(memory: StoreMemory | None = None) -> Options:
     """rocksdict Options for a shard database: raw mode, bloom filters, compression by level.
 
@@ -55,6 +58,12 @@ def _options(memory: StoreMemory | None = None) -> Options:
     verify's digest and each claim's point read of a large backlog pay for that, so it is
     not used. Tables written before stay readable as they are.
 
+    Blocks of 16 KiB, not RocksDB's 4 KiB: LZ4 finds more to share in a larger block and
+    the index holds a quarter of the entries. bench/scale.py at 2,000,000 pending on 4
+    shards: 375 -> 329 B per pending message as the engine left them, RSS growth from a
+    tenth to all of it 1.46x -> 1.30x, the apply rate unchanged within this machine's
+    noise; a point read decompresses 16 KiB instead of 4 (a few microseconds).
+
     With ``memory`` (an engine's ``StoreMemory``), the block cache and the memtables are
     the process's shared budget instead of this database's own.
     """
@@ -62,6 +71,7 @@ def _options(memory: StoreMemory | None = None) -> Options:
 
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
+    table.set_block_size(BLOCK_BYTES)
     options = Options(raw_mode=True)
     if memory is not None:
         table.set_block_cache(memory.cache)
