@@ -9,8 +9,13 @@ Rich only inside the human renderer, so ``--json`` never loads it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from nereus.cli.output import PIPED_WIDTH
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,35 +68,116 @@ def inspect_shard(env: Env, shard_name: str, db: Path | None) -> None:
     shard, store = open_db(env, shard_name, db, lazy_indexes=True)
     with store:
         report = inspect_store(store, log_end_position=log_end(env, shard))
-    path, applied = report.db.path, report.applied_position
     data = msgspec.to_builtins(report)
+    env.output.emit(data, lambda out: _draw(out, _view(data)),
+                    plain=lambda shown: _plain(_view(shown)))
 
-    def human(out: Console) -> None:
-        from rich.table import Table
 
-        out.print(f"[bold]shard {data['shard']}[/bold]  schema v{data['schema_version']}  "
-                  f"db {path}")
-        lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
-        out.print(f"applied position {applied}  records applied {data['records_applied']}  "
-                  f"lag {lag}")
-        out.print(f"timeline head {data['timeline_head'] or '-'}  open obligations "
-                  f"{data['open_obligations']}  paused {data['paused']}")
-        states = Table(title="messages by state")
-        for state in data["messages_by_state"]:
-            states.add_column(state, justify="right")
-        states.add_row(*(str(n) for n in data["messages_by_state"].values()))
-        out.print(states)
-        lanes = Table(title="lanes")
-        for column in ("lane", "gate", "scheduled", "open attempts", "next due"):
-            lanes.add_column(column)
-        for lane in data["lanes"]:
-            lanes.add_row(lane["lane"], lane["gate"],
-                          str(lane["messages_by_state"]["SCHEDULED"]),
-                          str(lane["open_attempts"]), lane["next_due"] or "-")
-        out.print(lanes)
-        out.print(_disk_line(data["disk"]))
+class _Line(msgspec.Struct, frozen=True):
+    """A line of the human report: ``bold`` (shown bold on a terminal), then ``text``."""
 
-    env.output.emit(data, human)
+    bold: str
+    text: str
+
+
+class _Grid(msgspec.Struct, frozen=True):
+    """A table of the human report: its title, its columns (header, right-justified?) and
+    its rows of cells."""
+
+    title: str
+    columns: tuple[tuple[str, bool], ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def _view(data: dict[str, Any]) -> list[_Line | _Grid]:
+    """What the human report shows, whichever renderer draws it (``data``'s strings made
+    safe to print by the caller: for Rich or for plain text)."""
+    lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
+    states = data["messages_by_state"]
+    return [
+        _Line(f"shard {data['shard']}",
+              f"  schema v{data['schema_version']}  db {data['db']['path']}"),
+        _Line("", f"applied position {data['applied_position']}  records applied "
+                  f"{data['records_applied']}  lag {lag}"),
+        _Line("", f"timeline head {data['timeline_head'] or '-'}  open obligations "
+                  f"{data['open_obligations']}  paused {data['paused']}"),
+        _Grid("messages by state", tuple((state, True) for state in states),
+              (tuple(str(n) for n in states.values()),)),
+        _Grid("lanes", tuple((c, False) for c in ("lane", "gate", "scheduled",
+                                                  "open attempts", "next due")),
+              tuple((lane["lane"], lane["gate"], str(lane["messages_by_state"]["SCHEDULED"]),
+                     str(lane["open_attempts"]), lane["next_due"] or "-")
+                    for lane in data["lanes"])),
+        _Line("", _disk_line(data["disk"])),
+    ]
+
+
+def _draw(out: Console, view: list[_Line | _Grid]) -> None:
+    """``view`` through Rich (its data strings made safe inside markup by ``Output.emit``)."""
+    from rich.table import Table
+
+    for part in view:
+        if isinstance(part, _Line):
+            out.print(f"[bold]{part.bold}[/bold]{part.text}" if part.bold else part.text)
+            continue
+        table = Table(title=part.title)
+        for header, right in part.columns:
+            table.add_column(header, justify="right" if right else "left")
+        for row in part.rows:
+            table.add_row(*row)
+        out.print(table)
+
+
+def _plain(view: list[_Line | _Grid]) -> str | None:
+    """``view`` as the characters Rich prints for it through a pipe (``Output.emit``'s
+    ``plain``: no colour, nothing fitted to a width), or None where that is not certain: a
+    string Rich would read as markup or an emoji code, anything but printable ASCII, a
+    table wider than ``PIPED_WIDTH``."""
+    lines: list[str] = []
+    for part in view:
+        if isinstance(part, _Line):
+            lines.append(part.bold + part.text)
+        else:
+            drawn = _grid_lines(part)
+            if len(drawn[1]) > PIPED_WIDTH:
+                return None
+            lines += [part.title, *drawn]
+    if not all(_plain_safe(line) for line in lines):
+        return None
+    return "".join(line + "\n" for line in lines)
+
+
+def _grid_lines(grid: _Grid) -> list[str]:
+    """``grid`` as Rich draws a ``Table`` by default (heavy head, one space of padding,
+    the header justified as its column), without its title."""
+    widths = [max([len(header), *(len(row[i]) for row in grid.rows)])
+              for i, (header, _) in enumerate(grid.columns)]
+    rights = [right for _, right in grid.columns]
+
+    def rule(left: str, fill: str, cross: str, end: str) -> str:
+        return left + cross.join(fill * (width + 2) for width in widths) + end
+
+    def cells(bar: str, texts: tuple[str, ...]) -> str:
+        return bar + bar.join(f" {text.rjust(width) if right else text.ljust(width)} "
+                              for text, width, right in zip(texts, widths, rights,
+                                                            strict=True)) + bar
+
+    return [rule("┏", "━", "┳", "┓"), cells("┃", tuple(header for header, _ in grid.columns)),
+            rule("┡", "━", "╇", "┩"), *(cells("│", row) for row in grid.rows),
+            rule("└", "─", "┴", "┘")]
+
+
+_EMOJI_CODE: Final = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")  # Rich's own pattern
+_PLAIN: Final = re.compile(r"[ -Z^-~┏━┳┓┃┡╇┩│└─┴┘]*")  # printable ASCII but [ \\ ]; the boxes
+
+
+def _plain_safe(line: str) -> bool:
+    """True when Rich prints ``line`` as it is: printable ASCII without ``[``, ``\\`` or
+    ``]`` (markup), and no ``:name:`` Rich could turn into an emoji (a time's ``:MM:``
+    is not one)."""
+    return (_PLAIN.fullmatch(line) is not None
+            and all(len(m.group(2)) == 2 and m.group(2).isdigit()
+                    for m in _EMOJI_CODE.finditer(line)))
 
 
 def _mb(count: int | None) -> str:

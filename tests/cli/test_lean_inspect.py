@@ -93,10 +93,12 @@ def test_the_lean_path_prints_what_the_full_app_prints(home: Path, name: str) ->
         assert lean[0] != 0
 
 
-def _imports(args: list[str]) -> tuple[int, set[str]]:
+def _imports(args: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str]]:
     """The exit status of the installed console script run under ``-X importtime`` with
     ``args``, and every module it imported (Python's own list, on stderr)."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")
+               and k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    environ.update(env or {})
     done = subprocess.run([sys.executable, "-X", "importtime", NEREUS, *args],
                           capture_output=True, text=True, env=environ, timeout=60,
                           check=False)
@@ -105,19 +107,22 @@ def _imports(args: list[str]) -> tuple[int, set[str]]:
     return done.returncode, modules
 
 
-@pytest.mark.parametrize("output", [["--json"], ["-o", "yaml"], []], ids=["json", "yaml", "table"])
-def test_the_lean_path_loads_neither_typer_nor_the_command_tree(home: Path,
-                                                                 output: list[str]) -> None:
+@pytest.mark.parametrize(("output", "env"), [
+    (["--json"], {}), (["-o", "yaml"], {}), ([], {}), ([], {"COLUMNS": "80"}),
+], ids=["json", "yaml", "table-piped", "table-columns"])
+def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
+        home: Path, output: list[str], env: dict[str, str]) -> None:
     """The installed script answers ``shard inspect`` from nereus.cli.lean: neither Typer,
-    nereus.cli.main nor any command module is imported, and Rich only for a table."""
-    code, modules = _imports(["shard", "inspect", SHARD, "--home", str(home), *output])
+    nereus.cli.main nor any command module is imported; Rich neither, but for a table to
+    fit a width (COLUMNS; a terminal) rather than through a plain pipe."""
+    code, modules = _imports(["shard", "inspect", SHARD, "--home", str(home), *output], env)
     assert code == 0
     assert "nereus.cli.lean" in modules and "nereus.cli.shard_offline" in modules
     tops = {m.split(".")[0] for m in modules}
     assert "typer" not in tops
     assert "nereus.cli.main" not in modules
     assert not any(m.startswith("nereus.cli.commands") for m in modules)
-    assert ("rich" in tops) == (output == [])
+    assert ("rich" in tops) == ("COLUMNS" in env)
 
 
 def test_a_line_the_lean_path_does_not_read_goes_to_the_full_app(home: Path) -> None:
