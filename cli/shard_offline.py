@@ -4,7 +4,8 @@ ends, and ``nereus shard inspect`` itself (``inspect_shard``).
 The Typer command (``nereus.cli.commands.shard.inspection``) and the console script's lean
 path (``nereus.cli.lean``) both call ``inspect_shard``: one implementation of what the
 command reads and prints, whichever way the line came in. Nothing here imports Typer, and
-Rich only inside the human renderer, so ``--json`` never loads it.
+Rich only to draw the report where it does more than print plain text (a terminal, a width
+to fit): through a pipe ``_plain`` draws the same characters (``Output.emit``'s ``plain``).
 """
 
 from __future__ import annotations
