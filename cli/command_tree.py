@@ -12,13 +12,11 @@ one fixed order, so help, man pages and completions read the same as ever.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Annotated, Any, Final
 
 import typer
 
-from nereus.cli.context import Env, resolve_home
-from nereus.cli.output import Output, output_format
+from nereus.cli.context import Env
 
 _COMMANDS_PACKAGE: Final = "nereus.cli.commands"
 
@@ -89,10 +87,7 @@ def root_options(
         "NEREUS_OUTPUT).")] = None,
 ) -> None:
     """The options every command takes: its home and its output."""
-    chosen = output_format(output, json_flag=json_output, environ=os.environ)
-    ctx.obj = Env(home=resolve_home(home),
-                  output=Output(json_mode=chosen != "table", document_format=chosen),
-                  home_explicit=bool(home))
+    ctx.obj = Env.from_options(home, json_output=json_output, output=output)
     ctx.call_on_close(ctx.obj.close)
 
 

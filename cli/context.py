@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nereus.cli.output import Output
+from nereus.cli.output import Output, output_format
 from nereus.errors import NotFound
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
@@ -42,6 +42,16 @@ class Env:
     _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
     _other_logs: dict[ShardId, ShardLog] = field(default_factory=dict)
     _checked: set[ShardId] = field(default_factory=set)
+
+    @classmethod
+    def from_options(cls, home: str | None, *, json_output: bool, output: str | None) -> Env:
+        """The environment of the root options as parsed (``--home``, given or from a
+        non-empty ``NEREUS_HOME``; ``--json``; ``--output``): what the Typer root callback
+        and the console script's lean paths both build. An unknown format is a UsageError."""
+        chosen = output_format(output, json_flag=json_output, environ=os.environ)
+        return cls(home=resolve_home(home),
+                   output=Output(json_mode=chosen != "table", document_format=chosen),
+                   home_explicit=bool(home))
 
     @property
     def layout(self) -> HomeLayout:

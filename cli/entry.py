@@ -1,5 +1,6 @@
-"""The ``nereus`` console script: ``nereus --help`` from its pre-rendered text, anything
-else through ``nereus.cli.main``.
+"""The ``nereus`` console script: ``nereus --help`` from its pre-rendered text, the lines
+``nereus.cli.lean`` reads with certainty (``shard inspect``) without Typer, anything else
+through ``nereus.cli.main``.
 
 Rendering the root help means importing Typer and every command module and having Typer
 read every signature: about ten times the cost of starting Python. The text only changes
@@ -8,7 +9,8 @@ reference (``cli/help/nereus.txt``), and its ``--check`` (a test) holds the file
 rendering. The help is Click's plain text, at most 80 columns wide whatever the terminal,
 so the file is what the live rendering prints wherever there are at least 80 columns
 (``COLUMNS``, else the terminal's, else 80); narrower, and for any other command line, it
-is rendered live. ``NEREUS_HELP_CACHE=off`` turns the file off.
+is rendered live. ``NEREUS_HELP_CACHE=off`` turns the file off, ``NEREUS_LEAN=off`` the
+lean paths.
 """
 
 from __future__ import annotations
@@ -45,11 +47,16 @@ def cached_root_help(args: list[str], environ: Mapping[str, str], stdout: TextIO
 
 
 def main() -> None:
-    text = cached_root_help(sys.argv[1:], os.environ, sys.stdout)
+    args = sys.argv[1:]
+    text = cached_root_help(args, os.environ, sys.stdout)
     if text is not None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    if os.environ.get("NEREUS_LEAN") != "off":
+        from nereus.cli.lean import run_lean
+
+        run_lean(args)  # exits when it answered the line
     from nereus.cli.main import main as run
 
     run()

@@ -9,7 +9,6 @@ so one key's messages share one shard and its order holds across the whole route
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -53,5 +52,7 @@ def validate_route_name(name: str) -> str:
 
 def partition_for(delay_message_id: str, partitions: int) -> int:
     """The partition that owns ``delay_message_id`` on a route with ``partitions``."""
+    import hashlib  # here, not at the top: it loads OpenSSL, which `shard inspect` never needs
+
     digest = hashlib.blake2b(delay_message_id.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % partitions

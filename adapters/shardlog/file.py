@@ -37,7 +37,12 @@ from typing import Final
 
 from nereus.adapters.shardlog.file_reader import LogReader
 from nereus.adapters.shardlog.file_segments import SegmentDirectory
-from nereus.adapters.shardlog.file_tail import MAX_UNSYNCED_BYTES, TailWriter, TornTailRepair
+from nereus.adapters.shardlog.file_tail import (
+    MAX_UNSYNCED_BYTES,
+    TailWriter,
+    TornTailRepair,
+    observed_end,
+)
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.framing import encode_frame
 
@@ -165,6 +170,14 @@ class FileShardLog:
     def end_position(self) -> int:
         with self._locked():
             return self._tail.load().next_position
+
+    def observed_end_position(self) -> int:
+        """``end_position`` as a report reads it (``shard inspect``, ``shard list``): without
+        the append lock or a write, in bounded work (``file_tail.observed_end``); where
+        that cannot answer (a torn or damaged frame, a segment changing under it, no
+        segment yet), ``end_position`` does, as it always did."""
+        observed = observed_end(self._segments)
+        return self.end_position() if observed is None else observed
 
     def ack(self, position: int) -> None:
         """The file log keeps no consumer offsets; RocksDB's applied position is the truth."""

@@ -12,18 +12,36 @@
 
 ``TailWriter`` must only be used under the log's append lock: positions are assigned from
 the file itself, and its cached tail is only a shortcut when the file has not changed.
+
+``observed_end`` is the end as a report reads it (``shard inspect``, ``shard list``): no
+lock, no write, and bounded work on a full 64 MiB segment. Every frame's header is checked
+(its CRC, its length within the file), the payload CRCs only within the last
+``MAX_UNSYNCED_BYTES`` (+ a header), where a torn tail can be: a payload damaged further
+back is corruption that readers report where they meet it. Anything short of a clean run
+of frames to the end of the file is left to the writers' exact path (``TailWriter.load``
+under the lock) by answering None.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from nereus.adapters.shardlog.file_segments import SegmentDirectory
 from nereus.errors import LogCorruption
-from nereus.framing import BadFrame, find_next_frame, read_frame
+from nereus.framing import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_PAYLOAD,
+    BadFrame,
+    find_next_frame,
+    read_frame,
+    read_frames,
+)
 
 MAX_UNSYNCED_BYTES: Final = 8 << 20
 
@@ -170,3 +188,42 @@ class TailWriter:
             handle.flush()
             os.fsync(handle.fileno())
         self._repairs.append(TornTailRepair(str(path), offset, dropped, bad.problem))
+
+
+def observed_end(segments: SegmentDirectory) -> int | None:
+    """The log's next position as a reader sees it now, or None when only a writer's
+    judgement under the lock can say (module docstring): no segment yet, or anything but
+    intact frames up to the end of the last segment."""
+    listed = segments.segments()
+    if not listed:
+        return None
+    base, path = listed[-1]
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                return base
+            with mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as data:
+                return _count_frames(data, size, base)
+    except (OSError, ValueError):  # the segment went away or changed under the reader
+        return None
+
+
+def _count_frames(data: mmap.mmap, size: int, base: int) -> int | None:
+    """``base`` + the frames of ``data`` if they run intact to ``size``, else None."""
+    unpack, crc32 = HEADER.unpack_from, zlib.crc32
+    checked_from = max(0, size - MAX_UNSYNCED_BYTES - HEADER_SIZE)
+    pos, count = 0, 0
+    while pos < checked_from:  # headers only: their CRC and their length within the file
+        if size - pos < HEADER_SIZE:
+            return None
+        length, _, header_crc, _ = unpack(data, pos)
+        end = pos + HEADER_SIZE + length
+        if end > size or length > MAX_PAYLOAD or crc32(data[pos:pos + 12]) != header_crc:
+            return None
+        pos, count = end, count + 1
+    rest = data[pos:size]
+    run = read_frames(rest, 0, len(rest))  # every check, as a writer makes them
+    if run.stopped_by is not None or run.end != len(rest):
+        return None
+    return base + count + len(run.frames)

@@ -18,7 +18,7 @@ import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.cli.main import _hoist_global_options
+from nereus.cli.edge import hoist_global_options as _hoist_global_options
 from nereus.cli.playbook.language import parser
 from nereus.cli.playbook.language.expr import ExpressionError, evaluate, explain, parse
 from nereus.cli.playbook.language.load import PlaybookError, load_playbook

@@ -5,7 +5,7 @@ engine)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,72 +17,14 @@ if TYPE_CHECKING:
 
     from nereus.cli.commands.shard.documents import OfflineShard
     from nereus.records.summary import LogEntry
-    from nereus.shard import ShardId
 
 
 def inspect(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> None:
     """Identity, applied position, lag, messages by state, lanes, timeline head, obligations,
     disk use (live, obsolete, terminal-retained estimate, oldest retained item)."""
-    import msgspec
+    from nereus.cli.shard_offline import inspect_shard
 
-    from nereus.inspection import inspect_store
-
-    env: Env = ctx.obj
-    shard, store = open_db(env, shard_name, db)
-    with store:
-        report = inspect_store(store, log_end_position=_log_end(env, shard))
-    path, applied = report.db.path, report.applied_position
-    data = msgspec.to_builtins(report)
-
-    def human(out: Console) -> None:
-        from rich.table import Table
-
-        out.print(f"[bold]shard {data['shard']}[/bold]  schema v{data['schema_version']}  "
-                  f"db {path}")
-        lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
-        out.print(f"applied position {applied}  records applied {data['records_applied']}  "
-                  f"lag {lag}")
-        out.print(f"timeline head {data['timeline_head'] or '-'}  open obligations "
-                  f"{data['open_obligations']}  paused {data['paused']}")
-        states = Table(title="messages by state")
-        for state in data["messages_by_state"]:
-            states.add_column(state, justify="right")
-        states.add_row(*(str(n) for n in data["messages_by_state"].values()))
-        out.print(states)
-        lanes = Table(title="lanes")
-        for column in ("lane", "gate", "scheduled", "open attempts", "next due"):
-            lanes.add_column(column)
-        for lane in data["lanes"]:
-            lanes.add_row(lane["lane"], lane["gate"],
-                          str(lane["messages_by_state"]["SCHEDULED"]),
-                          str(lane["open_attempts"]), lane["next_due"] or "-")
-        out.print(lanes)
-        out.print(_disk_line(data["disk"]))
-
-    env.output.emit(data, human)
-
-
-def _mb(count: int | None) -> str:
-    return "?" if count is None else f"{count / 1e6:,.1f} MB"
-
-
-def _disk_line(disk: dict[str, Any]) -> str:
-    """Disk use in one line; the terminal-retained figure says it is an estimate."""
-    oldest = disk["oldest_retained"]
-    retained = ("none" if oldest is None else
-                f"{oldest['kind']} {oldest['id']} until {oldest['expire_at']}")
-    return (f"disk: live {_mb(disk['live_bytes'])}, obsolete {_mb(disk['obsolete_bytes'])} "
-            f"(SST {_mb(disk['sst_bytes'])} + WAL {_mb(disk['wal_bytes'])} - live), "
-            f"terminal retained ~{_mb(disk['terminal_retained_bytes'])} (estimate, "
-            f"{disk['terminal_messages']} terminal messages); oldest retained: {retained}")
-
-
-def _log_end(env: Env, shard: ShardId) -> int | None:
-    """Where ``shard``'s log ends, or None when this home has no log of it to read."""
-    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
-                                       env.config.route(shard.route).log != "file"):
-        return env.shard_log(shard, create=False).end_position()
-    return None
+    inspect_shard(ctx.obj, shard_name, db)
 
 
 def list_shards(ctx: typer.Context) -> None:
@@ -113,6 +55,7 @@ def list_shards(ctx: typer.Context) -> None:
 
 def _offline_shards(env: Env) -> list[OfflineShard]:
     from nereus.cli.commands.shard.documents import OfflineShard
+    from nereus.cli.shard_offline import log_end
     from nereus.errors import NereusError
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
@@ -124,11 +67,12 @@ def _offline_shards(env: Env) -> list[OfflineShard]:
             applied = None
             state = "STOPPED"
             try:
-                with ShardStore.open(env.layout.shard_state(shard), read_only=True) as store:
+                with ShardStore.open(env.layout.shard_state(shard), read_only=True,
+                                     lazy_indexes=True) as store:
                     applied = store.applied_position()
             except NereusError:
                 state = "NO_STATE"
-            end = _log_end(env, shard)
+            end = log_end(env, shard)
             lag = None if end is None else end - (0 if applied is None else applied + 1)
             out.append(OfflineShard(shard=str(shard), state=state, applied_position=applied,
                                     log_end_position=end, lag=lag))

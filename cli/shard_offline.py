@@ -1,0 +1,196 @@
+"""Reading a shard offline, without Typer: its database opened read-only, where its log
+ends, and ``nereus shard inspect`` itself (``inspect_shard``).
+
+The Typer command (``nereus.cli.commands.shard.inspection``) and the console script's lean
+path (``nereus.cli.lean``) both call ``inspect_shard``: one implementation of what the
+command reads and prints, whichever way the line came in. Nothing here imports Typer, and
+Rich only to draw the report where it does more than print plain text (a terminal, a width
+to fit): through a pipe ``_plain`` draws the same characters (``Output.emit``'s ``plain``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from nereus.cli.output import PIPED_WIDTH
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nereus.cli.context import Env
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+
+
+def open_db(env: Env, text: str, db: Path | None, *,
+            lazy_indexes: bool = False) -> tuple[ShardId, ShardStore]:
+    """Shard ``text`` and its database, read-only: ``db`` (any shard database, the shard
+    name only parsed), else the home's live one (the shard checked against the config).
+    ``lazy_indexes``: for a few reads (``ShardStore.open``)."""
+    from nereus.shard import ShardId
+    from nereus.state import keys
+    from nereus.state.store import ShardStore
+    from nereus.state.values import Identity
+
+    shard = ShardId.parse(text) if db is not None else env.shard(text)
+    path = db if db is not None else env.layout.shard_state(shard)
+    identity = Identity(route=shard.route, partition=shard.partition,
+                        schema_version=keys.SCHEMA_VERSION)
+    return shard, ShardStore.open(path, identity=identity, read_only=True,
+                                  lazy_indexes=lazy_indexes)
+
+
+def log_end(env: Env, shard: ShardId) -> int | None:
+    """Where ``shard``'s log ends, or None when this home has no log of it to read. A file
+    log is read as a reader sees it (``FileShardLog.observed_end_position``: no append
+    lock, bounded work), a broker's log asked."""
+    if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
+                                       env.config.route(shard.route).log != "file"):
+        log = env.shard_log(shard, create=False)
+        from nereus.adapters.shardlog.file import FileShardLog
+
+        if isinstance(log, FileShardLog):
+            return log.observed_end_position()
+        return log.end_position()
+    return None
+
+
+def inspect_shard(env: Env, shard_name: str, db: Path | None) -> None:
+    """``nereus shard inspect``: the report of the shard's database (``--db``, else the
+    home's live one), printed through ``env.output``."""
+    import msgspec
+
+    from nereus.inspection import inspect_store
+
+    shard, store = open_db(env, shard_name, db, lazy_indexes=True)
+    with store:
+        report = inspect_store(store, log_end_position=log_end(env, shard))
+    data = msgspec.to_builtins(report)
+    env.output.emit(data, lambda out: _draw(out, _view(data)),
+                    plain=lambda shown: _plain(_view(shown)))
+
+
+class _Line(msgspec.Struct, frozen=True):
+    """A line of the human report: ``bold`` (shown bold on a terminal), then ``text``."""
+
+    bold: str
+    text: str
+
+
+class _Grid(msgspec.Struct, frozen=True):
+    """A table of the human report: its title, its columns (header, right-justified?) and
+    its rows of cells."""
+
+    title: str
+    columns: tuple[tuple[str, bool], ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def _view(data: dict[str, Any]) -> list[_Line | _Grid]:
+    """What the human report shows, whichever renderer draws it (``data``'s strings made
+    safe to print by the caller: for Rich or for plain text)."""
+    lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
+    states = data["messages_by_state"]
+    return [
+        _Line(f"shard {data['shard']}",
+              f"  schema v{data['schema_version']}  db {data['db']['path']}"),
+        _Line("", f"applied position {data['applied_position']}  records applied "
+                  f"{data['records_applied']}  lag {lag}"),
+        _Line("", f"timeline head {data['timeline_head'] or '-'}  open obligations "
+                  f"{data['open_obligations']}  paused {data['paused']}"),
+        _Grid("messages by state", tuple((state, True) for state in states),
+              (tuple(str(n) for n in states.values()),)),
+        _Grid("lanes", tuple((c, False) for c in ("lane", "gate", "scheduled",
+                                                  "open attempts", "next due")),
+              tuple((lane["lane"], lane["gate"], str(lane["messages_by_state"]["SCHEDULED"]),
+                     str(lane["open_attempts"]), lane["next_due"] or "-")
+                    for lane in data["lanes"])),
+        _Line("", _disk_line(data["disk"])),
+    ]
+
+
+def _draw(out: Console, view: list[_Line | _Grid]) -> None:
+    """``view`` through Rich (its data strings made safe inside markup by ``Output.emit``)."""
+    from rich.table import Table
+
+    for part in view:
+        if isinstance(part, _Line):
+            out.print(f"[bold]{part.bold}[/bold]{part.text}" if part.bold else part.text)
+            continue
+        table = Table(title=part.title)
+        for header, right in part.columns:
+            table.add_column(header, justify="right" if right else "left")
+        for row in part.rows:
+            table.add_row(*row)
+        out.print(table)
+
+
+def _plain(view: list[_Line | _Grid]) -> str | None:
+    """``view`` as the characters Rich prints for it through a pipe (``Output.emit``'s
+    ``plain``: no colour, nothing fitted to a width), or None where that is not certain: a
+    string Rich would read as markup or an emoji code, anything but printable ASCII, a
+    table wider than ``PIPED_WIDTH``."""
+    lines: list[str] = []
+    for part in view:
+        if isinstance(part, _Line):
+            lines.append(part.bold + part.text)
+        else:
+            drawn = _grid_lines(part)
+            if len(drawn[1]) > PIPED_WIDTH:
+                return None
+            lines += [part.title, *drawn]
+    if not all(_plain_safe(line) for line in lines):
+        return None
+    return "".join(line + "\n" for line in lines)
+
+
+def _grid_lines(grid: _Grid) -> list[str]:
+    """``grid`` as Rich draws a ``Table`` by default (heavy head, one space of padding,
+    the header justified as its column), without its title."""
+    widths = [max([len(header), *(len(row[i]) for row in grid.rows)])
+              for i, (header, _) in enumerate(grid.columns)]
+    rights = [right for _, right in grid.columns]
+
+    def rule(left: str, fill: str, cross: str, end: str) -> str:
+        return left + cross.join(fill * (width + 2) for width in widths) + end
+
+    def cells(bar: str, texts: tuple[str, ...]) -> str:
+        return bar + bar.join(f" {text.rjust(width) if right else text.ljust(width)} "
+                              for text, width, right in zip(texts, widths, rights,
+                                                            strict=True)) + bar
+
+    return [rule("┏", "━", "┳", "┓"), cells("┃", tuple(header for header, _ in grid.columns)),
+            rule("┡", "━", "╇", "┩"), *(cells("│", row) for row in grid.rows),
+            rule("└", "─", "┴", "┘")]
+
+
+_EMOJI_CODE: Final = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")  # Rich's own pattern
+_PLAIN: Final = re.compile(r"[ -Z^-~┏━┳┓┃┡╇┩│└─┴┘]*")  # printable ASCII but [ \\ ]; the boxes
+
+
+def _plain_safe(line: str) -> bool:
+    """True when Rich prints ``line`` as it is: printable ASCII without ``[``, ``\\`` or
+    ``]`` (markup), and no ``:name:`` Rich could turn into an emoji (a time's ``:MM:``
+    is not one)."""
+    return (_PLAIN.fullmatch(line) is not None
+            and all(len(m.group(2)) == 2 and m.group(2).isdigit()
+                    for m in _EMOJI_CODE.finditer(line)))
+
+
+def _mb(count: int | None) -> str:
+    return "?" if count is None else f"{count / 1e6:,.1f} MB"
+
+
+def _disk_line(disk: dict[str, Any]) -> str:
+    """Disk use in one line; the terminal-retained figure says it is an estimate."""
+    oldest = disk["oldest_retained"]
+    retained = ("none" if oldest is None else
+                f"{oldest['kind']} {oldest['id']} until {oldest['expire_at']}")
+    return (f"disk: live {_mb(disk['live_bytes'])}, obsolete {_mb(disk['obsolete_bytes'])} "
+            f"(SST {_mb(disk['sst_bytes'])} + WAL {_mb(disk['wal_bytes'])} - live), "
+            f"terminal retained ~{_mb(disk['terminal_retained_bytes'])} (estimate, "
+            f"{disk['terminal_messages']} terminal messages); oldest retained: {retained}")
