@@ -43,13 +43,14 @@ def test_databases_opened_with_a_budget_share_its_cache(tmp_path: Path) -> None:
 
 def test_a_database_opened_again_uses_the_budget_and_the_options_given(tmp_path: Path) -> None:
     """An existing database is opened with this process's options, not those saved in its
-    OPTIONS file: its block cache is the shared budget's, and its bottommost level is
-    compressed with LZ4HC (rocksdict used to reload the saved options and a cache of its own
-    for every database that already existed, so the budget held only for new ones)."""
+    OPTIONS file: its block cache is the shared budget's, its tables are LZ4 in 16 KiB blocks
+    (rocksdict used to reload the saved options and a cache of its own for every database
+    that already existed, so the budget held only for new ones)."""
     ShardStore.open(tmp_path / "db", create=True).close()  # made without a budget
     memory = StoreMemory.of(32, shards=1)
     with ShardStore.open(tmp_path / "db", memory=memory) as store:
         assert store.property_int("rocksdb.block-cache-capacity") == 32 * MIB
     log = (tmp_path / "db" / "LOG").read_text()
-    assert "Options.bottommost_compression: LZ4HC" in log
+    assert "Options.bottommost_compression: LZ4\n" in log
+    assert "block_size: 16384" in log
     assert "Options.compression: LZ4" in log
