@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
 from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of
@@ -53,11 +54,10 @@ class BackfillTrigger:
         self._owner_id = owner_id
         self._new_id = new_id
         self._every_s = every_s
-        self._give_up_s = give_up_s
         self._scan_keys = scan_keys
         self._next_look = 0.0
-        # (mutation id, when appended, the cursor to look from again if it is lost)
-        self._pending: tuple[str, float, Cursor] | None = None
+        # a record on its way, with the cursor to look from again if it is lost
+        self._on_way: AwaitedRecord[Cursor] = AwaitedRecord(store, give_up_s)
         self.backfills = 0  # RETAIN_BACKFILL records appended (for tests and benchmarks)
 
     def wanted(self) -> dict[str, int]:
@@ -100,14 +100,11 @@ class BackfillTrigger:
         if mono < self._next_look:
             return False
         self._next_look = mono + self._every_s
-        if self._pending is not None:
-            mutation_id, since, resume = self._pending
-            applied = self._store.get(keys.result_key("s/" + mutation_id)) is not None
-            if not applied and mono - since < self._give_up_s:
-                return False
-            self._pending = None
-            if not applied:
-                self._save(resume)  # look at its messages again
+        on_way, lost = self._on_way.settle(mono)
+        if on_way:
+            return False
+        if lost is not None:
+            self._save(lost)  # look at its messages again
         wanted = self.wanted()
         if not wanted:
             return False
@@ -123,6 +120,6 @@ class BackfillTrigger:
             self._outbox.add([encode(RetainBackfill(
                 mutation_id=mutation_id, owner_id=self._owner_id, fencing_epoch=epoch,
                 delay_message_ids=tuple(found)))])
-            self._pending = (mutation_id, mono, cursor)
+            self._on_way.appended(mutation_id, mono, cursor)
             self.backfills += 1
         return bool(found) or moved.after is not None

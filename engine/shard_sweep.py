@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
 from nereus.machine.retention import MAX_SWEEP_ENTRIES
@@ -33,9 +34,8 @@ class SweepTrigger:
         self._owner_id = owner_id
         self._new_id = new_id
         self._every_s = every_s
-        self._give_up_s = give_up_s
         self._next_look = 0.0
-        self._pending: tuple[str, float] | None = None  # (mutation id, when appended)
+        self._on_way: AwaitedRecord[None] = AwaitedRecord(store, give_up_s)
         self.sweeps = 0  # SWEEP records appended (for tests and benchmarks)
 
     def due(self, now_ms: int, limit: int = MAX_SWEEP_ENTRIES) -> list[bytes]:
@@ -53,18 +53,14 @@ class SweepTrigger:
         if mono < self._next_look:
             return False
         self._next_look = mono + self._every_s
-        if self._pending is not None:
-            mutation_id, since = self._pending
-            applied = self._store.get(keys.result_key("s/" + mutation_id)) is not None
-            if not applied and mono - since < self._give_up_s:
-                return False
-            self._pending = None
+        if self._on_way.settle(mono)[0]:
+            return False
         entries = self.due(self._time.wall_ms())
         if not entries:
             return False
         mutation_id = self._new_id()
         self._outbox.add([encode(Sweep(mutation_id=mutation_id, owner_id=self._owner_id,
                                        fencing_epoch=epoch, entries=tuple(entries)))])
-        self._pending = (mutation_id, mono)
+        self._on_way.appended(mutation_id, mono, None)
         self.sweeps += 1
         return True
