@@ -176,6 +176,9 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
 
 
 def main() -> None:
+    from nereus.adapters.malloc_arenas import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before any thread (nereus.adapters.malloc_arenas)
     parser = argparse.ArgumentParser(prog="nereus-engine")
     parser.add_argument("--home", required=True)
     parser.add_argument("--foreground", action="store_true")

@@ -78,6 +78,9 @@ class EngineSettings:
     stop_timeout_s: float = 10.0
     # every shard database's block cache and memtables together (None: each its own)
     memory_mb: int | None = 256
+    # how many shards the budget's memtables are sized for (None: every configured shard).
+    # A worker process of N serves its share of the shards, not all of them
+    memory_shards: int | None = None
     # how often the engine collects large payloads (``payload_collector``; 0: never). Off
     # unless configured: ``[engine] payload_gc_interval`` (default 1 h) sets it
     payload_gc_interval_s: float = 0.0
@@ -135,7 +138,8 @@ class Engine:
         self.permits = Permits(self.settings.permits)
         self.supervisor = Supervisor(self.log_event, clock=self.time_source)
         self.memory = None if self.settings.memory_mb is None else StoreMemory.of(
-            self.settings.memory_mb, shards=len(self.configured_shards()))
+            self.settings.memory_mb,
+            shards=self.settings.memory_shards or len(self.configured_shards()))
 
     def workers(self) -> list[WorkerStatus]:
         """Every supervised worker: state, restarts, last error."""

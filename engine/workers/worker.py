@@ -59,7 +59,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.daemon import abandon
     from nereus.engine.engine import Engine, EngineSettings
-    from nereus.engine.workers.count import worker_memory_mb
+    from nereus.engine.workers.count import worker_memory_mb, worker_shards
 
     enter_private_mode()
     layout = HomeLayout(home)
@@ -80,7 +80,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     handle = open_cluster(config.cluster.coordinator)
     settings = EngineSettings.from_config(config.engine)
     settings = dataclasses.replace(settings,
-                                   memory_mb=worker_memory_mb(settings.memory_mb, expected))
+                                   memory_mb=worker_memory_mb(settings.memory_mb, expected),
+                                   memory_shards=worker_shards(config, expected))
     engine = Engine(home, config, settings=settings, log_event=log_event,
                     catalog=handle if clustered else None)
     parent = _ParentWatch(requests)

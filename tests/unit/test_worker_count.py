@@ -60,3 +60,27 @@ def test_workers_split_the_engine_memory_budget() -> None:
     assert worker_memory_mb(256, 2) == 128
     assert worker_memory_mb(64, 8) == 16
     assert worker_memory_mb(None, 4) is None
+
+
+@pytest.mark.parametrize(("partitions", "workers", "share"),
+                         [(4, 2, 2), (5, 2, 3), (1, 2, 1), (16, 1, 16), (3, 4, 1)])
+def test_a_worker_sizes_its_memtables_for_its_share_of_the_shards(
+        partitions: int, workers: int, share: int) -> None:
+    """Each of N workers serves about 1/N of the shards (rounded up), so its memtables are
+    sized for that many, not for every shard of the home."""
+    from nereus.engine.workers.count import worker_shards
+
+    assert worker_shards(config(partitions), workers) == share
+
+
+def test_the_worker_share_doubles_a_memtable_of_two_workers_on_four_shards() -> None:
+    """Sized for its 2 of 4 shards, each of 2 workers gets 16 MiB memtables from its
+    128 MiB share of 256, where sizing for all 4 gave it 8 MiB."""
+    from nereus.engine.workers.count import worker_memory_mb, worker_shards
+    from nereus.state.memory import MIB, StoreMemory
+
+    budget = worker_memory_mb(256, 2)
+    assert budget is not None
+    shared = StoreMemory.of(budget, shards=worker_shards(config(4), 2))
+    every = StoreMemory.of(budget, shards=4)
+    assert (shared.memtable_bytes, every.memtable_bytes) == (16 * MIB, 8 * MIB)
