@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from nereus.cli.output import PIPED_WIDTH
+from nereus.cli.output import PIPED_WIDTH, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.cli.context import Env
+    from nereus.inspection import DiskReport, ShardReport
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
 
@@ -64,14 +65,14 @@ def inspect_shard(env: Env, shard_name: str, db: Path | None) -> None:
     home's live one), printed through ``env.output``."""
     import msgspec
 
-    from nereus.inspection import inspect_store
+    from nereus.inspection import ShardReport, inspect_store
 
     shard, store = open_db(env, shard_name, db, lazy_indexes=True)
     with store:
         report = inspect_store(store, log_end_position=log_end(env, shard))
-    data = msgspec.to_builtins(report)
-    env.output.emit(data, lambda out: _draw(out, _view(data)),
-                    plain=lambda shown: _plain(_view(shown)))
+    # the plain renderer reads the copy Output.emit escaped, back in its Struct
+    env.output.emit(msgspec.to_builtins(report), lambda out: _draw(out, _view(shown(report))),
+                    plain=lambda escaped: _plain(_view(msgspec.convert(escaped, ShardReport))))
 
 
 class _Line(msgspec.Struct, frozen=True):
@@ -90,26 +91,26 @@ class _Grid(msgspec.Struct, frozen=True):
     rows: tuple[tuple[str, ...], ...]
 
 
-def _view(data: dict[str, Any]) -> list[_Line | _Grid]:
-    """What the human report shows, whichever renderer draws it (``data``'s strings made
+def _view(report: ShardReport) -> list[_Line | _Grid]:
+    """What the human report shows, whichever renderer draws it (``report``'s strings made
     safe to print by the caller: for Rich or for plain text)."""
-    lag = "unknown (no log here)" if data["lag"] is None else str(data["lag"])
-    states = data["messages_by_state"]
+    lag = "unknown (no log here)" if report.lag is None else str(report.lag)
+    states = report.messages_by_state
     return [
-        _Line(f"shard {data['shard']}",
-              f"  schema v{data['schema_version']}  db {data['db']['path']}"),
-        _Line("", f"applied position {data['applied_position']}  records applied "
-                  f"{data['records_applied']}  lag {lag}"),
-        _Line("", f"timeline head {data['timeline_head'] or '-'}  open obligations "
-                  f"{data['open_obligations']}  paused {data['paused']}"),
+        _Line(f"shard {report.shard}",
+              f"  schema v{report.schema_version}  db {report.db.path}"),
+        _Line("", f"applied position {report.applied_position}  records applied "
+                  f"{report.records_applied}  lag {lag}"),
+        _Line("", f"timeline head {report.timeline_head or '-'}  open obligations "
+                  f"{report.open_obligations}  paused {report.paused}"),
         _Grid("messages by state", tuple((state, True) for state in states),
               (tuple(str(n) for n in states.values()),)),
         _Grid("lanes", tuple((c, False) for c in ("lane", "gate", "scheduled",
                                                   "open attempts", "next due")),
-              tuple((lane["lane"], lane["gate"], str(lane["messages_by_state"]["SCHEDULED"]),
-                     str(lane["open_attempts"]), lane["next_due"] or "-")
-                    for lane in data["lanes"])),
-        _Line("", _disk_line(data["disk"])),
+              tuple((lane.lane, lane.gate, str(lane.messages_by_state["SCHEDULED"]),
+                     str(lane.open_attempts), lane.next_due or "-")
+                    for lane in report.lanes)),
+        _Line("", _disk_line(report.disk)),
     ]
 
 
@@ -185,12 +186,12 @@ def _mb(count: int | None) -> str:
     return "?" if count is None else f"{count / 1e6:,.1f} MB"
 
 
-def _disk_line(disk: dict[str, Any]) -> str:
+def _disk_line(disk: DiskReport) -> str:
     """Disk use in one line; the terminal-retained figure says it is an estimate."""
-    oldest = disk["oldest_retained"]
+    oldest = disk.oldest_retained
     retained = ("none" if oldest is None else
-                f"{oldest['kind']} {oldest['id']} until {oldest['expire_at']}")
-    return (f"disk: live {_mb(disk['live_bytes'])}, obsolete {_mb(disk['obsolete_bytes'])} "
-            f"(SST {_mb(disk['sst_bytes'])} + WAL {_mb(disk['wal_bytes'])} - live), "
-            f"terminal retained ~{_mb(disk['terminal_retained_bytes'])} (estimate, "
-            f"{disk['terminal_messages']} terminal messages); oldest retained: {retained}")
+                f"{oldest.kind} {oldest.id} until {oldest.expire_at}")
+    return (f"disk: live {_mb(disk.live_bytes)}, obsolete {_mb(disk.obsolete_bytes)} "
+            f"(SST {_mb(disk.sst_bytes)} + WAL {_mb(disk.wal_bytes)} - live), "
+            f"terminal retained ~{_mb(disk.terminal_retained_bytes)} (estimate, "
+            f"{disk.terminal_messages} terminal messages); oldest retained: {retained}")

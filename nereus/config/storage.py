@@ -1,0 +1,32 @@
+"""``[objects]`` and ``[checkpoints]``: where checkpoints and large payloads live
+(``ObjectSettings``) and when the engine takes checkpoints (``CheckpointSettings``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from nereus.config.fields import NonNegative, Positive
+
+
+class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[objects]``: where checkpoints and large payloads live."""
+
+    store: Literal["file", "s3"] = "file"  # file (<home>/objects, or path) | s3
+    path: str | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+
+class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[checkpoints]``: when the engine takes them and how many recovery may use."""
+
+    every_records: NonNegative = 100_000  # 0 = not by record count
+    every_seconds: NonNegative = 3_600  # 0 = not by time
+    keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
+    prune_log: bool = False  # delete log segments wholly below the Recovery Floor
