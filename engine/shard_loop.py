@@ -220,6 +220,11 @@ class ShardLoop(ProgressWaits):
         """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
         self._outbox.reply(result)
 
+    @property
+    def records_since_checkpoint(self) -> int:
+        """Records applied since this loop last took a checkpoint (CHECKPOINT_MARK aside)."""
+        return self._checkpoints.changed
+
     def request_checkpoint(self) -> Future[Taken]:
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
         return self._checkpoints.request()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -28,5 +28,11 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
     every_records: NonNegative = 100_000  # 0 = not by record count
     every_seconds: NonNegative = 3_600  # 0 = not by time
+    # the share of a shard's time its due checkpoints may take: after one that took D
+    # seconds, the next due one (by every_records or every_seconds) waits until D / max_share
+    # after the last began. A checkpoint copies and hashes the whole state, so without this
+    # a backlog filling fast took one every_records, each longer than the last (1 = no wait;
+    # a requested checkpoint never waits)
+    max_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
     keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor

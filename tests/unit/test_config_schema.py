@@ -33,6 +33,10 @@ BASE = '[routes.default]\nlog = "file"\npartitions = 2\n\n'
      ">= 1", None),
     ("[engine]\n\nmax_in_fligth = 10", 7, "[engine] unknown key 'max_in_fligth'",
      "did you mean 'max_in_flight'?"),
+    ("[checkpoints]\nmax_share = 0", 6, "[checkpoints] max_share = 0: expected a number > 0",
+     None),
+    ("[checkpoints]\nmax_share = 1.5", 6, "[checkpoints] max_share = 1.5: expected a number "
+     "<= 1", None),
     ("[checkpoint]\nkeep = 2", 5, "unknown table [checkpoint]", "did you mean 'checkpoints'?"),
     ('[lanes.out]\ndestination = "kafak"', 6, "[lanes.out] destination = 'kafak': expected one "
      "of file, kafka, pulsar", "did you mean 'kafka'?"),
@@ -81,7 +85,7 @@ def test_typed_values_reach_their_readers() -> None:
                           "lead_ms = 1500\nordered = true\n")
     assert config.engine.chrony is True and config.engine.max_in_flight == 7
     assert config.engine.poll_interval_ms == 2.5 and config.engine.quantum == 256
-    assert config.checkpoints.prune_log is True
+    assert config.checkpoints.prune_log is True and config.checkpoints.max_share == 0.1
     lane = config.lanes["out"]
     assert (lane.name, lane.handoff_lead_ms, lane.ordered) == ("out", 1500, True)
     week = 7 * 86_400_000

@@ -1,0 +1,64 @@
+"""A running engine paces its due checkpoints by ``[checkpoints] max_share``: with a share of
+1 a checkpoint is taken every ``every_records`` as soon as the last one is catalogued; with
+a tiny share the one taken first holds the next back (``engine.shard_checkpoints.Pacing``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nereus.engine.shard_loop import ShardLoop
+from tests.integration.engine_harness import (
+    Events,
+    Harness,
+    file_lane,
+    now_ms,
+    running_engine,
+)
+
+GROUPS = 4
+GROUP = 150  # more than every_records (100): each group makes a checkpoint due
+
+
+def _lanes(max_share: float) -> str:
+    return (file_lane("local", "outbox/local.jsonl")
+            + f"\n[checkpoints]\nevery_records = 100\nmax_share = {max_share}\n")
+
+
+def _apply(h: Harness, loop: ShardLoop, group: int, first: int) -> None:
+    h.queue([h.schedule(f"m-{group}-{n}", now_ms() + 3_600_000) for n in range(GROUP)])
+    h.wait_for(lambda: (loop.applied_position or 0) >= first + (group + 1) * GROUP, 30,
+               f"group {group} applied")
+
+
+def _more_than(events: Events, count: int) -> Callable[[], bool]:
+    return lambda: len(events.named("checkpoint_taken")) > count
+
+
+def test_a_share_of_one_takes_a_checkpoint_every_due_group(tmp_path: Path) -> None:
+    """max_share = 1: each group's checkpoint is taken as soon as the last is catalogued."""
+    events = Events()
+    with running_engine(tmp_path, partitions=1, lanes=_lanes(1.0), log_event=events) as h:
+        (loop,) = h.engine.shards.values()
+        first = loop.applied_position or 0
+        for group in range(GROUPS):
+            _apply(h, loop, group, first)
+            h.wait_for(_more_than(events, group), 30, f"the checkpoint of group {group}")
+        assert loop.records_since_checkpoint < GROUP
+
+
+def test_a_tiny_share_holds_the_next_due_checkpoint_back(tmp_path: Path) -> None:
+    """max_share = 0.0001: once the first is catalogued (it took some milliseconds, so the
+    next waits ten thousand times that), three more groups are applied and no checkpoint
+    resets the count of records since it."""
+    events = Events()
+    with running_engine(tmp_path, partitions=1, lanes=_lanes(0.0001), log_event=events) as h:
+        (loop,) = h.engine.shards.values()
+        first = loop.applied_position or 0
+        _apply(h, loop, 0, first)
+        h.wait_for(lambda: len(events.named("checkpoint_taken")) == 1, 30, "the first checkpoint")
+        for group in range(1, GROUPS):
+            _apply(h, loop, group, first)
+        h.wait_for(lambda: loop.records_since_checkpoint >= (GROUPS - 1) * GROUP, 30,
+                   "the later groups counted since the first checkpoint")
+        assert len(events.named("checkpoint_taken")) == 1

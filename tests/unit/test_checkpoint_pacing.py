@@ -1,0 +1,58 @@
+"""A due checkpoint waits until the last one took at most ``[checkpoints] max_share`` of the
+time since it began (``engine.shard_checkpoints.Pacing``)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from nereus.engine.shard_checkpoints import Pacing
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_checkpoint_of_two_seconds_at_a_tenth_spaces_the_next_twenty() -> None:
+    """Ready at first; not while one is uploading; after one of 2 s at max_share 0.1, not
+    until 20 s after it began, then ready."""
+    clock = Clock()
+    pacing = Pacing(0.1, clock)
+    assert pacing.ready()
+    pacing.began()
+    clock.now += 2.0
+    assert not pacing.ready()  # still uploading
+    pacing.ended()
+    clock.now = 100.0 + 19.9
+    assert not pacing.ready()
+    clock.now = 100.0 + 20.0
+    assert pacing.ready()
+
+
+def test_a_share_of_one_waits_only_for_the_upload() -> None:
+    """max_share = 1: the next is ready as soon as the last ended (the former behaviour)."""
+    clock = Clock()
+    pacing = Pacing(1.0, clock)
+    pacing.began()
+    clock.now += 30.0
+    assert not pacing.ready()
+    pacing.ended()
+    assert pacing.ready()
+
+
+def test_a_failed_checkpoint_paces_like_one_that_succeeded() -> None:
+    """The Future's callback ends the pacing whether the checkpoint was catalogued or
+    failed: a failing upload is not retried back to back."""
+    clock = Clock()
+    pacing = Pacing(0.5, clock)
+    uploading: Future[object] = Future()
+    uploading.add_done_callback(pacing.ended)
+    pacing.began()
+    clock.now += 4.0
+    uploading.set_exception(OSError("disk full"))
+    assert not pacing.ready()
+    clock.now = 100.0 + 8.0
+    assert pacing.ready()
