@@ -33,6 +33,6 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     # after the last began. A checkpoint copies and hashes the whole state, so without this
     # a backlog filling fast took one every_records, each longer than the last (1 = no wait;
     # a requested checkpoint never waits)
-    max_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
+    max_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.05
     keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor

@@ -85,7 +85,7 @@ def test_typed_values_reach_their_readers() -> None:
                           "lead_ms = 1500\nordered = true\n")
     assert config.engine.chrony is True and config.engine.max_in_flight == 7
     assert config.engine.poll_interval_ms == 2.5 and config.engine.quantum == 256
-    assert config.checkpoints.prune_log is True and config.checkpoints.max_share == 0.1
+    assert config.checkpoints.prune_log is True and config.checkpoints.max_share == 0.05
     lane = config.lanes["out"]
     assert (lane.name, lane.handoff_lead_ms, lane.ordered) == ("out", 1500, True)
     week = 7 * 86_400_000
