@@ -75,6 +75,8 @@ def _render_fill(f: FillFigures) -> list[str]:
         f"  apply, first tenth {f.apply_first_tenth_per_s:,}/s, last tenth "
         f"{f.apply_last_tenth_per_s:,}/s: {f.last_vs_first:.2f}x "
         f"(target >= {TARGET_LAST_VS_FIRST}) {_mark(f.last_vs_first >= TARGET_LAST_VS_FIRST)}",
+        f"  engine CPU per command applied: first tenth {f.cpu_us_first_tenth} us, last "
+        f"tenth {f.cpu_us_last_tenth} us",
         f"  RSS at a tenth {f.rss_tenth_mb} MB, at all {f.rss_full_mb} MB: "
         f"{f.rss_full_vs_tenth:.2f}x (target <= {TARGET_RSS_GROWTH}) "
         f"{_mark(f.rss_full_vs_tenth <= TARGET_RSS_GROWTH)}",

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -45,6 +46,10 @@ class FillFigures(msgspec.Struct, frozen=True):
     rss_tenth_mb: float
     rss_full_mb: float
     rss_full_vs_tenth: float
+    # the engine's CPU (front door and workers, RocksDB's threads in them) per command
+    # applied in the first and the last tenth: more work per command, or less CPU for it
+    cpu_us_first_tenth: int
+    cpu_us_last_tenth: int
     scheduled_counted: int
     disk_bytes_per_pending: int
     disk_bytes_per_pending_compacted: int
@@ -58,14 +63,16 @@ class FillFigures(msgspec.Struct, frozen=True):
 
 
 class _Sampler(threading.Thread):
-    """Polls how many of the bench's commands the engine applied, and its RSS; keeps
-    (seconds since start, applied, RSS MB)."""
+    """Polls how many of the bench's commands the engine applied, its RSS and its CPU
+    seconds; keeps a ``Sample`` each time."""
 
-    def __init__(self, applied: Callable[[], int], rss_mb: Callable[[], float]) -> None:
+    def __init__(self, applied: Callable[[], int], rss_mb: Callable[[], float],
+                 cpu_s: Callable[[], float]) -> None:
         super().__init__(name="sampler", daemon=True)
         self._applied = applied
         self._rss_mb = rss_mb
-        self.samples: list[tuple[float, int, float]] = []
+        self._cpu_s = cpu_s
+        self.samples: list[Sample] = []
         self.applied = 0
         self.stopping = threading.Event()
         self.started_at = time.monotonic()
@@ -73,22 +80,29 @@ class _Sampler(threading.Thread):
     def run(self) -> None:
         while not self.stopping.wait(0.25):
             try:  # one failed sample (the admin socket busy, /proc racing) is skipped
-                applied, rss = self._applied(), self._rss_mb()
+                applied, rss, cpu = self._applied(), self._rss_mb(), self._cpu_s()
             except Exception as exc:
                 print(f"scale: a sample failed: {exc}", file=sys.stderr)
                 continue
             self.applied = applied
-            self.samples.append((time.monotonic() - self.started_at, applied, rss))
+            self.samples.append(Sample(time.monotonic() - self.started_at, applied, rss, cpu))
 
 
-def _crossing(samples: list[tuple[float, int, float]], count: int) -> tuple[float, float]:
-    """(seconds, RSS) when ``count`` were applied: the time interpolated between the two
-    samples around it, the RSS of the first sample at or past it."""
+class Sample(NamedTuple):
+    seconds: float  # since the sampler started
+    applied: int
+    rss_mb: float
+    cpu_s: float
+
+
+def _crossing(samples: list[Sample], count: int) -> Sample:
+    """The sample when ``count`` were applied: the time interpolated between the two
+    samples around it, the RSS and CPU of the first sample at or past it."""
     before_t, before_n = 0.0, 0
-    for t, applied, rss in samples:
+    for t, applied, rss, cpu in samples:
         if applied >= count:
             share = (count - before_n) / max(applied - before_n, 1)
-            return before_t + share * (t - before_t), rss
+            return Sample(before_t + share * (t - before_t), count, rss, cpu)
         before_t, before_n = t, applied
     raise SystemExit(f"scale: {count:,} applied never sampled")
 
@@ -145,7 +159,8 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
         return sum(max(0, (-1 if by_shard[str(s)] is None else by_shard[str(s)]) + 1 - first)
                    for s, first in firsts.items())
 
-    sampler = _Sampler(applied, daemon.rss_mb)
+    sampler = _Sampler(applied, daemon.rss_mb, daemon.cpu_s)
+    cpu_at_start = daemon.cpu_s()
     started = time.monotonic()
     sampler.start()
     _feed(home, pending, sampler, say)
@@ -155,9 +170,11 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
     sampler.join()
     samples = sampler.samples
     tenth = max(pending // 10, 1)
-    t_tenth, rss_tenth = _crossing(samples, tenth)
-    t_last, _ = _crossing(samples, pending - tenth)
-    t_end, _ = _crossing(samples, pending)
+    at_tenth = _crossing(samples, tenth)
+    at_last = _crossing(samples, pending - tenth)
+    at_end = _crossing(samples, pending)
+    t_tenth, rss_tenth, t_last, t_end = at_tenth.seconds, at_tenth.rss_mb, at_last.seconds, \
+        at_end.seconds
     rss_full = daemon.rss_mb()
     scheduled = daemon.states().get("SCHEDULED", 0)
     help_s, _ = nereus(home, "--help")
@@ -181,6 +198,8 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
         last_vs_first=round(last_rate / first_rate, 3),
         rss_tenth_mb=rss_tenth, rss_full_mb=rss_full,
         rss_full_vs_tenth=round(rss_full / max(rss_tenth, 0.1), 3),
+        cpu_us_first_tenth=round((at_tenth.cpu_s - cpu_at_start) * 1e6 / tenth),
+        cpu_us_last_tenth=round((at_end.cpu_s - at_last.cpu_s) * 1e6 / tenth),
         scheduled_counted=scheduled,
         disk_bytes_per_pending=disk // pending,
         disk_bytes_per_pending_compacted=compacted // pending,
