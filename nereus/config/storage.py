@@ -32,7 +32,8 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     # seconds, the next due one (by every_records or every_seconds) waits until D / max_share
     # after the last began. A checkpoint copies and hashes the whole state, so without this
     # a backlog filling fast took one every_records, each longer than the last (1 = no wait;
-    # a requested checkpoint never waits)
+    # a requested checkpoint never waits). A restore may then replay more than every_records:
+    # what arrived in D / max_share. Per shard: a process's shards together may take more
     max_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.05
     keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor
