@@ -173,8 +173,8 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
     at_tenth = _crossing(samples, tenth)
     at_last = _crossing(samples, pending - tenth)
     at_end = _crossing(samples, pending)
-    t_tenth, rss_tenth, t_last, t_end = at_tenth.seconds, at_tenth.rss_mb, at_last.seconds, \
-        at_end.seconds
+    t_tenth, rss_tenth = at_tenth.seconds, at_tenth.rss_mb
+    t_last, t_end = at_last.seconds, at_end.seconds
     rss_full = daemon.rss_mb()
     scheduled = daemon.states().get("SCHEDULED", 0)
     help_s, _ = nereus(home, "--help")

@@ -133,7 +133,7 @@ class ShardLoop(ProgressWaits):
             progress=self._progress, events=events, evidence_key=evidence_key, new_id=new_id)
         self._applier = Applier(self.runner, progress=self._progress, results=self._results,
                                 act=self._on_applied)
-        self._checkpoints = CheckpointTrigger(
+        self.checkpoints = CheckpointTrigger(
             shard, store, log, checkpointer=checkpointer, staging=staging, clock=clock,
             owner_id=owner_id, wake=self._wake)
         self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
@@ -198,7 +198,7 @@ class ShardLoop(ProgressWaits):
         """(records this loop applied, seconds since its last checkpoint or its start), for
         the Prometheus exposition (``engine/metrics/collect``)."""
         return (self._applier.applied_records,
-                self._time.monotonic() - self._checkpoints._last_mono)
+                self._time.monotonic() - self.checkpoints._last_mono)
 
     def lanes(self) -> dict[str, Lane]:
         """Replicated lane state for every lane this engine can publish to."""
@@ -220,18 +220,13 @@ class ShardLoop(ProgressWaits):
         """A publisher's answer (any thread): becomes a PUBLISH_OUTCOME on this loop."""
         self._outbox.reply(result)
 
-    @property
-    def records_since_checkpoint(self) -> int:
-        """Records applied since this loop last took a checkpoint (CHECKPOINT_MARK aside)."""
-        return self._checkpoints.changed
-
     def request_checkpoint(self) -> Future[Taken]:
         """A checkpoint taken between two batches; the Future resolves once catalogued."""
-        return self._checkpoints.request()
+        return self.checkpoints.request()
 
     def request_snapshot(self) -> Future[str]:
         """A checkpoint whose Future resolves with its id once snapshotted (not uploaded)."""
-        return self._checkpoints.request_snapshot()
+        return self.checkpoints.request_snapshot()
 
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
         """The MAC this attempt's destination record carries (and evidence must show)."""
@@ -317,7 +312,7 @@ class ShardLoop(ProgressWaits):
                 self._iterate()
             self._drain()
             self.state = ShardState.STOPPED
-            self._checkpoints.refuse_pending()
+            self.checkpoints.refuse_pending()
         except Exception as exc:  # the supervisor logs, counts and restarts; say why here
             self.error = f"{type(exc).__name__}: {exc}"
             if self._stop.is_set() or isinstance(exc, FATAL_ERRORS):
@@ -338,7 +333,7 @@ class ShardLoop(ProgressWaits):
         self._wake.clear()  # a wake-up from here on ends the rest below at once
         progressed = self._applier.apply(until_empty=False)
         progressed |= flow.take_outcomes()
-        self._checkpoints.maybe_take(self.applied_position, self.epoch)
+        self.checkpoints.maybe_take(self.applied_position, self.epoch)
         scheduling = self.scheduling_hold() is None
         flow.round_work = 0
         if scheduling:
@@ -390,7 +385,7 @@ class ShardLoop(ProgressWaits):
         if kind in OBSERVED:
             self.metrics.observe(applied, self._admissions.book)
         if kind is not CheckpointMark:
-            self._checkpoints.changed += 1
+            self.checkpoints.changed += 1
         if kind is ActivationBarrier and not applied.duplicate and \
                 applied.result.status == ResultStatus.APPLIED and self._activated:
             assert isinstance(record, ActivationBarrier)
@@ -422,7 +417,7 @@ class ShardLoop(ProgressWaits):
         replay_from = self.runner.next_position
         fenced = recovery.activate()
         # records replayed here count towards [checkpoints] every_records like any other
-        self._checkpoints.changed += self.runner.next_position - replay_from
+        self.checkpoints.changed += self.runner.next_position - replay_from
         if fenced is not None:
             self._fence(fenced)
             return

@@ -44,7 +44,7 @@ def test_a_share_of_one_takes_a_checkpoint_every_due_group(tmp_path: Path) -> No
         for group in range(GROUPS):
             _apply(h, loop, group, first)
             h.wait_for(_more_than(events, group), 30, f"the checkpoint of group {group}")
-        assert loop.records_since_checkpoint < GROUP
+        assert loop.checkpoints.changed < GROUP
 
 
 def test_a_tiny_share_holds_the_next_due_checkpoint_back(tmp_path: Path) -> None:
@@ -59,6 +59,6 @@ def test_a_tiny_share_holds_the_next_due_checkpoint_back(tmp_path: Path) -> None
         h.wait_for(lambda: len(events.named("checkpoint_taken")) == 1, 30, "the first checkpoint")
         for group in range(1, GROUPS):
             _apply(h, loop, group, first)
-        h.wait_for(lambda: loop.records_since_checkpoint >= (GROUPS - 1) * GROUP, 30,
+        h.wait_for(lambda: loop.checkpoints.changed >= (GROUPS - 1) * GROUP, 30,
                    "the later groups counted since the first checkpoint")
         assert len(events.named("checkpoint_taken")) == 1
