@@ -11,8 +11,10 @@ the parent) really use every core instead of taking turns on one interpreter loc
 * ``--version 1``: the whole v1 digest, pipelined, as one hex line (a format 1 checkpoint);
 * neither: the whole v2 digest as one hex line.
 
-The child opens the database read-only. Any failure is a non-zero exit with the reason on
-stderr, and the parent then computes the digest itself.
+The child opens the database read-only with its tables mapped (``ShardStore.open``'s
+``mapped``: no copy of every block into the process; if a file is truncated under it the
+child dies of SIGBUS, and the parent falls back as for any failure). Any failure is a
+non-zero exit with the reason on stderr, and the parent then computes the digest itself.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def main(argv: list[str]) -> int:
     from nereus.state.store import ShardStore
 
     try:
-        with ShardStore.open(Path(argv[0]), read_only=True) as store:
+        with ShardStore.open(Path(argv[0]), read_only=True, mapped=True) as store:
             if len(argv) == 4:
                 lo, hi = bytes.fromhex(argv[2]), bytes.fromhex(argv[3])
                 # verify checks every file's checksum beside this: RocksDB's per-block

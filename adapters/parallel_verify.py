@@ -38,7 +38,15 @@ from nereus.checkpoint.verify import (
 )
 from nereus.errors import NereusError
 from nereus.state import keys
-from nereus.state.digest import DIGEST_VERSION, combine, framed_chunks, leaf_of, new_hash
+from nereus.state.digest import (
+    DIGEST_VERSION,
+    LEAF_BYTES,
+    combine,
+    framed_chunks,
+    leaf_digests,
+    leaf_of,
+    new_hash,
+)
 from nereus.state.store import ShardStore
 
 SMALL_FILE = 1 << 20
@@ -46,6 +54,9 @@ SMALL_FILE = 1 << 20
 # child interpreter (~0.1-0.3 s) costs more than the whole digest, and a cluster's planned
 # move restores a checkpoint on its critical path
 SMALL_CHECKPOINT = 32 << 20
+# process_digest(here=True): the caller's range against a child's (it reads with pread, not
+# mmap, and its threads hash the files meanwhile); bench/verify.py, 1M-message shard
+HERE_SHARE = 0.8
 
 
 def hash_files(paths: list[Path], progress: Callable[[int], None] | None,
@@ -82,30 +93,44 @@ def pipelined_digest(store: ShardStore) -> str:
     return digest.hexdigest()
 
 
-def split_points(files: Sequence[dict[str, Any]], parts: int) -> list[bytes]:
+def split_points(files: Sequence[dict[str, Any]], parts: int, first: float = 1.0) -> list[bytes]:
     """Up to ``parts - 1`` cut keys, ascending, each a leaf boundary, that share the
-    replicated key space out about evenly.
+    replicated key space out about evenly; with ``first``, the first range's share is that
+    many times each other's (``first=0.5``: half the others').
 
-    The weights are RocksDB's live files (entries and bytes, as a scan costs by both); a
-    cut is the leaf of a file's first key where the running weight passes each share.
-    Only the balance depends on this: any cuts give the same digest.
+    The weights are RocksDB's live files (entries and bytes, as a scan costs by both). A
+    share that ends inside a file is cut there by interpolating between the file's first
+    and last key (``_between``): a large database has few files (eight of 64 MB for a
+    1M-message shard), and cutting only where a file starts left a range up to a file's
+    weight from its share. Only the balance depends on this: any cuts give the same digest.
     """
     replicated = sorted((f for f in files if f["start_key"][0] < keys.REPLICATED_LIMIT),
                         key=lambda f: f["start_key"])
     entries = sum(f["num_entries"] for f in replicated) or 1
     size = sum(f["size"] for f in replicated) or 1
     weights = [f["num_entries"] / entries + f["size"] / size for f in replicated]
-    total = sum(weights)
+    unit = sum(weights) / (first + parts - 1)
     cuts: list[bytes] = []
     running = 0.0
     for f, weight in zip(replicated, weights, strict=True):
-        share = total * (len(cuts) + 1) / parts
-        if len(cuts) < parts - 1 and running > 0 and running + weight / 2 >= share:
-            cut = leaf_of(f["start_key"])
-            if not cuts or cut > cuts[-1]:
-                cuts.append(cut)
+        while len(cuts) < parts - 1 and running + weight > (share := unit * (first + len(cuts))):
+            cut = _between(f["start_key"], f["end_key"], (share - running) / weight)
+            if (cuts and cut <= cuts[-1]) or cut <= b"\x00":
+                break
+            cuts.append(cut)
         running += weight
     return cuts
+
+
+def _between(low: bytes, high: bytes, fraction: float) -> bytes:
+    """A leaf boundary ``fraction`` of the way from ``low`` to ``high`` (keys' first
+    ``LEAF_BYTES`` bytes read as one big-endian number): a cut inside one file."""
+    def number(key: bytes) -> int:
+        return int.from_bytes(key[:LEAF_BYTES].ljust(LEAF_BYTES, b"\x00"), "big")
+
+    start, end = number(low), number(high)
+    point = start + int((end - start) * fraction)
+    return point.to_bytes(LEAF_BYTES, "big") if point > start else leaf_of(low)
 
 
 def _worker_argv(directory: Path, *extra: str) -> list[str]:
@@ -115,9 +140,17 @@ def _worker_argv(directory: Path, *extra: str) -> list[str]:
 
 
 def process_digest(directory: Path, timeout_s: float = 3600.0, *,
-                   version: int = DIGEST_VERSION, parts: int | None = None) -> str:
+                   version: int = DIGEST_VERSION, parts: int | None = None,
+                   here: bool = False) -> str:
     """The digest of the database at ``directory``, computed by child interpreters: v2 by
     one per range (``parts`` of them, default one per core), v1 by one.
+
+    ``here`` (v2): the calling thread digests the first range itself while the children
+    digest the others, so one core is not left to an interpreter's start (about 50 ms
+    of imports and opening) and the caller's idle wait. It holds the GIL while it scans,
+    so only a process with nothing else to run uses it (``nereus checkpoint verify``),
+    never the engine. The caller reads without mapped tables (``ShardStore.open``), so
+    its range is ``HERE_SHARE`` of a child's.
 
     Raises ``RuntimeError`` when a child fails (its stderr says why); callers fall back
     to computing it in this process.
@@ -132,24 +165,37 @@ def process_digest(directory: Path, timeout_s: float = 3600.0, *,
             raise RuntimeError(f"digest worker exited {done.returncode}: {done.stderr.strip()}")
         return digest
     try:
-        with ShardStore.open(directory, read_only=True) as store:
-            files = store.files()
+        store = ShardStore.open(directory, read_only=True)
     except NereusError as exc:
         raise RuntimeError(exc.message) from exc
-    cuts = split_points(files, parts or max(1, min(8, os.cpu_count() or 1)))
-    bounds = [b"\x00", *cuts, bytes([keys.REPLICATED_LIMIT])]
-    children = [subprocess.Popen(_worker_argv(directory, "--range", lo.hex(), hi.hex()),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                for lo, hi in itertools.pairwise(bounds)]
-    leaves: list[tuple[bytes, bytes]] = []
-    failures = []
-    for child in children:
-        out, err = child.communicate(timeout=timeout_s)
-        if child.returncode != 0:
-            failures.append(f"digest worker exited {child.returncode}: "
-                            f"{err.decode(errors='replace').strip()}")
-            continue
-        leaves.extend(msgspec.msgpack.decode(out, type=list[tuple[bytes, bytes]]))
+    with store:
+        count = parts or max(1, min(8, os.cpu_count() or 1))
+        cuts = split_points(store.files(), count, HERE_SHARE if here else 1.0)
+        bounds = [b"\x00", *cuts, bytes([keys.REPLICATED_LIMIT])]
+        ranges = list(itertools.pairwise(bounds))
+        if here and len(ranges) > 1:
+            mine, ranges = ranges[0], ranges[1:]
+        else:
+            mine = None
+        children = [subprocess.Popen(_worker_argv(directory, "--range", lo.hex(), hi.hex()),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    for lo, hi in ranges]
+        try:
+            leaves = [] if mine is None else \
+                list(leaf_digests(store.replicated(*mine, verify_checksums=False)))
+            failures = []
+            for child in children:
+                out, err = child.communicate(timeout=timeout_s)
+                if child.returncode != 0:
+                    failures.append(f"digest worker exited {child.returncode}: "
+                                    f"{err.decode(errors='replace').strip()}")
+                    continue
+                leaves.extend(msgspec.msgpack.decode(out, type=list[tuple[bytes, bytes]]))
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
     if failures:
         raise RuntimeError("; ".join(failures))
     return combine(leaves)
@@ -164,14 +210,16 @@ def parallel_store_digest(store: ShardStore, version: int = DIGEST_VERSION) -> s
         return store_digest(store, version) if version == 2 else pipelined_digest(store)
 
 
-def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
+def verify_parallel(directory: Path, *, digest_here: bool = False,
+                    **kwargs: Any) -> VerifyReport:
     """``verify_directory`` with the file hashes and the digest computed at the same time.
 
     Both start as soon as the manifest is read: the files on threads here, the digest in
-    child processes on their own read-only handles; ``verify_directory`` then runs its
-    checks in the usual order and consumes the results. If the background digest cannot
-    run (a damaged database), it is computed here, and verify_directory's own open reports
-    what is wrong, so nothing is lost.
+    child processes on their own read-only handles (with ``digest_here``, one range in
+    this process too: ``process_digest``'s ``here``, for a process with nothing else to
+    run); ``verify_directory`` then runs its checks in the usual order and consumes the
+    results. If the background digest cannot run (a damaged database), it is computed
+    here, and verify_directory's own open reports what is wrong, so nothing is lost.
     """
     try:
         manifest = read_manifest(directory)
@@ -191,7 +239,7 @@ def verify_parallel(directory: Path, **kwargs: Any) -> VerifyReport:
     version = manifest.digest_version
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
-        digest = pool.submit(process_digest, directory, version=version)
+        digest = pool.submit(process_digest, directory, version=version, here=digest_here)
         files = pool.submit(hash_files, large, progress, algorithm)
 
         def hashed(requested: list[Path], _: Callable[[int], None] | None,

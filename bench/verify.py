@@ -137,7 +137,7 @@ def _print_verify(v: VerifyFigures) -> None:
         ("  open read-only", p.db_open),
         ("  scan of the replicated range (no hashing)", p.scan_replicated),
         ("  hashing the pairs (digest - scan)", p.digest_hashing),
-        ("digest by key range, one child per core", p.parallel_digest),
+        ("digest by key range, here and one child a core", p.parallel_digest),
         ("rest (manifest, sizes, identity, ...)", p.rest),
     ]
     for label, seconds in rows:

@@ -143,10 +143,12 @@ def checksums_only(paths: list[Path], algorithm: str) -> None:
 
 def verify(directory: Path) -> None:
     """What `nereus checkpoint verify` runs: file hashing on threads, the digest's key
-    ranges in child processes, one per core (``nereus.adapters.digest_worker``)."""
+    ranges in child processes (``nereus.adapters.digest_worker``) and the first range in
+    this process (``digest_here``), one range per core."""
     from nereus.adapters.parallel_verify import verify_parallel
 
-    report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition))
+    report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition),
+                             digest_here=True)  # as `nereus checkpoint verify` calls it
     if not report.ok:
         raise SystemExit(f"verify failed: {report.document()}")
 
@@ -229,7 +231,7 @@ def time_parts(taken: Taken, repeat: int) -> VerifyParts:
     def parallel_digest() -> None:
         from nereus.adapters.parallel_verify import process_digest
 
-        if process_digest(directory) != taken.manifest.digest:
+        if process_digest(directory, here=True) != taken.manifest.digest:
             raise SystemExit("the parallel digest disagrees with the manifest")
 
     open_s, _ = median_time(open_only, repeat)

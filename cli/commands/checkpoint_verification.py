@@ -26,8 +26,9 @@ def verified(env: Env, directory: Path, entry: CatalogEntry | None, *, deep: boo
 
     expected = (entry.route, entry.partition) if entry else None
     with env.output.progress("verifying", None) as advance:
+        # this process does nothing else meanwhile: it digests a key range itself
         report = verify_parallel(directory, expected_shard=expected, catalog=entry,
-                                 progress=advance)
+                                 progress=advance, digest_here=True)
     if entry is not None:
         report.path = Path(entry.manifest_key).parent
     if deep and report.manifest is not None:

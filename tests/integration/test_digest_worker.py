@@ -41,7 +41,21 @@ def test_the_child_process_digest_equals_the_in_process_one(tmp_path: Path) -> N
         assert pipelined_digest(store) == expected_v1
     for parts in (1, 2, 3):
         assert process_digest(tmp_path / "db", parts=parts) == expected
+        assert process_digest(tmp_path / "db", parts=parts, here=True) == expected
     assert process_digest(tmp_path / "db", version=1) == expected_v1
+
+
+def test_a_mapped_read_only_store_digests_the_same_and_a_writer_cannot_map(
+        tmp_path: Path) -> None:
+    """Tables read through mmap (what the digest child does) give the same digest; a
+    writable open refuses mapped reads."""
+    _store(tmp_path / "db", 3_000)
+    with ShardStore.open(tmp_path / "db", read_only=True) as store:
+        expected = store_digest(store)
+    with ShardStore.open(tmp_path / "db", read_only=True, mapped=True) as mapped:
+        assert store_digest(mapped) == expected
+    with pytest.raises(ValueError, match="read-only"):
+        ShardStore.open(tmp_path / "db", mapped=True)
 
 
 def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: Path) -> None:
@@ -50,13 +64,34 @@ def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: 
         process_digest(tmp_path / "missing")
 
 
+def _files(count: int) -> list[dict[str, object]]:
+    """RocksDB's file list for ``count`` equal files of msg keys, ``00..`` to ``99..``
+    split evenly, and one of local state."""
+    files: list[dict[str, object]] = [
+        {"start_key": bytes([2, n * 100 // count]) + b"abcdef",
+         "end_key": bytes([2, (n + 1) * 100 // count - 1]) + b"zzzzzz",
+         "num_entries": 100, "size": 1_000} for n in range(count)]
+    files.append({"start_key": b"\x81claim", "end_key": b"\x81zz", "num_entries": 10_000,
+                  "size": 10**9})
+    return files
+
+
 def test_split_points_are_ascending_leaf_boundaries_that_share_the_weight() -> None:
     """Cuts come from RocksDB's file list: leaf boundaries, ascending, about one share of
-    entries and bytes apart, local-state files ignored; none for one file or one part."""
-    files = [{"start_key": bytes([2]) + f"{n:02d}abcdef".encode(), "num_entries": 100,
-              "size": 1_000} for n in range(8)]
-    files.append({"start_key": b"\x81claim", "num_entries": 10_000, "size": 10**9})
-    cuts = split_points(files, 4)
-    assert cuts == [b"\x0202a", b"\x0204a", b"\x0206a"]
+    entries and bytes apart, local-state files ignored; none for one part."""
+    cuts = split_points(_files(8), 4)
+    assert cuts == [b"\x02\x19ab", b"\x02\x32ab", b"\x02\x4bab"]
     assert all(cut == leaf_of(cut) for cut in cuts)
-    assert split_points(files[:1], 4) == [] and split_points(files, 1) == []
+    assert split_points(_files(8), 1) == []
+
+
+def test_a_share_that_ends_inside_a_file_is_cut_inside_it() -> None:
+    """One file shared by two ranges is cut between its first and last key; with
+    ``first``, the first range is that many times each other's share."""
+    cuts = split_points(_files(1), 2)
+    assert len(cuts) == 1 and b"\x02\x00abcdef" < cuts[0] < b"\x02\x63zzzzzz"
+    low, high = int.from_bytes(b"\x02\x00ab", "big"), int.from_bytes(b"\x02\x63zz", "big")
+    assert int.from_bytes(cuts[0], "big") == (low + high) // 2  # the first 4 bytes, halfway
+    # a first range of half a share: a third of the file, then two thirds
+    assert split_points(_files(1), 2, first=0.5)[0] < cuts[0]
+    assert split_points(_files(6), 2, first=0.5) == [b"\x02\x21ab"]
