@@ -47,7 +47,7 @@ from nereus.state.digest import (
     leaf_of,
     new_hash,
 )
-from nereus.state.store import ShardStore
+from nereus.state.store import LiveFile, ShardStore
 
 SMALL_FILE = 1 << 20
 # below this many bytes of checkpoint files, verify in this process: starting the digest's
@@ -93,7 +93,7 @@ def pipelined_digest(store: ShardStore) -> str:
     return digest.hexdigest()
 
 
-def split_points(files: Sequence[dict[str, Any]], parts: int, first: float = 1.0) -> list[bytes]:
+def split_points(files: Sequence[LiveFile], parts: int, first: float = 1.0) -> list[bytes]:
     """Up to ``parts - 1`` cut keys, ascending, each a leaf boundary, that share the
     replicated key space out about evenly; with ``first``, the first range's share is that
     many times each other's (``first=0.5``: half the others').
@@ -104,17 +104,17 @@ def split_points(files: Sequence[dict[str, Any]], parts: int, first: float = 1.0
     1M-message shard), and cutting only where a file starts left a range up to a file's
     weight from its share. Only the balance depends on this: any cuts give the same digest.
     """
-    replicated = sorted((f for f in files if f["start_key"][0] < keys.REPLICATED_LIMIT),
-                        key=lambda f: f["start_key"])
-    entries = sum(f["num_entries"] for f in replicated) or 1
-    size = sum(f["size"] for f in replicated) or 1
-    weights = [f["num_entries"] / entries + f["size"] / size for f in replicated]
+    replicated = sorted((f for f in files if f.start_key[0] < keys.REPLICATED_LIMIT),
+                        key=lambda f: f.start_key)
+    entries = sum(f.num_entries for f in replicated) or 1
+    size = sum(f.size for f in replicated) or 1
+    weights = [f.num_entries / entries + f.size / size for f in replicated]
     unit = sum(weights) / (first + parts - 1)
     cuts: list[bytes] = []
     running = 0.0
     for f, weight in zip(replicated, weights, strict=True):
         while len(cuts) < parts - 1 and running + weight > (share := unit * (first + len(cuts))):
-            cut = _between(f["start_key"], f["end_key"], (share - running) / weight)
+            cut = _between(f.start_key, f.end_key, (share - running) / weight)
             if (cuts and cut <= cuts[-1]) or cut <= b"\x00":
                 break
             cuts.append(cut)

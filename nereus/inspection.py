@@ -20,13 +20,11 @@ caller), from which the report works out the lag.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from nereus.records.vocabulary import TERMINAL_STATES, MessageState
 from nereus.state import keys
-from nereus.state.store import ShardStore
+from nereus.state.store import LiveFile, ShardStore
 from nereus.state.values import Activation, Lane, decode_int, decode_value
 from nereus.timespec import format_time_ms
 
@@ -153,16 +151,16 @@ _RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result",
                    keys.RETAIN_REJECT: "reject"}
 
 
-def family_bytes(files: list[dict[str, Any]], prefixes: frozenset[int]) -> int:
+def family_bytes(files: list[LiveFile], prefixes: frozenset[int]) -> int:
     """Estimated bytes of the key families ``prefixes`` from RocksDB's live files: a file
     within one family counts for it whole, one spanning several is shared evenly."""
     total = 0.0
     for f in files:
-        first, last = f["start_key"][:1], f["end_key"][:1]
+        first, last = f.start_key[:1], f.end_key[:1]
         if not first or not last:
             continue
         spanned = range(first[0], last[0] + 1)
-        total += f["size"] * sum(1 for p in spanned if p in prefixes) / len(spanned)
+        total += f.size * sum(1 for p in spanned if p in prefixes) / len(spanned)
     return round(total)
 
 

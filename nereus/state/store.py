@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nereus.errors import NotFound, StoreError, StoreInUse
 from nereus.state import keys
@@ -32,6 +32,17 @@ def identity_writes(identity: Identity) -> dict[bytes, bytes | None]:
         keys.META_IDENTITY: encode_value(identity),
         keys.META_SCHEMA: encode_value(keys.SCHEMA_VERSION),
     }
+
+
+class LiveFile(NamedTuple):
+    """One of RocksDB's live table files (its ``live_files`` entry)."""
+
+    name: str
+    size: int
+    level: int
+    start_key: bytes
+    end_key: bytes
+    num_entries: int
 
 
 BLOCK_BYTES = 16 * 1024  # see _options
@@ -317,10 +328,10 @@ class ShardStore:
         items: Iterator[tuple[bytes, bytes]] = self._db.items(from_key=start, read_opt=bulk)
         return items
 
-    def files(self) -> list[dict[str, Any]]:
-        """RocksDB's live SST files (name, size, level, start_key, end_key, num_entries)."""
-        files: list[dict[str, Any]] = self._db.live_files()
-        return files
+    def files(self) -> list[LiveFile]:
+        """RocksDB's live table files."""
+        return [LiveFile(f["name"], f["size"], f["level"], f["start_key"], f["end_key"],
+                         f["num_entries"]) for f in self._db.live_files()]
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.scan(prefix, keys.prefix_end(prefix))

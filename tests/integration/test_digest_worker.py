@@ -13,7 +13,7 @@ from nereus.records import encode
 from nereus.shard import ShardId
 from nereus.state.digest import leaf_of
 from nereus.state.keys import SCHEMA_VERSION
-from nereus.state.store import ShardStore
+from nereus.state.store import LiveFile, ShardStore
 from nereus.state.values import Identity
 from nereus.state.view import Overlay
 from tests.unit.builders import schedule
@@ -64,15 +64,15 @@ def test_a_child_that_cannot_open_the_database_raises_with_its_reason(tmp_path: 
         process_digest(tmp_path / "missing")
 
 
-def _files(count: int) -> list[dict[str, object]]:
+def _files(count: int) -> list[LiveFile]:
     """RocksDB's file list for ``count`` equal files of msg keys, ``00..`` to ``99..``
     split evenly, and one of local state."""
-    files: list[dict[str, object]] = [
-        {"start_key": bytes([2, n * 100 // count]) + b"abcdef",
-         "end_key": bytes([2, (n + 1) * 100 // count - 1]) + b"zzzzzz",
-         "num_entries": 100, "size": 1_000} for n in range(count)]
-    files.append({"start_key": b"\x81claim", "end_key": b"\x81zz", "num_entries": 10_000,
-                  "size": 10**9})
+    files = [LiveFile(name=f"{n}.sst", size=1_000, level=6,
+                      start_key=bytes([2, n * 100 // count]) + b"abcdef",
+                      end_key=bytes([2, (n + 1) * 100 // count - 1]) + b"zzzzzz",
+                      num_entries=100) for n in range(count)]
+    files.append(LiveFile(name="local.sst", size=10**9, level=6, start_key=b"\x81claim",
+                          end_key=b"\x81zz", num_entries=10_000))
     return files
 
 
