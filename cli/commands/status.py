@@ -7,7 +7,7 @@ kept by ``apply``, so this is a few point reads per shard, never a scan).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import typer
@@ -51,8 +51,7 @@ def status(ctx: typer.Context) -> None:
     """One-screen summary: engine, shards, messages by state, lanes, problems."""
     env: Env = ctx.obj
     document = _online(env) if env.engine_running() else _offline(env)
-    data = msgspec.to_builtins(document)
-    env.output.emit(data, lambda out: _human(out, data))
+    env.output.emit(msgspec.to_builtins(document), lambda out: _human(out, document))
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -130,21 +129,21 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n:,} {state}" for state, n in sorted(counts.items())) or "none"
 
 
-def _human(out: Console, data: dict[str, Any]) -> None:
+def _human(out: Console, data: StatusSummary) -> None:
     from rich.table import Table
 
-    mark = "[green]healthy[/green]" if data["healthy"] else "[red]needs attention[/red]"
-    engine = (f"engine running as {data['owner_id']} since {data['started_at']}"
-              if data["engine_running"] else "engine not running")
-    out.print(f"{data['home']}: {mark}; {engine}")
-    out.print(f"shards: {_counts(data['shards_by_state'])}")
-    out.print(f"messages: {_counts(data['messages_by_state'])}")
+    mark = "[green]healthy[/green]" if data.healthy else "[red]needs attention[/red]"
+    engine = (f"engine running as {data.owner_id} since {data.started_at}"
+              if data.engine_running else "engine not running")
+    out.print(f"{data.home}: {mark}; {engine}")
+    out.print(f"shards: {_counts(data.shards_by_state)}")
+    out.print(f"messages: {_counts(data.messages_by_state)}")
     lanes = Table("lane", "gate", "readiness", "due backlog", "messages")
-    for lane in data["lanes"]:
-        lanes.add_row(lane["lane"], lane["gate"] or "-", lane["readiness"] or "-",
-                      "-" if lane["due_backlog"] is None else f"{lane['due_backlog']:,}"
-                      + ("+" if lane.get("due_backlog_capped") else ""),
-                      _counts(lane["messages_by_state"]))
+    for lane in data.lanes:
+        lanes.add_row(lane.lane, lane.gate or "-", lane.readiness or "-",
+                      "-" if lane.due_backlog is None else f"{lane.due_backlog:,}"
+                      + ("+" if lane.due_backlog_capped else ""),
+                      _counts(lane.messages_by_state))
     out.print(lanes)
-    for problem in data["problems"]:
+    for problem in data.problems:
         out.print(f"[yellow]![/yellow] {problem}")
