@@ -115,8 +115,8 @@ def split_points(files: Sequence[LiveFile], parts: int, first: float = 1.0) -> l
     for f, weight in zip(replicated, weights, strict=True):
         while len(cuts) < parts - 1 and running + weight > (share := unit * (first + len(cuts))):
             cut = _between(f.start_key, f.end_key, (share - running) / weight)
-            if (cuts and cut <= cuts[-1]) or cut <= b"\x00":
-                break
+            if (cuts and cut <= cuts[-1]) or not b"\x00" < cut < bytes([keys.REPLICATED_LIMIT]):
+                break  # a file reaching into local state is cut on the replicated side only
             cuts.append(cut)
         running += weight
     return cuts

@@ -95,3 +95,7 @@ def test_a_share_that_ends_inside_a_file_is_cut_inside_it() -> None:
     # a first range of half a share: a third of the file, then two thirds
     assert split_points(_files(1), 2, first=0.5)[0] < cuts[0]
     assert split_points(_files(6), 2, first=0.5) == [b"\x02\x21ab"]
+    # a file that reaches from replicated keys into local state is never cut past 0x80
+    spanning = [LiveFile(name="a.sst", size=1_000, level=6, start_key=b"\x70a",
+                         end_key=b"\x90z", num_entries=100)]
+    assert split_points(spanning, 2) == []
