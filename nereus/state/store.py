@@ -93,8 +93,7 @@ def _options(memory: StoreMemory | None = None, *, lazy_indexes: bool = False,
     commands into each of two databases at once, random ids, the reads apply makes):
     flush and compaction CPU 18.8 -> 9.8 s per database, the fill 43.7 -> 37.0 s (8:
     38.1 s). ``bench/scale.py``, 10M pending, same machine: the last tenth applied at
-    0.66x the first's rate with 4, 0.95x with 16 (engine CPU per command 28 -> 48 us
-    against 29 -> 34 us).
+    0.66-0.70x the first's rate with 4 (two runs), 0.72-0.95x with 16 (four runs).
 
     ``mapped``: tables are read through ``mmap`` instead of ``pread``, which saves the
     kernel's copy of every block: a full scan of bench/verify.py's 1M-message shard took
