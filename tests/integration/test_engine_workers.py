@@ -52,7 +52,13 @@ def owners(status: dict[str, Any]) -> dict[str, str]:
 
 
 def all_active(home: Path) -> dict[str, Any] | None:
-    status = nereus_json(home, "engine", "status")
+    """The status once the engine is healthy with every shard ACTIVE, else None. An
+    unhealthy engine answers with exit 1 and its status (a shard between owners while the
+    workers rebalance, say): that is "not yet", not a failure."""
+    result = run_nereus("--json", "engine", "status", home=home, timeout=90)
+    assert result.code in (0, 1), f"nereus engine status: {result.stderr}"
+    status: dict[str, Any] = result.json()
+    assert (result.code == 0) == status["healthy"], status
     healthy = status["healthy"] and all(s["state"] == "ACTIVE" for s in status["shards"])
     return status if healthy else None
 
