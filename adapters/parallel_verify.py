@@ -116,7 +116,7 @@ def split_points(files: Sequence[LiveFile], parts: int, first: float = 1.0) -> l
         while len(cuts) < parts - 1 and running + weight > (share := unit * (first + len(cuts))):
             cut = _between(f.start_key, f.end_key, (share - running) / weight)
             if (cuts and cut <= cuts[-1]) or not b"\x00" < cut < bytes([keys.REPLICATED_LIMIT]):
-                break  # a file reaching into local state is cut on the replicated side only
+                break  # not past the last cut, and never outside the replicated keys
             cuts.append(cut)
         running += weight
     return cuts
