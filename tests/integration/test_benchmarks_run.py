@@ -39,6 +39,17 @@ def test_apply_bench_reports_every_round_and_the_median(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_lsm_backlog_bench_fills_two_databases_per_trigger() -> None:
+    """bench/lsm_backlog.py fills two databases at once for the baseline trigger (4) and
+    each one asked for, and reports each fill's time and first and last tenth."""
+    report = _bench("lsm_backlog.py", "--commands", "20000", "--triggers", "16")
+    assert set(report) == {"4", "16"}
+    for fills in report.values():
+        assert len(fills) == 2
+        for fill in fills:
+            assert fill["wall_s"] >= fill["first_tenth_s"] > 0 and fill["last_tenth_s"] > 0
+
+
 def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     """bench/verify.py builds its shard, checkpoints it and times inspect and verify."""
     report = _bench("verify.py", "--messages", "2000", "--batch", "500", "--repeat", "1",
