@@ -6,9 +6,10 @@ The home is found from ``--home``, then ``NEREUS_HOME``, then ``./.nereus``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from nereus.cli.output import Output, output_format
 from nereus.errors import NotFound
@@ -33,15 +34,17 @@ def resolve_home(option: str | None) -> Path:
     return Path.cwd() / ".nereus"
 
 
-@dataclass
-class Env:
+class Env(msgspec.Struct):
+    """The root options as a command sees them, with what it opened (a Struct rather than a
+    dataclass: it is defined on every command line, the lean ones too)."""
+
     home: Path
     output: Output
     home_explicit: bool = False
     _config: Config | None = None
-    _logs: dict[ShardId, FileShardLog] = field(default_factory=dict)
-    _other_logs: dict[ShardId, ShardLog] = field(default_factory=dict)
-    _checked: set[ShardId] = field(default_factory=set)
+    _logs: dict[ShardId, FileShardLog] = msgspec.field(default_factory=dict)
+    _other_logs: dict[ShardId, ShardLog] = msgspec.field(default_factory=dict)
+    _checked: set[ShardId] = msgspec.field(default_factory=set)
 
     @classmethod
     def from_options(cls, home: str | None, *, json_output: bool, output: str | None) -> Env:

@@ -69,18 +69,21 @@ def error_output(argv: list[str]) -> Output:
     return Output(json_mode=chosen != "table", document_format=chosen)
 
 
-def prepare_process() -> None:
+def prepare_process(*, library_logs: bool = True) -> None:
     """Before any command runs: files born private (``docs/safety.md`` §1), and library log
     lines (librdkafka's through confluent-kafka, boto3, urllib3) kept out of the output: a
     handler on the root logger keeps Python's last-resort handler from printing them to
     stderr. The command says what went wrong itself; the engine, in the foreground or as
-    the daemon, puts its own handlers on the root logger."""
-    import logging
-
+    the daemon, puts its own handlers on the root logger. ``library_logs=False``: a line
+    that loads no library logging through Python (the lean ``shard inspect``: rocksdict
+    logs to RocksDB's own LOG file) skips importing ``logging``, a twentieth of its run."""
     from nereus.adapters.private_files import enter_private_mode
 
     enter_private_mode()
-    logging.getLogger().addHandler(logging.NullHandler())
+    if library_logs:
+        import logging
+
+        logging.getLogger().addHandler(logging.NullHandler())
 
 
 def exit_with_error(exc: NereusError, args: list[str]) -> NoReturn:

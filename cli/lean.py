@@ -22,8 +22,6 @@ flushed and its files closed: the interpreter's teardown was a fifth of the run.
 Typer, nor Rich for ``--json`` (a test checks what loads).
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Final, NamedTuple, NoReturn
 
@@ -33,7 +31,9 @@ _VALUED_LONG: Final = frozenset({"--home", "--output", "--db"})  # --name=value 
 
 class InspectLine(NamedTuple):
     """``nereus shard inspect`` as read from a command line: the root options and its own
-    (a NamedTuple: a fifth of a dataclass's cost to define, and this runs at every start)."""
+    (a NamedTuple: a fifth of a dataclass's cost to define, and this runs at every start;
+    the module has no ``from __future__ import annotations``, which would have typing
+    compile each field's annotation from its string, a millisecond of every start)."""
 
     shard: str
     db: str | None
@@ -95,7 +95,7 @@ def _inspect(line: InspectLine, argv: list[str]) -> NoReturn:
     from nereus.cli.shard_offline import inspect_shard
     from nereus.errors import NereusError
 
-    prepare_process()
+    prepare_process(library_logs=False)  # this line loads no library that logs
     args = hoist_global_options(argv)
     try:
         home = line.home if line.home is not None else os.environ.get("NEREUS_HOME") or None

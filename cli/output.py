@@ -8,7 +8,6 @@ sees them.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -180,6 +179,8 @@ class Output:
                 sys.stdout.flush()
                 return
         if self.json_mode:
+            import json  # here: a table on a pipe never needs it
+
             text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
             if self.document_format == "yaml":
                 import yaml

@@ -15,16 +15,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from nereus.shard import ShardId
 
 CONFIG_FILE = "nereus.toml"
 
 
-@dataclass(frozen=True, slots=True)
-class HomeLayout:
+class HomeLayout(msgspec.Struct, frozen=True):
     root: Path
 
     @property

@@ -10,16 +10,17 @@ so one key's messages share one shard and its order holds across the whole route
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from nereus.errors import UsageError
 
 _ROUTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class ShardId:
-    """The name of one Delay Shard."""
+class ShardId(msgspec.Struct, frozen=True, order=True):
+    """The name of one Delay Shard (a Struct: defined in a fiftieth of a dataclass's time,
+    and every command line defines it)."""
 
     route: str
     partition: int

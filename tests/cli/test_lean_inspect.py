@@ -114,12 +114,15 @@ def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
         home: Path, output: list[str], env: dict[str, str]) -> None:
     """The installed script answers ``shard inspect`` from nereus.cli.lean: neither Typer,
     nereus.cli.main nor any command module is imported; Rich neither, but for a table to
-    fit a width (COLUMNS; a terminal) rather than through a plain pipe."""
+    fit a width (COLUMNS; a terminal) rather than through a plain pipe. Nor ``logging``:
+    the lean path leaves the root logger without the full app's NullHandler
+    (``prepare_process(library_logs=False)``), right only while nothing it loads logs."""
     code, modules = _imports(["shard", "inspect", SHARD, "--home", str(home), *output], env)
     assert code == 0
     assert "nereus.cli.lean" in modules and "nereus.cli.shard_offline" in modules
     tops = {m.split(".")[0] for m in modules}
     assert "typer" not in tops
+    assert "logging" not in tops
     assert "nereus.cli.main" not in modules
     assert not any(m.startswith("nereus.cli.commands") for m in modules)
     assert ("rich" in tops) == ("COLUMNS" in env)
