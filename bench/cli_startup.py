@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from installed_cli import cli_environ
+
 HEAVY = ("textual", "boto3", "confluent_kafka", "pulsar", "rocksdict")
 
 # `nereus --help` exactly as the console script runs it, for -X importtime.
@@ -54,7 +56,8 @@ def nereus_script() -> str:
 def timed(argv: list[str]) -> float:
     """Wall seconds of one run, output discarded; a failing run aborts the benchmark."""
     started = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                   env=cli_environ())
     return time.perf_counter() - started
 
 

@@ -6,7 +6,6 @@ timed as an operator meets it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inprocess_engine import ShardLogs
+from installed_cli import cli_environ
 from nereus.adapters.admin_client import AdminClient
 from nereus.adapters.engine_process import start_engine, stop_engine
 from nereus.adapters.home_lock import socket_path
@@ -107,8 +107,7 @@ def open_logs(home: Path) -> ShardLogs:
 
 def nereus(home: Path, *args: str, timeout: float = 900) -> tuple[float, str]:
     """Run the installed ``nereus`` on ``home``; (wall seconds, stdout). Exits on failure."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
-    environ["NO_COLOR"] = "1"
+    environ = cli_environ()
     started = time.monotonic()
     done = subprocess.run([NEREUS, "--home", str(home), *args], capture_output=True, text=True,
                           env=environ, timeout=timeout, check=False)

@@ -16,10 +16,13 @@ What it does, in one run:
    version, and reused by later runs (``--rebuild`` builds it again). The build time is
    reported, measured when it was built.
 2. **inspect**: the wall time of ``nereus shard inspect default/0 --db DB`` as an operator
-   runs it (a fresh process: interpreter start, imports, open, report, Rich table), the
-   median of R runs, beside ``nereus --help`` (target: inspect < 2x --help, in the same
-   run) and ``inspect_store`` alone in this process (open read-only + report) so start-up
-   cost and the report itself are apart; the report's disk figures are printed.
+   runs it (a fresh process: interpreter start, imports, open, report, Rich table at a
+   terminal's 160 columns), the median of R runs, beside ``nereus --help`` (target:
+   inspect < 2x --help, in the same run); the same line through a pipe with no width to
+   fit (no Rich: the plain renderer), and ``inspect_store`` alone in this process (open
+   read-only + report) so start-up cost and the report itself are apart; the report's
+   disk figures are printed. Each command runs from its bytecode, as an installed one
+   does (``installed_cli``).
 3. **verify**: a checkpoint of that database (``nereus.adapters.checkpoint_take.take_local``,
    timed and reported: it hashes the files and computes the digest too) in a scratch
    directory beside the cache (hard links). With the files warm in the page cache, each
@@ -102,6 +105,8 @@ def _print_shard_and_inspect(r: VerifyReport) -> None:
     print(f"  shard inspect    {i.wall_s * 1e3:8.0f} ms wall (median of {len(i.samples_s)}), "
           f"`nereus --help` {i.nereus_help_s * 1e3:.0f} ms: ratio {i.ratio_to_help:.2f}"
           f"   [target < {TARGET_INSPECT_HELP_RATIO}x --help: {_mark(i.met)}]")
+    print(f"                   through a pipe (no width to fit, printed without Rich): "
+          f"{i.piped_wall_s * 1e3:.0f} ms, ratio {i.piped_ratio_to_help:.2f}")
     print(f"                   of which inspect_store in-process {i.in_process_s * 1e3:.0f} ms")
     counts = ", ".join(f"{k} {n:,}" for k, n in i.messages_by_state.items() if n)
     print(f"                   reports {counts}; ~{i.estimated_keys:,} keys")

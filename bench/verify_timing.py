@@ -8,7 +8,6 @@ checkpoint, scanning the replicated range, hashing it into the digest), each tim
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import msgspec
 
 from generated_schedules import IDENTITY, SHARD
+from installed_cli import cli_environ
 from nereus.adapters.checkpoint_take import take_local
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import file_hash, file_sha256, verify_directory
@@ -54,6 +54,9 @@ class InspectFigures(msgspec.Struct, frozen=True):
     in_process_s: float
     nereus_help_s: float
     ratio_to_help: float
+    # the same line through a pipe with no width to fit (COLUMNS unset): printed without Rich
+    piped_wall_s: float
+    piped_ratio_to_help: float
     messages_by_state: dict[str, int]
     estimated_keys: int | None
     disk: dict[str, object]
@@ -64,23 +67,30 @@ def measure_inspect(db: Path, repeat: int, scratch: Path) -> InspectFigures:
     home = scratch / "home"  # an empty home: no config, so no log lag is looked up
     home.mkdir()
     argv = [str(NEREUS), "--home", str(home), "shard", "inspect", "default/0", "--db", str(db)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
-    env.update(NO_COLOR="1", COLUMNS="160")
+    piped_env = cli_environ()
+    piped_env.pop("COLUMNS", None)
+    env = {**piped_env, "COLUMNS": "160"}  # a terminal's width: the table drawn by Rich
 
     def run_cli() -> None:
         subprocess.run(argv, check=True, capture_output=True, env=env)
 
+    def run_piped() -> None:
+        subprocess.run(argv, check=True, capture_output=True, env=piped_env)
+
     def run_help() -> None:
         subprocess.run([str(NEREUS), "--help"], check=True, capture_output=True, env=env)
 
-    run_cli()  # warm: page cache, .pyc files
+    run_cli()  # warm: page cache, .pyc files (cli_environ lets Python write them)
+    run_piped()
     run_help()
-    # alternated, so both see the same load on a shared machine (at least 5 of each)
-    samples, help_samples = [], []
+    # alternated, so all see the same load on a shared machine (at least 5 of each)
+    samples, piped_samples, help_samples = [], [], []
     for _ in range(max(repeat, 5)):
         samples.append(median_time(run_cli, 1)[0])
+        piped_samples.append(median_time(run_piped, 1)[0])
         help_samples.append(median_time(run_help, 1)[0])
     wall, help_wall = statistics.median(samples), statistics.median(help_samples)
+    piped_wall = statistics.median(piped_samples)
     report_json = json.loads(subprocess.run(
         [argv[0], "--json", *argv[1:]], check=True, capture_output=True, env=env).stdout)
 
@@ -91,7 +101,8 @@ def measure_inspect(db: Path, repeat: int, scratch: Path) -> InspectFigures:
     inproc, _ = median_time(in_process, repeat)
     return InspectFigures(command=" ".join(argv), wall_s=wall, samples_s=samples,
                           in_process_s=inproc, nereus_help_s=help_wall,
-                          ratio_to_help=wall / help_wall,
+                          ratio_to_help=wall / help_wall, piped_wall_s=piped_wall,
+                          piped_ratio_to_help=piped_wall / help_wall,
                           messages_by_state=report_json["messages_by_state"],
                           estimated_keys=report_json["db"]["estimated_keys"],
                           disk=report_json["disk"],

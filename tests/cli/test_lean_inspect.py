@@ -128,6 +128,41 @@ def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
     assert ("rich" in tops) == ("COLUMNS" in env)
 
 
+def test_inspect_of_a_database_loads_neither_typing_extensions_nor_inspect(
+        home: Path, tmp_path: Path) -> None:
+    """``shard inspect --db`` in a home with no configuration (what ``bench/verify.py``
+    times) imports msgspec without ``typing_extensions``, so none of ``inspect``, ``ast``
+    and ``dataclasses`` is loaded: a tenth of the run."""
+    empty = tmp_path / "empty"
+    code, modules = _imports(["shard", "inspect", SHARD, "--home", str(empty),
+                              "--db", str(home / "state" / "default" / "0")])
+    assert code == 0
+    assert "msgspec" in modules
+    # (typing_extensions is listed too: -X importtime names the import msgspec tried)
+    assert not {"inspect", "ast", "dataclasses"} & modules
+
+
+def test_msgspec_imported_alone_leaves_typing_extensions_importable() -> None:
+    """``import_msgspec_alone`` hides ``typing_extensions`` from msgspec's import only:
+    afterwards the package imports as usual, and msgspec still decodes the Structs of the
+    state with ``typing``'s own annotation forms."""
+    program = (
+        "import sys\n"
+        "from nereus.cli.lean import import_msgspec_alone\n"
+        "import_msgspec_alone()\n"
+        "assert 'typing_extensions' not in sys.modules and 'msgspec' in sys.modules\n"
+        "import typing_extensions\n"
+        "from nereus.state.values import Identity, decode_value, encode_value\n"
+        "identity = Identity(route='r', partition=2, schema_version=1)\n"
+        "assert decode_value(encode_value(identity), Identity) == identity\n"
+        "print(typing_extensions.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "typing_extensions"
+
+
 def test_a_line_the_lean_path_does_not_read_goes_to_the_full_app(home: Path) -> None:
     """``shard inspect --help`` is not the lean path's: the script builds the Typer app."""
     code, modules = _imports(["shard", "inspect", "--help"])

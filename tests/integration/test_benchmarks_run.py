@@ -57,7 +57,7 @@ def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     assert report["messages"] == 2000
     assert report["verify"]["replicated_pairs"] >= 3 * 2000  # message, timeline, result each
     assert report["verify"]["verify"]["seconds"] > 0
-    assert report["inspect"]["wall_s"] > 0
+    assert report["inspect"]["wall_s"] > 0 and report["inspect"]["piped_wall_s"] > 0
     assert {"inspect", "verify", "targets"} <= set(report)
 
 
