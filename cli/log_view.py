@@ -16,7 +16,11 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, TypeAlias
+
+LogLine: TypeAlias = dict[str, object]
+"""One line of the log: the JSON object the engine wrote, of whatever fields it wrote, each
+read by name and checked where it is used (``parse_line`` makes one of anything else)."""
 
 LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 _RANK: Final = {name: n for n, name in enumerate(LEVELS)}
@@ -29,7 +33,7 @@ def log_files(log_dir: Path) -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
-def parse_line(raw: str) -> dict[str, Any]:
+def parse_line(raw: str) -> LogLine:
     """One log line as its JSON object; anything else kept as text."""
     try:
         value = json.loads(raw)
@@ -50,7 +54,7 @@ class LogFilter:
     since: str | None = None  # an ISO-8601 UTC timestamp, as the log writes them
     linked: set[str] = field(default_factory=set)  # attempt and claim ids of ``message``
 
-    def keeps(self, line: dict[str, Any]) -> bool:
+    def keeps(self, line: LogLine) -> bool:
         if self.level is not None and \
                 _RANK.get(str(line.get("level")), len(LEVELS)) < _RANK[self.level]:
             return False
@@ -62,16 +66,16 @@ class LogFilter:
             return self._tells_the_message(line)
         return True
 
-    def _tells_the_message(self, line: dict[str, Any]) -> bool:
+    def _tells_the_message(self, line: LogLine) -> bool:
         if line.get("delay_message_id") == self.message:
             self.linked.update(str(line[name]) for name in _LINKED if line.get(name))
             return True
         return any(str(line.get(name)) in self.linked for name in _LINKED if line.get(name))
 
 
-def read_lines(files: Iterable[Path]) -> list[dict[str, Any]]:
+def read_lines(files: Iterable[Path]) -> list[LogLine]:
     """Every line of ``files``, merged in timestamp order (stable within a file)."""
-    lines: list[dict[str, Any]] = []
+    lines: list[LogLine] = []
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as handle:
             lines.extend(parse_line(raw) for raw in handle if raw.strip())
@@ -91,7 +95,7 @@ class Follower:
             stat = path.stat()
             self._at[path] = (stat.st_ino, stat.st_size)
 
-    def poll(self) -> Iterator[dict[str, Any]]:
+    def poll(self) -> Iterator[LogLine]:
         """Lines appended since the last poll (whole lines only)."""
         for path in log_files(self._dir):
             try:
@@ -129,7 +133,7 @@ def since_timestamp(text: str, now_ms: int) -> str:
     return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def render_fields(line: dict[str, Any]) -> str:
+def render_fields(line: LogLine) -> str:
     """The fields of a line other than timestamp, level, event and shard, as k=v."""
     skip = {"timestamp", "level", "event", "shard"}
     return " ".join(f"{key}={_short(value)}" for key, value in line.items() if key not in skip)

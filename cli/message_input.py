@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from nereus.cli.context import Env
 
@@ -194,6 +194,13 @@ def batch_line(env: Env, number: int, line: str, route: str) -> Prepared:
 MAX_BAD_LINES = 20  # a batch with bad lines names this many of them, then counts the rest
 
 
+class BadLine(TypedDict):
+    """A refused line of a ``--batch`` file, as the error document's ``bad_lines`` lists it."""
+
+    line: int
+    error: str
+
+
 def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepared]]:
     """Every line of the file prepared, or a usage error naming every bad line (up to
     ``MAX_BAD_LINES``): nothing is queued from a file with a bad line."""
@@ -208,7 +215,7 @@ def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepar
         raise UsageError(f"--batch {path}: not UTF-8 at byte {exc.start}") from None
     numbers: list[int] = []
     prepared: list[Prepared] = []
-    bad: list[dict[str, Any]] = []
+    bad: list[BadLine] = []
     bad_count = 0
     with env.output.progress(f"checking {path.name}", len(lines)) as advance:
         for number, line in enumerate(lines, start=1):
@@ -222,7 +229,7 @@ def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepar
             except NereusError as exc:
                 bad_count += 1
                 if len(bad) < MAX_BAD_LINES:
-                    bad.append({"line": number, "error": exc.message})
+                    bad.append(BadLine(line=number, error=exc.message))
     if bad:
         more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
         listed = "; ".join(item["error"] for item in bad[:5]) + (" ..." if len(bad) > 5 else "")

@@ -19,7 +19,6 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from nereus.config import LaneSettings
 from nereus.errors import NotFound, UsageError
@@ -90,7 +89,7 @@ def _kafka(where: str, lane: LaneSettings, topic: str, partition: int, offset: i
             if msg is None or msg.error() is not None or msg.offset() != offset:
                 continue
             raw = msg.headers() or []
-            headers: dict[str, Any] = dict(raw.items() if isinstance(raw, dict) else raw)
+            headers: dict[str, object] = dict(raw.items() if isinstance(raw, dict) else raw)
             return Fetched(where, _text(headers.get(ATTEMPT_ID_HEADER)),
                            _text(headers.get(EVIDENCE_MAC_HEADER)))
         raise NotFound(f"{where}: the record could not be read within {FETCH_TIMEOUT_S:g}s")

@@ -7,12 +7,13 @@ without the engine: a stopped engine's logs are what an operator reads at 3 a.m.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
 
 from nereus.cli.context import Env
+from nereus.cli.log_view import LogLine  # at run time: the document's schema names it
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,7 +30,7 @@ class EngineLogLines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     object the engine wrote, unchanged (with ``--follow``, one such object per line)."""
 
     files: list[str]
-    lines: list[dict[str, Any]]
+    lines: list[LogLine]
 
 
 def logs(
@@ -83,11 +84,11 @@ def logs(
 
 
 def _follow(env: Env, follower: Follower, wanted: LogFilter,
-            first: list[dict[str, Any]]) -> None:
+            first: list[LogLine]) -> None:
     import json
     import sys
 
-    def show(lines: list[dict[str, Any]]) -> None:
+    def show(lines: list[LogLine]) -> None:
         if env.output.json_mode:
             for line in lines:
                 sys.stdout.write(json.dumps(line, default=str) + "\n")
@@ -106,7 +107,7 @@ def _follow(env: Env, follower: Follower, wanted: LogFilter,
         return
 
 
-def _print_lines(out: Console, lines: list[dict[str, Any]]) -> None:
+def _print_lines(out: Console, lines: list[LogLine]) -> None:
     """One line per record: time, level, shard, event, then the other fields (values made
     terminal-safe by the caller)."""
     from nereus.cli.log_view import render_fields

@@ -81,11 +81,13 @@ class DrillDownScreen(LiveScreen):
         self.run_worker(self._load_messages, thread=True, group="messages", exclusive=True)
 
     def _load_messages(self) -> None:
-        query: dict[str, Any] = dict(self.message_query)
+        query = self.message_query
         documents: Sequence[Mapping[str, Any]] = ()
         error = None
         try:
-            documents = self.host.source.messages(limit=MESSAGE_LIMIT, **query)
+            documents = self.host.source.messages(lane=query.get("lane"),
+                                                  shard=query.get("shard"),
+                                                  limit=MESSAGE_LIMIT)
         except NereusError as exc:
             error = exc.message
         self.post_message(MessagesLoaded(documents, error))
