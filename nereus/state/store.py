@@ -111,9 +111,10 @@ def _options(memory: StoreMemory | None = None, *, lazy_indexes: bool = False,
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
     table.set_block_size(BLOCK_BYTES)
+    options = Options(raw_mode=True)
     if lazy_indexes:
         table.set_cache_index_and_filter_blocks(True)
-    options = Options(raw_mode=True)
+        options.set_max_file_opening_threads(1)
     if memory is not None:
         table.set_block_cache(memory.cache)
         options.set_write_buffer_manager(memory.write_buffers)
@@ -126,8 +127,6 @@ def _options(memory: StoreMemory | None = None, *, lazy_indexes: bool = False,
     options.set_memtable_whole_key_filtering(True)
     options.set_compression_type(DBCompressionType.lz4())
     options.set_bottommost_compression_type(DBCompressionType.lz4())
-    if lazy_indexes:
-        options.set_max_file_opening_threads(1)
     if mapped:
         options.set_allow_mmap_reads(True)
     return options

@@ -128,7 +128,7 @@ def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
     assert ("rich" in tops) == ("COLUMNS" in env)
 
 
-def test_inspect_of_a_database_loads_neither_typing_extensions_nor_inspect(
+def test_inspect_of_a_database_loads_neither_inspect_nor_dataclasses(
         home: Path, tmp_path: Path) -> None:
     """``shard inspect --db`` in a home with no configuration (what ``bench/verify.py``
     times) imports msgspec without ``typing_extensions``, so none of ``inspect``, ``ast``
