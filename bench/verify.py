@@ -16,10 +16,10 @@ What it does, in one run:
    version, and reused by later runs (``--rebuild`` builds it again). The build time is
    reported, measured when it was built.
 2. **inspect**: the wall time of ``nereus shard inspect default/0 --db DB`` as an operator
-   runs it (a fresh process: interpreter start, imports, open, report, Rich table at a
-   terminal's 160 columns), the median of R runs, beside ``nereus --help`` (target:
-   inspect < 2x --help, in the same run); the same line through a pipe with no width to
-   fit (no Rich: the plain renderer), and ``inspect_store`` alone in this process (open
+   runs it (a fresh process on a pseudo-terminal 160 columns wide: interpreter start,
+   imports, open, report, the tables drawn with bold headers), the median of R runs,
+   beside ``nereus --help`` (target: inspect < 2x --help, in the same run); the same line
+   through a pipe, and ``inspect_store`` alone in this process (open
    read-only + report) so start-up cost and the report itself are apart; the report's
    disk figures are printed. Each command runs from its bytecode, as an installed one
    does (``installed_cli``).
@@ -102,10 +102,11 @@ def _print_shard_and_inspect(r: VerifyReport) -> None:
           f"{', reused from the cache' if b.reused else ''})")
     print(f"                   {r.db}")
     print()
-    print(f"  shard inspect    {i.wall_s * 1e3:8.0f} ms wall (median of {len(i.samples_s)}), "
-          f"`nereus --help` {i.nereus_help_s * 1e3:.0f} ms: ratio {i.ratio_to_help:.2f}"
+    print(f"  shard inspect    {i.wall_s * 1e3:8.0f} ms on a terminal "
+          f"(median of {len(i.samples_s)}), `nereus --help` {i.nereus_help_s * 1e3:.0f} ms: "
+          f"ratio {i.ratio_to_help:.2f}"
           f"   [target < {TARGET_INSPECT_HELP_RATIO}x --help: {_mark(i.met)}]")
-    print(f"                   through a pipe (no width to fit, printed without Rich): "
+    print(f"                   through a pipe: "
           f"{i.piped_wall_s * 1e3:.0f} ms, ratio {i.piped_ratio_to_help:.2f}")
     print(f"                   of which inspect_store in-process {i.in_process_s * 1e3:.0f} ms")
     counts = ", ".join(f"{k} {n:,}" for k, n in i.messages_by_state.items() if n)

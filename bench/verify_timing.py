@@ -19,15 +19,19 @@ from pathlib import Path
 
 import msgspec
 
-from generated_schedules import IDENTITY, SHARD
-from installed_cli import cli_environ
-from nereus.adapters.checkpoint_take import take_local
-from nereus.checkpoint.manifest import Manifest
-from nereus.checkpoint.verify import file_hash, file_sha256, verify_directory
-from nereus.inspection import inspect_store
-from nereus.state.digest import digest_sorted
-from nereus.state.store import ShardStore
-from verify_shard import BASE_MS
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests' terminal, to run the CLI on one
+
+from generated_schedules import IDENTITY, SHARD  # noqa: E402
+from installed_cli import cli_environ  # noqa: E402
+from nereus.adapters.checkpoint_take import take_local  # noqa: E402
+from nereus.checkpoint.manifest import Manifest  # noqa: E402
+from nereus.checkpoint.verify import file_hash, file_sha256, verify_directory  # noqa: E402
+from nereus.inspection import inspect_store  # noqa: E402
+from nereus.state.digest import digest_sorted  # noqa: E402
+from nereus.state.store import ShardStore  # noqa: E402
+from tests.terminal import on_terminal  # noqa: E402
+from verify_shard import BASE_MS  # noqa: E402
 
 TARGET_VERIFY_RATIO = 2.0  # whole verify MB/s over sha256sum's, in the same run
 TARGET_INSPECT_HELP_RATIO = 2.0  # shard inspect wall time over `nereus --help`'s
@@ -53,8 +57,8 @@ class InspectFigures(msgspec.Struct, frozen=True):
     samples_s: list[float]
     in_process_s: float
     nereus_help_s: float
-    ratio_to_help: float
-    # the same line through a pipe with no width to fit (COLUMNS unset): printed without Rich
+    ratio_to_help: float  # on a terminal 160 columns wide (a pseudo-terminal)
+    # the same line through a pipe (COLUMNS unset)
     piped_wall_s: float
     piped_ratio_to_help: float
     messages_by_state: dict[str, int]
@@ -69,10 +73,12 @@ def measure_inspect(db: Path, repeat: int, scratch: Path) -> InspectFigures:
     argv = [str(NEREUS), "--home", str(home), "shard", "inspect", "default/0", "--db", str(db)]
     piped_env = cli_environ()
     piped_env.pop("COLUMNS", None)
-    env = {**piped_env, "COLUMNS": "160"}  # a terminal's width: the table drawn by Rich
+    env = {**piped_env, "TERM": "xterm-256color"}
 
-    def run_cli() -> None:
-        subprocess.run(argv, check=True, capture_output=True, env=env)
+    def run_cli() -> None:  # as an operator sees it: on a terminal, bold headers
+        code, _, err = on_terminal(argv, env, columns=160)
+        if code != 0:
+            raise RuntimeError(f"{' '.join(argv)} on a terminal: exit {code}: {err}")
 
     def run_piped() -> None:
         subprocess.run(argv, check=True, capture_output=True, env=piped_env)

@@ -87,24 +87,64 @@ def _piped_width() -> int | None:
     return PIPED_WIDTH
 
 
-# what makes Rich see a terminal, or a width, where there is none (rich.console.Console)
-_RICH_ENVIRON: Final = ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
-                        "JUPYTER_COLUMNS")
+class TextForm:
+    """How the ``Output`` console prints on stdout where it prints nothing a plain renderer
+    cannot write itself: ``styled`` (a terminal: bold and italic as SGR sequences, as Rich
+    writes them whatever its colour system, ``NO_COLOR`` too) and the ``width`` its tables
+    are fitted to (``text_form``)."""
+
+    __slots__ = ("styled", "width")
+
+    def __init__(self, *, styled: bool, width: int) -> None:
+        self.styled = styled
+        self.width = width
+
+    def __repr__(self) -> str:
+        return f"TextForm(styled={self.styled}, width={self.width})"
 
 
-def rich_prints_plain() -> bool:
-    """True when the ``Output`` console prints plain text on stdout: not a terminal (so no
-    colour or style), no width to fit but ``PIPED_WIDTH``, an encoding it draws boxes in."""
+def text_form() -> TextForm | None:
+    """The ``TextForm`` Rich's ``Console`` takes on stdout here (``Output.out``), found as
+    it finds it (``TTY_COMPATIBLE``, ``FORCE_COLOR``, then the stream; its width from
+    ``COLUMNS``, else the first of stdin, stdout, stderr with a terminal size, else 80),
+    or None where that is not certain: a dumb terminal, Windows, an encoding it would not
+    draw boxes in, stdout closed."""
     import os
 
+    environ = os.environ
+    if sys.platform == "win32" or environ.get("TERM", "").lower() in ("dumb", "unknown"):
+        return None
+    if not (getattr(sys.stdout, "encoding", None) or "").lower().startswith("utf"):
+        return None
     try:
-        if sys.stdout.isatty():
-            return False
+        isatty = sys.stdout.isatty()
     except ValueError:  # closed
-        return False
-    if any(name in os.environ for name in _RICH_ENVIRON):
-        return False
-    return (getattr(sys.stdout, "encoding", None) or "").lower().startswith("utf")
+        return None
+    compatible = environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        styled = compatible == "1"
+    elif "FORCE_COLOR" in environ:
+        styled = environ["FORCE_COLOR"] != ""
+    else:
+        styled = isatty
+    width = _piped_width()
+    if width is None:
+        columns = environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() else _terminal_width()
+    return TextForm(styled=styled, width=width)
+
+
+def _terminal_width() -> int:
+    """The width of the first of stdin, stdout and stderr that is a terminal, else 80 (as
+    Rich reads it: a terminal of width 0 is 80 too)."""
+    import os
+
+    for descriptor in (0, 1, 2):
+        try:
+            return os.get_terminal_size(descriptor).columns or 80
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 80
 
 
 def controls_escaped(data: Any) -> Any:
@@ -161,19 +201,19 @@ class Output:
 
     def emit(self, data: Mapping[str, object] | Sequence[object],
              human: Callable[[Console], None],
-             plain: Callable[[Any], str | None] | None = None) -> None:
+             plain: Callable[[Any, TextForm], str | None] | None = None) -> None:
         """One JSON document with ``--json``, unchanged; otherwise ``human`` draws for
         people, after every string in ``data`` is made terminal-safe in place
         (``terminal_safe``): renderers print the document's values inside Rich markup, so
         this is the one place that keeps escape sequences and markup in data inert.
 
-        ``plain``, given a copy of ``data`` with control characters escaped, returns the
-        very characters ``human`` would print, or None when it cannot be sure; it is asked
-        only where Rich prints plain text (``rich_prints_plain``), and spares importing
-        Rich (a third of ``nereus shard inspect``'s run)."""
-        if not self.json_mode and plain is not None and self._out is None and \
-                rich_prints_plain():
-            text = plain(controls_escaped(data))
+        ``plain``, given a copy of ``data`` with control characters escaped and the form
+        Rich would print in (``text_form``), returns the very characters ``human`` would
+        print, or None when it cannot be sure; it spares importing Rich (a third of
+        ``nereus shard inspect``'s run)."""
+        if not self.json_mode and plain is not None and self._out is None:
+            form = text_form()
+            text = None if form is None else plain(controls_escaped(data), form)
             if text is not None:
                 sys.stdout.write(text)
                 sys.stdout.flush()

@@ -4,8 +4,9 @@ ends, and ``nereus shard inspect`` itself (``inspect_shard``).
 The Typer command (``nereus.cli.commands.shard.inspection``) and the console script's lean
 path (``nereus.cli.lean``) both call ``inspect_shard``: one implementation of what the
 command reads and prints, whichever way the line came in. Nothing here imports Typer, and
-Rich only to draw the report where it does more than print plain text (a terminal, a width
-to fit): through a pipe ``_plain`` draws the same characters (``Output.emit``'s ``plain``).
+Rich only to draw the report where it does more than ``_plain`` can: a table to fit in a
+narrower width, text Rich would read as markup. Elsewhere, through a pipe or on a terminal
+(bold and italic), ``_plain`` writes the same characters (``Output.emit``'s ``plain``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from nereus.cli.output import PIPED_WIDTH, shown
+from nereus.cli.output import shown
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.cli.context import Env
+    from nereus.cli.output import TextForm
     from nereus.inspection import DiskReport, ShardReport
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
@@ -72,7 +74,8 @@ def inspect_shard(env: Env, shard_name: str, db: Path | None) -> None:
         report = inspect_store(store, log_end_position=log_end(env, shard))
     # the plain renderer reads the copy Output.emit escaped, back in its Struct
     env.output.emit(msgspec.to_builtins(report), lambda out: _draw(out, _view(shown(report))),
-                    plain=lambda escaped: _plain(_view(msgspec.convert(escaped, ShardReport))))
+                    plain=lambda escaped, form: _plain(
+                        _view(msgspec.convert(escaped, ShardReport)), form))
 
 
 class _Line(msgspec.Struct, frozen=True):
@@ -130,28 +133,38 @@ def _draw(out: Console, view: list[_Line | _Grid]) -> None:
         out.print(table)
 
 
-def _plain(view: list[_Line | _Grid]) -> str | None:
-    """``view`` as the characters Rich prints for it through a pipe (``Output.emit``'s
-    ``plain``: no colour, nothing fitted to a width), or None where that is not certain: a
-    string Rich would read as markup or an emoji code, anything but printable ASCII, a
-    table wider than ``PIPED_WIDTH``."""
+_BOLD: Final = "\x1b[1m{}\x1b[0m"  # as Rich writes a style on a terminal (any colour system)
+_ITALIC: Final = "\x1b[3m{}\x1b[0m"
+
+
+def _plain(view: list[_Line | _Grid], form: TextForm) -> str | None:
+    """``view`` as the characters Rich prints for it in ``form`` (``Output.emit``'s
+    ``plain``: through a pipe, or on a terminal where it writes bold and italic, never a
+    table narrower than it is drawn), or None where that is not certain: a string Rich
+    would read as markup or an emoji code, anything but printable ASCII, a table wider
+    than ``form.width``."""
     lines: list[str] = []
     for part in view:
         if isinstance(part, _Line):
-            lines.append(part.bold + part.text)
-        else:
-            drawn = _grid_lines(part)
-            if len(drawn[1]) > PIPED_WIDTH:
+            if not _plain_safe(part.bold + part.text):
                 return None
-            lines += [part.title, *drawn]
-    if not all(_plain_safe(line) for line in lines):
-        return None
+            bold = _BOLD.format(part.bold) if form.styled and part.bold else part.bold
+            lines.append(bold + part.text)
+            continue
+        texts = (part.title, *(header for header, _ in part.columns),
+                 *(cell for row in part.rows for cell in row))
+        if not all(_plain_safe(text) for text in texts):
+            return None
+        drawn = _grid_lines(part, styled=form.styled)
+        if len(drawn[0]) > form.width:
+            return None
+        lines += [_ITALIC.format(part.title) if form.styled else part.title, *drawn]
     return "".join(line + "\n" for line in lines)
 
 
-def _grid_lines(grid: _Grid) -> list[str]:
+def _grid_lines(grid: _Grid, *, styled: bool) -> list[str]:
     """``grid`` as Rich draws a ``Table`` by default (heavy head, one space of padding,
-    the header justified as its column), without its title."""
+    the header bold on a terminal and justified as its column), without its title."""
     widths = [max([len(header), *(len(row[i]) for row in grid.rows)])
               for i, (header, _) in enumerate(grid.columns)]
     rights = [right for _, right in grid.columns]
@@ -159,18 +172,24 @@ def _grid_lines(grid: _Grid) -> list[str]:
     def rule(left: str, fill: str, cross: str, end: str) -> str:
         return left + cross.join(fill * (width + 2) for width in widths) + end
 
-    def cells(bar: str, texts: tuple[str, ...]) -> str:
-        return bar + bar.join(f" {text.rjust(width) if right else text.ljust(width)} "
-                              for text, width, right in zip(texts, widths, rights,
-                                                            strict=True)) + bar
+    def justified(texts: tuple[str, ...]) -> list[str]:
+        return [text.rjust(width) if right else text.ljust(width)
+                for text, width, right in zip(texts, widths, rights, strict=True)]
 
-    return [rule("┏", "━", "┳", "┓"), cells("┃", tuple(header for header, _ in grid.columns)),
-            rule("┡", "━", "╇", "┩"), *(cells("│", row) for row in grid.rows),
+    headers = justified(tuple(header for header, _ in grid.columns))
+    if styled:  # each of the cell's three parts styled apart, as Rich writes them
+        head = "┃" + "┃".join(_BOLD.format(" ") + _BOLD.format(header) + _BOLD.format(" ")
+                              for header in headers) + "┃"
+    else:
+        head = "┃" + "┃".join(f" {header} " for header in headers) + "┃"
+    return [rule("┏", "━", "┳", "┓"), head, rule("┡", "━", "╇", "┩"),
+            *("│" + "│".join(f" {cell} " for cell in justified(row)) + "│"
+              for row in grid.rows),
             rule("└", "─", "┴", "┘")]
 
 
 _EMOJI_CODE: Final = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")  # Rich's own pattern
-_PLAIN: Final = re.compile(r"[ -Z^-~┏━┳┓┃┡╇┩│└─┴┘]*")  # printable ASCII but [ \\ ]; the boxes
+_PLAIN: Final = re.compile(r"[ -Z^-~]*")  # printable ASCII but [ \\ ]
 
 
 def _plain_safe(line: str) -> bool:

@@ -1,5 +1,6 @@
-"""``shard inspect``'s plain renderer (``cli/shard_offline._plain``, used through a pipe so
-Rich is not imported) prints exactly what its Rich renderer prints there, or declines."""
+"""``shard inspect``'s plain renderer (``cli/shard_offline._plain``, used through a pipe and
+on a terminal so Rich is not imported) prints exactly what its Rich renderer prints there,
+in every form Rich would print in (styled or not, any width), or declines."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from nereus.cli.output import PIPED_WIDTH, controls_escaped, terminal_safe
+from nereus.cli.output import PIPED_WIDTH, TextForm, controls_escaped, terminal_safe
 from nereus.cli.shard_offline import _draw, _plain, _view
 from nereus.inspection import (
     ActivationReport,
@@ -66,13 +67,24 @@ def reports(draw: st.DrawFn) -> dict[str, Any]:
     return document
 
 
-def _through_rich(data: dict[str, Any]) -> str:
-    """What the Rich renderer prints through a pipe (``Output.out`` there: no terminal,
-    ``PIPED_WIDTH``), after ``Output.emit`` made the data terminal-safe."""
+PIPE = TextForm(styled=False, width=PIPED_WIDTH)
+# a terminal: its colour system from TERM and COLORTERM; NO_COLOR leaves bold and italic
+TERMINALS = [{"TERM": "xterm-256color"}, {"TERM": "xterm", "NO_COLOR": "1"},
+             {"TERM": "linux"}, {"TERM": "xterm", "COLORTERM": "truecolor"}]
+FORMS = st.builds(TextForm, styled=st.booleans(), width=st.one_of(
+    st.sampled_from([PIPED_WIDTH, 240, 160]), st.integers(min_value=20, max_value=400)))
+
+
+def _through_rich(data: dict[str, Any], form: TextForm = PIPE,
+                  terminal: dict[str, str] | None = None) -> str:
+    """What the Rich renderer prints in ``form`` (``Output.out``: a terminal, or not, of
+    that width; the terminal's environment ``terminal``), after ``Output.emit`` made the
+    data terminal-safe."""
     safe = terminal_safe(copy.deepcopy(data))
     buffer = io.StringIO()
-    console = Console(file=buffer, highlight=False, soft_wrap=True, width=PIPED_WIDTH,
-                      force_terminal=False, force_jupyter=False)
+    console = Console(file=buffer, highlight=False, soft_wrap=True, width=form.width,
+                      force_terminal=form.styled, force_jupyter=False,
+                      _environ=terminal or TERMINALS[0])
     _draw(console, _view(msgspec.convert(safe, ShardReport)))
     return buffer.getvalue()
 
@@ -84,14 +96,16 @@ def _escaped(data: dict[str, Any]) -> ShardReport:
 
 
 @settings(max_examples=300, deadline=None)
-@given(reports())
-def test_the_plain_text_is_richs_text_or_nothing(data: dict[str, Any]) -> None:
+@given(reports(), FORMS, st.sampled_from(TERMINALS))
+def test_the_plain_text_is_richs_text_or_nothing(data: dict[str, Any], form: TextForm,
+                                                 terminal: dict[str, str]) -> None:
     """For any document — lanes or none, huge counts, paths holding markup, emoji codes,
-    control or non-ASCII characters — the plain renderer prints Rich's characters exactly,
-    or returns None and leaves the document to Rich."""
-    plain = _plain(_view(_escaped(data)))
+    control or non-ASCII characters — in any form (through a pipe, on a terminal of any
+    colour system, any width), the plain renderer prints Rich's characters exactly, or
+    returns None and leaves the document to Rich."""
+    plain = _plain(_view(_escaped(data)), form)
     if plain is not None:
-        assert plain == _through_rich(data)
+        assert plain == _through_rich(data, form, terminal)
 
 
 def test_an_ordinary_report_is_printed_plain() -> None:
@@ -111,6 +125,11 @@ def test_an_ordinary_report_is_printed_plain() -> None:
         disk=DiskReport(live_bytes=1000, sst_bytes=1000, wal_bytes=0, obsolete_bytes=0,
                         terminal_messages=0, terminal_retained_bytes=0,
                         oldest_retained=None)))
-    assert _plain(_view(_escaped(data))) == _through_rich(data)
+    assert _plain(_view(_escaped(data)), PIPE) == _through_rich(data)
+    terminal = TextForm(styled=True, width=160)
+    styled = _plain(_view(_escaped(data)), terminal)
+    assert styled == _through_rich(data, terminal) and "\x1b[1m" in styled
+    # a table wider than the terminal is left to Rich, which fits it
+    assert _plain(_view(_escaped(data)), TextForm(styled=True, width=60)) is None
     data["db"]["path"] = "/tmp/[bold]x"
-    assert _plain(_view(_escaped(data))) is None
+    assert _plain(_view(_escaped(data)), PIPE) is None

@@ -4,16 +4,23 @@ every form it does not, and neither Typer nor (under ``--json``) Rich loaded."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
+from rich.console import Console
 
 from nereus.cli.lean import InspectLine, lean_line
+from nereus.cli.output import shown
+from nereus.cli.shard_offline import _draw, _view
+from nereus.inspection import ShardReport
 from tests.conftest import NEREUS, run_nereus
+from tests.terminal import on_terminal
 
 SHARD = "default/0"
 
@@ -108,13 +115,14 @@ def _imports(args: list[str], env: dict[str, str] | None = None) -> tuple[int, s
 
 
 @pytest.mark.parametrize(("output", "env"), [
-    (["--json"], {}), (["-o", "yaml"], {}), ([], {}), ([], {"COLUMNS": "80"}),
-], ids=["json", "yaml", "table-piped", "table-columns"])
+    (["--json"], {}), (["-o", "yaml"], {}), ([], {}), ([], {"COLUMNS": "160"}),
+    ([], {"COLUMNS": "40"}),
+], ids=["json", "yaml", "table-piped", "table-fits", "table-narrower"])
 def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
         home: Path, output: list[str], env: dict[str, str]) -> None:
     """The installed script answers ``shard inspect`` from nereus.cli.lean: neither Typer,
     nereus.cli.main nor any command module is imported; Rich neither, but for a table to
-    fit a width (COLUMNS; a terminal) rather than through a plain pipe. Nor ``logging``:
+    fit in a narrower width (COLUMNS) than it is drawn in. Nor ``logging``:
     the lean path leaves the root logger without the full app's NullHandler
     (``prepare_process(library_logs=False)``), right only while nothing it loads logs."""
     code, modules = _imports(["shard", "inspect", SHARD, "--home", str(home), *output], env)
@@ -125,7 +133,33 @@ def test_the_lean_path_loads_neither_typer_nor_the_command_tree(
     assert "logging" not in tops
     assert "nereus.cli.main" not in modules
     assert not any(m.startswith("nereus.cli.commands") for m in modules)
-    assert ("rich" in tops) == ("COLUMNS" in env)
+    assert ("rich" in tops) == (env.get("COLUMNS") == "40")
+
+
+def test_on_a_terminal_the_report_is_richs_drawn_without_rich(home: Path) -> None:
+    """On a 160-column terminal the lean path draws the report itself, without importing
+    Rich, and draws exactly what Rich draws from the same document on such a terminal:
+    the shard line and the tables' headers bold, their titles italic."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")
+               and k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    environ["TERM"] = "xterm-256color"
+    code, out, err = on_terminal([sys.executable, "-X", "importtime", NEREUS, "shard",
+                                  "inspect", SHARD, "--home", str(home)], environ,
+                                 columns=160)
+    assert code == 0, err
+    modules = {line.rsplit("|", 1)[1].strip() for line in err.splitlines()
+               if line.startswith("import time:") and "|" in line}
+    assert "nereus.cli.lean" in modules
+    assert "rich" not in {m.split(".")[0] for m in modules}
+    document = json.loads(_run(["shard", "inspect", SHARD, "--json", "--home", str(home)],
+                               lean=True, env={})[1])
+    drawn = io.StringIO()
+    console = Console(file=drawn, highlight=False, soft_wrap=True, width=160,
+                      force_terminal=True, _environ={"TERM": "xterm-256color"})
+    _draw(console, _view(shown(msgspec.convert(document, ShardReport))))
+    assert out == drawn.getvalue()
+    assert out.startswith(f"\x1b[1mshard {SHARD}\x1b[0m  schema v")
+    assert "\x1b[3mmessages by state\x1b[0m\n┏" in out
 
 
 def test_inspect_of_a_database_loads_neither_inspect_nor_dataclasses(
