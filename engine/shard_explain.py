@@ -7,20 +7,18 @@ from __future__ import annotations
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.engine.admission_flow import AdmissionFlow
 from nereus.engine.scheduler.explain import MessageExplanation, explanation
-from nereus.errors import NotFound
 from nereus.records import LaneGate, decode
 from nereus.state.store import ShardStore
 from nereus.state.values import Lane
 from nereus.timespec import format_time_ms
-from nereus.views import find_message
+from nereus.views import find_message, message_not_found
 
 
 def explain_message(store: ShardStore, log: ShardLog, shard: str, flow: AdmissionFlow,
                     delay_message_id: str, *, shard_hold: str | None) -> MessageExplanation:
     message = find_message(store, delay_message_id)
     if message is None:
-        raise NotFound(f"no message {delay_message_id} on shard {shard} (applied up to "
-                       f"position {store.applied_position()})")
+        raise message_not_found(delay_message_id, shard, store.applied_position())
     lane = flow.lanes().get(message.lane, Lane(name=message.lane))
     inputs = flow.explain_inputs(message, shard_hold=shard_hold,
                                  gate_detail=gate_change(log, lane))

@@ -13,7 +13,7 @@ from typing import Final
 
 import msgspec
 
-from nereus.errors import UsageError
+from nereus.errors import NotFound, UsageError
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, Lane, Message, Obligation, decode_value
@@ -146,6 +146,18 @@ def message_detail(store: ShardStore, message: Message, shard: str, *,
 def find_message(store: ShardStore, delay_message_id: str) -> Message | None:
     raw = store.get(keys.msg_key(delay_message_id))
     return None if raw is None else decode_value(raw, Message)
+
+
+def message_not_found(delay_message_id: str, shard: str, applied_position: int | None,
+                      log_end_position: int | None = None) -> NotFound:
+    """The error for a message the shard's state does not hold, with where the state is
+    in the log and the two reasons a message an operator expects can be missing."""
+    where = f"applied up to position {applied_position}" + (
+        "" if log_end_position is None else f", log end {log_end_position}")
+    return NotFound(f"no message {delay_message_id} on shard {shard} ({where})",
+                    hint="a REJECTED schedule leaves no message (`message schedule --wait` "
+                         "shows its result), and an ended message is removed with its "
+                         "attempts after its lane's retention (default 7d)")
 
 
 def iter_messages(store: ShardStore, *, state: str | None = None,

@@ -325,7 +325,7 @@ def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
     """``message show`` from the shard's database opened read-only, beside its log's end."""
     from nereus.errors import NotFound
     from nereus.state.store import ShardStore
-    from nereus.views import find_message, message_detail
+    from nereus.views import find_message, message_detail, message_not_found
 
     shard = env.message_shard(route, message_id)
     try:
@@ -342,8 +342,7 @@ def _offline_message(env: Env, route: str, message_id: str) -> MessageDetail:
         applied = store.applied_position()
         message = find_message(store, message_id)
         if message is None:
-            raise NotFound(f"no message {message_id} on shard {shard} (applied up to "
-                           f"position {applied}, log end {end})")
+            raise message_not_found(message_id, str(shard), applied, end)
         return message_detail(store, message, str(shard), applied_position=applied,
                               log_end_position=end, barrier_position=None)
 

@@ -56,6 +56,7 @@ from nereus.views import (
     encode_cursor,
     find_message,
     message_detail,
+    message_not_found,
     message_page,
     open_attempts,
 )
@@ -164,8 +165,7 @@ class AdminApi:
         end = loop.log.end_position()
         applied = loop.applied_position
         if message is None:
-            raise NotFound(f"no message {delay_message_id} on shard {loop.shard} (applied up to "
-                           f"position {applied}, log end {end})")
+            raise message_not_found(delay_message_id, str(loop.shard), applied, end)
         return message_detail(loop.store, message, str(loop.shard), applied_position=applied,
                               log_end_position=end, barrier_position=barrier_position)
 

@@ -30,7 +30,9 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ordered: bool = False  # one key's messages publish in order (placed by key)
     # new work only: a deliverAt further ahead of its record's broker time is REJECTED
     # MAX_DELAY_EXCEEDED ("0s": no limit); a SCHEDULE into a lane holding max_pending
-    # unfinished messages is REJECTED LANE_FULL (0: no limit)
+    # unfinished messages on its shard is REJECTED LANE_FULL (0: no limit). Per shard:
+    # each shard counts its own part of the lane (apply's counters, so a replay decides
+    # the same), so a route of N shards holds up to N x max_pending of the lane
     max_delay: str = DEFAULT_MAX_DELAY
     max_pending: Annotated[int, msgspec.Meta(ge=0)] = 0
     # retention (docs/rules.md): a terminal message (PUBLISHED, CANCELLED, EXPIRED,

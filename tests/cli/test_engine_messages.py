@@ -129,12 +129,15 @@ def test_message_show_barrier_is_conclusive(engine_home: Path) -> None:
 
 
 def test_message_show_unknown_id_exits_3(engine_home: Path) -> None:
-    """show of an id the engine does not know exits 3 (also with --barrier)."""
+    """show of an id the engine does not know exits 3 (also with --barrier), its hint
+    (carried from the engine) naming why a message can be missing."""
     for extra in ([], ["--barrier"]):
         result = run_nereus("--json", "message", "show", uid("nobody"), *extra,
                             home=engine_home)
         assert result.code == 3, (extra, result.stderr)
-        assert one_json(result)["exit_code"] == 3
+        error = one_json(result)
+        assert error["exit_code"] == 3
+        assert "retention" in error["hint"]
         assert "no message" in result.stderr
 
 

@@ -29,3 +29,11 @@ def test_message_show_reads_the_state_offline(tmp_path: Path) -> None:
     assert data["state"] == "SCHEDULED" and data["conclusive"] is True
     assert data["applied_position"] is not None
     assert run_nereus("message", "show", "off-1", "--barrier", home=home).code == 4
+    # an id the shard never held: exit 3, the error document saying where the state is in
+    # the log and why a message one expects can be missing (rejected, or swept)
+    missing = run_nereus("--json", "message", "show", "never-scheduled", home=home)
+    assert missing.code == 3
+    error = missing.json()
+    assert error["ok"] is False and "no message never-scheduled on shard" in error["error"]
+    assert "applied up to position" in error["error"]
+    assert "REJECTED" in error["hint"] and "retention" in error["hint"]
