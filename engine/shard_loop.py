@@ -352,7 +352,9 @@ class ShardLoop(ProgressWaits):
                                 + flow.round_work)
             self.idle.active()
         else:
-            busy = not scheduling or len(flow.book) or self._outbox  # paused, a lease...
+            # paused, a lease, claims out, appends to make, a checkpoint waiting for a flush
+            busy = (not scheduling or len(flow.book) or self._outbox
+                    or self.checkpoints.flushing)
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
 

@@ -370,10 +370,26 @@ class ShardStore:
         compaction to RocksDB)."""
         self._db.compact_range(None, None)
 
+    def start_flush(self) -> None:
+        """Ask RocksDB to flush the memtable on its own thread, and return at once.
+
+        ``create_checkpoint`` flushes the memtable itself and holds the GIL until it is
+        done (180 ms for a 40 MB memtable here, every other thread of the process stopped):
+        a checkpoint taken once this flush has ended (``flush_running``) flushes only what
+        was written since."""
+        self._db.flush(False)
+
+    def flush_running(self) -> bool:
+        """Whether a flush asked for has not ended: a memtable waits to be flushed or is
+        being flushed."""
+        return bool(self.property_int("rocksdb.num-immutable-mem-table")
+                    or self.property_int("rocksdb.num-running-flushes"))
+
     def create_checkpoint(self, path: Path) -> None:
         """A RocksDB checkpoint of the current state at ``path`` (hard links where possible).
 
         Taken between two committed WriteBatches it holds exactly one applied position.
+        It flushes the memtable first, holding the GIL (``start_flush``).
         """
         from rocksdict import Checkpoint
 
