@@ -141,7 +141,10 @@ class CheckpointTrigger:
                 and self._time.monotonic() - self._last_mono >= settings.every_seconds)
         )
         asked = not self._requests.empty() or not self._snapshot_requests.empty()
-        if not (asked or due) or not self._memtable_flushed():
+        if not (asked or due):
+            self._flush_began = None  # what the flush was for is gone (refused): rest again
+            return
+        if not self._memtable_flushed():
             return
         requests = self._take_requests()
         snapshots = _drain(self._snapshot_requests)

@@ -79,3 +79,21 @@ def test_a_small_memtable_is_snapshotted_at_once(tmp_path: Path) -> None:
         assert not trigger.flushing
         (job,) = checkpointer.jobs
         assert job.futures == [taken]
+
+
+def test_a_refused_request_ends_the_wait_for_its_flush(tmp_path: Path) -> None:
+    """A request whose flush has begun and that is then refused (the loop stopping): the
+    next turn finds nothing asked and nothing due, and the loop no longer waits for a flush
+    (``flushing`` would keep it polling instead of resting)."""
+    with ShardStore.open(tmp_path / "db", create=True) as store:
+        _fill(store, 60_000)
+        checkpointer = RecordingCheckpointer(tmp_path)
+        trigger = _trigger(tmp_path, store, checkpointer)
+        taken = trigger.request()
+        trigger.maybe_take(applied_position=7, epoch=1)
+        waiting = trigger.flushing
+        assert waiting
+        trigger.refuse_pending()
+        assert taken.exception() is not None
+        trigger.maybe_take(applied_position=7, epoch=1)
+        assert not trigger.flushing and checkpointer.jobs == []
