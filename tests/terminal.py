@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import struct
 import subprocess
 import termios
+import time
 from collections.abc import Mapping, Sequence
 
 
 def on_terminal(argv: Sequence[str], env: Mapping[str, str], *, columns: int,
                 rows: int = 40, timeout: float = 60) -> tuple[int, str, str]:
     """``argv`` run with stdout on a new terminal ``columns`` wide (stdin from /dev/null,
-    so only stdout is a terminal): its exit status, what it printed there and its stderr."""
+    so only stdout is a terminal): its exit status, what it printed there and its stderr.
+    Killed, and TimeoutError raised, if its terminal is still open after ``timeout``."""
     controller, terminal = os.openpty()
     try:
         fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
@@ -24,7 +27,13 @@ def on_terminal(argv: Sequence[str], env: Mapping[str, str], *, columns: int,
         os.close(terminal)
         terminal = -1
         chunks: list[bytes] = []
+        deadline = time.monotonic() + timeout
         while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([controller], [], [], remaining)[0]:
+                proc.kill()
+                proc.wait()
+                raise TimeoutError(f"{argv[0]} still had its terminal open after {timeout} s")
             try:
                 data = os.read(controller, 65536)
             except OSError:  # every writer closed the terminal (EIO)
@@ -32,7 +41,7 @@ def on_terminal(argv: Sequence[str], env: Mapping[str, str], *, columns: int,
             if not data:
                 break
             chunks.append(data)
-        _, err = proc.communicate(timeout=timeout)
+        _, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
     finally:
         os.close(controller)
         if terminal >= 0:
