@@ -42,13 +42,15 @@ def probe_route(route: RouteSettings, timeout_s: float = PROBE_TIMEOUT_S) -> Non
     """Raise ``ServiceUnreachable`` within about ``timeout_s`` if the route's broker does
     not answer; return at once for the file log."""
     if route.log == "kafka":
-        _probe_kafka(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP, timeout_s)
+        probe_kafka(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP, timeout_s)
     elif route.log == "pulsar":
         _probe_pulsar(route.service_url or DEFAULT_PULSAR_URL,
                       route.admin_url or DEFAULT_PULSAR_ADMIN, timeout_s)
 
 
-def _probe_kafka(bootstrap: str, timeout_s: float) -> None:
+def probe_kafka(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Raise ``ServiceUnreachable`` within about ``timeout_s`` if no Kafka broker at
+    ``bootstrap`` answers a metadata request; librdkafka's lines go nowhere."""
     if ("kafka", bootstrap) in _answered:
         return
     from confluent_kafka import KafkaException

@@ -37,22 +37,29 @@ def _check(name: str, ok: bool, detail: str, fix: str | None = None, *,
                        fix=None if ok else fix)
 
 
-def _command_topic(env: Env, route: RouteSettings) -> list[DoctorCheck]:
+def _command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[DoctorCheck]:
     """A Kafka Command Topic keeps what recovery needs: replicated (warn below 3 replicas
-    and min.insync.replicas 2), and retention never below the Recovery Floor."""
+    and min.insync.replicas 2), and retention never below the Recovery Floor. Not asked
+    when its broker's check (in ``silent``: the services that did not answer) failed: the
+    log's clients would wait their own 30 s for the same answer."""
     import time
 
     from nereus.adapters.checkpoint_catalog import recovery_floor
-    from nereus.adapters.shardlog.factory import command_topic
+    from nereus.adapters.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, command_topic
     from nereus.adapters.shardlog.kafka import KafkaShardLog
     from nereus.errors import NereusError
     from nereus.shard import ShardId
 
     topic = command_topic(route)
     name = f"command_topic {topic}"
+    bootstrap = route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP
+    if f"kafka {bootstrap}" in silent:
+        return [_check(name, False, f"not checked: Kafka at {bootstrap} did not answer "
+                       f"(check kafka {bootstrap})", "start Kafka, or fix the route's bootstrap",
+                       severity="warning")]
     checks: list[DoctorCheck] = []
     try:
-        logs = [KafkaShardLog(route.bootstrap or "127.0.0.1:9092", topic, p,
+        logs = [KafkaShardLog(bootstrap, topic, p,
                               partitions=route.partitions, create=False)
                 for p in range(route.partitions)]
     except NereusError as exc:
@@ -179,13 +186,16 @@ def _log_continuity(env: Env, config: Config) -> list[DoctorCheck]:
 
 
 def _kafka(bootstrap: str) -> str | None:
-    from confluent_kafka.admin import AdminClient
+    """Why Kafka at ``bootstrap`` does not answer, or None. Asked quietly
+    (``broker_probe``): an AdminClient's own log wrote a reconnect line to stderr every
+    50 ms while it waited."""
+    from nereus.adapters.broker_probe import probe_kafka
+    from nereus.errors import ServiceUnreachable
 
-    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000})
     try:
-        client.list_topics(timeout=4)
-    except Exception as exc:
-        return f"no answer from Kafka at {bootstrap}: {exc}"
+        probe_kafka(bootstrap, 4.0)
+    except ServiceUnreachable as exc:
+        return exc.message
     return None
 
 
@@ -268,14 +278,16 @@ def doctor(ctx: typer.Context) -> None:
                              f"{usage.total / (1 << 30):.1f} GiB",
                              "free space: logs, state and checkpoints need room to grow"))
     if config is not None:
-        checks.extend(_services(config))
+        services = _services(config)
+        checks.extend(services)
         checks.append(_object_store(env))
         checks.append(_clock(config))
         checks.append(_unconfigured_lanes(env, config))
         checks.extend(_log_continuity(env, config))
+        silent = {c.name for c in services if not c.ok}
         for route in config.routes.values():
             if route.log == "kafka":
-                checks.extend(_command_topic(env, route))
+                checks.extend(_command_topic(env, route, silent))
     ok = all(c.ok or c.severity == "warning" for c in checks)
     data = msgspec.to_builtins(DoctorReport(ok=ok, home=str(layout.root), checks=checks))
 

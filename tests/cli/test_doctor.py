@@ -29,7 +29,10 @@ def test_a_broken_config_names_the_line(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_broker_is_listed_with_a_fix(tmp_path: Path) -> None:
-    """A Kafka route pointing nowhere: that broker's check fails and says how to fix it."""
+    """A Kafka route pointing nowhere: that broker's check fails and says how to fix it;
+    the route's Command Topic is not asked of the same silent broker (a warning says so,
+    instead of its log's clients waiting 30 s more), and no librdkafka line reaches
+    stderr (it wrote a reconnect line every 50 ms while it waited)."""
     home = tmp_path / "h"
     home.mkdir()
     (home / "nereus.toml").write_text(
@@ -38,3 +41,8 @@ def test_an_unreachable_broker_is_listed_with_a_fix(tmp_path: Path) -> None:
     result = run_nereus("doctor", home=home)
     assert result.code == 1
     assert "kafka 127.0.0.1:1" in result.stdout and "fix:" in result.stdout
+    assert "rdkafka" not in result.stderr and "%3|" not in result.stderr, result.stderr[:500]
+    report = run_nereus("--json", "doctor", home=home).json()
+    (topic,) = [c for c in report["checks"] if c["name"].startswith("command_topic ")]
+    assert topic["ok"] is False and topic["severity"] == "warning"
+    assert "not checked: Kafka at 127.0.0.1:1 did not answer" in topic["detail"]
