@@ -326,8 +326,7 @@ class ShardLoop(ProgressWaits):
             self._progress.notify()
 
     def _iterate(self) -> None:
-        """One turn: apply, outcomes, checkpoint, schedule, append, expire; then, if
-        nothing moved, rest until something can (``shard_idle``)."""
+        """One turn: apply, outcomes, checkpoint, schedule, append, expire; idle: rest."""
         flow = self._admissions
         began, applied_before = self.clock.source.monotonic(), self._applier.applied_records
         self._wake.clear()  # a wake-up from here on ends the rest below at once
@@ -352,9 +351,8 @@ class ShardLoop(ProgressWaits):
                                 + flow.round_work)
             self.idle.active()
         else:
-            # paused, a lease, claims out, appends to make, a checkpoint waiting for a flush
-            busy = (not scheduling or len(flow.book) or self._outbox
-                    or self.checkpoints.flushing)
+            busy = (not scheduling or len(flow.book) or self._outbox  # paused, a lease, claims,
+                    or self.checkpoints.flushing)  # appends to make, a pre-flush running
             self.idle.rest(0.0 if busy else flow.quiet_for_s(self.settings.idle_wait_s),
                             lambda: self._applier.apply(until_empty=False))
 

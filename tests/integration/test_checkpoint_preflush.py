@@ -5,8 +5,10 @@ taken on a later turn, once that flush has ended (``engine.shard_checkpoints``).
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
+from nereus.adapters.checkpoint_take import Taken
 from nereus.adapters.objectstore.local import LocalObjectStore
 from nereus.adapters.shardlog.file import FileShardLog
 from nereus.config.storage import CheckpointSettings
@@ -39,6 +41,16 @@ def _trigger(tmp_path: Path, store: ShardStore,
                              owner_id="owner-1", wake=threading.Event())
 
 
+def _asked(tmp_path: Path, store: ShardStore,
+           position: int) -> tuple[RecordingCheckpointer, CheckpointTrigger, Future[Taken]]:
+    """A trigger over ``store`` asked for a checkpoint, after one turn at ``position``."""
+    checkpointer = RecordingCheckpointer(tmp_path)
+    trigger = _trigger(tmp_path, store, checkpointer)
+    taken = trigger.request()
+    trigger.maybe_take(applied_position=position, epoch=1)
+    return checkpointer, trigger, taken
+
+
 def _fill(store: ShardStore, count: int) -> None:
     store.write({f"k{n:08d}".encode(): VALUE for n in range(count)}, sync=False)
 
@@ -51,10 +63,7 @@ def test_a_full_memtable_is_flushed_before_the_snapshot(tmp_path: Path) -> None:
     with ShardStore.open(tmp_path / "db", create=True) as store:
         _fill(store, 60_000)
         assert store.wal_bytes() > PRE_FLUSH_BYTES
-        checkpointer = RecordingCheckpointer(tmp_path)
-        trigger = _trigger(tmp_path, store, checkpointer)
-        taken = trigger.request()
-        trigger.maybe_take(applied_position=7, epoch=1)
+        checkpointer, trigger, taken = _asked(tmp_path, store, 7)
         waiting = trigger.flushing  # (read once: the loop reads it again after each turn)
         assert checkpointer.jobs == [] and waiting and not taken.done()
         wait_until("the memtable's flush", lambda: not store.flush_running(), 30)
@@ -72,10 +81,7 @@ def test_a_small_memtable_is_snapshotted_at_once(tmp_path: Path) -> None:
     with no flush asked for first."""
     with ShardStore.open(tmp_path / "db", create=True) as store:
         _fill(store, 100)
-        checkpointer = RecordingCheckpointer(tmp_path)
-        trigger = _trigger(tmp_path, store, checkpointer)
-        taken = trigger.request()
-        trigger.maybe_take(applied_position=3, epoch=1)
+        checkpointer, trigger, taken = _asked(tmp_path, store, 3)
         assert not trigger.flushing
         (job,) = checkpointer.jobs
         assert job.futures == [taken]
@@ -87,10 +93,7 @@ def test_a_refused_request_ends_the_wait_for_its_flush(tmp_path: Path) -> None:
     (``flushing`` would keep it polling instead of resting)."""
     with ShardStore.open(tmp_path / "db", create=True) as store:
         _fill(store, 60_000)
-        checkpointer = RecordingCheckpointer(tmp_path)
-        trigger = _trigger(tmp_path, store, checkpointer)
-        taken = trigger.request()
-        trigger.maybe_take(applied_position=7, epoch=1)
+        checkpointer, trigger, taken = _asked(tmp_path, store, 7)
         waiting = trigger.flushing
         assert waiting
         trigger.refuse_pending()
