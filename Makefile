@@ -27,8 +27,13 @@ imports: install
 compile: install
 	$(BIN)/python -m compileall -q -j 0 nereus adapters cli engine tui tests bench scripts >/dev/null
 
+# two parallel workers (pytest-xdist), then the tests marked `serial` alone (they stop or
+# restart a server the others share); both parts run, and either failing fails the target
 test: compile
-	$(BIN)/pytest -q
+	@status=0; \
+	$(BIN)/pytest -q -n 2 -m "not serial" || status=$$?; \
+	$(BIN)/pytest -q -m serial || status=$$?; \
+	exit $$status
 
 check: lint types imports test
 

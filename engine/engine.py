@@ -50,6 +50,7 @@ from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.ids import IdSource
 from nereus.engine.lane_changes import LaneChanges, lane_changes
 from nereus.engine.lane_policy import LanePolicies
+from nereus.engine.log_heads import LogHeads
 from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.payload_collector import PayloadCollector
 from nereus.engine.publisher import LanePublisher
@@ -136,6 +137,8 @@ class Engine:
         self.time_source = self.clock.source
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
         self.permits = Permits(self.settings.permits)
+        # each shard log's end as reports read it, never blocked by an unreachable log
+        self.log_heads = LogHeads(monotonic=self.time_source.monotonic)
         self.supervisor = Supervisor(self.log_event, clock=self.time_source)
         self.memory = None if self.settings.memory_mb is None else StoreMemory.of(
             self.settings.memory_mb,
@@ -251,6 +254,7 @@ class Engine:
                 loop.start(self.supervisor)
             except BaseException:  # not running: the node finds it gone and lets it go
                 self.shards.pop(shard, None)
+                self.log_heads.forget(shard)
                 loop.log.close()
                 loop.store.close()
                 raise
@@ -289,6 +293,7 @@ class Engine:
                                error=f"{type(exc).__name__}: {exc}")
         loop.finish(deadline + 5)
         self.shards.pop(shard, None)
+        self.log_heads.forget(shard)
         if taken is not None and self.checkpointer is not None:
             self.checkpointer.close_when_done(loop.log)  # its CHECKPOINT_MARK goes there
         else:

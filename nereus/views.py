@@ -80,7 +80,7 @@ class MessageDetail(MessageView, frozen=True, kw_only=True, forbid_unknown_field
 
     attempts: list[AttemptView]
     applied_position: int | None
-    log_end_position: int
+    log_end_position: int | None  # null when the shard's log did not answer in time
     barrier_position: int | None
     conclusive: bool
 
@@ -131,7 +131,7 @@ def message_view(message: Message, shard: str) -> MessageView:
 
 
 def message_detail(store: ShardStore, message: Message, shard: str, *,
-                   applied_position: int | None, log_end_position: int,
+                   applied_position: int | None, log_end_position: int | None,
                    barrier_position: int | None) -> MessageDetail:
     """``message_view`` with the message's attempts and how conclusive the answer is."""
     return MessageDetail(
@@ -140,7 +140,8 @@ def message_detail(store: ShardStore, message: Message, shard: str, *,
         applied_position=applied_position, log_end_position=log_end_position,
         barrier_position=barrier_position,
         conclusive=barrier_position is not None or (
-            applied_position is not None and applied_position + 1 >= log_end_position))
+            applied_position is not None and log_end_position is not None
+            and applied_position + 1 >= log_end_position))
 
 
 def find_message(store: ShardStore, delay_message_id: str) -> Message | None:

@@ -53,6 +53,29 @@ _SERVICE_MARKERS = {"kafka_service": "kafka", "kafka_bootstrap": "kafka",
                     "prometheus_tools": "prometheus"}
 
 
+# the servers parallel workers (pytest-xdist) started, known to the controller when they end
+_worker_started: set[str] = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A parallel worker ended (on the controller): note the servers it started."""
+    _worker_started.update(getattr(node, "workeroutput", {}).get("nereus_started", ()))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a parallel worker: hand the servers it started to the controller. On the
+    controller: stop them, now that no worker uses them."""
+    from tests.integration.services import STARTED_BY_WORKER, stop_service
+
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["nereus_started"] = list(STARTED_BY_WORKER)
+        return
+    for name in sorted(_worker_started):
+        stop_service(name)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))

@@ -162,7 +162,7 @@ class AdminApi:
                 raise UsageError(f"the query barrier at {receipt.position} was not applied in 30 s")
             barrier_position = receipt.position
         message = find_message(loop.store, delay_message_id)
-        end = loop.log.end_position()
+        end = self.engine.log_heads.read([(loop.shard, loop.log)])[loop.shard].end
         applied = loop.applied_position
         if message is None:
             raise message_not_found(delay_message_id, str(loop.shard), applied, end)

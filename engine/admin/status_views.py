@@ -153,14 +153,12 @@ def shard_views(engine: Engine, reads: StatusReads | None = None) -> list[ShardV
     lanes' counters) and its due backlog over the configured lanes (capped seeks)."""
     reads = reads or StatusReads(engine)
     out = []
-    for shard, loop in sorted(engine.shards.items()):
+    loops = sorted(engine.shards.items())
+    heads = engine.log_heads.read((shard, loop.log) for shard, loop in loops)  # bounded
+    for shard, loop in loops:
         status = loop.status()
         applied = status.applied_position
-        try:
-            end: int | None = loop.log.end_position()
-            log_error = None
-        except Exception as exc:  # a damaged or unreachable log must not hide the rest
-            end, log_error = None, f"{type(exc).__name__}: {exc}"
+        end, log_error = heads[shard].end, heads[shard].error
         lanes = reads.lanes(shard, loop)
         due = [reads.due(shard, loop, name) for name in sorted(engine.publishers)]
         out.append(ShardView(

@@ -79,19 +79,33 @@ class Service(Generic[T]):
 S3Service = Service[S3Endpoint]
 
 
+# the servers this process started, when it is one of several parallel workers
+# (pytest-xdist): another worker may still use them, so the controller stops them once every
+# worker has finished (``tests/conftest.py``)
+STARTED_BY_WORKER: list[str] = []
+
+
 def session_service(name: str,
                     start: Callable[[], tuple[Service[T], bool]]) -> Iterator[Service[T]]:
     """The body of a session fixture: ``start`` the server unless it runs, hand it over, and
-    stop it at the end only if this session started it."""
+    stop it at the end only if this session started it (a parallel worker leaves it to the
+    controller)."""
     service, started = start()
     try:
         yield service
     finally:
-        if started:
-            down = run_services("down", name, timeout=DOWN_TIMEOUT_S)
-            if down.returncode != 0:
-                raise RuntimeError(f"`scripts/services down {name}` exited {down.returncode}:"
-                                   f"\n{_tail(down.stderr)}")
+        if started and os.environ.get("PYTEST_XDIST_WORKER"):
+            STARTED_BY_WORKER.append(name)
+        elif started:
+            stop_service(name)
+
+
+def stop_service(name: str) -> None:
+    """``scripts/services down NAME``, which must succeed."""
+    down = run_services("down", name, timeout=DOWN_TIMEOUT_S)
+    if down.returncode != 0:
+        raise RuntimeError(f"`scripts/services down {name}` exited {down.returncode}:"
+                           f"\n{_tail(down.stderr)}")
 
 
 def closed_port() -> int:

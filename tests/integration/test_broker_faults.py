@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_schedule, queue
 from nereus.config import Config
@@ -72,6 +74,8 @@ TRICKLE_LEAD_MS = 1_000
 CANCELLED = 10  # Kafka-lane messages due last, cancelled at once
 PUBLISHED_BEFORE_STOP = 20  # Kafka-lane publishes before the broker is stopped
 LOCAL_P99_MS = 1_000
+
+pytestmark = pytest.mark.serial  # it stops the Kafka broker every Kafka test shares
 
 
 class WatchedKafka(KafkaDestination):

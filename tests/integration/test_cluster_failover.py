@@ -41,7 +41,8 @@ from tests.polling import now_ms, wait_until
 NODES = ["n1", "n2", "n3"]
 TTL_MS = 4_000
 
-pytestmark = pytest.mark.timeout(120)
+# serial: SIGSTOP against a session TTL, and an etcd restart other tests would feel
+pytestmark = [pytest.mark.timeout(120), pytest.mark.serial]
 
 
 @pytest.fixture

@@ -38,6 +38,8 @@ LEAD_MS = 2_000
 OUTAGE_S = 60
 POLL_S = 0.1
 
+pytestmark = pytest.mark.serial  # it stops the Kafka broker every Kafka test shares
+
 
 def queue_the_stream(bootstrap: str, command_topic: str) -> set[str]:
     """MESSAGES due across the run, straight to the Command Topic; their ids."""
@@ -51,17 +53,27 @@ def queue_the_stream(bootstrap: str, command_topic: str) -> set[str]:
     return set(ids)
 
 
-def hold_kafka_down(outbox: Path) -> int:
+def hold_kafka_down(daemon: DaemonRun, outbox: Path) -> int:
     """Kafka stopped for OUTAGE_S while the stream publishes, then started again; how many
-    were published when it stopped."""
+    were published when it stopped. Meanwhile status answers (each try waits at most 10 s),
+    every shard without a log end and with the reason."""
     wait_until("publishing under way", lambda: len(read_outbox(outbox)) >= 20, 30,
                interval_s=POLL_S)
     with kafka_restored():
         switch_kafka("down")
         down_at = time.monotonic()
         published_at_stop = len(read_outbox(outbox))
+        wait_until("a status during the outage, naming each shard's unanswered log",
+                   lambda: logs_unanswered(daemon), OUTAGE_S / 2, interval_s=1,
+                   seen=daemon.status)
         time.sleep(max(OUTAGE_S - (time.monotonic() - down_at), 0))
     return published_at_stop
+
+
+def logs_unanswered(daemon: DaemonRun) -> bool:
+    status = daemon.status()
+    return status is not None and all(
+        s["log_end_position"] is None and s["error"] for s in status["shards"])
 
 
 def all_published(daemon: DaemonRun) -> bool:
@@ -112,10 +124,11 @@ def test_shard_loops_resume_after_a_60_s_command_topic_outage(
         daemon.wait_ready()
         pid = daemon.proc.pid
         ids = queue_the_stream(bootstrap, command_topic)
-        published_at_stop = hold_kafka_down(outbox)
+        published_at_stop = hold_kafka_down(daemon, outbox)
         assert published_at_stop < MESSAGES, "the outage came too late to hit publishing"
         wait_until("every message PUBLISHED after the broker returned",
-                   lambda: all_published(daemon), 120, interval_s=POLL_S, seen=daemon.status)
+                   lambda: all_published(daemon), 120, interval_s=POLL_S,
+                   seen=lambda: daemon.status() or f"no answer; output:\n{daemon.output()}")
         check_resumed(daemon, pid)
         check_outbox(outbox, ids)
         attempts = daemon.admin.get("/v1/attempts")

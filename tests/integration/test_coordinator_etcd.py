@@ -150,6 +150,7 @@ def test_a_session_ttl_is_whole_seconds_of_at_least_two(coordinator: EtcdCoordin
     session.close()
 
 
+@pytest.mark.serial  # etcd, which other tests share, restarted or compacted
 def test_a_session_lives_through_a_short_etcd_restart(
         coordinator: EtcdCoordinator, etcd_endpoint: EtcdEndpoint) -> None:  # noqa: F811
     """Stopping etcd makes a put fail with CoordinatorUnavailable naming the server; a
@@ -169,6 +170,7 @@ def test_a_session_lives_through_a_short_etcd_restart(
 
 
 # notifications ----------------------------------------------------------------------------
+@pytest.mark.serial  # etcd, which other tests share, restarted or compacted
 def test_a_watch_resumes_after_an_etcd_restart_without_losing_a_change(
         coordinator: EtcdCoordinator) -> None:
     """A subscription whose stream ends because etcd stops opens a new watch, from the
@@ -192,6 +194,7 @@ def test_a_watch_resumes_after_an_etcd_restart_without_losing_a_change(
     assert notifications.poll(0.3) is None
 
 
+@pytest.mark.serial  # etcd, which other tests share, restarted or compacted
 def test_a_watch_from_a_compacted_revision_raises_notifications_lost(
         coordinator: EtcdCoordinator) -> None:
     """A subscription that must start at a revision etcd has compacted away (its changes

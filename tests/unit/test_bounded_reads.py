@@ -4,6 +4,7 @@ feed sends each second, ``engine status`` and ``lane list`` print) and one page 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from nereus.engine.admin.status_views import (
     lane_views,
     shard_views,
 )
+from nereus.engine.log_heads import LogHeads
 from nereus.errors import UsageError
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -87,6 +89,7 @@ def _engine(store: Any) -> Any:
     now = SimpleNamespace(earliest_ms=NOW_MS)
     return SimpleNamespace(
         shards={ShardId("default", 0): loop}, publishers={"local": publisher},
+        log_heads=LogHeads(monotonic=time.monotonic),
         clock=SimpleNamespace(now=lambda: now),
         permits=SimpleNamespace(in_flight=lambda name: 0),
         config=SimpleNamespace(lanes={"local": SimpleNamespace(destination="file"),}, source="x"))
