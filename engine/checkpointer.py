@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import queue
 import shutil
+import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from nereus.adapters.checkpoint_take import Taken, describe, upload
 from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.shardlog.protocol import PrunableLog, ShardLog
 from nereus.config import CheckpointSettings
+from nereus.engine.checkpoint_pacing import Pacing
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.records import CheckpointMark, encode
@@ -45,9 +48,12 @@ class Job:
 
 class Checkpointer:
     def __init__(self, objects: ObjectStore, settings: CheckpointSettings, *,
-                 events: EventLog = null_event_log) -> None:
+                 events: EventLog = null_event_log,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.objects = objects
         self.settings = settings
+        # the process's due checkpoints, paced together (``checkpoint_pacing``)
+        self.pacing = Pacing(settings.max_share, monotonic)
         self._events = events
         self._jobs: queue.Queue[Job | ShardLog | None] = queue.Queue()
         self._worker: Supervised | None = None

@@ -173,7 +173,7 @@ class Engine:
         if self.catalog is not None:
             self.objects = CoordinatedCatalog(self.objects, self.catalog)
         self.checkpointer = Checkpointer(self.objects, self.config.checkpoints,
-                                         events=self.log_event)
+                                         events=self.log_event, monotonic=source.monotonic)
         for shard in self.configured_shards() if owned is None else owned:
             self.shards[shard] = self._open_loop(shard)
         self.checkpointer.start(self.supervisor)

@@ -1,10 +1,11 @@
 """When a shard loop takes a checkpoint: every N records, every T seconds, or on request.
 
 A checkpoint copies, hashes and digests the whole state, so its cost grows with the state;
-a due one also waits until the last due one took at most ``[checkpoints] max_share`` of the
-time since it began (``Pacing``). Filling 2,000,000 pending on 4 shards (``bench/scale.py``),
-back-to-back checkpoints every 100,000 records took the machine's cores from the apply:
-the last tenth applied at 0.74x the first's, 1.05x with checkpoints off.
+a due one also waits until the process's due checkpoints took at most ``[checkpoints]
+max_share`` of the time (``checkpoint_pacing.Pacing``, one per process, shared by its
+loops). Filling 2,000,000 pending on 4 shards (``bench/scale.py``), back-to-back
+checkpoints every 100,000 records took the machine's cores from the apply: the last tenth
+applied at 0.74x the first's, 1.05x with checkpoints off.
 
 The snapshot is taken on the loop's own thread between two applied batches (RocksDB hard
 links: fast) and handed to the engine's ``Checkpointer``, which hashes, uploads and
@@ -27,7 +28,6 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Final, TypeVar
@@ -45,34 +45,6 @@ T = TypeVar("T")
 # the checkpoint flushes itself in a few ms
 PRE_FLUSH_BYTES: Final = 1 << 20
 PRE_FLUSH_WAIT_S: Final = 10.0  # then the snapshot is taken with whatever is left to flush
-
-
-class Pacing:
-    """When the next due checkpoint may be taken: ``max_share`` of the time at most.
-
-    ``began`` is called on the loop's thread as a due checkpoint is handed off; ``ended`` by
-    its Future's callback, on the checkpointer's thread, once it is catalogued or failed.
-    Until then no due checkpoint is ready (as before: one upload at a time)."""
-
-    def __init__(self, max_share: float, monotonic: Callable[[], float]) -> None:
-        self._max_share = max_share
-        self._monotonic = monotonic
-        self._began = 0.0
-        self._not_before = 0.0
-        self._idle = threading.Event()
-        self._idle.set()
-
-    def ready(self) -> bool:
-        return self._idle.is_set() and self._monotonic() >= self._not_before
-
-    def began(self) -> None:
-        self._idle.clear()
-        self._began = self._monotonic()
-
-    def ended(self, _done: object = None) -> None:
-        took = self._monotonic() - self._began
-        self._not_before = self._began + took / self._max_share
-        self._idle.set()
 
 
 class CheckpointTrigger:
@@ -95,11 +67,6 @@ class CheckpointTrigger:
         self._snapshot_requests: queue.SimpleQueue[Future[str]] = queue.SimpleQueue()
         self.changed = 0  # records applied since the last checkpoint, CHECKPOINT_MARK aside
         self._last_mono = self._time.monotonic()
-        # the last checkpoint taken because one was due: the next due one waits until it is
-        # uploaded and paced (a backlog filled fast would otherwise queue a full upload per
-        # every_records, each larger than the last)
-        self._pacing = Pacing(1.0 if checkpointer is None else checkpointer.settings.max_share,
-                              self._time.monotonic)
         self._flush_began: float | None = None  # the pre-flush the next snapshot waits for
 
     @property
@@ -134,8 +101,12 @@ class CheckpointTrigger:
         if self._checkpointer is None or self._staging is None:
             return
         settings = self._checkpointer.settings
+        # the process's due checkpoints are paced together: the next due one waits until
+        # the last is uploaded and its pause is over (a backlog filled fast would otherwise
+        # queue a full upload per every_records and shard, each larger than the last)
+        pacing = self._checkpointer.pacing
         changed = self.changed
-        due = changed > 0 and self._pacing.ready() and (
+        due = changed > 0 and pacing.ready() and (
             (settings.every_records and changed >= settings.every_records)
             or (settings.every_seconds
                 and self._time.monotonic() - self._last_mono >= settings.every_seconds)
@@ -148,12 +119,15 @@ class CheckpointTrigger:
             return
         requests = self._take_requests()
         snapshots = _drain(self._snapshot_requests)
+        due = due and pacing.claim()  # another loop of the process may have claimed it
         if not requests and not snapshots and not due:
             return
         checkpoint_id = new_checkpoint_id(applied_position, uuid.uuid4().hex[:8])
         try:
             directory = snapshot(self._store, self._staging, checkpoint_id)
         except Exception as exc:
+            if due:
+                pacing.ended()
             for future in requests:
                 future.set_exception(exc)
             for snapshotted in snapshots:
@@ -161,8 +135,7 @@ class CheckpointTrigger:
             raise
         if due:
             uploading: Future[Taken] = Future()
-            self._pacing.began()
-            uploading.add_done_callback(self._pacing.ended)
+            uploading.add_done_callback(pacing.ended)
             requests = [*requests, uploading]
         self._checkpointer.submit(Job(self._shard, directory, checkpoint_id, self._log,
                                       self._clock.wall_ms(), self._owner_id, epoch, requests))

@@ -28,12 +28,13 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
     every_records: NonNegative = 100_000  # 0 = not by record count
     every_seconds: NonNegative = 3_600  # 0 = not by time
-    # the share of a shard's time its due checkpoints may take: after one that took D
-    # seconds, the next due one (by every_records or every_seconds) waits until D / max_share
-    # after the last began. A checkpoint copies and hashes the whole state, so without this
-    # a backlog filling fast took one every_records, each longer than the last (1 = no wait;
+    # the share of an engine process's time its shards' due checkpoints may take together:
+    # after one that took D seconds, the process's next due one (by every_records or
+    # every_seconds, on any of its shards) waits until D / max_share after the last began,
+    # one at a time. A checkpoint copies and hashes the whole state, so without this a
+    # backlog filling fast took one every_records, each longer than the last (1 = no wait;
     # a requested checkpoint never waits). A restore may then replay more than every_records:
-    # what arrived in D / max_share. Per shard: a process's shards together may take more
+    # what arrived while its shard waited
     max_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.05
     keep: Positive = 3  # the Recovery Set: the newest `keep` catalogued checkpoints
     prune_log: bool = False  # delete log segments wholly below the Recovery Floor

@@ -1,6 +1,7 @@
 """A running engine paces its due checkpoints by ``[checkpoints] max_share``: with a share of
 1 a checkpoint is taken every ``every_records`` as soon as the last one is catalogued; with
-a tiny share the one taken first holds the next back (``engine.shard_checkpoints.Pacing``)."""
+a tiny share the one taken first holds the next back, of any shard of the process
+(``engine.checkpoint_pacing.Pacing``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nereus.engine.shard_loop import ShardLoop
+from nereus.shard import partition_for
 from tests.integration.engine_harness import (
     Events,
     Harness,
@@ -61,4 +63,27 @@ def test_a_tiny_share_holds_the_next_due_checkpoint_back(tmp_path: Path) -> None
             _apply(h, loop, group, first)
         h.wait_for(lambda: loop.checkpoints.changed >= (GROUPS - 1) * GROUP, 30,
                    "the later groups counted since the first checkpoint")
+        assert len(events.named("checkpoint_taken")) == 1
+
+
+def test_a_tiny_share_paces_the_shards_of_a_process_together(tmp_path: Path) -> None:
+    """Two shards of one process, both due at once (GROUP records each), max_share =
+    0.0001: one checkpoint is taken, of one of them, and the other shard's records stay
+    counted since none (the process's due checkpoints share one budget)."""
+    events = Events()
+    with running_engine(tmp_path, partitions=2, lanes=_lanes(0.0001), log_event=events) as h:
+        ids: dict[int, list[str]] = {0: [], 1: []}
+        n = 0
+        while min(len(found) for found in ids.values()) < GROUP:
+            ids[partition_for(f"m-{n}", 2)].append(f"m-{n}")
+            n += 1
+        h.queue([h.schedule(mid, now_ms() + 3_600_000)
+                 for found in ids.values() for mid in found[:GROUP]])
+        loops = [loop for _, loop in sorted(h.engine.shards.items())]
+        h.wait_for(lambda: len(events.named("checkpoint_taken")) == 1, 30, "a checkpoint")
+        h.wait_for(lambda: all((loop.applied_position or 0) >= GROUP for loop in loops), 30,
+                   "both shards' groups applied")
+        (taken,) = events.named("checkpoint_taken")
+        waiting = [loop for loop in loops if str(loop.shard) != taken["shard"]]
+        assert len(waiting) == 1 and waiting[0].checkpoints.changed >= GROUP
         assert len(events.named("checkpoint_taken")) == 1
