@@ -48,6 +48,7 @@ and ``fire_profile`` (the threads' profiler); this module prints the report.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -163,6 +164,9 @@ def main() -> None:
         args.partitions = 1 if args.workers is None else max(2, args.workers)
     if args.profile and args.workers is not None:
         parser.error("--profile profiles the in-process engine; leave out --workers")
+    if args.profile and importlib.util.find_spec("pyinstrument") is None:
+        parser.error("--profile needs pyinstrument, which nereus does not depend on: "
+                     "`.venv/bin/pip install pyinstrument`")
     profiles = ThreadProfiles() if args.profile else None
     burst_figures = steady_figures = None
     with scratch_dir("nereus-fire-", args.dir, keep=args.keep) as root:
