@@ -28,10 +28,13 @@ compile: install
 	$(BIN)/python -m compileall -q -j 0 nereus adapters cli engine tui tests bench scripts >/dev/null
 
 # two parallel workers (pytest-xdist), then the tests marked `serial` alone (they stop or
-# restart a server the others share); both parts run, and either failing fails the target
+# restart a server the others share); both parts run, and either failing fails the target.
+# --dist loadscope keeps a module's (or class's) tests on one worker, in order: a module
+# fixture serves them as it does in a serial run (some, like the playbooks' engine, carry
+# state from one test to the next)
 test: compile
 	@status=0; \
-	$(BIN)/pytest -q -n 2 -m "not serial" || status=$$?; \
+	$(BIN)/pytest -q -n 2 --dist loadscope -m "not serial" || status=$$?; \
 	$(BIN)/pytest -q -m serial || status=$$?; \
 	exit $$status
 

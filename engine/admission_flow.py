@@ -169,7 +169,7 @@ class AdmissionFlow:
             ready=publisher is not None and publisher.ready,
             not_ready_reason=("this engine has no publisher for the lane"
                               if publisher is None else publisher.not_ready_reason),
-            now=now, clock_problem=problem,
+            now=now, clock_problem=problem, clock_held_back=self._clock.held_back(),
             lead_ms=self.planner.leads.get(name, 0),
             ordered_blocker=ordered_blocker(self._store, lane, message, claims,
                                             self._obligation_keys),

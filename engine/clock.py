@@ -8,7 +8,10 @@ available). Two guards make clock steps safe:
   elapsed time (the monotonic clock) says it must be at least: the interval widens, so
   nothing is decided on the strength of the stepped reading;
 * a **forwards** step cannot advance ``earliest`` faster than the monotonic clock, so a
-  clock that jumps ahead cannot make work due early.
+  clock that jumps ahead cannot make work due early. The step is not trusted later either:
+  until the engine restarts, ``earliest`` stays that far behind the wall reading, and every
+  decision waits as long (``held_back_ms``; ``problem`` says so once it exceeds
+  ``max_error_ms``, and ``engine status`` lists it).
 
 Both readings come from the engine's ``time_source.Clock`` (``source``), so tests skew,
 step and advance the clock with a ``FakeClock`` instead of sleeping.
@@ -115,6 +118,9 @@ class TrustedClock:
         self._floor = 0  # true time is known to be at least this (raise_floor)
         self._lock = threading.Lock()
         self.steps_backwards = 0
+        # how far the last reading's earliest was held behind the wall reading (a step
+        # forwards while the engine ran; 0 otherwise)
+        self.held_back_ms = 0
 
     def now(self) -> TrustedTime:
         report = self._health() if self._health else None
@@ -130,12 +136,24 @@ class TrustedClock:
                 earliest = max(min(earliest, last_earliest + elapsed), last_earliest)
                 latest = max(latest, last_latest + elapsed)
             earliest, latest = max(earliest, self._floor), max(latest, self._floor)
+            self.held_back_ms = max(wall - error - earliest, 0)
             self._last = (earliest, latest, mono)
             return TrustedTime(earliest, latest)
 
     def problem(self) -> str | None:
         """Why the clock may not be trusted for a decision right now, or None."""
         return self._health().problem if self._health else None
+
+    def held_back(self) -> str | None:
+        """Why decisions are late, when the wall clock stepped forwards by more than
+        ``max_error_ms`` while the engine ran (as of the last reading), or None."""
+        held = self.held_back_ms
+        if held <= self.max_error_ms:
+            return None
+        return (f"the wall clock stepped forwards by about {held:,} ms while the engine ran: "
+                f"Trusted UTC is held that far behind it (a step ahead of the monotonic clock "
+                f"is never trusted), so every admission and expiry waits that much longer; "
+                f"once the wall clock is known to be right, restart the engine to trust it")
 
     def raise_floor(self, earliest_ms: int) -> None:
         """True time is known to be at least ``earliest_ms`` (an applied admission was

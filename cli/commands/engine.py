@@ -85,8 +85,11 @@ def status(ctx: typer.Context) -> None:
     def human(out: Console) -> None:
         from rich.table import Table
 
+        trusted = data["trusted_time"]
+        held = trusted.get("held_back_ms") or 0
         out.print(f"engine running as {data['owner_id']} since {data['started_at']}; "
-                  f"Trusted UTC ±{data['trusted_time']['uncertainty_ms'] // 2} ms")
+                  f"Trusted UTC ±{trusted['uncertainty_ms'] // 2} ms"
+                  + (f", held {held:,} ms behind the wall clock" if held else ""))
         shards = Table("shard", "state", "applied", "lag", "in flight", "uncertain")
         for s in data["shards"]:
             shards.add_row(s["shard"], s["state"], str(s["applied_position"]), str(s["lag"]),

@@ -28,7 +28,6 @@ from nereus.engine.admin.documents import (
     MetricsExposition,
     OpenAttemptView,
     ShardView,
-    TrustedTimeView,
     WorkerView,
 )
 from nereus.engine.admin.status_views import (
@@ -36,6 +35,7 @@ from nereus.engine.admin.status_views import (
     health_problems,
     lane_views,
     shard_views,
+    trusted_time_view,
     worker_views,
 )
 from nereus.engine.engine import Engine
@@ -117,18 +117,15 @@ class AdminApi:
     # status ---------------------------------------------------------------------------
     def status(self) -> EngineStatus:
         assert self.engine.clock is not None
-        now = self.engine.clock.now()
+        trusted = trusted_time_view(self.engine.clock)
         reads = StatusReads(self.engine)  # each lane value and due range read once
         shards = shard_views(self.engine, reads)
         workers = self.workers()
-        problems = health_problems(shards, workers)
+        problems = health_problems(shards, workers, trusted)
         return EngineStatus(
             running=True, healthy=not problems, problems=problems,
             owner_id=self.engine.owner_id, home=str(self.engine.home),
-            started_at=format_time_ms(self.engine.started_ms),
-            trusted_time=TrustedTimeView(earliest=format_time_ms(now.earliest_ms),
-                                         latest=format_time_ms(now.latest_ms),
-                                         uncertainty_ms=now.uncertainty_ms),
+            started_at=format_time_ms(self.engine.started_ms), trusted_time=trusted,
             shards=shards, lanes=lane_views(self.engine, reads), workers=workers)
 
     def workers(self) -> list[WorkerView]:

@@ -13,6 +13,11 @@ class TrustedTimeView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     earliest: str
     latest: str
     uncertainty_ms: int
+    # how far earliest is held behind the wall clock: a step forwards while the engine
+    # ran, not trusted until it restarts (0: none)
+    held_back_ms: int = 0
+    # why no decision may be made (chrony) or decisions are late (a step forwards), or null
+    problem: str | None = None
 
 
 class ShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

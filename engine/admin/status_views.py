@@ -17,7 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from nereus.engine.admin.documents import LaneShardView, LaneView, ShardView, WorkerView
+from nereus.engine.admin.documents import (
+    LaneShardView,
+    LaneView,
+    ShardView,
+    TrustedTimeView,
+    WorkerView,
+)
+from nereus.engine.clock import TrustedClock
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
 from nereus.engine.shard_status import ShardState
@@ -129,10 +136,24 @@ UNHEALTHY_SHARD_STATES = frozenset({ShardState.FAILED, ShardState.DEGRADED, Shar
 UNHEALTHY_WORKER_STATES = frozenset({"FAILED", "BACKOFF"})
 
 
-def health_problems(shards: list[ShardView], workers: list[WorkerView]) -> list[str]:
-    """One line per shard or worker that is not healthy, with its reason."""
-    problems = [f"shard {s.shard} is {s.state}: {s.error or 'no reason recorded'}"
-                for s in shards if s.state in UNHEALTHY_SHARD_STATES]
+def trusted_time_view(clock: TrustedClock) -> TrustedTimeView:
+    """Trusted UTC now, and why decisions may not be made (chrony) or are late (a step of
+    the wall clock forwards, held back)."""
+    now = clock.now()
+    return TrustedTimeView(earliest=format_time_ms(now.earliest_ms),
+                           latest=format_time_ms(now.latest_ms),
+                           uncertainty_ms=now.uncertainty_ms, held_back_ms=clock.held_back_ms,
+                           problem=clock.problem() or clock.held_back())
+
+
+def health_problems(shards: list[ShardView], workers: list[WorkerView],
+                    trusted: TrustedTimeView | None = None) -> list[str]:
+    """One line per shard or worker that is not healthy, with its reason, and Trusted
+    UTC's problem if it has one."""
+    problems = [] if trusted is None or trusted.problem is None else [
+        f"Trusted UTC: {trusted.problem}"]
+    problems += [f"shard {s.shard} is {s.state}: {s.error or 'no reason recorded'}"
+                 for s in shards if s.state in UNHEALTHY_SHARD_STATES]
     problems += [f"worker {w.name} is {w.state} after {w.restarts} restart(s): "
                  f"{w.last_error or 'no error recorded'}"
                  for w in workers if w.state in UNHEALTHY_WORKER_STATES]

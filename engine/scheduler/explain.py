@@ -62,6 +62,8 @@ class ExplainInputs:
     not_ready_reason: str | None
     now: TrustedTime | None  # None: Trusted UTC is not trusted (``clock_problem``)
     clock_problem: str | None
+    # why Trusted UTC is behind the wall clock (a step forwards, held back), or None
+    clock_held_back: str | None
     lead_ms: int
     ordered_blocker: str | None  # on an ORDERED lane: what holds the key, or None
     claims_on_lane: int
@@ -92,6 +94,8 @@ def _time_gates(inputs: ExplainInputs, message: Message) -> list[GateView]:
         return [GateView(gate="trusted_time", holds=True, detail=problem),
                 GateView(gate="expiry", holds=True, detail=problem)]
     early = gates.not_due(now, message, inputs.lead_ms, message.lane)
+    if early is not None and inputs.clock_held_back is not None:
+        early = f"{early}; {inputs.clock_held_back}"
     expiry = gates.expired(now, message) or gates.expiry_unproven(now, message)
     return [
         GateView(gate="trusted_time", holds=early is not None, detail=early or (

@@ -50,10 +50,9 @@ from nereus.engine.admin.documents import (
     MetricsExposition,
     OpenAttemptView,
     ShardView,
-    TrustedTimeView,
     WorkerView,
 )
-from nereus.engine.admin.status_views import health_problems
+from nereus.engine.admin.status_views import health_problems, trusted_time_view
 from nereus.engine.clock import TrustedClock
 from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.supervisor import Supervisor
@@ -167,16 +166,16 @@ class FrontApi:
         for index, answer in enumerate(answers):
             if isinstance(answer, EngineStatus):
                 workers += prefixed(self.members[index], answer.workers)
-        problems = health_problems(shards, workers)
+        # a worker's clock (they decide), else the front's own; a worker's held back step
+        # is its own: the one that has held back furthest is reported
+        trusted = max((s.trusted_time for s in statuses), default=None,
+                      key=lambda t: t.held_back_ms) or trusted_time_view(self.clock)
+        problems = health_problems(shards, workers, trusted)
         problems += [f"worker process {index} does not answer: {answer.message}"
                      for index, answer in enumerate(answers)
                      if isinstance(answer, NereusError)]
         problems += [f"shard {s.shard} is {UNOWNED}: {s.error}" for s in shards
                      if s.state == UNOWNED]
-        now = self.clock.now()
-        trusted = statuses[0].trusted_time if statuses else TrustedTimeView(
-            earliest=format_time_ms(now.earliest_ms), latest=format_time_ms(now.latest_ms),
-            uncertainty_ms=now.uncertainty_ms)
         return EngineStatus(
             running=True, healthy=not problems, problems=problems, owner_id=self.owner_id,
             home=str(self.home), started_at=format_time_ms(self.started_ms),

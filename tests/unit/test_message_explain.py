@@ -34,7 +34,8 @@ def _message(message_id: str = "m1", *, action_at_ms: int = NOW.earliest_ms - 1_
 
 CLEAR = ExplainInputs(
     shard_hold=None, lane=Lane(name="local"), gate_detail="never changed", ready=True,
-    not_ready_reason=None, now=NOW, clock_problem=None, lead_ms=0, ordered_blocker=None,
+    not_ready_reason=None, now=NOW, clock_problem=None, clock_held_back=None, lead_ms=0,
+    ordered_blocker=None,
     claims_on_lane=0, quota_left=None, permits_refusal=None, claimed=None, capability=None,
     waiting=None)
 

@@ -53,6 +53,41 @@ def test_a_forwards_jump_cannot_make_work_due_early() -> None:
     assert not t.is_due(20_000)
 
 
+def test_a_forwards_step_is_held_back_and_said_until_a_restart() -> None:
+    """After a 10 s step forwards, earliest stays that far behind the wall reading however
+    long the engine runs (``held_back_ms``), and ``held_back`` says why decisions are late;
+    a fresh clock (a restart) reads the wall clock as it is."""
+    clocks = FakeClock(wall_ms=10_000)
+    clock = make(clocks)
+    clock.now()
+    assert clock.held_back_ms == 0 and clock.held_back() is None
+    clocks.step_wall(10_000)
+    clocks.advance(3_600)
+    t = clock.now()
+    assert t.earliest_ms == 10_000 - 50 + 3_600_000
+    assert clock.held_back_ms == 10_000
+    said = clock.held_back()
+    assert said is not None and "stepped forwards by about 10,000 ms" in said
+    assert "restart the engine" in said
+    restarted = make(clocks)
+    assert restarted.now().earliest_ms == clocks.wall_ms() - 50
+    assert restarted.held_back_ms == 0
+
+
+def test_a_step_within_the_error_bound_is_not_a_problem() -> None:
+    """A step forwards no larger than max_error_ms is held back but not reported; a step
+    backwards holds nothing back."""
+    clocks = FakeClock(wall_ms=10_000)
+    clock = make(clocks)
+    clock.now()
+    clocks.step_wall(50)
+    clock.now()
+    assert clock.held_back_ms == 50 and clock.held_back() is None
+    clocks.step_wall(-5_000)
+    clock.now()
+    assert clock.held_back_ms == 0
+
+
 def test_chrony_tracking_line_gives_an_error_bound() -> None:
     """`chronyc -c tracking`: |offset| + root delay / 2 + root dispersion, in ms (rounded up)."""
     line = ("A29FC87B,162.159.200.123,3,1700000000.0,-0.000120,0.000010,0.000200,"
