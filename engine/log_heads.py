@@ -3,9 +3,10 @@ dashboard and a Prometheus scrape ask every shard's log for its end position, an
 them may hang on a log that does not answer.
 
 A Kafka or Pulsar log asked while its broker is down waits up to its ``timeout_s`` (30 s)
-before it fails; a status document of two shards took a minute, and a client that polls
-status every 100 ms left hundreds of abandoned requests blocked in the broker client, still
-working through them a minute after the broker came back. Here each shard has at most one
+before it fails, so a status document of two shards took a minute, every admin thread
+that asked stayed blocked in the broker client, and a client polling status every 100 ms
+(the 60 s Command Topic outage test, in CI) got no answer for two minutes after the broker
+came back. Here each shard has at most one
 question in flight, on a thread this object starts for it (a daemon: a question ends on its
 log's own timeout, and a stopping process does not wait for it); a report waits for the
 answer at most ``wait_s`` and otherwise says so (``error``), with the last answer and its
