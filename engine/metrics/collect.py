@@ -38,6 +38,7 @@ from nereus.engine.admin.status_views import (
     shard_views,
     worker_views,
 )
+from nereus.engine.clock import TrustedClock
 from nereus.engine.metrics.shard import Buckets
 from nereus.engine.shard_status import ShardState
 from nereus.records import MessageState
@@ -131,6 +132,20 @@ class EngineCollector(Collector):
                     outcomes, due_lag, latency)
         yield from _lane_families(engine, lanes)
         yield restarts_family(worker_views(engine))
+        if engine.clock is not None:
+            yield held_back_family(engine.clock)
+
+
+def held_back_family(clock: TrustedClock) -> Metric:
+    """``nereus_trusted_time_held_back_seconds``: how far Trusted UTC is held behind the
+    wall clock after a step forwards (``engine.clock``), read now."""
+    clock.now()
+    family = GaugeMetricFamily(
+        "nereus_trusted_time_held_back_seconds", "How far Trusted UTC's earliest is held "
+        "behind the wall clock after it stepped forwards while the engine ran: every "
+        "decision waits this much longer until a restart (0: none)")
+    family.add_metric([], clock.held_back_ms / 1000)
+    return family
 
 
 def _histograms(family: HistogramMetricFamily, labels: list[str],

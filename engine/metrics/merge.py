@@ -10,7 +10,8 @@ shard label are merged by meaning:
 * ``nereus_worker_restarts_total``: the ``worker`` label is prefixed with the process
   (``worker-1/shard-default/0``), as ``engine status`` names the workers' threads;
 * ``nereus_lane_ready``: the lowest (a lane is READY only when every process's publisher
-  is), ``nereus_due_lag_max_seconds``: the largest;
+  is), ``nereus_due_lag_max_seconds`` and ``nereus_trusted_time_held_back_seconds``: the
+  largest;
 * anything else with the same name and labels (none today): summed.
 
 A worker that does not answer is left out, and the front door's own
@@ -29,7 +30,8 @@ from nereus.engine.admin.documents import MetricsExposition, WorkerView
 from nereus.engine.metrics.collect import exposition_of
 
 LOWEST: Final = frozenset({"nereus_lane_ready"})
-HIGHEST: Final = frozenset({"nereus_due_lag_max_seconds"})
+HIGHEST: Final = frozenset({"nereus_due_lag_max_seconds",
+                            "nereus_trusted_time_held_back_seconds"})
 RESTARTS: Final = "nereus_worker_restarts"
 
 

@@ -35,6 +35,7 @@ METRICS = (
     "nereus_messages", "nereus_pending_messages", "nereus_uncertain_messages",
     "nereus_due_messages", "nereus_lane_gate_open", "nereus_lane_ready",
     "nereus_due_lag_max_seconds", "nereus_worker_restarts_total",
+    "nereus_trusted_time_held_back_seconds",
 )
 
 

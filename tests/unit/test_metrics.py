@@ -10,13 +10,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nereus.config import parse_config
 from nereus.engine.admin.documents import WorkerView
-from nereus.engine.metrics.collect import exposition_of, restarts_family
+from nereus.engine.clock import TrustedClock
+from nereus.engine.metrics.collect import exposition_of, held_back_family, restarts_family
 from nereus.engine.metrics.merge import merge
 from nereus.engine.metrics.shard import Buckets, ShardMetrics
 from nereus.errors import ConfigError
 from nereus.machine import Applied
 from nereus.records import Outcome, PublishAdmission, PublishOutcome, ResultStatus
 from nereus.state.values import Result
+from tests.fake_clock import FakeClock
 
 BASE = '[routes.default]\nlog = "file"\npartitions = 2\n\n'
 
@@ -170,3 +172,20 @@ def test_an_exposition_of_no_families_is_empty_text() -> None:
     """Rendering nothing gives nothing (a front door whose workers all failed still
     answers with its own families only)."""
     assert exposition_of([]) == ""
+
+
+def test_a_held_back_clock_is_a_gauge_and_the_merge_takes_the_largest() -> None:
+    """nereus_trusted_time_held_back_seconds is 0 on a steady clock and the steps' size
+    after the wall clock steps forwards; the front door keeps the largest of its workers'
+    values, not their sum (a worker started between two steps holds back only the last)."""
+    name = "nereus_trusted_time_held_back_seconds"
+    clocks = FakeClock(wall_ms=1_000_000)
+    older = TrustedClock(max_error_ms=50, source=clocks)
+    assert _samples(exposition_of([held_back_family(older)]))[(name, ())] == 0.0
+    clocks.step_wall(2_000)
+    newer = TrustedClock(max_error_ms=50, source=clocks)
+    newer.now()
+    clocks.step_wall(4_000)
+    six, four = (exposition_of([held_back_family(c)]) for c in (older, newer))
+    assert _samples(six)[(name, ())] == 6.0 and _samples(four)[(name, ())] == 4.0
+    assert _samples(merge([("worker-0", four), ("worker-1", six)]))[(name, ())] == 6.0
