@@ -46,6 +46,14 @@ class Clock(Protocol):
         ...
 
 
+# The monotonic reading: Linux's CLOCK_BOOTTIME where there is one. It counts the time the
+# machine spent suspended, as the wall clock does; CLOCK_MONOTONIC (``time.monotonic``)
+# stops meanwhile, so after a host suspended for ten minutes the wall clock read ten minutes
+# ahead of it: a step forwards Trusted UTC never trusts (``clock.TrustedClock``), and every
+# decision was ten minutes late until a restart. Either never goes back.
+BOOT_CLOCK: Final = getattr(time, "CLOCK_BOOTTIME", None)
+
+
 class SystemClock:
     """The operating system's clocks: the Clock of every engine outside tests."""
 
@@ -53,10 +61,16 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
     def monotonic(self) -> float:
-        return time.monotonic()
+        return self._monotonic_ns() / 1e9
 
     def monotonic_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
+        return self._monotonic_ns() // 1_000_000
+
+    @staticmethod
+    def _monotonic_ns() -> int:
+        if BOOT_CLOCK is None:
+            return time.monotonic_ns()
+        return time.clock_gettime_ns(BOOT_CLOCK)
 
     def wait(self, event: threading.Event, timeout_s: float) -> bool:
         return event.wait(max(timeout_s, 0.0))

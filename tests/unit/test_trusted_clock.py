@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from nereus.engine.clock import ClockReport, TrustedClock, chrony_error_ms, chrony_report
+from nereus.engine.time_source import BOOT_CLOCK, SystemClock
 from nereus.trusted_time import TrustedTime
 from tests.fake_clock import FakeClock
 
@@ -86,6 +91,26 @@ def test_a_step_within_the_error_bound_is_not_a_problem() -> None:
     clocks.step_wall(-5_000)
     clock.now()
     assert clock.held_back_ms == 0
+
+
+@pytest.mark.skipif(BOOT_CLOCK is None, reason="no CLOCK_BOOTTIME on this platform")
+def test_a_suspended_host_is_not_a_step_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system Clock's monotonic reading counts time spent suspended (CLOCK_BOOTTIME):
+    after ten minutes suspended, when the wall and boot clocks moved on and CLOCK_MONOTONIC
+    did not, Trusted UTC follows the wall clock and holds nothing back."""
+    readings = {"wall": 1_700_000_000_000_000_000, "boot": 5_000_000_000,
+                "monotonic": 4_000_000_000}
+    monkeypatch.setattr(time, "time_ns", lambda: readings["wall"])
+    monkeypatch.setattr(time, "monotonic_ns", lambda: readings["monotonic"])
+    monkeypatch.setattr(time, "clock_gettime_ns",
+                        lambda clock: readings["boot"] if clock == BOOT_CLOCK else 0)
+    clock = TrustedClock(max_error_ms=50, source=SystemClock())
+    before = clock.now()
+    readings["wall"] += 600 * 10**9
+    readings["boot"] += 600 * 10**9
+    after = clock.now()
+    assert after.earliest_ms - before.earliest_ms == 600_000
+    assert clock.held_back_ms == 0 and clock.held_back() is None
 
 
 def test_chrony_tracking_line_gives_an_error_bound() -> None:
