@@ -102,6 +102,8 @@ def _render_herd(h: HerdFigures) -> list[str]:
         f"  b during the drain ({h.b_during_drain:,} messages): p50 {h.b_lateness_p50_ms} ms, "
         f"p99 {h.b_lateness_p99_ms} ms (target < {h.target_b_p99_ms}) {_mark(h.met)}, "
         f"max {h.b_lateness_max_ms} ms",
+        f"  b p99 by tenth of the drain: {', '.join(str(ms) for ms in h.b_p99_by_tenth_ms)} "
+        f"ms; Trusted UTC held behind the wall clock at the end: {h.held_back_ms} ms",
         f"  early: a {h.early_a}, b {h.early_b} (target 0) "
         f"{_mark(h.early_a == 0 and h.early_b == 0)}; duplicates {h.duplicates}",
     ]

@@ -79,6 +79,12 @@ class Daemon:
         found: list[dict[str, Any]] = self.admin.get("/v1/shards")["shards"]
         return found
 
+    def held_back_ms(self) -> int:
+        """How far the engine's Trusted UTC is held behind the wall clock (a step forwards
+        while it ran: every decision that much later)."""
+        trusted: dict[str, Any] = self.admin.get("/v1/status")["trusted_time"]
+        return int(trusted.get("held_back_ms") or 0)
+
     def all_active(self) -> bool:
         return all(s["state"] == "ACTIVE" for s in self.shards())
 

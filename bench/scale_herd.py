@@ -12,6 +12,7 @@ early on either lane (there must be none).
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import multiprocessing.synchronize
@@ -48,6 +49,13 @@ class HerdFigures(msgspec.Struct, frozen=True):
     b_lateness_p50_ms: int
     b_lateness_p99_ms: int
     b_lateness_max_ms: int
+    # b's p99 lateness in each tenth of the drain (by deliver_at): a lateness that grows
+    # is a backlog; one that is the same from the start is a delay in the pipeline or
+    # the clock
+    b_p99_by_tenth_ms: list[int]
+    # the engine's Trusted UTC held behind the wall clock when the drain ended (a step
+    # forwards while it ran makes every message that much late)
+    held_back_ms: int
     early_a: int
     early_b: int
     duplicates: int
@@ -150,13 +158,15 @@ def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
             child.join(60)
         wait_until(lambda: daemon.states().get("SCHEDULED", 0) == 0, deadline_s,
                    "lane b drained", 0.1)
+        held_back_ms = daemon.held_back_ms()
     finally:
         daemon.stop()
     a_lines = [line for line in a_out.stamps() if line[0].startswith("h")]
     b_lines = b_out.stamps()
     a_end = max(published for _, _, published in a_lines)
-    during = sorted(published - deliver for _, deliver, published in b_lines
-                    if due_ms <= deliver <= a_end)
+    in_drain = sorted((deliver, published - deliver) for _, deliver, published in b_lines
+                      if due_ms <= deliver <= a_end)
+    during = sorted(late for _, late in in_drain)
     drain_s = max((a_end - due_ms) / 1000, 1e-3)
     ids = [line[0] for line in a_lines] + [line[0] for line in b_lines]
     p99 = percentile(during, 0.99)
@@ -166,7 +176,16 @@ def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
         a_vs_solo=round(count / drain_s / solo_rate, 3), applied_before_due=in_time,
         b_during_drain=len(during), b_lateness_p50_ms=percentile(during, 0.5),
         b_lateness_p99_ms=p99, b_lateness_max_ms=during[-1] if during else 0,
+        b_p99_by_tenth_ms=_p99_by_tenth(in_drain), held_back_ms=held_back_ms,
         early_a=sum(1 for _, deliver, published in a_lines if published < deliver),
         early_b=sum(1 for _, deliver, published in b_lines if published < deliver),
         duplicates=len(ids) - len(set(ids)),
         target_b_p99_ms=TARGET_B_P99_MS, met=bool(during) and p99 < TARGET_B_P99_MS)
+
+
+def _p99_by_tenth(in_drain: list[tuple[int, int]]) -> list[int]:
+    """The p99 lateness of each tenth of ``in_drain`` ((deliver_at, lateness), in
+    deliver_at order): ten figures, fewer when it has fewer than ten entries."""
+    bounds = [len(in_drain) * i // 10 for i in range(11)]
+    return [percentile(sorted(late for _, late in in_drain[begin:end]), 0.99)
+            for begin, end in itertools.pairwise(bounds) if end > begin]

@@ -98,6 +98,7 @@ def test_scale_bench_fills_herds_idles_and_sweeps() -> None:
     assert fill["disk_bytes_per_pending"] > 0 and fill["inspect_s"] > 0
     assert herd["herd"] == 3000 and herd["b_during_drain"] > 0
     assert herd["early_a"] == herd["early_b"] == herd["duplicates"] == 0
+    assert 1 <= len(herd["b_p99_by_tenth_ms"]) <= 10 and herd["held_back_ms"] >= 0
     assert [idle["shards"] for idle in report["idle"]] == [4]
     kept = report["retention"]
     assert kept["published"] == 40
