@@ -16,6 +16,7 @@ age. Later reports join the question in flight instead of asking again.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -54,6 +55,7 @@ class LogHeads:
     """One bounded question per shard's log at a time; see the module docstring."""
 
     def __init__(self, *, wait_s: float = WAIT_S, monotonic: Callable[[], float]) -> None:
+        """``monotonic``: the engine's Clock, for the age of the last answer."""
         self.wait_s = wait_s
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -63,8 +65,10 @@ class LogHeads:
         """The end of each shard's log, or why it is not known: every log is asked at once,
         and all of them are waited for ``wait_s`` together."""
         asked = [(shard, *self._question(shard, log)) for shard, log in logs]
-        deadline = self._monotonic() + self.wait_s
-        return {shard: self._answer(question, asking, deadline - self._monotonic())
+        # a wait for other threads: real time bounds it (the engine's Clock may be a test's
+        # FakeClock that never moves, which waited for the shards one after another)
+        deadline = time.monotonic() + self.wait_s
+        return {shard: self._answer(question, asking, deadline - time.monotonic())
                 for shard, question, asking in asked}
 
     def _answer(self, question: Future[int], asking: _Asking, wait_s: float) -> LogHead:
