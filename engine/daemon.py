@@ -176,9 +176,9 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
 
 
 def main() -> None:
-    from nereus.adapters.malloc_arenas import limit_malloc_arenas
+    from nereus.adapters.malloc_settings import settle_malloc
 
-    limit_malloc_arenas()  # before any thread (nereus.adapters.malloc_arenas)
+    settle_malloc()  # before any thread (nereus.adapters.malloc_settings)
     parser = argparse.ArgumentParser(prog="nereus-engine")
     parser.add_argument("--home", required=True)
     parser.add_argument("--foreground", action="store_true")
