@@ -68,6 +68,17 @@ def _mark(met: bool) -> str:
     return "MET" if met else "MISSED"
 
 
+def _memory_line(tenth: dict[str, float], full: dict[str, float]) -> str:
+    """Where the RSS went between a tenth and all: the engine's memory gauges, summed."""
+    def both(name: str) -> str:
+        return f"{tenth.get(name, '?')} / {full.get(name, '?')} MB"
+
+    return (f"    of which, at a tenth / at all: indexes and filters (outside the budget) "
+            f"{both('store_table_readers')}; block cache {both('store_block_cache')} "
+            f"(memtables {both('store_memtable')}) of a {full.get('store_memory_budget', '?')} "
+            f"MB budget")
+
+
 def _render_fill(f: FillFigures) -> list[str]:
     return [
         f"fill: {f.pending:,} pending on {f.partitions} shards, {f.workers} worker(s), "
@@ -80,6 +91,7 @@ def _render_fill(f: FillFigures) -> list[str]:
         f"  RSS at a tenth {f.rss_tenth_mb} MB, at all {f.rss_full_mb} MB: "
         f"{f.rss_full_vs_tenth:.2f}x (target <= {TARGET_RSS_GROWTH}) "
         f"{_mark(f.rss_full_vs_tenth <= TARGET_RSS_GROWTH)}",
+        _memory_line(f.memory_tenth_mb, f.memory_full_mb),
         f"  SCHEDULED counted by the engine: {f.scheduled_counted:,}",
         f"  disk per pending message: {f.disk_bytes_per_pending} B as left, "
         f"{f.disk_bytes_per_pending_compacted} B compacted (target <= {TARGET_DISK_BYTES}) "

@@ -58,6 +58,9 @@ def wait_until(condition: Callable[[], bool], deadline_s: float, what: str,
     return time.monotonic() - start
 
 
+MEMORY_FAMILIES = ("nereus_store_", "nereus_resident_memory")
+
+
 @dataclass
 class Daemon:
     """A running engine on ``home``: its admin client and process ids."""
@@ -105,6 +108,20 @@ class Daemon:
 
     def cpu_s(self) -> float:
         return tree_cpu_s(self.pid)
+
+    def memory_mb(self) -> dict[str, float]:
+        """Where the engine's memory is (its ``nereus_store_*`` and resident gauges, summed
+        over its processes), in MiB as the RSS figures, by family name without ``nereus_``
+        and ``_bytes``."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = self.admin.get("/v1/metrics")["exposition"]
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            if family.name.endswith("_bytes") and family.name.startswith(MEMORY_FAMILIES):
+                name = family.name.removeprefix("nereus_").removesuffix("_bytes")
+                out[name] = round(sum(s.value for s in family.samples) / (1 << 20), 1)
+        return out
 
 
 def open_logs(home: Path) -> ShardLogs:

@@ -11,6 +11,7 @@ the databases, and after a full compaction), and the restart-to-ready time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
@@ -46,6 +47,11 @@ class FillFigures(msgspec.Struct, frozen=True):
     rss_tenth_mb: float
     rss_full_mb: float
     rss_full_vs_tenth: float
+    # where the memory was at a tenth and at all (MB, the engine's gauges summed):
+    # resident_memory, store_memory_budget, store_block_cache, store_memtable,
+    # store_table_readers (indexes and filters, outside the budget)
+    memory_tenth_mb: dict[str, float]
+    memory_full_mb: dict[str, float]
     # the engine's CPU (front door and workers, RocksDB's threads in them) per command
     # applied in the first and the last tenth: more work per command, or less CPU for it
     cpu_us_first_tenth: int
@@ -67,11 +73,15 @@ class _Sampler(threading.Thread):
     seconds; keeps a ``Sample`` each time."""
 
     def __init__(self, applied: Callable[[], int], rss_mb: Callable[[], float],
-                 cpu_s: Callable[[], float]) -> None:
+                 cpu_s: Callable[[], float], *, memory_mb: Callable[[], dict[str, float]],
+                 memory_at: int) -> None:
         super().__init__(name="sampler", daemon=True)
         self._applied = applied
         self._rss_mb = rss_mb
         self._cpu_s = cpu_s
+        self._memory_mb = memory_mb
+        self._memory_at = memory_at
+        self.memory: dict[str, float] = {}  # memory_mb() once memory_at were applied
         self.samples: list[Sample] = []
         self.applied = 0
         self.stopping = threading.Event()
@@ -86,6 +96,9 @@ class _Sampler(threading.Thread):
                 continue
             self.applied = applied
             self.samples.append(Sample(time.monotonic() - self.started_at, applied, rss, cpu))
+            if not self.memory and applied >= self._memory_at:
+                with contextlib.suppress(Exception):  # tried again at the next sample
+                    self.memory = self._memory_mb()
 
 
 class Sample(NamedTuple):
@@ -159,7 +172,8 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
         return sum(max(0, (-1 if by_shard[str(s)] is None else by_shard[str(s)]) + 1 - first)
                    for s, first in firsts.items())
 
-    sampler = _Sampler(applied, daemon.rss_mb, daemon.cpu_s)
+    sampler = _Sampler(applied, daemon.rss_mb, daemon.cpu_s, memory_mb=daemon.memory_mb,
+                       memory_at=max(pending // 10, 1))
     cpu_at_start = daemon.cpu_s()
     started = time.monotonic()
     sampler.start()
@@ -176,6 +190,7 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
     t_tenth, rss_tenth = at_tenth.seconds, at_tenth.rss_mb
     t_last, t_end = at_last.seconds, at_end.seconds
     rss_full = daemon.rss_mb()
+    memory_full = daemon.memory_mb()
     scheduled = daemon.states().get("SCHEDULED", 0)
     help_s, _ = nereus(home, "--help")
     inspect_s, _ = nereus(home, "shard", "inspect", f"{ROUTE}/0", "--json")
@@ -198,6 +213,7 @@ def fill(root: Path, pending: int, say: Callable[[str], None], deadline_s: float
         last_vs_first=round(last_rate / first_rate, 3),
         rss_tenth_mb=rss_tenth, rss_full_mb=rss_full,
         rss_full_vs_tenth=round(rss_full / max(rss_tenth, 0.1), 3),
+        memory_tenth_mb=sampler.memory, memory_full_mb=memory_full,
         cpu_us_first_tenth=round((at_tenth.cpu_s - cpu_at_start) * 1e6 / tenth),
         cpu_us_last_tenth=round((at_end.cpu_s - at_last.cpu_s) * 1e6 / tenth),
         scheduled_counted=scheduled,

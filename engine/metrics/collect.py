@@ -39,6 +39,7 @@ from nereus.engine.admin.status_views import (
     worker_views,
 )
 from nereus.engine.clock import TrustedClock
+from nereus.engine.metrics.memory import memory_families
 from nereus.engine.metrics.shard import Buckets
 from nereus.engine.shard_status import ShardState
 from nereus.records import MessageState
@@ -134,6 +135,7 @@ class EngineCollector(Collector):
         yield restarts_family(worker_views(engine))
         if engine.clock is not None:
             yield held_back_family(engine.clock)
+        yield from memory_families(engine)
 
 
 def held_back_family(clock: TrustedClock) -> Metric:

@@ -12,7 +12,8 @@ shard label are merged by meaning:
 * ``nereus_lane_ready``: the lowest (a lane is READY only when every process's publisher
   is), ``nereus_due_lag_max_seconds`` and ``nereus_trusted_time_held_back_seconds``: the
   largest;
-* anything else with the same name and labels (none today): summed.
+* anything else with the same name and labels: summed (the processes' resident memory, the
+  front door's included, and their memory budgets and block caches: the engine's).
 
 A worker that does not answer is left out, and the front door's own
 ``nereus_worker_scrape_errors`` says how many did not (``engine status`` names them).
@@ -91,12 +92,13 @@ def merged_exposition(answers: Sequence[object], members: Sequence[str],
                       own_workers: Iterable[WorkerView],
                       owners: Mapping[str, str] | None = None) -> MetricsExposition:
     """The front door's ``/v1/metrics``: each worker's answer to it (by index; an error for
-    one that did not answer) merged with the front door's own worker restarts; ``owners``:
-    shard -> the member owning it now."""
+    one that did not answer) merged with the front door's own worker restarts and resident
+    memory; ``owners``: shard -> the member owning it now."""
     import msgspec
 
     from nereus.engine.metrics.collect import restarts_family
     from nereus.engine.metrics.listener import CONTENT_TYPE
+    from nereus.engine.metrics.memory import resident_family
 
     parts: list[tuple[str, str]] = []
     unanswered = 0
@@ -106,4 +108,5 @@ def merged_exposition(answers: Sequence[object], members: Sequence[str],
         except msgspec.ValidationError:
             unanswered += 1
     return MetricsExposition(content_type=CONTENT_TYPE, exposition=merge(
-        parts, own=[restarts_family(own_workers)], unanswered=unanswered, owners=owners))
+        parts, own=[restarts_family(own_workers), resident_family()], unanswered=unanswered,
+        owners=owners))

@@ -351,7 +351,13 @@ class ShardStore:
         return None if raw is None else decode_int(raw)
 
     def property_int(self, name: str) -> int | None:
-        value: int | None = self._db.property_int_value(name)
+        """A RocksDB integer property (None: unknown, or the database is closed)."""
+        from rocksdict import DbClosedError
+
+        try:
+            value: int | None = self._db.property_int_value(name)
+        except DbClosedError:  # a reader on another thread (a scrape) met a close
+            return None
         return value
 
     def wal_bytes(self) -> int:

@@ -96,6 +96,10 @@ def test_scale_bench_fills_herds_idles_and_sweeps() -> None:
     assert fill["pending"] == fill["scheduled_counted"] == 20_000
     assert fill["apply_first_tenth_per_s"] > 0 and fill["apply_last_tenth_per_s"] > 0
     assert fill["disk_bytes_per_pending"] > 0 and fill["inspect_s"] > 0
+    full = fill["memory_full_mb"]  # the engine's memory gauges, summed over its processes
+    assert full["store_memory_budget"] == 256.0  # MiB, [engine] memory_mb
+    assert 0 < full["store_block_cache"] <= full["store_memory_budget"]
+    assert full["resident_memory"] > full["store_table_readers"] >= 0
     assert herd["herd"] == 3000 and herd["b_during_drain"] > 0
     assert herd["early_a"] == herd["early_b"] == herd["duplicates"] == 0
     assert 1 <= len(herd["b_p99_by_tenth_ms"]) <= 10 and herd["held_back_ms"] >= 0

@@ -35,7 +35,9 @@ METRICS = (
     "nereus_messages", "nereus_pending_messages", "nereus_uncertain_messages",
     "nereus_due_messages", "nereus_lane_gate_open", "nereus_lane_ready",
     "nereus_due_lag_max_seconds", "nereus_worker_restarts_total",
-    "nereus_trusted_time_held_back_seconds",
+    "nereus_trusted_time_held_back_seconds", "nereus_resident_memory_bytes",
+    "nereus_store_memory_budget_bytes", "nereus_store_block_cache_bytes",
+    "nereus_store_memtable_bytes", "nereus_store_table_readers_bytes",
 )
 
 
@@ -117,6 +119,11 @@ def test_prometheus_scrapes_every_metric_and_every_dashboard_query_finds_series(
     assert total(found, "nereus_messages", lane="local", state="PUBLISHED") == MESSAGES
     assert {dict(keys)["shard"] for (name, keys) in found
             if name == "nereus_applied_position"} == {"default/0", "default/1"}
+    # the workers' shares of [engine] memory_mb (default 256) add up to the engine's budget
+    assert total(found, "nereus_store_memory_budget_bytes") == 256 << 20
+    assert total(found, "nereus_resident_memory_bytes") > 0
+    assert {dict(keys)["shard"] for (name, keys) in found
+            if name == "nereus_store_table_readers_bytes"} == {"default/0", "default/1"}
     document = nereus_json(home, "metrics")
     assert document["exposition"].startswith("# HELP ")
 

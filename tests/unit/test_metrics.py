@@ -3,15 +3,18 @@ histograms, and the front door's merge of its workers' expositions (each sample 
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import pytest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from nereus.config import parse_config
 from nereus.engine.admin.documents import WorkerView
 from nereus.engine.clock import TrustedClock
 from nereus.engine.metrics.collect import exposition_of, held_back_family, restarts_family
+from nereus.engine.metrics.memory import resident_bytes, resident_family
 from nereus.engine.metrics.merge import merge
 from nereus.engine.metrics.shard import Buckets, ShardMetrics
 from nereus.errors import ConfigError
@@ -189,3 +192,35 @@ def test_a_held_back_clock_is_a_gauge_and_the_merge_takes_the_largest() -> None:
     six, four = (exposition_of([held_back_family(c)]) for c in (older, newer))
     assert _samples(six)[(name, ())] == 6.0 and _samples(four)[(name, ())] == 4.0
     assert _samples(merge([("worker-0", four), ("worker-1", six)]))[(name, ())] == 6.0
+
+
+def test_resident_memory_follows_pages_this_process_touches() -> None:
+    """nereus_resident_memory_bytes is the process's resident set, not its address space:
+    64 MiB mapped but never written hardly moves it; writing 64 MiB of fresh memory raises
+    it by at least 48 MiB, and the gauge says what ``resident_bytes`` reads."""
+    before = resident_bytes()
+    assert before is not None and before > 0
+    untouched = mmap.mmap(-1, 64 << 20)  # anonymous zero pages: resident once written
+    mapped = resident_bytes()
+    assert mapped is not None and mapped - before < 16 << 20
+    touched = b"\x01" * (64 << 20)
+    after = resident_bytes()
+    assert after is not None and after - before >= 48 << 20
+    value = _samples(exposition_of([resident_family()]))[("nereus_resident_memory_bytes", ())]
+    assert value >= after - (8 << 20)
+    del touched
+    untouched.close()
+
+
+def test_the_merge_sums_the_processes_resident_memory_and_budgets() -> None:
+    """The front door's resident memory and its workers' are summed into the engine's; so
+    are the workers' shares of the memory budget (each holds half of ``memory_mb``)."""
+    def worker(rss: int) -> str:
+        return ("# TYPE nereus_resident_memory_bytes gauge\n"
+                f"nereus_resident_memory_bytes {rss}\n"
+                "# TYPE nereus_store_memory_budget_bytes gauge\n"
+                f"nereus_store_memory_budget_bytes {128 << 20}\n")
+    own = [GaugeMetricFamily("nereus_resident_memory_bytes", "front door", value=50)]
+    samples = _samples(merge([("worker-0", worker(100)), ("worker-1", worker(200))], own=own))
+    assert samples[("nereus_resident_memory_bytes", ())] == 350.0
+    assert samples[("nereus_store_memory_budget_bytes", ())] == float(256 << 20)
