@@ -9,9 +9,20 @@ available). Two guards make clock steps safe:
   nothing is decided on the strength of the stepped reading;
 * a **forwards** step cannot advance ``earliest`` faster than the monotonic clock, so a
   clock that jumps ahead cannot make work due early. The step is not trusted later either:
-  until the engine restarts, ``earliest`` stays that far behind the wall reading, and every
-  decision waits as long (``held_back_ms``; ``problem`` says so once it exceeds
-  ``max_error_ms``, and ``engine status`` lists it).
+  ``earliest`` stays that far behind the wall reading, and every decision waits as long
+  (``held_back_ms``; ``held_back`` says so once it exceeds ``max_error_ms``, and ``engine
+  status`` lists it), until the engine restarts or, with a time source (chrony), until
+  the source has said the clock is not to be trusted and then that it is again.
+
+Why a forwards step is never trusted at a bounded rate: from inside the process a step is
+indistinguishable from a clock that jumped by mistake, and trusting it at any rate would
+make work early by up to the step; chronyd itself learns of a step made by hand only at
+its next measurement of its sources (minutes apart), its report reading "Normal" until
+then. What is trusted is the time source's own verdict after a period in which it said the
+clock was not to be trusted (``problem()``; no decision is made meanwhile): a clock that
+chrony stepped while it was not synchronised, typically at boot, is read as it is once
+chrony says it is synchronised, instead of being held back until a restart. ``earliest``
+still never moves back across it.
 
 Both readings come from the engine's ``time_source.Clock`` (``source``), so tests skew,
 step and advance the clock with a ``FakeClock`` instead of sleeping.
@@ -118,6 +129,9 @@ class TrustedClock:
         self._floor = 0  # true time is known to be at least this (raise_floor)
         self._lock = threading.Lock()
         self.steps_backwards = 0
+        # the time source said the clock was not to be trusted since the last trusted
+        # reading: the next trusted reading takes the wall clock as it is (module docstring)
+        self._unvouched = False
         # how far the last reading's earliest was held behind the wall reading (a step
         # forwards while the engine ran; 0 otherwise)
         self.held_back_ms = 0
@@ -128,12 +142,20 @@ class TrustedClock:
         with self._lock:
             wall, mono = self.source.wall_ms(), self.source.monotonic_ms()
             earliest, latest = wall - error, wall + error
+            vouched = False  # a trusted reading after the source distrusted the clock
+            if report is not None:
+                if report.problem is not None:
+                    self._unvouched = True
+                elif self._unvouched:
+                    self._unvouched, vouched = False, True
             if self._last is not None:
                 last_earliest, last_latest, last_mono = self._last
                 elapsed = max(mono - last_mono, 0)
                 if wall - error < last_earliest:
                     self.steps_backwards += 1
-                earliest = max(min(earliest, last_earliest + elapsed), last_earliest)
+                if not vouched:  # a step forwards is not trusted (module docstring)
+                    earliest = min(earliest, last_earliest + elapsed)
+                earliest = max(earliest, last_earliest)
                 latest = max(latest, last_latest + elapsed)
             earliest, latest = max(earliest, self._floor), max(latest, self._floor)
             self.held_back_ms = max(wall - error - earliest, 0)
@@ -142,7 +164,13 @@ class TrustedClock:
 
     def problem(self) -> str | None:
         """Why the clock may not be trusted for a decision right now, or None."""
-        return self._health().problem if self._health else None
+        if self._health is None:
+            return None
+        problem = self._health().problem
+        if problem is not None:
+            with self._lock:
+                self._unvouched = True
+        return problem
 
     def held_back(self) -> str | None:
         """Why decisions are late, when the wall clock stepped forwards by more than

@@ -168,3 +168,65 @@ def test_a_floor_keeps_the_first_readings_from_going_back() -> None:
     fresh = make(FakeClock(wall_ms=500_000))
     fresh.raise_floor(1_000)  # a floor below the reading changes nothing
     assert fresh.now().earliest_ms == 499_950
+
+
+class _Source:
+    """A time source (chrony) whose verdict a test changes."""
+
+    def __init__(self) -> None:
+        self.report = ClockReport(0)
+
+    def __call__(self) -> ClockReport:
+        return self.report
+
+    def distrust(self) -> None:
+        self.report = ClockReport(0, "chrony reports the clock is not synchronised")
+
+    def trust(self) -> None:
+        self.report = ClockReport(0)
+
+
+def test_a_step_made_while_chrony_distrusts_the_clock_is_read_once_it_trusts_it() -> None:
+    """chrony says the clock is not synchronised (no decision is made), the clock steps
+    10 s forwards (chrony's own step at boot), then chrony says it is synchronised: the
+    next reading is the wall clock as it is, not held 10 s back until a restart."""
+    clocks, source = FakeClock(wall_ms=10_000), _Source()
+    clock = TrustedClock(max_error_ms=50, source=clocks, health=source)
+    clock.now()
+    source.distrust()
+    assert clock.problem() is not None  # a round asks, and makes no decision
+    clocks.step_wall(10_000)
+    clocks.advance(1)
+    source.trust()
+    assert clock.now().earliest_ms == clocks.wall_ms() - 50
+    assert clock.held_back_ms == 0 and clock.held_back() is None
+
+
+def test_a_step_made_while_chrony_trusts_the_clock_is_held_back() -> None:
+    """With chrony saying "Normal" throughout (a step by hand, which chronyd notices only at
+    its next measurement), a 10 s step forwards is held back as without chrony; a reading
+    taken while chrony distrusts the clock is held back too (the interval it gives is not
+    a decision, but a round that asked just before may still use it)."""
+    clocks, source = FakeClock(wall_ms=10_000), _Source()
+    clock = TrustedClock(max_error_ms=50, source=clocks, health=source)
+    clock.now()
+    clocks.step_wall(10_000)
+    clocks.advance(1)
+    assert clock.now().earliest_ms == 10_000 - 50 + 1_000
+    assert clock.held_back_ms == 10_000
+    source.distrust()
+    clocks.advance(1)
+    assert clock.now().earliest_ms == 10_000 - 50 + 2_000
+
+
+def test_earliest_never_moves_back_across_a_distrusted_period() -> None:
+    """The clock steps 5 s back while chrony distrusts it: once trusted again, earliest
+    stays where it was (the wall clock is read as it is only when that is later)."""
+    clocks, source = FakeClock(wall_ms=10_000), _Source()
+    clock = TrustedClock(max_error_ms=50, source=clocks, health=source)
+    before = clock.now().earliest_ms
+    source.distrust()
+    clock.now()  # a reading while distrusted counts as the source's verdict too
+    clocks.step_wall(-5_000)
+    source.trust()
+    assert clock.now().earliest_ms == before
