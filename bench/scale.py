@@ -18,14 +18,15 @@ its target:
 * **herd** (``scale_herd.py``): ``--herd`` messages (default 1,000,000) due in the same
   second on lane a while lane b carries ``--rate`` (500) a second: b's p99 lateness
   (target < 100 ms), a's drain rate against a solo burst of a tenth in the same run, zero
-  early on both;
+  early on both; and where b's time went by the engine's own histograms (decided after
+  its actionAt; from its admission applied to its outcome applied);
 * **idle** (``bench/idle.py``'s engine): CPU and RSS of an engine with ``--idle-shards``
   shards and nothing to do;
 * **retention** (``scale_retention.py``): a lane with ``retention = "5s"``; once its
   messages are published and 5 s have passed, the store holds none of them and a replay
   from empty gives the live digest.
 
-The test suite runs this at a small size (``tests/integration/test_bench_scale.py``) so it
+The test suite runs this at a small size (``tests/integration/test_benchmarks_run.py``) so it
 never rots; the full run takes tens of minutes and is not in it.
 """
 
@@ -43,7 +44,7 @@ import msgspec
 from idle import Figures as IdleFigures
 from idle import measure as measure_idle
 from scale_fill import FillFigures, fill
-from scale_herd import HerdFigures, herd
+from scale_herd import HerdFigures, Stage, herd
 from scale_retention import RetentionFigures, retention
 from scratch import scratch_dir
 
@@ -105,6 +106,20 @@ def _render_fill(f: FillFigures) -> list[str]:
     ]
 
 
+def _stages_line(h: HerdFigures) -> str:
+    """Where b's time went, by the engine's histograms (``HerdFigures.b_stages``)."""
+    def said(stage: Stage) -> str:
+        if stage.mean_ms is None:
+            return "none observed"
+        under = ("beyond the last bucket" if stage.p99_under_ms is None
+                 else f"under {stage.p99_under_ms:g} ms")
+        return f"mean {stage.mean_ms} ms, p99 {under}"
+
+    stages = h.b_stages
+    return (f"  b in the engine: decided after actionAt {said(stages.decided_after_action_at)}; "
+            f"admission applied to outcome applied {said(stages.admission_to_outcome)}")
+
+
 def _render_herd(h: HerdFigures) -> list[str]:
     return [
         f"herd: {h.herd:,} due in one second on lane a, lane b at {h.b_rate_per_s}/s "
@@ -116,6 +131,7 @@ def _render_herd(h: HerdFigures) -> list[str]:
         f"max {h.b_lateness_max_ms} ms",
         f"  b p99 by tenth of the drain: {', '.join(str(ms) for ms in h.b_p99_by_tenth_ms)} "
         f"ms; Trusted UTC held behind the wall clock at the end: {h.held_back_ms} ms",
+        _stages_line(h),
         f"  early: a {h.early_a}, b {h.early_b} (target 0) "
         f"{_mark(h.early_a == 0 and h.early_b == 0)}; duplicates {h.duplicates}",
     ]

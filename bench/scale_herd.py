@@ -6,8 +6,10 @@ run. Then the herd is queued, due once it is applied; from a few seconds before 
 second, a feeder process queues ``rate`` messages a second on ``b``, each due
 ``B_LEAD_MS`` after it is queued, until ``a`` has drained. Reported: ``a``'s drain rate
 against the solo rate, ``b``'s lateness (published_at minus deliver_at, from the outbox
-files, 1 ms resolution) over the messages due while ``a`` drained, and messages published
-early on either lane (there must be none).
+files, 1 ms resolution) over the messages due while ``a`` drained, messages published
+early on either lane (there must be none), and from the engine's histograms of lane ``b``
+how late its admissions were decided and how long from an admission applied to its
+outcome applied (the publish lies between).
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ TARGET_B_P99_MS = 100
 QUEUE_US = 200
 
 
+class Stage(msgspec.Struct, frozen=True):
+    """One of the engine's latency histograms for a lane: its mean and the upper bound of
+    the bucket its p99 falls in (None: no observation, or beyond the last bound)."""
+
+    count: int
+    mean_ms: float | None
+    p99_under_ms: float | None
+
+
+class Stages(msgspec.Struct, frozen=True):
+    decided_after_action_at: Stage
+    admission_to_outcome: Stage
+
+
 class HerdFigures(msgspec.Struct, frozen=True):
     herd: int
     b_rate_per_s: int
@@ -56,6 +72,11 @@ class HerdFigures(msgspec.Struct, frozen=True):
     # the engine's Trusted UTC held behind the wall clock when the drain ended (a step
     # forwards while it ran makes every message that much late)
     held_back_ms: int
+    # where b's time went, from the engine's own histograms of lane b over the run: how
+    # late its admissions were decided after their actionAt (nereus_due_lag_seconds), and
+    # from an admission applied to its outcome applied, the publish between them
+    # (nereus_admission_outcome_latency_seconds): means, and the bucket bound p99 is under
+    b_stages: Stages
     early_a: int
     early_b: int
     duplicates: int
@@ -159,6 +180,7 @@ def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
         wait_until(lambda: daemon.states().get("SCHEDULED", 0) == 0, deadline_s,
                    "lane b drained", 0.1)
         held_back_ms = daemon.held_back_ms()
+        stages = _stages(daemon.admin.get("/v1/metrics")["exposition"], "b")
     finally:
         daemon.stop()
     a_lines = [line for line in a_out.stamps() if line[0].startswith("h")]
@@ -177,10 +199,43 @@ def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
         b_during_drain=len(during), b_lateness_p50_ms=percentile(during, 0.5),
         b_lateness_p99_ms=p99, b_lateness_max_ms=during[-1] if during else 0,
         b_p99_by_tenth_ms=_p99_by_tenth(in_drain), held_back_ms=held_back_ms,
+        b_stages=stages,
         early_a=sum(1 for _, deliver, published in a_lines if published < deliver),
         early_b=sum(1 for _, deliver, published in b_lines if published < deliver),
         duplicates=len(ids) - len(set(ids)),
         target_b_p99_ms=TARGET_B_P99_MS, met=bool(during) and p99 < TARGET_B_P99_MS)
+
+
+def _stages(exposition: str, lane: str) -> Stages:
+    """``lane``'s decision lateness and admission-to-outcome latency from the engine's
+    histograms (summed over its shards)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = {"nereus_due_lag_seconds": "decided_after_action_at",
+              "nereus_admission_outcome_latency_seconds": "admission_to_outcome"}
+    found: dict[str, Stage] = {}
+    for family in text_string_to_metric_families(exposition):
+        if family.name not in wanted:
+            continue
+        buckets: dict[float, float] = {}
+        total = count = 0.0
+        for sample in family.samples:
+            if sample.labels.get("lane") != lane:
+                continue
+            if sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+            elif sample.name.endswith("_count"):
+                count += sample.value
+        under = next((bound for bound, cumulative in sorted(buckets.items())
+                      if cumulative >= 0.99 * count), None) if count else None
+        found[wanted[family.name]] = Stage(
+            count=int(count), mean_ms=round(total / count * 1000, 1) if count else None,
+            p99_under_ms=None if under is None or under == float("inf") else under * 1000)
+    empty = Stage(count=0, mean_ms=None, p99_under_ms=None)
+    return Stages(**{name: found.get(name, empty) for name in wanted.values()})
 
 
 def _p99_by_tenth(in_drain: list[tuple[int, int]]) -> list[int]:

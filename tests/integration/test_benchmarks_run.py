@@ -103,6 +103,10 @@ def test_scale_bench_fills_herds_idles_and_sweeps() -> None:
     assert herd["herd"] == 3000 and herd["b_during_drain"] > 0
     assert herd["early_a"] == herd["early_b"] == herd["duplicates"] == 0
     assert 1 <= len(herd["b_p99_by_tenth_ms"]) <= 10 and herd["held_back_ms"] >= 0
+    # every b message admitted is in the engine's histograms of lane b, with a mean
+    stages = herd["b_stages"]
+    for stage in (stages["decided_after_action_at"], stages["admission_to_outcome"]):
+        assert stage["count"] >= herd["b_during_drain"] and stage["mean_ms"] >= 0
     assert [idle["shards"] for idle in report["idle"]] == [4]
     kept = report["retention"]
     assert kept["published"] == 40
