@@ -116,7 +116,9 @@ def _stages_line(h: HerdFigures) -> str:
         return f"mean {stage.mean_ms} ms, p99 {under}"
 
     stages = h.b_stages
-    return (f"  b in the engine: decided after actionAt {said(stages.decided_after_action_at)}; "
+    return (f"  b in the engine: decided after actionAt {said(stages.decided_after_action_at)} "
+            f"by Trusted UTC's earliest, which trails the wall clock by its error bound "
+            f"({h.clock_error_ms} ms, [engine] max_clock_error_ms: in every lateness above); "
             f"admission applied to outcome applied {said(stages.admission_to_outcome)}")
 
 

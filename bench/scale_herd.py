@@ -27,7 +27,7 @@ import msgspec
 from inprocess_engine import Due, ShardLogs, home_config, now_ms, percentile, queue_due
 from nereus.layout import HomeLayout
 from nereus.timespec import parse_time_ms
-from scale_engine import Daemon, make_home, open_logs, wait_until
+from scale_engine import Daemon, config_of, make_home, open_logs, wait_until
 
 PARTITIONS = 4
 B_LEAD_MS = 1_000
@@ -77,6 +77,9 @@ class HerdFigures(msgspec.Struct, frozen=True):
     # from an admission applied to its outcome applied, the publish between them
     # (nereus_admission_outcome_latency_seconds): means, and the bucket bound p99 is under
     b_stages: Stages
+    # Trusted UTC's error bound ([engine] max_clock_error_ms): a message is due once the
+    # wall clock less it reaches its actionAt, so every lateness above includes it
+    clock_error_ms: int
     early_a: int
     early_b: int
     duplicates: int
@@ -199,7 +202,7 @@ def herd(root: Path, count: int, rate: int, deadline_s: float) -> HerdFigures:
         b_during_drain=len(during), b_lateness_p50_ms=percentile(during, 0.5),
         b_lateness_p99_ms=p99, b_lateness_max_ms=during[-1] if during else 0,
         b_p99_by_tenth_ms=_p99_by_tenth(in_drain), held_back_ms=held_back_ms,
-        b_stages=stages,
+        b_stages=stages, clock_error_ms=config_of(home).engine.max_clock_error_ms,
         early_a=sum(1 for _, deliver, published in a_lines if published < deliver),
         early_b=sum(1 for _, deliver, published in b_lines if published < deliver),
         duplicates=len(ids) - len(set(ids)),
