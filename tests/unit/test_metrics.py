@@ -196,18 +196,19 @@ def test_a_held_back_clock_is_a_gauge_and_the_merge_takes_the_largest() -> None:
 
 def test_resident_memory_follows_pages_this_process_touches() -> None:
     """nereus_resident_memory_bytes is the process's resident set, not its address space:
-    64 MiB mapped but never written hardly moves it; writing 64 MiB of fresh memory raises
-    it by at least 48 MiB, and the gauge says what ``resident_bytes`` reads."""
+    256 MiB mapped but never written hardly moves it; writing 128 MiB of fresh memory
+    raises it by at least 96 MiB, and the gauge says what ``resident_bytes`` reads (the
+    margins leave room for whatever else the process allocates or frees meanwhile)."""
     before = resident_bytes()
     assert before is not None and before > 0
-    untouched = mmap.mmap(-1, 64 << 20)  # anonymous zero pages: resident once written
+    untouched = mmap.mmap(-1, 256 << 20)  # anonymous zero pages: resident once written
     mapped = resident_bytes()
-    assert mapped is not None and mapped - before < 16 << 20
-    touched = b"\x01" * (64 << 20)
+    assert mapped is not None and mapped - before < 64 << 20
+    touched = b"\x01" * (128 << 20)
     after = resident_bytes()
-    assert after is not None and after - before >= 48 << 20
+    assert after is not None and after - before >= 96 << 20
     value = _samples(exposition_of([resident_family()]))[("nereus_resident_memory_bytes", ())]
-    assert value >= after - (8 << 20)
+    assert abs(value - after) < 32 << 20
     del touched
     untouched.close()
 
