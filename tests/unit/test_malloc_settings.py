@@ -53,12 +53,17 @@ CHILD = textwrap.dedent("""
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 
 
-def heaps(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
-    done = subprocess.run([sys.executable, "-c", CHILD, mode], env=env, capture_output=True,
+def child(script: str, mode: str, *, unset: tuple[str, ...]) -> int:
+    """Run ``script`` with ``mode`` in a fresh interpreter without the ``unset``
+    environment variables (an operator's own malloc settings); the number it prints."""
+    env = {k: v for k, v in os.environ.items() if k not in (*unset, "GLIBC_TUNABLES")}
+    done = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True,
                           text=True, timeout=60, check=True)
     return int(done.stdout)
+
+
+def heaps(mode: str) -> int:
+    return child(CHILD, mode, unset=("MALLOC_ARENA_MAX",))
 
 
 @glibc_only
@@ -103,11 +108,7 @@ MAPPED = textwrap.dedent("""
 
 
 def mapped_bytes(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
-    done = subprocess.run([sys.executable, "-c", MAPPED, mode], env=env, capture_output=True,
-                          text=True, timeout=60, check=True)
-    return int(done.stdout)
+    return child(MAPPED, mode, unset=("MALLOC_MMAP_THRESHOLD_",))
 
 
 @glibc_only
