@@ -16,10 +16,12 @@ Two settings, made by ``settle_malloc`` before the process starts a thread:
   first flush the threshold sat above them, every later memtable came from the heap, and
   the heap kept the holes its flushed memtables left (glibc's ``mallinfo2``: 30-55 MB free
   inside each worker's heap during a fill). Setting the threshold turns the raising off:
-  a memtable's blocks are mapped and given back whole at its flush. ``bench/scale.py
-  --pending 3000000`` (4 shards, 2 workers): the engine's RSS at 300,000 pending 283 ->
-  239 MB and at 3,000,000 338 -> 286 MB, the heaps' free bytes 0-10 MB; the fill's rate
-  and ``bench/fire.py``'s CPU per publish did not move beyond the runs' spread.
+  a memtable's blocks are mapped and given back whole at its flush (the heaps' free bytes
+  0-10 MB). ``bench/scale.py --pending 10000000 --skip herd idle retention`` (4 shards, 2
+  workers), two pairs against the threshold left to glibc: the engine's RSS at 1,000,000
+  pending 330 -> 234 and 326 -> 244 MB, at 10,000,000 431 -> 324 and 435 -> 314 MB; the
+  fill's rate and ``bench/fire.py``'s CPU per publish did not move beyond the runs'
+  spread.
 
 An operator's own choice in the environment (``MALLOC_ARENA_MAX``,
 ``MALLOC_MMAP_THRESHOLD_``, or the matching ``glibc.malloc.*`` in ``GLIBC_TUNABLES``)
