@@ -145,7 +145,8 @@ def held_back_family(clock: TrustedClock) -> Metric:
     family = GaugeMetricFamily(
         "nereus_trusted_time_held_back_seconds", "How far Trusted UTC's earliest is held "
         "behind the wall clock after it stepped forwards while the engine ran: every "
-        "decision waits this much longer until a restart (0: none)")
+        "decision waits this much longer until a restart, or with chrony until it has said "
+        "the clock is unsynchronised and then synchronised (0: none)")
     family.add_metric([], clock.held_back_ms / 1000)
     return family
 
