@@ -50,6 +50,20 @@ def test_lsm_backlog_bench_fills_two_databases_per_trigger() -> None:
             assert fill["wall_s"] >= fill["first_tenth_s"] > 0 and fill["last_tenth_s"] > 0
 
 
+def test_lsm_backlog_bench_compares_bloom_bits_and_counts_filter_probes() -> None:
+    """With --bloom-bits, bench/lsm_backlog.py fills two databases for the usual 10 bits
+    and each size asked for, and reports RocksDB's own counts of filter probes and false
+    positives: every read of the bench misses, so none is a true positive."""
+    report = _bench("lsm_backlog.py", "--commands", "60000", "--bloom-bits", "16")
+    assert set(report) == {"bits-10", "bits-16"}
+    for fills in report.values():
+        assert len(fills) == 2
+        for fill in fills:
+            assert fill["filter_probes"] > 0
+            assert 0 <= fill["filter_false_positives"] < fill["filter_probes"]
+            assert fill["first_tenth_cpu_s"] > 0 and fill["last_tenth_cpu_s"] > 0
+
+
 def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     """bench/verify.py builds its shard, checkpoints it and times inspect and verify."""
     report = _bench("verify.py", "--messages", "2000", "--batch", "500", "--repeat", "1",
