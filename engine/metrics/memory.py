@@ -3,8 +3,8 @@
 ``[engine] memory_mb`` is one budget for the block cache and the memtables of every shard
 database a process opens (``nereus.state.memory``); what lies outside it grows with the
 data: each table's index and bloom filters (RocksDB's ``estimate-table-readers-mem``, about
-2 bytes a key: some 6 bytes a pending message, whose SCHEDULE writes three keys), and the
-Python heap. These gauges let an operator see which one a growing RSS is:
+2.7 bytes a key with 16-bit filters: some 8 bytes a pending message, whose SCHEDULE writes
+three keys), and the Python heap. These gauges let an operator see which one a growing RSS is:
 
 * ``nereus_resident_memory_bytes``: the process's resident set (Linux ``/proc/self/statm``);
   the front door of ``--workers N`` adds its own, so the sum over a scrape is the engine's;

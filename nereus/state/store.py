@@ -72,10 +72,12 @@ def _options(memory: StoreMemory | None = None, *, lazy_indexes: bool = False,
     the backlog. At 16 bits 0.08 % pass. ``bench/lsm_backlog.py --bloom-bits 10,16`` (two
     databases of 2.5M schedule-like commands at once): false positives 522,000 -> 45,000
     of 54M probes, data blocks read 273,000 -> 151,000, the fill 69.2 -> 55.7 s.
-    ``bench/scale.py``, 10M pending on 4 shards, alternating runs on one machine: the last
-    tenth applied at 0.74x the first's rate -> 0.99x, CPU per command in the last tenth
-    65 -> 47 us. The cost is memory outside the budget: filters of 2 bytes a key instead
-    of 1.25 (a SCHEDULE writes three keys), indexes and filters at 10M pending 58 -> 80 MB.
+    ``bench/scale.py``, 10M pending on 4 shards, two pairs of runs alternating on one
+    machine: the last tenth applied at 0.74 and 0.89x the first's rate -> 0.99 and 1.02x,
+    the engine's CPU per command in the last tenth 65 and 58 -> 47 and 51 us. The cost is
+    memory outside the budget: filters of 2 bytes a key instead of 1.25 (a SCHEDULE writes
+    three keys), indexes and filters at 10M pending 58 -> 80 MB, the engine's RSS there
+    316-338 -> 334-367 MB.
 
     Compression: LZ4 on every level, in blocks of 16 KiB (RocksDB's default is 4 KiB). A
     larger block gives LZ4 more to share and the index a quarter of the entries. On
