@@ -152,6 +152,22 @@ class NodeRun:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
 
+    def pause(self) -> None:
+        """SIGSTOP, and return once every thread of the process is stopped: a producer call
+        that began before then may still stamp its record after the signal was sent."""
+        self.signal(signal.SIGSTOP)
+
+        def state(task: Path) -> str:
+            try:  # a thread's state follows its name, which ends with ") "
+                return (task / "stat").read_text().rsplit(") ", 1)[1][:1]
+            except FileNotFoundError:  # the thread ended before the signal
+                return "T"
+
+        def stopped() -> bool:
+            return all(state(task) in "tT"
+                       for task in Path(f"/proc/{self.proc.pid}/task").iterdir())
+        wait_until(f"{self.node_id} stopped by SIGSTOP", stopped, 10)
+
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
         self.proc.wait(timeout=30)

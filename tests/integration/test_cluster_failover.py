@@ -114,8 +114,8 @@ def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
         victim = owners[min(owners, key=str)].node_id
         fenced = {(str(s), r.epoch) for s, r in owners.items() if r.node_id == victim}
         node = cluster.nodes[victim]
-        paused_ms = now_ms()
-        node.signal(signal.SIGSTOP)
+        node.pause()
+        paused_ms = now_ms()  # every thread stopped: no call can stamp a record after this
         cluster.wait_all_active(TTL_MS / 1000 + 15, on=set(NODES) - {victim})
         time.sleep(max(0.0, (paused_ms + 2 * TTL_MS - now_ms()) / 1000))  # the pause itself
         node.signal(signal.SIGCONT)
