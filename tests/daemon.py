@@ -66,13 +66,24 @@ def kill_engine(home: Path, sig: int = signal.SIGKILL) -> int | None:
     return pid
 
 
+def _state(stat: Path) -> str | None:
+    """A process's or thread's state letter from its ``stat`` file (None once it is gone):
+    the field after the name, which ends with the last ")"."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def process_gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie awaiting its reaper counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    return _state(Path(f"/proc/{pid}/stat")) in (None, "Z", "X")
+
+
+def process_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is stopped by a signal (a thread that ended counts)."""
+    return all(_state(task / "stat") in (None, "T", "t")
+               for task in Path(f"/proc/{pid}/task").iterdir())
 
 
 def start_engine(home: Path) -> dict[str, Any]:

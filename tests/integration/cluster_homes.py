@@ -44,6 +44,7 @@ from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
+from tests.daemon import process_stopped
 from tests.integration.services import S3Endpoint
 from tests.integration.shard_logs import ShardLogs
 from tests.polling import now_ms, wait_until
@@ -156,17 +157,8 @@ class NodeRun:
         """SIGSTOP, and return once every thread of the process is stopped: a producer call
         that began before then may still stamp its record after the signal was sent."""
         self.signal(signal.SIGSTOP)
-
-        def state(task: Path) -> str:
-            try:  # a thread's state follows its name, which ends with ") "
-                return (task / "stat").read_text().rsplit(") ", 1)[1][:1]
-            except FileNotFoundError:  # the thread ended before the signal
-                return "T"
-
-        def stopped() -> bool:
-            return all(state(task) in "tT"
-                       for task in Path(f"/proc/{self.proc.pid}/task").iterdir())
-        wait_until(f"{self.node_id} stopped by SIGSTOP", stopped, 10)
+        wait_until(f"{self.node_id} stopped by SIGSTOP",
+                   lambda: process_stopped(self.proc.pid), 10)
 
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
