@@ -153,8 +153,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commands", type=int, default=2_500_000, help="per database")
-    parser.add_argument("--triggers", default=f"{BASELINE},8,{L0_COMPACTION_TRIGGER}")
-    parser.add_argument("--bloom-bits", default=None,
+    parser.add_argument("--triggers", type=_counts,
+                        default=f"{BASELINE},8,{L0_COMPACTION_TRIGGER}")
+    parser.add_argument("--bloom-bits", type=_counts, default=None,
                         help=f"compare these bits per key (and {BASELINE_BITS}) instead of "
                         "triggers, e.g. 10,16")
     parser.add_argument("--json", action="store_true")
@@ -162,13 +163,13 @@ def main() -> None:
     # a variant: (its name in the report, level-0 trigger, bloom bits per key)
     variants: list[tuple[str, int, int]]
     if args.bloom_bits:
-        bits = sorted({BASELINE_BITS, *(int(b) for b in args.bloom_bits.split(","))})
+        bits = sorted({BASELINE_BITS, *args.bloom_bits})
         variants = [(f"bits-{b}", L0_COMPACTION_TRIGGER, b) for b in bits]
         baseline, axis = f"bits-{BASELINE_BITS}", (
             f"bloom bits per key at level-0 trigger {L0_COMPACTION_TRIGGER} (ratio to "
             f"{BASELINE_BITS} bits); shard databases use {BLOOM_BITS_PER_KEY}")
     else:
-        triggers = sorted({BASELINE, *(int(t) for t in args.triggers.split(","))})
+        triggers = sorted({BASELINE, *args.triggers})
         variants = [(str(t), t, BLOOM_BITS_PER_KEY) for t in triggers]
         baseline, axis = str(BASELINE), (
             f"level-0 compaction trigger (ratio to trigger {BASELINE}); shard databases "
@@ -200,6 +201,18 @@ def main() -> None:
               f"{fill.filter_false_positives:,.0f} "
               f"({fill.filter_false_positives / max(fill.filter_probes, 1):.2%}), data "
               f"blocks read {fill.data_blocks_read:,.0f}")
+
+
+def _counts(text: str) -> list[int]:
+    """``--triggers`` and ``--bloom-bits``: whole numbers >= 1, separated by commas."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give whole numbers of 1 or more separated by commas, e.g. 10,16")
+    return counts
 
 
 def _mean(fills: list[Fill]) -> Fill:

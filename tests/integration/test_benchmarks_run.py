@@ -64,6 +64,18 @@ def test_lsm_backlog_bench_compares_bloom_bits_and_counts_filter_probes() -> Non
             assert fill["first_tenth_cpu_s"] > 0 and fill["last_tenth_cpu_s"] > 0
 
 
+def test_lsm_backlog_bench_refuses_a_list_that_is_not_whole_numbers() -> None:
+    """A bad --bloom-bits or --triggers is a usage error naming the option and the value,
+    before any database is filled."""
+    for option, value in (("--bloom-bits", "10,x"), ("--triggers", "0")):
+        result = subprocess.run([sys.executable, str(REPO / "bench" / "lsm_backlog.py"),
+                                 option, value], capture_output=True, text=True, timeout=60,
+                                check=False, cwd=REPO)
+        assert result.returncode == 2, result.stderr
+        assert f"argument {option}: '{value}': give whole numbers" in result.stderr
+        assert result.stdout == ""
+
+
 def test_verify_bench_times_inspect_and_verify(tmp_path: Path) -> None:
     """bench/verify.py builds its shard, checkpoints it and times inspect and verify."""
     report = _bench("verify.py", "--messages", "2000", "--batch", "500", "--repeat", "1",
