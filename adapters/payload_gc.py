@@ -17,8 +17,17 @@ already has its reservation in some Shard Log; the judgement then reads each sha
 state read-only and the unapplied tail of its log, and so sees that reservation even if no
 shard applied it yet. An expired reservation can never be committed (PAYLOAD_COMMIT is
 rejected after ``expires_at`` by broker time); ``EXPIRY_MARGIN_MS`` covers clocks a little
-apart. The unapplied tail is read from the file Shard Log (its segments on disk): a route
-on another log is refused (``UsageError``), never judged without it.
+apart. The unapplied tail is read from the shard's own Shard Log, whatever holds it: the
+file log's segments on disk, the Kafka or Pulsar Command Topic (a broker that does not
+answer fails the judgement; nothing is judged without the tail). Reading up to the end the
+log has once the listing is taken is enough: a listed object's reservation was appended
+before the object was uploaded, so before the listing.
+
+It judges only where every shard's live state is on this host: a node of a cluster holds
+some shards, and the cluster's catalog of checkpoints is the coordinator's, so it is
+refused there (``UsageError``). A shard whose live state is older than the start of its
+log (a dense log pruned past it: a lost or stale state) is refused too: reservations and
+commits in the records between could not be seen.
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ from typing import Final
 
 from nereus.adapters.checkpoint_catalog import Floor, check_floor, recovery_floor
 from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.shardlog.protocol import PrunableLog, ShardLog
 from nereus.config import Config
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout
@@ -72,14 +82,15 @@ def shards_of(config: Config) -> list[ShardId]:
             for partition in range(route.partitions)]
 
 
-def check_file_logs(config: Config) -> None:
-    """Refuse a home with a route on a log other than the file log: its unapplied tail
-    (a reservation queued, not yet applied) could not be read, so nothing could be judged."""
-    for route in config.routes.values():
-        if route.log != "file":
-            raise UsageError(
-                f"route {route.name} uses the {route.log} log; payload collection needs the "
-                "file log (segments on disk) to see reservations not yet applied")
+def check_whole_home(config: Config) -> None:
+    """Refuse a node of a cluster: it holds only the shards granted to it, and the
+    checkpoints (so the Recovery Floors) are in the coordinator's catalog, so an object it
+    saw no stage of may be another node's committed payload."""
+    if config.cluster is not None:
+        raise UsageError(
+            f"this home is node {config.cluster.node_id} of a cluster: it holds only the shards "
+            "granted to it, so payloads the other nodes still need would look unreferenced; "
+            "payload collection runs only on a home that holds every shard of its routes")
 
 
 def _live_stages(layout: HomeLayout, shard: ShardId) -> tuple[list[Known], int | None]:
@@ -98,16 +109,19 @@ def _live_stages(layout: HomeLayout, shard: ShardId) -> tuple[list[Known], int |
         return found, store.applied_position()
 
 
-def _queued_stages(layout: HomeLayout, shard: ShardId, applied: int | None) -> list[Known]:
-    """PAYLOAD_RESERVE / PAYLOAD_COMMIT records after the applied position (not applied yet)."""
-    directory = layout.shard_log(shard)
-    if not directory.is_dir():
+def _queued_stages(config: Config, layout: HomeLayout, shard: ShardId,
+                   applied: int | None) -> list[Known]:
+    """PAYLOAD_RESERVE / PAYLOAD_COMMIT records after the applied position (not applied yet),
+    read from the shard's log up to its end as it is now."""
+    route = config.route(shard.route)
+    if route.log == "file" and not layout.shard_log(shard).is_dir():
         return []
-    log = FileShardLog(directory, create=False)
+    log = open_shard_log(route, shard, layout.root, create=False)
     try:
-        position = max(0 if applied is None else applied + 1, log.start_position())
+        position = _first_unapplied(log, shard, applied)
+        end = log.end_position()
         found = []
-        while batch := log.read(position, 1_000):
+        while position < end and (batch := log.read(position, 1_000)):
             for item in batch:
                 record = decode(item.payload)
                 if isinstance(record, PayloadReserve):
@@ -122,13 +136,30 @@ def _queued_stages(layout: HomeLayout, shard: ShardId, applied: int | None) -> l
         log.close()
 
 
+def _first_unapplied(log: ShardLog, shard: ShardId, applied: int | None) -> int:
+    """Where the unapplied tail begins; refused when a dense log no longer holds it."""
+    first = 0 if applied is None else applied + 1
+    if not isinstance(log, PrunableLog):
+        return first
+    start = log.start_position()
+    if log.dense and start > first:
+        state = "has no live state here" if applied is None else \
+            f"has its live state here at position {applied}"
+        raise UsageError(
+            f"shard {shard} {state}, but its log starts at position {start}: reservations and "
+            "commits in the records between cannot be seen, so no payload can be judged",
+            hint="start the engine, which recovers the shard from its newest checkpoint and "
+                 "its log, then run it again")
+    return max(first, start)
+
+
 def known_stages(config: Config, layout: HomeLayout) -> list[Known]:
     """What every shard of the home says about payloads: live state, then unapplied tail."""
     found = []
     for shard in shards_of(config):
         live, applied = _live_stages(layout, shard)
         found.extend(live)
-        found.extend(_queued_stages(layout, shard, applied))
+        found.extend(_queued_stages(config, layout, shard, applied))
     return found
 
 
@@ -172,7 +203,7 @@ def judge(info: ObjectInfo, known: list[Known], floors: list[Floor], now_ms: int
 def judge_all(config: Config, layout: HomeLayout, objects: ObjectStore,
               listing: Iterable[ObjectInfo], now_ms: int) -> tuple[list[Judgement], list[Floor]]:
     """Judge every listed object; the listing is taken before any state is read."""
-    check_file_logs(config)
+    check_whole_home(config)
     infos = list(listing)  # listed before any state is read: see the module docstring
     known = known_stages(config, layout)
     found = floors(config, objects)

@@ -10,10 +10,9 @@ reservation expired without a commit, and never one a Recovery Set member refere
 
 It runs where the process can see every shard of the home: the single engine process and
 the front door of ``--workers N`` (both read the shard databases from disk, read-only,
-beside the shard loops). A node of a cluster cannot see the other nodes' shards and runs
-none (``nereus payload gc`` on a host holding all of them remains the way). A home with a
-route on another log than the file log runs none either (the unapplied tail could not be
-read); the engine says so once, at start.
+beside the shard loops, and each shard's unapplied tail from its Shard Log: the file log's
+segments, or the Kafka or Pulsar Command Topic through a reader of its own). A node of a
+cluster cannot see the other nodes' shards and runs none.
 
 A failed round (an object store down) is logged and the next one runs at its time; a crash
 of the worker itself is the supervisor's to log, count and restart.
@@ -51,14 +50,8 @@ class PayloadCollector:
         self.deleted = 0  # objects deleted over all rounds
 
     def start(self, supervisor: Supervisor) -> bool:
-        """Run under ``supervisor`` when enabled and possible; False (and why, in the log)
-        when not."""
+        """Run under ``supervisor`` when enabled (a positive interval); False when not."""
         if self.interval_s <= 0:
-            return False
-        if any(route.log != "file" for route in self._config.routes.values()):
-            safe_event(self._events, "payload_gc_off", level="warning",
-                       reason="a route's log is not the file log: reservations not yet "
-                       "applied could not be seen; run `nereus payload gc` where they can")
             return False
         self._worker = supervisor.spawn("payload-gc", "payload-gc", self.run)
         return True

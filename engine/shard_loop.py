@@ -414,10 +414,10 @@ class ShardLoop(ProgressWaits):
     def _recover(self) -> None:
         self.state = ShardState.RECOVERING
         recovery = self._recovery()
-        replay_from = self.runner.next_position
         fenced = recovery.activate()
         # records replayed here count towards [checkpoints] every_records like any other
-        self.checkpoints.changed += self.runner.next_position - replay_from
+        # (a count, not a difference of positions: Pulsar's are ledger << 32 | entry)
+        self.checkpoints.changed += recovery.replayed
         if fenced is not None:
             self._fence(fenced)
             return

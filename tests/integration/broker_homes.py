@@ -4,6 +4,7 @@ joins them and parses the result, so a typo fails here, not in the engine."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from nereus.adapters.shardlog.kafka import KafkaShardLog
@@ -35,3 +36,16 @@ def kafka_logs(bootstrap: str, topic: str, partitions: int) -> ShardLogs:
     created: the engine made the topic) when first needed."""
     return ShardLogs(lambda shard: KafkaShardLog(bootstrap, topic, shard.partition,
                                                  partitions=partitions, create=False))
+
+
+def point_route_at(config: Path, settings: dict[str, str]) -> None:
+    """Set the one route's broker addresses in ``config`` (``bootstrap``, ``service_url``,
+    ``admin_url``: what ``nereus init --log`` wrote, or after ``partitions`` if it wrote
+    none) to the session's broker."""
+    text = config.read_text()
+    for key, value in settings.items():
+        text, found = re.subn(rf'^{key} = "[^"]*"', f'{key} = "{value}"', text, flags=re.M)
+        if not found:
+            text = re.sub(r"^(partitions = \d+\n)", rf'\g<1>{key} = "{value}"\n', text,
+                          count=1, flags=re.M)
+    config.write_text(text)

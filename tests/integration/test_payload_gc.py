@@ -1,6 +1,7 @@
 """``nereus payload gc``: expired reservations and stage-less objects are collected,
 committed payloads and live reservations kept, and nothing below the Recovery Floor is ever
-deleted, even when no live state or log mentions it any more."""
+deleted, even when no live state or log mentions it any more; a shard whose log no longer
+holds the records after its state is refused, never judged."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from nereus.adapters.objectstore.local import LocalObjectStore
 from nereus.client import RouteRef, prepare_payload_reserve, queue
+from nereus.records import QueryBarrier, encode
+from nereus.shard import ShardId
 from tests.conftest import run_nereus
 from tests.daemon import running_engine
 from tests.homelog import home_log
@@ -121,3 +124,28 @@ def test_gc_never_deletes_below_the_recovery_floor(tmp_path: Path) -> None:
     again = gc(home, "--key", key, "--yes")
     assert again.code == 1 and "Recovery Set" in again.stderr
     assert (home / "objects" / key).exists()
+
+
+def test_gc_refuses_a_shard_whose_log_starts_after_its_state(tmp_path: Path) -> None:
+    """default/0 has no live state and its log was pruned past position 0: the records
+    between could hold a commit, so gc refuses (exit 2) naming the shard and where its log
+    starts, and deletes nothing, not even an object no stage mentions."""
+    home = small_inline_home(tmp_path)
+    shard = ShardId("default", 0)
+    log = home_log(home, shard, segment_bytes=256)
+    try:
+        for n in range(12):
+            log.append([encode(QueryBarrier(command_id=f"q{n}"))])
+        log.delete_before(8)
+        start = log.start_position()
+    finally:
+        log.close()
+    assert start > 0
+    stray = "payloads/default/1/no-stage-anywhere"
+    LocalObjectStore(home / "objects").put_bytes(stray, b"stray")
+
+    refused = gc(home, "--yes")
+    assert refused.code == 2, refused.stdout + refused.stderr
+    error = refused.json()["error"]
+    assert "default/0" in error and f"starts at position {start}" in error, error
+    assert (home / "objects" / stray).exists()
