@@ -7,6 +7,8 @@ be resolved instead of pretending it never started (seed 001, step 4).
 
 from __future__ import annotations
 
+import msgspec
+
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
@@ -111,15 +113,24 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
             f"{limits.max_inline_payload_bytes} (use --payload-file for the large-payload path)",
             **ids,
         )
+    stage: PayloadStage | None = None
     if cmd.payload_ref is not None:
         if cmd.payload:
             return rejected(
                 Reason.INVALID_FIELD, "give payload or payload_ref, not both", **ids
             )
         raw = tx.get(keys.payload_key(cmd.payload_ref))
-        if raw is None or decode_value(raw, PayloadStage).state != "COMMITTED":
+        stage = None if raw is None else decode_value(raw, PayloadStage)
+        if stage is None or stage.state != "COMMITTED":
             return rejected(
                 Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_ref} is not committed", **ids
+            )
+        if stage.used_by is not None:
+            return rejected(
+                Reason.PAYLOAD_IN_USE,
+                f"payload {cmd.payload_ref} is used by message {stage.used_by}; a committed "
+                "payload belongs to one message (reserve and commit one for this message)",
+                **ids,
             )
     message_id = cmd.delay_message_id
     message_key = keys.msg_key(message_id)
@@ -150,6 +161,9 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
         position, position,  # created_position, updated_position
     )
     tx.save_message(None, message, message_key)
+    if stage is not None:  # the payload is this message's now: sweeping it removes the stage
+        tx.put(keys.payload_key(stage.payload_id),
+               encode_value(msgspec.structs.replace(stage, used_by=message_id)))
     return Verdict(status=ResultStatus.APPLIED, delay_message_id=message_id, generation=1)
 
 

@@ -192,8 +192,12 @@ class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
     position: int  # of the SHARD_RETENTION that set it
 
 
-class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):
-    """A large payload's durable stage (``payload/<id>``): RESERVED then COMMITTED."""
+class PayloadStage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A large payload's durable stage (``payload/<id>``): RESERVED then COMMITTED, then
+    used by one message (``used_by``: its SCHEDULE was applied; another SCHEDULE naming it
+    is REJECTED ``PAYLOAD_IN_USE``, since sweeping either message removes the stage).
+
+    ``omit_defaults``: a stage no SCHEDULE used has the bytes it had before ``used_by``."""
 
     payload_id: str
     state: str  # RESERVED | COMMITTED
@@ -202,6 +206,7 @@ class PayloadStage(msgspec.Struct, frozen=True, kw_only=True):
     expires_at_ms: int
     object_key: str | None
     position: int
+    used_by: str | None = None  # the delayMessageId whose SCHEDULE references it
 
 
 class Activation(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,7 +18,14 @@ from nereus.records.vocabulary import TERMINAL_STATES
 from nereus.state import keys
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, LaneLimit, Message, Result, decode_value
+from nereus.state.values import (
+    Identity,
+    LaneLimit,
+    Message,
+    PayloadStage,
+    Result,
+    decode_value,
+)
 from nereus.testing import MemoryShard
 from tests.unit.builders import activate, admission, cancel, op, outcome, schedule
 from tests.unit.logs import ListLog, LogEntries, due_sweep, shard_logs
@@ -167,19 +174,48 @@ def test_limits_without_retention_fields_keep_the_replicated_ones() -> None:
     assert (limits.max_pending, limits.retention_ms, limits.dedup_window_ms) == (3, 10 * S, 20 * S)
 
 
+def commit_payload(shard: MemoryShard, payload_id: str) -> None:
+    """Reserve and commit a 10-byte payload ``payload_id`` on ``shard``."""
+    sha = "a" * 64
+    shard.apply(r.PayloadReserve(command_id=f"r-{payload_id}", payload_id=payload_id,
+                                 size_bytes=10, sha256=sha, expires_at_ms=10**12))
+    shard.apply(r.PayloadCommit(command_id=f"c-{payload_id}", payload_id=payload_id,
+                                size_bytes=10, sha256=sha, object_key=f"payloads/{payload_id}"))
+
+
 def test_a_large_payload_stage_goes_with_its_message() -> None:
     """A message that used a committed payload: swept, its PayloadStage goes too."""
     shard = retained(MemoryShard())
-    sha = "a" * 64
-    shard.apply(r.PayloadReserve(command_id="pr", payload_id="p1", size_bytes=10, sha256=sha,
-                                 expires_at_ms=10**12))
-    shard.apply(r.PayloadCommit(command_id="pc", payload_id="p1", size_bytes=10, sha256=sha,
-                                object_key="payloads/p1"))
+    commit_payload(shard, "p1")
     shard.apply(schedule("m1", 100 * S, payload_ref="p1"), broker_ms=S)
     shard.apply(cancel("m1"), broker_ms=2 * S)
     assert shard.get(keys.payload_key("p1")) is not None
     sweep(shard, 12 * S)
     assert shard.get(keys.payload_key("p1")) is None
+
+
+def test_a_committed_payload_belongs_to_the_one_message_that_used_it() -> None:
+    """A second SCHEDULE naming a payload another message uses is REJECTED PAYLOAD_IN_USE
+    (naming that message), so sweeping the first can never take the stage, and with it the
+    object, from under a second message still due. Once swept, the payload is unknown."""
+    shard = retained(MemoryShard())
+    commit_payload(shard, "p1")
+    unused = shard.get(keys.payload_key("p1"))
+    assert unused is not None and b"used_by" not in unused  # the bytes it had before
+    assert shard.result(schedule("m1", 100 * S, payload_ref="p1"),
+                        broker_ms=S).status == ResultStatus.APPLIED
+    second = shard.result(schedule("m2", 200 * S, payload_ref="p1"), broker_ms=S)
+    assert (second.status, second.reason) == (ResultStatus.REJECTED, Reason.PAYLOAD_IN_USE)
+    assert "m1" in second.detail
+    assert shard.message("m2") is None
+    raw = shard.get(keys.payload_key("p1"))
+    assert raw is not None and decode_value(raw, PayloadStage).used_by == "m1"
+
+    shard.apply(cancel("m1"), broker_ms=2 * S)
+    sweep(shard, 12 * S)
+    assert shard.get(keys.payload_key("p1")) is None
+    third = shard.result(schedule("m3", 300 * S, payload_ref="p1"), broker_ms=13 * S)
+    assert third.reason == Reason.UNKNOWN_PAYLOAD
 
 
 def test_a_fenced_or_malformed_sweep_removes_nothing() -> None:
