@@ -206,7 +206,7 @@ def test_a_committed_payload_belongs_to_the_one_message_that_used_it() -> None:
                         broker_ms=S).status == ResultStatus.APPLIED
     second = shard.result(schedule("m2", 200 * S, payload_ref="p1"), broker_ms=S)
     assert (second.status, second.reason) == (ResultStatus.REJECTED, Reason.PAYLOAD_IN_USE)
-    assert "m1" in second.detail
+    assert second.detail is not None and "message m1" in second.detail
     assert shard.message("m2") is None
     raw = shard.get(keys.payload_key("p1"))
     assert raw is not None and decode_value(raw, PayloadStage).used_by == "m1"
