@@ -148,7 +148,7 @@ def _activation(store: ShardStore) -> ActivationReport | None:
 
 _MESSAGE_FAMILIES = frozenset(p[0] for p in (keys.MSG, keys.ATTEMPT, keys.MSG_ATTEMPT))
 _RETAINED_KINDS = {keys.RETAIN_MESSAGE: "message", keys.RETAIN_RESULT: "result",
-                   keys.RETAIN_REJECT: "reject"}
+                   keys.RETAIN_REJECT: "reject", keys.RETAIN_PAYLOAD: "payload"}
 
 
 def family_bytes(files: list[LiveFile], prefixes: frozenset[int]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from nereus.machine.reasons import Reason
+from nereus.machine.retention import retain_stage
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected
@@ -233,6 +234,7 @@ def payload_reserve(tx: Tx, cmd: PayloadReserve) -> Verdict:
         position=tx.position,
     )
     tx.put(key, encode_value(stage))
+    retain_stage(tx, cmd.payload_id, cmd.expires_at_ms)
     return applied(f"payload {cmd.payload_id} reserved")
 
 

@@ -26,6 +26,10 @@ any checkpoint remove exactly the same things and keep equal digests.
   window, and a ``reject`` result a ``j`` entry (its position) after the same window.
   That window is replicated too: the shard's last SHARD_RETENTION (``meta/shard_retention``,
   ``[routes.NAME] dedup_window``), never local configuration read at apply time.
+* A payload stage gets a ``p`` entry when it is reserved, at its reservation's expiry +
+  the shard's dedup window. Swept, the stage goes unless a message's SCHEDULE used it
+  (``used_by``): a reservation that expired without a commit, or a payload committed and
+  never used, leaves nothing behind; a used one goes with its message's ``m`` entry.
 * A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``, and so is a RETAIN_BACKFILL's;
   a ROUTE_IDENTITY's (one per shard) is kept.
 * Catch-up: messages that ended before their lane first had a retention have no entry,
@@ -71,12 +75,14 @@ from nereus.state import keys
 from nereus.state.values import (
     LaneLimit,
     Message,
+    PayloadStage,
     RetainCatchUp,
     ShardRetentionValue,
     decode_value,
 )
 
 MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
+MAX_EXPIRE_AT_MS: Final = 2**64 - 1  # a retain key holds expireAt as u64
 SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
 
 
@@ -140,6 +146,26 @@ def retain_reject(tx: Tx) -> None:
                b"")
 
 
+def retain_stage(tx: Tx, payload_id: str, expires_at_ms: int) -> None:
+    """The ``p`` entry of a payload stage just reserved: the shard's dedup window after its
+    reservation expires (no window: kept). ``expires_at_ms`` is the client's, so any
+    integer: the entry's time is held inside a u64."""
+    window = shard_window_ms(tx)
+    if window:
+        at = min(max(expires_at_ms, 0) + window, MAX_EXPIRE_AT_MS)
+        tx.put(keys.retain_key(at, keys.RETAIN_PAYLOAD, payload_id), b"")
+
+
+def _drop_unused_stage(tx: Tx, payload_id: str) -> bool:
+    """Remove a payload stage no message used (one a message used goes with it)."""
+    key = keys.payload_key(payload_id)
+    raw = tx.get(key)
+    if raw is None or decode_value(raw, PayloadStage).used_by is not None:
+        return False
+    tx.delete(key)
+    return True
+
+
 def _check_entries(entries: tuple[bytes, ...]) -> Verdict | None:
     if len(entries) > MAX_SWEEP_ENTRIES:
         return rejected(Reason.INVALID_FIELD,
@@ -160,14 +186,15 @@ def _check_entries(entries: tuple[bytes, ...]) -> Verdict | None:
 
 def sweep(tx: Tx, rec: Sweep) -> Verdict:
     """SWEEP: remove each named entry still held and due by this record's broker time: a
-    terminal message and what belongs to it (``m``), a result (``r``), a reject (``j``)."""
+    terminal message and what belongs to it (``m``), a result (``r``), a reject (``j``), a
+    payload stage no message used (``p``)."""
     failure = _check_entries(rec.entries)
     if failure is not None:
         return failure
     why = fenced(tx, rec.owner_id, rec.fencing_epoch)
     if why is not None:
         return stale(Reason.FENCED, f"sweep refused: {why}")
-    messages = results = skipped = 0
+    messages = results = stages = skipped = 0
     for entry in rec.entries:
         expire_at, kind, ident = keys.split_retain_key(entry)
         value = tx.get(entry)
@@ -183,10 +210,14 @@ def sweep(tx: Tx, rec: Sweep) -> Verdict:
             if tx.get(keys.reject_key(int(ident))) is not None:
                 tx.delete(keys.reject_key(int(ident)))
                 results += 1
+        elif kind == keys.RETAIN_PAYLOAD:
+            stages += _drop_unused_stage(tx, ident)
         elif _drop_message(tx, ident, value):
             messages += 1
-    return applied(f"swept {messages} messages and {results} results; {skipped} entries "
-                   "already gone or not due")
+    # the summary is replicated state: a sweep without stages reads as it always did
+    swept = (f"{messages} messages, {results} results and {stages} unused payload stages"
+             if stages else f"{messages} messages and {results} results")
+    return applied(f"swept {swept}; {skipped} entries already gone or not due")
 
 
 def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:

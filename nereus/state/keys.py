@@ -22,8 +22,8 @@ prefix  family       key after the prefix                                       
 0x09    payload      payloadId (utf-8)                                           PayloadStage
 0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
 0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
-                     result, ``j`` reject), delayMessageId, dedup key or source
-                     position (decimal) (utf-8)
+                     result, ``j`` reject, ``p`` payload stage), delayMessageId,
+                     dedup key, source position (decimal) or payloadId (utf-8)
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -44,7 +44,9 @@ Why these layouts:
   seek tells the engine whether a sweep is due, and ``shard inspect`` shows it). An ``m``
   entry (a terminal message, with its attempts and payload stage) holds the time its
   SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) and a
-  ``j`` entry (a ``reject`` result, named by its position in decimal) hold nothing.
+  ``j`` entry (a ``reject`` result, named by its position in decimal) hold nothing, and
+  so does a ``p`` entry (a payload stage, written when it is reserved: swept, it goes
+  unless a message's SCHEDULE used it, which then takes it with its own sweep).
 
 Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``). A new
 family is not a layout change (``retain`` came later: a database from before simply has
@@ -178,7 +180,8 @@ def payload_key(payload_id: str) -> bytes:
 RETAIN_MESSAGE: Final = b"m"  # a terminal message and what belongs to it
 RETAIN_RESULT: Final = b"r"  # a dedup result
 RETAIN_REJECT: Final = b"j"  # a ``reject`` result, by its source position (decimal)
-RETAIN_KINDS: Final = (RETAIN_MESSAGE, RETAIN_RESULT, RETAIN_REJECT)
+RETAIN_PAYLOAD: Final = b"p"  # a payload stage, by payloadId: goes if no message used it
+RETAIN_KINDS: Final = (RETAIN_MESSAGE, RETAIN_RESULT, RETAIN_REJECT, RETAIN_PAYLOAD)
 RETAIN_ID_AT: Final = 10  # prefix, u64 expireAt, kind byte: the id starts here
 
 

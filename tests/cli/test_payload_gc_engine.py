@@ -6,13 +6,18 @@ Set member references stays, though its message was swept too."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
-from tests.integration.large_payload_homes import payload_file, small_inline_home
+from tests.integration.large_payload_homes import (
+    payload_file,
+    reserve_directly,
+    small_inline_home,
+)
 
 
 def _home(tmp_path: Path) -> Path:
@@ -80,6 +85,33 @@ def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_mem
     assert [item["reason"] for item in kept] == ["in the Recovery Floor of default/0"], kept
     log = (home / "log" / "engine.log").read_text()
     assert '"payload_gc"' in log, log[-2000:]
+
+
+def _stages(home: Path) -> list[dict[str, Any]]:
+    """The payload stages in default/0's live state (read beside the engine)."""
+    dumped = run_nereus("--json", "shard", "dump", "default/0", "--cf", "payload", home=home)
+    assert dumped.code == 0, dumped.stdout + dumped.stderr
+    entries: list[dict[str, Any]] = json.loads(dumped.stdout)["entries"]
+    return entries
+
+
+def test_an_abandoned_reservation_leaves_neither_a_stage_nor_an_object(
+        tmp_path: Path) -> None:
+    """A client reserved a payload, uploaded it and died before its commit; the route's
+    dedup window is 1 s. Once the reservation expired and the window passed, the engine's
+    own sweep removes the stage from the shard's state and its collector the object, with
+    no operator command."""
+    home = _home(tmp_path)
+    config = home / "nereus.toml"
+    config.write_text(config.read_text().replace(
+        "partitions = 1\n", 'partitions = 1\ndedup_window = "1s"\n', 1))
+    with running_engine(home):  # which replicates the window before the reservation
+        expires = int(time.time() * 1000) + 5_000  # the stage is seen before it goes
+        key = reserve_directly(home, delay_message_id="abandoned", expires_at_ms=expires,
+                               data=b"half a payload" * 100, partitions=1)
+        wait_for(lambda: _stages(home), timeout=30, what="the reservation applied")
+        wait_for(lambda: not _stages(home) and key not in _objects(home), timeout=60,
+                 interval=0.3, what="the stage swept and the object collected")
 
 
 def test_a_bad_interval_is_refused_naming_the_key(tmp_path: Path) -> None:

@@ -4,11 +4,16 @@ the CLI calls the large-payload tests make on them (``message schedule --payload
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.client import RouteRef, prepare_payload_reserve, queue
 from tests.conftest import CliResult, run_nereus
+from tests.homelog import home_log
+from tests.integration.shard_logs import ShardLogs
 
 INLINE_LIMIT = 64
 
@@ -51,3 +56,21 @@ def gc(home: Path, *args: str) -> CliResult:
 
 def keys_of(items: list[dict[str, Any]]) -> set[str]:
     return {item["key"] for item in items}
+
+
+def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
+                     data: bytes, partitions: int = 2) -> str:
+    """Queue a PAYLOAD_RESERVE and upload its object, as a client that died before COMMIT;
+    the object's key."""
+    route = RouteRef("default", partitions)
+    shard = route.shard_for(delay_message_id)
+    payload_id = hashlib.sha256(delay_message_id.encode()).hexdigest()[:32]
+    prepared = prepare_payload_reserve(
+        route, command_id=f"reserve-{payload_id}", delay_message_id=delay_message_id,
+        payload_id=payload_id, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+        expires_at_ms=expires_at_ms)
+    with ShardLogs(lambda s: home_log(home, s)) as logs:
+        queue([prepared], logs)
+    key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
+    LocalObjectStore(home / "objects").put_bytes(key, data)
+    return key

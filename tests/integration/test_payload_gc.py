@@ -5,13 +5,11 @@ holds the records after its state is refused, never judged."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from pathlib import Path
 
 from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.client import RouteRef, prepare_payload_reserve, queue
 from nereus.records import QueryBarrier, encode
 from nereus.shard import ShardId
 from tests.conftest import run_nereus
@@ -21,27 +19,10 @@ from tests.integration.large_payload_homes import (
     gc,
     keys_of,
     payload_file,
+    reserve_directly,
     schedule_file,
     small_inline_home,
 )
-from tests.integration.shard_logs import ShardLogs
-
-
-def reserve_directly(home: Path, *, delay_message_id: str, expires_at_ms: int,
-                     data: bytes) -> str:
-    """Queue a PAYLOAD_RESERVE and upload its object, as a client that died before COMMIT."""
-    route = RouteRef("default", 2)
-    shard = route.shard_for(delay_message_id)
-    payload_id = hashlib.sha256(delay_message_id.encode()).hexdigest()[:32]
-    prepared = prepare_payload_reserve(
-        route, command_id=f"reserve-{payload_id}", delay_message_id=delay_message_id,
-        payload_id=payload_id, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-        expires_at_ms=expires_at_ms)
-    with ShardLogs(lambda s: home_log(home, s)) as logs:
-        queue([prepared], logs)
-    key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
-    LocalObjectStore(home / "objects").put_bytes(key, data)
-    return key
 
 
 def test_gc_collects_an_expired_reservation_and_keeps_the_rest(tmp_path: Path) -> None:

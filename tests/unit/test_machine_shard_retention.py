@@ -75,7 +75,8 @@ def test_without_a_shard_window_laneless_results_and_rejects_are_kept() -> None:
 
 def test_laneless_results_and_rejects_go_after_the_shard_window() -> None:
     """Window 5 s: each laneless result and the reject of a garbage record applied at 1 s
-    gets an entry at 6 s; a SWEEP at 5.999 s removes nothing, one at 6 s removes them all."""
+    gets an entry at 6 s; a SWEEP at 5.999 s removes nothing, one at 6 s removes them all
+    (the payload stage's own entry is at its reservation's expiry + the window)."""
     shard = windowed()
     for record in LANELESS:
         shard.apply(record, broker_ms=S)
@@ -95,6 +96,54 @@ def test_laneless_results_and_rejects_go_after_the_shard_window() -> None:
     assert shard.get(keys.reject_key(bad.result.position)) is None
     assert retained(shard, keys.RETAIN_REJECT) == []
     assert shard.get(keys.payload_key("p1")) is not None  # the stage itself is not a result
+
+
+def _reserve(shard: MemoryShard, payload_id: str, expires_at_ms: int, *,
+             commit: bool) -> None:
+    sha = "b" * 64
+    shard.apply(r.PayloadReserve(command_id=f"r-{payload_id}", payload_id=payload_id,
+                                 size_bytes=10, sha256=sha, expires_at_ms=expires_at_ms),
+                broker_ms=S)
+    if commit:
+        shard.apply(r.PayloadCommit(command_id=f"c-{payload_id}", payload_id=payload_id,
+                                    size_bytes=10, sha256=sha,
+                                    object_key=f"payloads/{payload_id}"), broker_ms=2 * S)
+
+
+def test_a_payload_stage_no_message_used_goes_a_window_after_its_reservation_expired() -> None:
+    """Window 5 s, reservations expiring at 10 s: one never committed, one committed and
+    never used, one a SCHEDULE used. A SWEEP at 15 s removes the first two stages and keeps
+    the used one (its message's own sweep takes it); before 15 s it removes none."""
+    shard = windowed()
+    _reserve(shard, "abandoned", 10 * S, commit=False)
+    _reserve(shard, "unused", 10 * S, commit=True)
+    _reserve(shard, "used", 10 * S, commit=True)
+    assert shard.result(schedule("m1", 100 * S, payload_ref="used"),
+                        broker_ms=3 * S).status == ResultStatus.APPLIED
+    assert retained(shard, keys.RETAIN_PAYLOAD) == ["abandoned", "unused", "used"]
+
+    early = sweep(shard, 15 * S - 1, "sw1")
+    assert all(shard.get(keys.payload_key(p)) is not None
+               for p in ("abandoned", "unused", "used")), early.detail
+    done = sweep(shard, 15 * S, "sw2")
+    assert done.detail is not None and "2 unused payload stages" in done.detail, done.detail
+    assert shard.get(keys.payload_key("abandoned")) is None
+    assert shard.get(keys.payload_key("unused")) is None
+    assert shard.get(keys.payload_key("used")) is not None
+    assert retained(shard, keys.RETAIN_PAYLOAD) == []
+    late = shard.result(schedule("m2", 100 * S, payload_ref="unused"), broker_ms=16 * S)
+    assert late.reason == Reason.UNKNOWN_PAYLOAD
+
+
+def test_a_reservation_expiry_at_either_end_of_an_integer_is_held_in_the_retain_key() -> None:
+    """A client's expires_at_ms is any integer: one beyond u64 less the window and a negative
+    one are applied (no crash) and their entries fall at the u64 end and at the window."""
+    shard = windowed()
+    _reserve(shard, "far", 2**64 - 1, commit=False)
+    _reserve(shard, "past", -(10**6), commit=False)
+    found = {keys.split_retain_key(key)[2]: keys.split_retain_key(key)[0]
+             for key in shard.data if key[:1] == keys.RETAIN and key[9:10] == keys.RETAIN_PAYLOAD}
+    assert found == {"far": 2**64 - 1, "past": 5 * S}
 
 
 def test_a_retry_inside_the_window_is_a_duplicate_and_after_it_a_new_command() -> None:
