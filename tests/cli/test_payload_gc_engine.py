@@ -14,7 +14,9 @@ from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.integration.large_payload_homes import (
+    collect_quickly,
     payload_file,
+    payload_objects,
     reserve_directly,
     small_inline_home,
 )
@@ -23,20 +25,8 @@ from tests.integration.large_payload_homes import (
 def _home(tmp_path: Path) -> Path:
     """One shard, a tiny inline limit, retention 1 s on lane ``local``, gc every second."""
     home = small_inline_home(tmp_path, partitions=1)
-    config = home / "nereus.toml"
-    text = config.read_text()
-    anchor = 'destination = "file"\n'
-    assert anchor in text
-    text = text.replace(anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1)
-    config.write_text(text + '\n[engine]\npayload_gc_interval = "1s"\n')
+    collect_quickly(home / "nereus.toml")
     return home
-
-
-def _objects(home: Path) -> set[str]:
-    """The large-payload objects in the home's local object store."""
-    root = home / "objects"
-    return {str(p.relative_to(root)) for p in (root / "payloads").rglob("*") if p.is_file()} \
-        if (root / "payloads").is_dir() else set()
 
 
 def _schedule(home: Path, path: Path, message_id: str, delay: str) -> None:
@@ -57,7 +47,7 @@ def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_mem
     home = _home(tmp_path)
     with running_engine(home):
         _schedule(home, payload_file(tmp_path, name="kept.bin"), "kept", "1h")
-        first = _objects(home)
+        first = payload_objects(home)
         assert len(first) == 1, first
         made = run_nereus("--json", "checkpoint", "create", "default/0", home=home,
                           timeout=120)
@@ -65,16 +55,16 @@ def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_mem
         cancelled = run_nereus("--json", "message", "cancel", "kept", "--wait", home=home)
         assert cancelled.code == 0, cancelled.stdout + cancelled.stderr
         _schedule(home, payload_file(tmp_path, size=12_000, name="sent.bin"), "sent", "1s")
-        sent_object = (_objects(home) - first).pop()
+        sent_object = (payload_objects(home) - first).pop()
 
         def swept_and_collected() -> bool:
             gone = all(run_nereus("--json", "message", "show", m, home=home).code != 0
                        for m in ("kept", "sent"))
-            return gone and sent_object not in _objects(home)
+            return gone and sent_object not in payload_objects(home)
 
         wait_for(swept_and_collected, timeout=60, interval=0.3,
                  what="both messages swept and the published one's object collected")
-        assert _objects(home) == first  # in the Recovery Floor: kept
+        assert payload_objects(home) == first  # in the Recovery Floor: kept
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr
         workers = {w["name"]: w for w in json.loads(status.stdout)["workers"]}
@@ -110,7 +100,7 @@ def test_an_abandoned_reservation_leaves_neither_a_stage_nor_an_object(
         key = reserve_directly(home, delay_message_id="abandoned", expires_at_ms=expires,
                                data=b"half a payload" * 100, partitions=1)
         wait_for(lambda: _stages(home), timeout=30, what="the reservation applied")
-        wait_for(lambda: not _stages(home) and key not in _objects(home), timeout=60,
+        wait_for(lambda: not _stages(home) and key not in payload_objects(home), timeout=60,
                  interval=0.3, what="the stage swept and the object collected")
 
 

@@ -23,11 +23,32 @@ def small_inline_home(tmp_path: Path, *, partitions: int = 2) -> Path:
     home = tmp_path / "home"
     result = run_nereus("init", "--partitions", str(partitions), home=home)
     assert result.code == 0, result.stderr
-    config = home / "nereus.toml"
+    shrink_inline_limit(home / "nereus.toml")
+    return home
+
+
+def shrink_inline_limit(config: Path) -> None:
+    """``[shard] max_inline_payload_bytes`` from the default to ``INLINE_LIMIT``."""
     text = config.read_text().replace("max_inline_payload_bytes = 65536",
                                       f"max_inline_payload_bytes = {INLINE_LIMIT}")
     config.write_text(text)
-    return home
+
+
+def collect_quickly(config: Path) -> None:
+    """Retention and dedup window 1 s on lane ``local``, the engine's payload collection
+    every second."""
+    text = config.read_text()
+    anchor = 'destination = "file"\n'
+    assert anchor in text
+    text = text.replace(anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1)
+    config.write_text(text + '\n[engine]\npayload_gc_interval = "1s"\n')
+
+
+def payload_objects(home: Path) -> set[str]:
+    """The large-payload objects in the home's local object store."""
+    root = home / "objects"
+    return {str(p.relative_to(root)) for p in (root / "payloads").rglob("*") if p.is_file()} \
+        if (root / "payloads").is_dir() else set()
 
 
 def payload_file(tmp_path: Path, size: int = 10_000, name: str = "big.bin") -> Path:

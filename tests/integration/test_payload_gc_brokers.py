@@ -17,7 +17,14 @@ from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.integration.broker_homes import point_route_at
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
-from tests.integration.large_payload_homes import INLINE_LIMIT, gc, keys_of, payload_file
+from tests.integration.large_payload_homes import (
+    collect_quickly,
+    gc,
+    keys_of,
+    payload_file,
+    payload_objects,
+    shrink_inline_limit,
+)
 from tests.integration.pulsar_service import PulsarService, pulsar_service  # noqa: F401
 
 
@@ -31,19 +38,9 @@ def _broker_home(tmp_path: Path, log: str, settings: dict[str, str]) -> tuple[Pa
     assert made.code == 0, made.stderr
     config = home / "nereus.toml"
     point_route_at(config, settings)
-    text = config.read_text().replace("max_inline_payload_bytes = 65536",
-                                      f"max_inline_payload_bytes = {INLINE_LIMIT}")
-    anchor = 'destination = "file"\n'
-    assert anchor in text
-    text = text.replace(anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1)
-    config.write_text(text + '\n[engine]\npayload_gc_interval = "1s"\n')
+    shrink_inline_limit(config)
+    collect_quickly(config)
     return home, route
-
-
-def _objects(home: Path) -> set[str]:
-    root = home / "objects"
-    return {str(p.relative_to(root)) for p in (root / "payloads").rglob("*") if p.is_file()} \
-        if (root / "payloads").is_dir() else set()
 
 
 def _collects_through_the_topic(tmp_path: Path, home: Path, route: str) -> None:
@@ -65,12 +62,12 @@ def _collects_through_the_topic(tmp_path: Path, home: Path, route: str) -> None:
     [kept] = report["kept"]
     assert kept["key"] == committed
     assert "COMMITTED" in kept["reason"] and "queued, not yet applied" in kept["reason"], kept
-    assert _objects(home) == {committed}
+    assert payload_objects(home) == {committed}
 
     with running_engine(home):
         def collected() -> bool:
             swept = run_nereus("--json", "message", "show", "sent", home=home).code != 0
-            return swept and committed not in _objects(home)
+            return swept and committed not in payload_objects(home)
 
         wait_for(collected, timeout=90, interval=0.5,
                  what="the message published and swept and its object collected by the engine")
