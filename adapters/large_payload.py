@@ -35,6 +35,7 @@ from nereus.client import (
     prepare_schedule,
 )
 from nereus.errors import NereusError, UsageError
+from nereus.payload_objects import object_key as payload_object_key
 
 RESERVATION_TTL_MS: Final = 3_600_000  # an abandoned reservation expires after this
 _READ: Final = 1 << 20
@@ -133,7 +134,7 @@ def schedule_large_payload(
         raise _too_large(size, max_payload_bytes)
     shard = route.placement(message.delay_message_id, message.lane, message.key)
     payload_id = new_id().replace("-", "")
-    object_key = f"payloads/{shard.route}/{shard.partition}/{payload_id}"
+    object_key = payload_object_key(shard.route, shard.partition, payload_id)
     leftover = (f"the object {object_key} (if uploaded) is collected by `nereus payload gc` "
                 "once the reservation expires")
     reserve = prepare_payload_reserve(

@@ -23,11 +23,18 @@ answer fails the judgement; nothing is judged without the tail). Reading up to t
 log has once the listing is taken is enough: a listed object's reservation was appended
 before the object was uploaded, so before the listing.
 
-It judges only where every shard's live state is on this host: a node of a cluster holds
-some shards, and the cluster's catalog of checkpoints is the coordinator's, so it is
-refused there (``UsageError``). A shard whose live state is older than the start of its
-log (a dense log pruned past it: a lost or stale state) is refused too: reservations and
-commits in the records between could not be seen.
+Two scopes. ``judge_all`` judges every object under ``payloads/`` against every shard of
+the home, and so runs only where every shard's live state is on this host (a node of a
+cluster is refused: ``UsageError``). ``judge_shards`` judges only the objects under the
+given shards' own prefixes (``nereus.payload_objects``), each against its own shard: a
+node of a cluster judges the shards it owns this way. That is enough because a shard's
+objects are known by their keys: the client uploads a payload under its shard's prefix,
+and the state machine refuses a PAYLOAD_COMMIT naming an object under another one, so no
+other shard can reference it (a commit applied by a build before that rule could; see
+docs/rules.md §5). Its Recovery Floor comes from the catalog the node's object store
+reads, the coordinator's on a cluster. A shard whose live state is older than the start
+of its log (a dense log pruned past it: a lost or stale state) is refused in either
+scope: reservations and commits in the records between could not be seen.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from nereus.adapters.shardlog.protocol import PrunableLog, ShardLog
 from nereus.config import Config
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout
+from nereus.payload_objects import shard_prefix
 from nereus.records import PayloadCommit, PayloadReserve, decode
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -50,7 +58,6 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Identity, PayloadStage, decode_value
 from nereus.timespec import format_time_ms
 
-PREFIX: Final = "payloads/"
 EXPIRY_MARGIN_MS: Final = 60_000
 
 
@@ -90,7 +97,9 @@ def check_whole_home(config: Config) -> None:
         raise UsageError(
             f"this home is node {config.cluster.node_id} of a cluster: it holds only the shards "
             "granted to it, so payloads the other nodes still need would look unreferenced; "
-            "payload collection runs only on a home that holds every shard of its routes")
+            "`nereus payload gc` runs only on a home that holds every shard of its routes",
+            hint="on a node, its engine collects the payloads of the shards it owns, every "
+                 "[engine] payload_gc_interval (default 1h)")
 
 
 def _live_stages(layout: HomeLayout, shard: ShardId) -> tuple[list[Known], int | None]:
@@ -153,20 +162,19 @@ def _first_unapplied(log: ShardLog, shard: ShardId, applied: int | None) -> int:
     return max(first, start)
 
 
-def known_stages(config: Config, layout: HomeLayout) -> list[Known]:
-    """What every shard of the home says about payloads: live state, then unapplied tail."""
+def known_stages(config: Config, layout: HomeLayout, shards: Iterable[ShardId]) -> list[Known]:
+    """What ``shards`` say about payloads: each one's live state, then its unapplied tail."""
     found = []
-    for shard in shards_of(config):
+    for shard in shards:
         live, applied = _live_stages(layout, shard)
         found.extend(live)
         found.extend(_queued_stages(config, layout, shard, applied))
     return found
 
 
-def floors(config: Config, objects: ObjectStore) -> list[Floor]:
-    """Every shard's Recovery Floor (what its Recovery Set members reference)."""
-    return [recovery_floor(objects, shard, config.checkpoints.keep)
-            for shard in shards_of(config)]
+def floors(config: Config, objects: ObjectStore, shards: Iterable[ShardId]) -> list[Floor]:
+    """The Recovery Floor of each of ``shards`` (what its Recovery Set members reference)."""
+    return [recovery_floor(objects, shard, config.checkpoints.keep) for shard in shards]
 
 
 def judge(info: ObjectInfo, known: list[Known], floors: list[Floor], now_ms: int) -> Judgement:
@@ -205,8 +213,22 @@ def judge_all(config: Config, layout: HomeLayout, objects: ObjectStore,
     """Judge every listed object; the listing is taken before any state is read."""
     check_whole_home(config)
     infos = list(listing)  # listed before any state is read: see the module docstring
-    known = known_stages(config, layout)
-    found = floors(config, objects)
+    shards = shards_of(config)
+    known = known_stages(config, layout, shards)
+    found = floors(config, objects, shards)
+    return [judge(info, known, found, now_ms) for info in infos], found
+
+
+def judge_shards(config: Config, layout: HomeLayout, objects: ObjectStore,
+                 shards: Iterable[ShardId], now_ms: int) -> tuple[list[Judgement], list[Floor]]:
+    """Judge the objects under the prefixes of ``shards`` only, against those shards alone
+    (a node of a cluster: the shards it owns). Every prefix is listed before any state is
+    read, as in ``judge_all``."""
+    mine = sorted(set(shards))
+    infos = [info for shard in mine
+             for info in objects.list(shard_prefix(shard.route, shard.partition))]
+    known = known_stages(config, layout, mine)
+    found = floors(config, objects, mine)
     return [judge(info, known, found, now_ms) for info in infos], found
 
 

@@ -194,9 +194,12 @@ class Engine:
                 raise RuntimeError(f"shard {shard} did not become active: "
                                    f"{loop.error or loop.state}")
         self.evidence.start(self.supervisor)
-        if owned is None and self.catalog is None:  # it sees every shard of the home
+        # the whole home where it sees every shard; a cluster node its own shards (the
+        # front door of a home's --workers collects for its workers)
+        if self.catalog is not None or owned is None:
             self.payloads = PayloadCollector(
                 self.config, self.layout, self.objects, clock=source,
+                owned=self.active_shards if self.catalog is not None else None,
                 interval_s=self.settings.payload_gc_interval_s, events=self.log_event)
             self.payloads.start(self.supervisor)
         self.log_event("engine_started", owner_id=self.owner_id, shards=len(self.shards),
@@ -241,6 +244,11 @@ class Engine:
         if diverged is not None:
             loop.fail(diverged)
         return loop
+
+    def active_shards(self) -> list[ShardId]:
+        """The shards whose loop is ACTIVE here now (a node's own, for its payload gc)."""
+        return sorted(shard for shard, loop in list(self.shards.items())
+                      if loop.state == ShardState.ACTIVE)
 
     def activate_shard(self, shard: ShardId, *, epoch: int, lease: LeaseGate,
                        timeout_s: float = 120.0) -> ShardLoop:

@@ -8,11 +8,14 @@ stage in any shard (a retention SWEEP took a message's stage with it) or whose
 reservation expired without a commit, and never one a Recovery Set member references
 (``check_floor`` is the last guard before any delete).
 
-It runs where the process can see every shard of the home: the single engine process and
-the front door of ``--workers N`` (both read the shard databases from disk, read-only,
-beside the shard loops, and each shard's unapplied tail from its Shard Log: the file log's
-segments, or the Kafka or Pulsar Command Topic through a reader of its own). A node of a
-cluster cannot see the other nodes' shards and runs none.
+Two scopes. Where the process sees every shard of the home (the single engine process, the
+front door of ``--workers N``) it judges the whole home (``judge_all``). A node of a
+cluster (its engine, or each worker of a node run with ``--workers N``) sees only the
+shards it owns: it judges the objects under those shards' own prefixes against them alone
+(``judge_shards``, given the shards ACTIVE here when the round starts), with the Recovery
+Floors from the coordinator's catalog. Either reads the shard databases from disk,
+read-only, beside the shard loops, and each shard's unapplied tail from its Shard Log (the
+file log's segments, or the Kafka or Pulsar Command Topic through a reader of its own).
 
 A failed round (an object store down) is logged and the next one runs at its time; a crash
 of the worker itself is the supervisor's to log, count and restart.
@@ -21,24 +24,36 @@ of the worker itself is the supervisor's to log, count and restart.
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 from nereus.adapters.objectstore.protocol import ObjectStore
-from nereus.adapters.payload_gc import PREFIX, Judgement, delete_collected, judge_all
+from nereus.adapters.payload_gc import Judgement, delete_collected, judge_all, judge_shards
 from nereus.config import Config
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout
+from nereus.payload_objects import PREFIX
+from nereus.shard import ShardId
+
+
+class OwnedShards(Protocol):
+    """The shards this process owns now (a node of a cluster: those ACTIVE here)."""
+
+    def __call__(self) -> list[ShardId]: ...
 
 
 class PayloadCollector:
     """The periodic collection of one home's large payloads (module docstring)."""
 
     def __init__(self, config: Config, layout: HomeLayout, objects: ObjectStore, *,
-                 interval_s: float, clock: Clock = SYSTEM_CLOCK,
-                 events: EventLog = null_event_log) -> None:
+                 interval_s: float, owned: OwnedShards | None = None,
+                 clock: Clock = SYSTEM_CLOCK, events: EventLog = null_event_log) -> None:
+        """``owned``: judge only those shards' objects (a node of a cluster); without it,
+        every object under ``payloads/`` against every shard of the home."""
         self._config = config
+        self._owned = owned
         self._layout = layout
         self._objects = objects
         self.interval_s = interval_s
@@ -76,10 +91,15 @@ class PayloadCollector:
                            error=f"{type(exc).__name__}: {exc}")
 
     def collect_once(self) -> list[Judgement]:
-        """One round: judge every object under ``payloads/`` and delete what may go."""
+        """One round: judge every object in scope (the module docstring) and delete what
+        may go."""
         objects = self._objects
-        verdicts, floors = judge_all(self._config, self._layout, objects,
-                                     objects.list(PREFIX), self._clock.wall_ms())
+        if self._owned is None:
+            verdicts, floors = judge_all(self._config, self._layout, objects,
+                                         objects.list(PREFIX), self._clock.wall_ms())
+        else:
+            verdicts, floors = judge_shards(self._config, self._layout, objects,
+                                            self._owned(), self._clock.wall_ms())
         deleted = delete_collected(objects, verdicts, floors)
         self.rounds += 1
         self.deleted += len(deleted)

@@ -16,6 +16,7 @@ import msgspec
 import typer
 
 from nereus.cli.context import Env
+from nereus.payload_objects import PREFIX
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from nereus.adapters.payload_gc import Judgement
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)
-
-PREFIX = "payloads/"
 
 
 class PayloadObject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -77,7 +76,11 @@ def gc(
         "--key", help="Delete this one object (refused if referenced or in a Recovery "
         "Floor).")] = None,
 ) -> None:
-    """Collect abandoned large payloads (expired reservations, objects with no stage)."""
+    """Collect abandoned large payloads (expired reservations, objects with no stage).
+
+    It judges the whole home, so it is refused on a node of a cluster, whose engine
+    collects the payloads of the shards it owns by itself.
+    """
     from nereus.adapters.checkpoint_catalog import FloorViolation, check_floor
     from nereus.adapters.payload_gc import delete_collected, judge_all
     from nereus.errors import NotConfirmed, NotFound, UsageError

@@ -14,6 +14,7 @@ from nereus.machine.retention import retain_stage
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected
+from nereus.payload_objects import shard_prefix
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -29,7 +30,7 @@ from nereus.records.vocabulary import (
     ResultStatus,
 )
 from nereus.state import keys
-from nereus.state.values import Message, PayloadStage, decode_value, encode_value
+from nereus.state.values import Identity, Message, PayloadStage, decode_value, encode_value
 from nereus.timespec import format_duration_ms
 
 
@@ -238,7 +239,26 @@ def payload_reserve(tx: Tx, cmd: PayloadReserve) -> Verdict:
     return applied(f"payload {cmd.payload_id} reserved")
 
 
+def _foreign_object(tx: Tx, object_key: str) -> Verdict | None:
+    """REJECTED when ``object_key`` is not under this shard's own payload prefix (what makes
+    a shard's objects known by their keys: ``nereus.payload_objects``); a state with no
+    identity (an in-memory shard of the tests) checks nothing."""
+    raw = tx.get(keys.META_IDENTITY)
+    if raw is None:
+        return None
+    identity = decode_value(raw, Identity)
+    prefix = shard_prefix(identity.route, identity.partition)
+    if object_key.startswith(prefix) and len(object_key) > len(prefix):
+        return None
+    return rejected(Reason.INVALID_FIELD,
+                    f"object_key {object_key!r} is not under this shard's payload prefix "
+                    f"{prefix!r}: a payload is uploaded to the shard of its message")
+
+
 def payload_commit(tx: Tx, cmd: PayloadCommit) -> Verdict:
+    foreign = _foreign_object(tx, cmd.object_key)
+    if foreign is not None:
+        return foreign
     key = keys.payload_key(cmd.payload_id)
     raw = tx.get(key)
     if raw is None:

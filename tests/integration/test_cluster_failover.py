@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nereus.cluster.records import Drain, Placement
+from nereus.payload_objects import object_key, shard_prefix
 from tests.daemon import owned_processes
 from tests.integration.cluster_checks import (
     Outcome,
@@ -29,7 +30,7 @@ from tests.integration.cluster_checks import (
     node_events,
     settle_and_stop,
 )
-from tests.integration.cluster_homes import Cluster, ClusterSpec, Load, make_cluster
+from tests.integration.cluster_homes import BUCKET, Cluster, ClusterSpec, Load, make_cluster
 from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
 from tests.integration.kafka_service import (  # noqa: F401
     kafka_bootstrap,
@@ -100,6 +101,36 @@ def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) ->
     finally:
         load.stop()
     finish(cluster, load)
+
+
+def test_each_node_collects_the_payload_objects_of_its_own_shards(cluster: Cluster) -> None:
+    """In S3, a stray object under every shard's payload prefix is deleted by the node that
+    owns that shard (its ``payload_gc`` events name only its own shards' objects) within a
+    few of the nodes' 1 s rounds; an object under no shard's prefix stays."""
+    wait_until("two shards on each node", lambda: Counter(cluster.active_owners().values())
+               == Counter({node: 2 for node in NODES}), 30, seen=cluster.active_owners)
+    client, root = cluster.spec.s3.client(), f"{cluster.spec.run}/"
+    strays = {object_key(s.route, s.partition, f"stray-{s.partition}")
+              for s in cluster.spec.shards}
+    custom = "payloads/elsewhere/custom"
+    for key in [*strays, custom]:
+        client.put_object(Bucket=BUCKET, Key=root + key, Body=b"nobody reserved this")
+
+    def left() -> set[str]:
+        listed = client.list_objects_v2(Bucket=BUCKET, Prefix=root + "payloads/")
+        return {item["Key"][len(root):] for item in listed.get("Contents", [])}
+
+    wait_until("every stray object collected", lambda: not left() & strays, 30, seen=left)
+    owners = cluster.active_owners()
+    deleted = set()
+    for node in NODES:
+        keys = {key for fields in node_events(cluster, node, "payload_gc")
+                for key in fields["keys"]}
+        mine = tuple(shard_prefix(s.route, s.partition) for s, n in owners.items() if n == node)
+        assert keys and all(key.startswith(mine) for key in keys), (node, keys, mine)
+        deleted |= keys
+    assert deleted == strays
+    assert left() == {custom}
 
 
 def test_a_paused_node_makes_no_producer_call_after_its_session_ended(

@@ -26,12 +26,12 @@ from nereus.engine.admin.server import AdminServer
 from nereus.engine.cluster.node import ClusterNode, NodeSettings
 from nereus.engine.cluster.node_api import NodeApi
 from nereus.engine.cluster.node_lookup import StoreOwnerLookup
-from nereus.engine.engine import Engine
+from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.time_source import SYSTEM_CLOCK
 from nereus.errors import NotFound
 from nereus.records import MessageState
 from nereus.shard import ShardId
-from tests.integration.engine_harness import CONFIG, Harness, file_lane, now_ms
+from tests.integration.engine_harness import CONFIG, Events, Harness, file_lane, now_ms
 from tests.integration.test_engine_publish import message_states
 from tests.polling import wait_until
 
@@ -61,12 +61,18 @@ class Cluster:
         return Counter(node for node, _, _ in self.owners().values())
 
 
-def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack) -> ClusterNode:
+def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack, *,
+               settings: EngineSettings | None = None,
+               events: Events | None = None) -> ClusterNode:
+    """Node ``node_id`` of the cluster on ``handle``, its engine on ``home`` (``events``
+    keeps what it logs)."""
     text = (home / "nereus.toml").read_text()
     def log_event(event: str, /, **fields: object) -> None:
         print(node_id, event, fields, flush=True)
+        if events is not None:
+            events(event, **fields)
     engine = Engine(home, parse_config(text, source="test"), log_event=log_event,
-                    catalog=handle)
+                    settings=settings or EngineSettings(), catalog=handle)
     engine.start(owned=())
     store = ClusterStore(handle)
     node = ClusterNode(engine, store, NodeSettings(
@@ -90,7 +96,8 @@ def start_node(home: Path, handle: ClusterHandle, node_id: str, stack: ExitStack
 
 
 @contextmanager
-def cluster(tmp_path: Path, node_ids: list[str]) -> Iterator[Cluster]:
+def cluster(tmp_path: Path, node_ids: list[str], *, settings: EngineSettings | None = None,
+            events: dict[str, Events] | None = None) -> Iterator[Cluster]:
     home = tmp_path / "home"
     (home / "run").mkdir(parents=True)
     text = CONFIG.format(partitions=PARTITIONS, lanes=file_lane("local", "outbox/local.jsonl"))
@@ -102,7 +109,9 @@ def cluster(tmp_path: Path, node_ids: list[str]) -> Iterator[Cluster]:
                        expected=None)
     with ExitStack() as stack:
         stack.callback(coordinator.close)
-        nodes = {node_id: start_node(home, handle, node_id, stack) for node_id in node_ids}
+        nodes = {node_id: start_node(home, handle, node_id, stack, settings=settings,
+                                     events=(events or {}).get(node_id))
+                 for node_id in node_ids}
         yield Cluster(home, store, nodes)
 
 

@@ -10,7 +10,7 @@ from nereus.machine.tx import work_digest
 from nereus.records import MessageState, ResultStatus, encode
 from nereus.records.codec import HEADER
 from nereus.state import keys
-from nereus.state.values import Message, Result, WorkRef, decode_value
+from nereus.state.values import Identity, Message, PayloadStage, Result, WorkRef, decode_value
 from nereus.testing import MemoryShard
 from tests.unit.builders import admission, cancel, reschedule, schedule
 
@@ -194,6 +194,32 @@ def test_payload_reserve_then_commit_then_schedule_by_reference() -> None:
                                       sha256=sha, object_key="o/big"), broker_ms=5)
     assert ok.status == ResultStatus.APPLIED
     assert shard.result(schedule("m1", payload_ref="big")).status == ResultStatus.APPLIED
+
+
+def test_a_commit_names_an_object_under_its_own_shards_prefix() -> None:
+    """On shard default/0, PAYLOAD_COMMIT of an object under another shard's prefix, or of
+    the bare prefix, is REJECTED INVALID_FIELD naming the prefix, and the stage stays
+    RESERVED; the same commit under ``payloads/default/0/`` is applied. A node collects its
+    shards' payloads by their prefixes: a foreign reference would be lost there."""
+    shard = MemoryShard(identity=Identity(route="default", partition=0,
+                                          schema_version=keys.SCHEMA_VERSION))
+    sha = "a" * 64
+    shard.apply(r.PayloadReserve(command_id="p1", payload_id="big", size_bytes=100, sha256=sha,
+                                 expires_at_ms=10_000))
+
+    def commit(n: int, object_key: str) -> Result:
+        return shard.result(r.PayloadCommit(command_id=f"c{n}", payload_id="big",
+                                            size_bytes=100, sha256=sha,
+                                            object_key=object_key), broker_ms=5)
+
+    for n, foreign in enumerate(("payloads/default/1/big", "payloads/default/0/",
+                                 "payloads/default/00/big", "elsewhere/big")):
+        result = commit(n, foreign)
+        assert (result.status, result.reason) == (ResultStatus.REJECTED, Reason.INVALID_FIELD)
+        assert "'payloads/default/0/'" in (result.detail or "")
+    stage = shard.get(keys.payload_key("big"))
+    assert stage is not None and decode_value(stage, PayloadStage).state == "RESERVED"
+    assert commit(9, "payloads/default/0/big").status == ResultStatus.APPLIED
 
 
 def test_lane_counters_follow_message_states() -> None:
