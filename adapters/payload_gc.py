@@ -97,9 +97,8 @@ def check_whole_home(config: Config) -> None:
         raise UsageError(
             f"this home is node {config.cluster.node_id} of a cluster: it holds only the shards "
             "granted to it, so payloads the other nodes still need would look unreferenced; "
-            "`nereus payload gc` runs only on a home that holds every shard of its routes",
-            hint="on a node, its engine collects the payloads of the shards it owns, every "
-                 "[engine] payload_gc_interval (default 1h)")
+            "the whole home is judged only where every shard of its routes is held",
+            hint="on a node, judge the shards it owns (judge_shards)")
 
 
 def _live_stages(layout: HomeLayout, shard: ShardId) -> tuple[list[Known], int | None]:

@@ -315,7 +315,8 @@ JSON_KEYS: dict[str, JsonDoc] = {
         RunReport, alternatives=(DryRunPlan,),
         note="Step progress goes to stderr under --json. With --dry-run: "
         f"{keys_of(DryRunPlan)} (the plan; each step: {keys_of(PlannedStepView)})."),
-    "payload gc": typed(PayloadGc),
+    "payload gc": typed(PayloadGc, note="shards: only on a node of a cluster (the shards "
+                        "whose objects it judged, those ACTIVE on it)."),
     "cluster init": typed(
         ClusterInitReport,
         note="revision is the one written (with --dry-run: that would be); "

@@ -17,10 +17,13 @@ import typer
 
 from nereus.cli.context import Env
 from nereus.payload_objects import PREFIX
+from nereus.shard import ShardId
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.checkpoint_catalog import Floor
+    from nereus.adapters.objectstore.protocol import ObjectStore
     from nereus.adapters.payload_gc import Judgement
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)
@@ -34,7 +37,8 @@ class PayloadObject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     reason: str
 
 
-class PayloadGc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class PayloadGc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                omit_defaults=True):
     """The ``payload gc`` document: the objects deleted (with ``dry_run``: that would be)
     and the ones kept."""
 
@@ -42,6 +46,9 @@ class PayloadGc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     object_store: str
     deleted: list[PayloadObject]
     kept: list[PayloadObject]
+    # on a node of a cluster: the shards whose objects were judged (those ACTIVE on this
+    # home's node or its workers); omitted on a home that holds every shard
+    shards: list[str] | None = None
 
 
 def _view(judgement: Judgement) -> PayloadObject:
@@ -51,6 +58,49 @@ def _view(judgement: Judgement) -> PayloadObject:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _node_shards(env: Env) -> list[ShardId]:
+    """The shards ACTIVE on this home's node (or its workers), as the coordinator says."""
+    from nereus.cli.commands.cluster.access import cluster_store
+    from nereus.cluster.records import OwnerState
+    from nereus.engine.workers.home import is_home_member
+
+    with cluster_store(env, None) as store:
+        owners = store.owners()
+    return sorted(shard for shard, owned in owners.items()
+                  if owned.record.state == OwnerState.ACTIVE
+                  and is_home_member(env.config, owned.record.node_id))
+
+
+def _shard_of_key(key: str) -> ShardId | None:
+    """The shard whose prefix ``key`` is under (``payloads/<route>/<partition>/...``)."""
+    route, _, rest = key.removeprefix(PREFIX).partition("/")
+    partition, slash, name = rest.partition("/")
+    if not (route and partition.isdigit() and slash and name):
+        return None
+    return ShardId(route, int(partition))
+
+
+def _judge_on_node(env: Env, objects: ObjectStore, key: str,
+                   shards: list[ShardId]) -> tuple[list[Judgement], list[Floor]]:
+    """``--key`` on a node: judged against its shard, which must be ACTIVE here."""
+    from nereus.adapters.payload_gc import judge_shards
+    from nereus.errors import NotFound, UsageError
+
+    shard = _shard_of_key(key)
+    if shard is None or shard not in shards:
+        where = "is under no shard's prefix" if shard is None else \
+            f"belongs to shard {shard}, which is not ACTIVE on this node"
+        raise UsageError(f"--key {key}: the object {where}; a node judges only the objects "
+                         "of the shards it owns",
+                         hint="run it in the home of the node that owns the shard "
+                              "(`nereus cluster status` names it)")
+    verdicts, floors = judge_shards(env.config, env.layout, objects, [shard], _now_ms())
+    found = [v for v in verdicts if v.key == key]
+    if not found:
+        raise NotFound(f"no object {key} in {objects.description}")
+    return found, floors
 
 
 def _confirm(count: int, yes: bool) -> bool:
@@ -78,15 +128,17 @@ def gc(
 ) -> None:
     """Collect abandoned large payloads (expired reservations, objects with no stage).
 
-    It judges the whole home, so it is refused on a node of a cluster, whose engine
-    collects the payloads of the shards it owns by itself.
+    On a node of a cluster it judges only the objects of the shards ACTIVE on the node (as
+    its engine does every [engine] payload_gc_interval), each against its own shard.
     """
     from nereus.adapters.checkpoint_catalog import FloorViolation, check_floor
-    from nereus.adapters.payload_gc import delete_collected, judge_all
+    from nereus.adapters.payload_gc import delete_collected, judge_all, judge_shards
     from nereus.errors import NotConfirmed, NotFound, UsageError
 
     env: Env = ctx.obj
     objects = env.object_store()
+    node = env.config.cluster
+    shards = None if node is None else _node_shards(env)
     if key is not None:
         if not key.startswith(PREFIX):
             raise UsageError(f"--key {key!r} is not a large payload: gc deletes only keys under "
@@ -94,16 +146,21 @@ def gc(
         info = objects.head(key)
         if info is None:
             raise NotFound(f"no object {key} in {objects.description}")
-        verdicts, floors = judge_all(env.config, env.layout, objects, [info], _now_ms())
+        if shards is None:
+            verdicts, floors = judge_all(env.config, env.layout, objects, [info], _now_ms())
+        else:
+            verdicts, floors = _judge_on_node(env, objects, key, shards)
         for floor in floors:
             check_floor(floor, delete_objects=frozenset({key}))
         if not verdicts[0].collect:
             raise FloorViolation(f"refusing to delete {key}: {verdicts[0].reason}",
                                  hint="an object that can still be published or recovered "
                                  "is never collected")
-    else:
+    elif shards is None:
         verdicts, floors = judge_all(env.config, env.layout, objects, objects.list(PREFIX),
                                      _now_ms())
+    else:
+        verdicts, floors = judge_shards(env.config, env.layout, objects, shards, _now_ms())
     doomed = [v for v in verdicts if v.collect]
     kept = [v for v in verdicts if not v.collect]
     for floor in floors:  # the last guard: nothing below any shard's Recovery Floor
@@ -117,11 +174,16 @@ def gc(
     shown = doomed if dry_run else deleted
     data = msgspec.to_builtins(PayloadGc(
         dry_run=dry_run, object_store=objects.description,
-        deleted=[_view(v) for v in shown], kept=[_view(v) for v in kept]))
+        deleted=[_view(v) for v in shown], kept=[_view(v) for v in kept],
+        shards=None if shards is None else [str(s) for s in shards]))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
 
+        if node is not None and shards is not None:
+            mine = ", ".join(map(str, shards)) or "none"
+            out.print(f"node {escape(node.node_id)}: the objects of the shards ACTIVE here "
+                      f"({escape(mine)})")
         verb = "would delete" if dry_run else "deleted"
         for action, group in ((verb, shown), ("keep", kept)):
             for v in group:

@@ -58,6 +58,15 @@ def node_id(config: Config, index: int) -> str:
     return name
 
 
+def is_home_member(config: Config, member_id: str) -> bool:
+    """Whether ``member_id`` is this home's node of a cluster, or one of its workers when
+    it runs ``--workers N`` (``node_id``)."""
+    if config.cluster is None:
+        return False
+    own = config.cluster.node_id
+    return member_id == own or re.fullmatch(rf"{re.escape(own)}-w\d+", member_id) is not None
+
+
 def worker_socket(home: Path, index: int) -> Path:
     """Worker ``index``'s own admin socket (the front door forwards to it)."""
     return HomeLayout(home).run / "workers" / f"{index}.sock"
