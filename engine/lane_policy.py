@@ -11,8 +11,9 @@ so (``report``). A lane's limits only ever concern new work; its retention and d
 window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
 The shard's own dedup window (its route's ``dedup_window``: results of records without a
 lane window, and rejects) is replicated the same way, by SHARD_RETENTION. The engine's
-LANE_LIMITS ask for ``catch_up``: the first one to give a lane a retention lets the
-owner catch up the messages that ended before it (``shard_backfill``).
+LANE_LIMITS ask for ``catch_up`` and ``catch_up_kept``: the first one to give a lane a
+retention, and one giving a retention back after it was 0, let the owner catch up the
+messages that ended before it, or while it was 0 (``shard_backfill``).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
             max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
             retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms,
-            catch_up=True)))
+            catch_up=True, catch_up_kept=True)))
     window = policies.shard_dedup_window_ms
     if window is not None:
         raw = store.get(keys.META_SHARD_RETENTION)

@@ -1,8 +1,10 @@
 """When a shard loop appends a RETAIN_BACKFILL (retention catch-up,
 ``nereus.machine.retention``).
 
-A lane's first retention records a ``catch_up`` (in its replicated limits): its messages
-that ended before then have no ``retain`` entry, and no single record could find them all.
+A lane's first retention records a ``catch_up`` (in its replicated limits), and so does a
+retention given back after it was 0 (``later_catch_ups``): the messages that ended before
+the first, or while it was 0, have no ``retain`` entry, and no single record could find
+them all.
 The live owner finds them with a cursor of its own over the ``msg`` family — at most
 ``scan_keys`` messages a look, about once a second — and appends one RETAIN_BACKFILL
 naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most), looking again only once
@@ -11,9 +13,10 @@ record's messages were found, should its append have been lost).
 
 The cursor is local runtime state (the ``sched`` family, outside the digest): it survives
 a restart, so a finished catch-up is not scanned again; a new catch-up (another lane's
-first retention) starts it over. What apply does depends only on the record and the
-state, so a lost, repeated or stale cursor costs a look, never a different digest: an id
-the state does not make eligible is skipped, and naming one twice is a no-op.
+first retention, or a retention given back) starts it over. What apply does depends only
+on the record and the state, so a lost, repeated or stale cursor costs a look, never a
+different digest: an id the state does not make eligible is skipped, and naming one
+twice is a no-op.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of
 from nereus.records import RetainBackfill, encode
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import LaneLimit, Message, RetainCatchUp, decode_value
+from nereus.state.values import LaneLimit, Message, decode_value
 
 CURSOR_KEY = keys.SCHED + b"backfill"
 
@@ -61,12 +64,13 @@ class BackfillTrigger:
         self.backfills = 0  # RETAIN_BACKFILL records appended (for tests and benchmarks)
 
     def wanted(self) -> dict[str, int]:
-        """Every lane's catch-up in the replicated limits: lane -> before position."""
+        """Every lane with a catch-up in the replicated limits: lane -> the latest one's
+        before position (a new one changes it, and the scan starts over)."""
         found: dict[str, int] = {}
         for _, raw in self._store.scan_prefix(keys.META_LANE_LIMITS):
             limits = decode_value(raw, LaneLimit)
-            if isinstance(limits.catch_up, RetainCatchUp):
-                found[limits.lane] = limits.catch_up.before_position
+            if catch_ups := limits.catch_ups():
+                found[limits.lane] = max(c.before_position for c in catch_ups)
         return found
 
     def cursor(self) -> Cursor | None:

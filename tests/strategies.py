@@ -71,6 +71,7 @@ lane_limits = st.builds(r.LaneLimits, lane=lanes, max_delay_ms=st.integers(0, 10
                         retention_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
                         dedup_window_ms=st.just(msgspec.UNSET) | st.integers(0, 10_000),
                         catch_up=st.just(msgspec.UNSET) | st.booleans(),
+                        catch_up_kept=st.just(msgspec.UNSET) | st.booleans(),
                         **operator_fields)
 backfills = st.builds(r.RetainBackfill, mutation_id=ids, owner_id=ids,
                       fencing_epoch=st.integers(0, 5),

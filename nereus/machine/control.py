@@ -205,10 +205,12 @@ def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
         mutation.retention_ms, int) else before.retention_ms
     dedup_window_ms = mutation.dedup_window_ms if before is None or isinstance(
         mutation.dedup_window_ms, int) else before.dedup_window_ms
+    kept_since, later = _kept_catch_up(tx, mutation, before, retention_ms, dedup_window_ms)
     limits = LaneLimit(lane=mutation.lane, max_delay_ms=mutation.max_delay_ms,
                        max_pending=mutation.max_pending, position=tx.position,
                        retention_ms=retention_ms, dedup_window_ms=dedup_window_ms,
-                       catch_up=_catch_up(tx, mutation, before, retention_ms, dedup_window_ms))
+                       catch_up=_catch_up(tx, mutation, before, retention_ms, dedup_window_ms),
+                       kept_since=kept_since, later_catch_ups=later)
     if before is not None and _limit_values(before) == _limit_values(limits):
         return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
     tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
@@ -244,6 +246,40 @@ def _catch_up(tx: Tx, mutation: LaneLimits, before: LaneLimit | None,
     window = dedup_window_ms if isinstance(dedup_window_ms, int) else 0
     return RetainCatchUp(before_position=tx.position, expire_at_ms=tx.broker_ms + retention_ms,
                          result_until_ms=tx.broker_ms + window if window else 0)
+
+
+# a lane's ``kept_since`` and ``later_catch_ups``
+_KeptCatchUps = tuple[int | msgspec.UnsetType, tuple[RetainCatchUp, ...] | msgspec.UnsetType]
+
+
+def _kept_catch_up(tx: Tx, mutation: LaneLimits, before: LaneLimit | None,
+                   retention_ms: int | msgspec.UnsetType,
+                   dedup_window_ms: int | msgspec.UnsetType) -> _KeptCatchUps:
+    """The lane's ``kept_since`` and ``later_catch_ups`` after this record.
+
+    Only a record asking for it (``catch_up_kept``) changes them: one that makes the
+    retention 0 (kept) records where (0 when it had none before: every message so far was
+    kept too); one that gives a retention back after it was 0 adds a catch-up for the
+    messages that ended from then to now (from where the last LANE_LIMITS was applied when
+    the 0 came from a record that did not say where: later messages only, never one that
+    has an entry of its own)."""
+    kept_since = msgspec.UNSET if before is None else before.kept_since
+    later = msgspec.UNSET if before is None else before.later_catch_ups
+    if mutation.catch_up_kept is not True or not isinstance(retention_ms, int):
+        return kept_since, later
+    was = msgspec.UNSET if before is None else before.retention_ms
+    if retention_ms == 0:
+        if was != 0:  # kept from here (and everything before, when it had no retention)
+            kept_since = tx.position if isinstance(was, int) else 0
+        return kept_since, later
+    if was != 0 or before is None:
+        return kept_since, later
+    after = kept_since if isinstance(kept_since, int) else before.position
+    window = dedup_window_ms if isinstance(dedup_window_ms, int) else 0
+    given_back = RetainCatchUp(
+        before_position=tx.position, expire_at_ms=tx.broker_ms + retention_ms,
+        result_until_ms=tx.broker_ms + window if window else 0, after_position=after)
+    return msgspec.UNSET, (*(later if isinstance(later, tuple) else ()), given_back)
 
 
 def _limit_values(limits: LaneLimit) -> tuple[object, ...]:

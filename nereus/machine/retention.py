@@ -40,9 +40,15 @@ any checkpoint remove exactly the same things and keep equal digests.
   cursor of its own and appends RETAIN_BACKFILL records naming at most 500; apply gives
   each one still eligible — terminal, ``updated_position`` before that position, no
   catch-up entry yet (the key is fixed per lane, so a second naming is a no-op) — its
-  ``m`` entry at that time, or removes it at once when the time has passed. Only the
-  first retention is caught up: a lane whose retention was replicated as 0 (kept) first
-  keeps what ended under it, and a message ending under retention has its own entry.
+  ``m`` entry at that time, or removes it at once when the time has passed. A message
+  ending under a retention has its own entry.
+* A retention given back after 0 (kept) is caught up the same way, when the LANE_LIMITS
+  ask for it (``catch_up_kept``, which the engine sets): the one making it 0 records
+  where (``kept_since``; 0 when the lane had no retention before), the one giving it back
+  adds a catch-up for what ended from there to it (``later_catch_ups``, with its own
+  time). The catch-ups' ranges never meet and none holds a message that ended under a
+  retention, so no message gets two entries (a second one could outlive the message and
+  remove a later one reusing its id). ``catch_up_of`` finds the one covering a message.
 
 Lanes whose limits carry neither (UNSET: replicated before retention existed; or 0) keep
 everything, and shards that never applied a SHARD_RETENTION keep every result without a
@@ -251,22 +257,24 @@ def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
 def catch_up_of(get: Callable[[bytes], bytes | None],
                 message: Message | None) -> RetainCatchUp | None:
     """The catch-up that applies to ``message`` now (None: not eligible): it is terminal,
-    ended before its lane's first retention, and has no catch-up entry yet. A message that
-    ended later has its own entry; one created after a sweep ended later still. ``get``
-    reads the state (apply's transaction, or the owner's store when it looks for them)."""
+    ended in the range of one of its lane's catch-ups (before its first retention, or
+    while the retention was 0 and before it was given back), and has no entry of that
+    catch-up yet. A message that ended under a retention has its own entry; one created
+    after a sweep ended later still. ``get`` reads the state (apply's transaction, or the
+    owner's store when it looks for them)."""
     if message is None or message.state not in TERMINAL_STATES:
         return None
     raw = get(keys.lane_limits_key(message.lane))
     if raw is None:
         return None
-    catch_up = decode_value(raw, LaneLimit).catch_up
-    if not isinstance(catch_up, RetainCatchUp) or \
-            message.updated_position >= catch_up.before_position:
-        return None
-    if get(keys.retain_key(catch_up.expire_at_ms, keys.RETAIN_MESSAGE,
-                           message.delay_message_id)) is not None:
-        return None
-    return catch_up
+    for catch_up in decode_value(raw, LaneLimit).catch_ups():
+        if not catch_up.covers(message.updated_position):
+            continue
+        if get(keys.retain_key(catch_up.expire_at_ms, keys.RETAIN_MESSAGE,
+                               message.delay_message_id)) is not None:
+            return None
+        return catch_up
+    return None
 
 
 def _drop_message(tx: Tx, delay_message_id: str, keep_result: bytes) -> bool:

@@ -67,6 +67,11 @@ class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
     # the lane's messages that ended before it are caught up by RETAIN_BACKFILL records
     # (``nereus.machine.retention``). UNSET: not encoded, so older records keep their bytes.
     catch_up: bool | msgspec.UnsetType = msgspec.UNSET
+    # True (the engine sets it): a record that sets the retention to 0 (kept) remembers
+    # where, and one that gives a retention back after it was 0 catches up the lane's
+    # messages that ended meanwhile, as ``catch_up`` does the first retention's. UNSET:
+    # not encoded (older records keep their bytes, and their effect: none).
+    catch_up_kept: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"):

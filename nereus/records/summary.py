@@ -106,7 +106,7 @@ def summarize(record: Record) -> str:
             target = (f"lane {record.lane} max_delay_ms={record.max_delay_ms or 'none'} "
                       f"max_pending={record.max_pending or 'none'}" + "".join(
                           f" {name}={value}" for name in ("retention_ms", "dedup_window_ms",
-                                                          "catch_up")
+                                                          "catch_up", "catch_up_kept")
                           if (value := getattr(record, name)) is not msgspec.UNSET))
         case operator.AttemptResolve():
             target = f"attempt {record.attempt_id} {record.resolution} ({record.evidence})"

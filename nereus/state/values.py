@@ -152,15 +152,26 @@ class Lane(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RetainCatchUp(msgspec.Struct, frozen=True, kw_only=True):
-    """What the first retention of a lane leaves to catch up (``LaneLimit.catch_up``): its
-    messages that ended before ``before_position`` have no ``retain`` entry of their own;
-    a RETAIN_BACKFILL gives each one at ``expire_at_ms`` (the broker time retention was
-    first replicated + that retention) whose SCHEDULE result goes at ``result_until_ms``
-    (that time + the dedup window then; 0: kept)."""
+    """What a lane's retention leaves to catch up: its messages that ended before
+    ``before_position`` (and at or after ``after_position``) have no ``retain`` entry of
+    their own; a RETAIN_BACKFILL gives each one at ``expire_at_ms`` (the broker time the
+    retention was replicated + that retention) whose SCHEDULE result goes at
+    ``result_until_ms`` (that time + the dedup window then; 0: kept).
+
+    The first retention's (``LaneLimit.catch_up``) covers every message before it. One of
+    a retention given back after it was 0 (``LaneLimit.later_catch_ups``) covers those that
+    ended while it was 0, from ``after_position``: UNSET (not encoded, so the first's
+    bytes are as they were) means from the start."""
 
     before_position: int
     expire_at_ms: int
     result_until_ms: int
+    after_position: int | msgspec.UnsetType = msgspec.UNSET
+
+    def covers(self, updated_position: int) -> bool:
+        """Whether a message last changed at ``updated_position`` ended in its range."""
+        after = self.after_position if isinstance(self.after_position, int) else 0
+        return after <= updated_position < self.before_position
 
 
 class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,6 +191,17 @@ class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
     # set once, by the LANE_LIMITS (with ``catch_up``) that first gave the lane a retention;
     # UNSET otherwise, and not encoded: values written without it keep their bytes
     catch_up: RetainCatchUp | msgspec.UnsetType = msgspec.UNSET
+    # with ``catch_up_kept`` (LANE_LIMITS): where the retention last became 0 (kept), while
+    # it is 0; and one catch-up for each time a retention was given back after being 0, for
+    # the messages that ended meanwhile. UNSET (not encoded) until then.
+    kept_since: int | msgspec.UnsetType = msgspec.UNSET
+    later_catch_ups: tuple[RetainCatchUp, ...] | msgspec.UnsetType = msgspec.UNSET
+
+    def catch_ups(self) -> tuple[RetainCatchUp, ...]:
+        """Every catch-up of the lane, the first one's first (their ranges do not meet)."""
+        first = (self.catch_up,) if isinstance(self.catch_up, RetainCatchUp) else ()
+        later = self.later_catch_ups if isinstance(self.later_catch_ups, tuple) else ()
+        return first + later
 
 
 class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):

@@ -38,6 +38,22 @@ def _state(home: Path, message_id: str) -> str | None:
     return state
 
 
+def _kinds(home: Path) -> list[str]:
+    """The kinds of shard default/0's records, in log order."""
+    log = run_nereus("--json", "shard", "log", "default/0", home=home)
+    assert log.code == 0, log.stderr
+    return [json.loads(line)["kind"] for line in log.stdout.splitlines()]
+
+
+def _assert_replay_matches(home: Path) -> None:
+    """``shard replay --empty --compare live`` gives the live digest."""
+    replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
+                        home=home, timeout=120)
+    assert replay.code == 0, replay.stdout + replay.stderr
+    compared = json.loads(replay.stdout)
+    assert compared["match"] is True, compared
+
+
 def test_published_messages_go_after_their_retention_and_replay_agrees(tmp_path: Path) -> None:
     """retention 2s: three messages due in 1 s are PUBLISHED, then gone from ``message
     show`` and ``message list``; the log holds the engine's SWEEP records, and ``shard
@@ -66,15 +82,9 @@ def test_published_messages_go_after_their_retention_and_replay_agrees(tmp_path:
         listed = run_nereus("--json", "message", "list", home=home)
         assert listed.code == 0, listed.stderr
         assert not any(m in listed.stdout for m in MESSAGES), listed.stdout
-    log = run_nereus("--json", "shard", "log", "default/0", home=home)
-    assert log.code == 0, log.stderr
-    kinds = [json.loads(line)["kind"] for line in log.stdout.splitlines()]
+    kinds = _kinds(home)
     assert "SWEEP" in kinds and "LANE_LIMITS" in kinds, kinds
-    replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
-                        home=home, timeout=120)
-    assert replay.code == 0, replay.stdout + replay.stderr
-    compared = json.loads(replay.stdout)
-    assert compared["match"] is True, compared
+    _assert_replay_matches(home)
     digest = run_nereus("--json", "shard", "digest", "default/0", home=home)
     assert digest.code == 0, digest.stderr
 
@@ -98,11 +108,36 @@ def test_messages_that_ended_before_the_first_retention_are_caught_up(tmp_path: 
     with running_engine(home):
         wait_for(lambda: _state(home, "old") is None, timeout=60, interval=0.2,
                  what="the message cancelled before retention existed, caught up and swept")
-    log = run_nereus("--json", "shard", "log", "default/0", home=home)
-    assert log.code == 0, log.stderr
-    kinds = [json.loads(line)["kind"] for line in log.stdout.splitlines()]
+    kinds = _kinds(home)
     assert kinds.index("CANCEL") < kinds.index("LANE_LIMITS") < kinds.index("RETAIN_BACKFILL")
-    replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
-                        home=home, timeout=120)
-    assert replay.code == 0, replay.stdout + replay.stderr
-    assert json.loads(replay.stdout)["match"] is True
+    _assert_replay_matches(home)
+
+
+def test_messages_that_ended_while_retention_was_0_go_once_it_is_given_back(
+        tmp_path: Path) -> None:
+    """``retention = "0s"`` (kept): ``kept`` is scheduled and cancelled under a running
+    engine and stays. With ``retention = "1s"`` configured and the engine started again,
+    its LANE_LIMITS gives the retention back, a RETAIN_BACKFILL names ``kept`` and a SWEEP
+    removes it; replay from empty agrees."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    config = home / "nereus.toml"
+    anchor = 'destination = "file"\n'
+    original = config.read_text()
+    config.write_text(original.replace(anchor, anchor + 'retention = "0s"\n', 1))
+    with running_engine(home):
+        for verb in (("schedule", "--lane", "local", "--delay", "1h", "--id", "kept"),
+                     ("cancel", "kept")):
+            done = run_nereus("--json", "message", *verb, "--wait", home=home)
+            assert done.code == 0, done.stdout + done.stderr
+        assert _state(home, "kept") == "CANCELLED"
+    config.write_text(original.replace(
+        anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1))
+    with running_engine(home):
+        wait_for(lambda: _state(home, "kept") is None, timeout=60, interval=0.2,
+                 what="the message cancelled while retention was 0, caught up and swept")
+    kinds = _kinds(home)
+    assert kinds.count("LANE_LIMITS") == 2
+    assert kinds.index("CANCEL") < len(kinds) - 1 - kinds[::-1].index("LANE_LIMITS") < \
+        kinds.index("RETAIN_BACKFILL")
+    _assert_replay_matches(home)

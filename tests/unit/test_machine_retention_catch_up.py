@@ -5,9 +5,11 @@ replay and replay from a checkpoint keep equal digests."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,9 +32,12 @@ IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VER
 
 
 def first_retention(shard: MemoryShard, at_ms: int, *, catch_up: bool = True,
-                    retention_ms: int = 5 * S, dedup_window_ms: int = 8 * S) -> Result:
+                    retention_ms: int = 5 * S, dedup_window_ms: int = 8 * S,
+                    kept: bool | None = None) -> Result:
+    """A LANE_LIMITS on lane ``local`` at ``at_ms`` (``kept``: its ``catch_up_kept``)."""
     return shard.result(r.LaneLimits(lane="local", retention_ms=retention_ms,
                                      dedup_window_ms=dedup_window_ms, catch_up=catch_up,
+                                     catch_up_kept=msgspec.UNSET if kept is None else kept,
                                      **op(f"limits-{at_ms}-{catch_up}")), broker_ms=at_ms)
 
 
@@ -145,6 +150,82 @@ def test_no_catch_up_without_a_first_retention_that_asks_for_it() -> None:
     assert (many.status, many.reason) == (ResultStatus.REJECTED, Reason.INVALID_FIELD)
 
 
+def kept_then_given_back(*, kept: bool = True) -> MemoryShard:
+    """A retention of 5 s at 10 s; ``under`` cancelled at 11 s (its own entry, at 16 s);
+    retention 0 at 20 s; ``kept1`` published and ``kept2`` cancelled at 22 s; retention
+    5 s again at 30 s (window 8 s); ``waiting`` SCHEDULED throughout. Every LANE_LIMITS
+    has ``catch_up_kept`` = ``kept``."""
+    shard = MemoryShard()
+    activate(shard)
+    first_retention(shard, 10 * S, kept=kept)
+    shard.apply(schedule("under", 100 * S), broker_ms=11 * S)
+    shard.apply(cancel("under"), broker_ms=11 * S)
+    shard.apply(schedule("waiting", 100 * S), broker_ms=11 * S)
+    assert first_retention(shard, 20 * S, retention_ms=0, kept=kept).status == \
+        ResultStatus.APPLIED
+    publish(shard, "kept1", 22 * S)
+    shard.apply(schedule("kept2", 100 * S), broker_ms=22 * S)
+    shard.apply(cancel("kept2"), broker_ms=22 * S)
+    assert first_retention(shard, 30 * S, kept=kept).status == ResultStatus.APPLIED
+    return shard
+
+
+def test_a_retention_given_back_catches_up_what_ended_while_it_was_0() -> None:
+    """Retention 5 s, then 0 at 20 s, then 5 s again at 30 s: the lane records a catch-up
+    for the messages that ended from the 0 to the 5 s (at 35 s, results at 38 s). A backfill
+    naming everyone gives ``kept1`` and ``kept2`` an entry at 35 s and skips ``under``
+    (its own entry already: never two) and ``waiting``; a SWEEP at 35 s removes the two,
+    and ``under`` went at 16 s by its own entry."""
+    shard = kept_then_given_back()
+    raw = shard.get(keys.lane_limits_key("local"))
+    assert raw is not None
+    limits = decode_value(raw, LaneLimit)
+    assert isinstance(limits.catch_up, RetainCatchUp)  # the first retention's, kept
+    (later,) = limits.catch_ups()[1:]
+    assert (later.expire_at_ms, later.result_until_ms) == (35 * S, 38 * S)
+    assert later.covers(shard.message("kept1").updated_position)  # type: ignore[union-attr]
+    assert not later.covers(shard.message("under").updated_position)  # type: ignore[union-attr]
+    assert limits.kept_since is msgspec.UNSET
+    result = backfill(shard, 31 * S, "under", "kept1", "kept2", "waiting")
+    assert "caught up 2 messages (2 retained, 0 removed); 2 not eligible" in (result.detail or "")
+    by_id: dict[str, list[int]] = {}
+    for key in retained(shard):
+        at, _, mid = keys.split_retain_key(key)
+        by_id.setdefault(mid, []).append(at)
+    assert by_id == {"under": [16 * S], "kept1": [35 * S], "kept2": [35 * S]}
+    shard.result(due_sweep(shard, 35 * S, "sw"), broker_ms=35 * S)
+    assert [mid for mid in ("under", "kept1", "kept2", "waiting")
+            if shard.message(mid) is not None] == ["waiting"]
+    assert shard.get(keys.result_key("c/s-kept1")) is not None  # until 38 s
+    shard.result(due_sweep(shard, 38 * S, "sw2"), broker_ms=38 * S)
+    assert shard.get(keys.result_key("c/s-kept1")) is None
+
+
+def test_limits_that_do_not_ask_keep_what_ended_while_retention_was_0() -> None:
+    """The same history from LANE_LIMITS without ``catch_up_kept`` (an older engine's):
+    no later catch-up, nothing remembered, the lane's value has no new field, and a
+    backfill finds ``kept1`` and ``kept2`` not eligible."""
+    shard = kept_then_given_back(kept=False)
+    raw = shard.get(keys.lane_limits_key("local"))
+    assert raw is not None and b"kept_since" not in raw and b"later_catch_ups" not in raw
+    assert len(decode_value(raw, LaneLimit).catch_ups()) == 1
+    assert "0 retained" in (backfill(shard, 31 * S, "kept1", "kept2").detail or "")
+
+
+def test_a_retention_of_0_first_is_caught_up_from_the_start_when_given_back() -> None:
+    """A lane whose first retention is 0 kept everything from the start: when a retention
+    is given back, the catch-up covers messages that ended before that 0 too."""
+    shard = MemoryShard()
+    activate(shard)
+    shard.apply(schedule("early", 100 * S), broker_ms=S)
+    shard.apply(cancel("early"), broker_ms=S)
+    first_retention(shard, 10 * S, retention_ms=0, kept=True)
+    shard.apply(schedule("later", 100 * S), broker_ms=11 * S)
+    shard.apply(cancel("later"), broker_ms=11 * S)
+    first_retention(shard, 20 * S, kept=True)
+    assert "caught up 2 messages" in (backfill(shard, 21 * S, "early", "later").detail or "")
+
+
 @st.composite
 def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
     """Messages scheduled, published, cancelled; at a drawn point the lanes' first retention
@@ -174,7 +255,7 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
         kind = draw(st.sampled_from(["schedule", "schedule", "cancel", "cancel", "admit",
                                      "outcome", "redeliver"] if n < limits_at else [
                                      "schedule", "cancel", "admit", "outcome", "backfill",
-                                     "backfill", "sweep", "redeliver"]))
+                                     "backfill", "sweep", "redeliver", "limits"]))
         message = shard.message(mid)
         if kind == "schedule":
             add(schedule(mid, now + draw(st.integers(0, 1_000)), cmd=f"s{n}",
@@ -195,6 +276,12 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
                                  delay_message_ids=tuple(eligible + extra)))
         elif kind == "sweep":
             add(due_sweep(shard, now, f"sw{n}"))
+        elif kind == "limits":  # retention to 0 (kept) and back, asking to catch up or not
+            lane = draw(st.sampled_from(["local", "slow"]))
+            add(r.LaneLimits(lane=lane, retention_ms=draw(st.sampled_from([0, 0, 900, 3_000])),
+                             dedup_window_ms=draw(st.integers(0, 1_500)), catch_up=True,
+                             catch_up_kept=draw(st.booleans() | st.just(True)),
+                             **op(f"limits-{lane}-{n}")))
         elif kind == "redeliver" and len(log) > 1:
             add(draw(st.sampled_from(log[1:]))[0])
     return log
@@ -229,6 +316,8 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
     end = (entries[-1][1] if entries else 0) + 10**9
     shard.apply(r.RetainBackfill(mutation_id="final", owner_id=OWNER, fencing_epoch=1,
                                  delay_message_ids=tuple(MIDS)), broker_ms=end)
+    entries_of = Counter(keys.split_retain_key(key)[2] for key in retained(shard))
+    assert all(count == 1 for count in entries_of.values()), entries_of  # never two
     shard.apply(due_sweep(shard, end, "final-sweep"), broker_ms=end)
     for mid in MIDS:
         message = shard.message(mid)
@@ -236,6 +325,6 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
         if message is not None and message.state in TERMINAL_STATES:
             held = shard.get(keys.lane_limits_key(message.lane))
             limits = None if held is None else decode_value(held, LaneLimit)
-            covered = limits is not None and isinstance(limits.catch_up, RetainCatchUp) \
-                and message.updated_position < limits.catch_up.before_position
-            assert not covered, f"{mid} ended before the first retention and is still here"
+            covered = limits is not None and any(
+                c.covers(message.updated_position) for c in limits.catch_ups())
+            assert not covered, f"{mid} ended in a catch-up's range and is still here"

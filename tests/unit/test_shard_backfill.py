@@ -118,3 +118,33 @@ def test_a_record_not_applied_in_time_is_looked_at_again_and_a_new_catch_up_star
         owner.appended()
     assert owner.retained() == {f"m{n:02}" for n in range(12)} | {"s1"}
     owner.store.close()
+
+
+def test_a_retention_given_back_after_0_is_scanned_from_the_start(tmp_path: Path) -> None:
+    """Once the first catch-up is finished, ``local``'s retention set to 0 and then given
+    back (LANE_LIMITS asking ``catch_up_kept``): the message cancelled while it was 0 is
+    named by a new scan from the start, and nothing the first catch-up covered is named
+    twice."""
+    owner = Owner(tmp_path)
+    trigger = owner.trigger()
+    named: list[tuple[str, ...]] = []
+    for _ in range(4):
+        owner.clock.advance(1.0)
+        trigger.maybe_backfill(epoch=1)
+        named += owner.appended()
+    assert sorted(sum(named, ())) == [f"m{n:02}" for n in range(12)]
+
+    def limits(retention_ms: int, n: int) -> r.LaneLimits:
+        return r.LaneLimits(lane="local", retention_ms=retention_ms, dedup_window_ms=HOUR_MS,
+                            catch_up=True, catch_up_kept=True, **op(f"limits-again-{n}"))
+
+    owner.append([limits(0, 1), schedule("k1", owner.clock.wall_ms() + HOUR_MS),
+                  cancel("k1"), limits(HOUR_MS, 2)])
+    later: list[tuple[str, ...]] = []
+    for _ in range(4):
+        owner.clock.advance(1.0)
+        trigger.maybe_backfill(epoch=1)
+        later += owner.appended()
+    assert later == [("k1",)]
+    assert owner.retained() == {f"m{n:02}" for n in range(12)} | {"k1"}
+    owner.store.close()
