@@ -61,8 +61,12 @@ class PayloadCollector:
         self._events = events
         self._stop = threading.Event()
         self._worker: Supervised | None = None
-        self.rounds = 0  # collections that ran to the end (for tests and status)
+        # what ``metrics/payload_gc.py`` exposes (plain ints: one writer, this worker)
+        self.rounds = 0  # collections that ran to the end
+        self.failures = 0  # rounds that failed (a broker or the object store down, ...)
         self.deleted = 0  # objects deleted over all rounds
+        self.deleted_bytes = 0
+        self.last_success_ms: int | None = None  # wall clock, when the last round ended
 
     def start(self, supervisor: Supervisor) -> bool:
         """Run under ``supervisor`` when enabled (a positive interval); False when not."""
@@ -84,9 +88,11 @@ class PayloadCollector:
             try:
                 self.collect_once()
             except UsageError as exc:
+                self.failures += 1
                 safe_event(self._events, "payload_gc_failed", level="warning",
                            error=exc.message)
             except Exception as exc:  # one failed round is reported; the next one runs
+                self.failures += 1
                 safe_event(self._events, "payload_gc_failed", level="warning",
                            error=f"{type(exc).__name__}: {exc}")
 
@@ -101,11 +107,13 @@ class PayloadCollector:
             verdicts, floors = judge_shards(self._config, self._layout, objects,
                                             self._owned(), self._clock.wall_ms())
         deleted = delete_collected(objects, verdicts, floors)
+        size = sum(v.size_bytes for v in deleted)
         self.rounds += 1
         self.deleted += len(deleted)
+        self.deleted_bytes += size
+        self.last_success_ms = self._clock.wall_ms()
         if deleted:
-            safe_event(self._events, "payload_gc", deleted=len(deleted),
-                       bytes=sum(v.size_bytes for v in deleted),
+            safe_event(self._events, "payload_gc", deleted=len(deleted), bytes=size,
                        kept=len(verdicts) - len(deleted),
                        keys=[v.key for v in deleted][:20])
         return deleted

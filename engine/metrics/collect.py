@@ -40,6 +40,7 @@ from nereus.engine.admin.status_views import (
 )
 from nereus.engine.clock import TrustedClock
 from nereus.engine.metrics.memory import memory_families
+from nereus.engine.metrics.payload_gc import payload_gc_families
 from nereus.engine.metrics.shard import Buckets
 from nereus.engine.shard_status import ShardState
 from nereus.records import MessageState
@@ -136,6 +137,8 @@ class EngineCollector(Collector):
         if engine.clock is not None:
             yield held_back_family(engine.clock)
         yield from memory_families(engine)
+        if engine.payloads is not None:
+            yield from payload_gc_families(engine.payloads)
 
 
 def held_back_family(clock: TrustedClock) -> Metric:

@@ -10,10 +10,11 @@ shard label are merged by meaning:
 * ``nereus_worker_restarts_total``: the ``worker`` label is prefixed with the process
   (``worker-1/shard-default/0``), as ``engine status`` names the workers' threads;
 * ``nereus_lane_ready``: the lowest (a lane is READY only when every process's publisher
-  is), ``nereus_due_lag_max_seconds`` and ``nereus_trusted_time_held_back_seconds``: the
-  largest;
+  is), ``nereus_due_lag_max_seconds``, ``nereus_trusted_time_held_back_seconds`` and
+  ``nereus_payload_gc_last_success_timestamp_seconds``: the largest;
 * anything else with the same name and labels: summed (the processes' resident memory, the
-  front door's included, and their memory budgets and block caches: the engine's).
+  front door's included, and their memory budgets and block caches: the engine's; the
+  payload collections' rounds and deletions, the front door's or a node's workers').
 
 A worker that does not answer is left out, and the front door's own
 ``nereus_worker_scrape_errors`` says how many did not (``engine status`` names them).
@@ -32,7 +33,8 @@ from nereus.engine.metrics.collect import exposition_of
 
 LOWEST: Final = frozenset({"nereus_lane_ready"})
 HIGHEST: Final = frozenset({"nereus_due_lag_max_seconds",
-                            "nereus_trusted_time_held_back_seconds"})
+                            "nereus_trusted_time_held_back_seconds",
+                            "nereus_payload_gc_last_success_timestamp_seconds"})
 RESTARTS: Final = "nereus_worker_restarts"
 
 
@@ -90,10 +92,12 @@ def merge(parts: Sequence[tuple[str, str]], *, own: Iterable[Metric] = (),
 
 def merged_exposition(answers: Sequence[object], members: Sequence[str],
                       own_workers: Iterable[WorkerView],
-                      owners: Mapping[str, str] | None = None) -> MetricsExposition:
+                      owners: Mapping[str, str] | None = None,
+                      own: Iterable[Metric] = ()) -> MetricsExposition:
     """The front door's ``/v1/metrics``: each worker's answer to it (by index; an error for
     one that did not answer) merged with the front door's own worker restarts and resident
-    memory; ``owners``: shard -> the member owning it now."""
+    memory, and ``own`` (its payload collection's); ``owners``: shard -> the member owning
+    it now."""
     import msgspec
 
     from nereus.engine.metrics.collect import restarts_family
@@ -108,5 +112,6 @@ def merged_exposition(answers: Sequence[object], members: Sequence[str],
         except msgspec.ValidationError:
             unanswered += 1
     return MetricsExposition(content_type=CONTENT_TYPE, exposition=merge(
-        parts, own=[restarts_family(own_workers), resident_family()], unanswered=unanswered,
+        parts, own=[restarts_family(own_workers), resident_family(), *own],
+        unanswered=unanswered,
         owners=owners))

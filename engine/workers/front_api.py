@@ -54,6 +54,7 @@ from nereus.engine.admin.documents import (
 )
 from nereus.engine.admin.status_views import health_problems, trusted_time_view
 from nereus.engine.clock import TrustedClock
+from nereus.engine.payload_collector import PayloadCollector
 from nereus.engine.scheduler.explain import MessageExplanation
 from nereus.engine.supervisor import Supervisor
 from nereus.engine.workers.home import worker_socket
@@ -89,6 +90,9 @@ class FrontApi:
         self.owner_id = owner_id
         self.started_ms = started_ms
         self.clock = clock
+        # the front door's payload collection (a home that is not a cluster's node), set
+        # once it runs: its counters join the merged metrics
+        self.payloads: PayloadCollector | None = None
         self._pool = ThreadPoolExecutor(max_workers=4 * self.count + 4,
                                         thread_name_prefix="front-door")
 
@@ -196,8 +200,11 @@ class FrontApi:
 
         owners = {str(shard): owned.record.node_id
                   for shard, owned in self.store.owners().items()}
+        from nereus.engine.metrics.payload_gc import payload_gc_families
+
+        own = [] if self.payloads is None else payload_gc_families(self.payloads)
         return merged_exposition(self._everyone(lambda c: c.get("/v1/metrics")), self.members,
-                                 _own_workers(self.supervisor), owners)
+                                 _own_workers(self.supervisor), owners, own)
 
     # messages, attempts, commands -------------------------------------------------------
     def attempts(self, *, shard: str | None, state: str | None,

@@ -113,7 +113,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
             collector = PayloadCollector(config, layout, open_object_store(config.objects, home),
                                          interval_s=settings.payload_gc_interval_s,
                                          events=log_event)
-            collector.start(supervisor)
+            if collector.start(supervisor):
+                api.payloads = collector
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   workers=count, metrics=config.metrics.listen)
         while requests.get() == "reopen_logs":

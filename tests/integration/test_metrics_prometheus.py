@@ -38,6 +38,9 @@ METRICS = (
     "nereus_trusted_time_held_back_seconds", "nereus_resident_memory_bytes",
     "nereus_store_memory_budget_bytes", "nereus_store_block_cache_bytes",
     "nereus_store_memtable_bytes", "nereus_store_table_readers_bytes",
+    "nereus_payload_gc_rounds_total", "nereus_payload_gc_failures_total",
+    "nereus_payload_gc_deleted_objects_total", "nereus_payload_gc_deleted_bytes_total",
+    "nereus_payload_gc_last_success_timestamp_seconds",
 )
 
 
