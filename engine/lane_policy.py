@@ -13,7 +13,8 @@ The shard's own dedup window (its route's ``dedup_window``: results of records w
 lane window, and rejects) is replicated the same way, by SHARD_RETENTION. The engine's
 LANE_LIMITS ask for ``catch_up`` and ``catch_up_kept``: the first one to give a lane a
 retention, and one giving a retention back after it was 0, let the owner catch up the
-messages that ended before it, or while it was 0 (``shard_backfill``).
+messages that ended before it, or while it was 0 (``shard_backfill``); its SHARD_RETENTION
+asks ``catch_up`` too, for the payload stages from before a window it gives.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             found.append(("*", listed, ShardRetention(
                 operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
                 f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
-                dedup_window_ms=window)))
+                dedup_window_ms=window, catch_up=True)))
     return found
 
 

@@ -4,45 +4,64 @@
 A lane's first retention records a ``catch_up`` (in its replicated limits), and so does a
 retention given back after it was 0 (``later_catch_ups``): the messages that ended before
 the first, or while it was 0, have no ``retain`` entry, and no single record could find
-them all.
-The live owner finds them with a cursor of its own over the ``msg`` family — at most
-``scan_keys`` messages a look, about once a second — and appends one RETAIN_BACKFILL
-naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most), looking again only once
-that record is applied (or after ``give_up_s``, when it looks again from where that
-record's messages were found, should its append have been lost).
+them all. A shard window given (the first, or back after 0) records a ``stage_catch_up``
+for the payload stages from before it in the same way.
+The live owner finds them with a cursor of its own over the ``msg`` family, then the
+``payload`` family — at most ``scan_keys`` keys a look, about once a second — and appends
+one RETAIN_BACKFILL naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most),
+looking again only once that record is applied (or after ``give_up_s``, when it looks
+again from where that record's ids were found, should its append have been lost).
 
 The cursor is local runtime state (the ``sched`` family, outside the digest): it survives
 a restart, so a finished catch-up is not scanned again; a new catch-up (another lane's
-first retention, or a retention given back) starts it over. What apply does depends only
-on the record and the state, so a lost, repeated or stale cursor costs a look, never a
-different digest: an id the state does not make eligible is skipped, and naming one
-twice is a no-op.
+first retention, a retention or a shard window given back) starts it over. What apply
+does depends only on the record and the state, so a lost, repeated or stale cursor costs
+a look, never a different digest: an id the state does not make eligible is skipped, and
+naming one twice is a no-op.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final, NamedTuple
 
 import msgspec
 
 from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
-from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of
+from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of, stage_catch_up_of
 from nereus.records import RetainBackfill, encode
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import LaneLimit, Message, decode_value
+from nereus.state.values import (
+    LaneLimit,
+    Message,
+    PayloadStage,
+    ShardRetentionValue,
+    StageCatchUp,
+    decode_value,
+)
 
 CURSOR_KEY = keys.SCHED + b"backfill"
+STAGES: Final = "*payload-stages"  # the shard's stage catch-up in ``Cursor.covered``
 
 
 class Cursor(msgspec.Struct, frozen=True, kw_only=True):
     """Where the owner's catch-up scan is (``sched/backfill``): the catch-ups it covers
-    (lane -> before position) and the last ``msg`` key it looked at (None: finished)."""
+    (lane -> before position; ``STAGES``: the shard's stage catch-up) and the last key it
+    looked at, in the ``msg`` family and then the ``payload`` family (None: finished)."""
 
     covered: dict[str, int]
     after: bytes | None
+
+
+class Found(NamedTuple):
+    """What one look found: eligible message ids, eligible payload ids, and the cursor."""
+
+    messages: list[str]
+    stages: list[str]
+    cursor: Cursor
 
 
 class BackfillTrigger:
@@ -65,12 +84,17 @@ class BackfillTrigger:
 
     def wanted(self) -> dict[str, int]:
         """Every lane with a catch-up in the replicated limits: lane -> the latest one's
-        before position (a new one changes it, and the scan starts over)."""
+        before position (a new one changes it, and the scan starts over); ``STAGES`` ->
+        the shard's stage catch-up's, when it has one."""
         found: dict[str, int] = {}
         for _, raw in self._store.scan_prefix(keys.META_LANE_LIMITS):
             limits = decode_value(raw, LaneLimit)
             if catch_ups := limits.catch_ups():
                 found[limits.lane] = max(c.before_position for c in catch_ups)
+        held = self._store.get(keys.META_SHARD_RETENTION)
+        shard = None if held is None else decode_value(held, ShardRetentionValue).stage_catch_up
+        if isinstance(shard, StageCatchUp):
+            found[STAGES] = shard.before_position
         return found
 
     def cursor(self) -> Cursor | None:
@@ -80,22 +104,37 @@ class BackfillTrigger:
     def _save(self, cursor: Cursor) -> None:
         self._store.write({CURSOR_KEY: msgspec.msgpack.encode(cursor)}, sync=False)
 
-    def step(self, cursor: Cursor) -> tuple[list[str], Cursor]:
-        """Look at up to ``scan_keys`` messages after the cursor: the eligible ids met (at
-        most ``MAX_SWEEP_ENTRIES``) and the cursor after them."""
-        found: list[str] = []
+    def step(self, cursor: Cursor) -> Found:
+        """Look at up to ``scan_keys`` keys after the cursor — the ``msg`` family when a
+        lane has a catch-up, then the ``payload`` family when the shard has one — and
+        return the eligible ids met (at most ``MAX_SWEEP_ENTRIES`` in all) and the cursor
+        after them."""
+        messages: list[str] = []
+        stages: list[str] = []
         after = cursor.after
         start = keys.MSG if after is None else after + b"\x00"
         get = self._store.get
-        for looked, (key, raw) in enumerate(self._store.scan(start, keys.prefix_end(keys.MSG)),
-                                            start=1):
-            after = key
-            message = decode_value(raw, Message)
-            if message.lane in cursor.covered and catch_up_of(get, message) is not None:
-                found.append(message.delay_message_id)
-            if len(found) >= MAX_SWEEP_ENTRIES or looked >= self._scan_keys:
-                return found, Cursor(covered=cursor.covered, after=after)
-        return found, Cursor(covered=cursor.covered, after=None)  # the end: finished
+        lanes = cursor.covered.keys() - {STAGES}
+        families = [family for family, wanted in ((keys.MSG, bool(lanes)),
+                                                  (keys.PAYLOAD, STAGES in cursor.covered))
+                    if wanted and keys.prefix_end(family) > start]
+        looked = 0
+        for family in families:
+            for key, raw in self._store.scan(max(start, family), keys.prefix_end(family)):
+                looked += 1
+                after = key
+                if family == keys.MSG:
+                    message = decode_value(raw, Message)
+                    if message.lane in lanes and catch_up_of(get, message) is not None:
+                        messages.append(message.delay_message_id)
+                else:
+                    payload_id = decode_value(raw, PayloadStage).payload_id
+                    if stage_catch_up_of(get, payload_id) is not None:
+                        stages.append(payload_id)
+                if len(messages) + len(stages) >= MAX_SWEEP_ENTRIES or \
+                        looked >= self._scan_keys:
+                    return Found(messages, stages, Cursor(covered=cursor.covered, after=after))
+        return Found(messages, stages, Cursor(covered=cursor.covered, after=None))  # finished
 
     def maybe_backfill(self, epoch: int) -> bool:
         """Look once more if it is time and nothing is on its way; True when it appended
@@ -117,13 +156,15 @@ class BackfillTrigger:
             cursor = Cursor(covered=wanted, after=keys.MSG)  # a new catch-up: from the start
         elif cursor.after is None:
             return False  # finished
-        found, moved = self.step(cursor)
-        self._save(moved)
-        if found:
+        found = self.step(cursor)
+        self._save(found.cursor)
+        if found.messages or found.stages:
             mutation_id = self._new_id()
             self._outbox.add([encode(RetainBackfill(
                 mutation_id=mutation_id, owner_id=self._owner_id, fencing_epoch=epoch,
-                delay_message_ids=tuple(found)))])
+                delay_message_ids=tuple(found.messages),
+                payload_ids=tuple(found.stages) if found.stages else msgspec.UNSET))])
             self._on_way.appended(mutation_id, mono, cursor)
             self.backfills += 1
-        return bool(found) or moved.after is not None
+            return True
+        return found.cursor.after is not None

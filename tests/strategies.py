@@ -75,8 +75,10 @@ lane_limits = st.builds(r.LaneLimits, lane=lanes, max_delay_ms=st.integers(0, 10
                         **operator_fields)
 backfills = st.builds(r.RetainBackfill, mutation_id=ids, owner_id=ids,
                       fencing_epoch=st.integers(0, 5),
-                      delay_message_ids=st.lists(ids, max_size=3).map(tuple))
+                      delay_message_ids=st.lists(ids, max_size=3).map(tuple),
+                      payload_ids=st.just(msgspec.UNSET) | st.lists(ids, max_size=3).map(tuple))
 shard_retentions = st.builds(r.ShardRetention, dedup_window_ms=st.integers(0, 10_000),
+                             catch_up=st.just(msgspec.UNSET) | st.booleans(),
                              **operator_fields)
 sweeps = st.builds(r.Sweep, mutation_id=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
                    entries=st.lists(st.binary(max_size=24), max_size=3).map(tuple))

@@ -47,6 +47,7 @@ from nereus.state.values import (
     LaneLimit,
     RetainCatchUp,
     ShardRetentionValue,
+    StageCatchUp,
     decode_value,
     encode_value,
 )
@@ -221,12 +222,17 @@ def _shard_retention(tx: Tx, mutation: ShardRetention) -> Verdict:
     if mutation.dedup_window_ms < 0:
         return rejected(Reason.INVALID_FIELD, "dedup_window_ms must be 0 (kept) or more")
     raw = tx.get(keys.META_SHARD_RETENTION)
+    before = None if raw is None else decode_value(raw, ShardRetentionValue)
     window = mutation.dedup_window_ms
     text = f"{window} ms" if window else "kept for ever"
-    if raw is not None and decode_value(raw, ShardRetentionValue).dedup_window_ms == window:
+    if before is not None and before.dedup_window_ms == window:
         return applied(f"the shard's dedup window was already {text}")
+    catch_up = msgspec.UNSET if before is None else before.stage_catch_up
+    if mutation.catch_up is True and window and (before is None or not before.dedup_window_ms):
+        # given a window it had not: stages from before may have no ``p`` entry
+        catch_up = StageCatchUp(before_position=tx.position, window_ms=window)
     tx.put(keys.META_SHARD_RETENTION, encode_value(ShardRetentionValue(
-        dedup_window_ms=window, position=tx.position)))
+        dedup_window_ms=window, position=tx.position, stage_catch_up=catch_up)))
     return applied(f"the shard's dedup window: {text} (results of records without a lane "
                    "window, and rejects)")
 

@@ -29,7 +29,10 @@ any checkpoint remove exactly the same things and keep equal digests.
 * A payload stage gets a ``p`` entry when it is reserved, at its reservation's expiry +
   the shard's dedup window. Swept, the stage goes unless a message's SCHEDULE used it
   (``used_by``): a reservation that expired without a commit, or a payload committed and
-  never used, leaves nothing behind; a used one goes with its message's ``m`` entry.
+  never used, leaves nothing behind; a used one goes with its message's ``m`` entry. One
+  reserved while the shard had no window is caught up once one is given (a
+  SHARD_RETENTION asking ``catch_up`` records ``stage_catch_up``; the owner's
+  RETAIN_BACKFILL names such stages in ``payload_ids``; ``stage_catch_up_of``).
 * A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``, and so is a RETAIN_BACKFILL's;
   a ROUTE_IDENTITY's (one per shard) is kept.
 * Catch-up: messages that ended before their lane first had a retention have no entry,
@@ -84,6 +87,7 @@ from nereus.state.values import (
     PayloadStage,
     RetainCatchUp,
     ShardRetentionValue,
+    StageCatchUp,
     decode_value,
 )
 
@@ -228,13 +232,18 @@ def sweep(tx: Tx, rec: Sweep) -> Verdict:
 
 def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
     """RETAIN_BACKFILL: give each named message its lane's catch-up entry, or remove it at
-    once when that time has passed; skip every id the state does not make eligible."""
-    if len(rec.delay_message_ids) > MAX_SWEEP_ENTRIES:
+    once when that time has passed; the same for each named payload stage and the shard's
+    stage catch-up; skip every id the state does not make eligible."""
+    stage_ids = rec.payload_ids if isinstance(rec.payload_ids, tuple) else ()
+    named = len(rec.delay_message_ids) + len(stage_ids)
+    if named > MAX_SWEEP_ENTRIES:
+        what = "messages and payload stages" if stage_ids else "messages"
         return rejected(Reason.INVALID_FIELD, f"a RETAIN_BACKFILL names at most "
-                        f"{MAX_SWEEP_ENTRIES} messages, not {len(rec.delay_message_ids)}")
+                        f"{MAX_SWEEP_ENTRIES} {what}, not {named}")
     why = fenced(tx, rec.owner_id, rec.fencing_epoch)
     if why is not None:
         return stale(Reason.FENCED, f"retention catch-up refused: {why}")
+    stages = _backfill_stages(tx, stage_ids) if stage_ids else ""
     entries = removed = skipped = 0
     for delay_message_id in rec.delay_message_ids:
         catch_up = catch_up_of(tx.get, tx.message(delay_message_id))
@@ -251,7 +260,47 @@ def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
                                    delay_message_id), keep_result)
             entries += 1
     return applied(f"caught up {entries + removed} messages ({entries} retained, {removed} "
-                   f"removed); {skipped} not eligible")
+                   f"removed); {skipped} not eligible{stages}")
+
+
+def _backfill_stages(tx: Tx, payload_ids: tuple[str, ...]) -> str:
+    """The stage part of a RETAIN_BACKFILL; what it did, for the result."""
+    entries = removed = skipped = 0
+    for payload_id in payload_ids:
+        found = stage_catch_up_of(tx.get, payload_id)
+        if found is None:
+            skipped += 1
+        elif found[1] <= tx.broker_ms:
+            removed += _drop_unused_stage(tx, payload_id)
+        else:
+            tx.put(found[0], b"")
+            entries += 1
+    return (f"; {entries + removed} payload stages caught up ({entries} retained, {removed} "
+            f"removed), {skipped} not eligible")
+
+
+def stage_catch_up_of(get: Callable[[bytes], bytes | None],
+                      payload_id: str) -> tuple[bytes, int] | None:
+    """The catch-up entry (key, time) a payload stage should get now (None: not
+    eligible): the shard has a stage catch-up, the stage exists, no message used it, it
+    last changed before the catch-up, and has no entry at that time yet (one reserved
+    under the same window has it already). The time is its reservation's expiry + the
+    catch-up's window, held inside a u64. A stage named twice is a no-op; one with an
+    entry of its own at another time gets a second, which is harmless: payload ids are
+    never reused, and sweeping a stage that is gone does nothing."""
+    raw = get(keys.META_SHARD_RETENTION)
+    catch_up = None if raw is None else decode_value(raw, ShardRetentionValue).stage_catch_up
+    if not isinstance(catch_up, StageCatchUp):
+        return None
+    held = get(keys.payload_key(payload_id))
+    if held is None:
+        return None
+    stage = decode_value(held, PayloadStage)
+    if stage.used_by is not None or stage.position >= catch_up.before_position:
+        return None
+    at = min(max(stage.expires_at_ms, 0) + catch_up.window_ms, MAX_EXPIRE_AT_MS)
+    key = keys.retain_key(at, keys.RETAIN_PAYLOAD, payload_id)
+    return None if get(key) is not None else (key, at)
 
 
 def catch_up_of(get: Callable[[bytes], bytes | None],

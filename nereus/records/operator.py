@@ -83,6 +83,11 @@ class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"
     one keep every such result, as before, and their digests."""
 
     dedup_window_ms: int
+    # True (the engine sets it): when this record gives the shard a window it had not
+    # (none before, or 0), the payload stages no message used from before it, which may
+    # have no ``p`` entry, are caught up by RETAIN_BACKFILL records. UNSET: not encoded,
+    # so older records keep their bytes (and their effect: none).
+    catch_up: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):

@@ -92,7 +92,9 @@ def summarize(record: Record) -> str:
             return (f"sweep {len(record.entries)} retained items owner={record.owner_id} "
                     f"epoch={record.fencing_epoch}")
         case system.RetainBackfill():
-            return (f"catch up retention of {len(record.delay_message_ids)} messages "
+            stages = (f" and {len(record.payload_ids)} payload stages"
+                      if isinstance(record.payload_ids, tuple) else "")
+            return (f"catch up retention of {len(record.delay_message_ids)} messages{stages} "
                     f"owner={record.owner_id} epoch={record.fencing_epoch}")
         case operator.LaneGate():
             target = f"lane {record.lane} gate {record.gate}"
@@ -117,5 +119,6 @@ def summarize(record: Record) -> str:
         case operator.ShardResume():
             target = "resume shard"
         case operator.ShardRetention():
-            target = f"shard dedup_window_ms={record.dedup_window_ms or 'kept'}"
+            target = f"shard dedup_window_ms={record.dedup_window_ms or 'kept'}" + (
+                " catch_up=True" if record.catch_up is True else "")
     return f"{target} by {record.operator or '?'}: {record.reason or '(no reason)'}"

@@ -126,4 +126,9 @@ class RetainBackfill(msgspec.Struct, frozen=True, kw_only=True, tag="RETAIN_BACK
     mutation_id: str
     owner_id: str
     fencing_epoch: int
-    delay_message_ids: tuple[str, ...]  # at most 500
+    delay_message_ids: tuple[str, ...]  # at most 500, with payload_ids
+    # payload stages no message used, from before the shard's window was given (the
+    # shard's ``stage_catch_up``): each still eligible gets its ``p`` entry, or goes at
+    # once when that time has passed. UNSET: not encoded (records naming none keep the
+    # bytes they had before it existed).
+    payload_ids: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET

@@ -204,6 +204,16 @@ class LaneLimit(msgspec.Struct, frozen=True, kw_only=True):
         return first + later
 
 
+class StageCatchUp(msgspec.Struct, frozen=True, kw_only=True):
+    """What a shard window given (first, or back after 0) leaves to catch up
+    (``ShardRetentionValue.stage_catch_up``): payload stages no message used whose last
+    change was before ``before_position`` may have no ``p`` entry; a RETAIN_BACKFILL gives
+    each one at its reservation's expiry + ``window_ms``."""
+
+    before_position: int
+    window_ms: int
+
+
 class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
     """The shard's own dedup window (``meta/shard_retention``), from its last applied
     SHARD_RETENTION: how long a result whose record has no lane window (a barrier, a
@@ -212,6 +222,9 @@ class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
 
     dedup_window_ms: int
     position: int  # of the SHARD_RETENTION that set it
+    # set by a SHARD_RETENTION asking for it (``catch_up``) that gives the shard a window it
+    # had not (none before, or 0); UNSET (not encoded, so older values keep their bytes)
+    stage_catch_up: StageCatchUp | msgspec.UnsetType = msgspec.UNSET
 
 
 class PayloadStage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -104,6 +104,37 @@ def test_an_abandoned_reservation_leaves_neither_a_stage_nor_an_object(
                  interval=0.3, what="the stage swept and the object collected")
 
 
+def test_a_stage_kept_with_no_window_goes_once_a_window_is_given_back(
+        tmp_path: Path) -> None:
+    """The route's ``dedup_window = "0s"`` (results and stages kept for ever): an abandoned
+    reservation's stage has no ``retain`` entry. With ``dedup_window = "1s"`` and the engine
+    started again, its SHARD_RETENTION catches the stage up (a RETAIN_BACKFILL names it)
+    and a SWEEP removes it, with no operator command; the object goes too."""
+    home = _home(tmp_path)
+    config = home / "nereus.toml"
+    original = config.read_text()
+    config.write_text(original.replace("partitions = 1\n",
+                                       'partitions = 1\ndedup_window = "0s"\n', 1))
+    with running_engine(home):
+        expires = int(time.time() * 1000) + 1_000
+        key = reserve_directly(home, delay_message_id="abandoned", expires_at_ms=expires,
+                               data=b"half a payload" * 100, partitions=1)
+        wait_for(lambda: _stages(home), timeout=30, what="the reservation applied")
+    retain = run_nereus("--json", "shard", "dump", "default/0", "--cf", "retain", home=home)
+    assert retain.code == 0, retain.stderr
+    kinds = [entry["key"]["kind"] for entry in json.loads(retain.stdout)["entries"]]
+    assert "p" not in kinds, kinds
+    config.write_text(original.replace("partitions = 1\n",
+                                       'partitions = 1\ndedup_window = "1s"\n', 1))
+    with running_engine(home):
+        wait_for(lambda: not _stages(home) and key not in payload_objects(home), timeout=60,
+                 interval=0.3, what="the stage caught up and swept, and the object collected")
+    log = run_nereus("--json", "shard", "log", "default/0", home=home)
+    assert log.code == 0, log.stderr
+    kinds = [json.loads(line)["kind"] for line in log.stdout.splitlines()]
+    assert kinds.count("SHARD_RETENTION") == 2 and "RETAIN_BACKFILL" in kinds, kinds
+
+
 def test_a_bad_interval_is_refused_naming_the_key(tmp_path: Path) -> None:
     """``payload_gc_interval = "soon"``: the engine does not start; exit 2 naming the file,
     line, table and key."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from nereus import records as r
 from nereus.config import parse_config
 from nereus.engine.lane_policy import LanePolicies, policy_records
@@ -17,11 +19,12 @@ from nereus.state.values import (
     Identity,
     Result,
     ShardRetentionValue,
+    StageCatchUp,
     decode_value,
     encode_value,
 )
 from nereus.testing import MemoryShard
-from tests.unit.builders import activate, cancel, op, schedule
+from tests.unit.builders import OWNER, activate, cancel, op, schedule
 from tests.unit.logs import due_sweep
 
 S = 1_000  # one second, in ms
@@ -217,3 +220,94 @@ def test_the_owner_replicates_the_routes_dedup_window(tmp_path: Path) -> None:
         assert policy_records(store, LanePolicies.of(config), owner_id="o", epoch=1) == []
     assert parse_config('[routes.default]\nlog = "file"\n').routes["default"].dedup_window_ms \
         == 7 * 86_400_000
+
+
+def _window(shard: MemoryShard, window_ms: int, at_ms: int, *,
+            catch_up: bool | None = True) -> Result:
+    """A SHARD_RETENTION of ``window_ms`` at ``at_ms`` (``catch_up``: its field, None: unset)."""
+    return shard.result(r.ShardRetention(
+        dedup_window_ms=window_ms, catch_up=msgspec.UNSET if catch_up is None else catch_up,
+        **op(f"window-{window_ms}-{at_ms}")), broker_ms=at_ms)
+
+
+def _backfill(shard: MemoryShard, at_ms: int, *payload_ids: str, mid: str = "bf") -> Result:
+    return shard.result(r.RetainBackfill(mutation_id=mid, owner_id=OWNER, fencing_epoch=1,
+                                         delay_message_ids=(), payload_ids=payload_ids),
+                        broker_ms=at_ms)
+
+
+def kept_stages(*, catch_up: bool | None = True) -> MemoryShard:
+    """No shard window (a shard from before windows): stages reserved at 1 s expiring at
+    10 s — ``abandoned``, ``unused`` (committed), ``used`` (a SCHEDULE used it) — then a
+    window of 5 s given at 20 s, its SHARD_RETENTION's ``catch_up`` = ``catch_up``."""
+    shard = MemoryShard()
+    activate(shard)
+    _reserve(shard, "abandoned", 10 * S, commit=False)
+    _reserve(shard, "unused", 10 * S, commit=True)
+    _reserve(shard, "used", 10 * S, commit=True)
+    shard.apply(schedule("m1", 100 * S, payload_ref="used"), broker_ms=3 * S)
+    assert retained(shard, keys.RETAIN_PAYLOAD) == []
+    assert _window(shard, 5 * S, 20 * S, catch_up=catch_up).status == ResultStatus.APPLIED
+    return shard
+
+
+def test_stages_from_before_a_window_are_caught_up_once_one_is_given() -> None:
+    """Stages a shard kept with no window: the SHARD_RETENTION that gives one (asking to
+    catch up) records where; a backfill at 12 s gives the two unused ones their entry at
+    10 s + 5 s and skips the used one and an unknown id; naming them again adds nothing; a
+    SWEEP at 15 s removes both. A backfill after 15 s removes such a stage at once."""
+    shard = kept_stages()
+    held = shard.get(keys.META_SHARD_RETENTION)
+    assert held is not None
+    value = decode_value(held, ShardRetentionValue)
+    assert isinstance(value.stage_catch_up, StageCatchUp)
+    assert value.stage_catch_up.window_ms == 5 * S
+    done = _backfill(shard, 12 * S, "abandoned", "unused", "used", "ghost")
+    assert "2 payload stages caught up (2 retained, 0 removed), 2 not eligible" in \
+        (done.detail or ""), done.detail
+    assert retained(shard, keys.RETAIN_PAYLOAD) == ["abandoned", "unused"]
+    assert {keys.split_retain_key(k)[0] for k in shard.data
+            if k[:1] == keys.RETAIN and k[9:10] == keys.RETAIN_PAYLOAD} == {15 * S}
+    again = _backfill(shard, 13 * S, "abandoned", "unused", mid="bf2")
+    assert "0 payload stages caught up" in (again.detail or "")
+    swept = sweep(shard, 15 * S, "sw")
+    assert "2 unused payload stages" in (swept.detail or ""), swept.detail
+    assert [p for p in ("abandoned", "unused", "used")
+            if shard.get(keys.payload_key(p)) is not None] == ["used"]
+    late = kept_stages()
+    removed = _backfill(late, 16 * S, "abandoned", "unused")
+    assert "2 payload stages caught up (0 retained, 2 removed)" in (removed.detail or "")
+    assert late.get(keys.payload_key("unused")) is None
+
+
+def test_a_window_given_back_after_0_catches_up_the_stages_reserved_meanwhile() -> None:
+    """Window 5 s, then 0 (kept) at 2 s: ``kept`` reserved at 3 s has no entry; the window
+    given back at 20 s catches it up (entry at 10 s + 5 s); ``before`` reserved under the
+    first window has its own entry at that same time and is not named twice."""
+    shard = MemoryShard()
+    activate(shard)
+    _window(shard, 5 * S, 0)
+    shard.apply(r.PayloadReserve(command_id="r-before", payload_id="before", size_bytes=10,
+                                 sha256="b" * 64, expires_at_ms=10 * S), broker_ms=S)
+    _window(shard, 0, 2 * S)
+    shard.apply(r.PayloadReserve(command_id="r-kept", payload_id="kept", size_bytes=10,
+                                 sha256="b" * 64, expires_at_ms=10 * S), broker_ms=3 * S)
+    assert retained(shard, keys.RETAIN_PAYLOAD) == ["before"]
+    _window(shard, 5 * S, 20 * S)
+    done = _backfill(shard, 12 * S, "before", "kept")
+    assert "1 payload stages caught up (1 retained, 0 removed), 1 not eligible" in \
+        (done.detail or ""), done.detail
+    assert retained(shard, keys.RETAIN_PAYLOAD) == ["before", "kept"]
+
+
+def test_a_window_given_without_asking_leaves_the_old_stages_and_old_bytes() -> None:
+    """The same history from a SHARD_RETENTION without ``catch_up`` (an older engine's):
+    no stage catch-up, the value has no new field, and a backfill finds nothing eligible;
+    a backfill naming no stage reads exactly as before."""
+    shard = kept_stages(catch_up=None)
+    held = shard.get(keys.META_SHARD_RETENTION)
+    assert held is not None and b"stage_catch_up" not in held
+    assert "0 payload stages caught up" in (_backfill(shard, 12 * S, "unused").detail or "")
+    plain = shard.result(r.RetainBackfill(mutation_id="plain", owner_id=OWNER, fencing_epoch=1,
+                                          delay_message_ids=("m1",)), broker_ms=12 * S)
+    assert plain.detail == "caught up 0 messages (0 retained, 0 removed); 1 not eligible"

@@ -56,7 +56,8 @@ class Owner:
                                new_id=lambda: next(self.ids), scan_keys=5)
 
     def appended(self) -> list[tuple[str, ...]]:
-        """The ids each RETAIN_BACKFILL the outbox appended names; applies them."""
+        """The ids each RETAIN_BACKFILL the outbox appended names (messages, then payload
+        stages); applies them."""
         start = self.log.end_position()
         self.outbox.flush()
         self.runner.run_until_caught_up()
@@ -64,7 +65,18 @@ class Owner:
         for item in self.log.read(start, 100):
             record = r.decode(item.payload)
             assert isinstance(record, r.RetainBackfill)
-            named.append(record.delay_message_ids)
+            stages = record.payload_ids if isinstance(record.payload_ids, tuple) else ()
+            named.append(record.delay_message_ids + stages)
+        return named
+
+    def looks(self, trigger: BackfillTrigger, count: int) -> list[tuple[str, ...]]:
+        """``count`` turns a second apart: the trigger looks, and what it appended is
+        applied; the ids each record named."""
+        named = []
+        for _ in range(count):
+            self.clock.advance(1.0)
+            trigger.maybe_backfill(epoch=1)
+            named += self.appended()
         return named
 
     def retained(self) -> set[str]:
@@ -84,10 +96,7 @@ def test_the_owner_catches_up_five_messages_a_look_one_record_at_a_time(
     owner.clock.advance(1.0)
     assert not trigger.maybe_backfill(epoch=1)  # the first one is not applied yet
     named = owner.appended()
-    for _ in range(3):
-        owner.clock.advance(1.0)
-        trigger.maybe_backfill(epoch=1)
-        named += owner.appended()
+    named += owner.looks(trigger, 3)
     assert [len(ids) for ids in named] == [5, 5, 2]
     assert owner.retained() == {f"m{n:02}" for n in range(12)}
     owner.clock.advance(1.0)
@@ -112,10 +121,7 @@ def test_a_record_not_applied_in_time_is_looked_at_again_and_a_new_catch_up_star
     assert first == again and len(first) == 5
     owner.append([schedule("s1", owner.clock.wall_ms() + HOUR_MS, lane="slow"), cancel("s1"),
                   owner.first_retention("slow")])
-    for _ in range(6):
-        owner.clock.advance(1.0)
-        trigger.maybe_backfill(epoch=1)
-        owner.appended()
+    owner.looks(trigger, 6)
     assert owner.retained() == {f"m{n:02}" for n in range(12)} | {"s1"}
     owner.store.close()
 
@@ -127,11 +133,7 @@ def test_a_retention_given_back_after_0_is_scanned_from_the_start(tmp_path: Path
     twice."""
     owner = Owner(tmp_path)
     trigger = owner.trigger()
-    named: list[tuple[str, ...]] = []
-    for _ in range(4):
-        owner.clock.advance(1.0)
-        trigger.maybe_backfill(epoch=1)
-        named += owner.appended()
+    named = owner.looks(trigger, 4)
     assert sorted(sum(named, ())) == [f"m{n:02}" for n in range(12)]
 
     def limits(retention_ms: int, n: int) -> r.LaneLimits:
@@ -140,11 +142,30 @@ def test_a_retention_given_back_after_0_is_scanned_from_the_start(tmp_path: Path
 
     owner.append([limits(0, 1), schedule("k1", owner.clock.wall_ms() + HOUR_MS),
                   cancel("k1"), limits(HOUR_MS, 2)])
-    later: list[tuple[str, ...]] = []
-    for _ in range(4):
-        owner.clock.advance(1.0)
-        trigger.maybe_backfill(epoch=1)
-        later += owner.appended()
+    later = owner.looks(trigger, 4)
     assert later == [("k1",)]
     assert owner.retained() == {f"m{n:02}" for n in range(12)} | {"k1"}
     owner.store.close()
+
+
+def test_stages_from_before_the_shards_window_are_named_after_the_messages(
+        tmp_path: Path) -> None:
+    """Three payload stages reserved with no shard window, then a SHARD_RETENTION giving one
+    (asking to catch up): the scan goes through the ``msg`` family (the twelve messages'
+    catch-up) and on into the ``payload`` family, five keys a look, so its last look names
+    two messages and the three stages in one record; each stage gets its ``p`` entry."""
+    owner = Owner(tmp_path)
+    owner.append([r.PayloadReserve(command_id=f"r{n}", payload_id=f"p{n}", size_bytes=10,
+                                   sha256="c" * 64, expires_at_ms=owner.clock.wall_ms() + HOUR_MS)
+                  for n in range(3)])
+    owner.append([r.ShardRetention(dedup_window_ms=HOUR_MS, catch_up=True, **op("window"))])
+    trigger = owner.trigger()
+    named = owner.looks(trigger, 8)
+    assert sorted(sum(named, ())) == sorted([f"m{n:02}" for n in range(12)] +
+                                            ["p0", "p1", "p2"])
+    assert named[-1] == ("m10", "m11", "p0", "p1", "p2")  # one look, over both families
+    staged = {keys.split_retain_key(key)[2] for key, _ in owner.store.scan_prefix(keys.RETAIN)
+              if key[9:10] == keys.RETAIN_PAYLOAD}
+    assert staged == {"p0", "p1", "p2"}
+    owner.store.close()
+
