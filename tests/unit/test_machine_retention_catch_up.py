@@ -249,13 +249,14 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
             for lane in ("local", "slow"):
                 add(r.LaneLimits(lane=lane, retention_ms=draw(st.integers(0, 4_000)),
                                  dedup_window_ms=draw(st.integers(0, 1_500)),
-                                 catch_up=draw(st.booleans() | st.just(True)),
+                                 catch_up=(asks := draw(st.booleans() | st.just(True))),
+                                 catch_up_kept=asks,
                                  **op(f"retain-{lane}")))
         mid = draw(st.sampled_from(MIDS))
         kind = draw(st.sampled_from(["schedule", "schedule", "cancel", "cancel", "admit",
                                      "outcome", "redeliver"] if n < limits_at else [
                                      "schedule", "cancel", "admit", "outcome", "backfill",
-                                     "backfill", "sweep", "redeliver", "limits"]))
+                                     "backfill", "sweep", "redeliver", "limits", "limits"]))
         message = shard.message(mid)
         if kind == "schedule":
             add(schedule(mid, now + draw(st.integers(0, 1_000)), cmd=f"s{n}",
@@ -276,9 +277,12 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
                                  delay_message_ids=tuple(eligible + extra)))
         elif kind == "sweep":
             add(due_sweep(shard, now, f"sw{n}"))
-        elif kind == "limits":  # retention to 0 (kept) and back, asking to catch up or not
-            lane = draw(st.sampled_from(["local", "slow"]))
-            add(r.LaneLimits(lane=lane, retention_ms=draw(st.sampled_from([0, 0, 900, 3_000])),
+        elif kind == "limits":  # lane local's retention to 0 (kept) and back, asking or not
+            lane = "local"
+            held = shard.get(keys.lane_limits_key(lane))
+            kept = held is not None and decode_value(held, LaneLimit).retention_ms == 0
+            add(r.LaneLimits(lane=lane, retention_ms=draw(st.sampled_from(
+                                 [900, 3_000, 0] if kept else [0, 0, 900])),
                              dedup_window_ms=draw(st.integers(0, 1_500)), catch_up=True,
                              catch_up_kept=draw(st.booleans() | st.just(True)),
                              **op(f"limits-{lane}-{n}")))
@@ -291,10 +295,12 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
 @given(catch_up_logs(), st.data())
 def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
                                                          data: st.DataObject) -> None:
-    """A log with a first retention, RETAIN_BACKFILLs and SWEEPs: applied live in batches
-    into RocksDB, replayed from empty in memory, and restored from a copy taken mid-way
-    then caught up, the three digests are equal; and every message the catch-up covers is
-    caught up once the owner has named what is eligible and swept far ahead."""
+    """A log with a first retention, retentions set to 0 and back, RETAIN_BACKFILLs and
+    SWEEPs: applied live in batches into RocksDB, replayed from empty in memory, and
+    restored from a copy taken mid-way then caught up, the three digests are equal. Once
+    the owner has named every id and swept far ahead: no message had two entries, none a
+    catch-up covers is left, and when every LANE_LIMITS asked to catch up, no terminal
+    message is left in a lane that has a retention now."""
     cut = data.draw(st.integers(min_value=0, max_value=len(entries)))
     batch = data.draw(st.integers(min_value=1, max_value=9))
     log = ListLog(entries)
@@ -314,6 +320,9 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
         shard.apply(raw, broker_ms=ms)
     assert live_digest == restored_digest == shard.digest()
     end = (entries[-1][1] if entries else 0) + 10**9
+    decoded = [r.decode(raw) for raw, _ in entries]
+    asked = all(x.catch_up is True and x.catch_up_kept is True
+                for x in decoded if isinstance(x, r.LaneLimits))
     shard.apply(r.RetainBackfill(mutation_id="final", owner_id=OWNER, fencing_epoch=1,
                                  delay_message_ids=tuple(MIDS)), broker_ms=end)
     entries_of = Counter(keys.split_retain_key(key)[2] for key in retained(shard))
@@ -328,3 +337,6 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
             covered = limits is not None and any(
                 c.covers(message.updated_position) for c in limits.catch_ups())
             assert not covered, f"{mid} ended in a catch-up's range and is still here"
+            # every LANE_LIMITS asked to catch up: a lane with a retention now keeps nothing
+            assert not (asked and limits is not None and limits.retention_ms), \
+                f"{mid} is terminal under retention {limits.retention_ms} and still here"
