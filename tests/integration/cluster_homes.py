@@ -101,10 +101,10 @@ class ClusterSpec:
                 "[checkpoints]\nevery_records = 20000\nevery_seconds = 30\n")
 
     def node_toml(self, node_id: str) -> str:
-        """A node's own file: ``[engine]`` (the node's payload collection every second) and
+        """A node's own file: ``[engine]`` (the node's payload collection every 3 s) and
         ``[cluster]`` only."""
         return ("[engine]\nevidence_interval_s = 1\nstop_timeout_s = 5\n"
-                'payload_gc_interval = "1s"\n\n'
+                'payload_gc_interval = "3s"\n\n'
                 f'[cluster]\ncoordinator = "{self.coordinator}"\nnode_id = "{node_id}"\n'
                 f"session_ttl_ms = {self.session_ttl_ms}\n"
                 f"lease_margin_ms = {self.lease_margin_ms}\nhost = \"127.0.0.1\"\n")

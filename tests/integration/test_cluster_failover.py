@@ -106,7 +106,7 @@ def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) ->
 def test_each_node_collects_the_payload_objects_of_its_own_shards(cluster: Cluster) -> None:
     """In S3, a stray object under every shard's payload prefix is deleted by the node that
     owns that shard (its ``payload_gc`` events name only its own shards' objects) within a
-    few of the nodes' 1 s rounds; an object under no shard's prefix stays."""
+    few of the nodes' 3 s rounds; an object under no shard's prefix stays."""
     wait_until("two shards on each node", lambda: Counter(cluster.active_owners().values())
                == Counter({node: 2 for node in NODES}), 30, seen=cluster.active_owners)
     client, root = cluster.spec.s3.client(), f"{cluster.spec.run}/"
