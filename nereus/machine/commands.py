@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from nereus.machine.reasons import Reason
-from nereus.machine.retention import retain_stage
+from nereus.machine.retention import retain_committed_stage, retain_stage
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected
@@ -283,4 +283,5 @@ def payload_commit(tx: Tx, cmd: PayloadCommit) -> Verdict:
         position=tx.position,
     )
     tx.put(key, encode_value(committed))
+    retain_committed_stage(tx, stage)
     return applied(f"payload {cmd.payload_id} committed")

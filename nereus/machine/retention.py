@@ -166,6 +166,16 @@ def retain_stage(tx: Tx, payload_id: str, expires_at_ms: int) -> None:
         tx.put(keys.retain_key(at, keys.RETAIN_PAYLOAD, payload_id), b"")
 
 
+def retain_committed_stage(tx: Tx, reserved: PayloadStage) -> None:
+    """At PAYLOAD_COMMIT: a stage reserved before the shard's stage catch-up (while it had
+    no window) has no ``p`` entry, and the commit moves it out of the catch-up's range, so
+    it gets its entry now (at its expiry + the shard's window; none while that is 0)."""
+    raw = tx.get(keys.META_SHARD_RETENTION)
+    catch_up = None if raw is None else decode_value(raw, ShardRetentionValue).stage_catch_up
+    if isinstance(catch_up, StageCatchUp) and reserved.position < catch_up.before_position:
+        retain_stage(tx, reserved.payload_id, reserved.expires_at_ms)
+
+
 def _drop_unused_stage(tx: Tx, payload_id: str) -> bool:
     """Remove a payload stage no message used (one a message used goes with it)."""
     key = keys.payload_key(payload_id)

@@ -311,3 +311,28 @@ def test_a_window_given_without_asking_leaves_the_old_stages_and_old_bytes() -> 
     plain = shard.result(r.RetainBackfill(mutation_id="plain", owner_id=OWNER, fencing_epoch=1,
                                           delay_message_ids=("m1",)), broker_ms=12 * S)
     assert plain.detail == "caught up 0 messages (0 retained, 0 removed); 1 not eligible"
+
+
+def test_a_stage_reserved_before_the_window_and_committed_after_it_gets_its_entry() -> None:
+    """Reserved at 1 s (expiring at 100 s) with no shard window, the window of 5 s given at
+    20 s, committed at 30 s: the commit moved the stage out of the catch-up's range, so it
+    gives the stage its entry at 105 s itself; a SWEEP then removes it (never used). The
+    same commit on a shard whose window came without a catch-up writes no entry."""
+    def reserved_then_window(catch_up: bool | None) -> MemoryShard:
+        shard = MemoryShard()
+        activate(shard)
+        shard.apply(r.PayloadReserve(command_id="r-late", payload_id="late", size_bytes=10,
+                                     sha256="b" * 64, expires_at_ms=100 * S), broker_ms=S)
+        _window(shard, 5 * S, 20 * S, catch_up=catch_up)
+        committed = shard.result(r.PayloadCommit(
+            command_id="c-late", payload_id="late", size_bytes=10, sha256="b" * 64,
+            object_key="payloads/default/0/late"), broker_ms=30 * S)
+        assert committed.status == ResultStatus.APPLIED, committed.detail
+        return shard
+
+    shard = reserved_then_window(True)
+    assert [keys.split_retain_key(k)[0] for k in shard.data if k[:1] == keys.RETAIN
+            and k[9:10] == keys.RETAIN_PAYLOAD] == [105 * S]
+    assert "1 unused payload stages" in (sweep(shard, 105 * S, "sw").detail or "")
+    assert shard.get(keys.payload_key("late")) is None
+    assert retained(reserved_then_window(None), keys.RETAIN_PAYLOAD) == []
