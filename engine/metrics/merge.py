@@ -30,11 +30,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nereus.engine.admin.documents import MetricsExposition, WorkerView
 from nereus.engine.metrics.collect import exposition_of
+from nereus.engine.metrics.payload_gc import LAST_SUCCESS as PAYLOAD_GC_LAST_SUCCESS
 
 LOWEST: Final = frozenset({"nereus_lane_ready"})
 HIGHEST: Final = frozenset({"nereus_due_lag_max_seconds",
-                            "nereus_trusted_time_held_back_seconds",
-                            "nereus_payload_gc_last_success_timestamp_seconds"})
+                            "nereus_trusted_time_held_back_seconds", PAYLOAD_GC_LAST_SUCCESS})
 RESTARTS: Final = "nereus_worker_restarts"
 
 

@@ -6,11 +6,13 @@ front door's merge sums the counters over its processes and keeps the latest suc
 
 from __future__ import annotations
 
+from typing import Final
+
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from nereus.engine.payload_collector import PayloadCollector
 
-LAST_SUCCESS = "nereus_payload_gc_last_success_timestamp_seconds"
+LAST_SUCCESS: Final = "nereus_payload_gc_last_success_timestamp_seconds"
 
 
 def payload_gc_families(collector: PayloadCollector) -> list[Metric]:
