@@ -137,7 +137,7 @@ class EngineCollector(Collector):
         if engine.clock is not None:
             yield held_back_family(engine.clock)
         yield from memory_families(engine)
-        if engine.payloads is not None:
+        if engine.payloads is not None and engine.payloads.interval_s > 0:  # it collects
             yield from payload_gc_families(engine.payloads)
 
 

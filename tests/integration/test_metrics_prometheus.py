@@ -180,3 +180,32 @@ def test_the_listener_serves_only_metrics_and_is_off_unless_configured(tmp_path:
         assert missing.value.code == 404
     finally:
         stop_engine(home)
+
+
+def test_payload_collection_metrics_only_where_a_process_collects(tmp_path: Path) -> None:
+    """``[engine] payload_gc_interval = "0s"`` (collection off): `nereus metrics` carries
+    no ``nereus_payload_gc_`` series; with the default (hourly) it carries all five, at
+    zero rounds and no success yet."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    config = home / "nereus.toml"
+    default = config.read_text()
+    found: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for name, text in (("off", default + '\n[engine]\npayload_gc_interval = "0s"\n'),
+                       ("default", default)):
+        config.write_text(text)
+        nereus_json(home, "engine", "start", "--timeout", "60")
+        try:
+            result = run_nereus("metrics", home=home, timeout=60)
+            assert result.code == 0, result.stderr
+            found[name] = samples(result.stdout)
+        finally:
+            stop_engine(home)
+    assert not [key for key in found["off"] if key[0].startswith("nereus_payload_gc_")]
+    collected = {key[0]: value for key, value in found["default"].items()
+                 if key[0].startswith("nereus_payload_gc_")}
+    assert collected == {"nereus_payload_gc_rounds_total": 0,
+                         "nereus_payload_gc_failures_total": 0,
+                         "nereus_payload_gc_deleted_objects_total": 0,
+                         "nereus_payload_gc_deleted_bytes_total": 0,
+                         "nereus_payload_gc_last_success_timestamp_seconds": 0}
