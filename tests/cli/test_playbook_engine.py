@@ -4,7 +4,8 @@ as an operator would run it (``nereus playbook run NAME --yes --json``), plus
 
 One engine serves the module; its home starts with an attempt in UNKNOWN, produced the
 way it happens in production: a previous owner's admission that no outcome followed,
-turned UNKNOWN by the next owner's recovery.
+turned UNKNOWN by the next owner's recovery. The lane drain, which needs none, runs on a
+home of its own, so no test relies on another having resolved it first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.engine_homes import init_home
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import read_outbox, running_engine, stop_engine, wait_for
 from tests.uncertain import make_unknown_attempt
@@ -92,30 +94,39 @@ def test_uncertain_attempt_blocks_the_upgrade_check_until_resolved(engine_home: 
     assert passed.json()["ok"] is True
 
 
+@pytest.fixture
+def settled_home(tmp_path: Path) -> Iterator[Path]:
+    """A two-shard home whose engine runs, with no attempt UNKNOWN (the module's home has
+    one until a test resolves it, so a test needing none does not rely on the order)."""
+    home = init_home(tmp_path / "home")
+    with running_engine(home):
+        yield home
+
+
 @pytest.mark.slow
-def test_drain_and_reopen_a_lane(engine_home: Path) -> None:
+def test_drain_and_reopen_a_lane(settled_home: Path) -> None:
     """drain-and-close-lane closes the gate and waits until nothing is in flight; messages
     that fall due meanwhile wait; reopen-lane opens it and waits until they are published."""
-    drained = playbook(engine_home, "drain-and-close-lane", "lane=local", "reason=destination "
+    drained = playbook(settled_home, "drain-and-close-lane", "lane=local", "reason=destination "
                        "maintenance")
     assert drained.code == 0, drained.stdout + drained.stderr
     assert statuses(drained) == {"lane_exists": "ok", "close": "ok", "drained": "ok",
                                  "no_uncertain": "ok"}
-    closed = lane(engine_home)
+    closed = lane(settled_home)
     assert closed["gate"] == "CLOSED" and closed["in_flight"] == 0
     held = [f"held-{uuid.uuid4().hex[:8]}" for _ in range(3)]
     for mid in held:
         assert run_nereus("message", "schedule", "--lane", "local", "--delay", "1s", "--id",
-                          mid, "--payload", mid, "--wait", home=engine_home).code == 0
-    wait_for(lambda: lane(engine_home)["due_backlog"] >= 3, timeout=30,
+                          mid, "--payload", mid, "--wait", home=settled_home).code == 0
+    wait_for(lambda: lane(settled_home)["due_backlog"] >= 3, timeout=30,
              what="the held messages to fall due")
-    outbox = engine_home / "outbox" / "local.jsonl"
+    outbox = settled_home / "outbox" / "local.jsonl"
     assert not {line["delay_message_id"] for line in read_outbox(outbox)} & set(held)
-    reopened = playbook(engine_home, "reopen-lane", "lane=local", "reason=maintenance over")
+    reopened = playbook(settled_home, "reopen-lane", "lane=local", "reason=maintenance over")
     assert reopened.code == 0, reopened.stdout + reopened.stderr
     assert reopened.json()["steps"][1]["output"]["result"] == "APPLIED"
     assert set(held) <= {line["delay_message_id"] for line in read_outbox(outbox)}
-    opened = lane(engine_home)
+    opened = lane(settled_home)
     assert opened["gate"] == "OPEN" and opened["due_backlog"] == 0
 
 
