@@ -219,13 +219,17 @@ def judge_all(config: Config, layout: HomeLayout, objects: ObjectStore,
 
 
 def judge_shards(config: Config, layout: HomeLayout, objects: ObjectStore,
-                 shards: Iterable[ShardId], now_ms: int) -> tuple[list[Judgement], list[Floor]]:
+                 shards: Iterable[ShardId], now_ms: int,
+                 listing: Iterable[ObjectInfo] | None = None
+                 ) -> tuple[list[Judgement], list[Floor]]:
     """Judge the objects under the prefixes of ``shards`` only, against those shards alone
-    (a node of a cluster: the shards it owns). Every prefix is listed before any state is
-    read, as in ``judge_all``."""
+    (a node of a cluster: the shards it owns); ``listing``: those objects, already listed
+    (one named object), else every prefix is listed. Either way before any state is read,
+    as in ``judge_all``."""
     mine = sorted(set(shards))
-    infos = [info for shard in mine
-             for info in objects.list(shard_prefix(shard.route, shard.partition))]
+    infos = list(listing) if listing is not None else [
+        info for shard in mine for info in objects.list(shard_prefix(shard.route,
+                                                                     shard.partition))]
     known = known_stages(config, layout, mine)
     found = floors(config, objects, mine)
     return [judge(info, known, found, now_ms) for info in infos], found

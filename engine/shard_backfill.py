@@ -30,18 +30,16 @@ import msgspec
 from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
-from nereus.machine.retention import MAX_SWEEP_ENTRIES, catch_up_of, stage_catch_up_of
+from nereus.machine.retention import (
+    MAX_SWEEP_ENTRIES,
+    catch_up_of,
+    stage_catch_up,
+    stage_catch_up_of,
+)
 from nereus.records import RetainBackfill, encode
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import (
-    LaneLimit,
-    Message,
-    PayloadStage,
-    ShardRetentionValue,
-    StageCatchUp,
-    decode_value,
-)
+from nereus.state.values import LaneLimit, Message, PayloadStage, decode_value
 
 CURSOR_KEY = keys.SCHED + b"backfill"
 STAGES: Final = "*payload-stages"  # the shard's stage catch-up in ``Cursor.covered``
@@ -91,10 +89,8 @@ class BackfillTrigger:
             limits = decode_value(raw, LaneLimit)
             if catch_ups := limits.catch_ups():
                 found[limits.lane] = max(c.before_position for c in catch_ups)
-        held = self._store.get(keys.META_SHARD_RETENTION)
-        shard = None if held is None else decode_value(held, ShardRetentionValue).stage_catch_up
-        if isinstance(shard, StageCatchUp):
-            found[STAGES] = shard.before_position
+        if (stages := stage_catch_up(self._store.get)) is not None:
+            found[STAGES] = stages.before_position
         return found
 
     def cursor(self) -> Cursor | None:

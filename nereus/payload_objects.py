@@ -22,3 +22,14 @@ def shard_prefix(route: str, partition: int) -> str:
 def object_key(route: str, partition: int, payload_id: str) -> str:
     """The key a client uploads payload ``payload_id`` of shard ``route/partition`` to."""
     return shard_prefix(route, partition) + payload_id
+
+
+def shard_of(key: str) -> tuple[str, int] | None:
+    """The ``(route, partition)`` whose prefix ``key`` is under, with a name after it
+    (None: under none; ``payloads/r/00/x`` is under none, as no shard's prefix is that)."""
+    route, _, rest = key.removeprefix(PREFIX).partition("/")
+    partition, _, name = rest.partition("/")
+    if not (route and partition.isdigit() and name):
+        return None
+    found = route, int(partition)
+    return found if key.startswith(shard_prefix(*found)) else None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.adapters.checkpoint_catalog import Floor
-    from nereus.adapters.objectstore.protocol import ObjectStore
+    from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
     from nereus.adapters.payload_gc import Judgement
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)
@@ -73,22 +73,16 @@ def _node_shards(env: Env) -> list[ShardId]:
                   and is_home_member(env.config, owned.record.node_id))
 
 
-def _shard_of_key(key: str) -> ShardId | None:
-    """The shard whose prefix ``key`` is under (``payloads/<route>/<partition>/...``)."""
-    route, _, rest = key.removeprefix(PREFIX).partition("/")
-    partition, slash, name = rest.partition("/")
-    if not (route and partition.isdigit() and slash and name):
-        return None
-    return ShardId(route, int(partition))
-
-
-def _judge_on_node(env: Env, objects: ObjectStore, key: str,
+def _judge_on_node(env: Env, objects: ObjectStore, info: ObjectInfo,
                    shards: list[ShardId]) -> tuple[list[Judgement], list[Floor]]:
     """``--key`` on a node: judged against its shard, which must be ACTIVE here."""
     from nereus.adapters.payload_gc import judge_shards
-    from nereus.errors import NotFound, UsageError
+    from nereus.errors import UsageError
+    from nereus.payload_objects import shard_of
 
-    shard = _shard_of_key(key)
+    key = info.key
+    found = shard_of(key)
+    shard = None if found is None else ShardId(*found)
     if shard is None or shard not in shards:
         where = "is under no shard's prefix" if shard is None else \
             f"belongs to shard {shard}, which is not ACTIVE on this node"
@@ -96,11 +90,7 @@ def _judge_on_node(env: Env, objects: ObjectStore, key: str,
                          "of the shards it owns",
                          hint="run it in the home of the node that owns the shard "
                               "(`nereus cluster status` names it)")
-    verdicts, floors = judge_shards(env.config, env.layout, objects, [shard], _now_ms())
-    found = [v for v in verdicts if v.key == key]
-    if not found:
-        raise NotFound(f"no object {key} in {objects.description}")
-    return found, floors
+    return judge_shards(env.config, env.layout, objects, [shard], _now_ms(), listing=[info])
 
 
 def _confirm(count: int, yes: bool) -> bool:
@@ -149,7 +139,7 @@ def gc(
         if shards is None:
             verdicts, floors = judge_all(env.config, env.layout, objects, [info], _now_ms())
         else:
-            verdicts, floors = _judge_on_node(env, objects, key, shards)
+            verdicts, floors = _judge_on_node(env, objects, info, shards)
         for floor in floors:
             check_floor(floor, delete_objects=frozenset({key}))
         if not verdicts[0].collect:

@@ -14,7 +14,7 @@ from nereus.machine.retention import retain_committed_stage, retain_stage
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected
-from nereus.payload_objects import shard_prefix
+from nereus.payload_objects import shard_of, shard_prefix
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -247,9 +247,9 @@ def _foreign_object(tx: Tx, object_key: str) -> Verdict | None:
     if raw is None:
         return None
     identity = decode_value(raw, Identity)
-    prefix = shard_prefix(identity.route, identity.partition)
-    if object_key.startswith(prefix) and len(object_key) > len(prefix):
+    if shard_of(object_key) == (identity.route, identity.partition):
         return None
+    prefix = shard_prefix(identity.route, identity.partition)
     return rejected(Reason.INVALID_FIELD,
                     f"object_key {object_key!r} is not under this shard's payload prefix "
                     f"{prefix!r}: a payload is uploaded to the shard of its message")

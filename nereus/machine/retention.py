@@ -156,23 +156,35 @@ def retain_reject(tx: Tx) -> None:
                b"")
 
 
+def _stage_entry_at(expires_at_ms: int, window_ms: int) -> int:
+    """When a payload stage's ``p`` entry falls: its reservation's expiry + ``window_ms``.
+    ``expires_at_ms`` is the client's, so any integer: the time is held inside a u64."""
+    return min(max(expires_at_ms, 0) + window_ms, MAX_EXPIRE_AT_MS)
+
+
 def retain_stage(tx: Tx, payload_id: str, expires_at_ms: int) -> None:
     """The ``p`` entry of a payload stage just reserved: the shard's dedup window after its
-    reservation expires (no window: kept). ``expires_at_ms`` is the client's, so any
-    integer: the entry's time is held inside a u64."""
+    reservation expires (no window: kept)."""
     window = shard_window_ms(tx)
     if window:
-        at = min(max(expires_at_ms, 0) + window, MAX_EXPIRE_AT_MS)
-        tx.put(keys.retain_key(at, keys.RETAIN_PAYLOAD, payload_id), b"")
+        tx.put(keys.retain_key(_stage_entry_at(expires_at_ms, window), keys.RETAIN_PAYLOAD,
+                               payload_id), b"")
+
+
+def stage_catch_up(get: Callable[[bytes], bytes | None]) -> StageCatchUp | None:
+    """The shard's stage catch-up (``ShardRetentionValue.stage_catch_up``), if it has one;
+    ``get`` reads the state (apply's transaction, or the owner's store)."""
+    raw = get(keys.META_SHARD_RETENTION)
+    found = None if raw is None else decode_value(raw, ShardRetentionValue).stage_catch_up
+    return found if isinstance(found, StageCatchUp) else None
 
 
 def retain_committed_stage(tx: Tx, reserved: PayloadStage) -> None:
     """At PAYLOAD_COMMIT: a stage reserved before the shard's stage catch-up (while it had
     no window) has no ``p`` entry, and the commit moves it out of the catch-up's range, so
     it gets its entry now (at its expiry + the shard's window; none while that is 0)."""
-    raw = tx.get(keys.META_SHARD_RETENTION)
-    catch_up = None if raw is None else decode_value(raw, ShardRetentionValue).stage_catch_up
-    if isinstance(catch_up, StageCatchUp) and reserved.position < catch_up.before_position:
+    catch_up = stage_catch_up(tx.get)
+    if catch_up is not None and reserved.position < catch_up.before_position:
         retain_stage(tx, reserved.payload_id, reserved.expires_at_ms)
 
 
@@ -298,9 +310,8 @@ def stage_catch_up_of(get: Callable[[bytes], bytes | None],
     catch-up's window, held inside a u64. A stage named twice is a no-op; one with an
     entry of its own at another time gets a second, which is harmless: payload ids are
     never reused, and sweeping a stage that is gone does nothing."""
-    raw = get(keys.META_SHARD_RETENTION)
-    catch_up = None if raw is None else decode_value(raw, ShardRetentionValue).stage_catch_up
-    if not isinstance(catch_up, StageCatchUp):
+    catch_up = stage_catch_up(get)
+    if catch_up is None:
         return None
     held = get(keys.payload_key(payload_id))
     if held is None:
@@ -308,7 +319,7 @@ def stage_catch_up_of(get: Callable[[bytes], bytes | None],
     stage = decode_value(held, PayloadStage)
     if stage.used_by is not None or stage.position >= catch_up.before_position:
         return None
-    at = min(max(stage.expires_at_ms, 0) + catch_up.window_ms, MAX_EXPIRE_AT_MS)
+    at = _stage_entry_at(stage.expires_at_ms, catch_up.window_ms)
     key = keys.retain_key(at, keys.RETAIN_PAYLOAD, payload_id)
     return None if get(key) is not None else (key, at)
 
