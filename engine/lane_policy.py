@@ -116,7 +116,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             found.append(("*", listed, ShardRetention(
                 operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
                 f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
-                dedup_window_ms=window, catch_up=True)))
+                dedup_window_ms=window, catch_up=True, catch_up_results=True)))
     return found
 
 

@@ -5,9 +5,11 @@ A lane's first retention records a ``catch_up`` (in its replicated limits), and 
 retention given back after it was 0 (``later_catch_ups``): the messages that ended before
 the first, or while it was 0, have no ``retain`` entry, and no single record could find
 them all. A shard window given (the first, or back after 0) records a ``stage_catch_up``
-for the payload stages from before it in the same way.
+for the payload stages from before it in the same way, and a result catch-up
+(``result_catch_ups``) for the results and rejects written while it had none.
 The live owner finds them with a cursor of its own over the ``msg`` family, then the
-``payload`` family — at most ``scan_keys`` keys a look, about once a second — and appends
+``result``, ``reject`` and ``payload`` families — at most ``scan_keys`` keys a look,
+about once a second — and appends
 one RETAIN_BACKFILL naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most),
 looking again only once that record is applied (or after ``give_up_s``, when it looks
 again from where that record's ids were found, should its append have been lost).
@@ -32,34 +34,52 @@ from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
 from nereus.machine.retention import (
     MAX_SWEEP_ENTRIES,
+    SHARD_WINDOW_KINDS,
     catch_up_of,
+    reject_catch_up_of,
+    result_catch_up_of,
     stage_catch_up,
     stage_catch_up_of,
 )
 from nereus.records import RetainBackfill, encode
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import LaneLimit, Message, PayloadStage, decode_value
+from nereus.state.values import (
+    LaneLimit,
+    Message,
+    PayloadStage,
+    Result,
+    ShardRetentionValue,
+    decode_value,
+)
 
 CURSOR_KEY = keys.SCHED + b"backfill"
 STAGES: Final = "*payload-stages"  # the shard's stage catch-up in ``Cursor.covered``
+RESULTS: Final = "*results"  # the shard's latest result catch-up in ``Cursor.covered``
 
 
 class Cursor(msgspec.Struct, frozen=True, kw_only=True):
     """Where the owner's catch-up scan is (``sched/backfill``): the catch-ups it covers
-    (lane -> before position; ``STAGES``: the shard's stage catch-up) and the last key it
-    looked at, in the ``msg`` family and then the ``payload`` family (None: finished)."""
+    (lane -> before position; ``STAGES``: the shard's stage catch-up; ``RESULTS``: its
+    latest result catch-up) and the last key it looked at, in the ``msg``, ``result``,
+    ``reject`` and ``payload`` families in that (key) order (None: finished)."""
 
     covered: dict[str, int]
     after: bytes | None
 
 
 class Found(NamedTuple):
-    """What one look found: eligible message ids, eligible payload ids, and the cursor."""
+    """What one look found: eligible message ids, payload ids, result dedup keys and
+    reject positions, and the cursor."""
 
     messages: list[str]
     stages: list[str]
+    results: list[str]
+    rejects: list[int]
     cursor: Cursor
+
+    def named(self) -> int:
+        return len(self.messages) + len(self.stages) + len(self.results) + len(self.rejects)
 
 
 class BackfillTrigger:
@@ -91,6 +111,9 @@ class BackfillTrigger:
                 found[limits.lane] = max(c.before_position for c in catch_ups)
         if (stages := stage_catch_up(self._store.get)) is not None:
             found[STAGES] = stages.before_position
+        held = self._store.get(keys.META_SHARD_RETENTION)
+        if held is not None and (results := decode_value(held, ShardRetentionValue).catch_ups()):
+            found[RESULTS] = results[-1].before_position
         return found
 
     def cursor(self) -> Cursor | None:
@@ -102,16 +125,18 @@ class BackfillTrigger:
 
     def step(self, cursor: Cursor) -> Found:
         """Look at up to ``scan_keys`` keys after the cursor — the ``msg`` family when a
-        lane has a catch-up, then the ``payload`` family when the shard has one — and
-        return the eligible ids met (at most ``MAX_SWEEP_ENTRIES`` in all) and the cursor
-        after them."""
-        messages: list[str] = []
-        stages: list[str] = []
+        lane has a catch-up, the ``result`` and ``reject`` families when the shard has a
+        result catch-up, the ``payload`` family when it has a stage catch-up — and return
+        the eligible ones met (at most ``MAX_SWEEP_ENTRIES`` in all) and the cursor after
+        them."""
+        found = Found([], [], [], [], cursor)
         after = cursor.after
         start = keys.MSG if after is None else after + b"\x00"
-        get = self._store.get
-        lanes = cursor.covered.keys() - {STAGES}
+        lanes = cursor.covered.keys() - {STAGES, RESULTS}
+        results = RESULTS in cursor.covered
         families = [family for family, wanted in ((keys.MSG, bool(lanes)),
+                                                  (keys.RESULT, results),
+                                                  (keys.REJECT, results),
                                                   (keys.PAYLOAD, STAGES in cursor.covered))
                     if wanted and keys.prefix_end(family) > start]
         looked = 0
@@ -119,18 +144,33 @@ class BackfillTrigger:
             for key, raw in self._store.scan(max(start, family), keys.prefix_end(family)):
                 looked += 1
                 after = key
-                if family == keys.MSG:
-                    message = decode_value(raw, Message)
-                    if message.lane in lanes and catch_up_of(get, message) is not None:
-                        messages.append(message.delay_message_id)
-                else:
-                    payload_id = decode_value(raw, PayloadStage).payload_id
-                    if stage_catch_up_of(get, payload_id) is not None:
-                        stages.append(payload_id)
-                if len(messages) + len(stages) >= MAX_SWEEP_ENTRIES or \
-                        looked >= self._scan_keys:
-                    return Found(messages, stages, Cursor(covered=cursor.covered, after=after))
-        return Found(messages, stages, Cursor(covered=cursor.covered, after=None))  # finished
+                self._judge(family, key, raw, lanes, found)
+                if found.named() >= MAX_SWEEP_ENTRIES or looked >= self._scan_keys:
+                    return found._replace(cursor=Cursor(covered=cursor.covered, after=after))
+        return found._replace(cursor=Cursor(covered=cursor.covered, after=None))  # finished
+
+    def _judge(self, family: bytes, key: bytes, raw: bytes, lanes: set[str],
+               found: Found) -> None:
+        """Add the item at ``key`` to ``found`` if a catch-up makes it eligible."""
+        get = self._store.get
+        if family == keys.MSG:
+            message = decode_value(raw, Message)
+            if message.lane in lanes and catch_up_of(get, message) is not None:
+                found.messages.append(message.delay_message_id)
+        elif family == keys.RESULT:
+            # most results are of lane records: their kind settles them without a read
+            if decode_value(raw, Result).kind in SHARD_WINDOW_KINDS:
+                dedup_key = key[len(keys.RESULT):].decode()
+                if result_catch_up_of(get, dedup_key) is not None:
+                    found.results.append(dedup_key)
+        elif family == keys.REJECT:
+            position = int.from_bytes(key[len(keys.REJECT):], "big")
+            if reject_catch_up_of(get, position) is not None:
+                found.rejects.append(position)
+        else:
+            payload_id = decode_value(raw, PayloadStage).payload_id
+            if stage_catch_up_of(get, payload_id) is not None:
+                found.stages.append(payload_id)
 
     def maybe_backfill(self, epoch: int) -> bool:
         """Look once more if it is time and nothing is on its way; True when it appended
@@ -154,12 +194,14 @@ class BackfillTrigger:
             return False  # finished
         found = self.step(cursor)
         self._save(found.cursor)
-        if found.messages or found.stages:
+        if found.named():
             mutation_id = self._new_id()
             self._outbox.add([encode(RetainBackfill(
                 mutation_id=mutation_id, owner_id=self._owner_id, fencing_epoch=epoch,
                 delay_message_ids=tuple(found.messages),
-                payload_ids=tuple(found.stages) if found.stages else msgspec.UNSET))])
+                payload_ids=tuple(found.stages) if found.stages else msgspec.UNSET,
+                result_keys=tuple(found.results) if found.results else msgspec.UNSET,
+                reject_positions=tuple(found.rejects) if found.rejects else msgspec.UNSET))])
             self._on_way.appended(mutation_id, mono, cursor)
             self.backfills += 1
             return True

@@ -76,9 +76,14 @@ lane_limits = st.builds(r.LaneLimits, lane=lanes, max_delay_ms=st.integers(0, 10
 backfills = st.builds(r.RetainBackfill, mutation_id=ids, owner_id=ids,
                       fencing_epoch=st.integers(0, 5),
                       delay_message_ids=st.lists(ids, max_size=3).map(tuple),
-                      payload_ids=st.just(msgspec.UNSET) | st.lists(ids, max_size=3).map(tuple))
+                      payload_ids=st.just(msgspec.UNSET) | st.lists(ids, max_size=3).map(tuple),
+                      result_keys=st.just(msgspec.UNSET) | st.lists(
+                          ids.map(lambda i: "c/" + i), max_size=3).map(tuple),
+                      reject_positions=st.just(msgspec.UNSET) | st.lists(
+                          st.integers(-2, 40), max_size=3).map(tuple))
 shard_retentions = st.builds(r.ShardRetention, dedup_window_ms=st.integers(0, 10_000),
                              catch_up=st.just(msgspec.UNSET) | st.booleans(),
+                             catch_up_results=st.just(msgspec.UNSET) | st.booleans(),
                              **operator_fields)
 sweeps = st.builds(r.Sweep, mutation_id=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
                    entries=st.lists(st.binary(max_size=24), max_size=3).map(tuple))

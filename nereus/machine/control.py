@@ -45,6 +45,7 @@ from nereus.state.values import (
     CheckpointMarkValue,
     Lane,
     LaneLimit,
+    ResultCatchUp,
     RetainCatchUp,
     ShardRetentionValue,
     StageCatchUp,
@@ -228,11 +229,21 @@ def _shard_retention(tx: Tx, mutation: ShardRetention) -> Verdict:
     if before is not None and before.dedup_window_ms == window:
         return applied(f"the shard's dedup window was already {text}")
     catch_up = msgspec.UNSET if before is None else before.stage_catch_up
-    if mutation.catch_up is True and window and (before is None or not before.dedup_window_ms):
-        # given a window it had not: stages from before may have no ``p`` entry
-        catch_up = StageCatchUp(before_position=tx.position, window_ms=window)
+    results = msgspec.UNSET if before is None else before.result_catch_ups
+    if window and (before is None or not before.dedup_window_ms):
+        # given a window it had not: what was written meanwhile may have no entry
+        if mutation.catch_up is True:
+            catch_up = StageCatchUp(before_position=tx.position, window_ms=window)
+        if mutation.catch_up_results is True:
+            results = (*(() if before is None else before.catch_ups()), ResultCatchUp(
+                after_position=0 if before is None else before.kept_from(),
+                before_position=tx.position, expire_at_ms=keys.expire_at(tx.broker_ms, window)))
+    kept_since: int | msgspec.UnsetType = msgspec.UNSET
+    if not window and mutation.catch_up_results is True:
+        kept_since = 0 if before is None else tx.position  # none before: from the start
     tx.put(keys.META_SHARD_RETENTION, encode_value(ShardRetentionValue(
-        dedup_window_ms=window, position=tx.position, stage_catch_up=catch_up)))
+        dedup_window_ms=window, position=tx.position, stage_catch_up=catch_up,
+        result_catch_ups=results, kept_since=kept_since)))
     return applied(f"the shard's dedup window: {text} (results of records without a lane "
                    "window, and rejects)")
 
@@ -250,8 +261,9 @@ def _catch_up(tx: Tx, mutation: LaneLimits, before: LaneLimit | None,
             or not retention_ms:
         return msgspec.UNSET
     window = dedup_window_ms if isinstance(dedup_window_ms, int) else 0
-    return RetainCatchUp(before_position=tx.position, expire_at_ms=tx.broker_ms + retention_ms,
-                         result_until_ms=tx.broker_ms + window if window else 0)
+    return RetainCatchUp(before_position=tx.position,
+                         expire_at_ms=keys.expire_at(tx.broker_ms, retention_ms),
+                         result_until_ms=keys.expire_at(tx.broker_ms, window) if window else 0)
 
 
 # a lane's ``kept_since`` and ``later_catch_ups``
@@ -283,8 +295,9 @@ def _kept_catch_up(tx: Tx, mutation: LaneLimits, before: LaneLimit | None,
     after = kept_since if isinstance(kept_since, int) else before.position
     window = dedup_window_ms if isinstance(dedup_window_ms, int) else 0
     given_back = RetainCatchUp(
-        before_position=tx.position, expire_at_ms=tx.broker_ms + retention_ms,
-        result_until_ms=tx.broker_ms + window if window else 0, after_position=after)
+        before_position=tx.position, expire_at_ms=keys.expire_at(tx.broker_ms, retention_ms),
+        result_until_ms=keys.expire_at(tx.broker_ms, window) if window else 0,
+        after_position=after)
     return msgspec.UNSET, (*(later if isinstance(later, tuple) else ()), given_back)
 
 

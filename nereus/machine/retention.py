@@ -33,6 +33,17 @@ any checkpoint remove exactly the same things and keep equal digests.
   reserved while the shard had no window is caught up once one is given (a
   SHARD_RETENTION asking ``catch_up`` records ``stage_catch_up``; the owner's
   RETAIN_BACKFILL names such stages in ``payload_ids``; ``stage_catch_up_of``).
+* Results written while the shard had no window have no entry either: a SHARD_RETENTION
+  asking ``catch_up_results`` (the engine sets it) that gives a window the shard had not
+  adds a ``ResultCatchUp`` for the positions from the start, or from the record that made
+  the window 0 (its ``position``), up to it; the owner's RETAIN_BACKFILL names the
+  ``reject`` results (``reject_positions``) and the results of records that never have a
+  lane window (``SHARD_WINDOW_KINDS``, ``result_keys``) written there, each given its
+  entry at that record's broker time + the window (``result_catch_up_of``,
+  ``reject_catch_up_of``). A result with an entry of its own is never in such a range, so
+  no result gets two (one could outlive it and remove a later result reusing its key).
+  Results of lane records written under no window (their lane's 0, or the shard's when
+  the lane had none) are not caught up: which window held for them is not in the state.
 * A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``, and so is a RETAIN_BACKFILL's;
   a ROUTE_IDENTITY's (one per shard) is kept.
 * Catch-up: messages that ended before their lane first had a retention have no entry,
@@ -71,6 +82,7 @@ from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.verdict import Verdict, applied, rejected, stale
 from nereus.records.client import Cancel, Reschedule, Schedule
+from nereus.records.codec import KINDS
 from nereus.records.system import (
     ClaimResult,
     PublishAdmission,
@@ -85,6 +97,8 @@ from nereus.state.values import (
     LaneLimit,
     Message,
     PayloadStage,
+    Result,
+    ResultCatchUp,
     RetainCatchUp,
     ShardRetentionValue,
     StageCatchUp,
@@ -92,7 +106,8 @@ from nereus.state.values import (
 )
 
 MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
-MAX_EXPIRE_AT_MS: Final = 2**64 - 1  # a retain key holds expireAt as u64
+MAX_EXPIRE_AT_MS: Final = keys.MAX_EXPIRE_AT_MS
+MAX_REJECT_POSITION: Final = 2**64 - 1  # a reject key holds its position as u64
 SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
 
 
@@ -116,6 +131,14 @@ _LANE_RECORDS: Final = frozenset({Schedule, Cancel, Reschedule, PublishAdmission
                                   ClaimResult})
 
 
+# the kinds whose result always has the shard's window, never a lane's (so none of their
+# results has an entry of its own while that is 0): not a record a lane window may cover,
+# nor a SWEEP or RETAIN_BACKFILL (a fixed window) or a ROUTE_IDENTITY (kept)
+SHARD_WINDOW_KINDS: Final = frozenset(
+    kind for cls, kind in KINDS.items()
+    if cls not in _LANE_RECORDS and cls not in (Sweep, RetainBackfill, RouteIdentity))
+
+
 def shard_window_ms(tx: Tx) -> int:
     """The shard's own dedup window (its last SHARD_RETENTION; 0: none, kept for ever)."""
     raw = tx.get(keys.META_SHARD_RETENTION)
@@ -128,8 +151,8 @@ def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None
     ``SWEEP_RESULT_WINDOW_MS``; a ROUTE_IDENTITY's: none, it is kept)."""
     cls = type(record)
     if cls is Sweep or cls is RetainBackfill:
-        tx.put(keys.retain_key(tx.broker_ms + SWEEP_RESULT_WINDOW_MS, keys.RETAIN_RESULT,
-                               dedup_key), b"")
+        tx.put(keys.retain_key(keys.expire_at(tx.broker_ms, SWEEP_RESULT_WINDOW_MS),
+                               keys.RETAIN_RESULT, dedup_key), b"")
         return
     if cls is RouteIdentity:
         return
@@ -144,7 +167,8 @@ def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None
     if window is None:
         window = shard_window_ms(tx)
     if window:
-        tx.put(keys.retain_key(tx.broker_ms + window, keys.RETAIN_RESULT, dedup_key), b"")
+        tx.put(keys.retain_key(keys.expire_at(tx.broker_ms, window), keys.RETAIN_RESULT,
+                               dedup_key), b"")
 
 
 def retain_reject(tx: Tx) -> None:
@@ -152,8 +176,8 @@ def retain_reject(tx: Tx) -> None:
     after the shard's dedup window (none: kept)."""
     window = shard_window_ms(tx)
     if window:
-        tx.put(keys.retain_key(tx.broker_ms + window, keys.RETAIN_REJECT, str(tx.position)),
-               b"")
+        tx.put(keys.retain_key(keys.expire_at(tx.broker_ms, window), keys.RETAIN_REJECT,
+                               str(tx.position)), b"")
 
 
 def _stage_entry_at(expires_at_ms: int, window_ms: int) -> int:
@@ -252,20 +276,40 @@ def sweep(tx: Tx, rec: Sweep) -> Verdict:
     return applied(f"swept {swept}; {skipped} entries already gone or not due")
 
 
+def _check_backfill(rec: RetainBackfill, stage_ids: tuple[str, ...], result_keys: tuple[str, ...],
+                    reject_positions: tuple[int, ...]) -> Verdict | None:
+    named = len(rec.delay_message_ids) + len(stage_ids) + len(result_keys) + \
+        len(reject_positions)
+    if named > MAX_SWEEP_ENTRIES:
+        what = ("messages, payload stages and results"
+                if result_keys or reject_positions else
+                "messages and payload stages" if stage_ids else "messages")
+        return rejected(Reason.INVALID_FIELD, f"a RETAIN_BACKFILL names at most "
+                        f"{MAX_SWEEP_ENTRIES} {what}, not {named}")
+    for index, position in enumerate(reject_positions):
+        if not 0 <= position <= MAX_REJECT_POSITION:
+            return rejected(Reason.INVALID_FIELD, f"reject_positions[{index}] is not a log "
+                            f"position (0 to {MAX_REJECT_POSITION}): {position}")
+    return None
+
+
 def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
     """RETAIN_BACKFILL: give each named message its lane's catch-up entry, or remove it at
     once when that time has passed; the same for each named payload stage and the shard's
-    stage catch-up; skip every id the state does not make eligible."""
+    stage catch-up, and each named result and reject and the shard's result catch-ups;
+    skip every id the state does not make eligible."""
     stage_ids = rec.payload_ids if isinstance(rec.payload_ids, tuple) else ()
-    named = len(rec.delay_message_ids) + len(stage_ids)
-    if named > MAX_SWEEP_ENTRIES:
-        what = "messages and payload stages" if stage_ids else "messages"
-        return rejected(Reason.INVALID_FIELD, f"a RETAIN_BACKFILL names at most "
-                        f"{MAX_SWEEP_ENTRIES} {what}, not {named}")
+    result_keys = rec.result_keys if isinstance(rec.result_keys, tuple) else ()
+    reject_positions = rec.reject_positions if isinstance(rec.reject_positions, tuple) else ()
+    failure = _check_backfill(rec, stage_ids, result_keys, reject_positions)
+    if failure is not None:
+        return failure
     why = fenced(tx, rec.owner_id, rec.fencing_epoch)
     if why is not None:
         return stale(Reason.FENCED, f"retention catch-up refused: {why}")
-    stages = _backfill_stages(tx, stage_ids) if stage_ids else ""
+    more = _backfill_stages(tx, stage_ids) if stage_ids else ""
+    if result_keys or reject_positions:
+        more += _backfill_results(tx, result_keys, reject_positions)
     entries = removed = skipped = 0
     for delay_message_id in rec.delay_message_ids:
         catch_up = catch_up_of(tx.get, tx.message(delay_message_id))
@@ -282,7 +326,7 @@ def backfill(tx: Tx, rec: RetainBackfill) -> Verdict:
                                    delay_message_id), keep_result)
             entries += 1
     return applied(f"caught up {entries + removed} messages ({entries} retained, {removed} "
-                   f"removed); {skipped} not eligible{stages}")
+                   f"removed); {skipped} not eligible{more}")
 
 
 def _backfill_stages(tx: Tx, payload_ids: tuple[str, ...]) -> str:
@@ -299,6 +343,72 @@ def _backfill_stages(tx: Tx, payload_ids: tuple[str, ...]) -> str:
             entries += 1
     return (f"; {entries + removed} payload stages caught up ({entries} retained, {removed} "
             f"removed), {skipped} not eligible")
+
+
+def _backfill_results(tx: Tx, result_keys: tuple[str, ...],
+                      reject_positions: tuple[int, ...]) -> str:
+    """The result part of a RETAIN_BACKFILL; what it did, for the result."""
+    entries = removed = skipped = 0
+    named = [(keys.result_key(key), result_catch_up_of(tx.get, key)) for key in result_keys]
+    named += [(keys.reject_key(position), reject_catch_up_of(tx.get, position))
+              for position in reject_positions]
+    for held, found in named:
+        if found is None:
+            skipped += 1
+        elif found[1] <= tx.broker_ms:
+            tx.delete(held)
+            removed += 1
+        else:
+            tx.put(found[0], b"")
+            entries += 1
+    return (f"; {entries + removed} results caught up ({entries} retained, {removed} "
+            f"removed), {skipped} not eligible")
+
+
+def _result_catch_ups(get: Callable[[bytes], bytes | None]) -> tuple[ResultCatchUp, ...]:
+    raw = get(keys.META_SHARD_RETENTION)
+    return () if raw is None else decode_value(raw, ShardRetentionValue).catch_ups()
+
+
+def _covering(get: Callable[[bytes], bytes | None], catch_ups: tuple[ResultCatchUp, ...],
+              position: int, kind: bytes, ident: str) -> tuple[bytes, int] | None:
+    for catch_up in catch_ups:
+        if catch_up.covers(position):
+            key = keys.retain_key(catch_up.expire_at_ms, kind, ident)
+            return None if get(key) is not None else (key, catch_up.expire_at_ms)
+    return None
+
+
+def result_catch_up_of(get: Callable[[bytes], bytes | None],
+                       dedup_key: str) -> tuple[bytes, int] | None:
+    """The catch-up entry (key, time) the result under ``dedup_key`` should get now (None:
+    not eligible): it exists, its record's kind always has the shard's window
+    (``SHARD_WINDOW_KINDS``), it was written in the range of one of the shard's result
+    catch-ups (while the shard had no window, so it has no entry of its own, and its key
+    was not reused meanwhile: nothing removed it), and has no entry of that catch-up yet.
+    A result written under a window, with an entry of its own, is never named a second
+    time: such an entry could outlive it and remove a later result reusing its key."""
+    catch_ups = _result_catch_ups(get)
+    if not catch_ups:
+        return None
+    held = get(keys.result_key(dedup_key))
+    if held is None:
+        return None
+    result = decode_value(held, Result)
+    if result.kind not in SHARD_WINDOW_KINDS:
+        return None
+    return _covering(get, catch_ups, result.position, keys.RETAIN_RESULT, dedup_key)
+
+
+def reject_catch_up_of(get: Callable[[bytes], bytes | None],
+                       position: int) -> tuple[bytes, int] | None:
+    """The catch-up entry (key, time) the ``reject`` result at ``position`` should get now
+    (None: not eligible): it exists, was written in the range of one of the shard's
+    result catch-ups, and has no entry of that catch-up yet."""
+    catch_ups = _result_catch_ups(get)
+    if not catch_ups or get(keys.reject_key(position)) is None:
+        return None
+    return _covering(get, catch_ups, position, keys.RETAIN_REJECT, str(position))
 
 
 def stage_catch_up_of(get: Callable[[bytes], bytes | None],

@@ -188,9 +188,9 @@ class Tx:
         if limits is None or not isinstance(limits.retention_ms, int) or not limits.retention_ms:
             return
         window = limits.dedup_window_ms if isinstance(limits.dedup_window_ms, int) else 0
-        keep_result = (self.broker_ms + window).to_bytes(8, "big") if window else b""
-        self.put(keys.retain_key(self.broker_ms + limits.retention_ms, keys.RETAIN_MESSAGE,
-                                 message.delay_message_id), keep_result)
+        keep_result = keys.u64(keys.expire_at(self.broker_ms, window)) if window else b""
+        self.put(keys.retain_key(keys.expire_at(self.broker_ms, limits.retention_ms),
+                                 keys.RETAIN_MESSAGE, message.delay_message_id), keep_result)
 
     def forget_message(self, message: Message) -> None:
         """Remove ``message`` (a retention sweep) and take it out of its lane's counts."""

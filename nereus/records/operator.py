@@ -88,6 +88,12 @@ class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"
     # have no ``p`` entry, are caught up by RETAIN_BACKFILL records. UNSET: not encoded,
     # so older records keep their bytes (and their effect: none).
     catch_up: bool | msgspec.UnsetType = msgspec.UNSET
+    # True (the engine sets it): when this record gives the shard a window it had not,
+    # the ``reject`` results and the results of records that never have a lane window
+    # written meanwhile (from the start, or from the record that made it 0), which have no
+    # entry, are caught up by RETAIN_BACKFILL records too. UNSET: not encoded (older
+    # records keep their bytes, and their effect: none).
+    catch_up_results: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):

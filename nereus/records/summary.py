@@ -94,6 +94,10 @@ def summarize(record: Record) -> str:
         case system.RetainBackfill():
             stages = (f" and {len(record.payload_ids)} payload stages"
                       if isinstance(record.payload_ids, tuple) else "")
+            if isinstance(record.result_keys, tuple):
+                stages += f" and {len(record.result_keys)} results"
+            if isinstance(record.reject_positions, tuple):
+                stages += f" and {len(record.reject_positions)} rejects"
             return (f"catch up retention of {len(record.delay_message_ids)} messages{stages} "
                     f"owner={record.owner_id} epoch={record.fencing_epoch}")
         case operator.LaneGate():

@@ -126,9 +126,14 @@ class RetainBackfill(msgspec.Struct, frozen=True, kw_only=True, tag="RETAIN_BACK
     mutation_id: str
     owner_id: str
     fencing_epoch: int
-    delay_message_ids: tuple[str, ...]  # at most 500, with payload_ids
+    delay_message_ids: tuple[str, ...]  # at most 500 ids and positions in all
     # payload stages no message used, from before the shard's window was given (the
     # shard's ``stage_catch_up``): each still eligible gets its ``p`` entry, or goes at
     # once when that time has passed. UNSET: not encoded (records naming none keep the
     # bytes they had before it existed).
     payload_ids: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
+    # results from while the shard had no window (its ``result_catch_ups``): dedup keys of
+    # results, and positions of ``reject`` results; each still eligible gets its entry, or
+    # goes at once when that time has passed. UNSET: not encoded, as ``payload_ids``.
+    result_keys: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
+    reject_positions: tuple[int, ...] | msgspec.UnsetType = msgspec.UNSET

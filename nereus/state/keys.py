@@ -185,6 +185,16 @@ RETAIN_KINDS: Final = (RETAIN_MESSAGE, RETAIN_RESULT, RETAIN_REJECT, RETAIN_PAYL
 RETAIN_ID_AT: Final = 10  # prefix, u64 expireAt, kind byte: the id starts here
 
 
+MAX_EXPIRE_AT_MS: Final = 2**64 - 1  # a retain key holds expireAt as u64
+
+
+def expire_at(broker_ms: int, span_ms: int) -> int:
+    """``broker_ms + span_ms`` held inside a u64, as a retain key's expireAt: a retention
+    or window too long to hold (a record's field is any MessagePack integer) means "not in
+    this key space's lifetime" instead of an overflow that would stop apply."""
+    return min(max(broker_ms + span_ms, 0), MAX_EXPIRE_AT_MS)
+
+
 def retain_key(expire_at_ms: int, kind: bytes, ident: str) -> bytes:
     """When ``ident`` (a delayMessageId for ``m``, a dedup key for ``r``) may be swept."""
     return RETAIN + expire_at_ms.to_bytes(8, "big") + kind + ident.encode()

@@ -214,6 +214,23 @@ class StageCatchUp(msgspec.Struct, frozen=True, kw_only=True):
     window_ms: int
 
 
+class ResultCatchUp(msgspec.Struct, frozen=True, kw_only=True):
+    """What a shard window given (first, or back after 0) leaves to catch up among results
+    (``ShardRetentionValue.result_catch_ups``): every ``reject`` result, and every result
+    of a record that never has a lane window (``retention.SHARD_WINDOW_KINDS``), written at
+    a position from ``after_position`` up to ``before_position`` was written while the
+    shard had no window and so has no entry of its own; a RETAIN_BACKFILL gives each one
+    at ``expire_at_ms`` (the broker time the window was given + that window)."""
+
+    after_position: int
+    before_position: int
+    expire_at_ms: int
+
+    def covers(self, position: int) -> bool:
+        """Whether a result written at ``position`` was written in its range."""
+        return self.after_position <= position < self.before_position
+
+
 class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
     """The shard's own dedup window (``meta/shard_retention``), from its last applied
     SHARD_RETENTION: how long a result whose record has no lane window (a barrier, a
@@ -225,6 +242,24 @@ class ShardRetentionValue(msgspec.Struct, frozen=True, kw_only=True):
     # set by a SHARD_RETENTION asking for it (``catch_up``) that gives the shard a window it
     # had not (none before, or 0); UNSET (not encoded, so older values keep their bytes)
     stage_catch_up: StageCatchUp | msgspec.UnsetType = msgspec.UNSET
+    # one per window given that the shard had not, by a SHARD_RETENTION asking for it
+    # (``catch_up_results``); their ranges never meet. UNSET: none (not encoded)
+    result_catch_ups: tuple[ResultCatchUp, ...] | msgspec.UnsetType = msgspec.UNSET
+    # with a window of 0 set by a SHARD_RETENTION asking ``catch_up_results``: from where
+    # results have had no entry (0 when the shard had no window before, else that record's
+    # position). UNSET: not encoded
+    kept_since: int | msgspec.UnsetType = msgspec.UNSET
+
+    def catch_ups(self) -> tuple[ResultCatchUp, ...]:
+        """The shard's result catch-ups, oldest first (none: empty)."""
+        found = self.result_catch_ups
+        return found if isinstance(found, tuple) else ()
+
+    def kept_from(self) -> int:
+        """From where results have had no entry under this value's window of 0: its
+        ``kept_since``, or (a value from before it) the record that set it, which is
+        where it is known to begin."""
+        return self.kept_since if isinstance(self.kept_since, int) else self.position
 
 
 class PayloadStage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

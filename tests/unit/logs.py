@@ -9,12 +9,18 @@ fixed list of (bytes, broker ms), which tests then apply in other ways and compa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from hypothesis import strategies as st
 
 from nereus import records as r
+from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import LogRecord, Receipt
 from nereus.state import keys
+from nereus.state.digest import digest_sorted
+from nereus.state.store import ShardStore
+from nereus.state.values import Identity
 from nereus.testing import MemoryShard
 from tests.unit.builders import OWNER, admission, barrier, cancel, op, outcome, reschedule, schedule
 
@@ -131,3 +137,54 @@ class ListLog:
 
     def close(self) -> None:
         pass
+
+
+class LogWriter:
+    """What a strategy drawing a log holds: a MemoryShard, the log it applied and the
+    broker time of the next record."""
+
+    def __init__(self, now: int = 1_000) -> None:
+        self.shard = MemoryShard()
+        self.log: LogEntries = []
+        self.now = now
+
+    def add(self, record: r.Record | bytes) -> None:
+        """Apply ``record`` at ``now`` and append it to the log."""
+        data = record if isinstance(record, bytes) else r.encode(record)
+        self.shard.apply(data, broker_ms=self.now)
+        self.log.append((data, self.now))
+
+
+IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
+
+
+def live_and_restored_digests(entries: LogEntries, *, cut: int, batch: int) -> tuple[str, str]:
+    """The digests of ``entries`` applied live into RocksDB in batches of ``batch``, and
+    of a copy of that database taken after the records before ``cut`` then caught up: a
+    replay from a checkpoint. Tests compare both with a replay from empty in memory."""
+    log = ListLog(entries)
+    with TemporaryDirectory() as tmp:
+        live_path, copy_path = Path(tmp) / "live", Path(tmp) / "checkpoint"
+        with ShardStore.open(live_path, identity=IDENTITY, create=True) as live:
+            runner = ShardRunner(live, log, batch_records=batch)
+            runner.run_until_caught_up(stop_at=cut - 1)
+            live.create_checkpoint(copy_path)
+            runner.run_until_caught_up()
+            live_digest = digest_sorted(live.scan(b"\x00", b"\x80"))
+        with ShardStore.open(copy_path, identity=IDENTITY) as restored:
+            ShardRunner(restored, log, batch_records=batch).run_until_caught_up()
+            restored_digest = digest_sorted(restored.scan(b"\x00", b"\x80"))
+    return live_digest, restored_digest
+
+
+def replayed_in_agreement(entries: LogEntries, data: st.DataObject) -> MemoryShard:
+    """``entries`` replayed from empty in memory, once its digest is shown equal to the
+    live and the restored ones (``live_and_restored_digests``, at a drawn cut and batch)."""
+    cut = data.draw(st.integers(min_value=0, max_value=len(entries)))
+    batch = data.draw(st.integers(min_value=1, max_value=9))
+    live_digest, restored_digest = live_and_restored_digests(entries, cut=cut, batch=batch)
+    shard = MemoryShard(identity=IDENTITY)
+    for raw, ms in entries:
+        shard.apply(raw, broker_ms=ms)
+    assert live_digest == restored_digest == shard.digest()
+    return shard

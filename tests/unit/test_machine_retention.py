@@ -4,22 +4,15 @@ in the log, so live, replay and replay from a checkpoint keep equal digests."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from tempfile import TemporaryDirectory
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus import records as r
-from nereus.adapters.runner import ShardRunner
 from nereus.machine import Reason
 from nereus.records import MessageState, ResultStatus
 from nereus.records.vocabulary import TERMINAL_STATES
 from nereus.state import keys
-from nereus.state.digest import digest_sorted
-from nereus.state.store import ShardStore
 from nereus.state.values import (
-    Identity,
     LaneLimit,
     Message,
     PayloadStage,
@@ -28,9 +21,8 @@ from nereus.state.values import (
 )
 from nereus.testing import MemoryShard
 from tests.unit.builders import activate, admission, cancel, op, outcome, schedule
-from tests.unit.logs import ListLog, LogEntries, due_sweep, shard_logs
+from tests.unit.logs import IDENTITY, LogEntries, due_sweep, live_and_restored_digests, shard_logs
 
-IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
 S = 1_000  # one second, in ms
 
 
@@ -253,18 +245,7 @@ def test_live_replay_and_checkpoint_agree_with_sweeps(entries: LogEntries,
     that is terminal and due by the last SWEEP's time is one the sweep had not named."""
     cut = data.draw(st.integers(min_value=0, max_value=len(entries)))
     batch = data.draw(st.integers(min_value=1, max_value=9))
-    log = ListLog(entries)
-    with TemporaryDirectory() as tmp:
-        live_path, copy_path = Path(tmp) / "live", Path(tmp) / "checkpoint"
-        with ShardStore.open(live_path, identity=IDENTITY, create=True) as live:
-            runner = ShardRunner(live, log, batch_records=batch)
-            runner.run_until_caught_up(stop_at=cut - 1)
-            live.create_checkpoint(copy_path)
-            runner.run_until_caught_up()
-            live_digest = digest_sorted(live.scan(b"\x00", b"\x80"))
-        with ShardStore.open(copy_path, identity=IDENTITY) as restored:
-            ShardRunner(restored, log, batch_records=batch).run_until_caught_up()
-            restored_digest = digest_sorted(restored.scan(b"\x00", b"\x80"))
+    live_digest, restored_digest = live_and_restored_digests(entries, cut=cut, batch=batch)
     replayed = _replay(entries)
     assert live_digest == restored_digest == replayed.digest()
     for key in replayed.data:

@@ -6,29 +6,29 @@ replay and replay from a checkpoint keep equal digests."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
-from tempfile import TemporaryDirectory
 
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nereus import records as r
-from nereus.adapters.runner import ShardRunner
 from nereus.machine import Reason
 from nereus.machine.retention import catch_up_of
 from nereus.records import ResultStatus
 from nereus.records.vocabulary import TERMINAL_STATES
 from nereus.state import keys
-from nereus.state.digest import digest_sorted
-from nereus.state.store import ShardStore
-from nereus.state.values import Identity, LaneLimit, Result, RetainCatchUp, decode_value
+from nereus.state.values import LaneLimit, Result, RetainCatchUp, decode_value
 from nereus.testing import MemoryShard
 from tests.unit.builders import OWNER, activate, admission, barrier, cancel, op, outcome, schedule
-from tests.unit.logs import MIDS, ListLog, LogEntries, due_sweep
+from tests.unit.logs import (
+    MIDS,
+    LogEntries,
+    LogWriter,
+    due_sweep,
+    replayed_in_agreement,
+)
 
 S = 1_000  # one second, in ms
-IDENTITY = Identity(route="default", partition=0, schema_version=keys.SCHEMA_VERSION)
 
 
 def first_retention(shard: MemoryShard, at_ms: int, *, catch_up: bool = True,
@@ -231,20 +231,13 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
     """Messages scheduled, published, cancelled; at a drawn point the lanes' first retention
     (asking to catch up, or not); then owner-style RETAIN_BACKFILLs (every eligible id, plus
     drawn ones) and SWEEPs among the other operations."""
-    shard = MemoryShard()
-    log: LogEntries = []
-    now = 1_000
-
-    def add(record: r.Record | bytes) -> None:
-        data = record if isinstance(record, bytes) else r.encode(record)
-        shard.apply(data, broker_ms=now)
-        log.append((data, now))
-
+    writer = LogWriter()
+    shard, log, add = writer.shard, writer.log, writer.add
     add(barrier())
     count = draw(st.integers(min_value=8, max_value=max_ops))
     limits_at = draw(st.integers(count // 3, count - 1))
     for n in range(count):
-        now += draw(st.integers(min_value=0, max_value=400))
+        writer.now += draw(st.integers(min_value=0, max_value=400))
         if n == limits_at:
             for lane in ("local", "slow"):
                 add(r.LaneLimits(lane=lane, retention_ms=draw(st.integers(0, 4_000)),
@@ -259,13 +252,13 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
                                      "backfill", "sweep", "redeliver", "limits", "limits"]))
         message = shard.message(mid)
         if kind == "schedule":
-            add(schedule(mid, now + draw(st.integers(0, 1_000)), cmd=f"s{n}",
+            add(schedule(mid, writer.now + draw(st.integers(0, 1_000)), cmd=f"s{n}",
                          lane=draw(st.sampled_from(["local", "slow"]))))
         elif kind == "cancel":
             add(cancel(mid, cmd=f"c{n}"))
         elif kind == "admit" and message is not None and message.work_digest is not None:
-            now = max(now, message.action_at_ms)
-            add(admission(shard, mid, f"a{n}", earliest=now))
+            writer.now = max(writer.now, message.action_at_ms)
+            add(admission(shard, mid, f"a{n}", earliest=writer.now))
         elif kind == "outcome" and message is not None and message.open_attempt_id:
             add(outcome(mid, message.open_attempt_id,
                         draw(st.sampled_from([r.Outcome.PUBLISHED, r.Outcome.UNKNOWN])),
@@ -276,7 +269,7 @@ def catch_up_logs(draw: st.DrawFn, max_ops: int = 50) -> LogEntries:
             add(r.RetainBackfill(mutation_id=f"bf{n}", owner_id=OWNER, fencing_epoch=1,
                                  delay_message_ids=tuple(eligible + extra)))
         elif kind == "sweep":
-            add(due_sweep(shard, now, f"sw{n}"))
+            add(due_sweep(shard, writer.now, f"sw{n}"))
         elif kind == "limits":  # lane local's retention to 0 (kept) and back, asking or not
             lane = "local"
             held = shard.get(keys.lane_limits_key(lane))
@@ -301,24 +294,7 @@ def test_live_replay_and_checkpoint_agree_with_backfills(entries: LogEntries,
     the owner has named every id and swept far ahead: no message had two entries, none a
     catch-up covers is left, and when every LANE_LIMITS asked to catch up, no terminal
     message is left in a lane that has a retention now."""
-    cut = data.draw(st.integers(min_value=0, max_value=len(entries)))
-    batch = data.draw(st.integers(min_value=1, max_value=9))
-    log = ListLog(entries)
-    with TemporaryDirectory() as tmp:
-        live_path, copy_path = Path(tmp) / "live", Path(tmp) / "checkpoint"
-        with ShardStore.open(live_path, identity=IDENTITY, create=True) as live:
-            runner = ShardRunner(live, log, batch_records=batch)
-            runner.run_until_caught_up(stop_at=cut - 1)
-            live.create_checkpoint(copy_path)
-            runner.run_until_caught_up()
-            live_digest = digest_sorted(live.scan(b"\x00", b"\x80"))
-        with ShardStore.open(copy_path, identity=IDENTITY) as restored:
-            ShardRunner(restored, log, batch_records=batch).run_until_caught_up()
-            restored_digest = digest_sorted(restored.scan(b"\x00", b"\x80"))
-    shard = MemoryShard(identity=IDENTITY)
-    for raw, ms in entries:
-        shard.apply(raw, broker_ms=ms)
-    assert live_digest == restored_digest == shard.digest()
+    shard = replayed_in_agreement(entries, data)
     end = (entries[-1][1] if entries else 0) + 10**9
     decoded = [r.decode(raw) for raw, _ in entries]
     asked = all(x.catch_up is True and x.catch_up_kept is True

@@ -336,3 +336,25 @@ def test_a_stage_reserved_before_the_window_and_committed_after_it_gets_its_entr
     assert "1 unused payload stages" in (sweep(shard, 105 * S, "sw").detail or "")
     assert shard.get(keys.payload_key("late")) is None
     assert retained(reserved_then_window(None), keys.RETAIN_PAYLOAD) == []
+
+
+def test_a_window_or_retention_too_long_for_a_retain_key_never_stops_apply() -> None:
+    """A SHARD_RETENTION and a LANE_LIMITS whose windows and retention are the largest
+    MessagePack integer (hostile, or a typo in a hand-written record): every record after
+    them still applies, and each entry's time is held at the u64's end (an overflow there
+    stopped apply, and so the shard, on every replay)."""
+    huge = 2**64 - 1
+    shard = MemoryShard()
+    activate(shard)
+    assert _window(shard, huge, 10**12).status == ResultStatus.APPLIED
+    limits = shard.result(r.LaneLimits(lane="local", retention_ms=huge, dedup_window_ms=huge,
+                                       catch_up=True, catch_up_kept=True, **op("huge")),
+                          broker_ms=10**12)
+    assert limits.status == ResultStatus.APPLIED, limits.detail
+    for record in (r.QueryBarrier(command_id="q"), schedule("m1", 10**12 + S),
+                   cancel("m1"), b"garbage"):
+        assert shard.apply(record, broker_ms=10**12).result.status in (
+            ResultStatus.APPLIED, ResultStatus.REJECTED)
+    times = {keys.split_retain_key(key)[0] for key in shard.data if key[:1] == keys.RETAIN}
+    assert times == {keys.MAX_EXPIRE_AT_MS}, times
+    assert shard.get(keys.result_key("c/q")) is not None

@@ -56,8 +56,8 @@ class Owner:
                                new_id=lambda: next(self.ids), scan_keys=5)
 
     def appended(self) -> list[tuple[str, ...]]:
-        """The ids each RETAIN_BACKFILL the outbox appended names (messages, then payload
-        stages); applies them."""
+        """The ids each RETAIN_BACKFILL the outbox appended names (messages, result keys,
+        ``reject@<position>``, then payload stages); applies them."""
         start = self.log.end_position()
         self.outbox.flush()
         self.runner.run_until_caught_up()
@@ -66,7 +66,10 @@ class Owner:
             record = r.decode(item.payload)
             assert isinstance(record, r.RetainBackfill)
             stages = record.payload_ids if isinstance(record.payload_ids, tuple) else ()
-            named.append(record.delay_message_ids + stages)
+            results = record.result_keys if isinstance(record.result_keys, tuple) else ()
+            rejects = tuple(f"reject@{position}" for position in record.reject_positions) \
+                if isinstance(record.reject_positions, tuple) else ()
+            named.append(record.delay_message_ids + results + rejects + stages)
         return named
 
     def looks(self, trigger: BackfillTrigger, count: int) -> list[tuple[str, ...]]:
@@ -169,3 +172,32 @@ def test_stages_from_before_the_shards_window_are_named_after_the_messages(
     assert staged == {"p0", "p1", "p2"}
     owner.store.close()
 
+
+
+def test_results_and_rejects_from_before_the_shards_window_are_named_in_key_order(
+        tmp_path: Path) -> None:
+    """Three query barriers and two garbage records with no shard window, then a
+    SHARD_RETENTION giving one (asking to catch up results): after the messages the scan
+    names, from the ``result`` family, the results of records that never have a lane window
+    (the barriers, the activation, the lane's limits) but not those of the SCHEDULEs and
+    CANCELs, then the two rejects; each gets its entry, and the scan then finishes."""
+    owner = Owner(tmp_path)
+    owner.append([r.QueryBarrier(command_id=f"q{n}") for n in range(3)])
+    start = owner.log.end_position()
+    owner.log.append([b"garbage-1", b"garbage-2"])
+    owner.runner.run_until_caught_up()
+    owner.append([r.ShardRetention(dedup_window_ms=HOUR_MS, catch_up=True,
+                                   catch_up_results=True, **op("window"))])
+    trigger = owner.trigger()
+    named = sum(owner.looks(trigger, 12), ())
+    messages = [f"m{n:02}" for n in range(12)]
+    results = [name for name in named if "/" in name]
+    rejects = [f"reject@{start}", f"reject@{start + 1}"]
+    assert list(named) == messages + results + rejects
+    assert sorted(results) == sorted(["b/" + barrier().barrier_id, "m/limits-local",
+                                      "c/q0", "c/q1", "c/q2"])
+    entries = {keys.split_retain_key(key)[2] for key, _ in owner.store.scan_prefix(keys.RETAIN)}
+    assert set(results) | {str(start), str(start + 1)} <= entries
+    cursor = trigger.cursor()
+    assert cursor is not None and cursor.after is None  # finished
+    owner.store.close()
