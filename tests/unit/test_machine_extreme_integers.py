@@ -49,8 +49,10 @@ def value_of(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
 def records_of(cls: type[Any]) -> st.SearchStrategy[Any]:
     """Records of ``cls``; an operator mutation mostly without a precondition (one that
     does not match is refused before the fields this test is about are read)."""
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
     fields = {f.name: st.none() | value_of(f.type) if f.name == "precondition_digest"
-              else value_of(f.type) for f in msgspec.inspect.type_info(cls).fields}
+              else value_of(f.type) for f in info.fields}
     return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
 
 
