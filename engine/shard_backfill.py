@@ -38,7 +38,6 @@ from nereus.machine.retention import (
     catch_up_of,
     reject_catch_up_of,
     result_catch_up_of,
-    stage_catch_up,
     stage_catch_up_of,
 )
 from nereus.records import RetainBackfill, encode
@@ -50,6 +49,7 @@ from nereus.state.values import (
     PayloadStage,
     Result,
     ShardRetentionValue,
+    StageCatchUp,
     decode_value,
 )
 
@@ -103,17 +103,20 @@ class BackfillTrigger:
     def wanted(self) -> dict[str, int]:
         """Every lane with a catch-up in the replicated limits: lane -> the latest one's
         before position (a new one changes it, and the scan starts over); ``STAGES`` ->
-        the shard's stage catch-up's, when it has one."""
+        the shard's stage catch-up's, and ``RESULTS`` -> its latest result catch-up's,
+        when it has them."""
         found: dict[str, int] = {}
         for _, raw in self._store.scan_prefix(keys.META_LANE_LIMITS):
             limits = decode_value(raw, LaneLimit)
             if catch_ups := limits.catch_ups():
                 found[limits.lane] = max(c.before_position for c in catch_ups)
-        if (stages := stage_catch_up(self._store.get)) is not None:
-            found[STAGES] = stages.before_position
         held = self._store.get(keys.META_SHARD_RETENTION)
-        if held is not None and (results := decode_value(held, ShardRetentionValue).catch_ups()):
-            found[RESULTS] = results[-1].before_position
+        if held is not None:
+            shard = decode_value(held, ShardRetentionValue)
+            if isinstance(shard.stage_catch_up, StageCatchUp):
+                found[STAGES] = shard.stage_catch_up.before_position
+            if results := shard.catch_ups():
+                found[RESULTS] = results[-1].before_position
         return found
 
     def cursor(self) -> Cursor | None:
