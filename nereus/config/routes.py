@@ -32,7 +32,8 @@ class RouteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # how long a result of a record without a lane window (barriers, checkpoint marks,
     # operator mutations, payload stages, query barriers, a command naming no message) and a
     # rejected record's result answer a retry; the engine replicates it into each shard
-    # (SHARD_RETENTION, docs/rules.md §5); "0s" keeps them for ever
+    # (SHARD_RETENTION, docs/rules.md §5); "0s" keeps them for ever, and those kept go
+    # once a window is configured again (the owner catches them up)
     dedup_window: str = DEFAULT_RETENTION
 
     @property

@@ -106,7 +106,6 @@ from nereus.state.values import (
 )
 
 MAX_SWEEP_ENTRIES: Final = 500  # keys one SWEEP may name (bounds its bytes and its batch)
-MAX_EXPIRE_AT_MS: Final = keys.MAX_EXPIRE_AT_MS
 MAX_REJECT_POSITION: Final = 2**64 - 1  # a reject key holds its position as u64
 SWEEP_RESULT_WINDOW_MS: Final = 7 * 24 * 3_600_000  # a SWEEP's own result is kept this long
 
@@ -183,7 +182,7 @@ def retain_reject(tx: Tx) -> None:
 def _stage_entry_at(expires_at_ms: int, window_ms: int) -> int:
     """When a payload stage's ``p`` entry falls: its reservation's expiry + ``window_ms``.
     ``expires_at_ms`` is the client's, so any integer: the time is held inside a u64."""
-    return min(max(expires_at_ms, 0) + window_ms, MAX_EXPIRE_AT_MS)
+    return keys.expire_at(max(expires_at_ms, 0), window_ms)
 
 
 def retain_stage(tx: Tx, payload_id: str, expires_at_ms: int) -> None:
