@@ -1,5 +1,5 @@
 """When a shard loop appends a RETAIN_BACKFILL (retention catch-up,
-``nereus.machine.retention``).
+``nereus.machine.catch_up``).
 
 A lane's first retention records a ``catch_up`` (in its replicated limits), and so does a
 retention given back after it was 0 (``later_catch_ups``): the messages that ended before
@@ -32,14 +32,15 @@ import msgspec
 from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
 from nereus.engine.time_source import Clock
-from nereus.machine.retention import (
-    MAX_SWEEP_ENTRIES,
+from nereus.machine.catch_up import (
     SHARD_WINDOW_KINDS,
     catch_up_of,
     reject_catch_up_of,
     result_catch_up_of,
+    result_catch_ups,
     stage_catch_up_of,
 )
+from nereus.machine.retention import MAX_SWEEP_ENTRIES
 from nereus.records import RetainBackfill, encode
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -48,6 +49,7 @@ from nereus.state.values import (
     Message,
     PayloadStage,
     Result,
+    ResultCatchUp,
     ShardRetentionValue,
     StageCatchUp,
     decode_value,
@@ -137,6 +139,8 @@ class BackfillTrigger:
         start = keys.MSG if after is None else after + b"\x00"
         lanes = cursor.covered.keys() - {STAGES, RESULTS}
         results = RESULTS in cursor.covered
+        # read once a look: judging each result or reject would read it again
+        catch_ups = result_catch_ups(self._store.get) if results else ()
         families = [family for family, wanted in ((keys.MSG, bool(lanes)),
                                                   (keys.RESULT, results),
                                                   (keys.REJECT, results),
@@ -147,14 +151,15 @@ class BackfillTrigger:
             for key, raw in self._store.scan(max(start, family), keys.prefix_end(family)):
                 looked += 1
                 after = key
-                self._judge(family, key, raw, lanes, found)
+                self._judge(family, key, raw, lanes, catch_ups, found)
                 if found.named() >= MAX_SWEEP_ENTRIES or looked >= self._scan_keys:
                     return found._replace(cursor=Cursor(covered=cursor.covered, after=after))
         return found._replace(cursor=Cursor(covered=cursor.covered, after=None))  # finished
 
     def _judge(self, family: bytes, key: bytes, raw: bytes, lanes: set[str],
-               found: Found) -> None:
-        """Add the item at ``key`` to ``found`` if a catch-up makes it eligible."""
+               catch_ups: tuple[ResultCatchUp, ...], found: Found) -> None:
+        """Add the item at ``key`` to ``found`` if a catch-up makes it eligible
+        (``catch_ups``: the shard's result catch-ups)."""
         get = self._store.get
         if family == keys.MSG:
             message = decode_value(raw, Message)
@@ -164,11 +169,11 @@ class BackfillTrigger:
             # most results are of lane records: their kind settles them without a read
             if decode_value(raw, Result).kind in SHARD_WINDOW_KINDS:
                 dedup_key = key[len(keys.RESULT):].decode()
-                if result_catch_up_of(get, dedup_key) is not None:
+                if result_catch_up_of(get, dedup_key, catch_ups=catch_ups) is not None:
                     found.results.append(dedup_key)
         elif family == keys.REJECT:
             position = int.from_bytes(key[len(keys.REJECT):], "big")
-            if reject_catch_up_of(get, position) is not None:
+            if reject_catch_up_of(get, position, catch_ups=catch_ups) is not None:
                 found.rejects.append(position)
         else:
             payload_id = decode_value(raw, PayloadStage).payload_id

@@ -31,7 +31,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from nereus.machine import commands, control, publishing, retention
+from nereus.machine import catch_up, commands, control, publishing, retention
 from nereus.machine.limits import DEFAULT_LIMITS, Limits
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
@@ -128,7 +128,7 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
     RouteIdentity: control.route_identity,
     CheckpointMark: control.checkpoint_mark,
     Sweep: retention.sweep,
-    RetainBackfill: retention.backfill,
+    RetainBackfill: catch_up.backfill,
     **dict.fromkeys(OPERATOR_MUTATIONS, control.operator_mutation),
 }
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import msgspec
 
+from nereus.machine.catch_up import retain_committed_stage
 from nereus.machine.reasons import Reason
-from nereus.machine.retention import retain_committed_stage, retain_stage
+from nereus.machine.retention import retain_stage
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_headers, check_id, check_lane, check_times
 from nereus.machine.verdict import Ids, Verdict, applied, rejected

@@ -65,7 +65,7 @@ class LaneLimits(_Operator, frozen=True, kw_only=True, tag="LANE_LIMITS"):
     dedup_window_ms: int | msgspec.UnsetType = msgspec.UNSET
     # True (the engine sets it): if this record is the first to give the lane a retention,
     # the lane's messages that ended before it are caught up by RETAIN_BACKFILL records
-    # (``nereus.machine.retention``). UNSET: not encoded, so older records keep their bytes.
+    # (``nereus.machine.catch_up``). UNSET: not encoded, so older records keep their bytes.
     catch_up: bool | msgspec.UnsetType = msgspec.UNSET
     # True (the engine sets it): a record that sets the retention to 0 (kept) remembers
     # where, and one that gives a retention back after it was 0 catches up the lane's

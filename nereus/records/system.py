@@ -116,7 +116,7 @@ class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag="SWEEP", tag_field="k
 
 class RetainBackfill(msgspec.Struct, frozen=True, kw_only=True, tag="RETAIN_BACKFILL",
                      tag_field="kind", forbid_unknown_fields=True):
-    """Catch up retention (``nereus.machine.retention``): the terminal messages the owner
+    """Catch up retention (``nereus.machine.catch_up``): the terminal messages the owner
     found, by a cursor of its own, that ended before their lane first had a retention and
     so have no ``retain`` entry. Apply gives each one still eligible by the state (terminal,
     its lane's ``catch_up`` covering it, no entry yet) its entry at the lane's catch-up

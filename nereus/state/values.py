@@ -217,7 +217,7 @@ class StageCatchUp(msgspec.Struct, frozen=True, kw_only=True):
 class ResultCatchUp(msgspec.Struct, frozen=True, kw_only=True):
     """What a shard window given (first, or back after 0) leaves to catch up among results
     (``ShardRetentionValue.result_catch_ups``): every ``reject`` result, and every result
-    of a record that never has a lane window (``retention.SHARD_WINDOW_KINDS``), written at
+    of a record that never has a lane window (``catch_up.SHARD_WINDOW_KINDS``), written at
     a position from ``after_position`` up to ``before_position`` (while the shard had no
     window) has no entry of its own; a RETAIN_BACKFILL gives each one at ``expire_at_ms``
     (the broker time the window was given + that window)."""

@@ -16,13 +16,24 @@ from tests.daemon import running_engine, wait_for
 MESSAGES = ("r1", "r2", "r3")
 
 
+LANE = 'destination = "file"\n'  # a line of a fresh home's lane table
+ROUTE = "partitions = 1\n"  # a line of its route table
+
+
+def _init(home: Path) -> str:
+    """A fresh home (``nereus init``); its ``nereus.toml`` as written."""
+    assert run_nereus("init", home=home).code == 0
+    return (home / "nereus.toml").read_text()
+
+
+def _configure(home: Path, original: str, anchor: str, lines: str) -> None:
+    """``nereus.toml`` as ``original``, with ``lines`` after the line ``anchor``."""
+    assert anchor in original
+    (home / "nereus.toml").write_text(original.replace(anchor, anchor + lines, 1))
+
+
 def _home(path: Path) -> Path:
-    assert run_nereus("init", home=path).code == 0
-    config = path / "nereus.toml"
-    text = config.read_text()
-    anchor = 'destination = "file"\n'
-    assert anchor in text
-    config.write_text(text.replace(anchor, anchor + 'retention = "2s"\ndedup_window = "2s"\n', 1))
+    _configure(path, _init(path), LANE, 'retention = "2s"\ndedup_window = "2s"\n')
     return path
 
 
@@ -95,11 +106,7 @@ def test_messages_that_ended_before_the_first_retention_are_caught_up(tmp_path: 
     ``old`` has no retain entry of its own. The engine's RETAIN_BACKFILL names it, a SWEEP
     removes it 1 s after the retention was replicated, and replay agrees."""
     home = tmp_path / "home"
-    assert run_nereus("init", home=home).code == 0
-    config = home / "nereus.toml"
-    anchor = 'destination = "file"\n'
-    config.write_text(config.read_text().replace(
-        anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1))
+    _configure(home, _init(home), LANE, 'retention = "1s"\ndedup_window = "1s"\n')
     queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1h",
                         "--id", "old", home=home)
     assert queued.code == 0, queued.stdout + queued.stderr
@@ -120,19 +127,15 @@ def test_messages_that_ended_while_retention_was_0_go_once_it_is_given_back(
     its LANE_LIMITS gives the retention back, a RETAIN_BACKFILL names ``kept`` and a SWEEP
     removes it; replay from empty agrees."""
     home = tmp_path / "home"
-    assert run_nereus("init", home=home).code == 0
-    config = home / "nereus.toml"
-    anchor = 'destination = "file"\n'
-    original = config.read_text()
-    config.write_text(original.replace(anchor, anchor + 'retention = "0s"\n', 1))
+    original = _init(home)
+    _configure(home, original, LANE, 'retention = "0s"\n')
     with running_engine(home):
         for verb in (("schedule", "--lane", "local", "--delay", "1h", "--id", "kept"),
                      ("cancel", "kept")):
             done = run_nereus("--json", "message", *verb, "--wait", home=home)
             assert done.code == 0, done.stdout + done.stderr
         assert _state(home, "kept") == "CANCELLED"
-    config.write_text(original.replace(
-        anchor, anchor + 'retention = "1s"\ndedup_window = "1s"\n', 1))
+    _configure(home, original, LANE, 'retention = "1s"\ndedup_window = "1s"\n')
     with running_engine(home):
         wait_for(lambda: _state(home, "kept") is None, timeout=60, interval=0.2,
                  what="the message cancelled while retention was 0, caught up and swept")
@@ -166,12 +169,8 @@ def test_results_and_rejects_kept_with_no_window_go_once_a_window_is_given_back(
     from nereus.records import QueryBarrier, encode
 
     home = tmp_path / "home"
-    assert run_nereus("init", home=home).code == 0
-    config = home / "nereus.toml"
-    original = config.read_text()
-    anchor = "partitions = 1\n"
-    assert anchor in original
-    config.write_text(original.replace(anchor, anchor + 'dedup_window = "0s"\n', 1))
+    original = _init(home)
+    _configure(home, original, ROUTE, 'dedup_window = "0s"\n')
 
     def query_result() -> list[dict[str, Any]]:
         return [e for e in _held(home, "result") if "kept-query" in json.dumps(e["key"])]
@@ -184,7 +183,7 @@ def test_results_and_rejects_kept_with_no_window_go_once_a_window_is_given_back(
                  what="the query barrier and the garbage record applied")
     kinds = [entry["key"]["kind"] for entry in _held(home, "retain")]
     assert "r" not in kinds and "j" not in kinds, kinds
-    config.write_text(original.replace(anchor, anchor + 'dedup_window = "1s"\n', 1))
+    _configure(home, original, ROUTE, 'dedup_window = "1s"\n')
     with running_engine(home):
         wait_for(lambda: not query_result() and not _held(home, "reject"), timeout=60,
                  interval=0.3, what="the result and the reject caught up and swept")

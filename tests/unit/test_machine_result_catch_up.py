@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nereus import records as r
 from nereus.machine import Reason
-from nereus.machine.retention import SHARD_WINDOW_KINDS, reject_catch_up_of, result_catch_up_of
+from nereus.machine.catch_up import SHARD_WINDOW_KINDS, reject_catch_up_of, result_catch_up_of
 from nereus.records import ResultStatus
 from nereus.state import keys
 from nereus.state.values import Result, ShardRetentionValue, decode_value

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nereus import records as r
 from nereus.machine import Reason
-from nereus.machine.retention import catch_up_of
+from nereus.machine.catch_up import catch_up_of
 from nereus.records import ResultStatus
 from nereus.records.vocabulary import TERMINAL_STATES
 from nereus.state import keys
