@@ -10,7 +10,8 @@ the one it made.
 SIGTERM / SIGINT or ``POST /v1/shutdown`` stop it gracefully: the admin socket closes
 first and lets requests in progress finish, then ``Engine.stop`` runs. SIGHUP (what a
 logrotate ``postrotate`` sends) reopens ``<home>/log/engine.log`` if it was moved; it no
-longer kills the daemon.
+longer kills the daemon. SIGQUIT writes every thread's stack to ``<home>/log/engine.out``
+and the daemon runs on (``nereus.engine.process_requests``).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def run(home: Path, *, foreground: bool) -> int:
                                  engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   metrics=config.metrics.listen)
-        while requests.get() == "reopen_logs":
+        while requests.next() == "reopen_logs":
             reopened = engine_logs.reopen()
             log_event("log_reopened" if reopened else "log_not_moved",
                       path=str(engine_logs.path), reason="SIGHUP")

@@ -10,6 +10,7 @@ condition against a deadline instead of sleeping blindly. A test that runs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -122,6 +123,28 @@ def read_outbox(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.split(b"\n")[:-1]]
 
 
+def exit_status(proc: subprocess.Popen[bytes], out_path: Path, *, timeout: float,
+                what: str) -> int:
+    """The exit status of a daemon asked to stop; if it has not exited within ``timeout``
+    s, fail with the stack of every thread it has (SIGQUIT makes it write them to its
+    output, ``nereus.engine.process_requests``) and the end of its output."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        before = out_path.stat().st_size if out_path.exists() else 0
+        proc.send_signal(signal.SIGQUIT)
+        with contextlib.suppress(AssertionError):  # a process too stuck to answer: say so
+            wait_for(lambda: out_path.stat().st_size > before and
+                     b"most recent call first" in out_path.read_bytes()[before:],
+                     timeout=10, what=f"{what}'s stacks")
+        dumped = out_path.read_bytes()[before:].decode(errors="replace")
+        earlier = out_path.read_bytes()[:before].decode(errors="replace")[-3_000:]
+        raise AssertionError(
+            f"{what} (pid {proc.pid}) did not exit within {timeout} s of being asked to "
+            f"stop.\nits output before:\n{earlier}\nits threads:\n"
+            f"{dumped or '(no stacks written)'}") from None
+
+
 @contextmanager
 def owned_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     """The list a test adds its child processes to; whatever still runs at the end is
@@ -206,3 +229,7 @@ class DaemonRun:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+    def exit_status(self, timeout_s: float) -> int:
+        """Its exit status once it has stopped, or its threads' stacks if it does not."""
+        return exit_status(self.proc, self.out_path, timeout=timeout_s, what="the daemon")

@@ -35,7 +35,9 @@ consumers and readers see the message at once.
 
 ``scan_evidence`` reads the topic (every partition) from ``since_ms`` by publish time,
 with readers (which deliver-at does not delay), and reports the MessageId of messages whose
-``nereus-attempt-id`` is wanted. Absence proves nothing.
+``nereus-attempt-id`` is wanted. Absence proves nothing. A reader the broker has not yet
+re-attached after the seek is asked again until the scan's deadline
+(``has_message_available``), not taken for an unreachable broker.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from nereus.adapters._pulsar import (
     translate,
 )
 from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
+from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import NereusError
 from nereus.records import Disposition, Outcome
 
@@ -99,6 +102,11 @@ _PRODUCER_GONE: Final = frozenset({"AlreadyClosed", "NotConnected", "ProducerFen
                                    "ProducerNotInitialized"})
 _CALLBACK_GRACE_S: Final = 5.0
 _READ_WAIT_MS: Final = 2_000
+# the first pause before asking a reader again while the broker re-attaches it after a seek
+# (the client reconnects a consumer the broker closed 0.1 s later, then backs off); doubled
+# each time up to the cap
+_REATTACH_PAUSE_S: Final = 0.05
+_REATTACH_PAUSE_CAP_S: Final = 1.0
 
 
 def classify_send(result: object, *, before_send: bool) -> tuple[Outcome, Disposition]:
@@ -116,6 +124,28 @@ def classify_open_failure(error: object) -> Disposition:
     """Disposition of a batch whose producer could not be opened (all NOT_PUBLISHED)."""
     name = error if isinstance(error, str) else result_name(error)
     return OPEN_REFUSED.get(name, Disposition.LANE_UNAVAILABLE)
+
+
+def has_message_available(reader: Any, deadline: float, *,
+                          clock: Clock = SYSTEM_CLOCK) -> bool:
+    """``reader.has_message_available()``, asked again while the broker has not re-attached
+    the reader after a ``seek``.
+
+    A seek makes the broker close the reader's consumer and the client re-subscribe it a
+    moment later; a question that reaches the broker in between is refused with
+    ``BrokerMetadataError`` ("Consumer not found"; apache/pulsar-client-go#577 and
+    fsprojects/pulsar-client-dotnet#343 describe the same race in other clients). It is
+    asked again after a growing pause until ``deadline`` (on ``clock.monotonic()``); then,
+    or on any other error, the error is raised."""
+    wait = _REATTACH_PAUSE_S
+    while True:
+        try:
+            return bool(reader.has_message_available())
+        except Exception as exc:
+            if result_name(exc) != "BrokerMetadataError" or clock.monotonic() + wait > deadline:
+                raise
+        clock.sleep(wait)
+        wait = min(wait * 2, _REATTACH_PAUSE_CAP_S)
 
 
 def message_evidence(topic: str, message_id: Any) -> str:
@@ -353,7 +383,7 @@ class PulsarDestination:
             return found
         with self._lock:
             client = self._client_now()
-        deadline = time.monotonic() + self.scan_timeout_s
+        deadline = SYSTEM_CLOCK.monotonic() + self.scan_timeout_s
         try:
             partitions = client.get_topic_partitions(self.topic)
             for partition in partitions:
@@ -361,8 +391,8 @@ class PulsarDestination:
                 try:
                     if since_ms > 0:
                         reader.seek(since_ms)
-                    while len(found) < len(wanted) and time.monotonic() < deadline:
-                        if not reader.has_message_available():
+                    while len(found) < len(wanted) and SYSTEM_CLOCK.monotonic() < deadline:
+                        if not has_message_available(reader, deadline):
                             break
                         try:
                             message = reader.read_next(timeout_millis=_READ_WAIT_MS)

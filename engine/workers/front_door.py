@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import socket
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from nereus.adapters.home_lock import (
     acquire_home_lock,
@@ -41,7 +40,7 @@ from nereus.adapters.home_lock import (
     socket_path,
     write_pid_file,
 )
-from nereus.engine.process_requests import event_logger, signal_requests
+from nereus.engine.process_requests import ProcessRequests, event_logger, signal_requests
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
                 api.payloads = collector
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   workers=count, metrics=config.metrics.listen)
-        while requests.get() == "reopen_logs":
+        while requests.next() == "reopen_logs":
             engine_logs.reopen()
         log_event("engine_stopping", workers=count)
         if listener is not None:
@@ -170,19 +169,16 @@ def _write_config(store: ClusterStore, text: str, *, source: str) -> None:
     raise RuntimeError("the cluster's configuration kept changing while it was written")
 
 
-def _await_ready(store: ClusterStore, api: FrontApi,
-                 requests: queue.SimpleQueue[Literal["stop", "reopen_logs"]]) -> bool:
+def _await_ready(store: ClusterStore, api: FrontApi, requests: ProcessRequests) -> bool:
     """Wait until the workers hold their shards (``_ready``), a stop request comes, or the
     start timeout runs out; whether they did."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if _ready(store, api):
             return True
-        with contextlib.suppress(queue.Empty):
-            request = requests.get(timeout=0.1)
-            if request == "stop":
-                requests.put("stop")
-                return False
+        if requests.get(0.1) == "stop":
+            requests.put("stop")
+            return False
     return False
 
 

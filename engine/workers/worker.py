@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import queue
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from nereus.cluster.errors import NodeIdInUse
-from nereus.engine.process_requests import Request, event_logger, signal_requests
+from nereus.engine.process_requests import ProcessRequests, event_logger, signal_requests
 from nereus.engine.workers.home import (
     node_id,
     worker_config,
@@ -99,7 +98,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())
-        while requests.get() == "reopen_logs":
+        while requests.next() == "reopen_logs":
             engine_logs.reopen()
         log_event("worker_stopping")
         if not server.close():
@@ -152,7 +151,7 @@ def _await_members(node: ClusterNode, expected: set[str]) -> None:
 class _ParentWatch:
     """Asks the worker to stop once its parent (the front door) is gone."""
 
-    def __init__(self, requests: queue.SimpleQueue[Request]) -> None:
+    def __init__(self, requests: ProcessRequests) -> None:
         self._parent = os.getppid()
         self._requests = requests
         self._stop = threading.Event()

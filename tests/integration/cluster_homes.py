@@ -44,7 +44,7 @@ from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
-from tests.daemon import process_stopped
+from tests.daemon import exit_status, process_stopped
 from tests.integration.services import S3Endpoint
 from tests.integration.shard_logs import ShardLogs
 from tests.polling import now_ms, wait_until
@@ -170,7 +170,12 @@ class NodeRun:
         """SIGTERM and wait: the daemon's exit status."""
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout_s)
+        return self.exit_status(timeout_s)
+
+    def exit_status(self, timeout_s: float) -> int:
+        """Its exit status once it has stopped, or its threads' stacks if it does not."""
+        return exit_status(self.proc, self.out_path, timeout=timeout_s,
+                           what=f"node {self.node_id}")
 
 
 @dataclass
@@ -234,7 +239,7 @@ class Cluster:
             node.signal(signal.SIGCONT)
             node.signal(signal.SIGTERM)
         for node in live:
-            code = node.proc.wait(timeout=60)
+            code = node.exit_status(60)
             assert code == 0, f"{node.node_id} exited {code}:\n{node.output()}"
 
 

@@ -16,12 +16,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _bench(script: str, *args: str) -> dict[str, Any]:
+def _bench(script: str, *args: str) -> Any:
+    """What ``bench/<script> ... --json`` printed (a report, or a list of them)."""
     result = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json"],
                             capture_output=True, text=True, timeout=300, check=False, cwd=REPO)
     assert result.returncode == 0, result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
+    return json.loads(result.stdout)
 
 
 def test_apply_bench_reports_every_round_and_the_median(tmp_path: Path) -> None:
@@ -138,3 +138,13 @@ def test_scale_bench_fills_herds_idles_and_sweeps() -> None:
     assert kept["published"] == 40
     assert kept["terminal_left"] == kept["attempts_left"] == 0
     assert kept["replay_matches"] is True
+
+
+def test_sigterm_bench_counts_the_sigterms_a_busy_daemon_acted_on() -> None:
+    """bench/sigterm.py starts the daemon, keeps its admin socket busy and sends SIGTERM:
+    this tree's daemon acts on every one, and the bench says how long each exit took."""
+    (tree,) = _bench("sigterm.py", "--trials", "2")
+    assert tree["tree"] == "this tree" and tree["trials"] == 2
+    assert Path(tree["package"]).resolve() == (REPO / "nereus").resolve()
+    assert tree["not_acted_on"] == 0
+    assert 0 < tree["exit_p50_s"] <= tree["exit_max_s"]

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.cluster.records import Member
 from nereus.config import parse_config
 from nereus.engine.cluster.warmup import WarmUp, shares_home
 from nereus.engine.engine import Engine
 from nereus.engine.shard_status import ShardState
+from nereus.records import RetainBackfill, decode
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, Harness, file_lane, now_ms
 from tests.polling import wait_until
@@ -34,6 +36,15 @@ def make_engine(home: Path, events: Events | None = None) -> Engine:
     return Engine(home, config) if events is None else Engine(home, config, log_event=events)
 
 
+def owner_settled(owner: Engine, log: ShardLog) -> bool:
+    """Whether the owner appended and applied its start-up records: after its barrier and
+    the lanes' limits, the retention catch-up of their results (a RETAIN_BACKFILL, a few
+    milliseconds later). Records queued before that one would not be the log's last."""
+    end = log.end_position()
+    return owner.shards[SHARD].applied_position == end - 1 and any(
+        isinstance(decode(record.payload), RetainBackfill) for record in log.read(0, end))
+
+
 def test_a_warmed_target_activates_with_a_short_replay(tmp_path: Path) -> None:
     """While the owner holds the shard, the target's warm-up applies the whole log into its
     own state and appends nothing; after the owner lets go, the target's activation replays
@@ -41,13 +52,15 @@ def test_a_warmed_target_activates_with_a_short_replay(tmp_path: Path) -> None:
     owner = make_engine(tmp_path / "owner")
     owner.start()
     harness = Harness(owner.home, owner, 1)
+    log = owner.open_shard_log(SHARD)
     try:
+        wait_until("the owner's start-up records applied", lambda: owner_settled(owner, log), 30)
         due = now_ms() + 3_600_000
         harness.queue([harness.schedule(f"m{n}", due) for n in range(300)])
-        log = owner.open_shard_log(SHARD)
         end = log.end_position()
         loop = owner.shards[SHARD]
-        wait_until("the owner applied the log", lambda: loop.applied_position == end - 1, 30)
+        wait_until("the owner applied the log", lambda: loop.applied_position == end - 1, 30,
+                   seen=lambda: (loop.applied_position, end, log.end_position()))
 
         (tmp_path / "target").mkdir()
         (tmp_path / "target" / "shardlog").symlink_to(tmp_path / "owner" / "shardlog")
@@ -58,7 +71,7 @@ def test_a_warmed_target_activates_with_a_short_replay(tmp_path: Path) -> None:
             warm_up = WarmUp(target, SHARD, events=events, poll_s=0.01)
             warm_up.start()
             wait_until("the warm-up caught up", lambda: warm_up.applied_position == end - 1,
-                       30)
+                       30, seen=lambda: (warm_up.applied_position, end, events.seen[-3:]))
             warm_up.stop()
             assert warm_up.replayed == end
             assert log.end_position() == end  # a warm-up never appends
@@ -73,8 +86,8 @@ def test_a_warmed_target_activates_with_a_short_replay(tmp_path: Path) -> None:
             assert 5 <= tail < 10
         finally:
             target.stop()
-        log.close()
     finally:
+        log.close()
         harness.close()
         owner.stop()
 

@@ -240,7 +240,7 @@ def test_sigkill_during_bursts_and_publishing(tmp_path: Path) -> None:
                    interval_s=0.05, seen=final.status)
         stop = run_nereus("--json", "engine", "stop", "--timeout", "30", home=home)
         assert stop.code == 0, stop.stdout + stop.stderr
-        assert final.proc.wait(timeout=30) == 0, final.output()
+        assert final.exit_status(30) == 0, final.output()
     states = check_home(home, sent)
     print(f"\nseed {SEED}: kills {sent.kills}; {len(sent.schedule_ids)} schedules sent, "
           f"{sum(states.values())} applied; states {dict(states)}; CLI runs "

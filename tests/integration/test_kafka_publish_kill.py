@@ -116,7 +116,7 @@ def settle_and_stop(second: DaemonRun, made: KafkaHome, last_due_ms: int) -> Non
     wait_until("evidence recovery settling every UNKNOWN attempt that landed",
                lambda: not landed_uncertain(), 30.0, seen=landed_uncertain)
     second.proc.send_signal(signal.SIGTERM)
-    assert second.proc.wait(timeout=60) == 0, second.output()
+    assert second.exit_status(60) == 0, second.output()
 
 
 # check what was applied and published --------------------------------------------------
