@@ -7,6 +7,8 @@ digest is computed exactly like a RocksDB shard's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from nereus.machine import DEFAULT_LIMITS, Applied, Limits, apply
 from nereus.records import Record, encode
 from nereus.state import keys
@@ -29,6 +31,10 @@ class MemoryShard:
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
+
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]:
+        """The keys under ``prefix`` in key order."""
+        return iter(self.keys_with_prefix(prefix))
 
     def apply(self, record: bytes | Record, *, broker_ms: int = 0) -> Applied:
         """Apply one record at the next position and commit its writes."""

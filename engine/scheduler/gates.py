@@ -66,16 +66,28 @@ def expiry_unproven(now: TrustedTime, message: Message) -> str | None:
             f"{message.expire_at_ms} while earliest {now.earliest_ms} is not")
 
 
-def ordered_head(lane: Lane, message: Message, open_keys: set[tuple[str, str]],
-                 earlier_keys: set[str]) -> str | None:
-    """On an ORDERED lane, a key with an unsettled earlier message (an open attempt or a
-    claim: ``open_keys``; or an earlier due message of the key: ``earlier_keys``) holds
-    later messages of the key."""
+def ordered_head(lane: Lane, message: Message,
+                 open_keys: set[tuple[str, str]]) -> str | None:
+    """On an ORDERED lane, a key with an open attempt or a live claim (``open_keys``) holds
+    its other messages."""
     if not lane.ordered or message.key is None:
         return None
-    if (lane.name, message.key) in open_keys or message.key in earlier_keys:
+    if (lane.name, message.key) in open_keys:
         return f"ordered head: key {message.key!r} has an earlier unsettled message"
     return None
+
+
+def key_queue(lane: Lane, message: Message, head: tuple[str, bool] | None) -> str | None:
+    """On an ORDERED lane, only the first message of its key's queue (``head``: its id and
+    whether it is in flight; apply keeps the queue) may be claimed: a retried or declined
+    head keeps its place whatever its actionAt, and an attempt in flight holds the key."""
+    if not lane.ordered or message.key is None or head is None:
+        return None
+    holder, in_flight = head
+    if holder == message.delay_message_id:
+        return None
+    why = "has an attempt in flight" if in_flight else "is the key's head"
+    return f"ordered head: key {message.key!r}: message {holder} {why}"
 
 
 def capacity(lane: Lane, claims: int) -> str | None:

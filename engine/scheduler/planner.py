@@ -29,6 +29,7 @@ from nereus.engine.destinations.protocol import record_size
 from nereus.engine.scheduler import gates
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
+from nereus.engine.scheduler.ordered_blocker import key_head
 from nereus.engine.scheduler.payloads import (
     FetchPayload,
     Unfetched,
@@ -93,8 +94,8 @@ class _Round:
 
 @dataclass(slots=True)
 class _LaneShare:
-    """One lane's share of a round: its budget, what it has spent, what it may still
-    claim, and the ordered keys whose head it has seen (or found held)."""
+    """One lane's share of a round: its budget, what it has spent and what it may still
+    claim."""
 
     lane: Lane
     budget: int
@@ -103,7 +104,6 @@ class _LaneShare:
     used: int = 0
     backlogged: bool = False
     last_key: bytes | None = None  # the last timeline key claimed
-    held_keys: set[str] = field(default_factory=set)
 
     def full(self) -> str | None:
         """Why the lane can take no more claims now (capacity, quota), or None."""
@@ -213,8 +213,8 @@ class Planner:
         bound = prefix + keys.u64(gates.due_bound_ms(now))
         floor = self.floors.get(name, prefix)
         cursor = None if lane.ordered else self.state.cursors.get(name)
-        # an ORDERED lane is scanned from its floor every round, so the first due entry of
-        # a key seen is that key's head and no later entry of it can overtake it
+        # an ORDERED lane is scanned from its floor every round; which message of a key
+        # goes first is its key queue's (``gates.key_queue``), not the scan's order
         start = cursor if cursor is not None and floor <= cursor < bound else floor
         first_seen: bytes | None = None
         for key, raw_ref in self.store.scan(start, bound):
@@ -255,19 +255,19 @@ class Planner:
         ref = decode_value(raw_ref, WorkRef)
         if message.state != MessageState.SCHEDULED or message.work_digest != ref.work_digest:
             return True
-        held = gates.ordered_head(lane, message, rnd.open_keys, share.held_keys)
-        if lane.ordered and message.key is not None:
-            share.held_keys.add(message.key)  # the key's head, or held: later ones wait
-        if held is not None:
-            plan.waiting.setdefault(name, held)
-            return True  # ordered head: an earlier message with this key is unsettled
-        if gates.expired(now, message) is not None:
+        if gates.expired(now, message) is not None:  # expiring a held message keeps order
             plan.expiries.append(self._claim_result(
                 message, ref, now, rnd.owner, ClaimDisposition.EXPIRED,
                 f"Trusted UTC earliest {now.earliest_ms} is after expireAt "
                 f"{message.expire_at_ms}"))
             share.used += 1
             return True
+        held = gates.ordered_head(lane, message, rnd.open_keys)
+        if held is None and lane.ordered and message.key is not None:
+            held = gates.key_queue(lane, message, key_head(self.store, name, message.key))
+        if held is not None:
+            plan.waiting.setdefault(name, held)
+            return True  # ordered head: an earlier message with this key is unsettled
         if gates.expiry_unproven(now, message) is not None:
             return True  # cannot prove expiry is still open: wait, neither admit nor expire
         early = gates.not_due(now, message, self.leads.get(name, 0), name)

@@ -179,12 +179,13 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
             "publish them before deliverAt. Let them publish (or cancel/reschedule them) first",
         )
     pending = sum(lane.counts.get(state, 0) for state in UNFINISHED_STATES)
-    if mutation.ordered and not lane.ordered and pending:
+    if mutation.ordered is not None and mutation.ordered != lane.ordered and pending:
+        was = "with" if lane.ordered else "without"
         return rejected(
             Reason.ORDERING_IN_USE,
-            f"lane {lane.name} has {pending} unfinished messages placed and scheduled without "
-            "per-key order; making it ORDERED now could not keep their order. Let them "
-            "finish first",
+            f"lane {lane.name} has {pending} unfinished messages placed and scheduled {was} "
+            f"per-key order; making it {'ORDERED' if mutation.ordered else 'unordered'} now "
+            "could not keep their order or placement. Let them finish first",
         )
     tx.put_lane(msgspec.structs.replace(
         lane, config_revision=lane.config_revision + 1, **changes

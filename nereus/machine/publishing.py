@@ -156,6 +156,9 @@ def _check_lane(tx: Tx, rec: PublishAdmission, message: Message) -> tuple[Lane, 
             f"{message.expire_at_ms} is still open",
             **ids,
         )
+    failure = _check_head(tx, lane, message)
+    if failure is not None:
+        return lane, failure
     if lane.quota is not None:
         tokens, as_of = quota_tokens_milli(lane, tx.broker_ms)
         if tokens < 1_000:
@@ -168,6 +171,24 @@ def _check_lane(tx: Tx, rec: PublishAdmission, message: Message) -> tuple[Lane, 
         lane = msgspec.structs.replace(lane, quota_tokens_milli=tokens - 1_000,
                                        quota_at_ms=as_of)
     return lane, None
+
+
+def _check_head(tx: Tx, lane: Lane, message: Message) -> Verdict | None:
+    """On an ORDERED lane, only the first message of a key's queue is admitted: none of the
+    key in flight, and no SCHEDULED one with an earlier deliverAt (or an equal one scheduled
+    first). Whatever put that one back on the timeline, or scheduled it after a claim of
+    this one, the key's order holds."""
+    if not lane.ordered or message.key is None:
+        return None
+    head = tx.order_head(lane.name, message.key)
+    if head is None or head[0] == message.delay_message_id:
+        return None
+    holder, in_flight = head
+    why = "has an attempt in flight" if in_flight else "is due first (an earlier deliverAt)"
+    return stale(Reason.NOT_ORDERED_HEAD,
+                 f"lane {lane.name} is ORDERED and message {holder} of key {message.key!r} "
+                 f"{why}; this message waits for it",
+                 delay_message_id=message.delay_message_id, generation=message.generation)
 
 
 def _open_attempt(tx: Tx, rec: PublishAdmission, message: Message, lane: Lane) -> None:

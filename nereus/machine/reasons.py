@@ -42,7 +42,8 @@ class Reason(StrEnum):
     NOT_DUE = "NOT_DUE"
     ACTION_BEFORE_DELIVER = "ACTION_BEFORE_DELIVER"  # actionAt earlier than the lane's lead
     LEAD_IN_USE = "LEAD_IN_USE"  # lowering a handoff lead SCHEDULED messages may rely on
-    ORDERING_IN_USE = "ORDERING_IN_USE"  # making a lane ORDERED under unordered messages
+    ORDERING_IN_USE = "ORDERING_IN_USE"  # changing a lane's ordering under unfinished messages
+    NOT_ORDERED_HEAD = "NOT_ORDERED_HEAD"  # an ORDERED lane's key has an earlier message
     EXPIRED = "EXPIRED"
     NOT_EXPIRED = "NOT_EXPIRED"
     TIME_EVIDENCE = "TIME_EVIDENCE"

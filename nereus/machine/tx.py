@@ -16,12 +16,14 @@ written with the record, as before; the committed bytes are the same either way.
 from __future__ import annotations
 
 import hashlib
+import heapq
+from collections.abc import Iterator
 from typing import Final
 
 import msgspec
 
 from nereus.machine.limits import Limits
-from nereus.records.vocabulary import TERMINAL_STATES, MessageState
+from nereus.records.vocabulary import ADMITTED_STATES, TERMINAL_STATES, MessageState
 from nereus.state import keys
 from nereus.state.values import (
     MAX_BACKOFF_MS,
@@ -64,6 +66,16 @@ def quota_tokens_milli(lane: Lane, at_ms: int) -> tuple[int, int]:
     return min(cap, lane.quota_tokens_milli + elapsed * lane.quota), max(at_ms, lane.quota_at_ms)
 
 
+def _order_entry(message: Message) -> bytes | None:
+    """Where a keyed message sits in its key's queue while unfinished (None: nowhere)."""
+    if message.key is None or message.state in TERMINAL_STATES:
+        return None
+    return keys.order_key(message.lane, message.key, message.delay_message_id,
+                          in_flight=message.state in ADMITTED_STATES,
+                          deliver_at_ms=message.deliver_at_ms,
+                          created_position=message.created_position)
+
+
 def retry_backoff_ms(base_ms: int, retries: int) -> int:
     """Exponential backoff for the ``retries``-th retriable failure, capped."""
     return min(base_ms << max(retries - 1, 0), MAX_BACKOFF_MS) if base_ms else 0
@@ -72,17 +84,20 @@ def retry_backoff_ms(base_ms: int, retries: int) -> int:
 class Tx:
     """Reads and pending writes of one record's application."""
 
-    __slots__ = ("_deferred", "_view_get", "broker_ms", "limits", "position", "writes")
+    __slots__ = ("_deferred", "_scanned", "_view", "_view_get", "broker_ms", "limits",
+                 "position", "writes")
 
     def __init__(self, view: StateView, *, position: int, broker_ms: int, limits: Limits) -> None:
+        self._view = view
         self._view_get = view.get  # bound once: every record reads through it
         self.position = position
         self.broker_ms = broker_ms
         self.limits = limits
         self.writes: Writes = {}
-        self._deferred: dict[bytes, Lane | int] | None = (
-            view.deferred if isinstance(view, Overlay) else None
-        )
+        self._deferred: dict[bytes, Lane | int] | None = None
+        self._scanned: set[bytes] | None = None
+        if isinstance(view, Overlay):
+            self._deferred, self._scanned = view.deferred, view.scanned
 
     # raw access -------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -96,6 +111,17 @@ class Tx:
 
     def delete(self, key: bytes) -> None:
         self.writes[key] = None
+
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]:
+        """The keys under ``prefix`` as this record sees the state (its own writes over the
+        view's), in key order."""
+        mine = sorted(key for key, value in self.writes.items()
+                      if value is not None and key.startswith(prefix))
+        last = None
+        for key in heapq.merge(self._view.keys_under(prefix), mine):
+            if key != last and self.get(key) is not None:
+                yield key
+            last = key
 
     # typed access -----------------------------------------------------------------
     def message(self, delay_message_id: str) -> Message | None:
@@ -165,6 +191,7 @@ class Tx:
 
         ``key`` is ``new``'s ``msg_key`` when the caller already has it (SCHEDULE does).
         """
+        lane: Lane | None = None
         if old is None or old.state != new.state:
             lane_key = keys.lane_key(new.lane)
             lane = self._lane_at(lane_key, new.lane)
@@ -179,7 +206,36 @@ class Tx:
             self._put_lane_at(lane_key, msgspec.structs.replace(lane, counts=counts))
             if new.state in TERMINAL_STATES:  # terminal states are final: this happens once
                 self._retain_terminal(new)
+        if new.key is not None:
+            self._move_order_entry(old, new, lane)
         self.writes[key or keys.msg_key(new.delay_message_id)] = encode_value(new)
+
+    def _move_order_entry(self, old: Message | None, new: Message, lane: Lane | None) -> None:
+        """Keep a keyed message's place in its ORDERED lane's key queue (``keys.order_key``):
+        an entry while it is unfinished, ranked in flight or by deliverAt. A lane changes
+        between ORDERED and not only while it has no unfinished message (ORDERING_IN_USE),
+        so an unordered lane's messages never have entries."""
+        if lane is None:
+            lane = self._lane_at(keys.lane_key(new.lane), new.lane)
+        if not lane.ordered:
+            return
+        before = None if old is None else _order_entry(old)
+        after = _order_entry(new)
+        if before == after:
+            return
+        if before is not None:
+            self.writes[before] = None
+        if after is not None:
+            self.writes[after] = b""
+            if self._scanned is not None:
+                self._scanned.add(after)
+
+    def order_head(self, lane: str, key: str) -> tuple[str, bool] | None:
+        """The first message of ``key``'s queue on ORDERED ``lane`` and whether it is in
+        flight; None if the key has no unfinished message."""
+        prefix = keys.order_prefix(lane, key)
+        first = next(self.keys_under(prefix), None)
+        return None if first is None else keys.order_entry_message(first, prefix)
 
     def _retain_terminal(self, message: Message) -> None:
         """``message`` just ended: its ``retain`` ``m`` entry at broker time + its lane's

@@ -24,6 +24,9 @@ prefix  family       key after the prefix                                       
 0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
                      result, ``j`` reject, ``p`` payload stage), delayMessageId,
                      dedup key, source position (decimal) or payloadId (utf-8)
+0x0C    order        lane, 0x00, key length (u32 big-endian), key, rank:         empty
+                     0x00 + delayMessageId (in flight) or 0x01 + deliverAt
+                     (u64) + created position (u64) + delayMessageId
 0x81    claim        delayMessageId (utf-8)                                      engine-owned
 0x82    sched        name (utf-8)                                                engine-owned
 ======  ===========  ==========================================================  =========
@@ -39,6 +42,10 @@ Why these layouts:
 * ``obligation`` is keyed by message first so "the open attempts of this message" is one
   prefix scan; ``msgattempt`` lists every attempt of a message in attempt order, for
   ``message show``.
+* ``order`` is an ORDERED lane's per-key queue: one entry for each unfinished keyed
+  message (``nereus.machine.tx``), in-flight ones (PUBLISHING, UNCERTAIN) first, then the
+  SCHEDULED ones by deliverAt and source order, so a key's head is the first key under
+  its prefix (one seek). The key is length-prefixed: a message key may hold any byte.
 * ``retain`` is what a retention SWEEP may remove and when (``nereus.machine.retention``):
   big-endian expireAt first, so the oldest retained item is the family's first key (one
   seek tells the engine whether a sweep is due, and ``shard inspect`` shows it). An ``m``
@@ -70,6 +77,7 @@ LANE: Final = b"\x08"
 PAYLOAD: Final = b"\x09"
 MSG_ATTEMPT: Final = b"\x0a"
 RETAIN: Final = b"\x0b"  # + u64 expire_at_ms + kind (b"m" message, b"r" result) + id
+ORDER: Final = b"\x0c"  # + lane + 0x00 + u32 len + key + rank: an ORDERED lane's key queue
 CLAIM: Final = b"\x81"
 SCHED: Final = b"\x82"
 
@@ -85,6 +93,7 @@ FAMILIES: Final = {
     "payload": PAYLOAD,
     "msgattempt": MSG_ATTEMPT,
     "retain": RETAIN,
+    "order": ORDER,
     "claim": CLAIM,
     "sched": SCHED,
 }
@@ -139,6 +148,34 @@ def split_timeline_key(key: bytes) -> tuple[str, int, str]:
     """(lane, actionAt ms, delayMessageId) of a timeline key."""
     lane, _, rest = key[1:].partition(b"\x00")
     return lane.decode(), int.from_bytes(rest[:8], "big"), rest[8:].decode()
+
+
+ORDER_IN_FLIGHT: Final = b"\x00"  # rank of a PUBLISHING or UNCERTAIN message: first
+ORDER_WAITING: Final = b"\x01"  # rank of a SCHEDULED one: then by deliverAt, source order
+
+
+def order_prefix(lane: str, key: str) -> bytes:
+    """Every order entry of ``key`` on ``lane`` starts with this."""
+    raw = key.encode()
+    return ORDER + lane.encode() + b"\x00" + len(raw).to_bytes(4, "big") + raw
+
+
+def order_key(lane: str, key: str, delay_message_id: str, *, in_flight: bool,
+              deliver_at_ms: int, created_position: int) -> bytes:
+    """A message's place in its key's queue (module docstring)."""
+    if in_flight:
+        rank = ORDER_IN_FLIGHT
+    else:
+        rank = ORDER_WAITING + u64(deliver_at_ms) + u64(created_position)
+    return order_prefix(lane, key) + rank + delay_message_id.encode()
+
+
+def order_entry_message(entry: bytes, prefix: bytes) -> tuple[str, bool]:
+    """(delayMessageId, in flight) of an order entry under ``prefix``."""
+    rank = entry[len(prefix):]
+    if rank[:1] == ORDER_IN_FLIGHT:
+        return rank[1:].decode(), True
+    return rank[17:].decode(), False
 
 
 def result_key(dedup_key: str) -> bytes:

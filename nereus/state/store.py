@@ -356,6 +356,10 @@ class ShardStore:
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.scan(prefix, keys.prefix_end(prefix))
 
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]:
+        """The keys under ``prefix`` in key order (``StateView``)."""
+        return (key for key, _ in self.scan_prefix(prefix))
+
     def identity(self) -> Identity | None:
         raw = self.get(keys.META_IDENTITY)
         return None if raw is None else decode_value(raw, Identity)

@@ -8,7 +8,8 @@ ONE synced WriteBatch together with the applied position.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from nereus.state.values import Lane, encode_int, encode_value
@@ -17,9 +18,12 @@ Writes = dict[bytes, bytes | None]  # key -> new value, or None to delete
 
 
 class StateView(Protocol):
-    """Point reads of the current state."""
+    """Point reads of the current state, and the keys under a prefix in key order (an
+    ORDERED lane's key queue: apply reads the first one)."""
 
     def get(self, key: bytes) -> bytes | None: ...
+
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]: ...
 
 
 class EmptyView:
@@ -27,6 +31,9 @@ class EmptyView:
 
     def get(self, key: bytes) -> bytes | None:
         return None
+
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]:
+        return iter(())
 
 
 _KEEP_READ_BYTES = 256  # base values up to this size are kept for the batch
@@ -53,7 +60,7 @@ class Overlay:
     use (the runner writes it only after the batch, with ``finish``).
     """
 
-    __slots__ = ("_base", "_base_get", "_read", "deferred", "writes")
+    __slots__ = ("_base", "_base_get", "_read", "deferred", "scanned", "writes")
 
     def __init__(self, base: StateView) -> None:
         self._base = base
@@ -61,6 +68,9 @@ class Overlay:
         self.writes: Writes = {}
         self.deferred: dict[bytes, Lane | int] = {}
         self._read: dict[bytes, bytes | None] = {}  # base reads of this batch, misses too
+        # keys of the scanned families (``order``) this batch may have written: a superset,
+        # filtered by ``get`` (a record whose writes were dropped noted them too)
+        self.scanned: set[bytes] = set()
 
     def get(self, key: bytes) -> bytes | None:
         writes = self.writes
@@ -76,6 +86,17 @@ class Overlay:
         if value is None or len(value) <= _KEEP_READ_BYTES:
             read[key] = value
         return value
+
+    def keys_under(self, prefix: bytes) -> Iterator[bytes]:
+        """The keys under ``prefix`` as the batch leaves them, in key order: the base's and
+        those noted in ``scanned``, less the deleted."""
+        noted = sorted(key for key in self.scanned if key.startswith(prefix))
+        merged = heapq.merge(self._base.keys_under(prefix), noted)
+        last = None
+        for key in merged:
+            if key != last and self.get(key) is not None:
+                yield key
+            last = key
 
     def merge(self, writes: Mapping[bytes, bytes | None]) -> None:
         self.writes.update(writes)

@@ -19,12 +19,21 @@ import pytest
 
 from nereus.adapters.shardlog.factory import open_shard_log
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.records import Gate, LaneGate, PublishAdmission, decode, encode
+from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.records import (
+    Disposition,
+    Gate,
+    LaneGate,
+    Outcome,
+    PublishAdmission,
+    decode,
+    encode,
+)
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import parse_time_ms
-from tests.integration.doubles import DelegatingLog
+from tests.integration.doubles import DelegatingLog, QuietDestination
 from tests.integration.engine_harness import now_ms, running_engine
 
 if TYPE_CHECKING:
@@ -145,3 +154,42 @@ def _found(api: AdminApi, mid: str) -> bool:
     except NotFound:
         return False
     return True
+
+
+class RefusesFirstSendOf(QuietDestination):
+    """A file destination that refuses the first send of one message (NOT_PUBLISHED
+    RETRIABLE: the broker said no, nothing was written) and takes every other."""
+
+    def __init__(self, path: Path, target: str) -> None:
+        from nereus.engine.destinations.file import FileDestination
+
+        self.file = FileDestination("local", path)
+        self.target = target
+        self.refused = threading.Event()
+
+    def publish(self, requests: Sequence[PublishRequest], now: Any) -> list[PublishResult]:
+        if not self.refused.is_set() and any(
+                r.template.delay_message_id == self.target for r in requests):
+            self.refused.set()
+            return [PublishResult(r.attempt_id, Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                                  "refused for the test") for r in requests]
+        return self.file.publish(requests, now)
+
+
+@pytest.mark.timeout(120)
+def test_a_head_refused_once_is_published_before_the_rest_of_its_key(tmp_path: Path) -> None:
+    """Five messages of one key due 100 ms apart; the destination refuses the first's first
+    send (retriable), so it goes back on the timeline after its backoff, behind the others'
+    due times. All five reach the destination once each, in deliverAt order: the others
+    wait for the head (before, they were published first)."""
+    home = tmp_path / "home"
+    destination = RefusesFirstSendOf(home / "outbox" / "local.jsonl", "k-0")
+    with running_engine(home, partitions=1, lanes=ORDERED_LANE,
+                        destinations={"local": destination}) as h:
+        base = now_ms() + 500
+        h.queue([h.schedule(f"k-{n}", base + n * 100, key="k") for n in range(5)])
+        h.wait_for(lambda: len(h.outbox()) >= 5, 30, "all five published")
+        lines = h.outbox()
+    assert destination.refused.is_set()
+    ids = [line["delay_message_id"] for line in lines]
+    assert ids == [f"k-{n}" for n in range(5)], ids

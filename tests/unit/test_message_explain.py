@@ -86,8 +86,8 @@ def test_earlier_gates_come_first() -> None:
 
 def test_the_holder_of_an_ordered_key_is_named(tmp_path: Path) -> None:
     """An open attempt of another message of the key names that message and attempt; with
-    none, an earlier due SCHEDULED message of the key is the head; other keys and an
-    unordered lane hold nothing."""
+    none, the first SCHEDULED message of the key's queue (the earliest deliverAt) is the
+    head; other keys and an unordered lane hold nothing."""
     lane = Lane(name="local", ordered=True)
     later = _message("m2", key="k")
     with ShardStore.open(tmp_path / "db", create=True) as store:
@@ -103,6 +103,11 @@ def test_the_holder_of_an_ordered_key_is_named(tmp_path: Path) -> None:
         head = _message("m0", key="k", action_at_ms=later.action_at_ms - 10)
         store.write({keys.msg_key("m0"): encode_value(head),
                      keys.timeline_key("local", head.action_at_ms, "m0"):
-                         encode_value(WorkRef(1, "PUBLISH", "w", 0))})
+                         encode_value(WorkRef(1, "PUBLISH", "w", 0)),
+                     keys.order_key("local", "k", "m0", in_flight=False,
+                                    deliver_at_ms=head.deliver_at_ms, created_position=1): b"",
+                     keys.order_key("local", "k", "m2", in_flight=False,
+                                    deliver_at_ms=later.deliver_at_ms, created_position=2): b""})
         assert "m0" in (ordered_blocker(store, lane, later, {}, {}) or "")
+        assert ordered_blocker(store, lane, head, {}, {}) is None
         assert ordered_blocker(store, Lane(name="local"), later, {}, {}) is None
