@@ -36,7 +36,8 @@ OBSERVED: Final = frozenset({PublishAdmission, PublishOutcome})
 ADMISSION_STALE_REASONS: Final = tuple(reason.value for reason in (
     Reason.STALE_MESSAGE_STATE, Reason.STALE_GENERATION, Reason.STALE_WORK,
     Reason.ATTEMPT_OPEN, Reason.LANE_CLOSED, Reason.LANE_AT_CAPACITY, Reason.QUOTA_EXCEEDED,
-    Reason.SHARD_PAUSED, Reason.NOT_DUE, Reason.EXPIRED, Reason.TIME_EVIDENCE, Reason.FENCED))
+    Reason.SHARD_PAUSED, Reason.NOT_DUE, Reason.EXPIRED, Reason.TIME_EVIDENCE, Reason.FENCED,
+    Reason.NOT_ORDERED_HEAD))
 
 
 class Buckets:
