@@ -113,7 +113,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and not __fish_seen_
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l lane -x -a '(__nereus_names lane)' -d 'Destination lane (from nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l deliver-at -x -d 'Not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l delay -x -d 'Not-before time from now: 30s, 5m, 2h, 1d.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l expire-at -x -d 'No new publish attempt after this time.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l expire-at -x -d 'Expire unless first admitted by this time (an admitted message\'s retries go on).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l key -x -d 'Message key.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l header -x -d 'A header K=V (repeatable).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from schedule' -l payload -x -d 'Payload text.'
@@ -132,7 +132,7 @@ complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subc
 # nereus message reschedule
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l deliver-at -x -d 'New not-before time: ISO-8601 with zone, or epoch ms.'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l delay -x -d 'New not-before time from now: 30s, 5m, 2h, 1d.'
-complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'No new publish attempt after this time.'
+complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l expire-at -x -d 'Expire unless first admitted by this time (an admitted message\'s retries go on).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l route -x -a '(__nereus_names route)' -d 'Ingress route (default: the only configured route, else default).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l wait -d 'Wait for the applied result (needs the engine running).'
 complete -c nereus -n '__fish_seen_subcommand_from message; and __fish_seen_subcommand_from reschedule' -l command-id -x -d 'The command\'s id: a retry with the same id and the same content returns the first result (exit 0) instead of acting twice; different content under it is REJECTED DUPLICATE_CONFLICT.'

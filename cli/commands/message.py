@@ -53,7 +53,9 @@ def schedule(
     delay: Annotated[str | None, typer.Option(
         "--delay", help="Not-before time from now: 30s, 5m, 2h, 1d.")] = None,
     expire_at: Annotated[str | None, typer.Option(
-        "--expire-at", help="No new publish attempt after this time.")] = None,
+        "--expire-at",
+        help="Expire unless first admitted by this time (an admitted message's retries "
+             "go on).")] = None,
     key: Annotated[str | None, typer.Option("--key", help="Message key.")] = None,
     header: Annotated[list[str] | None, typer.Option(
         "--header", help="A header K=V (repeatable).")] = None,
@@ -220,7 +222,9 @@ def reschedule(
     delay: Annotated[str | None, typer.Option(
         "--delay", help="New not-before time from now: 30s, 5m, 2h, 1d.")] = None,
     expire_at: Annotated[str | None, typer.Option(
-        "--expire-at", help="No new publish attempt after this time.")] = None,
+        "--expire-at",
+        help="Expire unless first admitted by this time (an admitted message's retries "
+             "go on).")] = None,
     route: RouteOption = None,
     wait: WaitOption = False,
     command_id: CommandIdOption = None,

@@ -9,7 +9,7 @@ rules. Each returns why it holds the message back, or None when it lets it throu
 from __future__ import annotations
 
 from nereus.records import Gate
-from nereus.state.values import Lane, Message
+from nereus.state.values import Lane, Message, admission_expire_at_ms
 from nereus.timespec import format_time_ms
 from nereus.trusted_time import TrustedTime
 
@@ -49,21 +49,23 @@ def not_due(now: TrustedTime, message: Message, lead_ms: int, lane: str) -> str 
 
 
 def expired(now: TrustedTime, message: Message) -> str | None:
-    """Trusted UTC proves expireAt has passed: the next round records it EXPIRED."""
-    if now.has_expired(message.expire_at_ms):
-        assert message.expire_at_ms is not None
+    """Trusted UTC proves expireAt has passed: the next round records it EXPIRED. A message
+    whose admission already won on time is never expired (``admission_expire_at_ms``)."""
+    expire_at_ms = admission_expire_at_ms(message)
+    if now.has_expired(expire_at_ms):
         return (f"expired: Trusted UTC earliest {now.earliest_ms} is after expireAt "
-                f"{message.expire_at_ms}")
+                f"{expire_at_ms}")
     return None
 
 
 def expiry_unproven(now: TrustedTime, message: Message) -> str | None:
     """Admission needs proof that expireAt has not passed (``latest <= expireAt``); inside
     the clock's uncertainty the message neither admits nor expires: it waits."""
-    if now.expiry_open(message.expire_at_ms):
+    expire_at_ms = admission_expire_at_ms(message)
+    if now.expiry_open(expire_at_ms):
         return None
     return (f"expiry not provable: Trusted UTC latest {now.latest_ms} is past expireAt "
-            f"{message.expire_at_ms} while earliest {now.earliest_ms} is not")
+            f"{expire_at_ms} while earliest {now.earliest_ms} is not")
 
 
 def ordered_head(lane: Lane, message: Message,

@@ -32,6 +32,7 @@ from nereus.state.values import (
     LateOutcome,
     Message,
     Obligation,
+    admission_expire_at_ms,
     encode_value,
 )
 
@@ -149,11 +150,12 @@ def _check_lane(tx: Tx, rec: PublishAdmission, message: Message) -> tuple[Lane, 
             f"{lane.name}'s handoff lead {lane.handoff_lead_ms} ms: {due_at})",
             **ids,
         )
-    if message.expire_at_ms is not None and rec.decided_latest_ms > message.expire_at_ms:
+    expire_at_ms = admission_expire_at_ms(message)
+    if expire_at_ms is not None and rec.decided_latest_ms > expire_at_ms:
         return lane, stale(
             Reason.EXPIRED,
             f"Trusted UTC latest {rec.decided_latest_ms} does not prove expireAt "
-            f"{message.expire_at_ms} is still open",
+            f"{expire_at_ms} is still open",
             **ids,
         )
     failure = _check_head(tx, lane, message)
@@ -350,6 +352,14 @@ def claim_result(tx: Tx, rec: ClaimResult) -> Verdict:
     if why is not None:
         return stale(Reason.FENCED, f"claim result refused: {why}", **ids)
     if rec.disposition == ClaimDisposition.EXPIRED:
+        if admission_expire_at_ms(message) is None and message.expire_at_ms is not None:
+            return stale(
+                Reason.NOT_EXPIRED,
+                f"this message was admitted before expireAt {message.expire_at_ms} "
+                f"(attempt {message.attempts}): expireAt closes new admissions only, and its "
+                "retries go on",
+                **ids,
+            )
         if message.expire_at_ms is None or rec.decided_earliest_ms <= message.expire_at_ms:
             return stale(
                 Reason.NOT_EXPIRED,

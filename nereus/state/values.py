@@ -60,6 +60,15 @@ class Message(msgspec.Struct, frozen=True):
     unavailable: int = 0  # attempts that never reached the destination (LANE_UNAVAILABLE)
 
 
+def admission_expire_at_ms(message: Message) -> int | None:
+    """The expireAt that still closes this message's admission: its own until an admission
+    of it has won, then none. expireAt closes new admissions only (seed 000 §4): an
+    admission that won on time is not rewritten by what comes after it (a decline, a
+    retriable failure), so its retries are admitted after expireAt too and the message is
+    never EXPIRED (``retry_max`` and ``unavailable_max`` still bound them)."""
+    return message.expire_at_ms if message.attempts == 0 else None
+
+
 class WorkRef(msgspec.Struct, frozen=True):
     """A replayable timeline entry: the work a scheduler may claim when it is due."""
 
