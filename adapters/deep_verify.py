@@ -20,7 +20,7 @@ from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import Check
-from nereus.machine import Applied, Limits
+from nereus.machine import Applied
 from nereus.state.decode import decode_key
 from nereus.state.digest import DIGEST_VERSION
 from nereus.state.store import ShardStore
@@ -41,7 +41,7 @@ def _replicated(store: ShardStore) -> dict[bytes, bytes]:
     return dict(store.replicated())
 
 
-def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
+def replay_from(image: Path, scratch: Path, log: ShardLog, *,
                 stop_at: int | None,
                 observer: Callable[[LogRecord, Applied], None] | None = None,
                 progress: Callable[[int], None] | None = None,
@@ -52,7 +52,7 @@ def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
         shutil.rmtree(scratch)
     shutil.copytree(image, scratch)
     with ShardStore.open(scratch) as store:
-        runner = ShardRunner(store, log, limits=limits, batch_records=5_000, observer=observer)
+        runner = ShardRunner(store, log, batch_records=5_000, observer=observer)
         count = 0 if stop_at is None or runner.next_position <= stop_at else -1
         if count == 0:
             count = runner.run_until_caught_up(stop_at=stop_at, progress=progress)
@@ -60,7 +60,7 @@ def replay_from(image: Path, scratch: Path, log: ShardLog, *, limits: Limits,
 
 
 def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Reference | None,
-                *, limits: Limits, progress: Callable[[int], None] | None = None) -> list[Check]:
+                *, progress: Callable[[int], None] | None = None) -> list[Check]:
     if reference is None:
         return [Check(name="deep_replay", ok=True, detail="no later checkpoint and no live "
                       "database to compare with; nothing to replay towards", skipped=True)]
@@ -72,7 +72,7 @@ def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Refer
                       f"checkpoint's {manifest.applied_position}")]
     with tempfile.TemporaryDirectory(prefix="nereus-deep-") as tmp:
         scratch = Path(tmp) / "db"
-        records, digest = replay_from(image, scratch, log, limits=limits, stop_at=target,
+        records, digest = replay_from(image, scratch, log, stop_at=target,
                                       progress=progress,
                                       digest_version=reference.digest_version)
         checks = [Check(name="deep_replay", ok=True, detail=f"replayed {records} record(s), "
@@ -84,11 +84,11 @@ def deep_checks(image: Path, manifest: Manifest, log: ShardLog, reference: Refer
         checks.append(Check(name="deep_compare", ok=False,
                             detail=f"replay digest {digest[:16]}.. differs from "
                             f"{reference.description} ({reference.digest[:16]}..)"))
-        checks.append(locate(image, log, reference, limits=limits))
+        checks.append(locate(image, log, reference))
         return checks
 
 
-def locate(image: Path, log: ShardLog, reference: Reference, *, limits: Limits) -> Check:
+def locate(image: Path, log: ShardLog, reference: Reference) -> Check:
     """The first diverging position and key between replay and the reference."""
     target = reference.applied_position
     with tempfile.TemporaryDirectory(prefix="nereus-locate-") as tmp:
@@ -99,7 +99,7 @@ def locate(image: Path, log: ShardLog, reference: Reference, *, limits: Limits) 
             for key in applied.writes:
                 touched.setdefault(key, record.position)
 
-        replay_from(image, replayed_path, log, limits=limits, stop_at=target, observer=observe)
+        replay_from(image, replayed_path, log, stop_at=target, observer=observe)
         with ShardStore.open(replayed_path, read_only=True) as replayed, \
                 ShardStore.open(reference.path, read_only=True) as ref:
             ours, theirs = _replicated(replayed), _replicated(ref)

@@ -12,7 +12,6 @@ from pathlib import Path
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.errors import NereusError
-from nereus.machine import Limits
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.digest import DIGEST_VERSION, digest_sorted
@@ -39,7 +38,6 @@ def replay_empty(
     shard: ShardId,
     into: Path,
     *,
-    limits: Limits,
     stop_at: int | None = None,
     replace: bool = False,
     progress: Callable[[int], None] | None = None,
@@ -55,6 +53,6 @@ def replay_empty(
     identity = Identity(route=shard.route, partition=shard.partition,
                         schema_version=keys.SCHEMA_VERSION)
     with ShardStore.open(into, identity=identity, create=True) as store:
-        runner = ShardRunner(store, log, limits=limits, batch_records=5_000)
+        runner = ShardRunner(store, log, batch_records=5_000)
         total = runner.run_until_caught_up(stop_at=stop_at, progress=progress)
         return ReplayReport(into, total, store.applied_position(), store_digest(store))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
 from nereus.errors import LogCorruption
-from nereus.machine import DEFAULT_LIMITS, Applied, Limits, apply
+from nereus.machine import Applied, apply
 from nereus.state.store import ShardStore
 from nereus.state.view import Overlay
 
@@ -37,13 +37,11 @@ class ShardRunner:
         store: ShardStore,
         log: ShardLog,
         *,
-        limits: Limits = DEFAULT_LIMITS,
         batch_records: int = 2_000,
         observer: AppliedObserver | None = None,
     ) -> None:
         self.store = store
         self.log = log
-        self.limits = limits
         self.batch_records = batch_records
         self.observer = observer
         applied = store.applied_position()
@@ -63,7 +61,7 @@ class ShardRunner:
         if not records:
             return BatchReport(0, None, None)
         overlay = Overlay(self.store)
-        merge, limits, dense, observer = overlay.merge, self.limits, self.dense, self.observer
+        merge, dense, observer = overlay.merge, self.dense, self.observer
         expected = self.next_position
         for record in records:
             position = record.position
@@ -73,7 +71,7 @@ class ShardRunner:
                     path=str(getattr(self.log, "directory", "shard log")), offset=expected,
                 )
             applied = apply(overlay, record.payload, position=position,
-                            broker_ms=record.broker_ms, limits=limits)
+                            broker_ms=record.broker_ms)
             merge(applied.writes)
             if observer is not None:
                 observer(record, applied)

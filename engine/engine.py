@@ -233,7 +233,7 @@ class Engine:
                 where=getattr(log, "description", f"the Shard Log of {shard}"),
                 applied=None if applied is None else decode_value(applied, RouteIdentity))
         loop = ShardLoop(
-            shard, store, log, limits=self.config.limits, clock=self.clock,
+            shard, store, log, clock=self.clock,
             publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
             new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
             checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,

@@ -14,22 +14,28 @@ lane window, and rejects) is replicated the same way, by SHARD_RETENTION. The en
 LANE_LIMITS ask for ``catch_up`` and ``catch_up_kept``: the first one to give a lane a
 retention, and one giving a retention back after it was 0, let the owner catch up the
 messages that ended before it, or while it was 0 (``shard_backfill``); its SHARD_RETENTION
-asks ``catch_up`` too, for the payload stages from before a window it gives.
+asks ``catch_up`` too, for the payload stages from before a window it gives. The shard's
+``[shard]`` limits are replicated the same way, by SHARD_LIMITS: apply reads them from the
+log, never from the configuration of whoever applies it. Every record here names the owner
+and epoch that wrote it, so one from a replaced owner is STALE ``FENCED``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from nereus.config import Config
 from nereus.engine.event_log import EventLog, safe_event
-from nereus.records import LaneConfig, LaneLimits, ResultStatus, ShardRetention
+from nereus.machine import DEFAULT_LIMITS, Limits
+from nereus.records import LaneConfig, LaneLimits, ResultStatus, ShardLimits, ShardRetention
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Lane, LaneLimit, Result, ShardRetentionValue, decode_value
 
-PolicyRecord = LaneConfig | LaneLimits | ShardRetention
+PolicyRecord = LaneConfig | LaneLimits | ShardRetention | ShardLimits
 
 
 @dataclass(slots=True)
@@ -42,6 +48,7 @@ class LanePolicies:
     ordered: dict[str, bool]
     limits: dict[str, LaneLimit]
     shard_dedup_window_ms: int | None = None
+    shard_limits: Limits | None = None  # the [shard] table (None: not replicated)
 
     @classmethod
     def of(cls, config: Config, route: str | None = None) -> LanePolicies:
@@ -56,7 +63,7 @@ class LanePolicies:
                                            retention_ms=lane.retention_ms,
                                            dedup_window_ms=lane.dedup_window_ms)
                            for name, lane in lanes.items()},
-                   shard_dedup_window_ms=window)
+                   shard_dedup_window_ms=window, shard_limits=config.limits)
 
     @classmethod
     def none(cls) -> LanePolicies:
@@ -68,6 +75,8 @@ class LanePolicies:
         self.limits.update(other.limits)
         if other.shard_dedup_window_ms is not None:
             self.shard_dedup_window_ms = other.shard_dedup_window_ms
+        if other.shard_limits is not None:
+            self.shard_limits = other.shard_limits
 
 
 def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
@@ -75,6 +84,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
     """The records that replicate each configured lane's policy where the replicated lane
     says otherwise: (lane, the changes in words, record)."""
     found: list[tuple[str, str, PolicyRecord]] = []
+    fence = {"owner_id": owner_id, "fencing_epoch": epoch}
     for name in sorted(set(policies.leads) | set(policies.ordered)):
         raw = store.get(keys.lane_key(name))
         lane = decode_value(raw, Lane) if raw else Lane(name=name)
@@ -90,7 +100,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
                 lane=name, operator=f"engine {owner_id}",
                 reason=f"lane {name} as configured: {listed}",
                 idempotency_key=f"config:{name}:{listed}:{owner_id}:{epoch}",
-                **changes)))  # type: ignore[arg-type]
+                **fence, **changes)))  # type: ignore[arg-type]
     for name, wanted in sorted(policies.limits.items()):
         raw = store.get(keys.lane_limits_key(name))
         held = decode_value(raw, LaneLimit) if raw else LaneLimit(lane=name)
@@ -106,7 +116,7 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
             max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
             retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms,
-            catch_up=True, catch_up_kept=True)))
+            catch_up=True, catch_up_kept=True, owner_id=owner_id, fencing_epoch=epoch)))
     window = policies.shard_dedup_window_ms
     if window is not None:
         raw = store.get(keys.META_SHARD_RETENTION)
@@ -116,7 +126,20 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             found.append(("*", listed, ShardRetention(
                 operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
                 f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
-                dedup_window_ms=window, catch_up=True, catch_up_results=True)))
+                dedup_window_ms=window, catch_up=True, catch_up_results=True,
+                owner_id=owner_id, fencing_epoch=epoch)))
+    limits = policies.shard_limits
+    if limits is not None:
+        raw = store.get(keys.META_SHARD_LIMITS)
+        in_force = DEFAULT_LIMITS if raw is None else decode_value(raw, Limits)
+        if in_force != limits:  # DEFAULT_LIMITS bind a shard that never had its own
+            listed = ",".join(f"{name}={value}" for name, value in
+                              msgspec.structs.asdict(limits).items()
+                              if value != getattr(in_force, name))
+            found.append(("*", listed, ShardLimits(
+                operator=f"engine {owner_id}", reason=f"[shard] limits as configured: "
+                f"{listed}", idempotency_key=f"shard-limits:{listed}:{owner_id}:{epoch}",
+                limits=limits, owner_id=owner_id, fencing_epoch=epoch)))
     return found
 
 

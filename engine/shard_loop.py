@@ -62,7 +62,7 @@ from nereus.engine.shard_status import SETTLED_STATES, ShardState, ShardStatus
 from nereus.engine.shard_sweep import SweepTrigger
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.errors import LogCorruption, LogDiverged, NereusError
-from nereus.machine import Applied, Limits
+from nereus.machine import Applied
 from nereus.records import ActivationBarrier, CheckpointMark, ResultStatus
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -82,7 +82,6 @@ class ShardLoop(ProgressWaits):
         store: ShardStore,
         log: ShardLog,
         *,
-        limits: Limits,
         clock: TrustedClock,
         publishers: dict[str, LanePublisher],
         permits: Permits,
@@ -107,7 +106,7 @@ class ShardLoop(ProgressWaits):
         self.new_id = new_id
         self.settings = settings
         self._events = events
-        self.runner = ShardRunner(store, log, limits=limits, batch_records=settings.batch_records)
+        self.runner = ShardRunner(store, log, batch_records=settings.batch_records)
         self._progress = ShardProgress(self.runner, self._time)
         self._results = ResultWatch(self._progress, self._time)
         self.error: str | None = None

@@ -6,6 +6,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from nereus import records as r
+from nereus.machine import Limits
 
 ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
 times = st.integers(min_value=0, max_value=2**48)
@@ -87,11 +88,18 @@ shard_retentions = st.builds(r.ShardRetention, dedup_window_ms=st.integers(0, 10
                              **operator_fields)
 sweeps = st.builds(r.Sweep, mutation_id=ids, owner_id=ids, fencing_epoch=st.integers(0, 5),
                    entries=st.lists(st.binary(max_size=24), max_size=3).map(tuple))
+engine_fences: st.SearchStrategy[dict[str, object]] = st.one_of(
+    st.just({}), st.fixed_dictionaries({"owner_id": ids, "fencing_epoch": st.integers(0, 5)}))
+shard_limits = st.builds(
+    lambda fence, **kw: r.ShardLimits(**kw, **fence), engine_fences,
+    limits=st.builds(Limits, max_headers=st.integers(1, 80), max_id_bytes=st.integers(1, 300),
+                     max_clock_ahead_ms=st.integers(1, 5_000)),
+    **operator_fields)
 identities = st.builds(r.RouteIdentity, route_id=ids, route=lanes,
                        partition=st.integers(0, 8), partitions=st.integers(1, 9))
 
 any_record = st.one_of(
     schedules, cancels, reschedules, barriers, reserves, commits, admissions, outcomes,
     claim_results, activations, marks, lane_gates, lane_configs, resolves, breaks, pauses,
-    resumes, identities, lane_limits, sweeps, shard_retentions, backfills,
+    resumes, identities, lane_limits, sweeps, shard_retentions, backfills, shard_limits,
 )

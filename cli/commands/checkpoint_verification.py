@@ -53,7 +53,7 @@ def _deep(env: Env, directory: Path, report: VerifyReport, manifest: Manifest,
     log = env.shard_log(shard, create=False)
     with env.output.progress("replaying", None) as advance:
         report.checks.extend(deep_checks(directory, manifest, log, reference,
-                                         limits=env.config.limits, progress=advance))
+                                         progress=advance))
 
 
 def _reference(env: Env, shard: ShardId, after: Manifest, scratch: Path) -> Reference | None:

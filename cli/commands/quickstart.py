@@ -155,7 +155,7 @@ def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
 
-    layout, config = env.layout, env.config
+    layout = env.layout
     replays: list[ReplayCheck] = []
     for shard_name in shards:
         shard = ShardId.parse(shard_name)
@@ -163,7 +163,7 @@ def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
             live_digest = store_digest(live)
         log = FileShardLog(layout.shard_log(shard))
         with tempfile.TemporaryDirectory() as scratch:
-            report = replay_empty(log, shard, Path(scratch) / "db", limits=config.limits)
+            report = replay_empty(log, shard, Path(scratch) / "db")
         log.close()
         replays.append(ReplayCheck(shard=shard_name, records=report.records,
                                    live_digest=live_digest, replay_digest=report.digest,

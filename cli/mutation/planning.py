@@ -136,12 +136,12 @@ def _plan(env: Env, shard: ShardId, mutation: OperatorMutation, running: bool,
     if not (path / "CURRENT").exists():  # never applied anything yet
         tail = _unapplied(env, shard, 0)
         plan = plan_mutation(EmptyView(), mutation, shard=str(shard), broker_ms=now_ms,
-                             limits=env.config.limits, before=tail + before)
+                             before=tail + before)
         return plan_document(plan)
     with ShardStore.open(path, read_only=True) as store:
         tail = _unapplied(env, shard, next_position(store))
         plan = plan_mutation(store, mutation, shard=str(shard), broker_ms=now_ms,
-                             limits=env.config.limits, before=tail + before)
+                             before=tail + before)
         return plan_document(plan)
 
 

@@ -259,7 +259,7 @@ class AdminApi:
         assert self.engine.clock is not None
         plan = plan_mutation(loop.store, record, shard=str(loop.shard),
                              broker_ms=self.engine.clock.now().latest_ms,
-                             limits=loop.runner.limits, before=request.before)
+                             before=request.before)
         return PlanAnswer(shard=str(loop.shard), **msgspec.structs.asdict(plan_document(plan)))
 
     # commands -------------------------------------------------------------------------

@@ -115,8 +115,7 @@ class WarmUp:
                        reason=diverged.message)
             self.ready.set()
             return
-        runner = ShardRunner(store, log, limits=engine.config.limits,
-                             batch_records=engine.settings.loop.batch_records)
+        runner = ShardRunner(store, log, batch_records=engine.settings.loop.batch_records)
         self.applied_position = store.applied_position()
         safe_event(self._events, "shard_warming", shard=str(shard),
                    applied_position=self.applied_position, log_end=log.end_position())

@@ -25,6 +25,7 @@ they and the lane values are batch aggregates the overlay writes once per batch 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -133,6 +134,13 @@ _HANDLERS: Final[dict[type[Record], Handler]] = {
 }
 
 
+@functools.lru_cache(maxsize=8)
+def _replicated_limits(raw: bytes) -> Limits:
+    """The shard's own limits (its last SHARD_LIMITS): they, not the caller's, bind every
+    record after it. Decoded once per distinct value."""
+    return decode_value(raw, Limits)
+
+
 def _result(verdict: Verdict, kind: str, position: int, sha: str) -> Result:
     return Result(
         status=verdict.status, kind=kind, position=position, record_sha256=sha,
@@ -150,9 +158,16 @@ def apply(
     broker_ms: int,
     limits: Limits = DEFAULT_LIMITS,
 ) -> Applied:
-    """Apply one Shard Log record at ``position``, persisted by the broker at ``broker_ms``."""
+    """Apply one Shard Log record at ``position``, persisted by the broker at ``broker_ms``.
+
+    ``limits`` bind a shard whose log has not replicated its own (SHARD_LIMITS, kept in
+    ``meta/shard_limits``); once it has, those bind, whatever the caller passes. Offline
+    tools and the engine pass the defaults, so every replay decides the same."""
     sha = _sha256(record).hexdigest()
     decoded = codec.decode(record)
+    replicated = view.get(keys.META_SHARD_LIMITS)
+    if replicated is not None:
+        limits = _replicated_limits(replicated)
     tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
     if isinstance(decoded, DecodeFailure):
         result = Result(

@@ -18,13 +18,14 @@ from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.validate import check_lane
 from nereus.machine.verdict import Ids, Verdict, applied, recorded, rejected, stale
-from nereus.records.codec import OperatorMutation
+from nereus.records.codec import OperatorMutation, kind_of
 from nereus.records.operator import (
     AttemptResolve,
     LaneConfig,
     LaneGate,
     LaneLimits,
     MessageBreak,
+    ShardLimits,
     ShardPause,
     ShardResume,
     ShardRetention,
@@ -70,6 +71,8 @@ def target_key(mutation: OperatorMutation) -> bytes:
             return keys.META_PAUSED
         case ShardRetention():
             return keys.META_SHARD_RETENTION
+        case ShardLimits():
+            return keys.META_SHARD_LIMITS
     raise AssertionError(f"no target for {mutation!r}")  # pragma: no cover
 
 
@@ -103,7 +106,27 @@ def check_operator(mutation: OperatorMutation) -> Verdict | None:
     return None
 
 
+def engine_fenced(tx: Tx, mutation: OperatorMutation) -> Verdict | None:
+    """An engine's mutation (one naming its owner and epoch) from an owner that is not the
+    live one is STALE ``FENCED``, like any System Mutation: a replaced owner's view of
+    the configuration no longer speaks for the shard. An operator's own names neither."""
+    owner, epoch = mutation.owner_id, mutation.fencing_epoch
+    if owner is msgspec.UNSET and epoch is msgspec.UNSET:
+        return None
+    if owner is msgspec.UNSET or epoch is msgspec.UNSET:
+        return rejected(Reason.INVALID_FIELD,
+                        "owner_id and fencing_epoch go together: an engine's mutation names "
+                        "both, an operator's neither")
+    why = fenced(tx, owner, epoch)
+    if why is None:
+        return None
+    return stale(Reason.FENCED, f"{kind_of(mutation)} of engine {owner} refused: {why}")
+
+
 def operator_mutation(tx: Tx, mutation: OperatorMutation) -> Verdict:
+    failure = engine_fenced(tx, mutation)
+    if failure is not None:
+        return failure
     if mutation.precondition_digest is not None:
         current = precondition_digest(tx, mutation)
         if current != mutation.precondition_digest:
@@ -137,6 +160,8 @@ def operator_mutation(tx: Tx, mutation: OperatorMutation) -> Verdict:
             return applied("shard resumed")
         case ShardRetention():
             return _shard_retention(tx, mutation)
+        case ShardLimits():
+            return _shard_limits(tx, mutation)
     raise AssertionError(f"unhandled {mutation!r}")  # pragma: no cover
 
 
@@ -218,6 +243,18 @@ def _lane_limits(tx: Tx, mutation: LaneLimits) -> Verdict:
         return applied(f"lane {mutation.lane} limits were already {_limits_text(limits)}")
     tx.put(keys.lane_limits_key(mutation.lane), encode_value(limits))
     return applied(f"lane {mutation.lane} limits: {_limits_text(limits)}")
+
+
+def _shard_limits(tx: Tx, mutation: ShardLimits) -> Verdict:
+    """The shard's limits from the next record on (``nereus.records.limits``)."""
+    was = tx.get(keys.META_SHARD_LIMITS)
+    value = encode_value(mutation.limits)
+    if was == value:
+        return applied("the shard's limits were already these")
+    tx.put(keys.META_SHARD_LIMITS, value)
+    listed = ", ".join(f"{name}={number}" for name, number in
+                       msgspec.structs.asdict(mutation.limits).items())
+    return applied(f"shard limits: {listed}")
 
 
 def _shard_retention(tx: Tx, mutation: ShardRetention) -> Verdict:

@@ -26,6 +26,7 @@ from nereus.records.operator import (
     LaneGate,
     LaneLimits,
     MessageBreak,
+    ShardLimits,
     ShardPause,
     ShardResume,
     ShardRetention,
@@ -42,7 +43,7 @@ def mutation_target(mutation: OperatorMutation) -> str:
             return f"attempt {attempt_id}"
         case MessageBreak(delay_message_id=delay_message_id):
             return f"message {delay_message_id}"
-        case ShardPause() | ShardResume() | ShardRetention():
+        case ShardPause() | ShardResume() | ShardRetention() | ShardLimits():
             return "shard"
     raise AssertionError(f"no target for {mutation!r}")  # pragma: no cover
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import msgspec
 
 from nereus.machine import apply, dedup_key, precondition_digest
-from nereus.machine.limits import DEFAULT_LIMITS, Limits
 from nereus.operator.impact import Impact, describe_writes
 from nereus.operator.intent import derive_idempotency_key
 from nereus.records.codec import OperatorMutation, encode
@@ -65,7 +64,6 @@ def plan_mutation(
     *,
     shard: str,
     broker_ms: int,
-    limits: Limits = DEFAULT_LIMITS,
     before: Sequence[bytes] = (),
 ) -> MutationPlan:
     """Plan ``mutation`` on ``shard`` against ``view`` (read-only; see the module docstring).
@@ -80,8 +78,8 @@ def plan_mutation(
     if before:
         ahead = Overlay(view)
         for data in before:
-            ahead.merge(apply(ahead, data, position=next_position(ahead), broker_ms=broker_ms,
-                              limits=limits).writes)
+            ahead.merge(apply(ahead, data, position=next_position(ahead),
+                              broker_ms=broker_ms).writes)
         view = ahead
     if not mutation.idempotency_key.strip():
         mutation = msgspec.structs.replace(
@@ -93,8 +91,7 @@ def plan_mutation(
     earlier_raw = None if key is None else view.get(keys.result_key(key))
     earlier = None if earlier_raw is None else decode_value(earlier_raw, Result)
     overlay = Overlay(view)
-    applied = apply(overlay, data, position=next_position(view), broker_ms=broker_ms,
-                    limits=limits)
+    applied = apply(overlay, data, position=next_position(view), broker_ms=broker_ms)
     overlay.merge(applied.writes)
     impact = describe_writes(view, overlay.finish())
     return MutationPlan(record=record, data=data, precondition_digest=digest, earlier=earlier,

@@ -34,6 +34,7 @@ from nereus.records.operator import (
     LaneGate,
     LaneLimits,
     MessageBreak,
+    ShardLimits,
     ShardPause,
     ShardResume,
     ShardRetention,
@@ -60,7 +61,7 @@ SystemMutation = (
 )
 OperatorMutation = (
     LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
-    | ShardRetention
+    | ShardRetention | ShardLimits
 )
 Record = ClientCommand | SystemMutation | OperatorMutation
 
@@ -68,7 +69,7 @@ CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadRes
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
                            CheckpointMark, RouteIdentity, Sweep, RetainBackfill)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
-                             ShardPause, ShardResume, ShardRetention)
+                             ShardPause, ShardResume, ShardRetention, ShardLimits)
 ALL_KINDS: Final = tuple(
     str(cls.__struct_config__.tag)
     for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)

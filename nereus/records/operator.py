@@ -5,12 +5,18 @@ deduplication key: re-running the same command is a no-op with the same result).
 decode with empty defaults so that a missing identity is a clear REJECTED result naming
 the field, not an opaque decode error. ``precondition_digest`` is the digest of the
 target state the operator saw; when given and no longer current, the mutation is STALE.
+
+The engine writes some of them too (a lane's configured policy, the shard's limits and
+dedup window). Those name the owner and fencing epoch that wrote them (``owner_id``,
+``fencing_epoch``) and are fenced like any System Mutation: from an owner that is not the
+live one, STALE ``FENCED``. An operator's own mutations leave both unset (not encoded).
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from nereus.records.limits import Limits
 from nereus.records.vocabulary import Gate, Resolution
 
 
@@ -20,6 +26,10 @@ class _Operator(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
     reason: str = ""
     idempotency_key: str = ""
     precondition_digest: str | None = None
+    # written by an engine: its owner id and fencing epoch (module docstring); UNSET for
+    # an operator's own mutation, and then not encoded (older records keep their bytes)
+    owner_id: str | msgspec.UnsetType = msgspec.UNSET
+    fencing_epoch: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class LaneGate(_Operator, frozen=True, kw_only=True, tag="LANE_GATE"):
@@ -94,6 +104,15 @@ class ShardRetention(_Operator, frozen=True, kw_only=True, tag="SHARD_RETENTION"
     # entry, are caught up by RETAIN_BACKFILL records too. UNSET: not encoded (older
     # records keep their bytes, and their effect: none).
     catch_up_results: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class ShardLimits(_Operator, frozen=True, kw_only=True, tag="SHARD_LIMITS"):
+    """Set the limits apply holds the shard's records to from the next record on
+    (``[shard]`` in nereus.toml, replicated by the owner at activation and when the
+    configuration changes). A new kind: a shard whose log never carried one applies
+    ``DEFAULT_LIMITS``, whoever replays it."""
+
+    limits: Limits
 
 
 class AttemptResolve(_Operator, frozen=True, kw_only=True, tag="ATTEMPT_RESOLVE"):

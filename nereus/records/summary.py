@@ -122,6 +122,10 @@ def summarize(record: Record) -> str:
             target = "pause shard"
         case operator.ShardResume():
             target = "resume shard"
+        case operator.ShardLimits():
+            target = "shard limits " + " ".join(
+                f"{name}={value}" for name, value in msgspec.structs.asdict(
+                    record.limits).items())
         case operator.ShardRetention():
             target = f"shard dedup_window_ms={record.dedup_window_ms or 'kept'}" + (
                 " catch_up=True" if record.catch_up is True else "")

@@ -113,6 +113,8 @@ META_LANE_LIMITS: Final = META + b"lane_limits\x00"  # + lane: its LANE_LIMITS (
 # the shard's own dedup window, from its last SHARD_RETENTION (ShardRetentionValue); absent
 # in shards that never had one, so their state and digests are as they always were
 META_SHARD_RETENTION: Final = META + b"shard_retention"
+# the shard's limits, from its last SHARD_LIMITS (Limits); absent: DEFAULT_LIMITS
+META_SHARD_LIMITS: Final = META + b"shard_limits"
 
 
 def is_replicated(key: bytes) -> bool:

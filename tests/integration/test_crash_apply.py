@@ -25,7 +25,6 @@ from nereus.adapters.replay import replay_empty, store_digest
 from nereus.adapters.runner import ShardRunner
 from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
-from nereus.machine import DEFAULT_LIMITS
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -101,7 +100,7 @@ def long_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
     root = tmp_path_factory.mktemp("long")
     log = build_log(root / "log", 20_000, seed=7)
     assert len(log.segments()) > 3
-    report = replay_empty(log, SHARD, root / "clean", limits=DEFAULT_LIMITS)
+    report = replay_empty(log, SHARD, root / "clean")
     assert report.applied_position == 19_999
     log.close()
     return BuiltLog(root / "log", 20_000, report.digest)
@@ -111,7 +110,7 @@ def long_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
 def short_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
     root = tmp_path_factory.mktemp("short")
     log = build_log(root / "log", 3_000, seed=11)
-    report = replay_empty(log, SHARD, root / "clean", limits=DEFAULT_LIMITS)
+    report = replay_empty(log, SHARD, root / "clean")
     log.close()
     return BuiltLog(root / "log", 3_000, report.digest)
 

@@ -95,14 +95,15 @@ def test_non_canonical_bytes_are_refused() -> None:
 
 def test_every_design_kind_exists() -> None:
     """Every kind named in DESIGN section 4 has a record type (and LANE_LIMITS, a lane's
-    limits on new work, and SWEEP and SHARD_RETENTION, retention, issue 15)."""
+    limits on new work, and SWEEP and SHARD_RETENTION, retention, issue 15; SHARD_LIMITS,
+    the replicated [shard] limits, issue 37)."""
     assert set(r.ALL_KINDS) == {
         "SCHEDULE", "CANCEL", "RESCHEDULE", "QUERY_BARRIER", "PAYLOAD_RESERVE", "PAYLOAD_COMMIT",
         "PUBLISH_ADMISSION", "PUBLISH_OUTCOME", "CLAIM_RESULT", "ACTIVATION_BARRIER",
         "CHECKPOINT_MARK", "LANE_GATE", "LANE_CONFIG", "LANE_LIMITS", "ATTEMPT_RESOLVE",
         "MESSAGE_BREAK",
         "SHARD_PAUSE", "SHARD_RESUME", "ROUTE_IDENTITY", "SWEEP", "SHARD_RETENTION",
-        "RETAIN_BACKFILL",
+        "RETAIN_BACKFILL", "SHARD_LIMITS",
     }
 
 

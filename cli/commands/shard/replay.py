@@ -54,7 +54,6 @@ def replay(
         _replay_checkpoint(env, shard_name, from_checkpoint, to, into, force, compare, log_dir)
         return
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
-    limits = env.config.limits if env.layout.config.exists() else None
     log = env.shard_log(shard, directory=log_dir, create=False)
     total = log.end_position()
     if to is not None:
@@ -65,11 +64,9 @@ def replay(
         target = Path(scratch.name) / "db"
     else:
         target = into
-    from nereus.machine import DEFAULT_LIMITS
-
     try:
         with env.output.progress(f"replaying {shard}", total) as advance:
-            report = replay_empty(log, shard, target, limits=limits or DEFAULT_LIMITS,
+            report = replay_empty(log, shard, target,
                                   stop_at=to, replace=force, progress=advance)
     finally:
         log.close()
@@ -200,7 +197,7 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
                                   hint="choose an empty directory, or pass --force")
             shutil.rmtree(destination)
         with env.output.progress(f"replaying {shard}", None) as advance:
-            records, digest = replay_from(image, destination, log, limits=env.config.limits,
+            records, digest = replay_from(image, destination, log,
                                           stop_at=target, progress=advance,
                                           digest_version=version)
         with ShardStore.open(destination, read_only=True) as result:
