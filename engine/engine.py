@@ -58,7 +58,7 @@ from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import ShardLoop
 from nereus.engine.shard_ownership import LeaseGate
-from nereus.engine.shard_status import ShardState
+from nereus.engine.shard_status import RefusedShard, ShardState
 from nereus.engine.supervisor import Supervisor, WorkerStatus
 from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import StoreError, StoreInUse
@@ -123,6 +123,8 @@ class Engine:
     evidence: EvidenceRecovery | None = None
     payloads: PayloadCollector | None = None  # the engine's own payload gc (when it runs)
     catalog: ClusterHandle | None = None  # a cluster's coordinator: the checkpoint catalog
+    # shards granted to this node whose opening raised (``activate_shard``): why
+    refused: dict[ShardId, RefusedShard] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.layout = HomeLayout(self.home)
@@ -208,12 +210,24 @@ class Engine:
     def _open_loop(self, shard: ShardId, *, lease: LeaseGate | None = None,
                    granted_epoch: int | None = None) -> ShardLoop:
         """The shard's loop over its database and Shard Log (not started). A log that lost
-        applied records leaves the loop FAILED, saying why."""
+        applied records leaves the loop FAILED, saying why. Whatever it opened is closed
+        again when it raises (a node tries the shard again later, in this process)."""
+        log = self.open_shard_log(shard)
+        store: ShardStore | None = None
+        try:
+            store = self.open_shard_state(shard, log)
+            return self._loop_over(shard, log, store, lease=lease, granted_epoch=granted_epoch)
+        except BaseException:
+            if store is not None:
+                store.close()
+            log.close()
+            raise
+
+    def _loop_over(self, shard: ShardId, log: ShardLog, store: ShardStore, *,
+                   lease: LeaseGate | None, granted_epoch: int | None) -> ShardLoop:
         assert self.clock is not None and self.checkpointer is not None
         route = self.config.route(shard.route)
         partition = shard.partition
-        log = self.open_shard_log(shard)
-        store = self.open_shard_state(shard, log)
         # before anything is appended (the route identity of an empty log, the
         # activation barrier): a log that lost applied records takes nothing more
         diverged = check_shard(shard, store, log, self.layout.shard_state(shard))
@@ -254,8 +268,14 @@ class Engine:
                        timeout_s: float = 120.0) -> ShardLoop:
         """Open, recover and activate a shard this node was granted at ``epoch`` (a cluster
         node's; its producer calls need ``lease``). Returns the loop, ACTIVE or not (its
-        ``state`` and ``error`` say why not)."""
-        loop = self._open_loop(shard, lease=lease, granted_epoch=epoch)
+        ``state`` and ``error`` say why not). When opening it raises, ``refused`` keeps why
+        (``engine status`` shows the shard FAILED with it) until it is released."""
+        try:
+            loop = self._open_loop(shard, lease=lease, granted_epoch=epoch)
+        except Exception as exc:
+            self.refused[shard] = RefusedShard.of(exc, epoch=epoch)
+            raise
+        self.refused.pop(shard, None)
         self.shards[shard] = loop
         if loop.state != ShardState.FAILED:
             try:
@@ -283,6 +303,7 @@ class Engine:
         Nothing is left PUBLISHING when the outcomes arrive in time, so the next owner's
         recovery turns nothing UNKNOWN. A call still running at the deadline is left to the
         next owner (its recovery marks it UNKNOWN)."""
+        self.refused.pop(shard, None)
         loop = self.shards.get(shard)
         if loop is None:
             return None

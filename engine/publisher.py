@@ -1,4 +1,4 @@
-"""Lane publishers: one thread per lane calls its destination, never the state store.
+"""Lane publishers: one thread per lane drives its destination, never the state store.
 
 A shard loop hands an admitted attempt to its lane's publisher only after the admission
 is applied and synced. The publisher batches requests, calls the destination and hands
@@ -10,9 +10,30 @@ to be failing: the publisher probes first and, if the probe fails too, declines 
 (NOT_PUBLISHED LANE_UNAVAILABLE: never handed to the destination, back to the timeline)
 instead of turning them into UNKNOWN attempts that only an operator or evidence can settle.
 
+Every destination call has a deadline (``destination_calls``): the publisher hands each
+probe and publish to the lane's own destination thread and waits for it no longer than
+``probe_timeout_s`` or ``publish_timeout_s`` on its Clock.
+
+* **Start-up never waits for a destination.** A new publisher is NOT READY ("the
+  destination has not answered its first probe yet") and makes its first probe on its own
+  thread; a destination that hangs when it is opened (a file lane on a FIFO with no
+  reader) leaves its lane NOT READY, saying which call hangs since when, and the engine
+  starts and publishes to every other lane.
+* **A publish that does not return in time** makes the lane NOT READY (logged once, with
+  the reason ``lane list`` and ``engine status`` show); its jobs are answered UNKNOWN (the
+  call began: the send may have happened; evidence or an operator settles them), the jobs
+  queued behind it are declined (never sent), and their claims and permits are released
+  as those answers are applied: a hung lane stops holding the permits of healthy ones. If
+  the call returns later, what it says is forwarded as late evidence (a late PUBLISHED
+  settles its UNKNOWN attempt), and the next probe may make the lane READY again.
+* **Evidence scans too** (``evidence``): the evidence scanner calls the destination
+  through ``DeadlineScans``, so a scan that hangs is an error for its lane's attempts, not
+  a scanner that never looks at another lane again.
+
 Time comes from the engine's ``Clock``: the publish timestamp handed to the destination
-(``wall_ms``) and the probe interval of a NOT READY lane (``monotonic``), so a test decides
-when the next probe is due by advancing a ``FakeClock``.
+(``wall_ms``), the probe interval of a NOT READY lane and every call's deadline
+(``monotonic``), so a test decides when the next probe is due, or a call overdue, by
+advancing a ``FakeClock``.
 """
 
 from __future__ import annotations
@@ -23,6 +44,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from nereus.engine.destination_calls import (
+    Busy,
+    Closed,
+    DeadlineScans,
+    DestinationCalls,
+    Finished,
+    Overdue,
+    Raised,
+    Returned,
+)
 from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
@@ -50,6 +81,11 @@ def _always_open() -> str | None:
 # the longest an idle publisher waits for a job before it looks at its Clock again (whether
 # a probe is due); a real wait, so a probe due on a FakeClock is made this soon after advance
 IDLE_POLL_S = 0.25
+# a destination call's deadlines unless the engine says otherwise ([engine] publish_timeout,
+# probe_timeout): longer than any adapter's own (Kafka's delivery timeout is 30 s + 5 s)
+PUBLISH_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 10.0
+FIRST_PROBE = "the destination has not answered its first probe yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +109,8 @@ class LanePublisher:
         batch: int = 512,
         probe_interval_s: float = 0.5,
         events: EventLog = null_event_log,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
         self.lane = lane
         self.destination = destination
@@ -80,13 +118,22 @@ class LanePublisher:
         self._batch = batch
         self._probe_interval_s = probe_interval_s
         self._events = events
+        self.publish_timeout_s = publish_timeout_s
+        self.probe_timeout_s = probe_timeout_s
         # a SimpleQueue (C): a put costs no Python lock and Condition, and a shard loop
         # hands over hundreds of jobs per applied batch
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self.not_ready_reason: str | None = destination.probe()
+        # never probed here: the first probe is the publisher thread's (start-up must not
+        # wait for a destination that hangs when it is opened)
+        self.not_ready_reason: str | None = FIRST_PROBE
+        self._probed = False
         self._last_probe = clock.monotonic()
+        self._calls = DestinationCalls(f"destination-{lane}", clock, events=events)
+        # the destination as the evidence scanner calls it: each scan under a deadline too
+        self.evidence = DeadlineScans(destination, clock, timeout_s=publish_timeout_s,
+                                      events=events)
         self.in_call: list[_Job] = []
         # taken off the queue, not sent yet (a restart sends them first)
         self._unsent: deque[_Job] = deque()
@@ -109,15 +156,32 @@ class LanePublisher:
         self._probe()
 
     def _probe(self) -> None:
+        """Ask the destination, under the probe deadline, whether it can take work."""
+        self._probed = True
         self._last_probe = self._clock.monotonic()
-        try:
-            reason = self.destination.probe()
-        except Exception as exc:
-            reason = f"probe raised {type(exc).__name__}: {exc}"
+        outcome = self._calls.run("probe", self.destination.probe, self.probe_timeout_s)
+        if isinstance(outcome, Returned):
+            reason = outcome.value
+        elif isinstance(outcome, Raised):
+            reason = f"probe raised {outcome.describe()}"
+        else:
+            reason = outcome.describe()
+        self._readiness(reason, announce=isinstance(outcome, Overdue))
+
+    def _readiness(self, reason: str | None, *, announce: bool = False) -> None:
+        """Set the lane READY (None) or NOT READY for ``reason``; a change to READY, to NOT
+        READY from READY or the first probe, or a call found overdue (``announce``), is
+        logged once. A reason that only changes its words is not logged again."""
         with self._lock:
             was, self.not_ready_reason = self.not_ready_reason, reason
-        if reason is None and was is not None:
-            safe_event(self._events, "lane_ready", lane=self.lane)
+            if reason is not None:
+                self._last_probe = self._clock.monotonic()
+        if reason is None:
+            if was is not None:
+                safe_event(self._events, "lane_ready", lane=self.lane)
+        elif announce or was is None or was == FIRST_PROBE:
+            safe_event(self._events, "lane_not_ready", level="warning", lane=self.lane,
+                       reason=reason)
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         """Run the publisher loop on a thread owned by ``supervisor``."""
@@ -144,6 +208,8 @@ class LanePublisher:
         if self._worker is not None:
             self._worker.stopping()
             self._worker.join(deadline_s)
+        self._calls.close()
+        self.evidence.close()
         if self._worker is None or not self._worker.alive:
             self._reply_known()
         unsent: list[tuple[PublishRequest, Reply]] = []
@@ -160,11 +226,13 @@ class LanePublisher:
         return unsent
 
     def stuck(self) -> list[tuple[PublishRequest, Reply]]:
-        """Jobs inside a destination call that has not returned (after ``stop``)."""
+        """Jobs inside a destination call that has not returned (after ``stop``); the caller
+        answers them UNKNOWN, and what the call says if it returns later is late evidence."""
         if self._worker is None or not self._worker.alive:
             return []
         with self._lock:
-            return [(job.request, job.reply) for job in self.in_call]
+            jobs, self.in_call = self.in_call, []
+        return [(job.request, job.reply) for job in jobs]
 
     def _decline(self, jobs: list[_Job], reason: str) -> None:
         """Jobs taken while the lane is NOT READY: never handed to the destination."""
@@ -214,6 +282,8 @@ class LanePublisher:
     def run(self) -> None:
         """The publisher loop (a supervised worker body; safe to call again after a crash)."""
         self._recover_after_crash()
+        if not self._probed:
+            self._probe()  # the first probe: here, never on the engine's start-up path
         while not self._stop.is_set():
             jobs = self._take()
             if jobs is None:
@@ -273,13 +343,24 @@ class LanePublisher:
         with self._lock:
             self.in_call = jobs
             self._unsent.clear()
-        try:
-            results = self.destination.publish([j.request for j in jobs], self._clock.wall_ms)
-        except Exception as exc:  # an adapter bug must not kill the lane or lose replies
-            evidence = f"destination raised {type(exc).__name__}: {exc}; the send may " \
-                "have happened"
+        requests = [j.request for j in jobs]
+        outcome = self._calls.run(
+            "publish", lambda: self.destination.publish(requests, self._clock.wall_ms),
+            self.publish_timeout_s, late=lambda late: self._late(jobs, late))
+        if isinstance(outcome, Busy | Closed | Overdue):
+            self._hung(jobs, outcome)
+            return
+        with self._lock:
+            taken = self.in_call is not jobs  # answered UNKNOWN while we waited (stop)
+        if taken:
+            self._late(jobs, outcome)
+            return
+        if isinstance(outcome, Raised):  # an adapter bug must not kill the lane or lose replies
+            evidence = f"destination raised {outcome.describe()}; the send may have happened"
             results = [PublishResult(j.request.attempt_id, Outcome.UNKNOWN,
                                      Disposition.NONE, evidence) for j in jobs]
+        else:
+            results = outcome.value
         by_attempt = {r.attempt_id: r for r in results}
         answered: list[tuple[_Job, PublishResult]] = []
         for item in jobs:
@@ -300,8 +381,56 @@ class LanePublisher:
                     failed = result.evidence
         self._reply_known()
         if failed is not None:
+            self._readiness(failed, announce=True)
+
+    def _hung(self, jobs: list[_Job], outcome: Busy | Closed | Overdue) -> None:
+        """The destination call did not return by its deadline (``Overdue``: its jobs may
+        have been sent, UNKNOWN) or never began, because an earlier one still hangs or the
+        engine stops (``Busy``, ``Closed``: declined). Either way the lane is NOT READY until
+        the call returns and a probe passes."""
+        reason = outcome.describe()
+        if not isinstance(outcome, Overdue):
             with self._lock:
-                self.not_ready_reason = failed
-                self._last_probe = self._clock.monotonic()
-            safe_event(self._events, "lane_not_ready", level="warning", lane=self.lane,
-                       reason=failed)
+                if self.in_call is jobs:
+                    self.in_call = []
+            self._readiness(reason)
+            self._decline(jobs, reason)
+            return
+        evidence = (f"the publish call began and has not returned within "
+                    f"{outcome.timeout_s:g} s; the send may have happened")
+        with self._lock:  # one step: a job is either in the call or has its answer
+            if self.in_call is jobs:
+                self.in_call = []
+                self._unreplied.extend((job, PublishResult(
+                    job.request.attempt_id, Outcome.UNKNOWN, Disposition.NONE, evidence))
+                    for job in jobs)
+                self.failures += len(jobs)
+        self._readiness(reason, announce=True)
+        self._reply_known()
+
+    def _late(self, jobs: list[_Job], outcome: Finished[list[PublishResult]]) -> None:
+        """A publish call answered after its jobs were answered UNKNOWN (its deadline
+        passed, or the engine stopped): what it says is forwarded as evidence (a PUBLISHED
+        settles the UNKNOWN attempt; anything else is kept on it). Runs on the destination's
+        thread or the publisher's."""
+        if isinstance(outcome, Raised):
+            safe_event(self._events, "destination_late_answer", lane=self.lane,
+                       jobs=len(jobs), error=outcome.describe())
+            return
+        by_attempt = {r.attempt_id: r for r in outcome.value}
+        forwarded = 0
+        for job in jobs:
+            result = by_attempt.get(job.request.attempt_id)
+            if result is None or result.outcome == Outcome.UNKNOWN:
+                continue
+            forwarded += 1
+            try:
+                job.reply(PublishResult(
+                    result.attempt_id, result.outcome, result.disposition,
+                    f"answered after its deadline: {result.evidence}",
+                    result.published_at_ms, result.message_fault))
+            except Exception as exc:  # one failed reply must not keep the others back
+                safe_event(self._events, "destination_late_answer", level="error",
+                           lane=self.lane, error=f"{type(exc).__name__}: {exc}")
+        safe_event(self._events, "destination_late_answer", lane=self.lane, jobs=len(jobs),
+                   forwarded=forwarded)

@@ -22,6 +22,11 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # turn, so this bounds their lateness behind a herd (0: rounds bounded by quantum alone)
     turn_target_ms: Annotated[float, msgspec.Meta(ge=0, le=10_000)] = 25
     claim_ttl_ms: Annotated[int, msgspec.Meta(ge=100)] = 30_000
+    # a destination call's deadlines: a publish that has not returned by then makes its
+    # lane NOT READY and its attempts UNKNOWN (longer than Kafka's own 35 s); a probe that
+    # has not, keeps its lane NOT READY saying so
+    publish_timeout_ms: Annotated[int, msgspec.Meta(ge=100)] = 60_000
+    probe_timeout_ms: Annotated[int, msgspec.Meta(ge=100)] = 10_000
     max_in_flight: Positive = 2_000
     lane_in_flight: Positive = 1_000
     max_in_flight_bytes: Positive = 64 << 20

@@ -148,3 +148,15 @@ def test_sigterm_bench_counts_the_sigterms_a_busy_daemon_acted_on() -> None:
     assert Path(tree["package"]).resolve() == (REPO / "nereus").resolve()
     assert tree["not_acted_on"] == 0
     assert 0 < tree["exit_p50_s"] <= tree["exit_max_s"]
+
+
+def test_hung_lanes_bench_reports_each_variant_beside_n_hung_lanes() -> None:
+    """bench/hung_lanes.py runs an engine per N and variant: with reserves the healthy lane
+    publishes every message beside two hung lanes, and the engine starts within seconds."""
+    report = _bench("hung_lanes.py", "--hung", "0", "2", "--messages", "20")
+    assert [(f["hung"], f["variant"]) for f in report] == [
+        (0, "reserved"), (0, "shared"), (2, "reserved"), (2, "shared")]
+    for figures in report:
+        assert figures["start_s"] < 10
+        if figures["variant"] == "reserved":
+            assert figures["published"] == figures["messages"] == 20

@@ -180,6 +180,7 @@ def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
     destination = Counted()
     publisher = LanePublisher("lane", destination, clock=clock, probe_interval_s=3600)
     publisher.start()
+    wait_for(lambda: publisher.ready, timeout=5, what="the first probe")
     replies = Replies()
     destination.broken = True
     publisher.submit(request(1), replies)
@@ -189,7 +190,7 @@ def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
     clock.advance(3599)
     looked = clock.reads
     wait_for(lambda: clock.reads >= looked + 2, timeout=5, what="the publisher's next look")
-    assert not publisher.ready and destination.probes == 1  # the one made at construction
+    assert not publisher.ready and destination.probes == 1  # the publisher's first
     clock.advance(1)
     wait_for(lambda: publisher.ready, timeout=5, what="the probe an hour later")
     assert destination.probes == 2
@@ -226,4 +227,107 @@ def test_each_owner_gate_is_asked_once_per_batch() -> None:
     assert {(r.outcome, r.disposition) for r in declined} == {
         (Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)}
     assert "fenced by owner b" in declined[0].evidence
+    publisher.stop(5)
+
+
+class Hanging(Scripted):
+    """Scripted, but a publish (or a probe, with ``hang_probe``) blocks until ``release``
+    is set; ``entered`` counts the calls that began."""
+
+    def __init__(self, *, hang_probe: bool = False) -> None:
+        super().__init__()
+        self.hang_probe = hang_probe
+        self.release = threading.Event()
+        self.entered = 0
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now_ms: Callable[[], int]) -> list[PublishResult]:
+        self.entered += 1
+        self.release.wait(30)
+        return super().publish(requests, now_ms)
+
+    def probe(self) -> str | None:
+        if self.hang_probe:
+            self.entered += 1
+            self.release.wait(30)
+        return super().probe()
+
+
+@pytest.mark.timeout(60)
+def test_a_publish_that_overruns_its_deadline_is_unknown_and_its_lane_not_ready() -> None:
+    """A publish call still running 30 s (FakeClock) after it began: its job is answered
+    UNKNOWN (the call began), the jobs queued behind it are declined (never sent), the lane
+    is NOT READY naming the hung call, logged once. When the call returns its PUBLISHED is
+    forwarded as late evidence, and the next probe makes the lane READY again."""
+    clock = FakeClock()
+    events = RecordingEventLog()
+    destination = Hanging()
+    publisher = LanePublisher("lane", destination, clock=clock, events=events,
+                              probe_interval_s=1, publish_timeout_s=30)
+    publisher.start()
+    wait_for(lambda: publisher.ready, timeout=5, what="the first probe")
+    replies = Replies()
+    publisher.submit(request(1), replies)
+    wait_for(lambda: destination.entered == 1, timeout=5, what="the publish call to begin")
+    publisher.submit(request(2), replies)
+    publisher.submit(request(3), replies)
+    clock.advance(30)
+    wait_for(lambda: len(replies.results) == 3, timeout=5, what="every job answered")
+    first = replies.results["a1"][0]
+    assert (first.outcome, first.disposition) == (Outcome.UNKNOWN, Disposition.NONE)
+    assert "has not returned within 30 s" in first.evidence
+    for n in (2, 3):
+        declined = replies.results[f"a{n}"][0]
+        assert (declined.outcome, declined.disposition) == (
+            Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)
+        assert "never handed to the destination" in declined.evidence
+    assert not publisher.ready
+    assert "has not answered a publish begun at" in (publisher.not_ready_reason or "")
+    assert [e["reason"] for e in events.named("lane_not_ready")] == [
+        publisher.not_ready_reason]
+    assert destination.entered == 1 and destination.sent == []
+    destination.release.set()
+    wait_for(lambda: len(replies.results["a1"]) == 2, timeout=5, what="the late answer")
+    late = replies.results["a1"][1]
+    assert late.outcome == Outcome.PUBLISHED and "after its deadline" in late.evidence
+    clock.advance(1)
+    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY after a probe")
+    publisher.submit(request(4), replies)
+    wait_for(lambda: "a4" in replies.results, timeout=5, what="the next publish")
+    assert replies.results["a4"][0].outcome == Outcome.PUBLISHED
+    publisher.stop(5)
+
+
+@pytest.mark.timeout(60)
+def test_a_destination_that_hangs_when_opened_holds_up_nothing_but_its_lane() -> None:
+    """The first probe blocks (a FIFO with no reader would): building the publisher and
+    starting it return at once, the lane is NOT READY waiting for that probe, then, past
+    the probe deadline, NOT READY naming the probe that hangs (logged once); a job handed
+    over meanwhile is declined at once, never sent. Once the probe answers, the lane is
+    READY."""
+    clock = FakeClock()
+    events = RecordingEventLog()
+    destination = Hanging(hang_probe=True)
+    publisher = LanePublisher("lane", destination, clock=clock, events=events,
+                              probe_interval_s=1, probe_timeout_s=10)
+    assert destination.entered == 0 and not publisher.ready
+    publisher.start()
+    wait_for(lambda: destination.entered == 1, timeout=5, what="the first probe to begin")
+    assert publisher.not_ready_reason == "the destination has not answered its first probe yet"
+    clock.advance(10)
+    wait_for(lambda: "probe begun at" in (publisher.not_ready_reason or ""), timeout=5,
+             what="the probe's deadline")
+    assert len(events.named("lane_not_ready")) == 1
+    replies = Replies()
+    publisher.submit(request(1), replies)
+    wait_for(lambda: "a1" in replies.results, timeout=5, what="the job's answer")
+    declined = replies.results["a1"][0]
+    assert (declined.outcome, declined.disposition) == (
+        Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)
+    assert destination.sent == [] and destination.entered == 1
+    destination.hang_probe = False
+    destination.release.set()
+    clock.advance(1)
+    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY once the probe answers")
+    assert len(events.named("lane_not_ready")) == 1
     publisher.stop(5)

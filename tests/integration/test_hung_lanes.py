@@ -1,0 +1,190 @@
+"""Hung lanes never starve a healthy one, from start-up on (seed 000 section 5).
+
+1. **Four lanes hang at once** beside a healthy one, with a small permit pool (40 worker
+   permits, at most 20 per lane): two file lanes whose path is a FIFO with no reader
+   (opening it blocks: the destination hangs when it is opened) and two lanes whose
+   destination takes the publish call and never returns. The engine starts at once (before,
+   ``LanePublisher`` probed on the start-up path and the FIFO held it for ever), the FIFO
+   lanes are NOT READY saying which call hangs, the hanging lanes fill their reserves and
+   the shared part of the pool, and the healthy lane still publishes every message on time
+   from its reserve (before, the two hanging lanes took all 40 permits and it published
+   nothing).
+2. **Handed-over work has a deadline.** A publish that has not returned 2 s after it
+   began: the lane goes NOT READY naming the call, its attempts are UNKNOWN (their
+   messages UNCERTAIN), its permits are all given back, and when the call answers at last,
+   its PUBLISHED settles them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nereus.config import parse_config
+from nereus.engine.admin.status_views import lane_views
+from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
+from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.scheduler.permits import PermitLimits
+from nereus.records import Disposition, Outcome
+from nereus.views import find_message
+from tests.integration.doubles import QuietDestination
+from tests.integration.engine_harness import CONFIG, Harness, file_lane, lateness_ms, now_ms
+from tests.polling import wait_until
+
+
+class HangsInPublish(QuietDestination):
+    """READY, and every publish call blocks until ``release`` (then PUBLISHED)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.release = threading.Event()
+        self.calls = 0
+
+    def publish(self, requests: Sequence[PublishRequest],
+                now: Callable[[], int]) -> list[PublishResult]:
+        self.calls += 1
+        self.release.wait(120)
+        return [PublishResult(r.attempt_id, Outcome.PUBLISHED, Disposition.NONE,
+                              f"{self.name}@late", now()) for r in requests]
+
+
+def fifo_lane(home: Path, name: str) -> str:
+    """A file lane whose path is a FIFO nobody reads: opening it for writing blocks."""
+    path = home / "outbox" / f"{name}.fifo"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    return file_lane(name, f"outbox/{name}.fifo")
+
+
+def unblock(fifo: Path) -> None:
+    """Open the FIFO's reading end and drain it, so a writer blocked on it goes on (the
+    test's own clean-up: a daemon thread stuck in open(2) otherwise stays stuck)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+
+
+@contextmanager
+def started_engine(home: Path, lanes: str, settings: EngineSettings,
+                   destinations: dict[str, Destination]) -> Iterator[Harness]:
+    """An engine on ``home`` whose ``start`` must return within 20 s (it runs on a thread
+    of the test's, so a start held up by a destination fails the test, not the run)."""
+    text = CONFIG.format(partitions=2, lanes=lanes)
+    (home / "nereus.toml").write_text(text)
+    config = parse_config(text, source=str(home / "nereus.toml"))
+    engine = Engine(home, config, settings=settings, destinations=destinations)
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            engine.start(timeout_s=20)
+        except BaseException as exc:
+            failed.append(exc)
+
+    starter = threading.Thread(target=start, name="test-engine-start", daemon=True)
+    starter.start()
+    starter.join(20)
+    harness = Harness(home, engine, 2)
+    try:
+        assert not starter.is_alive(), "engine start was held up by a hung destination"
+        assert not failed, failed
+        yield harness
+    finally:
+        for destination in destinations.values():
+            if isinstance(destination, HangsInPublish):
+                destination.release.set()
+        for fifo in (home / "outbox").glob("*.fifo"):
+            unblock(fifo)
+        starter.join(30)
+        harness.close()
+        engine.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_healthy_lane_publishes_on_time_beside_four_hung_lanes(tmp_path: Path) -> None:
+    """FIFO lanes NOT READY from start-up, two READY lanes hanging in publish holding every
+    permit they may: the engine starts within 20 s and the healthy lane publishes all 200
+    of its messages, p99 lateness under 1 s, from its reserved permits."""
+    home = tmp_path / "home"
+    home.mkdir()
+    lanes = (file_lane("local", "outbox/local.jsonl") + fifo_lane(home, "fifo1")
+             + fifo_lane(home, "fifo2") + file_lane("hang1", "outbox/hang1.jsonl")
+             + file_lane("hang2", "outbox/hang2.jsonl"))
+    hung = {name: HangsInPublish(name) for name in ("hang1", "hang2")}
+    settings = EngineSettings(permits=PermitLimits(worker=40, lane=20), probe_timeout_s=1.0)
+    with started_engine(home, lanes, settings, dict(hung)) as h:
+        engine = h.engine
+        base = now_ms()
+        h.queue([h.schedule(f"{name}-{i}", base, lane=name)
+                 for name in ("hang1", "hang2", "fifo1", "fifo2") for i in range(60)])
+        wait_until("the hanging lanes to hold their permits",
+                   lambda: sum(engine.permits.in_flight(n) for n in hung) >= 28, 30,
+                   seen=lambda: {n: engine.permits.in_flight(n) for n in hung})
+        wait_until("both hanging lanes inside a publish call",
+                   lambda: all(d.calls >= 1 for d in hung.values()), 30,
+                   seen=lambda: {n: d.calls for n, d in hung.items()})
+        for name in ("fifo1", "fifo2"):
+            assert not engine.publishers[name].ready
+        start = now_ms()
+        h.queue([h.schedule(f"good{i}", start + 500 + 5 * i) for i in range(200)])
+        wait_until("the healthy lane to publish its 200 messages",
+                   lambda: len(h.outbox()) == 200, 30,
+                   seen=lambda: (len(h.outbox()), engine.permits.in_flight("local")))
+        held = {n: engine.permits.in_flight(n) for n in hung}
+        lines: list[dict[str, Any]] = h.outbox()
+        views = {view.lane: view for view in lane_views(engine)}
+    assert sum(held.values()) >= 28, f"the hanging lanes let go early: {held}"
+    for name in ("fifo1", "fifo2"):
+        assert views[name].readiness == "NOT_READY"
+        assert "probe" in (views[name].not_ready_reason or ""), views[name].not_ready_reason
+    late = sorted(lateness_ms(line) for line in lines)
+    assert late[0] >= 0
+    assert late[int(len(late) * 0.99) - 1] < 1_000, f"healthy lane p99 lateness {late[-5:]} ms"
+
+
+@pytest.mark.timeout(120)
+def test_a_publish_past_its_deadline_frees_its_lanes_permits(tmp_path: Path) -> None:
+    """Twelve due on a lane whose publish hangs, deadline 2 s: the lane goes NOT READY
+    naming the hung publish, every claimed attempt is UNKNOWN (its message UNCERTAIN), the
+    lane holds no permit, and the call's late PUBLISHED settles each message PUBLISHED."""
+    home = tmp_path / "home"
+    home.mkdir()
+    hung = HangsInPublish("hang")
+    lanes = file_lane("local", "outbox/local.jsonl") + file_lane("hang", "outbox/hang.jsonl")
+    settings = EngineSettings(publish_timeout_s=2.0)
+    with started_engine(home, lanes, settings, {"hang": hung}) as h:
+        engine = h.engine
+        wait_until("the hanging lane READY", lambda: engine.publishers["hang"].ready, 20)
+        ids = [f"m{i}" for i in range(12)]
+        h.queue([h.schedule(mid, now_ms(), lane="hang") for mid in ids])
+
+        def states() -> dict[str, str | None]:
+            out: dict[str, str | None] = {}
+            for mid in ids:
+                found = [m for loop in engine.shards.values()
+                         if (m := find_message(loop.store, mid)) is not None]
+                out[mid] = found[0].state if found else None
+            return out
+
+        wait_until("the hung publish's deadline", lambda: not engine.publishers["hang"].ready,
+                   30, seen=lambda: (hung.calls, states()))
+        reason = engine.publishers["hang"].not_ready_reason or ""
+        assert "has not answered a publish begun at" in reason and "deadline 2 s" in reason
+        wait_until("every claimed message settled by its deadline",
+                   lambda: "PUBLISHING" not in states().values()
+                   and engine.permits.in_flight("hang") == 0, 30, seen=states)
+        uncertain = [mid for mid, state in states().items() if state == "UNCERTAIN"]
+        assert uncertain, states()
+        view = {v.lane: v for v in lane_views(engine)}["hang"]
+        assert view.readiness == "NOT_READY" and view.not_ready_reason == reason
+        hung.release.set()
+        wait_until("the late PUBLISHED to settle the UNCERTAIN messages",
+                   lambda: all(states()[mid] == "PUBLISHED" for mid in uncertain), 30,
+                   seen=states)
