@@ -17,6 +17,7 @@ evidence MAC, where a result goes), each lane's destination and the engine's ``C
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -35,14 +36,20 @@ from nereus.views import open_attempts
 if TYPE_CHECKING:
     from nereus.engine.admin.documents import EvidenceSearchView
 
-WINDOW_BEFORE_MS = 60_000
+WINDOW_BEFORE_MS = 60_000  # searched before an attempt's admission, and overlapped
+MAX_SPAN_MS = 3_600_000  # the destination history one search reads at most
+FOUND_QUIET_MS = 60_000  # an attempt whose evidence was found is not searched again this long
 
 
 @dataclass
 class Search:
+    """An attempt's last search: when, what it found, why it failed, and how far (in
+    destination time) its searches have got."""
+
     at_ms: int
     found: str | None
     error: str | None = None
+    up_to_ms: int = 0
 
 
 class EvidenceShard(Protocol):
@@ -79,6 +86,9 @@ class EvidenceRecovery:
         self._worker: Supervised | None = None
         self.searches: dict[str, Search] = {}
         self.settled = 0
+        self.behind = False  # the last pass left history to read: the next one runs at once
+        # the span (ms) each search read, the last few hundred (``bench``, tests)
+        self.scanned_ms: deque[int] = deque(maxlen=512)
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         owner = supervisor if supervisor is not None else \
@@ -104,47 +114,93 @@ class EvidenceRecovery:
 
     def run(self) -> None:
         """Scan every ``interval_s`` of the Clock until asked to stop (a supervised worker
-        body)."""
-        while not self._clock.wait(self._stop, self.interval_s):
+        body); while a scan is still catching up on history (``behind``), the next one
+        follows at once."""
+        while not self._clock.wait(self._stop, 0 if self.behind else self.interval_s):
             try:
                 self.scan_once()
             except Exception as exc:  # one failed scan is reported; the next one runs
+                self.behind = False
                 safe_event(self._events, "evidence_scan_failed", level="warning",
                            error=f"{type(exc).__name__}: {exc}")
 
     def scan_once(self) -> int:
-        """One pass over every shard's UNKNOWN attempts; returns how many were settled."""
+        """One pass over every shard's UNKNOWN attempts; returns how many were settled.
+
+        Each lane's search reads only what its attempts have not been searched in: from
+        where the attempt's last successful search ended (its first: from its admission),
+        less ``WINDOW_BEFORE_MS`` for clocks and late appends, and at most ``MAX_SPAN_MS``
+        of destination history a pass. So a pass costs the time since the last one, not
+        the age of the oldest UNKNOWN attempt; a search that starts far back (a restart,
+        a new attempt admitted long ago) catches up over several passes run back to back
+        (``behind``)."""
         settled = 0
         now = self._clock.wall_ms()
+        self.behind = False
+        unknown: set[str] = set()
         for loop in list(self.shards.values()):
             if loop.state != ShardState.ACTIVE:
                 continue
             by_lane: dict[str, dict[str, Attempt]] = {}
             for attempt in open_attempts(loop.store, state="UNKNOWN"):
                 by_lane.setdefault(attempt.lane, {})[attempt.attempt_id] = attempt
+                unknown.add(attempt.attempt_id)
             for lane, attempts in by_lane.items():
                 destination = self.destinations.get(lane)
-                if destination is None:
-                    continue
-                since = min(a.admitted_broker_ms for a in attempts.values()) - WINDOW_BEFORE_MS
-                # a record is evidence only with the MAC of this attempt under the route's key
-                wanted = {attempt_id: loop.evidence_mac(a.delay_message_id, a.generation,
-                                                        attempt_id)
-                          for attempt_id, a in attempts.items()}
-                try:
-                    found = destination.scan_evidence(wanted, since, now)
-                except Exception as exc:
-                    for attempt_id in attempts:
-                        self.searches[attempt_id] = Search(now, None, str(exc))
-                    continue
-                for attempt_id in attempts:
-                    self.searches[attempt_id] = Search(now, found.get(attempt_id))
-                for attempt_id, evidence in found.items():
-                    loop.reply(PublishResult(attempt_id, Outcome.PUBLISHED, Disposition.NONE,
-                                             f"evidence scan: {evidence}"))
-                    settled += 1
-                if found:
-                    safe_event(self._events, "evidence_found", shard=str(loop.shard), lane=lane,
-                                attempts=len(found))
+                if destination is not None:
+                    settled += self._search(loop, lane, destination, attempts, now)
+        for gone in set(self.searches) - unknown:  # settled or moved away: nothing to show
+            del self.searches[gone]
         self.settled += settled
         return settled
+
+    def _searched_to(self, attempt: Attempt) -> int:
+        """Where ``attempt``'s search has got to: its last successful search's end, else
+        its admission."""
+        done = self.searches.get(attempt.attempt_id)
+        return attempt.admitted_broker_ms if done is None else \
+            max(done.up_to_ms, attempt.admitted_broker_ms)
+
+    def _just_found(self, attempt_id: str, now: int) -> bool:
+        """Evidence for it was found by a search less than ``FOUND_QUIET_MS`` ago: its
+        PUBLISHED is on its way to the shard's log (asked again after that, in case it was
+        lost on the way)."""
+        done = self.searches.get(attempt_id)
+        return done is not None and done.found is not None and now - done.at_ms < FOUND_QUIET_MS
+
+    def _search(self, loop: EvidenceShard, lane: str, destination: Destination,
+                attempts: Mapping[str, Attempt], now: int) -> int:
+        """One bounded search of ``lane``'s destination: the attempts searched least far,
+        from where they got to, over ``MAX_SPAN_MS`` at most; how many it settled."""
+        reached = {attempt_id: self._searched_to(a) for attempt_id, a in attempts.items()
+                   if not self._just_found(attempt_id, now)}
+        if not reached:
+            return 0
+        since = min(reached.values()) - WINDOW_BEFORE_MS
+        until = min(now, since + MAX_SPAN_MS)
+        if until < now:
+            self.behind = True
+        # those whose own range starts inside this one; the others wait for a later pass
+        asked = {attempt_id: attempts[attempt_id] for attempt_id, at in reached.items()
+                 if at - WINDOW_BEFORE_MS <= until}
+        # a record is evidence only with the MAC of this attempt under the route's key
+        wanted = {attempt_id: loop.evidence_mac(a.delay_message_id, a.generation, attempt_id)
+                  for attempt_id, a in asked.items()}
+        self.scanned_ms.append(until - since)
+        try:
+            found = destination.scan_evidence(wanted, since, until)
+        except Exception as exc:
+            for attempt_id in asked:
+                self.searches[attempt_id] = Search(now, None, str(exc),
+                                                   up_to_ms=reached[attempt_id])
+            return 0
+        for attempt_id in asked:
+            self.searches[attempt_id] = Search(now, found.get(attempt_id),
+                                               up_to_ms=max(reached[attempt_id], until))
+        for attempt_id, evidence in found.items():
+            loop.reply(PublishResult(attempt_id, Outcome.PUBLISHED, Disposition.NONE,
+                                     f"evidence scan: {evidence}"))
+        if found:
+            safe_event(self._events, "evidence_found", shard=str(loop.shard), lane=lane,
+                       attempts=len(found))
+        return len(found)

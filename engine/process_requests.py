@@ -80,9 +80,10 @@ def signal_requests() -> ProcessRequests:
 
 def event_logger(logger: LevelLogger, **context: object) -> EventLog:
     """The ``EventLog`` of a process: ``level=`` picks the logger's method (info unless
-    said), ``context`` goes on every event."""
+    said), ``context`` goes on every event that does not set the same field itself (a
+    field named twice once made the call raise, and ``safe_event`` dropped the event)."""
     def log_event(event: str, /, **fields: object) -> None:
         level = fields.pop("level", "info")
         method = getattr(logger, str(level), None) or logger.info
-        method(event, **context, **fields)
+        method(event, **{**context, **fields})
     return log_event

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from nereus.errors import NereusError
 from nereus.shard import ShardId
 
 
@@ -48,3 +49,28 @@ class ShardStatus:
     publish_outcomes: int  # outcomes that released one of this loop's claims
     error: str | None  # why the loop is FAILED or DEGRADED (None when healthy)
     waiting: str | None  # why an ACTIVE shard admits nothing right now (None: it may)
+
+
+def error_text(exc: BaseException) -> str:
+    """An error as an operator reads it: a Nereus error's message, else its type and text."""
+    return exc.message if isinstance(exc, NereusError) else f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefusedShard:
+    """A shard granted to this engine (a cluster node's, a worker process's) whose opening
+    raised: it has no loop, and ``engine status`` lists it FAILED with ``reason``."""
+
+    reason: str  # what a single engine's start prints after "error: "
+    hint: str | None
+    epoch: int  # the fencing epoch it was granted
+
+    @classmethod
+    def of(cls, exc: BaseException, *, epoch: int) -> RefusedShard:
+        return cls(reason=error_text(exc), epoch=epoch,
+                   hint=exc.hint if isinstance(exc, NereusError) else None)
+
+    @property
+    def error(self) -> str:
+        """The reason with its way out, as ``engine status`` shows it."""
+        return self.reason + (f"; {self.hint}" if self.hint else "")

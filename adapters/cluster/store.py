@@ -159,6 +159,15 @@ class ClusterStore:
                     expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if expected is None
                     else expected.version_id)
 
+    def unplace(self, shard: ShardId, expected: Version) -> bool:
+        """Delete a placement (a shard no longer configured) by CAS on the version read;
+        False if it changed meanwhile."""
+        try:
+            return self._c.delete(self.key(keys.placement_key(shard)),
+                                  expected_version_id=expected.version_id)
+        except UnexpectedVersionId:
+            return False
+
     def drains(self) -> dict[str, Drain]:
         return {node: drain for node, (drain, _) in self._scan(keys.DRAINS, Drain).items()}
 
@@ -208,11 +217,13 @@ class ClusterStore:
 
     def update_owner(self, session: Session, shard: ShardId, owned: Owned, *,
                      state: OwnerState, epoch: int | None = None,
-                     detail: str = "") -> Owned:
-        """Say where the owner is (its state), by CAS on the version it holds."""
+                     detail: str = "", refused: bool = False) -> Owned:
+        """Say where the owner is (its state, and why when FAILED), by CAS on the version
+        it holds."""
         import msgspec
 
         record = msgspec.structs.replace(owned.record, state=state, detail=detail,
+                                         refused=refused,
                                          epoch=owned.record.epoch if epoch is None else epoch)
         version = self._c.put(self.key(keys.owner_key(shard)), encode_record(record),
                               expected_version_id=owned.version.version_id, ephemeral=session)

@@ -27,7 +27,7 @@ from nereus.engine.admin.documents import (
 from nereus.engine.clock import TrustedClock
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
-from nereus.engine.shard_status import ShardState
+from nereus.engine.shard_status import RefusedShard, ShardState
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, decode_value
@@ -193,7 +193,20 @@ def shard_views(engine: Engine, reads: StatusReads | None = None) -> list[ShardV
             error=status.error or log_error, waiting=status.waiting,
             due_backlog=sum(len(sample.action_ats) for sample in due),
             due_backlog_capped=any(sample.capped for sample in due)))
+    refused = [(shard, why) for shard, why in sorted(engine.refused.items())
+               if shard not in engine.shards]
+    if refused:  # granted, could not be opened: FAILED with the reason, among the others
+        out += [refused_view(shard, why) for shard, why in refused]
+        out.sort(key=lambda view: ShardId.parse(view.shard))
     return out
+
+
+def refused_view(shard: ShardId, refused: RefusedShard) -> ShardView:
+    """A shard this engine holds but could not open (``Engine.refused``)."""
+    return ShardView(shard=str(shard), state=ShardState.FAILED.value, epoch=refused.epoch,
+                     applied_position=None, log_end_position=None, lag=None,
+                     caught_up=False, claims=0, in_flight=0, admissions=0, uncertain=0,
+                     error=refused.error, waiting=None, due_backlog=0)
 
 def lane_views(engine: Engine, reads: StatusReads | None = None) -> list[LaneView]:
     """Every configured lane, then every lane that has messages but no configuration

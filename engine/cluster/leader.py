@@ -1,7 +1,9 @@
 """What the leader does: compute the placement of every shard over the live nodes and
 write what changed (``nereus.cluster.placement``). Each write is a CAS on the version it
 read, so a leader that lost its record (and a new one already writing) cannot undo the
-new leader's decisions with stale ones: at most one of them wins each key."""
+new leader's decisions with stale ones: at most one of them wins each key. A placement of
+a shard the configuration no longer has (a home's ``partitions`` set back after a start
+with more) is deleted, so no node takes it."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ def place_shards(store: ClusterStore, shards: Sequence[ShardId], *, now_ms: int,
     desired = plan_placement(shards, {node: m.capacity for node, m in members.items()},
                              current, drains)
     written = 0
+    configured = set(shards)
+    for shard, (stale, stale_version) in sorted(placed.items(), key=lambda item: str(item[0])):
+        if shard not in configured and store.unplace(shard, stale_version):
+            safe_event(events, "shard_unplaced", shard=str(shard), node_id=stale.node_id,
+                       reason="not a shard of the configuration")
     for shard, assignment in sorted(desired.items(), key=lambda item: str(item[0])):
         before = current.get(shard)
         if before is not None and before.node_id == assignment.node_id:

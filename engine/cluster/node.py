@@ -23,6 +23,15 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
    record on this node's session (CAS: absent only) — its creating version is the fencing
    epoch the shard activates with — and activated; the record then says ACTIVE.
 
+Only shards of the configuration are taken (a placement left from a configuration with
+more partitions is not a shard). A shard that cannot run here — opening it raised (the
+configuration does not match its data, its database cannot be opened) or its loop failed
+(a diverged or corrupt log) — is **held FAILED**: the record says FAILED with the reason
+(``refused`` when opening raised), the reason is logged once at error, ``engine status``
+shows it, and nobody takes it meanwhile. It is tried again after ``FAILED_RETRY_S`` (doubling
+to ``FAILED_RETRY_MAX_S``), logging at error again only when the reason changed; placed
+elsewhere (``nereus shard move``) it is let go.
+
 Stop: the worker ends, every warm-up stops, the engine stops (every shard drains), then the
 session is closed so the records go at once and the other nodes take over without waiting for
 the TTL.
@@ -34,7 +43,7 @@ import contextlib
 import os
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from nereus.adapters.cluster.store import ClusterStore, Owned
 from nereus.cluster import keys
@@ -47,13 +56,25 @@ from nereus.engine.cluster.lease import SessionLease
 from nereus.engine.cluster.warmup import WarmUp, shares_home
 from nereus.engine.engine import Engine
 from nereus.engine.event_log import EventLog, safe_event
-from nereus.engine.shard_status import ShardState
+from nereus.engine.shard_status import ShardState, error_text
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.engine.time_source import Clock
 from nereus.errors import NereusError
 from nereus.shard import ShardId
 
 ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
+FAILED_RETRY_S: Final = 30.0  # a shard held FAILED is tried again after this,
+FAILED_RETRY_MAX_S: Final = 300.0  # doubling up to this
+
+
+@dataclass(slots=True)
+class _Failure:
+    """A shard this node holds FAILED: why, and when to try it again."""
+
+    reason: str
+    refused: bool  # opening it raised (else its loop failed)
+    attempts: int  # failed activations in a row
+    retry_at: float  # the node clock's monotonic reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +113,8 @@ class ClusterNode:
         self._warming: dict[ShardId, WarmUp] = {}
         self._said_warm: set[ShardId] = set()  # warm records of ours in the coordinator
         self._moving_since: dict[ShardId, float] = {}  # our shards placed elsewhere: since
+        self._failed: dict[ShardId, _Failure] = {}  # shards held FAILED (module docstring)
+        self._last_failure: dict[ShardId, _Failure] = {}  # kept across a retry's let-go
         self._session: Session | None = None
         self._lease: SessionLease | None = None
         self._watch: Notifications | None = None
@@ -160,15 +183,26 @@ class ClusterNode:
             place_shards(self.store, self.engine.configured_shards(), now_ms=now_ms,
                          events=self._events)
         placements = self.store.placements()
+        configured = set(self.engine.configured_shards())
         mine = sorted((shard for shard, (placement, _) in placements.items()
-                       if placement.node_id == self.settings.node_id), key=str)
+                       if placement.node_id == self.settings.node_id and shard in configured),
+                      key=str)
         # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
         self._warm(mine, self.store.owners())
         warms = None  # read only when a shard of ours is placed elsewhere
         for shard in list(self._owned):
             loop = self.engine.shards.get(shard)
             placed = placements.get(shard)
-            if loop is None or loop.state in ENDED_STATES:
+            failed = self._failed.get(shard)
+            if failed is not None:
+                if shard not in mine:
+                    self._let_go(shard, checkpoint=False, why="placed elsewhere while FAILED")
+                elif self._clock.monotonic() >= failed.retry_at:
+                    self._let_go(shard, checkpoint=False, why="trying it again after: "
+                                 f"{failed.reason}")
+            elif loop is not None and loop.state == ShardState.FAILED and shard in mine:
+                self._hold_failed(shard, loop.error or "its loop failed", refused=False)
+            elif loop is None or loop.state in ENDED_STATES:
                 self._let_go(shard, checkpoint=False,
                              why=f"its loop ended ({'gone' if loop is None else loop.state})")
             elif placed is None or placed[0].node_id != self.settings.node_id:
@@ -283,6 +317,7 @@ class ClusterNode:
         for shard in list(self._owned):
             self.engine.release_shard(shard, checkpoint=False, timeout_s=5.0)
             self._owned.pop(shard)
+        self._failed.clear()
         self._said_warm.clear()  # they went with the old session (or are deleted below)
         if self._session is not None:
             old = self._session.session_id
@@ -304,15 +339,44 @@ class ClusterNode:
         safe_event(self._events, "shard_taken", shard=str(shard), epoch=epoch)
         try:
             loop = self.engine.activate_shard(shard, epoch=epoch, lease=self._lease)
+        except Exception as exc:  # held FAILED, saying why (not taken again every round)
+            refused = self.engine.refused.get(shard)
+            self._hold_failed(shard, refused.reason if refused else error_text(exc),
+                              refused=True)
+            return
         except BaseException:  # never hold a record for a shard this node does not run
-            self._let_go(shard, checkpoint=False, why="its activation failed")
+            self._let_go(shard, checkpoint=False, why="its activation was interrupted")
             raise
         if loop.state == ShardState.ACTIVE:
+            self._last_failure.pop(shard, None)
             self._owned[shard] = self.store.update_owner(self._session, shard, owned,
                                                          state=OwnerState.ACTIVE)
+        elif loop.state == ShardState.FAILED:
+            self._hold_failed(shard, loop.error or "its loop failed", refused=False)
         else:
             self._let_go(shard, checkpoint=False,
                          why=f"it did not become active: {loop.error or loop.state}")
+
+    def _hold_failed(self, shard: ShardId, reason: str, *, refused: bool) -> None:
+        """Keep the shard's record, FAILED with ``reason``, until its retry is due. A refused
+        activation's reason is logged here at error, unless the last failure here said the
+        same (a failed loop logged its own: ``shard_failed``, ``shard_diverged``)."""
+        assert self._session is not None
+        last = self._last_failure.get(shard)
+        attempts = 1 if last is None else last.attempts + 1
+        delay = min(FAILED_RETRY_S * 2 ** (attempts - 1), FAILED_RETRY_MAX_S)
+        failure = self._failed[shard] = self._last_failure[shard] = _Failure(
+            reason=reason, refused=refused, attempts=attempts,
+            retry_at=self._clock.monotonic() + delay)
+        owned = self._owned[shard]
+        safe_event(self._events, "shard_activation_failed" if refused else "shard_held_failed",
+                   level="error" if refused and (last is None or last.reason != reason)
+                   else "info",
+                   shard=str(shard), epoch=owned.record.epoch, reason=reason,
+                   attempts=attempts, retry_in_s=delay)
+        self._owned[shard] = self.store.update_owner(
+            self._session, shard, owned, state=OwnerState.FAILED, detail=failure.reason,
+            refused=refused)
 
     def _let_go(self, shard: ShardId, *, checkpoint: bool, why: str) -> None:
         owned = self._owned[shard]
@@ -325,6 +389,7 @@ class ClusterNode:
                                                 state=OwnerState.RELEASING, detail=why)
         self.engine.release_shard(shard, checkpoint=checkpoint)
         self._owned.pop(shard)
+        self._failed.pop(shard, None)
         self._moving_since.pop(shard, None)
         self.store.release(shard, owned)
 

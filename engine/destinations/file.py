@@ -31,12 +31,14 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
 from nereus.engine.destinations.protocol import DestinationClosed, PublishRequest, PublishResult
+from nereus.errors import NereusError
 from nereus.records import Disposition, Outcome
-from nereus.timespec import MAX_TIME_MS, format_time_ms
+from nereus.timespec import MAX_TIME_MS, format_time_ms, parse_time_ms
 
 _JSON = msgspec.json.Encoder()  # the bytes json.dumps(separators=(",", ":"),
 # ensure_ascii=False) writes, for these values (str, int, None, str maps), several times faster
@@ -161,20 +163,55 @@ class FileDestination:
                       until_ms: int) -> dict[str, str]:
         if self._closed:
             raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
-        return scan_file_evidence(self.path, wanted)
+        return scan_file_evidence(self.path, wanted, since_ms)
 
     def close(self) -> None:
         self._closed = True  # there is nothing to release: each publish opens the file
 
 
-def scan_file_evidence(path: Path, wanted: Mapping[str, str]) -> dict[str, str]:
+# below this many bytes left, the search for where a time starts reads on line by line
+_BISECT_FLOOR = 64 << 10
+
+
+def first_offset_since(handle: BinaryIO, size: int, since_ms: int) -> int:
+    """The offset of a line start at or before the first line published at ``since_ms`` or later
+    (lines are appended in publish order, each with its ``published_at``): a binary search
+    over byte offsets, so a scan reads what was published since, not the whole file. A
+    line it cannot read moves the search towards the file's start (it never skips one)."""
+    low, high = 0, size
+    while high - low > _BISECT_FLOOR:
+        middle = (low + high) // 2
+        handle.seek(middle)
+        handle.readline()  # the rest of a line cut by the seek
+        start = handle.tell()
+        published = _published_ms(handle.readline())
+        if published is None or published >= since_ms or start >= high:
+            high = middle
+        else:
+            low = start
+    return low
+
+
+def _published_ms(raw: bytes) -> int | None:
+    try:
+        line = json.loads(raw)
+        return parse_time_ms(line["published_at"], field="published_at")
+    except (ValueError, KeyError, TypeError, NereusError):
+        return None
+
+
+def scan_file_evidence(path: Path, wanted: Mapping[str, str],
+                       since_ms: int | None = None) -> dict[str, str]:
     """Attempt ids found in an outbox file with the MAC ``wanted`` expects for them, with
-    ``path@offset`` evidence."""
+    ``path@offset`` evidence; with ``since_ms``, only lines from about that publish time on
+    (``first_offset_since``) are read."""
     found: dict[str, str] = {}
     if not wanted or not path.exists():
         return found
-    offset = 0
     with open(path, "rb") as handle:
+        offset = 0 if since_ms is None else first_offset_since(
+            handle, os.fstat(handle.fileno()).st_size, since_ms)
+        handle.seek(offset)  # a line's start
         for raw in handle:
             try:
                 line = json.loads(raw)

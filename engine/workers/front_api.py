@@ -112,17 +112,33 @@ class FrontApi:
         deadline = time.monotonic() + OWNER_WAIT_S
         while True:
             owned = self.store.owners().get(shard)
-            if owned is not None and owned.record.state == OwnerState.ACTIVE and (
-                    not self.clustered or owned.record.node_id in self.members):
+            ours = owned is not None and (not self.clustered
+                                          or owned.record.node_id in self.members)
+            if ours and owned is not None and owned.record.state == OwnerState.FAILED:
+                raise ShardFailed(f"shard {shard} is FAILED: {owned.record.detail}",
+                                  hint="`nereus engine status` and `nereus engine logs "
+                                  "--level error` say more; the shard is tried again now "
+                                  "and then")
+            if ours and owned is not None and owned.record.state == OwnerState.ACTIVE:
                 member = self.store.members().get(owned.record.node_id)
                 if member is not None:
                     return AdminClient(Path(member.address), timeout=timeout)
             if self.clustered:  # another node's shard: a worker's NodeApi asks its owner
                 return self._any_worker(timeout)
             if time.monotonic() > deadline:
-                raise NereusError(f"shard {shard} has no owner now: it is moving between "
-                                  "worker processes", hint="try again in a few seconds")
+                raise NereusError(f"shard {shard} has no owner now: {self._why_unowned()}",
+                                  hint="`nereus engine status` says more; try again shortly")
             time.sleep(0.05)
+
+    def _why_unowned(self) -> str:
+        """Why no worker holds a shard: a worker process that is not running (its last
+        error), else a move in progress."""
+        down = [w for w in self.supervisor.statuses()
+                if w.kind == "process" and w.state.value != "RUNNING"]
+        if down:
+            return "; ".join(f"worker {w.name} is {w.state.value}"
+                             + (f": {w.last_error}" if w.last_error else "") for w in down)
+        return "it is moving between worker processes"
 
     def _read(self, shard_text: str, ask: Callable[[AdminClient], T]) -> T:
         """``ask`` of the shard's owner; again of the next owner if that one went away."""
@@ -314,6 +330,10 @@ class FrontApi:
             if pending:
                 time.sleep(0.05)
         return AppendAnswer(receipts=[r for r in receipts if r is not None])
+
+class ShardFailed(NereusError):
+    """The shard's owner holds it FAILED (``nereus.engine.cluster.node``)."""
+
 
 def _append(client: AdminClient, part: AppendRequest, *,
             timeout: float) -> AppendAnswer | NereusError:

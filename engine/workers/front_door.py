@@ -11,7 +11,10 @@ Start: the shared tables of ``nereus.toml`` become the cluster's configuration r
 (replaced by compare-and-set on each start), the route keys are made once (before N
 processes race to make them), the workers start under a ``Supervisor`` (a worker that
 dies is logged, counted and started again), and the socket opens once every shard is
-ACTIVE on some worker (or after the start timeout, with the laggards shown by status).
+ACTIVE on some worker or held FAILED by one (or after the start timeout, with the
+laggards shown by status). A shard whose opening a worker refused (its configuration
+does not match its data, say) fails the start with that reason, as it fails a single
+engine's: the workers stop and the front door exits 1, printing ``error: <reason>``.
 
 On a node of a cluster (``[cluster]`` in ``nereus.toml``) the workers are members of that
 cluster (``<node_id>-w<K>``); its configuration and route keys are the cluster's already,
@@ -41,6 +44,7 @@ from nereus.adapters.home_lock import (
     write_pid_file,
 )
 from nereus.engine.process_requests import ProcessRequests, event_logger, signal_requests
+from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
@@ -183,21 +187,30 @@ def _await_ready(store: ClusterStore, api: FrontApi, requests: ProcessRequests) 
 
 
 def _ready(store: ClusterStore, api: FrontApi) -> bool:
-    """Standalone: every configured shard ACTIVE on some worker. On a node of a cluster:
-    every worker a member, and every shard placed on one of them ACTIVE there."""
+    """Standalone: every configured shard ACTIVE (or held FAILED) on some worker. On a
+    node of a cluster: every worker a member, and every shard placed on one of them ACTIVE
+    (or held FAILED) there. A shard whose opening a worker refused raises ``StartRefused``."""
     from nereus.cluster.records import OwnerState
 
+    settled = (OwnerState.ACTIVE, OwnerState.FAILED)
     owners = store.owners()
     if not api.clustered:
-        return sum(1 for o in owners.values()
-                   if o.record.state == OwnerState.ACTIVE) >= len(api.configured())
-    ours = set(api.members)
-    if not ours <= set(store.members()):
-        return False
-    for shard, (placement, _) in store.placements().items():
-        owned = owners.get(shard)
-        if placement.node_id in ours and (
-                owned is None or owned.record.node_id != placement.node_id
-                or owned.record.state != OwnerState.ACTIVE):
+        records = [None if (o := owners.get(s)) is None else o.record for s in api.configured()]
+    else:
+        ours = set(api.members)
+        if not ours <= set(store.members()):
             return False
+        records = [None if (o := owners.get(shard)) is None or o.record.node_id != placed.node_id
+                   else o.record for shard, (placed, _) in sorted(store.placements().items())
+                   if placed.node_id in ours]
+    if not all(record is not None and record.state in settled for record in records):
+        return False
+    for record in records:  # once all are settled: the first in shard order, as one engine
+        if record is not None and record.state == OwnerState.FAILED and record.refused:
+            raise StartRefused(record.detail or f"shard {record.shard} could not be opened",
+                               hint=f"{record.node_id} refused shard {record.shard}")
     return True
+
+
+class StartRefused(NereusError):
+    """A worker could not open one of the shards: the start fails as a single engine's."""

@@ -69,7 +69,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
                                  level=home_config.engine.log_level)
     logger = engine_logs.logger
 
-    log_event = event_logger(logger, worker=index)
+    # "process", not "worker": the supervisor's events name their worker thread "worker"
+    log_event = event_logger(logger, process=index)
 
     requests = signal_requests()
     assert config.cluster is not None

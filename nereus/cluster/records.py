@@ -62,6 +62,10 @@ class OwnerState(StrEnum):
     RECOVERING = "RECOVERING"  # holds the record; restoring, replaying, activating
     ACTIVE = "ACTIVE"  # live owner: claims and publishes
     RELEASING = "RELEASING"  # planned move: no new claims; outcomes, checkpoint, then gone
+    # held, not run: its activation raised (``refused``) or its loop failed (a diverged or
+    # corrupt log); ``detail`` says why. Its owner retries now and then; nobody else takes
+    # it meanwhile (a move, ``nereus shard move``, makes the owner let it go)
+    FAILED = "FAILED"
 
 
 class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,6 +79,10 @@ class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int = 0
     since_ms: int = 0
     detail: str = ""
+    # FAILED because opening the shard raised (a configuration that does not match its
+    # data, a database that cannot be opened), as a single engine's start would: a
+    # front door starting its workers refuses to start over it
+    refused: bool = False
 
 
 class Warm(msgspec.Struct, frozen=True, kw_only=True):

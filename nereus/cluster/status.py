@@ -2,6 +2,7 @@
 
 * no ownership record: **UNOWNED**;
 * its owner is RECOVERING (restoring, replaying, activating): **RECOVERING**;
+* its owner holds it FAILED (its activation raised, or its loop failed): **FAILED**;
 * its owner is RELEASING, or the placement names another node than the owner: **MOVING**;
 * else **ACTIVE**.
 
@@ -18,7 +19,7 @@ from typing import Literal
 from nereus.cluster.records import Drain, Leader, Member, OwnerRecord, OwnerState, Placement
 from nereus.shard import ShardId
 
-ShardState = Literal["ACTIVE", "RECOVERING", "MOVING", "UNOWNED"]
+ShardState = Literal["ACTIVE", "RECOVERING", "MOVING", "FAILED", "UNOWNED"]
 
 IN_MOTION: frozenset[ShardState] = frozenset({"RECOVERING", "MOVING"})
 
@@ -29,6 +30,8 @@ def shard_state(owner: OwnerRecord | None, placement: Placement | None) -> Shard
         return "UNOWNED"
     if owner.state == OwnerState.RECOVERING:
         return "RECOVERING"
+    if owner.state == OwnerState.FAILED:
+        return "FAILED"
     if owner.state == OwnerState.RELEASING or (
             placement is not None and placement.node_id != owner.node_id):
         return "MOVING"

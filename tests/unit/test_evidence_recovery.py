@@ -14,7 +14,7 @@ import pytest
 
 from nereus import records as r
 from nereus.engine.destinations.protocol import PublishRequest, PublishResult
-from nereus.engine.evidence import WINDOW_BEFORE_MS, EvidenceRecovery
+from nereus.engine.evidence import MAX_SPAN_MS, WINDOW_BEFORE_MS, EvidenceRecovery
 from nereus.engine.shard_status import ShardState
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -138,3 +138,66 @@ def test_the_scan_interval_passes_on_the_clock(store: ShardStore) -> None:
     finally:
         scanner.stop()
     assert [reply.attempt_id for reply in view.replies] == ["a1"]
+
+
+def test_an_attempt_unknown_for_days_costs_each_scan_only_the_time_since_the_last(
+        store: ShardStore) -> None:
+    """An UNKNOWN attempt whose record never lands, scanned every 5 s for two days: after
+    it has caught up on the history since its admission (passes of an hour at most), each
+    search reads the last 5 s and the overlap window, not everything back to the
+    admission (before, every pass read from the admission to now: two days by the end)."""
+    view, destination = ShardView(store), Landed(set())
+    clock = FakeClock(wall_ms=ADMITTED_MS + 2 * 86_400_000)
+    scanner = EvidenceRecovery({SHARD: view}, {"local": destination}, clock=clock)
+    passes = 0
+    while True:  # catching up: each pass an hour at most, run back to back
+        scanner.scan_once()
+        passes += 1
+        if not scanner.behind:
+            break
+    assert passes == 49
+    assert all(until - since <= MAX_SPAN_MS for _, since, until in destination.scans)
+    destination.scans.clear()
+    for _ in range(100):
+        clock.advance(5)
+        scanner.scan_once()
+    spans = {until - since for _, since, until in destination.scans}
+    assert spans == {5_000 + WINDOW_BEFORE_MS}, spans
+    assert scanner.searches["a1"].up_to_ms == clock.wall_ms()
+
+
+def test_a_failed_search_does_not_move_where_the_next_one_starts(store: ShardStore) -> None:
+    """A destination that fails a search: the attempt's search stays where it was, and the
+    next search reads that range again."""
+    view, destination = ShardView(store), Landed(set())
+    clock = FakeClock(wall_ms=ADMITTED_MS + 10_000)
+    scanner = EvidenceRecovery({SHARD: view}, {"local": destination}, clock=clock)
+    scanner.scan_once()
+    reached = scanner.searches["a1"].up_to_ms
+
+    def broken(wanted: Mapping[str, str], since_ms: int, until_ms: int) -> dict[str, str]:
+        raise ConnectionError("broker down")
+
+    destination.scan_evidence = broken  # type: ignore[method-assign]
+    clock.advance(30)
+    scanner.scan_once()
+    assert scanner.searches["a1"].error == "broker down"
+    assert scanner.searches["a1"].up_to_ms == reached
+    del destination.scan_evidence
+    clock.advance(5)
+    scanner.scan_once()
+    _, since, until = destination.scans[-1]
+    assert (since, until) == (reached - WINDOW_BEFORE_MS, clock.wall_ms())
+
+
+def test_searches_of_settled_attempts_are_forgotten(store: ShardStore) -> None:
+    """Once an attempt is no longer UNKNOWN (settled, or its shard gone) its search is not
+    kept: the scanner's memory follows the UNKNOWN attempts, not every one ever seen."""
+    view, destination = ShardView(store), Landed(set())
+    scanner = EvidenceRecovery({SHARD: view}, {"local": destination},
+                               clock=FakeClock(wall_ms=90_000))
+    scanner.scan_once()
+    assert set(scanner.searches) == {"a1"}
+    scanner.shards = {}
+    scanner.scan_once()
+    assert scanner.searches == {}

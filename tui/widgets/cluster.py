@@ -1,7 +1,7 @@
 """The cluster screen's tables and its heading, drawn from ``nereus.tui.cluster_models``.
 
-Shards in motion (MOVING, RECOVERING) are drawn in yellow across the whole row, UNOWNED in
-red, so a move in progress stands out in a long list; the moves table repeats them alone.
+Shards in motion (MOVING, RECOVERING) are drawn in yellow across the whole row, UNOWNED and
+FAILED in red, so a move in progress stands out in a long list; the moves table repeats them alone.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from nereus.tui.formatting import fmt_int, fmt_text
 from nereus.tui.widgets.tables import RowTable
 
 _STATE_STYLE = {"ACTIVE": "green", "MOVING": "bold yellow", "RECOVERING": "bold yellow",
-                "UNOWNED": "bold red"}
+                "FAILED": "bold red", "UNOWNED": "bold red"}
 
 
 def _cell(value: str | None, style: str) -> Text:
@@ -89,6 +89,9 @@ def cluster_heading(panel: ClusterPanel, where: str, interval_s: float) -> Text:
             count = overview.count(state)
             text.append(f" {state} ")
             text.append(str(count), style=_STATE_STYLE[state] if count else "")
+        if failed := overview.count("FAILED"):  # named only when there is one
+            text.append(" FAILED ")
+            text.append(str(failed), style=_STATE_STYLE["FAILED"])
         if overview.config_problem:
             text.append(f"\n{escape_controls(overview.config_problem)}", style="red")
     if not panel.connected and panel.failures:

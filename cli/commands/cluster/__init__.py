@@ -39,7 +39,7 @@ def _status(env: Env, coordinator: str | None) -> ClusterStatus:
 @app.command("status")
 def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
     """The leader, every node (alive or not) and every shard: its owner, fencing epoch,
-    state (ACTIVE, RECOVERING, MOVING or UNOWNED) and placement."""
+    state (ACTIVE, RECOVERING, MOVING, FAILED or UNOWNED) and placement."""
     import msgspec
 
     from nereus.cli.output import shown

@@ -1,0 +1,93 @@
+"""``nereus engine start --workers 2`` fails as one process does: a shard the workers
+cannot open is refused at once with the single engine's message and exit status, its
+reason logged at error; a start that gives up leaves nothing running; a shard left placed
+by a refused start with more partitions is no shard once the count is set back."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_nereus
+from tests.daemon import stop_engine, wait_for
+from tests.integration.test_engine_workers import worker_pids
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _json(home: Path, *args: str, code: int = 0) -> Any:
+    result = run_nereus("--json", *args, home=home, timeout=150)
+    assert result.code == code, f"nereus {' '.join(args)} exited {result.code}: " \
+        f"{result.stdout}{result.stderr}"
+    return result.json()
+
+
+def _set_partitions(home: Path, count: int) -> None:
+    config = home / "nereus.toml"
+    config.write_text(re.sub(r"(?m)^partitions = \d+", f"partitions = {count}",
+                             config.read_text()))
+
+
+def _nothing_runs(home: Path) -> None:
+    """No daemon holds the home and no worker process of it is left."""
+    status = _json(home, "engine", "status", code=4)
+    assert status["running"] is False, status
+    wait_for(lambda: not worker_pids(home), timeout=30, what="no worker process left")
+
+
+def test_a_partition_count_changed_under_data_is_refused_as_one_engine_refuses_it(
+        tmp_path: Path) -> None:
+    """With data in two shards and ``partitions = 3``: a two-worker start exits 1 with the
+    single engine's error and hint (the database's route, not "did not answer" after the
+    timeout), leaves nothing running, and a worker logged the reason at error. Set back to
+    2, the start holds exactly the two shards: nothing placed for ``default/2`` by the
+    refused start is taken (no phantom shard ACTIVE)."""
+    home = tmp_path / "home"
+    _json(home, "init", "--partitions", "2")
+    _json(home, "engine", "start", "--workers", "2")
+    try:
+        for index in range(4):
+            _json(home, "message", "schedule", "--lane", "local", "--delay", "1h",
+                  "--id", f"m{index}", "--payload", "x")
+    finally:
+        stop_engine(home)
+    _set_partitions(home, 3)
+
+    single = _json(home, "engine", "start", "--workers", "1", code=1)
+    workers = _json(home, "engine", "start", "--workers", "2", code=1)
+    assert "belongs to route default with 2 partitions" in single["hint"], single
+    assert (workers["error"], workers["hint"]) == (single["error"], single["hint"])
+    _nothing_runs(home)
+    logged = _json(home, "engine", "logs", "--level", "error")["lines"]
+    failed = [line for line in logged if line.get("event") == "shard_activation_failed"]
+    assert failed and "says partitions = 3" in failed[0]["reason"], logged
+
+    _set_partitions(home, 2)
+    started = _json(home, "engine", "start", "--workers", "2")
+    try:
+        assert started["shards"] == ["default/0", "default/1"]
+        status = _json(home, "engine", "status")
+        assert [(s["shard"], s["state"]) for s in status["shards"]] == [
+            ("default/0", "ACTIVE"), ("default/1", "ACTIVE")], status["shards"]
+        cluster = _json(home, "cluster", "status")
+        assert [s["shard"] for s in cluster["shards"]] == ["default/0", "default/1"]
+        listed = _json(home, "message", "list")["messages"]
+        assert sorted(m["delay_message_id"] for m in listed) == [f"m{i}" for i in range(4)]
+    finally:
+        stop_engine(home)
+
+
+def test_a_start_that_gives_up_leaves_nothing_running(tmp_path: Path) -> None:
+    """``engine start --timeout 0.2`` (no engine answers that fast) exits 1 saying the
+    engine did not answer and that it was stopped; no daemon and no worker is left to
+    come up later behind the operator's back, and the next start works."""
+    home = tmp_path / "home"
+    _json(home, "init", "--partitions", "2")
+    gave_up = _json(home, "engine", "start", "--workers", "2", "--timeout", "0.2", code=1)
+    assert gave_up["error"] == "the engine did not answer within 0.2 s; it was stopped"
+    _nothing_runs(home)
+    _json(home, "engine", "start", "--workers", "2")
+    stop_engine(home)
