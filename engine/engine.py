@@ -53,7 +53,7 @@ from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.log_heads import LogHeads
 from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.payload_collector import PayloadCollector
-from nereus.engine.publisher import LanePublisher
+from nereus.engine.publisher import PROBE_TIMEOUT_S, PUBLISH_TIMEOUT_S, LanePublisher
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import PlannerSettings
 from nereus.engine.shard_loop import ShardLoop
@@ -85,6 +85,9 @@ class EngineSettings:
     # how often the engine collects large payloads (``payload_collector``; 0: never). Off
     # unless configured: ``[engine] payload_gc_interval`` (default 1 h) sets it
     payload_gc_interval_s: float = 0.0
+    # a destination call's deadlines (``engine/destination_calls.py``)
+    publish_timeout_s: float = PUBLISH_TIMEOUT_S
+    probe_timeout_s: float = PROBE_TIMEOUT_S
     permits: PermitLimits = field(default_factory=PermitLimits)
     loop: LoopSettings = field(default_factory=LoopSettings)
 
@@ -97,6 +100,8 @@ class EngineSettings:
             evidence_interval_s=engine.evidence_interval_s,
             stop_timeout_s=engine.stop_timeout_s, memory_mb=engine.memory_mb,
             payload_gc_interval_s=engine.payload_gc_interval_s,
+            publish_timeout_s=engine.publish_timeout_ms / 1000,
+            probe_timeout_s=engine.probe_timeout_ms / 1000,
             permits=PermitLimits(worker=engine.max_in_flight, lane=engine.lane_in_flight,
                                  bytes=engine.max_in_flight_bytes),
             loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
@@ -138,7 +143,8 @@ class Engine:
             raise ValueError("the Trusted UTC clock must read the engine's time_source")
         self.time_source = self.clock.source
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{self.new_id()[:8]}"
-        self.permits = Permits(self.settings.permits)
+        # each configured lane keeps a reserved share of the worker and byte pools
+        self.permits = Permits(self.settings.permits, lanes=self.config.lanes)
         # each shard log's end as reports read it, never blocked by an unreachable log
         self.log_heads = LogHeads(monotonic=self.time_source.monotonic)
         self.supervisor = Supervisor(self.log_event, clock=self.time_source)
@@ -155,6 +161,17 @@ class Engine:
             return self.destinations[name]
         return open_destination(self.config.lanes[name], self.home)
 
+    def _publisher(self, name: str) -> LanePublisher:
+        """The lane's publisher, not started. Building its destination does no I/O (each
+        adapter connects in its probe or publish), and nothing here probes it: the first
+        probe is the publisher thread's, under its deadline, so a destination that hangs
+        when opened leaves its lane NOT READY and never holds up the engine's start."""
+        assert self.time_source is not None
+        return LanePublisher(name, self._destination(name), clock=self.time_source,
+                             events=self.log_event,
+                             publish_timeout_s=self.settings.publish_timeout_s,
+                             probe_timeout_s=self.settings.probe_timeout_s)
+
     def configured_shards(self) -> list[ShardId]:
         """Every shard of every configured route."""
         return [ShardId(route.name, partition) for route in self.config.routes.values()
@@ -169,8 +186,7 @@ class Engine:
         source = clock.source
         self.started_ms = source.wall_ms()
         for name in self.config.lanes:
-            self.publishers[name] = LanePublisher(
-                name, self._destination(name), clock=source, events=self.log_event)
+            self.publishers[name] = self._publisher(name)
         self.objects = open_object_store(self.config.objects, self.home)
         if self.catalog is not None:
             self.objects = CoordinatedCatalog(self.objects, self.catalog)
@@ -182,7 +198,7 @@ class Engine:
         if self.chrony is not None:
             self.supervisor.spawn("chrony", "clock", self.chrony.run)
         self.evidence = EvidenceRecovery(
-            self.shards, {name: p.destination for name, p in self.publishers.items()},
+            self.shards, {name: p.evidence for name, p in self.publishers.items()},
             clock=source, interval_s=self.settings.evidence_interval_s, events=self.log_event)
         for publisher in self.publishers.values():
             publisher.start(self.supervisor)
@@ -340,13 +356,12 @@ class Engine:
             raise ValueError("routes cannot change while the engine runs")
         changes = lane_changes(self.config, config)
         self.config = config
+        self.permits.configure(config.lanes)
         for name in changes.added:
-            assert self.time_source is not None
-            publisher = self.publishers[name] = LanePublisher(
-                name, self._destination(name), clock=self.time_source, events=self.log_event)
+            publisher = self.publishers[name] = self._publisher(name)
             publisher.start(self.supervisor)
         if self.evidence is not None:
-            self.evidence.destinations = {n: p.destination for n, p in self.publishers.items()}
+            self.evidence.destinations = {n: p.evidence for n, p in self.publishers.items()}
         limits = {name: self.publishers[name].destination.max_record_bytes
                   for name in changes.added}
         for loop in list(self.shards.values()):
