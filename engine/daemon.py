@@ -148,7 +148,8 @@ def abandon(engine: Engine, node: ClusterNode | None) -> None:
 def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
                  address: Path | None = None, reload: ConfigSource | None = None) -> ClusterNode:
     """This engine as a node of the cluster its ``[cluster]`` names: joined (a session and
-    its member record; ``NodeIdInUse`` when the id is taken), not yet reconciling.
+    its member record; ``NodeIdInUse`` when the id is taken, ``NodeIdInUseElsewhere`` at once
+    when another home runs under it or as its workers), not yet reconciling.
     ``address``: its admin socket (the home's, unless a worker process serves its own)."""
     import socket as sockets
 
@@ -157,17 +158,21 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     from nereus.adapters.cluster.route_keys import install_route_keys
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
+    from nereus.engine.workers.home import refuse_namesakes
 
     cluster = engine.config.cluster
     assert cluster is not None and engine.time_source is not None
     store = ClusterStore(handle)
+    host = cluster.host or sockets.gethostname()
+    # another home under this id (or as its workers) is refused before anything is written
+    refuse_namesakes(store.members(), cluster.node_id, home=engine.home, host=host)
     # every node signs and checks evidence with the route's one key, kept in the cluster
     installed = install_route_keys(store, engine.home,
                                    [r for r in engine.config.routes if r in store.route_secrets()])
     if installed:
         log_event("route_keys_installed", routes=installed)
     node = ClusterNode(engine, store, NodeSettings(
-        node_id=cluster.node_id, host=cluster.host or sockets.gethostname(),
+        node_id=cluster.node_id, host=host,
         address=str(address or socket_path(engine.home)), capacity=cluster.capacity,
         session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
         version=__version__), clock=engine.time_source, events=log_event,

@@ -118,14 +118,16 @@ def init_join(env: Env, url: str | None, node_id: str | None, capacity: int, *, 
 
 
 def _cluster_config(store: ClusterStore, node_id: str) -> tuple[Config, int]:
-    """The cluster's configuration (and revision), if ``node_id`` is free."""
+    """The cluster's configuration (and revision), if ``node_id`` is free: no live node
+    runs under it, as one process or as its workers (``<node_id>-w<K>``)."""
     from nereus.cluster.errors import NodeIdInUse
     from nereus.config import parse_config
+    from nereus.engine.workers.home import describe_member, live_namesakes
 
     record = store.require_config()
-    holder = store.members().get(node_id)
-    if holder is not None:
-        raise NodeIdInUse(node_id, f"{holder.host} pid {holder.pid}, admin {holder.address}")
+    taken = live_namesakes(store.members(), node_id)
+    if taken:
+        raise NodeIdInUse(taken[0].node_id, describe_member(taken[0]))
     config = parse_config(record.toml,
                           source=f"the cluster's configuration r{record.revision}")
     return config, record.revision

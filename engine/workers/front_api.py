@@ -191,9 +191,11 @@ class FrontApi:
         trusted = max((s.trusted_time for s in statuses), default=None,
                       key=lambda t: t.held_back_ms) or trusted_time_view(self.clock)
         problems = health_problems(shards, workers, trusted)
+        # a worker process that is not running is a problem already, with its reason
+        running = {w.name for w in workers if w.kind == "process" and w.state == "RUNNING"}
         problems += [f"worker process {index} does not answer: {answer.message}"
                      for index, answer in enumerate(answers)
-                     if isinstance(answer, NereusError)]
+                     if isinstance(answer, NereusError) and f"process-{index}" in running]
         problems += [f"shard {s.shard} is {UNOWNED}: {s.error}" for s in shards
                      if s.state == UNOWNED]
         return EngineStatus(

@@ -18,9 +18,12 @@ engine's: the workers stop and the front door exits 1, printing ``error: <reason
 
 On a node of a cluster (``[cluster]`` in ``nereus.toml``) the workers are members of that
 cluster (``<node_id>-w<K>``); its configuration and route keys are the cluster's already,
-and the socket opens once every worker is a member and every shard placed on one of them
-is ACTIVE. Its answers are the node's own view: its workers' shards, and the other
-owners asked through a worker (``front_api``).
+and the socket opens once every worker is a member (its own process's record) and every
+shard placed on one of them is ACTIVE. Another home live under the node's id (as one
+process or as workers) fails the start at once, naming it (``NodeIdInUseElsewhere``), and
+so does a worker that exits while the front door starts: exit 1 with its reason. Its
+answers are the node's own view: its workers' shards, and the other owners asked through
+a worker (``front_api``).
 Stop (SIGTERM, SIGINT, ``POST /v1/shutdown``): the socket closes first, every worker is
 asked to stop at once and drains its shards, then the front door exits.
 """
@@ -50,6 +53,7 @@ from nereus.layout import HomeLayout
 if TYPE_CHECKING:
     from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.workers.front_api import FrontApi
+    from nereus.engine.workers.processes import WorkerProcess
 
 READY_TIMEOUT_S: Final = 120.0
 STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKILL
@@ -72,7 +76,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.supervisor import Supervisor
     from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.front_api import FrontApi
-    from nereus.engine.workers.home import node_id, worker_coordinator
+    from nereus.engine.workers.home import node_id, refuse_namesakes, worker_coordinator
     from nereus.engine.workers.processes import WorkerProcess, stop_all
 
     enter_private_mode()
@@ -100,13 +104,17 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
             _write_config(store, layout.config.read_text(), source=str(layout.config))
             for route in config.routes:
                 route_key(home, route)
+        else:  # another home running under this node's id: refused before any worker runs
+            assert config.cluster is not None
+            refuse_namesakes(store.members(), config.cluster.node_id, home=home,
+                             host=config.cluster.host or socket.gethostname())
         for worker in processes:
             worker.start(supervisor)
         api = FrontApi(home, config, store, members, supervisor,
                        owner_id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
                        started_ms=started_ms,
                        clock=TrustedClock(max_error_ms=settings.max_clock_error_ms))
-        if not _await_ready(store, api, requests):
+        if not _await_ready(store, api, requests, processes):
             log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(supervisor)
@@ -173,12 +181,19 @@ def _write_config(store: ClusterStore, text: str, *, source: str) -> None:
     raise RuntimeError("the cluster's configuration kept changing while it was written")
 
 
-def _await_ready(store: ClusterStore, api: FrontApi, requests: ProcessRequests) -> bool:
+def _await_ready(store: ClusterStore, api: FrontApi, requests: ProcessRequests,
+                 processes: list[WorkerProcess]) -> bool:
     """Wait until the workers hold their shards (``_ready``), a stop request comes, or the
-    start timeout runs out; whether they did."""
+    start timeout runs out; whether they did. A worker that exits meanwhile fails the
+    start with its reason (``StartRefused``), as a single engine's start fails."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if _ready(store, api):
+        for worker in processes:
+            if worker.exits:
+                raise StartRefused(worker.last_exit or f"worker {worker.index} exited",
+                                   hint=f"see {HomeLayout(api.home).logs}/"
+                                   f"worker-{worker.index}.log")
+        if _ready(store, api, {api.members[w.index]: w.pid for w in processes}):
             return True
         if requests.get(0.1) == "stop":
             requests.put("stop")
@@ -186,10 +201,11 @@ def _await_ready(store: ClusterStore, api: FrontApi, requests: ProcessRequests) 
     return False
 
 
-def _ready(store: ClusterStore, api: FrontApi) -> bool:
+def _ready(store: ClusterStore, api: FrontApi, pids: dict[str, int | None]) -> bool:
     """Standalone: every configured shard ACTIVE (or held FAILED) on some worker. On a
-    node of a cluster: every worker a member, and every shard placed on one of them ACTIVE
-    (or held FAILED) there. A shard whose opening a worker refused raises ``StartRefused``."""
+    node of a cluster: every worker a member (this front door's process: ``pids``, by
+    node id), and every shard placed on one of them ACTIVE (or held FAILED) there. A shard
+    whose opening a worker refused raises ``StartRefused``."""
     from nereus.cluster.records import OwnerState
 
     settled = (OwnerState.ACTIVE, OwnerState.FAILED)
@@ -198,7 +214,8 @@ def _ready(store: ClusterStore, api: FrontApi) -> bool:
         records = [None if (o := owners.get(s)) is None else o.record for s in api.configured()]
     else:
         ours = set(api.members)
-        if not ours <= set(store.members()):
+        members = store.members()
+        if not all(node in members and members[node].pid == pids.get(node) for node in ours):
             return False
         records = [None if (o := owners.get(shard)) is None or o.record.node_id != placed.node_id
                    else o.record for shard, (placed, _) in sorted(store.placements().items())

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
 from nereus.adapters.cluster.coordinator_url import sqlite_url
+from nereus.cluster.errors import NodeIdInUseElsewhere
+from nereus.cluster.records import Member
 from nereus.config import CLUSTER_TABLES, ClusterSettings, Config, parse_config, tables_of
 from nereus.errors import ConfigError
 from nereus.layout import HomeLayout
@@ -63,8 +66,39 @@ def is_home_member(config: Config, member_id: str) -> bool:
     it runs ``--workers N`` (``node_id``)."""
     if config.cluster is None:
         return False
-    own = config.cluster.node_id
-    return member_id == own or re.fullmatch(rf"{re.escape(own)}-w\d+", member_id) is not None
+    return is_namesake(config.cluster.node_id, member_id)
+
+
+def is_namesake(node_id: str, member_id: str) -> bool:
+    """Whether ``member_id`` is the node ``node_id`` run as one process or as workers."""
+    return member_id == node_id or re.fullmatch(rf"{re.escape(node_id)}-w\d+",
+                                                member_id) is not None
+
+
+def live_namesakes(members: Mapping[str, Member], node_id: str, *,
+                   home: Path | None = None, host: str | None = None) -> list[Member]:
+    """The live members that are node ``node_id`` (as one process or as its workers),
+    except those served from ``home`` on ``host``: a previous run of this home, whose
+    session has not ended yet (its records go when it does)."""
+    run = None if home is None else HomeLayout(home).run.resolve()
+    return [member for name, member in sorted(members.items())
+            if is_namesake(node_id, name) and not (
+                run is not None and member.host == host
+                and Path(member.address).resolve().is_relative_to(run))]
+
+
+def refuse_namesakes(members: Mapping[str, Member], node_id: str, *, home: Path,
+                     host: str) -> None:
+    """``NodeIdInUseElsewhere`` naming the live node if another home runs as node
+    ``node_id``: two homes under one id would take each other's shards' records."""
+    taken = live_namesakes(members, node_id, home=home, host=host)
+    if taken:
+        raise NodeIdInUseElsewhere(taken[0].node_id, describe_member(taken[0]))
+
+
+def describe_member(member: Member) -> str:
+    """A member as the operator finds it: its host, pid and admin socket."""
+    return f"{member.host} pid {member.pid}, admin {member.address}"
 
 
 def worker_socket(home: Path, index: int) -> Path:

@@ -7,6 +7,10 @@ worker ``process-<K>``.
 Workers run in their own session, so a terminal's Ctrl-C reaches the front door alone and
 the front door decides the order of the stop: SIGTERM to every worker (each drains its
 shards), then SIGKILL to any still running at the deadline.
+
+A worker that fails says why on its stderr (``error: ...`` in ``worker-<K>.out``); the
+exit is reported with that line (``engine status`` shows it as the worker's last error),
+and ``exits`` counts the unasked exits, so a front door still starting fails with it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class WorkerProcess:
         self._stopping = threading.Event()
         self.process: subprocess.Popen[bytes] | None = None
         self.supervised: Supervised | None = None
+        self.exits = 0  # exits nobody asked for
+        self.last_exit: str | None = None  # the last one, with the worker's own words
 
     @property
     def pid(self) -> int | None:
@@ -56,7 +62,9 @@ class WorkerProcess:
         with self._lock:
             if self._stopping.is_set():
                 return
-            with open(logs / f"worker-{self.index}.out", "ab") as out:
+            out_path = logs / f"worker-{self.index}.out"
+            with open(out_path, "ab") as out:
+                said = out.tell()  # what this run says on stderr comes after this
                 process = subprocess.Popen(
                     [sys.executable, "-P", "-m", "nereus.engine.daemon", "--home", str(self.home),
                      "--worker", str(self.index), "--workers", str(self.count)],
@@ -67,8 +75,11 @@ class WorkerProcess:
         code = process.wait()
         if self._stopping.is_set():
             return
-        raise WorkerProcessExited(f"worker {self.index} (pid {process.pid}) exited with "
-                                  f"status {code}", hint=f"see {logs}/worker-{self.index}.log")
+        why = _said(out_path, said)
+        self.last_exit = f"worker {self.index} (pid {process.pid}) exited with status " \
+            f"{code}" + (f": {why}" if why else "")
+        self.exits += 1
+        raise WorkerProcessExited(self.last_exit, hint=f"see {logs}/worker-{self.index}.log")
 
     def terminate(self) -> None:
         """Ask the process to stop (it drains its shards); restart it no more."""
@@ -94,6 +105,23 @@ class WorkerProcess:
         if self.supervised is not None:
             self.supervised.join(5)
         return None if process is None else process.returncode
+
+
+def _said(path: Path, offset: int, limit: int = 64 << 10) -> str | None:
+    """The last ``error: ...`` line a worker wrote to its stderr after ``offset`` (without
+    the prefix), else its last line; None when it wrote nothing."""
+    try:
+        with open(path, "rb") as out:
+            end = out.seek(0, 2)
+            out.seek(max(offset, end - limit))
+            lines = [line.strip() for line in out.read().decode(errors="replace").splitlines()
+                     if line.strip()]
+    except OSError:
+        return None
+    errors = [line for line in lines if line.startswith("error: ")]
+    if errors:
+        return errors[-1].removeprefix("error: ")
+    return lines[-1] if lines else None
 
 
 def stop_all(processes: list[WorkerProcess], timeout_s: float) -> None:

@@ -17,6 +17,11 @@ class NodeIdInUse(CoordinationError):
         self.node_id = node_id
 
 
+class NodeIdInUseElsewhere(NodeIdInUse):
+    """A live node of another home runs under this node id (as one process or as its
+    workers ``<id>-w<K>``): not this home's previous run, whose session ends on its own."""
+
+
 class ClusterNotInitialised(CoordinationError, NotFound):
     """The coordinator holds no configuration for this cluster."""
 

@@ -1,11 +1,14 @@
 """``nereus engine start --workers 2`` fails as one process does: a shard the workers
 cannot open is refused at once with the single engine's message and exit status, its
 reason logged at error; a start that gives up leaves nothing running; a shard left placed
-by a refused start with more partitions is no shard once the count is set back."""
+by a refused start with more partitions is no shard once the count is set back; a worker
+process that cannot run again is shown failed, with its own reason."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 
 from tests.conftest import run_nereus
 from tests.daemon import stop_engine, wait_for
-from tests.integration.test_engine_workers import worker_pids
+from tests.integration.test_engine_workers import all_active, worker_pids
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -91,3 +94,42 @@ def test_a_start_that_gives_up_leaves_nothing_running(tmp_path: Path) -> None:
     _nothing_runs(home)
     _json(home, "engine", "start", "--workers", "2")
     stop_engine(home)
+
+
+def _restart_failed(home: Path, name: str) -> dict[str, Any] | None:
+    """The status (exit 1: not healthy) once the worker ``name`` is not running after a
+    restart of its own failed (its second exit: the first was the SIGKILL)."""
+    result = run_nereus("--json", "engine", "status", home=home, timeout=90)
+    status: dict[str, Any] = result.json()
+    worker = next((w for w in status.get("workers", []) if w["name"] == name), None)
+    down = worker is not None and worker["state"] != "RUNNING" and worker["restarts"] >= 2
+    return status if result.code == 1 and down else None
+
+
+def test_a_worker_process_that_cannot_run_is_shown_failed_with_its_reason(
+        tmp_path: Path) -> None:
+    """Worker 1 killed (SIGKILL) while ``nereus.toml`` has a bad table cannot start again:
+    ``engine status`` exits 1 and shows ``process-1`` not running with the worker's own
+    words (the file and line it refused), not only "exited with status 2", and no "does
+    not answer: the engine is not running" for it. Mended, the worker comes back and the
+    engine is healthy."""
+    home = tmp_path / "home"
+    _json(home, "init", "--partitions", "2")
+    _json(home, "engine", "start", "--workers", "2")
+    config = home / "nereus.toml"
+    good = config.read_text()
+    try:
+        config.write_text(good + "\n[bogus]\n")
+        os.kill(worker_pids(home)[1], signal.SIGKILL)
+        status = wait_for(lambda: _restart_failed(home, "process-1"), timeout=60,
+                          what="process-1 shown not running after a failed restart")
+        worker = next(w for w in status["workers"] if w["name"] == "process-1")
+        assert "unknown table [bogus]" in worker["last_error"], worker
+        assert any("process-1" in p and "unknown table [bogus]" in p
+                   for p in status["problems"]), status["problems"]
+        assert not any("worker process 1 does not answer" in p for p in status["problems"])
+        config.write_text(good)
+        wait_for(lambda: all_active(home), timeout=60, what="the worker back, every shard ACTIVE")
+    finally:
+        config.write_text(good)
+        stop_engine(home)
