@@ -52,7 +52,12 @@ The invariants (seed 000 and issue 37 §1):
     whose wait overlapped an engine-wide fault (a killed or stopped engine, a log outage).
 ``due_messages_settle``
     After quiescence no message is still SCHEDULED or PUBLISHING although its deliverAt
-    passed before the run ended (every wait has an end once faults heal).
+    passed before the run ended (every wait has an end once faults heal), except a message
+    of an ORDERED key whose head is UNCERTAIN (it waits for evidence or an operator).
+``engine_starts``
+    Every engine start the run asked for answered (every shard ACTIVE) within
+    ``START_BOUND_MS``, whatever a lane's destination was doing (a destination that hangs
+    when opened may leave its lane NOT READY, never the engine down).
 ``replay_digests``
     An offline replay of each shard's log from empty, and from every checkpoint, gives the
     live database's digest.
@@ -71,6 +76,7 @@ import msgspec
 
 from tests.chaos.history import (
     Digest,
+    EngineStart,
     Fault,
     FinalAttempt,
     FinalMessage,
@@ -87,7 +93,8 @@ from tests.chaos.history import (
 CLIENT_KINDS = frozenset({"SCHEDULE", "CANCEL", "RESCHEDULE", "QUERY_BARRIER",
                           "PAYLOAD_RESERVE", "PAYLOAD_COMMIT"})
 T = TypeVar("T", bound=msgspec.Struct)
-SETTLE_GRACE_MS = 2_000  # a message due this close to the end may still be on its way
+SETTLE_GRACE_MS = 2_000
+START_BOUND_MS = 30_000  # a message due this close to the end may still be on its way
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +128,7 @@ class Facts:
     results: dict[tuple[str, str], Line] = field(default_factory=dict)
     attempts: dict[str, tuple[FinalAttempt, Line]] = field(default_factory=dict)
     digests: list[Line] = field(default_factory=list)
+    starts: list[Line] = field(default_factory=list)
 
     @classmethod
     def of(cls, lines: Sequence[Line]) -> Facts:
@@ -148,6 +156,8 @@ class Facts:
                 facts.results[(entry.shard, entry.dedup_key)] = line
             elif isinstance(entry, Digest):
                 facts.digests.append(line)
+            elif isinstance(entry, EngineStart):
+                facts.starts.append(line)
         facts.records = {shard: sorted(items, key=lambda ln: _record(ln).position)
                          for shard, items in by_shard.items()}
         return facts
@@ -234,18 +244,18 @@ class Facts:
 
     def engine_wide_windows(self) -> list[tuple[int, int]]:
         """[start, heal] of every engine-wide fault (an open one lasts to the run's end)."""
-        open_at: dict[str, int] = {}
+        open_at: dict[str, list[int]] = defaultdict(list)
         windows: list[tuple[int, int]] = []
         for line in self.faults:
             fault = _as(line, Fault)
             if not fault.engine_wide:
                 continue
             if fault.phase == "start":
-                open_at[fault.nemesis] = fault.at_ms
-            elif fault.nemesis in open_at:
-                windows.append((open_at.pop(fault.nemesis), fault.at_ms))
+                open_at[fault.nemesis].append(fault.at_ms)
+            elif open_at[fault.nemesis]:
+                windows.append((open_at[fault.nemesis].pop(0), fault.at_ms))
         end = _as(self.end, RunEnded).ended_ms if self.end is not None else 2**62
-        windows += [(start, end) for start in open_at.values()]
+        windows += [(start, end) for starts in open_at.values() for start in starts]
         return windows
 
 
@@ -640,9 +650,15 @@ def due_messages_settle(facts: Facts) -> list[Violation]:
     if facts.end is None:
         return []
     end = _as(facts.end, RunEnded)
+    run = facts.started()
+    ordered = {lane.name for lane in run.lanes if lane.ordered} if run else set()
+    held = {(m.lane, m.key) for m in (_as(line, FinalMessage) for line in facts.messages.values())
+            if m.lane in ordered and m.key is not None and m.state == "UNCERTAIN"}
     out: list[Violation] = []
     for line in facts.messages.values():
         message = _as(line, FinalMessage)
+        if message.state == "SCHEDULED" and (message.lane, message.key) in held:
+            continue  # an UNCERTAIN head holds its key until evidence or an operator settles it
         if message.state in ("SCHEDULED", "PUBLISHING") and \
                 message.deliver_at_ms < end.ended_ms - SETTLE_GRACE_MS:
             out.append(_violation(name, [message.delay_message_id], (
@@ -683,6 +699,24 @@ def replay_digests(facts: Facts) -> list[Violation]:
     return out
 
 
+def engine_starts(facts: Facts) -> list[Violation]:
+    name = "engine_starts"
+    out: list[Violation] = []
+    for line in facts.starts:
+        start = _as(line, EngineStart)
+        took = None if start.ready_ms is None else start.ready_ms - start.requested_ms
+        if took is None or took > START_BOUND_MS:
+            what = f"took {took} ms" if took is not None else \
+                f"never answered ({start.error or 'no reason given'})"
+            lanes = sorted({lane for f in facts.faults for lane in _as(f, Fault).lanes
+                            if _as(f, Fault).at_ms <= start.requested_ms})
+            out.append(_violation(name, [f"pid {start.pid}"], (
+                f"an engine start {what}; bound {START_BOUND_MS} ms"
+                + (f" (lanes faulted before it: {', '.join(lanes)})" if lanes else "")),
+                [line]))
+    return out
+
+
 Invariant = Callable[[Facts], list[Violation]]
 
 INVARIANTS: dict[str, Invariant] = {
@@ -695,6 +729,7 @@ INVARIANTS: dict[str, Invariant] = {
     "admission_not_expired": admission_not_expired,
     "lane_isolation": lane_isolation,
     "due_messages_settle": due_messages_settle,
+    "engine_starts": engine_starts,
     "replay_digests": replay_digests,
 }
 

@@ -12,6 +12,7 @@ One line is one frozen Struct, tagged by ``type``:
 * ``seen``: one record a destination consumer read, with the consumer's wall clock when it
   first read it and its place in the destination's order (``stream``, ``order``);
 * ``fault``: a nemesis starting or healing;
+* ``start``: an engine start, and when it answered;
 * ``record``: one record of a Shard Log, read after the run (what was really appended);
 * ``message`` and ``result``: each shard's final state after quiescence (messages with
   their attempts; results by dedup key);
@@ -149,6 +150,16 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True, tag="fault", tag_field="t
     lanes: list[str] = msgspec.field(default_factory=list)
 
 
+class EngineStart(msgspec.Struct, frozen=True, kw_only=True, tag="start", tag_field="type"):
+    """One engine start the run asked for: when, and when (if ever) it answered with every
+    shard ACTIVE; ``error``: why it did not."""
+
+    requested_ms: int
+    ready_ms: int | None
+    pid: int | None = None
+    error: str | None = None
+
+
 class LogEntry(msgspec.Struct, frozen=True, kw_only=True, tag="record", tag_field="type"):
     """One record of a Shard Log, read after the run. The fields a kind does not have are
     None."""
@@ -244,8 +255,8 @@ class RunEnded(msgspec.Struct, frozen=True, kw_only=True, tag="end", tag_field="
     notes: list[str] = msgspec.field(default_factory=list)
 
 
-Entry = (RunStarted | Op | Seen | Fault | LogEntry | FinalMessage | FinalResult | Digest
-         | RunEnded)
+Entry = (RunStarted | Op | Seen | Fault | EngineStart | LogEntry | FinalMessage | FinalResult
+         | Digest | RunEnded)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Entry)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.chaos.checker import INVARIANTS, Facts, Violation, check
-from tests.chaos.history import LogEntry, Op, Receipt, Seen, lines_of, parse_lines
+from tests.chaos.history import EngineStart, LogEntry, Op, Receipt, Seen, lines_of, parse_lines
 from tests.chaos.story import SHARD, T0, Story
 
 
@@ -335,6 +335,30 @@ def test_a_due_message_left_scheduled_is_named() -> None:
     story.schedule("m1", T0 + 1_000)
     (violation,) = named(story, "due_messages_settle")
     assert "still SCHEDULED" in violation.text
+
+
+def test_a_message_behind_an_uncertain_ordered_head_may_wait() -> None:
+    """k2 waits behind k1, UNCERTAIN on the same ORDERED key: not a stuck message."""
+    story = Story()
+    story.schedule("k1", T0 + 1_000, lane="ordered", key="a")
+    story.schedule("k2", T0 + 1_100, lane="ordered", key="a")
+    story.admit("k1", "att-k1", at_ms=T0 + 1_010)
+    story.settle("k1", "att-k1", "UNKNOWN", at_ms=T0 + 1_020)
+    assert check(story.lines()) == []
+
+
+# -- engine starts -------------------------------------------------------------------------
+def test_an_engine_start_that_never_answers_is_named() -> None:
+    """A start asked for while a lane's destination hung never came up: named, with the
+    lanes faulted before it; a start that answered in 2 s is not."""
+    story = clean_story()
+    story.fault("hang", T0, T0 + 90_000, engine_wide=False, lanes=["p1"])
+    story.entries.append(EngineStart(requested_ms=T0 + 10, ready_ms=T0 + 2_010, pid=7))
+    story.entries.append(EngineStart(requested_ms=T0 + 5_000, ready_ms=None, pid=8,
+                                     error="not ready within 45 s"))
+    (violation,) = named(story, "engine_starts")
+    assert "never answered (not ready within 45 s)" in violation.text
+    assert "lanes faulted before it: p1" in violation.text
 
 
 # -- replay ----------------------------------------------------------------------------------
