@@ -88,7 +88,7 @@ def _engine(store: Any) -> Any:
     publisher = SimpleNamespace(ready=True, not_ready_reason=None, published=0, failures=0)
     now = SimpleNamespace(earliest_ms=NOW_MS)
     return SimpleNamespace(
-        shards={ShardId("default", 0): loop}, publishers={"local": publisher},
+        shards={ShardId("default", 0): loop}, refused={}, publishers={"local": publisher},
         log_heads=LogHeads(monotonic=time.monotonic),
         clock=SimpleNamespace(now=lambda: now),
         permits=SimpleNamespace(in_flight=lambda name: 0),
