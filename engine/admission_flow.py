@@ -1,11 +1,14 @@
 """A shard owner's admissions, from claim to settlement.
 
-A planner round (gates, DRR, permits) claims due work; the claims' exact PUBLISH_ADMISSION
-bytes, and any CLAIM_RESULT expiries, go to the outbox for one group append. Only after a
-batch is synced are its events acted on: a winning admission of ours whose claim, owner,
-epoch, time gate and lane readiness still hold is handed to its lane publisher (durable
-PUBLISHING happens-before the producer call); otherwise this owner, which alone could send
-for that attempt id, declines it with NOT_PUBLISHED LANE_UNAVAILABLE. A stale admission
+A planner round (gates, DRR, permits) claims due work, with no attempt identity; this
+module is the admission executor: it prepares each new claim's PUBLISH_ADMISSION with a
+new attempt id (``scheduler/admission.py``), and those exact bytes, with any CLAIM_RESULT
+expiries, go to the outbox for one group append (a retry resends the same bytes). Only
+after a batch is synced are its events acted on: a winning admission of ours whose claim
+(claim id and claimSequence, store, runtime revision), owner, epoch, time gate and lane
+readiness still hold is handed to its lane publisher (durable PUBLISHING happens-before the
+producer call); otherwise this owner, which alone could send for that attempt id, declines
+it with NOT_PUBLISHED LANE_UNAVAILABLE. A stale admission
 releases its claim; an applied outcome (or operator resolve) releases the claim and its
 permits. A claim whose deadline passes before its admission was acted on is released, and
 its attempt declined if it exists.
@@ -28,7 +31,8 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.destinations.protocol import PublishRequest
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.publisher import LanePublisher
-from nereus.engine.scheduler.claims import Claim, ClaimBook, LocalRows
+from nereus.engine.scheduler.admission import handover_refusal, prepare_admission
+from nereus.engine.scheduler.claims import Claim, ClaimBook, ClaimWatch, LocalRows, Revocation
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
 from nereus.engine.scheduler.explain import ExplainInputs
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
@@ -66,13 +70,14 @@ class AdmissionFlow:
     def __init__(self, shard: ShardId, store: ShardStore, *, clock: TrustedClock,
                  planner: Planner, permits: Permits, publishers: Mapping[str, LanePublisher],
                  ownership: Ownership, outbox: Outbox, progress: ShardProgress,
-                 events: EventLog, evidence_key: bytes, new_id: Callable[[], str]) -> None:
+                 events: EventLog, evidence_key: bytes, new_id: Callable[[], str],
+                 watch: ClaimWatch | None = None) -> None:
         self._shard = shard
         self._store = store
         self._clock = clock
         self._time = clock.source
         self.planner = planner
-        self.book = ClaimBook(permits, self._forget_claim)
+        self.book = ClaimBook(permits, self._forget_claim, watch)
         self._publishers = publishers
         self._ownership = ownership
         self._outbox = outbox
@@ -98,7 +103,8 @@ class AdmissionFlow:
 
     # one scheduling round -----------------------------------------------------------
     def schedule(self) -> bool:
-        """One planner round; its claims' admissions and its expiries go to the outbox."""
+        """One planner round; the admissions prepared for its claims (each with a new
+        attempt id) and its expiries go to the outbox."""
         mono = self._time.monotonic_ms()
         self._quiet_until_ms = 0  # until this round says otherwise: look again soon
         problem = self._clock.problem()
@@ -112,7 +118,8 @@ class AdmissionFlow:
         now = self._clock.now()
         plan = self.planner.round(now, mono, self._ownership.owner(),
                                   self.lanes(), lambda lane: publishers[lane].ready,
-                                  self.book.by_message, self.held_keys(), self.book.dispatched,
+                                  self.book.by_message, self.held_keys(),
+                                  self.book.dispatched_claims,
                                   allowance=self.pace.allowance())
         self.lane_waiting = plan.waiting
         self.round_work = len(plan.claims) + len(plan.expiries)
@@ -123,11 +130,14 @@ class AdmissionFlow:
             return False
         local = self._local
         local.put(STATE_KEY, dump_state(self.planner.state))
-        for claim in plan.claims:
-            self.book.track(claim)
+        # the admission executor: the attempt identity is assigned here, not at Claim
+        admissions = [prepare_admission(claim, self._new_id(), now) for claim in plan.claims]
+        for admission in admissions:
+            self.book.admit(admission)
+            claim = admission.claim
             local.put(keys.claim_key(claim.delay_message_id), _encode_claim(claim))
         local.write()
-        self._outbox.add_admissions(plan.claims)
+        self._outbox.add_admissions(admissions)
         self._outbox.add(plan.expiries)
         return True
 
@@ -175,9 +185,9 @@ class AdmissionFlow:
                                             self._obligation_keys),
             claims_on_lane=sum(1 for claim in claims.values() if claim.lane == name),
             quota_left=None if now is None else quota_left(lane, now, claims.values(),
-                                                           self.book.dispatched),
+                                                           self.book.dispatched_claims),
             permits_refusal=self.planner.permits.refusal(name, size),
-            claimed=None if own is None else own.attempt_id,
+            claimed=None if own is None else (self.book.attempt_of(own) or own.claim_id),
             capability=record_refusal(message, self.planner.record_limits.get(name)),
             waiting=self.waiting)
 
@@ -200,12 +210,15 @@ class AdmissionFlow:
     def _expire(self, expired: list[Claim]) -> None:
         if not expired:
             return
-        self._outbox.drop_admissions({claim.attempt_id for claim in expired})
+        attempts = {claim.claim_id: self.book.attempt_of(claim) for claim in expired}
+        self._outbox.drop_admissions({a for a in attempts.values() if a is not None})
         for claim in expired:
-            self.book.release(claim)
-            raw = self._store.get(keys.attempt_key(claim.attempt_id))
+            self.book.release(claim, Revocation.DEADLINE)
+            attempt_id = attempts[claim.claim_id]
+            raw = None if attempt_id is None else self._store.get(keys.attempt_key(attempt_id))
             if raw is not None and decode_value(raw, Attempt).state == AttemptState.PUBLISHING:
-                self._outbox.decline(claim.attempt_id,
+                assert attempt_id is not None
+                self._outbox.decline(attempt_id,
                                      "owner declined before any send: the claim deadline passed")
 
     def take_outcomes(self) -> bool:
@@ -241,7 +254,7 @@ class AdmissionFlow:
         """Fenced: no admission of ours goes into the log, and every claim not yet with a
         publisher is released (attempts already with one are refused at its gate)."""
         self._outbox.drop_every_admission()
-        self.book.release_undispatched()
+        self.book.release_undispatched(Revocation.FENCED)
 
     # acting on applied records --------------------------------------------------------
     def open_obligation(self, obligation: Obligation) -> None:
@@ -277,14 +290,14 @@ class AdmissionFlow:
         mine = record.owner_id == self._ownership.owner_id
         if applied.result.status != ResultStatus.APPLIED:
             if claim is not None:
-                self.book.release(claim)
+                self.book.release(claim, Revocation.STALE)
             if applied.result.reason == Reason.TIME_EVIDENCE and mine:
                 self._hold_for_time(applied.result.detail or "")
             return
         self.admissions += 1
         if record.attempt_id in self.book.dispatched:
             return  # acted on before a crash; never handed over twice
-        if claim is not None and (why := self._gate_closed(claim)) is None:
+        if claim is not None and (why := self._gate_closed(claim, record, applied)) is None:
             self.book.dispatch(record.attempt_id)
             safe_event(self._events, "message_admitted", level="debug", shard=str(self._shard),
                        lane=record.lane, delay_message_id=record.delay_message_id,
@@ -295,6 +308,8 @@ class AdmissionFlow:
                     template.delay_message_id, template.generation, record.attempt_id)),
                 self._outbox.reply, self._ownership.live_owner_gate)
         elif mine:
+            if claim is not None:
+                self.book.revoked(claim, Revocation.HANDOVER)
             reason = why if claim is not None else "the claim ended before admission"
             safe_event(self._events, "message_declined", shard=str(self._shard),
                        lane=record.lane, delay_message_id=record.delay_message_id,
@@ -305,7 +320,8 @@ class AdmissionFlow:
         """The MAC this attempt's destination record carries (and evidence must show)."""
         return evidence_mac(self._evidence_key, delay_message_id, generation, attempt_id)
 
-    def _gate_closed(self, claim: Claim) -> str | None:
+    def _gate_closed(self, claim: Claim, record: PublishAdmission,
+                     applied: Applied) -> str | None:
         """Why a won admission may not go to its publisher now, or None."""
         state = self._progress.state
         if state != ShardState.ACTIVE:
@@ -329,6 +345,15 @@ class AdmissionFlow:
             return "the claim was revoked"
         if mono > claim.deadline_mono_ms:
             return "the claim deadline passed"
+        raw = self._store.get(keys.msg_key(record.delay_message_id))
+        refused = handover_refusal(
+            claim, record, owner_id=self._ownership.owner_id,
+            store_id=self._ownership.store_id, epoch=self._ownership.epoch,
+            issued_sequence=self.planner.state.claim_sequence,
+            message=None if raw is None else decode_value(raw, Message),
+            admitted_position=applied.result.position)
+        if refused is not None:
+            return refused
         if not now.is_due(claim.template.action_at_ms):
             return "the time gate no longer holds"
         publisher = self._publishers.get(claim.lane)

@@ -121,15 +121,18 @@ class ShardLoop(ProgressWaits):
         # everything below is held across a crash and a restart of the loop (never in a
         # call's locals): claims, records not yet in the log, synced events not acted on
         self._outbox = Outbox(shard, log, time=self._time, events=events, wake=self._wake)
+        self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
         planner = Planner(
             store, permits, load_state(store.get(STATE_KEY)), settings.planner, new_id,
             fetch_payload=fetch_payload, leads=self.lanes_wanted.leads,
             record_limits={name: publisher.destination.max_record_bytes
-                           for name, publisher in publishers.items()})
+                           for name, publisher in publishers.items()},
+            monotonic=self._time.monotonic)
         self._admissions = AdmissionFlow(
             shard, store, clock=clock, planner=planner, permits=permits,
             publishers=publishers, ownership=self._owner, outbox=self._outbox,
-            progress=self._progress, events=events, evidence_key=evidence_key, new_id=new_id)
+            progress=self._progress, events=events, evidence_key=evidence_key, new_id=new_id,
+            watch=self.metrics)
         self._applier = Applier(self.runner, progress=self._progress, results=self._results,
                                 act=self._on_applied)
         self.checkpoints = CheckpointTrigger(
@@ -142,7 +145,6 @@ class ShardLoop(ProgressWaits):
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
-        self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
 
     # what others see ------------------------------------------------------------------
     @property

@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from nereus.adapters.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, safe_event
-from nereus.engine.scheduler.claims import Claim
+from nereus.engine.scheduler.admission import PreparedAdmission
 from nereus.engine.time_source import Clock
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
@@ -65,9 +65,9 @@ class Outbox:
         """Encoded records that are not admissions (outcomes, claim results)."""
         self._records.extend((None, data) for data in records)
 
-    def add_admissions(self, claims: Iterable[Claim]) -> None:
-        """Each claim's exact PUBLISH_ADMISSION bytes."""
-        self._records.extend((claim.attempt_id, claim.admission) for claim in claims)
+    def add_admissions(self, admissions: Iterable[PreparedAdmission]) -> None:
+        """Each prepared admission's exact PUBLISH_ADMISSION bytes."""
+        self._records.extend((admission.attempt_id, admission.data) for admission in admissions)
 
     def drop_admissions(self, attempt_ids: Collection[str]) -> None:
         """Admissions whose claims expired before they reached the log."""

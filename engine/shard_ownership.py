@@ -53,6 +53,9 @@ class Ownership:
         self.lease = lease
         self.granted_epoch = granted_epoch
         self._store = store
+        # the store identity a claim records and the hand-over checks: this open of this
+        # database (its path, and the handle this owner holds)
+        self.store_id = f"{store.path}#{id(store):x}"
 
     def lease_problem(self) -> str | None:
         """Why this owner's coordinator session does not cover a producer call now."""
@@ -60,7 +63,7 @@ class Ownership:
 
     def owner(self) -> Owner:
         """Who a planner round claims for: this owner, its store and its epoch."""
-        return Owner(self.owner_id, str(self._store.path), self.epoch)
+        return Owner(self.owner_id, self.store_id, self.epoch)
 
     def is_rival(self, barrier: ActivationBarrier) -> bool:
         """An applied barrier that activates anyone but this owner at its epoch."""

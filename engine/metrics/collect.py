@@ -104,6 +104,16 @@ class EngineCollector(Collector):
         latency = HistogramMetricFamily(
             "nereus_admission_outcome_latency_seconds", "Seconds from an admission applied "
             "to its outcome applied", labels=LANE_OF_SHARD)
+        claims = CounterMetricFamily(
+            "nereus_claims", "Claims made: due work reserved for this owner (reversible, "
+            "no attempt consumed; counted apart from admissions)", labels=LANE_OF_SHARD)
+        claim_latency = HistogramMetricFamily(
+            "nereus_claim_latency_seconds", "A Claim's local preparation: revalidation, "
+            "permits, payload and template", labels=LANE_OF_SHARD)
+        revocations = CounterMetricFamily(
+            "nereus_claim_revocations", "Claims ended before their attempt reached a "
+            "publisher, by reason (deadline, stale_admission, fenced, handover)",
+            labels=[*LANE_OF_SHARD, "reason"])
         for view in shards:
             labels = [view.shard.rpartition("/")[0], view.shard]
             loop = loops.get(view.shard)
@@ -130,8 +140,13 @@ class EngineCollector(Collector):
                 outcomes.add_metric([*labels, lane, outcome], n)
             _histograms(due_lag, labels, counts.due_lag)
             _histograms(latency, labels, counts.outcome_latency)
+            for lane, n in sorted(counts.claims.items()):
+                claims.add_metric([*labels, lane], n)
+            _histograms(claim_latency, labels, counts.claim_latency)
+            for (lane, reason), n in sorted(counts.revocations.items()):
+                revocations.add_metric([*labels, lane, reason], n)
         yield from (applied, position, end, lag, age, state, epoch, fencing, unknown, stale,
-                    outcomes, due_lag, latency)
+                    outcomes, due_lag, latency, claims, claim_latency, revocations)
         yield from _lane_families(engine, lanes)
         yield restarts_family(worker_views(engine))
         if engine.clock is not None:

@@ -7,8 +7,13 @@ reads them without a lock (a value may be one record behind another, never torn:
 bucket list is copied before its cumulative sums are taken, so ``_count`` equals the
 ``+Inf`` bucket). No Prometheus import: ``collect`` turns these into metric families.
 
-Labels are bounded: lane (configured lanes), reason (the machine's reason codes), outcome
-(PUBLISHED, NOT_PUBLISHED, UNKNOWN). Never a message or attempt id.
+Claims are counted apart from admissions (seed 000 section 5): the loop's ``ClaimBook``
+reports each claim made, with its local preparation time, and each claim revoked before
+its attempt reached a publisher (``claimed``, ``revoked``: the book's ``ClaimWatch``).
+
+Labels are bounded: lane (configured lanes), reason (the machine's reason codes, and the
+claim revocation reasons), outcome (PUBLISHED, NOT_PUBLISHED, UNKNOWN). Never a message or
+attempt id.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Final, Protocol
 
+from nereus.engine.scheduler.claims import Revocation
 from nereus.machine import Applied, Reason
 from nereus.records import PublishAdmission, PublishOutcome, ResultStatus
 
@@ -26,6 +32,10 @@ DUE_LAG_BUCKETS_S: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 
 # seconds from an admission applied to its outcome applied (the publish round trip)
 OUTCOME_LATENCY_BUCKETS_S: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                     1.0, 2.5, 5.0, 10.0, 30.0)
+# seconds a Claim's local preparation took (revalidation, permits, payload, template)
+CLAIM_LATENCY_BUCKETS_S: Final = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                  0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+CLAIM_REVOCATION_REASONS: Final = tuple(reason.value for reason in Revocation)
 # admissions remembered for their outcome's latency; past this (outcomes that never came
 # to this owner: fenced, moved) the oldest half is forgotten
 MAX_REMEMBERED: Final = 100_000
@@ -100,6 +110,22 @@ class ShardMetrics:
         self.due_lag: dict[str, Buckets] = {}  # lane -> due lag at admission
         self.outcome_latency: dict[str, Buckets] = {}  # lane -> admission to outcome
         self._pending: dict[str, tuple[str, float]] = {}  # attempt -> (lane, admitted at)
+        self.claims: dict[str, int] = {}  # lane -> claims made
+        self.claim_latency: dict[str, Buckets] = {}  # lane -> local preparation time
+        self.revocations: dict[tuple[str, str], int] = {}  # (lane, reason) -> claims revoked
+
+    def claimed(self, lane: str, prepare_s: float) -> None:
+        """A claim was made on ``lane`` in ``prepare_s`` seconds (``ClaimWatch``)."""
+        self.claims[lane] = self.claims.get(lane, 0) + 1
+        buckets = self.claim_latency.get(lane)
+        if buckets is None:
+            buckets = self.claim_latency[lane] = Buckets(CLAIM_LATENCY_BUCKETS_S)
+        buckets.observe(max(prepare_s, 0.0))
+
+    def revoked(self, lane: str, reason: Revocation) -> None:
+        """A claim on ``lane`` ended before its attempt reached a publisher."""
+        key = (lane, reason.value)
+        self.revocations[key] = self.revocations.get(key, 0) + 1
 
     def observe(self, applied: Applied, claims: ClaimLookup) -> None:
         """An applied PUBLISH_ADMISSION or PUBLISH_OUTCOME (``OBSERVED``); re-deliveries of

@@ -1,28 +1,42 @@
 """Reversible local Claims, persisted in the shard's ``claim`` family (local state).
 
-A Claim reserves one message's current timeline work for this owner: checked
-claimSequence, claimId, owner and store identity, deadline and fencing epoch, plus the
-immutable publish template and the attempt id its admission carries. Claims are written
-without sync and excluded from the state digest: losing one in a crash is harmless,
-because the Shard Log (not the claim) decides whether an attempt exists; after a restart
-every claim is discarded and any admitted attempt without a live claim is recovered as
-UNKNOWN.
+A Claim reserves one message's current timeline work for this owner (seed 000 section 2):
+checked claimSequence, claimId, owner and store identity, deadline and fencing epoch, what
+it revalidated (the exact timeline key, generation, the message's runtime revision, the
+semantic-work digest), and the immutable PreparedPublishTemplate with its digest. It
+carries **no attempt identity**: a Claim can be revoked and its work claimed again without
+consuming an attempt. The attempt id is assigned when the admission executor prepares the
+claim's PUBLISH_ADMISSION (``admission.py``); the book keeps which attempt names which
+claim from then on.
+
+Claims are written without sync and excluded from the state digest: losing one in a crash
+is harmless, because the Shard Log (not the claim) decides whether an attempt exists; after
+a restart every claim is discarded and any admitted attempt without a live claim is
+recovered as UNKNOWN.
+
+Claim count, claim latency (the local preparation: revalidation, permits, payload,
+template) and revocations (a claim released before its attempt reached a publisher) are
+counted apart from admissions (``ClaimWatch``, the loop's ``ShardMetrics``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from nereus.engine.scheduler.permits import Permits
 from nereus.publish import PublishTemplate
 
+if TYPE_CHECKING:
+    from nereus.engine.scheduler.admission import PreparedAdmission
+
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     claim_id: str
-    claim_sequence: int
+    claim_sequence: int  # checked: strictly increasing per shard (``drr.DrrState``)
     owner_id: str
     store_id: str
     fencing_epoch: int
@@ -31,26 +45,59 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     lane: str
     generation: int
     work_digest: str
-    attempt_id: str
-    admission: bytes  # the exact PUBLISH_ADMISSION bytes; an enqueue retry resends these
+    timeline_key: bytes  # the exact timeline entry claimed
+    revision: int  # the message's runtime revision when claimed (its updated_position)
     template: PublishTemplate
+    template_digest: str  # the prepared publish descriptor's hash
     size_bytes: int
+    prepare_s: float = 0.0  # the claim's local preparation time (claim latency)
+
+
+class Revocation(StrEnum):
+    """Why a claim ended before its attempt reached a publisher (a bounded metric label)."""
+
+    DEADLINE = "deadline"  # its deadline passed before its admission was acted on
+    STALE = "stale_admission"  # its admission did not win (STALE or REJECTED)
+    FENCED = "fenced"  # this owner was fenced
+    HANDOVER = "handover"  # its admission won, but a hand-over check refused the send
+
+
+class ClaimWatch(Protocol):
+    """Who counts claims apart from admissions (the loop's ``ShardMetrics``)."""
+
+    def claimed(self, lane: str, prepare_s: float) -> None: ...
+
+    def revoked(self, lane: str, reason: Revocation) -> None: ...
+
+
+class _Unwatched:
+    def claimed(self, lane: str, prepare_s: float) -> None:
+        pass
+
+    def revoked(self, lane: str, reason: Revocation) -> None:
+        pass
 
 
 class ClaimBook:
     """This owner's live claims on one shard: by message (what the planner reads and adds
-    to), by attempt (what admissions and outcomes name), and which were handed to a
-    publisher. Releasing a claim returns its permits and forgets its local row.
+    to), the admission prepared for each (by attempt: what admissions and outcomes name),
+    and which were handed to a publisher. Releasing a claim returns its permits and forgets
+    its local row.
 
     Local state of one shard loop thread: not shared, not locked.
     """
 
-    def __init__(self, permits: Permits, forget: Callable[[str], None]) -> None:
+    def __init__(self, permits: Permits, forget: Callable[[str], None],
+                 watch: ClaimWatch | None = None) -> None:
         self.by_message: dict[str, Claim] = {}
         self.dispatched: set[str] = set()  # attempt ids handed to a publisher
-        self._by_attempt: dict[str, Claim] = {}
+        self.dispatched_claims: set[str] = set()  # their claim ids (quota: admitted)
+        self._admissions: dict[str, PreparedAdmission] = {}  # attempt id -> admission
+        self._attempt_of: dict[str, str] = {}  # claim id -> attempt id
+        self._revoked: set[str] = set()  # claim ids counted revoked, not yet released
         self._permits = permits
         self._forget = forget
+        self._watch = watch if watch is not None else _Unwatched()
 
     def __len__(self) -> int:
         return len(self.by_message)
@@ -58,14 +105,23 @@ class ClaimBook:
     @property
     def undispatched(self) -> int:
         """Claims whose admission is not yet with a publisher."""
-        return len(self._by_attempt) - len(self.dispatched)
+        return len(self.by_message) - len(self.dispatched)
 
-    def track(self, claim: Claim) -> None:
-        """A claim the planner just made (it is already in ``by_message``)."""
-        self._by_attempt[claim.attempt_id] = claim
+    def admit(self, admission: PreparedAdmission) -> None:
+        """A claim the planner just made (already in ``by_message``) and the admission the
+        executor prepared for it, with its attempt id."""
+        claim = admission.claim
+        self._admissions[admission.attempt_id] = admission
+        self._attempt_of[claim.claim_id] = admission.attempt_id
+        self._watch.claimed(claim.lane, claim.prepare_s)
 
     def for_attempt(self, attempt_id: str) -> Claim | None:
-        return self._by_attempt.get(attempt_id)
+        admission = self._admissions.get(attempt_id)
+        return None if admission is None else admission.claim
+
+    def attempt_of(self, claim: Claim) -> str | None:
+        """The attempt id the claim's admission carries (None before it is prepared)."""
+        return self._attempt_of.get(claim.claim_id)
 
     def is_current(self, claim: Claim) -> bool:
         """Still the claim on its message (not revoked or replaced)."""
@@ -73,25 +129,43 @@ class ClaimBook:
 
     def dispatch(self, attempt_id: str) -> None:
         self.dispatched.add(attempt_id)
+        admission = self._admissions.get(attempt_id)
+        if admission is not None:
+            self.dispatched_claims.add(admission.claim.claim_id)
 
-    def release(self, claim: Claim) -> None:
-        self._by_attempt.pop(claim.attempt_id, None)
-        self.dispatched.discard(claim.attempt_id)
+    def revoked(self, claim: Claim, reason: Revocation) -> None:
+        """Count a revocation whose claim is released later (a declined hand-over); a claim
+        is counted revoked once, whatever ends it afterwards."""
+        if claim.claim_id not in self._revoked:
+            self._revoked.add(claim.claim_id)
+            self._watch.revoked(claim.lane, reason)
+
+    def release(self, claim: Claim, revoked: Revocation | None = None) -> None:
+        """The claim ends: with its outcome, or ``revoked`` before reaching a publisher."""
+        attempt_id = self._attempt_of.pop(claim.claim_id, None)
+        if attempt_id is not None:
+            self._admissions.pop(attempt_id, None)
+            self.dispatched.discard(attempt_id)
+        self.dispatched_claims.discard(claim.claim_id)
         if self.by_message.get(claim.delay_message_id) is claim:
             del self.by_message[claim.delay_message_id]
         self._permits.release(claim.lane, claim.size_bytes)
         self._forget(claim.delay_message_id)
+        if revoked is not None:
+            self.revoked(claim, revoked)
+        self._revoked.discard(claim.claim_id)
 
-    def release_undispatched(self) -> None:
+    def release_undispatched(self, revoked: Revocation) -> None:
         """Every claim not yet with a publisher (the owner was fenced)."""
-        for claim in list(self._by_attempt.values()):
-            if claim.attempt_id not in self.dispatched:
-                self.release(claim)
+        for claim in list(self.by_message.values()):
+            if claim.claim_id not in self.dispatched_claims:
+                self.release(claim, revoked)
 
     def expired(self, mono_ms: int) -> list[Claim]:
         """Claims whose deadline passed before their admission reached a publisher."""
         return [claim for claim in self.by_message.values()
-                if claim.deadline_mono_ms < mono_ms and claim.attempt_id not in self.dispatched]
+                if claim.deadline_mono_ms < mono_ms
+                and claim.claim_id not in self.dispatched_claims]
 
     def held_keys(self) -> set[tuple[str, str]]:
         """(lane, key) of every claimed message with an ordering key."""

@@ -35,7 +35,7 @@ def ordered_blocker(store: ShardStore, lane: Lane, message: Message,
                 and claim.delay_message_id != own:
             held = gates.ordered_head(lane, message, {(lane.name, key)})
             return f"{held}: message {claim.delay_message_id} is claimed " \
-                   f"(attempt {claim.attempt_id})"
+                   f"(claim {claim.claim_id})"
     for attempt_id, (lane_name, held_key) in obligation_keys.items():
         if (lane_name, held_key) != (lane.name, key):
             continue

@@ -12,6 +12,11 @@ The gates of seed 000 section 1, in the order they are checked:
 5. ordered head (an ORDERED lane's key with an unsettled attempt waits), lane capacity,
    and permits.
 
+A claim (seed 000 section 2) takes the permits, revalidates the entry as the message's
+exact current work (``revalidate``), takes the next checked claimSequence, materialises
+the payload and prepares the immutable template with its digest; it assigns no attempt
+identity (the admission executor does: ``admission.prepare_admission``).
+
 Discovery is a range scan of the persistent timeline, bounded per lane by the DRR budget;
 nothing keeps an in-memory copy of pending work.
 
@@ -22,6 +27,7 @@ leaves the message due and ends large-payload work for the rest of the round.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -37,19 +43,21 @@ from nereus.engine.scheduler.payloads import (
     fetch_attested,
 )
 from nereus.engine.scheduler.permits import Permits
+from nereus.engine.scheduler.revalidate import claim_refusal
 from nereus.machine.tx import quota_tokens_milli
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
     ClaimDisposition,
     ClaimResult,
     MessageState,
-    PublishAdmission,
     encode,
 )
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Lane, Message, PayloadStage, WorkRef, decode_value
 from nereus.trusted_time import TrustedTime
+
+MAX_CLAIM_SEQUENCE = (1 << 64) - 1  # a u64, like every position
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +97,7 @@ class _Round:
     owner: Owner
     claimed: dict[str, Claim]
     open_keys: set[tuple[str, str]]
-    admitted: Collection[str]  # attempt ids of claims whose admission was applied
+    admitted: Collection[str]  # claim ids of claims whose admission was applied
 
 
 @dataclass(slots=True)
@@ -137,8 +145,10 @@ class Planner:
         fetch_payload: FetchPayload | None = None,
         leads: dict[str, int] | None = None,
         record_limits: dict[str, int | None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
+        self._monotonic = monotonic  # times each claim's local preparation (claim latency)
         # each lane's destination record size limit, checked at Claim (None: no limit)
         self.record_limits = record_limits if record_limits is not None else {}
         # each lane's handoff lead as its destination has it: work is claimed only once
@@ -175,7 +185,7 @@ class Planner:
         admitted: Collection[str] = (),
         allowance: int | None = None,
     ) -> RoundPlan:
-        """One round over every lane. ``admitted``: attempt ids of claims whose admission
+        """One round over every lane. ``admitted``: claim ids of claims whose admission
         was applied (they have spent their quota token already). ``allowance``: how many
         claims (and expiries) the whole round may make (``pace.TurnPace``; None: the lanes'
         budgets alone). Each open lane after the first is kept ``_reserve`` of it, so the
@@ -287,6 +297,9 @@ class Planner:
               ref: WorkRef) -> bool:
         """Take permits for a due message, prepare its template and claim it; False when
         the permits ran out (the lane is backlogged)."""
+        began = self._monotonic()
+        if claim_refusal(self.store, key, message, ref) is not None:
+            return True  # not the message's current work: never claimed, apply decides
         name = share.lane.name
         stage: PayloadStage | None = None
         if message.payload_ref is not None:
@@ -306,7 +319,8 @@ class Planner:
         if template is None:
             self.permits.release(name, size)
             return True
-        claim = self._claim(message, ref, rnd.now, rnd.mono_ms, rnd.owner, template)
+        claim = self._claim(message, ref, key, rnd.mono_ms, rnd.owner, template,
+                            self._monotonic() - began)
         rnd.claimed[message.delay_message_id] = claim
         rnd.plan.claims.append(claim)
         if share.lane.ordered and message.key is not None:
@@ -362,26 +376,23 @@ class Planner:
         ))
 
     def _claim(
-        self, message: Message, ref: WorkRef, now: TrustedTime, mono_ms: int, owner: Owner,
-        template: PublishTemplate,
+        self, message: Message, ref: WorkRef, key: bytes, mono_ms: int, owner: Owner,
+        template: PublishTemplate, prepare_s: float,
     ) -> Claim:
-        self.state.claim_sequence += 1
-        claim_id, attempt_id = self.new_id(), self.new_id()
-        admission = PublishAdmission(
-            attempt_id=attempt_id, delay_message_id=message.delay_message_id,
-            generation=message.generation, work_digest=ref.work_digest, lane=message.lane,
-            claim_id=claim_id, claim_sequence=self.state.claim_sequence,
-            owner_id=owner.owner_id, fencing_epoch=owner.fencing_epoch,
-            prepared_digest=template_digest(template),
-            decided_earliest_ms=now.earliest_ms, decided_latest_ms=now.latest_ms,
-        )
+        """The claim (no attempt identity) with the next checked claimSequence."""
+        sequence = self.state.claim_sequence + 1
+        if sequence > MAX_CLAIM_SEQUENCE:  # checked: never wraps, never repeats
+            raise OverflowError(f"claimSequence {sequence} is past {MAX_CLAIM_SEQUENCE}")
+        self.state.claim_sequence = sequence
         return Claim(
-            claim_id=claim_id, claim_sequence=self.state.claim_sequence, owner_id=owner.owner_id,
+            claim_id=self.new_id(), claim_sequence=sequence, owner_id=owner.owner_id,
             store_id=owner.store_id, fencing_epoch=owner.fencing_epoch,
             deadline_mono_ms=mono_ms + self.settings.claim_ttl_ms,
             delay_message_id=message.delay_message_id, lane=message.lane,
-            generation=message.generation, work_digest=ref.work_digest, attempt_id=attempt_id,
-            admission=encode(admission), template=template, size_bytes=len(template.payload),
+            generation=message.generation, work_digest=ref.work_digest, timeline_key=key,
+            revision=message.updated_position, template=template,
+            template_digest=template_digest(template), size_bytes=len(template.payload),
+            prepare_s=prepare_s,
         )
 
 
@@ -392,12 +403,12 @@ def _quota_left(lane: Lane, rnd: _Round) -> int | None:
 def quota_left(lane: Lane, now: TrustedTime, claims: Iterable[Claim],
                admitted: Collection[str]) -> int | None:
     """Admissions the lane's quota still allows now: the replicated bucket, refilled to
-    now, less the claims not yet admitted (None: no quota)."""
+    now, less the claims not yet admitted (``admitted``: claim ids; None: no quota)."""
     if lane.quota is None:
         return None
     tokens, _ = quota_tokens_milli(lane, now.earliest_ms)
     return tokens // 1_000 - sum(1 for c in claims
-                                 if c.lane == lane.name and c.attempt_id not in admitted)
+                                 if c.lane == lane.name and c.claim_id not in admitted)
 
 
 def record_refusal(message: Message, limit: int | None) -> str | None:

@@ -22,7 +22,8 @@ class PublishAdmission(msgspec.Struct, frozen=True, kw_only=True, tag="PUBLISH_A
                        tag_field="kind", forbid_unknown_fields=True):
     """The point of no return: when it wins, the attempt is durably PUBLISHING."""
 
-    attempt_id: str  # fixed at claim time; an enqueue retry reuses these exact bytes
+    attempt_id: str  # assigned by the admission executor, not the Claim; an enqueue
+    # retry reuses these exact bytes
     delay_message_id: str
     generation: int
     work_digest: str  # the semantic-work digest of the timeline entry that was claimed

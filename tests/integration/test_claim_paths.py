@@ -7,6 +7,12 @@
   it: NOT_PUBLISHED LANE_UNAVAILABLE "owner declined before any send". The message goes
   back to the timeline, and once the clock reaches its retry time the next attempt
   publishes it, once.
+* **An admission that does not name the live claim is never sent** (seed 000 section 2:
+  claimSequence checked at hand-over). Before our first admission reaches the log, a copy
+  naming another claimSequence (the same attempt id: an executor replaying a stale
+  preparation) is appended ahead of it and wins; the owner declines that attempt before
+  any send, counts the claim revoked at hand-over, and the message publishes once, under
+  its next attempt.
 * **A READY lane that hangs holds only its own permits.** Its destination accepts calls
   and never returns; it keeps at most ``lane_in_flight`` claims, and a healthy lane keeps
   publishing on time from the rest of the engine's permits.
@@ -19,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from nereus.adapters.shardlog.factory import open_shard_log
@@ -28,7 +35,7 @@ from nereus.engine.engine import EngineSettings
 from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.engine.scheduler.planner import PlannerSettings
-from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode
+from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode, encode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
 from nereus.views import find_message
@@ -61,7 +68,8 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """First attempt: declined before any send (its one-minute claim expired on the
     FakeClock); the message waits for its retry time, which the test reaches by advancing
-    the clock; second attempt: PUBLISHED; the destination saw the message once."""
+    the clock; second attempt: PUBLISHED; the destination saw the message once. Two claims
+    were counted, one of them revoked at its deadline."""
     from nereus.engine import engine as engine_module
 
     clock = FakeClock(wall_ms=now_ms())
@@ -83,6 +91,8 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
         attempts = sorted((decode_value(raw, Attempt) for _, raw in
                            loop.store.scan_prefix(keys.ATTEMPT)), key=lambda a: a.attempt_no)
         message = find_message(loop.store, "m1")
+        revocations, claims = dict(loop.metrics.revocations), dict(loop.metrics.claims)
+    assert revocations == {("local", "deadline"): 1} and claims == {"local": 2}
     assert [a.state for a in attempts] == [AttemptState.NOT_PUBLISHED, AttemptState.PUBLISHED]
     first = attempts[0]
     assert first.disposition == Disposition.LANE_UNAVAILABLE
@@ -90,6 +100,67 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
     assert "claim" in first.evidence
     assert message is not None and message.unavailable == 1 and message.retries == 0
     assert [line["attempt_id"] for line in h.outbox()] == [attempts[1].attempt_id]
+
+
+class ForgedFirst(DelegatingLog):
+    """The shard's log; before the first append holding one of our admissions, a copy of
+    that admission naming another claimSequence is appended (and so applied) first."""
+
+    def __init__(self, inner: ShardLog) -> None:
+        super().__init__(inner)
+        self.forged: PublishAdmission | None = None
+
+    def append(self, payloads: Sequence[bytes]) -> list[Receipt]:
+        if self.forged is None:
+            ours = [rec for p in payloads if isinstance(rec := decode(p), PublishAdmission)]
+            if ours:
+                self.forged = msgspec.structs.replace(
+                    ours[0], claim_sequence=ours[0].claim_sequence + 1_000)
+                self.inner.append([encode(self.forged)])
+        return self.inner.append(payloads)
+
+
+@pytest.mark.timeout(60)
+def test_an_admission_that_does_not_name_the_live_claim_is_never_sent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forged admission wins in the log, but names claimSequence N+1000 where the live
+    claim has N: its attempt is NOT_PUBLISHED LANE_UNAVAILABLE "owner declined before any
+    send", naming both sequences, and never reaches the destination; the claim counts as
+    revoked at hand-over (apart from admissions), and the message's next attempt publishes
+    it, once."""
+    from nereus.engine import engine as engine_module
+
+    logs: list[ForgedFirst] = []
+
+    def forging(*args: Any, **kwargs: Any) -> ShardLog:
+        logs.append(ForgedFirst(open_shard_log(*args, **kwargs)))
+        return logs[-1]
+
+    monkeypatch.setattr(engine_module, "open_shard_log", forging)
+    home = tmp_path / "home"
+    with running_engine(home, partitions=1) as h:
+        (loop,) = h.engine.shards.values()
+        h.queue([h.schedule("m1", now_ms() - 1_000)])
+        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.state == "PUBLISHED", 30, "m1 PUBLISHED by its next attempt")
+        attempts = sorted((decode_value(raw, Attempt) for _, raw in
+                           loop.store.scan_prefix(keys.ATTEMPT)), key=lambda a: a.attempt_no)
+        metrics = loop.metrics
+        lines = h.outbox()
+    forged = logs[0].forged
+    assert forged is not None
+    first, second = attempts
+    assert first.attempt_id == forged.attempt_id
+    assert (first.state, first.disposition) == (AttemptState.NOT_PUBLISHED,
+                                                Disposition.LANE_UNAVAILABLE)
+    assert "owner declined before any send" in first.evidence
+    assert f"claimSequence {forged.claim_sequence}" in first.evidence
+    assert f"claimSequence {forged.claim_sequence - 1_000}" in first.evidence
+    assert [line["attempt_id"] for line in lines] == [second.attempt_id]
+    assert second.state == AttemptState.PUBLISHED
+    assert metrics.revocations == {("local", "handover"): 1}
+    assert metrics.claims == {"local": 2}
+    assert sum(metrics.claim_latency["local"].counts) == 2
 
 
 class Hung(QuietDestination):

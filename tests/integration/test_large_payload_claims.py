@@ -12,6 +12,7 @@ import pytest
 
 from nereus import records as r
 from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
+from nereus.engine.scheduler.admission import prepare_admission
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import PermitLimits, Permits
@@ -88,7 +89,7 @@ def test_a_committed_payload_is_materialised_into_the_template(
     [claim] = plan.claims
     assert claim.template.payload == data and claim.size_bytes == len(data)
     assert permits.bytes_used == len(data)
-    admission = r.decode(claim.admission)
+    admission = r.decode(prepare_admission(claim, "a1", NOW).data)
     assert isinstance(admission, r.PublishAdmission)
     assert admission.prepared_digest == template_digest(claim.template)
     assert not plan.expiries

@@ -32,6 +32,7 @@ METRICS = (
     "nereus_stale_admissions_total", "nereus_publish_outcomes_total",
     "nereus_due_lag_seconds_bucket", "nereus_due_lag_seconds_count",
     "nereus_admission_outcome_latency_seconds_bucket", "nereus_admissions_total",
+    "nereus_claims_total", "nereus_claim_latency_seconds_bucket",
     "nereus_messages", "nereus_pending_messages", "nereus_uncertain_messages",
     "nereus_due_messages", "nereus_lane_gate_open", "nereus_lane_ready",
     "nereus_due_lag_max_seconds", "nereus_worker_restarts_total",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
+
 from nereus import records as r
+from nereus.engine.scheduler.admission import prepare_admission
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.permits import PermitLimits, Permits
 from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
 from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane, decode_value
+from nereus.state.values import Lane, WorkRef, decode_value, encode_value
 from nereus.testing import MemoryShard
 from nereus.trusted_time import TrustedTime
 from tests.integration.stores import Build
@@ -46,7 +49,7 @@ def test_only_due_work_is_claimed(store_from: Build) -> None:
     plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
                                 set())
     assert sorted(c.delay_message_id for c in plan.claims) == ["due", "edge"]
-    admission = r.decode(plan.claims[0].admission)
+    admission = r.decode(prepare_admission(plan.claims[0], "a1", NOW).data)
     assert isinstance(admission, r.PublishAdmission)
     assert admission.decided_earliest_ms == NOW.earliest_ms
 
@@ -237,3 +240,94 @@ def test_an_allowance_cut_leaves_the_hot_lane_backlogged_with_its_cursor(
                      allowance=10)
     assert [c.delay_message_id for c in first.claims] == [f"m{i:02}" for i in range(10)]
     assert [c.delay_message_id for c in second.claims] == [f"m{i:02}" for i in range(10, 20)]
+
+
+def _claimed(store: ShardStore) -> list[str]:
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                set())
+    return [c.delay_message_id for c in plan.claims]
+
+
+def test_a_timeline_entry_that_is_not_the_messages_exact_key_is_never_claimed(
+        store_from: Build) -> None:
+    """Seed 000 section 2 step 2: a leftover entry of m under another actionAt, carrying
+    m's very work digest, is not claimed (the scan meets it first); m's own entry is."""
+    shard = MemoryShard()
+    shard.apply(schedule("m", 5_000))
+    store = store_from(shard)
+    key = keys.timeline_key("local", 5_000, "m")
+    raw = store.get(key)
+    assert raw is not None
+    store.write({keys.timeline_key("local", 1_000, "m"): raw, key: None})
+    assert _claimed(store) == []
+    store.write({key: raw})
+    plan = planner(store).round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {},
+                                set())
+    [claim] = plan.claims
+    message = shard.message("m")
+    assert message is not None
+    assert claim.timeline_key == key and claim.revision == message.updated_position
+
+
+def test_claim_revalidates_generation_counters_and_open_obligations(store_from: Build) -> None:
+    """An entry whose generation or retry count is not the message's, a message whose next
+    attempt number is already in the ledger, or one with an open obligation: none is
+    claimed; the message beside them is."""
+    shard = MemoryShard()
+    for mid in ("gen", "retry", "ledger", "obligation", "fine"):
+        shard.apply(schedule(mid, 1_000))
+    store = store_from(shard)
+
+    def ref_of(mid: str) -> WorkRef:
+        raw = store.get(keys.timeline_key("local", 1_000, mid))
+        assert raw is not None
+        return decode_value(raw, WorkRef)
+
+    gen, retry = ref_of("gen"), ref_of("retry")
+    store.write({
+        keys.timeline_key("local", 1_000, "gen"): encode_value(WorkRef(
+            gen.generation + 1, gen.work_kind, gen.work_digest, gen.retry)),
+        keys.timeline_key("local", 1_000, "retry"): encode_value(WorkRef(
+            retry.generation, retry.work_kind, retry.work_digest, retry.retry + 1)),
+        keys.msg_attempt_key("ledger", 1): b"a-old",
+    })
+    obligation = shard.message("obligation")
+    assert obligation is not None
+    store.write({
+        keys.msg_key("obligation"): encode_value(msgspec.structs.replace(obligation,
+                                                                         attempts=1)),
+        keys.msg_attempt_key("obligation", 1): b"a-1",
+        keys.obligation_key("obligation", "a-1"): b"open",
+    })
+    assert _claimed(store) == ["fine"]
+
+
+def test_a_claim_draws_no_attempt_identity(store_from: Build) -> None:
+    """Seed 000 section 2 step 5: a round of three claims draws three ids (the claim ids)
+    and no attempt id; the Claim has no attempt field. The admission executor assigns the
+    attempt: the prepared PUBLISH_ADMISSION names it with the claim's exact precondition,
+    and preparing it again gives the very same bytes (what an enqueue retry resends)."""
+    shard = MemoryShard()
+    for i in range(3):
+        shard.apply(schedule(f"m{i}", 1_000))
+    store = store_from(shard)
+    drawn: list[str] = []
+
+    def new_id() -> str:
+        drawn.append(f"id{len(drawn)}")
+        return drawn[-1]
+
+    rounds = Planner(store, Permits(PermitLimits()), DrrState(),
+                     PlannerSettings(quantum=4, max_deficit=8), new_id)
+    plan = rounds.round(NOW, 0, OWNER, lanes_of(store, "local"), lambda _: True, {}, set())
+    assert sorted(c.claim_id for c in plan.claims) == sorted(drawn) and len(drawn) == 3
+    assert "attempt_id" not in Claim.__struct_fields__
+    claim = plan.claims[0]
+    prepared = prepare_admission(claim, "attempt-1", NOW)
+    record = r.decode(prepared.data)
+    assert isinstance(record, r.PublishAdmission)
+    assert (record.attempt_id, record.claim_id, record.claim_sequence, record.work_digest,
+            record.prepared_digest) == ("attempt-1", claim.claim_id, claim.claim_sequence,
+                                        claim.work_digest, claim.template_digest)
+    assert prepare_admission(claim, "attempt-1", NOW).data == prepared.data
+    assert [c.claim_sequence for c in plan.claims] == [1, 2, 3]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import mmap
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
@@ -114,6 +115,35 @@ def test_shard_metrics_count_admissions_outcomes_and_time_them() -> None:
     assert lag_sum == pytest.approx(0.25) and dict(lag)["0.25"] == 1 and dict(lag)["0.1"] == 0
     latency, latency_sum = metrics.outcome_latency["out"].cumulative()
     assert latency_sum == pytest.approx(0.5) and latency[-1] == ("+Inf", 1)
+
+
+def test_claims_are_counted_apart_from_admissions_and_revoked_once() -> None:
+    """Seed 000 section 5: each claim the book takes counts once with its preparation time,
+    and no admission is counted; a claim revoked at hand-over and then released by its
+    stale admission counts one revocation (handover), one expired at its deadline another."""
+    from nereus.engine.scheduler.admission import prepare_admission
+    from nereus.engine.scheduler.claims import ClaimBook, Revocation
+    from nereus.engine.scheduler.permits import PermitLimits, Permits
+    from tests.unit.test_claim_handover import CLAIM, NOW
+
+    metrics = ShardMetrics(lambda: 0.0)
+    permits = Permits(PermitLimits())
+    book = ClaimBook(permits, lambda _: None, metrics)
+    first = msgspec.structs.replace(CLAIM, prepare_s=0.0002)
+    second = msgspec.structs.replace(CLAIM, claim_id="c2", delay_message_id="m2",
+                                     prepare_s=0.004)
+    for n, claim in enumerate((first, second)):
+        assert permits.try_acquire(claim.lane, claim.size_bytes)
+        book.by_message[claim.delay_message_id] = claim
+        book.admit(prepare_admission(claim, f"a{n}", NOW))
+    book.revoked(first, Revocation.HANDOVER)
+    book.release(first, Revocation.STALE)
+    book.release(second, Revocation.DEADLINE)
+    assert metrics.claims == {"local": 2} and metrics.admitted == {}
+    assert metrics.revocations == {("local", "handover"): 1, ("local", "deadline"): 1}
+    latency, total = metrics.claim_latency["local"].cumulative()
+    assert total == pytest.approx(0.0042) and dict(latency)["0.00025"] == 1
+    assert permits.worker_used == 0 and len(book) == 0
 
 
 WORKER_0 = """\
