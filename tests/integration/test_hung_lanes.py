@@ -9,7 +9,9 @@
    the shared part of the pool, and the healthy lane still publishes every message on time
    from its reserve (before, the two hanging lanes took all 40 permits and it published
    nothing).
-2. **Handed-over work has a deadline.** A publish that has not returned 2 s after it
+2. **As an operator sees it**: `engine start` on a home with a lane on a FIFO (one
+   process and two workers) returns at once; `lane list` says why the lane waits.
+3. **Handed-over work has a deadline.** A publish that has not returned 2 s after it
    began: the lane goes NOT READY naming the call, its attempts are UNKNOWN (their
    messages UNCERTAIN), its permits are all given back, and when the call answers at last,
    its PUBLISHED settles them.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +37,8 @@ from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.records import Disposition, Outcome
 from nereus.views import find_message
+from tests.conftest import run_nereus
+from tests.daemon import read_outbox, wait_for
 from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import CONFIG, Harness, file_lane, lateness_ms, now_ms
 from tests.polling import wait_until
@@ -188,3 +193,55 @@ def test_a_publish_past_its_deadline_frees_its_lanes_permits(tmp_path: Path) -> 
         wait_until("the late PUBLISHED to settle the UNCERTAIN messages",
                    lambda: all(states()[mid] == "PUBLISHED" for mid in uncertain), 30,
                    seen=states)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_engine_start_with_a_lane_on_a_fifo_returns_and_says_why_it_waits(
+        tmp_path: Path, workers: str) -> None:
+    """As an operator: a home whose second lane writes to a FIFO nobody reads. `engine
+    start` (one process, or two workers) exits 0 within 30 s, `lane list --json` shows the
+    lane NOT_READY naming the probe that hangs, the engine log says it once at warning,
+    and a message on the healthy lane is published; `engine stop` stops it. Before, the
+    start gave up after 60 s with no log line."""
+    home = tmp_path / "home"
+    assert run_nereus("init", "--partitions", "2", home=home).code == 0
+    fifo = home / "outbox" / "stuck.fifo"
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    with (home / "nereus.toml").open("a") as config:
+        config.write('\n[lanes.stuck]\ndestination = "file"\npath = "outbox/stuck.fifo"\n'
+                     '\n[engine]\nprobe_timeout_ms = 1000\n')
+    env = {"NEREUS_WORKERS": workers}
+    began = time.monotonic()
+    started = run_nereus("--json", "engine", "start", "--timeout", "30", home=home,
+                         env=env, timeout=60)
+    try:
+        assert started.code == 0, started.stderr
+        assert time.monotonic() - began < 30
+
+        def stuck_lane() -> dict[str, Any] | None:
+            listed = run_nereus("--json", "lane", "list", home=home, env=env, timeout=60)
+            assert listed.code == 0, listed.stderr
+            lanes = {lane["lane"]: lane for lane in listed.json()}
+            lane: dict[str, Any] = lanes["stuck"]
+            return lane if "probe begun at" in (lane["not_ready_reason"] or "") else None
+
+        lane = wait_for(stuck_lane, timeout=30, what="the FIFO lane's probe deadline")
+        assert lane["readiness"] == "NOT_READY"
+        scheduled = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
+                               "0s", "--payload", "hello", "--wait", home=home, env=env,
+                               timeout=60)
+        assert scheduled.code == 0, scheduled.stderr
+        outbox = home / "outbox" / "local.jsonl"
+        wait_for(lambda: len(read_outbox(outbox)) == 1, timeout=30,
+                 what="the healthy lane's message published")
+        logged = "".join(path.read_text() for path in (home / "log").glob("*.log"))
+        warnings = [line for line in logged.splitlines()
+                    if '"lane_not_ready"' in line and '"stuck"' in line]
+        assert warnings and "probe begun at" in warnings[0]
+    finally:
+        stopped = run_nereus("engine", "stop", "--timeout", "20", home=home, env=env,
+                             timeout=60)
+        unblock(fifo)
+    assert stopped.code == 0, stopped.stderr
