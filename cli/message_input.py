@@ -43,7 +43,8 @@ def deliver_time(deliver_at: str | None, delay: str | None, *, what: str,
 
 def check_id(env: Env, value: str, flag: str) -> str:
     """An id as the shard will accept it (``nereus.machine.validate.check_id``: non-empty,
-    printable, at most ``max_id_bytes``), refused here before anything is queued."""
+    printable, nothing invisible or space-like, no space at either end, at most
+    ``max_id_bytes``), refused here before anything is queued."""
     from nereus.errors import UsageError
     from nereus.machine.validate import check_id as shard_check_id
 
@@ -51,12 +52,34 @@ def check_id(env: Env, value: str, flag: str) -> str:
     refused = shard_check_id(value, flag, env.config.limits)
     if refused is not None:
         shown = repr(value[:80]) + ("..." if len(value) > 80 else "")
-        too_long = len(value.encode()) > env.config.limits.max_id_bytes
-        raise UsageError(f"{flag} {shown}: {refused.detail}",
-                         hint=f"[shard] max_id_bytes in {env.config.source} sets the limit"
-                         if too_long else "ids reach operators' terminals and logs: use "
-                         "letters, digits and punctuation")
+        raise UsageError(f"{flag} {shown}: {refused.detail}", hint=_id_hint(env, value))
     return value
+
+
+def _id_hint(env: Env, value: str) -> str:
+    """What to do about a refused id: the limit to raise, or the character to remove."""
+    import unicodedata
+
+    from nereus.invisible_text import find_invisible
+    from nereus.terminal_text import find_control
+
+    if find_control(value) is None:
+        invisible = find_invisible(value)
+        if invisible is not None:
+            char = value[invisible]
+            name = unicodedata.name(char, "an unnamed format character")
+            looks = ("a plain space" if unicodedata.category(char) in ("Zs", "Zl", "Zp")
+                     else "nothing")
+            return (f"U+{ord(char):04X} is {name}: it prints as {looks}, so this id would "
+                    "print like another one; remove it")
+        if value and not value.strip(" "):
+            return "an id of only spaces prints as nothing: use letters, digits and punctuation"
+        if value[:1] == " " or value[-1:] == " ":
+            return ("a space at either end of an id does not show when it is printed, so it "
+                    "would look like another id; remove it (a space inside an id is fine)")
+        if len(value.encode()) > env.config.limits.max_id_bytes:
+            return f"[shard] max_id_bytes in {env.config.source} sets the limit"
+    return "ids reach operators' terminals and logs: use letters, digits and punctuation"
 
 
 def route_ref(env: Env, name: str) -> RouteRef:

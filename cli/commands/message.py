@@ -64,7 +64,11 @@ def schedule(
         "--payload-file", help="Read the payload from a file; above [shard] "
         "max_inline_payload_bytes it is uploaded to the object store and referenced.")] = None,
     message_id: Annotated[str | None, typer.Option(
-        "--id", help="The delayMessageId (default: a new UUID).")] = None,
+        "--id", help="The delayMessageId (default: a new UUID). Refused, so that no two "
+        "ids print alike: an empty id, a control character, an invisible or space-like "
+        "character (zero-width space or joiner, no-break or other non-ASCII space, soft "
+        "hyphen, format characters), a space at either end or only spaces; a space inside "
+        "is fine. Batch ids and --command-id likewise.")] = None,
     batch: Annotated[Path | None, typer.Option(
         "--batch", help="JSON lines, one message each: id, lane, deliver_at or delay, "
         "expire_at, key, headers, payload. Queued with group commit.")] = None,

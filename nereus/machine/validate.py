@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from nereus.invisible_text import find_invisible
 from nereus.machine.limits import Limits
 from nereus.machine.reasons import Reason
 from nereus.machine.verdict import Verdict, rejected
@@ -14,19 +15,40 @@ LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def check_id(value: str, field: str, limits: Limits) -> Verdict | None:
-    """Non-empty, printable (no control character), at most ``max_id_bytes`` of UTF-8. The
-    CLI checks ids at the edge with this very function, so both say the same."""
+    """Non-empty, printable (no control character), nothing that prints as nothing or as a
+    plain space (``nereus.invisible_text``), no space at either end, at most
+    ``max_id_bytes`` of UTF-8: an id prints as itself and like no other id. The CLI checks
+    ids at the edge with this very function, so both say the same."""
     if not value:
         return rejected(Reason.INVALID_FIELD, f"{field} must not be empty")
     control = find_control(value)
     if control is not None:
         return rejected(Reason.INVALID_FIELD, f"{field} holds a control character "
                         f"(U+{ord(value[control]):04X}) at character {control}")
+    invisible = find_invisible(value)
+    if invisible is not None:
+        return rejected(Reason.INVALID_FIELD, f"{field} holds an invisible or space-like "
+                        f"character (U+{ord(value[invisible]):04X}) at character {invisible}")
+    spaced = surrounding_space(value, field)
+    if spaced is not None:
+        return rejected(Reason.INVALID_FIELD, spaced)
     size = len(value.encode())
     if size > limits.max_id_bytes:
         return rejected(Reason.INVALID_FIELD, f"{field} is {size} bytes, over the limit of "
                         f"{limits.max_id_bytes}")
     return None
+
+
+def surrounding_space(value: str, field: str) -> str | None:
+    """What is wrong with a space at either end of ``value`` (it does not show when the id
+    is printed), or None; a space inside an id is fine."""
+    if value[:1] != " " and value[-1:] != " ":
+        return None
+    if not value.strip(" "):
+        return f"{field} is only spaces"
+    if value[0] == " ":
+        return f"{field} starts with a space (character 0)"
+    return f"{field} ends with a space (character {len(value) - 1})"
 
 
 def check_lane(lane: str) -> Verdict | None:
