@@ -224,23 +224,57 @@ class BadLine(TypedDict):
     error: str
 
 
+STDIN = "-"  # ``--batch -``: the lines come from standard input
+
+
+def is_stdin(path: Path) -> bool:
+    """Whether ``--batch`` names standard input (``-``; a file named ``-`` is given by its
+    full path)."""
+    return str(path) == STDIN
+
+
+def batch_label(path: Path) -> str:
+    """How messages name the batch: its path, or ``standard input``."""
+    return "standard input" if is_stdin(path) else str(path)
+
+
+def _batch_text(env: Env, path: Path) -> str:
+    """The batch's text: the file's, or standard input's to its end."""
+    import sys
+
+    from nereus.errors import UsageError
+
+    where = "--batch -" if is_stdin(path) else f"--batch {path}"
+    try:
+        if is_stdin(path):
+            if sys.stdin is None:
+                raise UsageError("--batch -: there is no standard input to read")
+            if sys.stdin.isatty() and not env.output.json_mode:
+                env.output.err.print("reading JSON lines from standard input; end them with "
+                                     "Ctrl-D", highlight=False)
+            return sys.stdin.buffer.read().decode("utf-8", errors="strict")
+        with open(path, encoding="utf-8", errors="strict") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where}: not UTF-8 at byte {exc.start}") from None
+
+
 def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepared]]:
-    """Every line of the file prepared, or a usage error naming every bad line (up to
-    ``MAX_BAD_LINES``): nothing is queued from a file with a bad line."""
+    """Every line of the file (or of standard input, ``-``) prepared, or a usage error
+    naming every bad line (up to ``MAX_BAD_LINES``): nothing is queued from a batch with a
+    bad line."""
     from nereus.errors import NereusError, UsageError
 
-    try:
-        with open(path, encoding="utf-8", errors="strict") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise UsageError(f"--batch {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"--batch {path}: not UTF-8 at byte {exc.start}") from None
+    lines = _batch_text(env, path).splitlines()
+    label = batch_label(path)
+    name = "standard input" if is_stdin(path) else path.name
     numbers: list[int] = []
     prepared: list[Prepared] = []
     bad: list[BadLine] = []
     bad_count = 0
-    with env.output.progress(f"checking {path.name}", len(lines)) as advance:
+    with env.output.progress(f"checking {name}", len(lines)) as advance:
         for number, line in enumerate(lines, start=1):
             if number % 1_000 == 0:
                 advance(1_000)
@@ -258,9 +292,10 @@ def read_batch(env: Env, path: Path, route: str) -> tuple[list[int], list[Prepar
         listed = "; ".join(item["error"] for item in bad[:5]) + (" ..." if len(bad) > 5 else "")
         raise UsageError(
             listed if bad_count == 1 else
-            f"{listed}{more}: {bad_count} bad lines in {path}, nothing was queued",
-            hint="fix the lines listed (JSON: bad_lines) and run it again; nothing of the file "
+            f"{listed}{more}: {bad_count} bad lines in {label}, nothing was queued",
+            hint="fix the lines listed (JSON: bad_lines) and run it again; nothing of the batch "
             "was queued", document={"bad_lines": bad, "bad_line_count": bad_count})
     if not prepared:
-        raise UsageError(f"--batch {path}: no messages in the file")
+        raise UsageError(f"--batch {STDIN if is_stdin(path) else path}: no messages in "
+                         f"{label}")
     return numbers, prepared

@@ -143,7 +143,8 @@ def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
 
     numbers, prepared = message_input.read_batch(env, path, route)
     try:
-        with env.output.progress(f"queueing {path.name}", len(prepared)) as advance:
+        name = "standard input" if message_input.is_stdin(path) else path.name
+        with env.output.progress(f"queueing {name}", len(prepared)) as advance:
             receipts = submit(env, prepared, wait, advance)
     except Interrupted as stopped:
         raise interrupted_error(env, path, numbers, prepared, stopped) from None
@@ -151,14 +152,15 @@ def schedule_batch(env: Env, path: Path, route: str, wait: bool) -> None:
     batch = ScheduledBatch(queued=len(receipts), rejected=rejected,
                            receipts=numbered(numbers, receipts))
     env.output.emit(msgspec.to_builtins(batch), lambda out: out.print(
-        f"queued {len(receipts)} message(s) from {escape_path(path)}"
+        f"queued {len(receipts)} message(s) from "
+        f"{escape_path(message_input.batch_label(path))}"
         + (f"; {rejected} REJECTED" if rejected else "")))
     if rejected:
         raise Answered(ExitCode.NO)
     exit_if_not_known(env, receipts, wait)
 
 
-def escape_path(path: Path) -> str:
+def escape_path(path: Path | str) -> str:
     from nereus.cli.output import safe_markup
 
     return safe_markup(str(path))
@@ -177,23 +179,26 @@ def interrupted_error(env: Env, path: Path, numbers: list[int], prepared: list[P
 
     acknowledged = stopped.receipts
     rest = prepared[len(acknowledged):]
-    retry = path.with_name(f"{path.name}.retry-{message_input.now_ms()}.jsonl")
     written: Path | None = None
-    try:
-        with open(retry, "x", encoding="utf-8", errors="surrogatepass") as handle:
-            for item in rest:
-                handle.write(json.dumps(batch_fields(item)) + "\n")
-        retry_note = (f"a retry is safe: `nereus message schedule --batch {retry}` queues the "
+    problems: list[str] = []
+    for folder in retry_folders(env, path):
+        try:
+            written = write_retry_file(folder, path, rest)
+            break
+        except OSError as exc:
+            problems.append(f"{folder}: {exc.strerror}")
+    if written is not None:
+        retry_note = (f"a retry is safe: `nereus message schedule --batch {written}` queues the "
                       f"{len(rest)} line(s) not acknowledged with the same ids and times; "
                       "a command the log already holds is applied once")
-        written = retry
-    except OSError as exc:
-        retry_note = (f"no retry file could be written next to {path} ({exc.strerror}); "
+    else:
+        retry_note = (f"no retry file could be written ({'; '.join(problems)}); "
                       "re-run the lines not acknowledged, giving each line an id")
     cause = stopped.cause
     first_missing = numbers[len(acknowledged)] if rest else None
     error = NereusError(
-        f"the batch {path} stopped after {len(acknowledged)} of {len(prepared)} message(s) "
+        f"the batch from {message_input.batch_label(path)} stopped after {len(acknowledged)} of "
+        f"{len(prepared)} message(s) "
         f"were acknowledged (lines from {first_missing} on were not): {cause.message}",
         hint=retry_note, document={
             "acknowledged": msgspec.to_builtins(numbered(numbers, acknowledged)),
@@ -202,6 +207,25 @@ def interrupted_error(env: Env, path: Path, numbers: list[int], prepared: list[P
             "retry_file": None if written is None else str(written)})
     error.exit_code = cause.exit_code
     return error
+
+
+def retry_folders(env: Env, path: Path) -> list[Path]:
+    """Where a batch's retry file goes: next to its file, else in the home's ``batch/``
+    folder (private, like the home); a batch from standard input has only the home's."""
+    home = env.layout.batch_retries
+    return [home] if message_input.is_stdin(path) else [path.absolute().parent, home]
+
+
+def write_retry_file(folder: Path, path: Path, rest: list[Prepared]) -> Path:
+    """A new file in ``folder`` holding ``rest`` as batch lines, named after the batch and
+    the time (``stdin`` for standard input)."""
+    stem = "stdin" if message_input.is_stdin(path) else path.name
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    retry = folder / f"{stem}.retry-{message_input.now_ms()}.jsonl"
+    with open(retry, "x", encoding="utf-8", errors="surrogatepass") as handle:
+        for item in rest:
+            handle.write(json.dumps(batch_fields(item)) + "\n")
+    return retry
 
 
 def batch_fields(item: Prepared) -> dict[str, str | dict[str, str]]:

@@ -11,6 +11,8 @@
     <home>/coordinator.db                   the embedded coordinator (SQLite, WAL mode)
     <home>/playbooks/*.toml                 the operator's own playbooks (shadow shipped ones)
     <home>/playbooks/journal/<name>.jsonl   playbook run journals (``--resume`` reads them)
+    <home>/batch/                           retry files of batches that stopped part-way
+                                            (``--batch -``, or a file whose folder is read-only)
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class HomeLayout(msgspec.Struct, frozen=True):
     @property
     def playbooks(self) -> Path:
         return self.root / "playbooks"
+
+    @property
+    def batch_retries(self) -> Path:
+        return self.root / "batch"
 
     def playbook_journal(self, name: str) -> Path:
         return self.root / "playbooks" / "journal" / f"{name}.jsonl"

@@ -71,7 +71,9 @@ def schedule(
         "is fine. Batch ids and --command-id likewise.")] = None,
     batch: Annotated[Path | None, typer.Option(
         "--batch", help="JSON lines, one message each: id, lane, deliver_at or delay, "
-        "expire_at, key, headers, payload. Queued with group commit.")] = None,
+        "expire_at, key, headers, payload. Queued with group commit. `-` reads standard "
+        "input (a file named - is given by its full path); a batch that stops part-way "
+        "writes a retry file next to its file, or under the home's batch/ folder.")] = None,
     route: RouteOption = None,
     wait: WaitOption = False,
     command_id: Annotated[str | None, typer.Option(

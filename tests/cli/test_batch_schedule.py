@@ -3,6 +3,9 @@ with the engine running and without it."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from tests.cli.engine_homes import (
     uid,
     write_batch,
 )
-from tests.conftest import run_nereus
+from tests.conftest import NEREUS, run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.polling import days_ahead
 
@@ -135,3 +138,64 @@ def test_batch_with_a_bad_line_queues_nothing_through_the_engine(
     assert log_ends(engine_home) == before
 
 
+
+
+def _stdin_lines(lines: list[dict[str, Any] | str]) -> str:
+    return "".join((line if isinstance(line, str) else json.dumps(line)) + "\n"
+                   for line in lines)
+
+
+def test_batch_from_standard_input(offline_home: Path) -> None:
+    """`--batch -` reads the lines from standard input (a pipe from another tool): one
+    receipt a line, numbered as the lines came; the human report names standard input."""
+    prefix, count = uid("stdin"), 200
+    result = run_nereus("--json", "message", "schedule", "--batch", "-", home=offline_home,
+                        input_text=_stdin_lines(_batch_lines(prefix, count)))
+    assert result.code == 0, result.stderr
+    data = one_json(result)
+    _check_receipts(data, prefix, count)
+    assert [r["line"] for r in data["receipts"]] == list(range(1, count + 1))
+    human = run_nereus("message", "schedule", "--batch", "-", home=offline_home,
+                       input_text=_stdin_lines(_batch_lines(uid("stdin"), 3)))
+    assert human.code == 0, human.stderr
+    assert human.stdout.strip() == "queued 3 message(s) from standard input"
+
+
+def test_batch_from_standard_input_through_the_engine(engine_home: Path) -> None:
+    """`--batch -` with the engine running: queued through it, then applied."""
+    prefix = uid("stdin-engine")
+    result = run_nereus("--json", "message", "schedule", "--batch", "-", "--wait",
+                        home=engine_home, input_text=_stdin_lines(_batch_lines(prefix, 20)))
+    assert result.code == 0, result.stderr
+    receipts = one_json(result)["receipts"]
+    assert [(r["evidence"], r["result"]) for r in receipts] == [("APPLIED", "APPLIED")] * 20
+
+
+@pytest.mark.parametrize(("given", "words"), [
+    ("", "no messages in standard input"),
+    ("\n\n", "no messages in standard input"),
+    ('{"lane": "local", "delay": "1m"}\n{"lane": "local", "delay": "soon"}\n', "line 2:"),
+])
+def test_bad_standard_input_exits_2_and_queues_nothing(offline_home: Path, given: str,
+                                                       words: str) -> None:
+    """Nothing, only blank lines or a bad line on standard input exit 2 saying so; nothing
+    is queued."""
+    before = log_ends(offline_home)
+    result = run_nereus("--json", "message", "schedule", "--batch", "-", home=offline_home,
+                        input_text=given)
+    assert result.code == 2, (result.stdout, result.stderr)
+    assert words in one_json(result)["error"]
+    assert log_ends(offline_home) == before
+
+
+def test_standard_input_that_is_not_utf8_is_refused(offline_home: Path) -> None:
+    """Bytes that are not UTF-8 on standard input exit 2 naming the byte; nothing is queued."""
+    before = log_ends(offline_home)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+    proc = subprocess.run(
+        [NEREUS, "--home", str(offline_home), "--json", "message", "schedule", "--batch", "-"],
+        input=b'{"lane": "local", "delay": "1m"}\n\xff\n', capture_output=True, env=environ,
+        timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--batch -: not UTF-8 at byte 33" in json.loads(proc.stdout)["error"]
+    assert log_ends(offline_home) == before

@@ -210,6 +210,53 @@ def test_an_interrupted_batch_says_what_was_acknowledged_and_the_retry_is_safe(
         assert len(listed) == 7
 
 
+def test_an_interrupted_batch_from_standard_input_leaves_its_retry_file_in_the_home(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A `--batch -` that stops part-way (the log write of its second chunk fails) has no
+    file to write a retry next to: the retry file goes to the home's batch/ folder, private,
+    and running it with the installed nereus queues exactly the lines not acknowledged."""
+    import io
+    import stat
+    import sys
+
+    from nereus.cli import main as cli_main
+    from nereus.cli import submission
+
+    lines = "".join(json.dumps({"lane": "local", "delay": "1h", "id": f"pipe-{n}"}) + "\n"
+                    for n in range(7))
+    real = submission.submit_chunk
+    calls = {"n": 0}
+
+    def failing(sink: Any, chunk: Any, wait: bool) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        return real(sink, chunk, wait)
+
+    monkeypatch.setattr(submission, "CHUNK_RECORDS", 3)
+    monkeypatch.setattr(submission, "submit_chunk", failing)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    with pytest.raises(SystemExit) as ended:
+        cli_main.main(["--home", str(home), "--json", "message", "schedule", "--batch", "-"])
+    assert ended.value.code == ExitCode.SERVICE_UNREACHABLE
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["error"].startswith("the batch from standard input stopped after 3 of 7")
+    assert doc["not_acknowledged_lines"] == [4, 5, 6, 7]
+    retry = Path(doc["retry_file"])
+    assert retry.parent == home / "batch" and retry.name.startswith("stdin.retry-")
+    assert stat.S_IMODE(retry.stat().st_mode) & 0o077 == 0
+    assert f"--batch {retry}" in doc["hint"]
+    assert list(workdir.iterdir()) == []  # nothing left in the working directory
+    again = run_nereus("--json", "message", "schedule", "--batch", str(retry), home=home)
+    assert again.code == 0, again.stderr
+    assert [r["delay_message_id"] for r in again.json()["receipts"]] == [
+        f"pipe-{n}" for n in range(3, 7)]
+
+
 def _damage_log_under_the_engine(segment: Path) -> None:
     """Append a frame whose payload fails its CRC and an intact frame after it: the shard
     loop, reading on, meets damage that is not a torn tail (LogCorruption: FAILED)."""
