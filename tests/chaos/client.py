@@ -336,7 +336,7 @@ def run_cli(home: Path, *args: str, timeout: float = 60,
     """``nereus --json ARGS`` on ``home``; its one JSON document (a failure raises
     ``CliFailed`` with the exit code and what it printed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
-    env.update(NO_COLOR="1", NEREUS_WORKERS="1", **(environ or {}))
+    env.update({"NO_COLOR": "1", "NEREUS_WORKERS": "1", **(environ or {})})
     proc = subprocess.run([NEREUS, "--home", str(home), "--json", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, check=False)
     if proc.returncode != 0:

@@ -155,9 +155,11 @@ class PulsarConsumer:
     def __init__(self, lane: str, service_url: str, topic: str) -> None:
         import pulsar
 
+        from nereus.adapters._pulsar import make_client
+
         self.lane = lane
         self.topic = topic
-        self._client = pulsar.Client(service_url, operation_timeout_seconds=10)
+        self._client = make_client(service_url, timeout_s=10)  # its log to /dev/null
         self._consumer = self._client.subscribe(
             topic, f"chaos-{uuid.uuid4().hex[:8]}", consumer_type=pulsar.ConsumerType.Exclusive,
             initial_position=pulsar.InitialPosition.Earliest)

@@ -1,0 +1,147 @@
+"""Randomized histories under faults, checked against the seeds' invariants (issue 37).
+
+Usage::
+
+    .venv/bin/python bench/chaos.py [--seed S] [--ops N] [--duration SECONDS]
+        [--backend file|kafka|pulsar]... [--nemesis NAME|all]... [--dir DIR] [--json]
+
+For each backend and each nemesis (``all``: every nemesis that applies to the backend),
+one run of ``tests/chaos/runner.py``: a home on that backend, the seeded workload (N
+operations over the duration: schedules over plain and ORDERED lanes, payloads of every
+size including object-store ones, cancels and reschedules racing their due time, retries
+of the same command, operator mutations, queries with and without the barrier), the
+nemesis injected and healed over and over, quiescence, the final state of every shard and
+the replay digests, then the checker. A line per run: operations, faults injected,
+violations (want 0), lateness p99 (first read minus max(deliverAt, the schedule's invoke
+time), every lane), whether the run quiesced, and its wall time. Each run's history stays
+under ``--dir`` (default: a new temporary directory, printed) for ``python -m
+tests.chaos.checker HISTORY`` to re-check; every violation is printed with the history
+lines that prove it. Exit status 1 when any run found a violation.
+
+The brokers are those ``scripts/services`` runs; one that is not running is started.
+``kafka-outage`` and ``pulsar-outage`` stop and start the shared broker. ``full-disk``
+mounts a tmpfs for the home (root only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the chaos instrument lives with the tests
+
+import msgspec  # noqa: E402
+
+from tests.chaos.homes import Brokers  # noqa: E402
+from tests.chaos.runner import NEMESES, RunReport, RunSpec, run_chaos  # noqa: E402
+
+BACKENDS = ("file", "kafka", "pulsar")
+FILE_ONLY = {"kafka-outage", "pulsar-outage", "none", "worker-kill", "worker-stop"}
+
+
+def nemeses_for(backend: str, asked: list[str]) -> list[str]:
+    """The nemeses to run on ``backend``: those asked, ``all`` expanded to every one that
+    applies there (a broker outage only on its own backend; the worker nemeses on file)."""
+    if "all" not in asked:
+        return asked
+    out = [n for n in NEMESES if n not in FILE_ONLY]
+    if backend == "file":
+        out += ["worker-kill", "worker-stop"]
+    if backend in ("kafka", "pulsar"):
+        out.append(f"{backend}-outage")
+    return out
+
+
+def brokers_for(backends: list[str]) -> Brokers:
+    """The session's brokers for ``backends`` (started with ``scripts/services`` if need be)."""
+    from tests.integration.services import bring_up
+
+    kafka = pulsar_url = pulsar_admin = None
+    if "kafka" in backends:
+        settings, _, problem = bring_up("kafka")
+        if settings is None:
+            raise SystemExit(f"kafka: {problem}")
+        kafka = settings["NEREUS_KAFKA_BOOTSTRAP"]
+    if "pulsar" in backends:
+        settings, _, problem = bring_up("pulsar")
+        if settings is None:
+            raise SystemExit(f"pulsar: {problem}")
+        pulsar_url, pulsar_admin = settings["NEREUS_PULSAR_URL"], settings["NEREUS_PULSAR_HTTP_URL"]
+    return Brokers(kafka=kafka, pulsar_url=pulsar_url, pulsar_admin=pulsar_admin)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/chaos.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ops", type=int, default=200)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of workload")
+    parser.add_argument("--backend", action="append", choices=BACKENDS,
+                        help="repeatable (default: file)")
+    parser.add_argument("--nemesis", action="append", metavar="NAME",
+                        help=f"repeatable, or all; a+b injects both at once ({', '.join(NEMESES)})")
+    parser.add_argument("--dir", type=Path, default=None, help="where the runs' homes and "
+                        "histories go (default: a new temporary directory)")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = parser.parse_args(argv)
+    for name in args.nemesis or []:
+        for part in name.split("+"):
+            if part != "all" and part not in NEMESES:
+                parser.error(f"argument --nemesis: no nemesis {part!r} "
+                             f"(known: {', '.join(NEMESES)}, all)")
+    if args.ops < 1 or args.duration <= 0:
+        parser.error("--ops and --duration must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    backends = args.backend or ["file"]
+    brokers = brokers_for(backends)
+    base = args.dir or Path(tempfile.mkdtemp(prefix="nereus-chaos-"))
+    rows: list[dict[str, object]] = []
+    reports: list[RunReport] = []
+    for backend in backends:
+        for nemesis in nemeses_for(backend, args.nemesis or ["sigkill"]):
+            spec = RunSpec(seed=args.seed, ops=args.ops, duration_s=args.duration,
+                           backend=backend, nemeses=(nemesis,),
+                           quiesce_s=max(60.0, args.duration * 2))
+            began = time.monotonic()
+            report = run_chaos(spec, base / f"{backend}-{nemesis}-{args.seed}", brokers)
+            reports.append(report)
+            rows.append({"backend": backend, "nemesis": nemesis,
+                         "operations": report.operations, "faults": report.faults,
+                         "violations": len(report.violations),
+                         "lateness_p99_ms": report.lateness_p99_ms,
+                         "quiesced": report.quiesced, "seen": report.seen,
+                         "wall_s": round(time.monotonic() - began, 1),
+                         "history": report.history})
+            if not args.json:
+                print(_row(rows[-1]), flush=True)
+                for violation in report.violations[:10]:
+                    print("  " + violation.render().replace("\n", "\n  "))
+                for note in report.notes:
+                    print(f"  note: {note}")
+    if args.json:
+        print(json.dumps({"seed": args.seed, "ops": args.ops, "duration_s": args.duration,
+                          "dir": str(base), "runs": rows,
+                          "violations": [msgspec.to_builtins(v) for r in reports
+                                         for v in r.violations]}, indent=2))
+    else:
+        print(f"histories under {base}")
+    return 1 if any(r.violations for r in reports) else 0
+
+
+def _row(row: dict[str, object]) -> str:
+    return (f"{row['backend']:<7} {row['nemesis']:<20} ops {row['operations']:>5}  "
+            f"faults {row['faults']:>3}  violations {row['violations']:>3}  "
+            f"lateness p99 {row['lateness_p99_ms']} ms  quiesced {row['quiesced']}  "
+            f"{row['wall_s']} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
