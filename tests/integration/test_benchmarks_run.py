@@ -160,3 +160,14 @@ def test_hung_lanes_bench_reports_each_variant_beside_n_hung_lanes() -> None:
         assert figures["start_s"] < 10
         if figures["variant"] == "reserved":
             assert figures["published"] == figures["messages"] == 20
+
+
+def test_chaos_bench_runs_a_nemesis_and_reports_its_row(tmp_path: Path) -> None:
+    """bench/chaos.py runs the workload under SIGKILL on the file default and reports the
+    row (operations, faults, violations, lateness p99) with the history it checked."""
+    report = _bench("chaos.py", "--ops", "12", "--duration", "3", "--nemesis", "sigkill",
+                    "--dir", str(tmp_path))
+    (row,) = report["runs"]
+    assert (row["backend"], row["nemesis"]) == ("file", "sigkill")
+    assert row["operations"] >= 12 and row["faults"] >= 1 and row["violations"] == 0
+    assert report["violations"] == [] and Path(row["history"]).is_file()
