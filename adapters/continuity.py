@@ -13,7 +13,7 @@ A log that is *ahead* of the store is normal: those are records not applied yet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nereus.adapters.shardlog.delegating import DelegatingLog
@@ -88,15 +88,19 @@ def applied_position(path: Path) -> int | None:
         return None
 
 
-def guard_file_log(shard: ShardId, log: FileShardLog, applied: int | None,
+def guard_file_log(shard: ShardId, log: FileShardLog,
+                   applied: int | Callable[[], int | None] | None,
                    state_path: Path | None = None) -> None:
     """Make ``log`` refuse, under its append lock, any append while it ends at or before
-    ``applied`` (a check before the append could race with a cut)."""
+    the applied position (a check before the append could race with a cut). ``applied``:
+    the position, or how to read it now (an engine's live store: a shard that applied
+    nothing when it was opened must not take an append at position 0 either once its
+    segments were deleted under it)."""
     if applied is None:
         return
 
     def check(end: int) -> None:
-        found = log_ends_before(applied, end)
+        found = log_ends_before(applied() if callable(applied) else applied, end)
         if found is not None:
             raise diverged(shard, found, state_path)
 

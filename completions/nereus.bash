@@ -28,7 +28,7 @@ __nereus_options() {
         "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --output -o --help" ;;
         "quickstart") echo "--count --spread --home --json --output -o --help" ;;
         "status") echo "--home --json --output -o --help" ;;
-        "doctor") echo "--home --json --output -o --help" ;;
+        "doctor") echo "--uncertain-after --home --json --output -o --help" ;;
         "dashboard") echo "--read-only --interval --home --json --output -o --help" ;;
         "completion") echo "--home --json --output -o --help" ;;
         "metrics") echo "--home --json --output -o --help" ;;
@@ -108,6 +108,7 @@ __nereus_value() {
         "--capacity:init") echo "text" ;;
         "--count:quickstart") echo "text" ;;
         "--spread:quickstart") echo "text" ;;
+        "--uncertain-after:doctor") echo "text" ;;
         "--interval:dashboard") echo "text" ;;
         "--timeout:engine start") echo "text" ;;
         "--workers:engine start") echo "text" ;;

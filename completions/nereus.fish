@@ -31,7 +31,7 @@ complete -c nereus -l help -d 'Show the help and exit'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a init -d 'Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a quickstart -d 'Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a status -d 'One-screen summary: engine, shards, messages by state, lanes, problems.'
-complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services and clock; exit 1 listing what to fix.'
+complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a doctor -d 'Check config, permissions, disk, services, clock, the engine and UNCERTAIN attempts; exit 1 listing what to fix.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a dashboard -d 'The live dashboard: shards, lanes, open obligations, UNCERTAIN attempts.'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a completion -d 'Print the completion script for SHELL (static: pressing TAB never starts Python).'
 complete -c nereus -n 'not __fish_seen_subcommand_from init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster' -a metrics -d 'Print the engine\'s Prometheus metrics (text exposition format; needs the engine).'
@@ -67,6 +67,7 @@ complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l spread -x -d '
 # nereus status
 
 # nereus doctor
+complete -c nereus -n '__fish_seen_subcommand_from doctor' -l uncertain-after -x -d 'Fail when an attempt has been UNCERTAIN (UNKNOWN) for longer than this since its admission (the engine\'s evidence search did not settle it: an operator must).'
 
 # nereus dashboard
 complete -c nereus -n '__fish_seen_subcommand_from dashboard' -l read-only -d 'Turn the mutation keys (c close lane, o open lane) off.'

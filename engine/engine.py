@@ -255,7 +255,8 @@ class Engine:
             log = DivergedLog(log, diverged)
         else:
             if isinstance(log, FileShardLog):
-                guard_file_log(shard, log, store.applied_position(),
+                # the live applied position: a log cut under a running engine is refused
+                guard_file_log(shard, log, store.applied_position,
                                self.layout.shard_state(shard))
             applied = store.get(keys.META_ROUTE)
             ensure_route_identity(

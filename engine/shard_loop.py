@@ -366,8 +366,9 @@ class ShardLoop(ProgressWaits):
     def scheduling_hold(self) -> str | None:
         """Why the loop claims nothing now (its state, an operator's pause, the lease), or
         None when it schedules."""
-        if self.state != ShardState.ACTIVE:
-            return f"shard {self.state.value}: it schedules only while ACTIVE"
+        if self.state != ShardState.ACTIVE:  # why it is not, when the loop knows
+            return f"shard {self.state.value}: " + (
+                self.error or "it schedules only while ACTIVE")
         if self.store.get(keys.META_PAUSED) is not None:
             return "paused by an operator (SHARD_PAUSE; `nereus shard resume` resumes it)"
         return self._owner.lease_problem()

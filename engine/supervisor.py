@@ -3,7 +3,11 @@
 A worker is a *body*: a callable that runs until its own stop flag is set (then returns)
 or fails (raises). ``Supervisor.spawn`` runs one body on one thread and, when it raises,
 
-1. logs ``worker_crashed`` with the worker's name, the error and its traceback;
+1. logs ``worker_crashed`` with the worker's name, the error and its traceback — once: a
+   crash with the same error as the last one logged is counted, not logged again, until
+   ``REPEAT_LOG_S`` has passed (then one line, without the traceback, says how many
+   repeated); a worker that fails the same way every few seconds (a log that is gone, a
+   broker that is down) writes a line a minute, not a traceback every restart;
 2. counts the restart and keeps the last error for ``engine status --json``;
 3. waits a capped exponential backoff (``Backoff``; a worker that ran cleanly for
    ``reset_after_s`` starts again from the shortest delay) and calls the body again.
@@ -32,6 +36,8 @@ import msgspec
 
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.time_source import SYSTEM_CLOCK, Clock
+
+REPEAT_LOG_S = 60.0  # a crash that repeats the last one logged is logged again after this
 
 
 class WorkerState(StrEnum):
@@ -100,6 +106,8 @@ class Supervised:
         self.restarts = 0
         self.last_error: str | None = None
         self.last_error_at_ms: int | None = None
+        self._logged: tuple[str, float] | None = None  # the last crash logged: error, when
+        self._repeats = 0  # crashes like it since, not logged
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -147,12 +155,7 @@ class Supervised:
                     consecutive = 0
                 consecutive += 1
                 delay = self._backoff.delay_s(consecutive)
-                safe_event(
-                    self._events, "worker_crashed", level="error", worker=self.name,
-                    kind=self.kind, error=self.last_error, restarts=self.restarts,
-                    restarting_in_s=None if fatal else round(delay, 3),
-                    traceback="".join(traceback.format_exception(exc)),
-                )
+                said = self._log_crash(exc, fatal=fatal, delay=delay)
                 if fatal:
                     self._set(WorkerState.FAILED)
                     if not isinstance(exc, Exception):
@@ -164,11 +167,33 @@ class Supervised:
                 # a stop request cuts the backoff short; the body then runs once more to
                 # wind down (it sees its own stop flag) and is not restarted after that
                 self._clock.wait(self._stopping, delay)
-                safe_event(self._events, "worker_restarted", worker=self.name, kind=self.kind,
-                           restarts=self.restarts)
+                if said:
+                    safe_event(self._events, "worker_restarted", worker=self.name,
+                               kind=self.kind, restarts=self.restarts)
                 continue
             self._set(WorkerState.STOPPED)
             return
+
+    def _log_crash(self, exc: BaseException, *, fatal: bool, delay: float) -> bool:
+        """Log a crash at error (the module's docstring: a repeat of the last one logged is
+        counted instead, for ``REPEAT_LOG_S``); whether it was logged."""
+        error = self.last_error or ""
+        now = self._clock.monotonic()
+        last = self._logged
+        repeat = last is not None and last[0] == error
+        if repeat and not fatal and last is not None and now - last[1] < REPEAT_LOG_S:
+            self._repeats += 1
+            return False
+        fields: dict[str, object] = {
+            "worker": self.name, "kind": self.kind, "error": error, "restarts": self.restarts,
+            "restarting_in_s": None if fatal else round(delay, 3)}
+        if repeat:
+            fields["repeated"] = self._repeats  # times since it was last logged, unlogged
+        else:
+            fields["traceback"] = "".join(traceback.format_exception(exc))
+        safe_event(self._events, "worker_crashed", level="error", **fields)
+        self._logged, self._repeats = (error, now), 0
+        return True
 
 
 class Supervisor:

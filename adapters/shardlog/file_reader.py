@@ -4,7 +4,8 @@ A read continues where the last one stopped (the cursor) unless asked for anothe
 then it seeks from the start of the segment holding that position. Damage met while reading
 is the end of the log only where it can be a torn tail (the end of the last segment);
 anywhere else it raises ``LogCorruption`` naming the file and byte offset, and so does a
-segment that does not start where the previous one ended. Nothing is skipped silently.
+segment that does not start where the previous one ended, or one deleted, replaced or
+cut while it was being read (its records are gone). Nothing is skipped silently.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class _Cursor:
     path: Path
     byte: int
     position: int
+    inode: int = 0  # the segment file read so far (0: not opened yet)
 
 
 class LogReader:
@@ -44,6 +46,19 @@ class LogReader:
 
     def read(self, from_position: int, max_records: int) -> list[LogRecord]:
         """Up to ``max_records`` intact records from ``from_position``, in order."""
+        try:
+            return self._read(from_position, max_records)
+        except FileNotFoundError as exc:  # a segment went under the cursor or the seek
+            self._cursor = None
+            gone = Path(exc.filename) if exc.filename else None
+            raise LogCorruption(
+                f"segment {gone.name if gone else '?'} of {self._segments.directory} was "
+                f"deleted while it was read: the records from position {from_position} on "
+                "that it held are gone", path=str(gone or self._segments.directory), offset=0,
+                hint="put the segment back from a backup if there is one; otherwise the "
+                "shard must be recovered (`nereus doctor` names the way)") from None
+
+    def _read(self, from_position: int, max_records: int) -> list[LogRecord]:
         cursor = self._cursor
         if cursor is None or cursor.position != from_position:
             cursor = self._seek(from_position)
@@ -65,7 +80,7 @@ class LogReader:
                     f"ends at {cursor.position}: records are missing",
                     path=str(path), offset=0,
                 )
-            cursor.base, cursor.path, cursor.byte = base, path, 0
+            cursor.base, cursor.path, cursor.byte, cursor.inode = base, path, 0, 0
         self._cursor = cursor
         return out
 
@@ -75,7 +90,18 @@ class LogReader:
         """Read up to ``limit`` records of the cursor's segment into ``out``."""
         got, need = 0, 0
         with open(cursor.path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size
+            if (cursor.inode and stat.st_ino != cursor.inode) or size < cursor.byte:
+                self._cursor = None
+                raise LogCorruption(
+                    f"segment {cursor.path.name} of {self._segments.directory} was replaced or "
+                    f"cut while it was read (it ends at byte {size}, {cursor.byte} were read): "
+                    f"the records from position {cursor.position} on that it held are gone",
+                    path=str(cursor.path), offset=cursor.byte,
+                    hint="put the segment back from a backup if there is one; otherwise the "
+                    "shard must be recovered (`nereus doctor` names the way)")
+            cursor.inode = stat.st_ino
             while got < limit and cursor.byte < size:
                 handle.seek(cursor.byte)
                 buf = handle.read(min(max(_READ_CHUNK, need), size - cursor.byte))

@@ -2,7 +2,9 @@
 
 Config (parse and validation, with file and line), home and socket permissions, disk
 space, every configured broker and object store reachable, clock uncertainty, engine
-state. Exit 1 with the list of what failed.
+state (healthy: no FAILED shard or worker; running with its admin socket and pid file),
+attempts UNCERTAIN for longer than ``--uncertain-after``. Exit 1 with the list of what
+failed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +28,17 @@ if TYPE_CHECKING:
     from nereus.config import Config, RouteSettings
 
 MIN_FREE_BYTES = 1 << 30
+UNCERTAIN_AFTER = "10m"  # an attempt UNKNOWN for longer needs an operator (`attempt resolve`)
+UNCERTAIN_SHOWN = 5  # attempts named in the check's detail, at most
+UNCERTAIN_LISTED = 10_000  # attempts asked of a running engine, at most
+
+
+def _bytes(size: int) -> str:
+    """A size as an operator reads it: GiB from one GiB up, MiB below (a small disk is
+    "12.0 MiB", not "0.0 GiB")."""
+    if size >= 1 << 30:
+        return f"{size / (1 << 30):.1f} GiB"
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def _check(name: str, ok: bool, detail: str, fix: str | None = None, *,
@@ -238,14 +251,24 @@ def _services(config: Config) -> list[DoctorCheck]:
     return checks
 
 
-def doctor(ctx: typer.Context) -> None:
-    """Check config, permissions, disk, services and clock; exit 1 listing what to fix."""
+def doctor(
+    ctx: typer.Context,
+    uncertain_after: Annotated[str, typer.Option(
+        "--uncertain-after", metavar="DURATION",
+        help="Fail when an attempt has been UNCERTAIN (UNKNOWN) for longer than this since "
+        "its admission (the engine's evidence search did not settle it: an operator must).")]
+    = UNCERTAIN_AFTER,
+) -> None:
+    """Check config, permissions, disk, services, clock, the engine and UNCERTAIN attempts;
+    exit 1 listing what to fix."""
     import msgspec
 
     from nereus.cli.setup_documents import DoctorReport
     from nereus.errors import NereusError
+    from nereus.timespec import parse_duration_ms
 
     env: Env = ctx.obj
+    after_ms = parse_duration_ms(uncertain_after, field="--uncertain-after")
     layout = env.layout
     checks: list[DoctorCheck] = []
     config = None
@@ -269,13 +292,14 @@ def doctor(ctx: typer.Context) -> None:
         checks.append(_check("admin_socket", mode == 0o600,
                              f"{sock} mode {mode:04o}", f"chmod 600 {sock}"))
     checks.append(_engine(env))
+    if config is not None:
+        checks.append(_uncertain(env, config, after_ms))
     if layout.root.is_dir():
         checks.append(_privacy(layout.root))
     if layout.root.is_dir():
         usage = shutil.disk_usage(layout.root)
         checks.append(_check("disk", usage.free >= MIN_FREE_BYTES,
-                             f"{usage.free / (1 << 30):.1f} GiB free of "
-                             f"{usage.total / (1 << 30):.1f} GiB",
+                             f"{_bytes(usage.free)} free of {_bytes(usage.total)}",
                              "free space: logs, state and checkpoints need room to grow"))
     if config is not None:
         services = _services(config)
@@ -313,11 +337,27 @@ def doctor(ctx: typer.Context) -> None:
 
 def _engine(env: Env) -> DoctorCheck:
     """Running and healthy (every shard and worker), or not running; a running engine with
-    a FAILED shard or worker fails the doctor."""
+    a FAILED shard or worker, or one that holds the home without its admin socket or its
+    pid file (a start that hangs, files deleted under it), fails the doctor."""
+    from nereus.adapters.home_lock import is_locked, lock_holder, pid_file, read_pid, socket_path
     from nereus.errors import NereusError
 
-    if not env.engine_running():
+    if not is_locked(env.home):
         return _check("engine", True, "the engine is not running")
+    pid = lock_holder(env.home)
+    written = read_pid(env.home)
+    missing = [f"its admin socket {socket_path(env.home)}"] \
+        if not socket_path(env.home).exists() else []
+    if written is None:
+        missing.append(f"its pid file {pid_file(env.home)}")
+    elif pid is not None and written != pid:
+        missing.append(f"its pid file (which names pid {written})")
+    if missing:
+        return _check("engine", False, f"the engine (pid {pid or '?'}) runs without "
+                      + " and without ".join(missing),
+                      "if it is starting, wait for it; else `nereus engine logs --level error` "
+                      "says why, and `nereus engine stop` then `nereus engine start` give it "
+                      "back its files")
     try:
         status = env.admin().get("/v1/status")
     except NereusError as exc:
@@ -386,3 +426,69 @@ def _clock(config: Config) -> DoctorCheck:
         else "configured bound only"
     return _check("clock", True, f"Trusted UTC uncertainty ±{now.uncertainty_ms // 2} ms "
                   f"({source}); work is never early, at most this late")
+
+
+def _uncertain(env: Env, config: Config, after_ms: int) -> DoctorCheck:
+    """Attempts UNKNOWN (their messages UNCERTAIN) since longer than ``after_ms`` after their
+    admission: asked of the running engine, else read from each shard's database
+    (read-only). Such an attempt waits for an operator: nothing settles it on its own."""
+    import time
+
+    from nereus.timespec import format_duration_ms, parse_time_ms
+
+    now = time.time_ns() // 1_000_000
+    found: list[tuple[int, str]] = []  # (admitted ms, what to say)
+    if env.engine_running():
+        from nereus.errors import NereusError
+
+        try:
+            listed = env.admin().get("/v1/attempts", state="unknown",
+                                     limit=UNCERTAIN_LISTED)["attempts"]
+        except NereusError as exc:  # the engine check says why it does not answer
+            return _check("uncertain", False, f"not checked: {exc.message}",
+                          "see the engine check", severity="warning")
+        for attempt in listed:
+            at = attempt.get("admitted_at")
+            found.append((parse_time_ms(at) if at else now,
+                          f"{attempt['attempt_id']} (message {attempt['delay_message_id']}, "
+                          f"lane {attempt['lane']}, {attempt['shard']})"))
+    else:
+        found = _offline_unknown(env, config)
+    old = sorted((at, what) for at, what in found if now - at > after_ms)
+    limit = format_duration_ms(after_ms)
+    if not old:
+        return _check("uncertain", True, f"no attempt UNCERTAIN for longer than {limit}"
+                      + (f" ({len(found)} newer)" if found else ""))
+    shown = "; ".join(f"{what} since {format_duration_ms(now - at)}"
+                      for at, what in old[:UNCERTAIN_SHOWN])
+    more = f" and {len(old) - UNCERTAIN_SHOWN} more" if len(old) > UNCERTAIN_SHOWN else ""
+    return _check("uncertain", False, f"{len(old)} attempt(s) UNCERTAIN for longer than "
+                  f"{limit}: {shown}{more}",
+                  "find the destination's evidence and settle each with `nereus attempt "
+                  "resolve ATTEMPT (--published | --not-published) --evidence ... --reason "
+                  "...`, or run the resolve-uncertain playbook")
+
+
+def _offline_unknown(env: Env, config: Config) -> list[tuple[int, str]]:
+    """Every UNKNOWN attempt of the home's shards, from their databases read-only."""
+    from nereus.errors import StoreError
+    from nereus.shard import ShardId
+    from nereus.state.store import ShardStore
+    from nereus.views import open_attempts
+
+    found: list[tuple[int, str]] = []
+    for route in config.routes.values():
+        for partition in range(route.partitions):
+            shard = ShardId(route.name, partition)
+            path = env.layout.shard_state(shard)
+            if not (path / "CURRENT").exists():
+                continue
+            try:
+                with ShardStore.open(path, read_only=True) as store:
+                    found += [(attempt.admitted_broker_ms,
+                               f"{attempt.attempt_id} (message {attempt.delay_message_id}, "
+                               f"lane {attempt.lane}, {shard})")
+                              for attempt in open_attempts(store, state="UNKNOWN")]
+            except StoreError:
+                continue
+    return found

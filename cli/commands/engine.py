@@ -78,6 +78,16 @@ def status(ctx: typer.Context) -> None:
     try:
         data = env.admin().get("/v1/status")
     except EngineUnreachable as exc:
+        from nereus.adapters.home_lock import is_locked, lock_holder
+
+        if is_locked(env.home):  # a daemon holds the home: running, but not answering
+            pid = lock_holder(env.home)
+            raise EngineUnreachable(
+                f"the engine (pid {pid or '?'}) runs but does not answer on its admin "
+                f"socket: {exc.message}",
+                hint="it may still be starting; if it stays so, `nereus engine logs --level "
+                "error` says why and `nereus engine stop` stops it",
+                document={"running": True}) from None
         # the error document (--json) says "not running" too
         raise EngineUnreachable(exc.message, hint=exc.hint,
                                 document={"running": False}) from None

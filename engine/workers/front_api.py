@@ -5,8 +5,11 @@ processes over their own admin sockets.
   shard's messages or attempts) go to the shard's owner: its ownership record in the
   coordinator names the node, the node's member record its socket. A shard with no ACTIVE
   owner (its worker died, the other one has not activated it yet) is waited for, up to
-  ``OWNER_WAIT_S``; a read whose worker went away meanwhile is asked again of the new one,
-  and so is an append the worker refused because it no longer held the shard;
+  ``OWNER_WAIT_S`` (then the error names a worker process that is down, with its reason);
+  a shard held FAILED is not waited for: its owner answers as a single engine with that
+  shard FAILED would, or, when it could not even open it, the error is its reason. A
+  read whose worker went away meanwhile is asked again of the new one, and so is an
+  append the worker refused because it no longer held the shard;
 * aggregates (status, shards, lanes, every message or attempt, a command's whereabouts)
   ask every worker at once and merge (``merge``).
 
@@ -114,30 +117,49 @@ class FrontApi:
             owned = self.store.owners().get(shard)
             ours = owned is not None and (not self.clustered
                                           or owned.record.node_id in self.members)
-            if ours and owned is not None and owned.record.state == OwnerState.FAILED:
+            if ours and owned is not None and owned.record.state == OwnerState.FAILED \
+                    and owned.record.refused:  # nobody has it open: its owner's reason
                 raise ShardFailed(f"shard {shard} is FAILED: {owned.record.detail}",
                                   hint="`nereus engine status` and `nereus engine logs "
                                   "--level error` say more; the shard is tried again now "
                                   "and then")
-            if ours and owned is not None and owned.record.state == OwnerState.ACTIVE:
+            # a failed loop's owner still has the shard open: it answers reads, and says
+            # why it takes no append, as a single engine does
+            if ours and owned is not None and owned.record.state in (OwnerState.ACTIVE,
+                                                                     OwnerState.FAILED):
                 member = self.store.members().get(owned.record.node_id)
                 if member is not None:
                     return AdminClient(Path(member.address), timeout=timeout)
             if self.clustered:  # another node's shard: a worker's NodeApi asks its owner
                 return self._any_worker(timeout)
-            if time.monotonic() > deadline:
+            free = _free_bytes(self.home)
+            if time.monotonic() > deadline or (free is not None and free < DISK_FULL_BYTES):
                 raise NereusError(f"shard {shard} has no owner now: {self._why_unowned()}",
                                   hint="`nereus engine status` says more; try again shortly")
             time.sleep(0.05)
 
-    def _why_unowned(self) -> str:
-        """Why no worker holds a shard: a worker process that is not running (its last
-        error), else a move in progress."""
+    def _why_unowned(self, answers: list[EngineStatus | NereusError] | None = None) -> str:
+        """Why no worker holds a shard, the real cause first: the home's disk full; a
+        worker process that is not running (its own error); a worker's thread that fails
+        (its session, its shard loop: the workers' status ``answers``, asked when not
+        given); else a move in progress."""
+        free = _free_bytes(self.home)
+        if free is not None and free < DISK_FULL_BYTES:
+            return f"the disk of {self.home} is full ({free:,} bytes free)"
         down = [w for w in self.supervisor.statuses()
                 if w.kind == "process" and w.state.value != "RUNNING"]
         if down:
             return "; ".join(f"worker {w.name} is {w.state.value}"
                              + (f": {w.last_error}" if w.last_error else "") for w in down)
+        if answers is None:
+            answers = self._everyone(lambda c: msgspec.convert(c.get("/v1/status"),
+                                                               EngineStatus))
+        failing = [f"{self.members[index]}/{w.name} is {w.state}: {w.last_error}"
+                   for index, status in enumerate(answers)
+                   if isinstance(status, EngineStatus) for w in status.workers
+                   if w.state in ("BACKOFF", "FAILED") and w.last_error]
+        if failing:
+            return "; ".join(failing)
         return "it is moving between worker processes"
 
     def _read(self, shard_text: str, ask: Callable[[AdminClient], T]) -> T:
@@ -196,6 +218,10 @@ class FrontApi:
         problems += [f"worker process {index} does not answer: {answer.message}"
                      for index, answer in enumerate(answers)
                      if isinstance(answer, NereusError) and f"process-{index}" in running]
+        if any(s.state == UNOWNED for s in shards):  # why nobody holds them, as known
+            why = self._why_unowned(answers)
+            shards = [msgspec.structs.replace(s, error=f"no worker owns it now: {why}")
+                      if s.state == UNOWNED else s for s in shards]
         problems += [f"shard {s.shard} is {UNOWNED}: {s.error}" for s in shards
                      if s.state == UNOWNED]
         return EngineStatus(
@@ -332,6 +358,18 @@ class FrontApi:
             if pending:
                 time.sleep(0.05)
         return AppendAnswer(receipts=[r for r in receipts if r is not None])
+
+DISK_FULL_BYTES: Final = 1 << 20  # a home with less free is full: nothing can be written
+
+
+def _free_bytes(home: Path) -> int | None:
+    import shutil
+
+    try:
+        return shutil.disk_usage(home).free
+    except OSError:
+        return None
+
 
 class ShardFailed(NereusError):
     """The shard's owner holds it FAILED (``nereus.engine.cluster.node``)."""

@@ -115,3 +115,40 @@ def test_a_restart_backoff_passes_on_the_clock_not_in_real_time() -> None:
     body.stop.set()
     worker.stopping()
     assert worker.join(5)
+
+
+class Same:
+    """A worker body that raises the same error on every call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        raise FileNotFoundError("segment 00000000000000000000.seg is gone")
+
+
+@pytest.mark.timeout(30)
+def test_a_crash_that_repeats_is_logged_once_a_minute_not_every_restart() -> None:
+    """A body failing the same way every 5 s: the first crash is logged at error with its
+    traceback; the next ones within a minute are counted, not logged (nor their restarts);
+    the first after a minute is one line without the traceback saying how many repeated.
+    The status still counts every restart."""
+    clock = FakeClock(wall_ms=0)
+    events = RecordingEventLog()
+    supervisor = Supervisor(events, Backoff(initial_s=5, cap_s=5), clock=clock)
+    body = Same()
+    worker = supervisor.spawn("shard-default/0", "shard", body)
+    for calls in range(1, 14):  # 13 crashes, 5 s apart: 0 s .. 60 s
+        wait_for(lambda: clock.waiters == 1 and body.calls == calls, timeout=5,  # noqa: B023
+                 what=f"crash {calls} in its backoff")
+        if calls < 13:  # the last one stays in its backoff: nothing runs after the asserts
+            clock.advance(5)
+    crashes = events.named("worker_crashed")
+    assert len(crashes) == 2, crashes
+    assert crashes[0]["level"] == "error" and "Traceback" in str(crashes[0]["traceback"])
+    assert crashes[1]["repeated"] == 11 and "traceback" not in crashes[1]
+    assert len(events.named("worker_restarted")) == 1
+    assert worker.status().restarts == 13
+    worker.stopping()
+    assert worker.join(5)
