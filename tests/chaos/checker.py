@@ -46,6 +46,11 @@ The invariants (seed 000 and issue 37 §1):
     An admission that won before expireAt never leaves its message EXPIRED when the
     attempt never reached the destination (NOT_PUBLISHED LANE_UNAVAILABLE: local
     conditions do not rewrite an on-time Admission; expireAt closes *new* admissions).
+``barrier_reads_acknowledged_writes``
+    A query with the query barrier (``message show --barrier``: its answer is conclusive)
+    invoked after a command on the message was acknowledged sees that command: a
+    SCHEDULE the shard APPLIED is found, a RESCHEDULE's generation is reached, a winning
+    CANCEL shows CANCELLED.
 ``lane_isolation``
     On a lane no nemesis touched (``LaneInfo.healthy``), every record is seen within
     ``lateness_bound_ms`` of max(deliverAt, the schedule's invoke time), except messages
@@ -84,6 +89,7 @@ from tests.chaos.history import (
     Line,
     LogEntry,
     Op,
+    Receipt,
     RunEnded,
     RunStarted,
     Seen,
@@ -296,17 +302,16 @@ def acknowledged_commands_applied(facts: Facts) -> list[Violation]:
         for receipt in op.receipts if op.ok else ():
             key = _dedup_key(receipt.kind, receipt.command_id)
             ids = [op.message_id, receipt.command_id]
-            if collected:
-                at = facts.record_at(receipt.shard, receipt.source_position)
-                if at is None or _record(at).dedup_key != key:
-                    what = "nothing" if at is None else \
+            at = facts.record_at(receipt.shard, receipt.source_position)
+            if collected and (at is None or _record(at).dedup_key != key):
+                what = "nothing" if at is None else \
                         f"{_record(at).kind} {_record(at).dedup_key}"
-                    out.append(_violation(name, ids, (
-                        f"{receipt.kind} {receipt.command_id} was acknowledged "
-                        f"({receipt.evidence}) at {receipt.shard} position "
-                        f"{receipt.source_position}, but the Shard Log holds {what} there"),
-                        [line, at]))
-                    continue
+                out.append(_violation(name, ids, (
+                    f"{receipt.kind} {receipt.command_id} was acknowledged "
+                    f"({receipt.evidence}) at {receipt.shard} position "
+                    f"{receipt.source_position}, but the Shard Log holds {what} there"),
+                    [line, at]))
+                continue
             result_line = facts.results.get((receipt.shard, key))
             first = facts.first_record(receipt.shard, key)
             if result_line is None:
@@ -322,6 +327,8 @@ def acknowledged_commands_applied(facts: Facts) -> list[Violation]:
                     f"{receipt.command_id} was applied at position {result.position}, not at "
                     f"its first position in the log ({_record(first).position}): applied "
                     "again, or out of source order"), [line, first, result_line]))
+            if op.kind == "retry" and at is not None:
+                out += _retry_bytes(facts, name, line, op, receipt, at)
             if receipt.evidence == "APPLIED" and receipt.result is not None and \
                     receipt.result != result.status:
                 out.append(_violation(name, ids, (
@@ -339,6 +346,19 @@ def acknowledged_commands_applied(facts: Facts) -> list[Violation]:
                         f"{result.position}: the command was applied more than once"),
                         [line, result_line, message_line]))
     return out
+
+
+def _retry_bytes(facts: Facts, name: str, line: Line, op: Op, receipt: Receipt,
+                 at: Line) -> list[Violation]:
+    """A retry submits the exact bytes of the command it retries: its record's SHA-256 is
+    that of the first record with the same dedup key."""
+    first = facts.first_record(receipt.shard, _dedup_key(receipt.kind, receipt.command_id))
+    if first is None or _record(first).sha256 == _record(at).sha256:
+        return []
+    return [_violation(name, [op.message_id, receipt.command_id], (
+        f"retry {op.index} of {receipt.command_id} appended other bytes than the command it "
+        f"retries (position {_record(at).position} against {_record(first).position})"),
+        [line, first, at])]
 
 
 def never_early(facts: Facts) -> list[Violation]:
@@ -610,6 +630,58 @@ def admission_not_expired(facts: Facts) -> list[Violation]:
     return out
 
 
+def barrier_reads_acknowledged_writes(facts: Facts) -> list[Violation]:
+    name = "barrier_reads_acknowledged_writes"
+    out: list[Violation] = []
+    writes: dict[str, list[tuple[Line, str, FinalResult, Line]]] = defaultdict(list)
+    for line in facts.ops:
+        op = _as(line, Op)
+        if not op.ok or op.message_id is None or op.kind not in (
+                "schedule", "cancel", "reschedule", "retry"):
+            continue
+        for receipt in op.receipts:
+            if receipt.kind not in ("SCHEDULE", "CANCEL", "RESCHEDULE"):
+                continue
+            result_line = facts.results.get((receipt.shard, _dedup_key(receipt.kind,
+                                                                       receipt.command_id)))
+            if result_line is not None and _as(result_line, FinalResult).status == "APPLIED":
+                writes[op.message_id].append((line, receipt.kind,
+                                              _as(result_line, FinalResult), result_line))
+    for line in facts.ops:
+        query = _as(line, Op)
+        if query.kind != "query_barrier" or not query.ok or query.answer is None or \
+                query.message_id is None:
+            continue
+        answer = query.answer
+        for write_line, kind, result, result_line in writes.get(query.message_id, []):
+            if not _acknowledged_before(_as(write_line, Op), query):
+                continue  # not acknowledged before the query began: no order between them
+            wrong = None
+            if answer.state is None:
+                wrong = "answered that there is no such message"
+            elif kind == "RESCHEDULE" and result.generation is not None and \
+                    (answer.generation or 0) < result.generation:
+                wrong = f"answered generation {answer.generation}, before it"
+            elif kind == "CANCEL" and answer.state != "CANCELLED":
+                wrong = f"answered {answer.state}"
+            if wrong:
+                out.append(_violation(name, [query.message_id], (
+                    f"a query of {query.message_id} with the query barrier {wrong}, though its "
+                    f"{kind} was acknowledged before the query began (applied at "
+                    f"{result.shard} position {result.position})"),
+                    [write_line, result_line, line]))
+    return out
+
+
+def _acknowledged_before(write: Op, query: Op) -> bool:
+    """Whether ``write`` completed before ``query`` was invoked: by the client's own event
+    order where both have it, else by their times (strictly: the same millisecond is no
+    order)."""
+    if write.complete_seq is not None and query.invoke_seq is not None:
+        return write.complete_seq < query.invoke_seq
+    return write.complete_ms < query.invoke_ms
+
+
 def lane_isolation(facts: Facts) -> list[Violation]:
     name = "lane_isolation"
     run = facts.started()
@@ -727,6 +799,7 @@ INVARIANTS: dict[str, Invariant] = {
     "ordered_lanes": ordered_lanes,
     "destination_consistency": destination_consistency,
     "admission_not_expired": admission_not_expired,
+    "barrier_reads_acknowledged_writes": barrier_reads_acknowledged_writes,
     "lane_isolation": lane_isolation,
     "due_messages_settle": due_messages_settle,
     "engine_starts": engine_starts,

@@ -75,6 +75,13 @@ class Recorder:
         self._lock = threading.Lock()
         self.ops = 0
         self.faults = 0
+        self._seq = 0
+
+    def tick(self) -> int:
+        """The next number of the client's own order of events."""
+        with self._lock:
+            self._seq += 1
+            return self._seq
 
     def write(self, entry: Any) -> None:
         with self._lock:
@@ -112,8 +119,8 @@ class Executor:
     # -- running -----------------------------------------------------------------------------
     def run(self) -> None:
         """Both threads, until every op ran or ``stop`` is set."""
-        commands = [p for p in self.planned if p.kind not in OPERATOR_KINDS]
-        operator = [p for p in self.planned if p.kind in OPERATOR_KINDS]
+        commands = [p for p in self.planned if p.kind not in OPERATOR_KINDS or p.follows]
+        operator = [p for p in self.planned if p.kind in OPERATOR_KINDS and not p.follows]
         side = threading.Thread(target=self._run_all, args=(operator,), name="chaos-operator",
                                 daemon=True)
         side.start()
@@ -139,6 +146,7 @@ class Executor:
 
     def execute(self, item: Planned) -> None:
         index = self._next_index()
+        invoke_seq = self.recorder.tick()
         invoke = now_ms()
         handler: Callable[[Planned], tuple[list[Receipt], QueryAnswer | None, dict[str, Any]]]
         handler = getattr(self, f"_{item.kind}")
@@ -149,8 +157,11 @@ class Executor:
                 ValueError) as exc:
             receipts, answer, extra = [], None, {}
             ok, error = False, f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+        complete = now_ms()
+        complete_seq = self.recorder.tick()
         self.recorder.write(Op(
-            index=index, kind=item.kind, invoke_ms=invoke, complete_ms=now_ms(), ok=ok,
+            index=index, kind=item.kind, invoke_ms=invoke, complete_ms=complete, ok=ok,
+            invoke_seq=invoke_seq, complete_seq=complete_seq,
             message_id=item.message_id, lane=item.lane, key=item.key,
             deliver_at_ms=self._time(item.deliver_offset_ms),
             expire_at_ms=self._time(item.expire_offset_ms), payload_bytes=item.payload_bytes,

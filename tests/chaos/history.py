@@ -115,6 +115,10 @@ class Op(msgspec.Struct, frozen=True, kw_only=True, tag="op", tag_field="type"):
     receipts: list[Receipt] = msgspec.field(default_factory=list)
     answer: QueryAnswer | None = None
     error: str | None = None
+    # the client's own order of invocations and completions (one counter for all its
+    # threads): real-time order where two times fall in the same millisecond
+    invoke_seq: int | None = None
+    complete_seq: int | None = None
 
 
 class Seen(msgspec.Struct, frozen=True, kw_only=True, tag="seen", tag_field="type"):

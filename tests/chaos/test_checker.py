@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.chaos.checker import INVARIANTS, Facts, Violation, check
-from tests.chaos.history import EngineStart, LogEntry, Op, Receipt, Seen, lines_of, parse_lines
+from tests.chaos.history import (
+    EngineStart,
+    LogEntry,
+    Op,
+    QueryAnswer,
+    Receipt,
+    Seen,
+    lines_of,
+    parse_lines,
+)
 from tests.chaos.story import SHARD, T0, Story
 
 
@@ -94,6 +103,23 @@ def test_an_applied_receipt_that_disagrees_with_the_shard_is_named() -> None:
     story.results[key] = msgspec.structs.replace(story.results[key], status="REJECTED")
     (violation,) = named(story, "acknowledged_commands_applied")
     assert "told APPLIED" in violation.text and "REJECTED" in violation.text
+
+
+def test_a_retry_with_other_bytes_is_named() -> None:
+    """A retry of a command must append its exact bytes (same command id, same bytes)."""
+    story = Story()
+    first = story.schedule("m1", T0 + 1_000)
+    story.publish("m1", "att-1", at_ms=T0 + 1_020)
+    again = story._append(SHARD, "SCHEDULE", T0 + 50, dedup_key=first.dedup_key,
+                          command_id=first.command_id, delay_message_id="m1",
+                          deliver_at_ms=T0 + 2_000)
+    story.entries.append(Op(index=9, kind="retry", invoke_ms=T0 + 40, complete_ms=T0 + 60,
+                            ok=True, message_id="m1", retry_of=0, receipts=[Receipt(
+                                evidence="QUEUED", shard=SHARD,
+                                source_position=again.position,
+                                command_id=first.command_id or "", kind="SCHEDULE")]))
+    (violation,) = named(story, "acknowledged_commands_applied")
+    assert "other bytes" in violation.text
 
 
 # -- never early -----------------------------------------------------------------------------
@@ -306,6 +332,55 @@ def test_an_expired_message_after_a_retriable_refusal_is_allowed() -> None:
     story.settle("m1", "att-1", "NOT_PUBLISHED", at_ms=T0 + 1_020, disposition="RETRIABLE",
                  message_state="EXPIRED")
     assert check(story.lines()) == []
+
+
+# -- queries with the barrier --------------------------------------------------------------
+def test_a_barrier_query_that_misses_an_acknowledged_schedule_is_named() -> None:
+    """The SCHEDULE was acknowledged before the query began; the query with the barrier
+    answered that no such message exists. A query begun before the acknowledgement, or one
+    without the barrier, is not judged."""
+    story = Story()
+    story.schedule("m1", T0 + 60_000, invoke_ms=T0)
+    story.entries.append(Op(index=50, kind="query_barrier", invoke_ms=T0 + 100,
+                            complete_ms=T0 + 120, ok=True, message_id="m1",
+                            answer=QueryAnswer(state=None)))
+    story.entries.append(Op(index=51, kind="query_barrier", invoke_ms=T0 + 2,
+                            complete_ms=T0 + 20, ok=True, message_id="m1",
+                            answer=QueryAnswer(state=None)))
+    story.entries.append(Op(index=52, kind="query", invoke_ms=T0 + 100, complete_ms=T0 + 120,
+                            ok=True, message_id="m1", answer=QueryAnswer(state=None)))
+    story.publish("m1", "att-1", at_ms=T0 + 60_010)
+    (violation,) = named(story, "barrier_reads_acknowledged_writes")
+    assert "no such message" in violation.text and violation.ids == ["m1"]
+
+
+def test_the_clients_event_order_decides_within_one_millisecond() -> None:
+    """Write acknowledged and query begun in the same millisecond: the client's event
+    counter says which came first."""
+    story = Story()
+    story.schedule("m1", T0 + 60_000, invoke_ms=T0)
+    schedule_op = next(e for e in story.entries if isinstance(e, Op))
+    story.entries[story.entries.index(schedule_op)] = msgspec.structs.replace(
+        schedule_op, complete_ms=T0 + 5, invoke_seq=1, complete_seq=2)
+    story.entries.append(Op(index=50, kind="query_barrier", invoke_ms=T0 + 5,
+                            complete_ms=T0 + 9, ok=True, message_id="m1", invoke_seq=3,
+                            complete_seq=4, answer=QueryAnswer(state=None)))
+    story.publish("m1", "att-1", at_ms=T0 + 60_010)
+    (violation,) = named(story, "barrier_reads_acknowledged_writes")
+    assert violation.ids == ["m1"]
+
+
+def test_a_barrier_query_behind_an_acknowledged_reschedule_is_named() -> None:
+    """Rescheduled (generation 2, acknowledged), then a barrier query answers generation 1."""
+    story = Story()
+    story.schedule("m1", T0 + 60_000)
+    story.reschedule("m1", T0 + 70_000, at_ms=T0 + 10)
+    story.entries.append(Op(index=50, kind="query_barrier", invoke_ms=T0 + 100,
+                            complete_ms=T0 + 120, ok=True, message_id="m1",
+                            answer=QueryAnswer(state="SCHEDULED", generation=1)))
+    story.publish("m1", "att-1", at_ms=T0 + 70_010)
+    (violation,) = named(story, "barrier_reads_acknowledged_writes")
+    assert "answered generation 1" in violation.text
 
 
 # -- lane isolation --------------------------------------------------------------------------

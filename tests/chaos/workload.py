@@ -15,7 +15,9 @@ from its seed. What it draws:
   submitted again;
 * operator mutations through the Shard Log: lane close and open again, shard pause and
   resume, attempt resolve (of whatever attempt is UNKNOWN when it runs);
-* queries of a message with and without the query barrier.
+* queries of a message with and without the query barrier, some right after the schedule
+  they read (on the same thread, with the barrier: read-your-writes), most often on the
+  ORDERED lanes, whose keyed messages live on their key's shard.
 
 Operations are executed by ``tests.chaos.client``; the plan itself does no I/O.
 """
@@ -72,6 +74,7 @@ class Planned(msgspec.Struct, frozen=True, kw_only=True):
     wait: bool = False
     of: str | None = None
     target: str | None = None  # lane or shard of an operator mutation
+    follows: bool = False  # a query run on the command thread right after the op it reads
 
 
 def plan(spec: WorkloadSpec) -> list[Planned]:
@@ -89,6 +92,8 @@ def plan(spec: WorkloadSpec) -> list[Planned]:
         if roll < 0.55 or not schedules:
             made = [_schedule(rng, spec, len(planned), at)]
             schedules += made
+            if rng.random() < (0.6 if made[0].lane in spec.ordered_lanes else 0.15):
+                made.append(_query(rng, len(planned) + 1, made[0], follows=True))
         elif roll < 0.63:
             made = [_race(rng, "cancel", len(planned), rng.choice(schedules))]
         elif roll < 0.71:
@@ -149,11 +154,14 @@ def _race(rng: random.Random, kind: OpKind, n: int, target: Planned) -> Planned:
                    of=target.ref, wait=rng.random() < 0.4)
 
 
-def _query(rng: random.Random, n: int, target: Planned) -> Planned:
-    at = target.at_ms + rng.randrange(0, 3_000)
-    kind: OpKind = "query_barrier" if rng.random() < 0.4 else "query"
+def _query(rng: random.Random, n: int, target: Planned, *,
+           follows: bool = False) -> Planned:
+    """A query of ``target``'s message some time after it, or (``follows``) right after it
+    on the same thread, with the query barrier: a read racing the write it must see."""
+    at = target.at_ms + (1 if follows else rng.randrange(0, 3_000))
+    kind: OpKind = "query_barrier" if follows or rng.random() < 0.4 else "query"
     return Planned(ref=f"q{n}", at_ms=at, kind=kind, message_id=target.message_id,
-                   of=target.ref)
+                   of=target.ref, follows=follows)
 
 
 def _operator(rng: random.Random, spec: WorkloadSpec, n: int, at: int) -> list[Planned]:
