@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         StepDefinition,
         StepResult,
     )
+    from nereus.cli.playbook.language.expr import Json
     from nereus.cli.playbook.language.journal import Resume
     from nereus.cli.playbook.language.model import Playbook
     from nereus.cli.playbook.language.plan import Plan, PlannedStep
@@ -136,7 +137,7 @@ def show(ctx: typer.Context, name: NameArg) -> None:
             out.print(f"  {number}. [bold]{step.id}[/bold] — {escape(step.title)}")
             _print_step_body(out, step, home=step.home, indent="     ")
         if shown.on_failure:
-            out.print(f"\n[bold]on failure[/bold] {escape(shown.on_failure)}")
+            out.print(f"\n[bold]on failure[/bold] {_lines(shown.on_failure, '  ')}")
 
     env.output.emit(data, human)
 
@@ -155,7 +156,7 @@ def _print_step_body(out: Console, step: StepDefinition | PlannedStepView, *,
     """A step's body as ``show`` and ``--dry-run`` print it; ``home`` when it runs against
     another home than the run's."""
     from nereus.cli.output import safe_markup as escape
-    from nereus.cli.playbook.language.documents import PlannedWait
+    from nereus.cli.playbook.language.documents import PlannedStepView, PlannedWait
 
     if step.description:
         out.print(f"{indent}[dim]{escape(step.description)}[/dim]")
@@ -166,8 +167,16 @@ def _print_step_body(out: Console, step: StepDefinition | PlannedStepView, *,
     if step.confirm:
         out.print(f"{indent}confirm: {escape(step.confirm)}")
     shown_home = f"--home {home} " if home else ""
-    out.print(f"{indent}run:     nereus {escape(shown_home)}--json "
-              f"{escape(' '.join(_quote(w) for w in step.run))}")
+    # a dry run knows a for_each step's items when they come from what it could read
+    commands = step.commands if isinstance(step, PlannedStepView) else [step.run]
+    if not commands:
+        out.print(f"{indent}run:     nothing: there are no items")
+    for command in commands:
+        out.print(f"{indent}run:     nereus {escape(shown_home)}--json "
+                  f"{escape(' '.join(_quote(w) for w in command))}")
+    if isinstance(step, PlannedStepView):
+        for why in step.not_known:
+            out.print(f"{indent}[dim]not known before the run: {escape(why)}[/dim]")
     if step.wait is not None:
         wait = step.wait
         if isinstance(wait, PlannedWait):
@@ -183,30 +192,80 @@ def _print_step_body(out: Console, step: StepDefinition | PlannedStepView, *,
     if step.continue_on_failure:
         out.print(f"{indent}on failure the run goes on (continue_on_failure)")
     if step.on_failure:
-        text = escape(step.on_failure).replace("\n", f"\n{indent}            ")
-        out.print(f"{indent}on failure: {text}")
+        out.print(f"{indent}on failure: {_lines(step.on_failure, indent + '            ')}")
 
 
 # -- run -----------------------------------------------------------------------------------------
 
 
+def _lines(text: str, indent: str) -> str:
+    """Text of several lines (paragraphs, a step's advice then the playbook's), each made
+    terminal-safe, the later ones indented: a newline made safe as a whole would print as
+    a literal ``\\x0a``. A document's string that ``Output.emit`` already made safe is
+    split where its newlines were."""
+    from nereus.cli.output import Shown
+    from nereus.cli.output import safe_markup as escape
+
+    if isinstance(text, Shown):
+        return f"\n{indent}".join(text.split("\\x0a"))
+    return f"\n{indent}".join(escape(line) for line in text.split("\n"))
+
+
+def _verdict(detail: str, indent: str) -> str:
+    """A failure's detail for the terminal: the checks' verdicts on the first line, what
+    the command said went wrong one reason a line under it."""
+    from nereus.cli.playbook.runner import COMMAND_SAYS
+
+    verdicts, _, said = detail.partition(COMMAND_SAYS)
+    lines = [verdicts, *(f"  {reason}" for reason in said.split("; ") if reason)]
+    return _lines("\n".join(lines), indent)
+
+
 class _LiveReport:
-    """Each step's outcome as one or two Rich lines, as it happens."""
+    """Each step's outcome as one or two Rich lines, as it happens; a ``for_each`` step's
+    items each with its own command line and verdict."""
 
     def __init__(self, console: Console, total: int, home: str) -> None:
         self.console = console
         self.total = total
         self.home = home  # the run's home; a step against another home says so
         self._last_wait: dict[str, str] = {}
+        self._items: dict[str, tuple[int, list[str]]] = {}  # step -> (items, failed ones)
 
-    def step_started(self, planned: PlannedStep, args: list[str]) -> None:
+    def _command(self, planned: PlannedStep, args: list[str], indent: str) -> None:
         from nereus.cli.output import safe_markup as escape
 
         home = "" if planned.home == self.home else f"--home {_quote(planned.home)} "
-        self.console.print(f"[bold]▶ [{planned.index + 1}/{self.total}] {planned.step.id}"
-                           f"[/bold] {escape(planned.step.title)}")
-        self.console.print(f"    [dim]nereus {escape(home)}"
+        self.console.print(f"{indent}[dim]nereus {escape(home)}"
                            f"{escape(' '.join(_quote(a) for a in args))}[/dim]")
+
+    def step_started(self, planned: PlannedStep, commands: list[list[str]]) -> None:
+        from nereus.cli.output import safe_markup as escape
+
+        step = planned.step
+        self.console.print(f"[bold]▶ [{planned.index + 1}/{self.total}] {step.id}"
+                           f"[/bold] {escape(step.title)}")
+        if step.for_each is None:
+            self._command(planned, commands[0] if commands else [], "    ")
+            return
+        self._items[step.id] = (len(commands), [])
+        self.console.print(f"    for each of {len(commands)} item(s) of "
+                           f"{escape(step.for_each.source)}")
+
+    def item_started(self, planned: PlannedStep, item: Json, args: list[str]) -> None:
+        self._command(planned, args, "    ")
+
+    def item_finished(self, planned: PlannedStep, item: Json, ok: bool, detail: str) -> None:
+        from nereus.cli.output import safe_markup as escape
+        from nereus.cli.playbook.runner import item_label
+
+        label = item_label(item)
+        if ok:
+            self.console.print(f"      [green]✓[/green] {escape(label)}")
+            return
+        self._items.setdefault(planned.step.id, (0, []))[1].append(label)
+        self.console.print(f"      [red]✗[/red] {escape(label)}: "
+                           f"{_verdict(detail, '        ')}")
 
     def waiting(self, planned: PlannedStep, polls: int, detail: str) -> None:
         from nereus.cli.output import safe_markup as escape
@@ -223,10 +282,16 @@ class _LiveReport:
             self.console.print(f"  [green]✓[/green] {planned.step.id} passed ({seconds}"
                                + (f", {result.polls} polls" if result.polls > 1 else "") + ")")
             return
-        self.console.print(f"  [red]✗[/red] {planned.step.id} failed: {escape(result.detail)}")
+        count, failed = self._items.get(planned.step.id, (0, []))
+        if failed:  # each item's failure is printed above, under its command
+            why = (f"{len(failed)} of {count} item(s) failed: "
+                   f"{escape(', '.join(failed))}")
+        else:
+            why = _verdict(result.detail, "    ")
+        self.console.print(f"  [red]✗[/red] {planned.step.id} failed: {why}")
         if result.guidance:
             self.console.print("    [yellow]on failure:[/yellow] "
-                               + escape(result.guidance).replace("\n", "\n    "))
+                               + _lines(result.guidance, "    "))
         if planned.step.continue_on_failure:
             self.console.print("    [dim](continue_on_failure: the run goes on)[/dim]")
 
@@ -252,33 +317,41 @@ def _new_run_id(now_ms: int) -> str:
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
-def _dry_run(env: Env, found: Found, plan: Plan, journal: str, start_index: int,
-             resuming: bool) -> None:
+def _dry_run(env: Env, found: Found, plan: Plan, journal: str, point: Resume | None) -> None:
     import msgspec
 
+    from nereus.cli.playbook.dry_read import read_ahead
+    from nereus.cli.playbook.invoke import SubprocessInvoke
     from nereus.cli.playbook.language.documents import DryRunPlan
     from nereus.cli.playbook.language.plan import dry_run_plan
 
-    data = msgspec.to_builtins(dry_run_plan(plan, path=str(found.path), journal=journal,
-                                            start_index=start_index, resuming=resuming))
+    start_index = point.next_index if point else 0
+    outputs, unread = read_ahead(plan, SubprocessInvoke(), start_index=start_index,
+                                 outputs=dict(point.outputs) if point else None)
+    data = msgspec.to_builtins(dry_run_plan(
+        plan, path=str(found.path), journal=journal, start_index=start_index,
+        resuming=point is not None, outputs=outputs, unread=unread))
 
     def human(out: Console) -> None:
         from nereus.cli.output import safe_markup as escape
 
-        out.print(f"[bold]Plan of {plan.playbook.name}[/bold] — {escape(plan.playbook.title)}"
-                  " [dim](dry run: nothing runs, nothing is written)[/dim]")
         shown = _shown(data, DryRunPlan)
+        read = (f"; read to fill in the plan: {', '.join(shown.read)}" if shown.read else "")
+        out.print(f"[bold]Plan of {plan.playbook.name}[/bold] — {escape(plan.playbook.title)}"
+                  f" [dim](dry run: nothing is changed, nothing is written{read})[/dim]")
         out.print(f"home: {plan.home}")
         values = "  ".join(f"{k}={v}" for k, v in shown.variables.items())
         out.print(f"variables: {escape(values) or 'none'}")
         for step in shown.steps:
             done = " [dim](done before: resume skips it)[/dim]" if step.done_before else ""
+            now = " [dim](read now: later steps use its output)[/dim]" if step.read else ""
             out.print(f"\n{step.index}. [bold]{step.id}[/bold] — "
-                      f"{escape(step.title)}{done}")
+                      f"{escape(step.title)}{done}{now}")
             _print_step_body(out, step, home=None if step.home == plan.home else step.home,
                              indent="   ")
         if plan.playbook.on_failure is not None:
-            out.print(f"\n[bold]on failure[/bold] {escape(plan.playbook.on_failure.source)}")
+            out.print(f"\n[bold]on failure[/bold] "
+                      f"{_lines(plan.playbook.on_failure.source, '  ')}")
 
     env.output.emit(data, human)
 
@@ -330,8 +403,7 @@ def run(
 
     plan, point = prepare()  # usage errors surface before anything is written
     if dry_run:
-        _dry_run(env, found, plan, str(journal_path), point.next_index if point else 0,
-                 point is not None)
+        _dry_run(env, found, plan, str(journal_path), point)
         return
     _ = env.config  # a run needs an initialised home (exit 3 naming it otherwise)
     console = env.output.err if env.output.json_mode else env.output.out

@@ -15,6 +15,7 @@ loop is tested without subprocesses or sleeping.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from nereus.cli.playbook.language.plan import (
     judge,
     render_args,
 )
+from nereus.cli.playbook.language.reasons import reasons
 from nereus.cli.playbook.language.template import render, render_known
 from nereus.timespec import format_time_ms
 
@@ -72,9 +74,14 @@ class Confirm(Protocol):
 
 
 class Reporter(Protocol):
-    """Live progress for the operator (the CLI draws it with Rich)."""
+    """Live progress for the operator (the CLI draws it with Rich). A ``for_each`` step
+    starts with every item's command line and reports each item as it runs and ends."""
 
-    def step_started(self, planned: PlannedStep, args: list[str]) -> None: ...
+    def step_started(self, planned: PlannedStep, commands: list[list[str]]) -> None: ...
+
+    def item_started(self, planned: PlannedStep, item: Json, args: list[str]) -> None: ...
+
+    def item_finished(self, planned: PlannedStep, item: Json, ok: bool, detail: str) -> None: ...
 
     def waiting(self, planned: PlannedStep, polls: int, detail: str) -> None: ...
 
@@ -210,7 +217,7 @@ class Runner:
         self.journal.append(StepStarted(
             run_id=self.plan.run_id, step=step.id, index=planned.index,
             args=argv[0] if argv else [], home=planned.home, at=self._at()))
-        self.reporter.step_started(planned, argv[0] if argv else [])
+        self.reporter.step_started(planned, argv)
         started = self.clock.monotonic_ms()
         outputs: list[Json] = []
         checks: list[CheckResult] = list(pre)
@@ -219,9 +226,13 @@ class Runner:
         polls = 0
         for item, args in zip(items, argv, strict=True):
             item_scope = {**scope, "item": item} if step.for_each is not None else scope
+            if step.for_each is not None:
+                self.reporter.item_started(planned, item, args)
             ok, invocation, item_checks, detail, ran = self._run_one(planned, args, item_scope)
+            if step.for_each is not None:
+                self.reporter.item_finished(planned, item, ok, detail)
             polls += ran
-            prefix = f"[{item}] " if step.for_each is not None else ""
+            prefix = f"[{item_label(item)}] " if step.for_each is not None else ""
             checks.extend(CheckResult(condition=prefix + c.condition, ok=c.ok, detail=c.detail)
                           for c in item_checks)
             outputs.append(invocation.output if invocation else None)
@@ -273,7 +284,7 @@ class Runner:
                         f"{invocation.error_text()}", 1)
             checks = judge(step.post, self._after(scope, invocation))
             failed = [c.detail for c in checks if not c.ok]
-            return not failed, invocation, checks, "; ".join(failed), 1
+            return not failed, invocation, checks, _failure(failed, invocation), 1
         assert planned.wait_timeout_ms is not None and planned.wait_interval_ms is not None
         deadline = self.clock.monotonic_ms() + planned.wait_timeout_ms
         polls = 0
@@ -292,7 +303,7 @@ class Runner:
                 if until.ok:
                     checks = [until, *judge(step.post, after)]
                     failed = [c.detail for c in checks if not c.ok]
-                    return not failed, invocation, checks, "; ".join(failed), polls
+                    return not failed, invocation, checks, _failure(failed, invocation), polls
                 last = until.detail
             else:
                 last = f"exited {invocation.exit_code}: {invocation.error_text()}"
@@ -309,3 +320,21 @@ class Runner:
 
     def _after(self, scope: dict[str, Json], invocation: Invocation) -> dict[str, Json]:
         return {**scope, "output": invocation.output, "exit_code": invocation.exit_code}
+
+
+COMMAND_SAYS = " — the command says: "  # between a step's verdicts and the command's words
+
+
+def _failure(failed: list[str], invocation: Invocation) -> str:
+    """The failed checks' verdicts, then what the command's own document says went wrong
+    (its failed checks, its error): "" when nothing failed."""
+    if not failed:
+        return ""
+    said = reasons(invocation.output)
+    return "; ".join(failed) + (f"{COMMAND_SAYS}{'; '.join(said)}" if said else "")
+
+
+def item_label(item: Json) -> str:
+    """A ``for_each`` item as a failure names it: a string as it is, anything else as
+    JSON."""
+    return item if isinstance(item, str) else json.dumps(item, sort_keys=True)

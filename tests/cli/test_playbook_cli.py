@@ -300,3 +300,79 @@ def test_a_killed_run_resumes_after_its_last_completed_step(home: Path) -> None:
     assert log_end(home) == 4
     started = [e["step"] for e in journal(home, "killed") if e["event"] == "step_started"]
     assert started == ["one", "two", "more", "more"]
+
+
+@pytest.fixture
+def two_shards(tmp_path: Path) -> Path:
+    """A home with two shards and no engine: pre-upgrade-check's per-shard step has two
+    items, each failing (no checkpoint, no log yet)."""
+    path = tmp_path / "two"
+    assert run_nereus("init", "--partitions", "2", home=path).code == 0
+    return path
+
+
+def test_a_failed_check_reads_well(two_shards: Path) -> None:
+    """pre-upgrade-check on a home with no checkpoint: each for_each item is shown under its
+    own command with its verdict, a failed check says what the command itself said (its
+    failed checks), and the advice of the step and of the playbook print as lines, not with
+    a literal \\x0a."""
+    human = run_nereus("playbook", "run", "pre-upgrade-check", "--yes", home=two_shards,
+                       input_text="")
+    assert human.code == 1, human.stderr
+    out = human.stdout
+    assert "\\x0a" not in out
+    lines = [line.rstrip() for line in out.splitlines()]
+    first = lines.index("    nereus recovery-set verify -- default/0")
+    assert lines[first:first + 8] == [
+        "    nereus recovery-set verify -- default/0",
+        "      ✗ default/0: `output.ok == true` is false: output.ok = false",
+        "          members: no catalogued checkpoint for default/0: recovery would have to "
+        "replay the whole log",
+        "          log_retention: no Shard Log for default/0 in this home",
+        "    nereus recovery-set verify -- default/1",
+        "      ✗ default/1: `output.ok == true` is false: output.ok = false",
+        "          members: no catalogued checkpoint for default/1: recovery would have to "
+        "replay the whole log",
+        "          log_retention: no Shard Log for default/1 in this home"], out
+    assert "  ✗ recovery_sets failed: 2 of 2 item(s) failed: default/0, default/1" in lines
+    advice = lines.index("    on failure: A shard without a verified Recovery Set cannot be "
+                         "restored after a failed upgrade. Take a checkpoint of it (`nereus "
+                         "playbook run checkpoint-cycle --var shard=SHARD`) and look at the "
+                         "failed check.")
+    assert lines[advice + 1] == ("    Do not upgrade yet. Fix what failed, then run this "
+                                 "playbook again (a new run, not --resume).")
+    report = run_nereus("--json", "playbook", "run", "pre-upgrade-check", "--yes",
+                        home=two_shards, input_text="").json()
+    step = next(s for s in report["steps"] if s["id"] == "recovery_sets")
+    assert step["args"] == ["recovery-set verify -- default/0",
+                            "recovery-set verify -- default/1"]
+    assert ("[default/1] `output.ok == true` is false: output.ok = false — the command says: "
+            "members: no catalogued checkpoint for default/1") in step["detail"]
+
+
+def test_a_dry_run_shows_the_commands_a_run_would_run(two_shards: Path) -> None:
+    """--dry-run runs the read-only steps later steps need (`shard list`), so a for_each step
+    shows each command it would run; a hole that needs a step that changes something stays
+    <...> and the plan says why; nothing in the home changes."""
+    before = snapshot(two_shards)
+    result = run_nereus("--json", "playbook", "run", "pre-upgrade-check", "--dry-run",
+                        home=two_shards)
+    assert result.code == 0, result.stderr
+    plan = result.json()
+    assert plan["read"] == ["shards"]
+    verify = next(s for s in plan["steps"] if s["id"] == "recovery_sets")
+    assert verify["commands"] == [["recovery-set", "verify", "--", "default/0"],
+                                  ["recovery-set", "verify", "--", "default/1"]]
+    assert verify["not_known"] == []
+    human = run_nereus("playbook", "run", "pre-upgrade-check", "--dry-run", home=two_shards)
+    assert "run:     nereus --json recovery-set verify -- default/0\n" in human.stdout
+    assert "run:     nereus --json recovery-set verify -- default/1\n" in human.stdout
+    assert "<item>" not in human.stdout
+    assert "read to fill in the plan: shards" in human.stdout
+    cycle = run_nereus("playbook", "run", "checkpoint-cycle", "--dry-run", "--var",
+                       "shard=default/1", home=two_shards)
+    assert cycle.code == 0, cycle.stderr
+    assert ("not known before the run: step take changes something: a dry run does not run "
+            "it") in cycle.stdout
+    assert snapshot(two_shards) == before
+    assert not (two_shards / "playbooks").exists()

@@ -130,6 +130,30 @@ def test_drain_and_reopen_a_lane(settled_home: Path) -> None:
     assert opened["gate"] == "OPEN" and opened["due_backlog"] == 0
 
 
+def test_a_dry_run_fills_in_what_it_can_read(settled_home: Path) -> None:
+    """With the engine running, drain-and-close-lane --dry-run reads `lane list` (read-only)
+    and shows the confirmation with the lane's numbers instead of <find(steps...)>; the lane
+    stays open, no LANE_GATE record is appended, no journal is written."""
+    result = run_nereus("--json", "playbook", "run", "drain-and-close-lane", "--dry-run",
+                        "--var", "lane=local", "--var", "reason=check", home=settled_home)
+    assert result.code == 0, result.stderr
+    plan = result.json()
+    assert plan["read"] == ["lane_exists"]
+    close = plan["steps"][1]
+    assert close["confirm"].endswith("(0 due message(s) now, 0 in flight).")
+    assert "<" not in close["confirm"] and close["not_known"] == []
+    human = run_nereus("playbook", "run", "drain-and-close-lane", "--dry-run", "--var",
+                       "lane=local", "--var", "reason=check", home=settled_home)
+    assert "(0 due message(s) now, 0 in flight)" in human.stdout
+    assert "<find(" not in human.stdout
+    assert lane(settled_home)["gate"] == "OPEN"
+    for shard in ("default/0", "default/1"):
+        gates = run_nereus("--json", "shard", "log", shard, "--kind", "LANE_GATE",
+                           home=settled_home)
+        assert gates.code == 0 and gates.stdout.strip() == "", gates.stdout
+    assert not (settled_home / "playbooks").exists()
+
+
 def test_checkpoint_prune_needs_yes_and_refuses_recovery_set_members(tmp_path: Path) -> None:
     """prune lists with --dry-run, needs --yes without a terminal, deletes catalog entries
     and files older than --keep, and refuses (exit 1) to delete a Recovery Set member."""

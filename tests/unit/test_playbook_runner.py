@@ -13,6 +13,7 @@ import pytest
 from nereus.cli.playbook.invoke import Invocation, parse_output
 from nereus.cli.playbook.journal_file import JournalBusy, JournalFile, read_journal
 from nereus.cli.playbook.language.documents import StepResult
+from nereus.cli.playbook.language.expr import Json
 from nereus.cli.playbook.language.journal import (
     RunFinished,
     RunStarted,
@@ -88,8 +89,14 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[str] = []
 
-    def step_started(self, planned: PlannedStep, args: list[str]) -> None:
+    def step_started(self, planned: PlannedStep, commands: list[list[str]]) -> None:
         self.events.append(f"start {planned.step.id}")
+
+    def item_started(self, planned: PlannedStep, item: Json, args: list[str]) -> None:
+        self.events.append(f"item {planned.step.id} {' '.join(args)}")
+
+    def item_finished(self, planned: PlannedStep, item: Json, ok: bool, detail: str) -> None:
+        self.events.append(f"{'ok' if ok else 'FAIL'} {planned.step.id} {item}: {detail}")
 
     def waiting(self, planned: PlannedStep, polls: int, detail: str) -> None:
         self.events.append(f"wait {planned.step.id} {polls}")
@@ -229,17 +236,28 @@ id = "last"
 title = "Last"
 run = ["doctor"]
 '''
+    failed = {"ok": False, "checks": [
+        {"name": "members", "ok": False, "detail": "no catalogued checkpoint"},
+        {"name": "objects", "ok": True, "detail": "all there"},
+        {"name": "floor", "ok": False, "detail": "skipped", "skipped": True}]}
     nereus = FakeNereus({
         "shard list": lambda n: (0, [{"shard": "a/0"}, {"shard": "a/1"}]),
-        "recovery-set verify": lambda n: (0, {"ok": True}) if n == 1 else (1, {"ok": False}),
+        "recovery-set verify": lambda n: (0, {"ok": True}) if n == 1 else (1, failed),
         "doctor": lambda n: (0, {}),
     })
-    report, _, _ = run(tmp_path, nereus, the_plan=plan(text))
+    report, reporter, _ = run(tmp_path, nereus, the_plan=plan(text))
     assert (report.ok, report.exit_code, report.stopped_at) == (False, 1, None)
     each = report.steps[1]
-    assert each.output == [{"ok": True}, {"ok": False}]
-    assert each.detail.startswith("[a/1] `output.ok` is false")
+    assert each.output == [{"ok": True}, failed]
+    assert each.detail == ("[a/1] `output.ok` is false: it is false — the command says: "
+                           "members: no catalogued checkpoint")
     assert [s.status for s in report.steps] == ["ok", "failed", "ok"]
+    # each item is reported under its own command, so a failure names the item it was on
+    assert [e for e in reporter.events if " each" in f" {e}"] == [
+        "start each", "item each recovery-set verify -- a/0", "ok each a/0: ",
+        "item each recovery-set verify -- a/1",
+        "FAIL each a/1: `output.ok` is false: it is false — the command says: members: no "
+        "catalogued checkpoint", "FAIL each"]
 
 
 def test_resume_skips_completed_steps(tmp_path: Path) -> None:

@@ -138,14 +138,20 @@ class PlannedWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class PlannedStepView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A step of the plan: holes filled where the variables alone can fill them
-    (``<steps.take.checkpoint_id>`` where they cannot), durations in milliseconds."""
+    """A step of the plan: holes filled from the variables and from the read-only steps
+    the dry run ran (``<steps.take.checkpoint_id>`` where they cannot be, and
+    ``not_known`` says why), durations in milliseconds."""
 
     index: int  # from 1
     id: str
     title: str
     description: str
     run: list[str]
+    # every command line the run would run: one, or one per item of a for_each whose items
+    # are known
+    commands: list[list[str]]
+    read: bool  # the dry run ran this read-only step: later steps' holes use its output
+    not_known: list[str]  # why a hole of this step is still <...>, one line a step it needs
     home: str
     for_each: str | None
     pre: list[str]
@@ -160,7 +166,8 @@ class PlannedStepView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 
 class DryRunPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``playbook run --dry-run``: the whole plan; nothing runs, nothing is written."""
+    """``playbook run --dry-run``: the whole plan; nothing is changed, nothing is written
+    (only read-only steps whose output the plan needs run, ``read``)."""
 
     name: str
     title: str
@@ -170,6 +177,7 @@ class DryRunPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     variables: dict[str, VariableValue]
     journal: str
     resume_from: str | None  # with --resume: the first step the run would take
+    read: list[str]  # the read-only steps the dry run ran to fill in later steps' holes
     steps: list[PlannedStepView]
 
 

@@ -4,7 +4,9 @@ step's result; pure functions, so a dry run shows exactly what a run would do.
 The plan fixes everything that depends on variables alone: the variables' typed values,
 each step's home, command deadline, wait timeout and interval. What depends on earlier
 steps' outputs (``{steps.take.checkpoint_id}``) is filled in at run time from the same
-templates; a dry run shows those holes as ``<steps.take.checkpoint_id>``.
+templates; a dry run fills in those of the read-only steps it runs
+(``nereus.cli.playbook.language.dry_reads``) and shows the others as
+``<steps.take.checkpoint_id>``, saying why.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from nereus.cli.playbook.language.documents import (
     PlannedStepView,
     PlannedWait,
 )
+from nereus.cli.playbook.language.dry_reads import steps_used
 from nereus.cli.playbook.language.expr import (
     Expression,
     ExpressionError,
@@ -29,7 +32,7 @@ from nereus.cli.playbook.language.expr import (
     truthy,
 )
 from nereus.cli.playbook.language.model import Playbook, Step, Variable
-from nereus.cli.playbook.language.template import Template, render, render_known
+from nereus.cli.playbook.language.template import Template, known, render, render_known
 from nereus.errors import UsageError
 from nereus.timespec import parse_duration_ms
 
@@ -221,13 +224,27 @@ def _known_command(step: Step, scope: Mapping[str, Json]) -> list[str]:
     return out
 
 
-def describe_step(plan: Plan, planned: PlannedStep, *,
-                  done_before: bool = False) -> PlannedStepView:
-    """One step of the plan as a dry run shows it, holes filled where they can be."""
-    step = planned.step
-    scope = plan.base_scope()
+def _known_items(step: Step, scope: Mapping[str, Json]) -> list[Json] | None:
+    """A ``for_each`` step's items when what they come from is known, else None."""
+    if step.for_each is None or not known(step.for_each, scope):
+        return None
+    try:
+        return items_of(step, scope)
+    except ExpressionError:
+        return None
 
-    def known(template: Template | None) -> str | None:
+
+def describe_step(plan: Plan, planned: PlannedStep, *, done_before: bool = False,
+                  outputs: Mapping[str, Json] | None = None,
+                  unread: Mapping[str, str] | None = None) -> PlannedStepView:
+    """One step of the plan as a dry run shows it, holes filled from the variables and
+    ``outputs`` (the steps the dry run read, or a resumed run's); ``unread`` says why a
+    step it needs has no output."""
+    step = planned.step
+    outputs = outputs or {}
+    scope = plan.scope(outputs)
+
+    def filled(template: Template | None) -> str | None:
         if template is None:
             return None
         try:
@@ -235,27 +252,39 @@ def describe_step(plan: Plan, planned: PlannedStep, *,
         except ExpressionError as exc:
             return f"{template.source} (cannot be filled in: {exc.message})"
 
+    run = _known_command(step, scope)
+    items = _known_items(step, scope)
+    commands = [run] if items is None else [_known_command(step, {**scope, "item": item})
+                                            for item in items]
+    waiting_on = [used for used in steps_used(step) if used not in outputs]
+    not_known = [(unread or {}).get(used) or f"step {used} has not run yet"
+                 for used in waiting_on]
     return PlannedStepView(
         index=planned.index + 1, id=step.id, title=step.title, description=step.description,
-        run=_known_command(step, scope), home=planned.home,
+        run=run, commands=commands, read=step.id in outputs and not done_before,
+        not_known=not_known, home=planned.home,
         for_each=step.for_each.source if step.for_each else None,
         pre=[c.source for c in step.pre], post=[c.source for c in step.post],
         exit_codes=list(step.exit_codes), timeout_ms=planned.timeout_ms,
         wait=None if step.wait is None else PlannedWait(
             until=step.wait.until.source, timeout_ms=planned.wait_timeout_ms,
             interval_ms=planned.wait_interval_ms),
-        confirm=known(step.confirm), continue_on_failure=step.continue_on_failure,
-        on_failure=known(step.on_failure), done_before=done_before)
+        confirm=filled(step.confirm), continue_on_failure=step.continue_on_failure,
+        on_failure=filled(step.on_failure), done_before=done_before)
 
 
 def dry_run_plan(plan: Plan, *, path: str, journal: str, start_index: int,
-                 resuming: bool) -> DryRunPlan:
+                 resuming: bool, outputs: Mapping[str, Json] | None = None,
+                 unread: Mapping[str, str] | None = None) -> DryRunPlan:
     """The whole plan as ``--dry-run`` prints it; with ``resuming``, the steps before
-    ``start_index`` were completed by the run being resumed."""
-    steps = [describe_step(plan, planned, done_before=planned.index < start_index)
+    ``start_index`` were completed by the run being resumed. ``outputs``: what the dry run
+    read (and a resumed run's outputs); ``unread``: why a needed step was not read."""
+    outputs = outputs or {}
+    steps = [describe_step(plan, planned, done_before=planned.index < start_index,
+                           outputs=outputs, unread=unread)
              for planned in plan.steps]
     return DryRunPlan(
         name=plan.playbook.name, title=plan.playbook.title, path=path, home=plan.home,
         variables=dict(plan.variables), journal=journal,
         resume_from=steps[start_index].id if resuming and start_index < len(steps) else None,
-        steps=steps)
+        read=[step.id for step in steps if step.read], steps=steps)

@@ -142,17 +142,28 @@ def render(template: Template, scope: Mapping[str, Json]) -> str:
     return "".join(out)
 
 
+def known(hole: Expression, scope: Mapping[str, Json]) -> bool:
+    """Whether every name ``hole`` reads is in ``scope``: a variable, and for
+    ``steps.ID`` that step's output (a step not run yet is not known)."""
+    steps = scope.get("steps")
+    for name, key in names_used(hole):
+        if name not in scope:
+            return False
+        if name == "steps" and key is not None and not (isinstance(steps, dict)
+                                                        and key in steps):
+            return False
+    return True
+
+
 def render_known(template: Template, scope: Mapping[str, Json]) -> str:
-    """Like ``render``, but a hole that needs what is not known yet (a later step's output)
-    is shown as ``<expression>``: what a dry run prints."""
+    """Like ``render``, but a hole that needs what is not known yet (the output of a step
+    that has not run) is shown as ``<expression>``: what a dry run prints."""
     out: list[str] = []
     for part in template.parts:
         if isinstance(part, str):
             out.append(part)
-            continue
-        roots = {name for name, _ in names_used(part)}
-        if roots - set(scope):
-            out.append(f"<{part.source}>")
-        else:
+        elif known(part, scope):
             out.append(as_text(evaluate(part, scope), hole=part.source))
+        else:
+            out.append(f"<{part.source}>")
     return "".join(out)
