@@ -168,10 +168,12 @@ def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
         replays.append(ReplayCheck(shard=shard_name, records=report.records,
                                    live_digest=live_digest, replay_digest=report.digest,
                                    match=live_digest == report.digest))
+    _say(env, "[bold]6. replay[/bold] each shard's log offline from empty, compared with "
+              "the live state")
     for r in replays:
         verdict = "[green]match[/green]" if r.match else "[red]DIFFER[/red]"
-        _say(env, f"[bold]6. replay[/bold] {r.shard}: {r.records} records replayed "
-                  f"offline, digest {r.replay_digest[:16]}.. {verdict} the live state")
+        _say(env, f"   {r.shard}: {r.records} records replayed, digest "
+                  f"{r.replay_digest[:16]}.. {verdict} the live state")
     return replays
 
 

@@ -191,6 +191,25 @@ def test_quickstart_publishes_and_replays(tmp_path: Path) -> None:
         kill_engine(home)
 
 
+def test_quickstart_numbers_each_step_once(tmp_path: Path) -> None:
+    """quickstart as a person reads it: steps 1 to 6, each numbered once and in order (the
+    replay of every shard under one step 6, a line a shard)."""
+    import re
+
+    home = tmp_path / "qs"
+    try:
+        result = run_nereus("quickstart", "--count", "3", "--spread", "1", home=home,
+                            timeout=90)
+        assert result.code == 0, result.stdout + result.stderr
+        numbers = re.findall(r"^(\d+)\. ", result.stdout, flags=re.MULTILINE)
+        assert numbers == ["1", "2", "3", "4", "5", "6"], result.stdout
+        for shard in SHARDS:
+            assert re.search(rf"^   {shard}: \d+ records replayed, digest [0-9a-f]{{16}}\.\. "
+                             "match the live state$", result.stdout, flags=re.MULTILINE)
+    finally:
+        kill_engine(home)
+
+
 def test_a_nereus_package_in_the_working_directory_is_not_imported(home: Path,
                                                                    tmp_path: Path) -> None:
     """``engine start`` from a directory holding a package named ``nereus`` (a checkout, or
