@@ -65,7 +65,8 @@ The invariants (seed 000 and issue 37 §1):
     when opened may leave its lane NOT READY, never the engine down).
 ``replay_digests``
     An offline replay of each shard's log from empty, and from every checkpoint, gives the
-    live database's digest.
+    live database's digest; so does a replay from empty in a home whose ``[shard]`` limits
+    differ (every input of apply is in the log).
 """
 
 from __future__ import annotations

@@ -117,9 +117,27 @@ def final_attempt(attempt: Attempt) -> FinalAttempt:
                         settled_by=attempt.settled_by, owner_id=attempt.owner_id)
 
 
-def digests(home: Path, shard: str) -> list[Digest]:
-    """The live digest, a replay from empty, and a replay from every checkpoint of the
-    shard, each up to the live database's position."""
+OTHER_SHARD_LIMITS = ("max_inline_payload_bytes = 16\nmax_headers = 1\nmax_header_bytes = 8\n"
+                      "max_id_bytes = 8\nmax_clock_ahead_ms = 1\n")
+
+
+def other_config_home(home: Path, root: Path) -> Path:
+    """A home beside ``home`` with the same routes and lanes and other ``[shard]`` limits:
+    a replay there decides as the live shard did only if every input of apply is in the
+    log (issue 37 break 5)."""
+    text = (home / "nereus.toml").read_text()
+    head, sep, _ = text.partition("[shard]\n")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nereus.toml").write_text(head + sep + OTHER_SHARD_LIMITS if sep else
+                                      text + "\n[shard]\n" + OTHER_SHARD_LIMITS)
+    root.chmod(0o700)
+    return root
+
+
+def digests(home: Path, shard: str, other: Path | None = None) -> list[Digest]:
+    """The live digest, a replay from empty, a replay from every checkpoint of the shard,
+    each up to the live database's position, and (``other``: a home from
+    ``other_config_home``) a replay from empty there, under other ``[shard]`` limits."""
     out: list[Digest] = []
     try:
         live = run_cli(home, "shard", "digest", shard, timeout=120)
@@ -137,6 +155,20 @@ def digests(home: Path, shard: str) -> list[Digest]:
     except CliFailed as exc:
         out.append(Digest(shard=shard, source="checkpoint list", digest=None,
                           applied_position=None, error=str(exc)))
+    if other is not None:
+        log_dir = Env(home=home, output=Output(json_mode=True)).layout.shard_log(
+            ShardId.parse(shard))
+        try:
+            replay = run_cli(other, "shard", "replay", shard, "--empty", "--to",
+                             str(live["applied_position"]), *(
+                                 ("--log-dir", str(log_dir)) if log_dir.is_dir() else ()),
+                             timeout=300)
+            out.append(Digest(shard=shard, source="replay:empty:other-[shard]-limits",
+                              digest=replay["digest"],
+                              applied_position=replay["applied_position"]))
+        except CliFailed as exc:
+            out.append(Digest(shard=shard, source="replay:empty:other-[shard]-limits",
+                              digest=None, applied_position=None, error=str(exc)))
     for source, args in sources:
         try:
             replay = run_cli(home, "shard", "replay", shard, *args, "--compare", "live",

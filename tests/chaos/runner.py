@@ -11,7 +11,8 @@
    caught up with nothing claimed or in flight, no message PUBLISHING, no SCHEDULED message
    due unless an UNCERTAIN head of its ORDERED key holds it, and the consumers quiet;
 4. stops the engine, reads every Shard Log, every shard's final state and the digests
-   (live, replay from empty, replay from every checkpoint) into the history;
+   (live, replay from empty, replay from every checkpoint, and a replay from empty in a
+   home with other ``[shard]`` limits) into the history;
 5. checks the history (``checker.check``) and reports.
 
 The report's figures: operations, faults injected, violations, lateness p99 (first read
@@ -34,7 +35,7 @@ import msgspec
 
 from tests.chaos.checker import Facts, Violation, check
 from tests.chaos.client import Executor, Recorder
-from tests.chaos.collect import digests, final_state, log_entries
+from tests.chaos.collect import digests, final_state, log_entries, other_config_home
 from tests.chaos.consumers import Consumers
 from tests.chaos.control import Control, write_control
 from tests.chaos.engine_process import EngineFailed, EngineProcess, alive, process_state
@@ -205,11 +206,12 @@ def run_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
                 engine.stop()
                 _settle(consumers)
                 notes += [f"consumer: {e}" for e in consumers.errors[:3]]
+            other = other_config_home(chaos.home, root / "replay-home") if spec.replay else None
             for shard in chaos.shards:
                 recorder_write_all(recorder, log_entries(chaos.home, shard))
                 recorder_write_all(recorder, final_state(chaos.home, shard))
                 if spec.replay:
-                    recorder_write_all(recorder, digests(chaos.home, shard))
+                    recorder_write_all(recorder, digests(chaos.home, shard, other))
             recorder.write(RunEnded(ended_ms=_now_ms(), quiesced=quiesced,
                                     faults=recorder.faults, notes=notes))
         finally:

@@ -1,15 +1,18 @@
 """The checker finds the issue's breaks in histories recorded from a build that had them.
 
-Each file under ``recorded/`` is the history a chaos run wrote against commit 8c9cb8b (the
-build before the ordered head held after a failed publish, and before hung lanes stopped
-taking every permit); the same seeds pass on a build with those fixes. The checker must
+Each ``break*`` file under ``recorded/`` is the history a chaos run wrote against commit
+8c9cb8b (the build before the ordered head held after a failed publish, before hung lanes
+stopped taking every permit, before the ``[shard]`` limits travelled in the log); the same
+seeds pass on a build with those fixes. The checker must
 name each break, with the ids the run's report named:
 
 * break 1, seed 3, ``refuse`` on the file backend: an ORDERED key's messages reached the
   outbox out of deliverAt order after the destination refused their head;
 * break 3, seed 10, ``hang``: with three lanes hung, the healthy lane ``calm`` published
   nothing until they healed (lateness past its 1.5 s bound);
-* break 3, seed 9, ``hang+restart``: the engine restarted while lanes hang never answered.
+* break 3, seed 9, ``hang+restart``: the engine restarted while lanes hang never answered;
+* break 5, seed 12, ``sigkill``: a replay from empty in a home with other ``[shard]``
+  limits gave another digest than the live shard (apply read the engine's configuration).
 
 And one from today's build (a break the issue does not list, pinned by
 ``test_found_by_chaos.py``):
@@ -56,6 +59,14 @@ def test_break_3_start_is_named_in_its_recorded_history() -> None:
     """seed 9, hang+restart: an engine start that never answered while lanes hung."""
     found = violations_in("break3-engine-start-seed9-hang-restart.jsonl.gz")
     assert set(found) == {"engine_starts"}
+
+
+def test_break_5_is_named_in_its_recorded_history() -> None:
+    """seed 12, sigkill: both shards' replays under other [shard] limits differ, nothing
+    else does."""
+    found = violations_in("break5-replay-other-limits-seed12-sigkill.jsonl.gz")
+    assert found == {"replay_digests": [["default/0", "replay:empty:other-[shard]-limits"],
+                                        ["default/1", "replay:empty:other-[shard]-limits"]]}
 
 
 def test_the_barrier_query_that_missed_a_queued_message_is_named() -> None:
