@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from nereus.cli.context import Env
 from nereus.cli.mutation.planning import Planned, ShardPlan
+from nereus.cli.result_detail import readable_detail
 
 if TYPE_CHECKING:
     from msgspec import UnsetType
@@ -67,7 +68,8 @@ def _earlier(p: ShardPlan, earlier: Result) -> MutationReceipt:
         shard=str(p.shard), precondition_digest=p.plan.precondition_digest,
         idempotency_key=p.plan.idempotency_key, source_position=earlier.position,
         broker_time=None, evidence="APPLIED", result=earlier.status.value,
-        reason=earlier.reason, detail=earlier.detail, duplicate_of=earlier.position)
+        reason=earlier.reason, detail=readable_detail(earlier.detail),
+        duplicate_of=earlier.position)
 
 
 def _answered(p: ShardPlan, answer: Receipt) -> MutationReceipt:
@@ -79,7 +81,7 @@ def _answered(p: ShardPlan, answer: Receipt) -> MutationReceipt:
         idempotency_key=p.plan.idempotency_key, source_position=answer.source_position,
         broker_time=answer.broker_time, evidence=answer.evidence,
         result=_known(answer.result), reason=_known(answer.reason),
-        detail=_known(answer.detail), duplicate_of=_known(answer.duplicate_of))
+        detail=readable_detail(_known(answer.detail)), duplicate_of=_known(answer.duplicate_of))
 
 
 def _known(value: T | UnsetType) -> T | None:

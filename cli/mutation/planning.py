@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from nereus.cli.context import Env
 from nereus.cli.mutation.options import Identity
+from nereus.cli.result_detail import readable_detail
 
 if TYPE_CHECKING:
     from nereus.cli.mutation.document import (
@@ -207,5 +208,5 @@ def _would(p: ShardPlan) -> DryRunReceipt:
         shard=str(p.shard), source_position=None, broker_time=None, evidence="DRY_RUN",
         precondition_digest=plan.precondition_digest, idempotency_key=plan.idempotency_key,
         would_result=answer.status.value, would_reason=answer.reason,
-        would_detail=answer.detail,
+        would_detail=readable_detail(answer.detail),
         duplicate_of=None if plan.earlier is None else plan.earlier.position)

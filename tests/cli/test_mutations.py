@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import NEREUS, run_nereus
-from tests.daemon import running_engine
+from tests.daemon import running_engine, wait_for
 from tests.uncertain import make_unknown_attempt
 
 
@@ -297,6 +297,32 @@ def test_attempt_resolve_settles_an_unknown_attempt_with_evidence(tmp_path: Path
     missing = run_nereus("attempt", "resolve", "nope", "--published", "--evidence", "e",
                          "--unverified", "--reason", "r", "--yes", home=home)
     assert missing.code == 3
+
+
+def test_attempt_resolve_prints_times_in_iso_8601(tmp_path: Path) -> None:
+    """A NOT_PUBLISHED resolve puts the message back on the timeline: the dry run and the
+    applied result say when as ISO-8601 UTC, as every command prints times, not as epoch
+    milliseconds."""
+    import re
+
+    iso = r"at \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z \(retry 0\)"
+    home = _init(tmp_path)
+    make_unknown_attempt(home, "order-9", "ghost-9")
+    args = ("attempt", "resolve", "ghost-9", "--not-published", "--evidence",
+            "no such record", "--unverified", "--reason", "checked")
+    with running_engine(home):
+        wait_for(lambda: bool(_rows("attempt", "list", "--state", "unknown", home=home)),
+                 timeout=30, what="the attempt to be UNKNOWN")
+        plan = _ok(*args, "--dry-run", home=home)
+        would = plan["receipts"][0]["would_detail"]
+        assert re.fullmatch(f"message back on the timeline {iso}", would), would
+        human = run_nereus(*args, "--dry-run", home=home)
+        assert re.search(f"would be APPLIED: message back on the timeline {iso}",
+                         human.stdout), human.stdout
+        assert not re.search(r"\d{13} ms", human.stdout), human.stdout
+        done = _ok(*args, "--yes", "--wait", home=home)
+        detail = done["receipts"][0]["detail"]
+        assert re.fullmatch(f"message back on the timeline {iso}", detail), detail
 
 
 EVERY_COMMAND = {
