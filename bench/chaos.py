@@ -19,7 +19,8 @@ tests.chaos.checker HISTORY`` to re-check; every violation is printed with the h
 lines that prove it. Exit status 1 when any run found a violation.
 
 The brokers are those ``scripts/services`` runs; one that is not running is started.
-``kafka-outage`` and ``pulsar-outage`` stop and start the shared broker. ``full-disk``
+``kafka-outage``, ``pulsar-outage`` and ``s3-outage`` stop and start the shared server (with
+``s3-outage`` the homes keep their objects in S3). ``full-disk``
 mounts a tmpfs for the home (root only).
 """
 
@@ -41,7 +42,8 @@ from tests.chaos.homes import Brokers  # noqa: E402
 from tests.chaos.runner import NEMESES, RunReport, RunSpec, run_chaos  # noqa: E402
 
 BACKENDS = ("file", "kafka", "pulsar")
-FILE_ONLY = {"kafka-outage", "pulsar-outage", "none", "worker-kill", "worker-stop"}
+FILE_ONLY = {"kafka-outage", "pulsar-outage", "s3-outage", "none", "worker-kill",
+             "worker-stop"}
 
 
 def nemeses_for(backend: str, asked: list[str]) -> list[str]:
@@ -57,11 +59,25 @@ def nemeses_for(backend: str, asked: list[str]) -> list[str]:
     return out
 
 
-def brokers_for(backends: list[str]) -> Brokers:
-    """The session's brokers for ``backends`` (started with ``scripts/services`` if need be)."""
-    from tests.integration.services import bring_up
+def wants_s3(asked: list[str]) -> bool:
+    return any("s3-outage" in name for name in asked)
+
+
+def brokers_for(backends: list[str], s3: bool = False) -> Brokers:
+    """The session's brokers for ``backends``, and S3 when asked (started with
+    ``scripts/services`` if need be)."""
+    from tests.integration.services import S3Endpoint, bring_up
 
     kafka = pulsar_url = pulsar_admin = None
+    endpoint = None
+    if s3:
+        settings, _, problem = bring_up("s3")
+        if settings is None:
+            raise SystemExit(f"s3: {problem}")
+        endpoint = S3Endpoint(endpoint_url=settings["NEREUS_S3_ENDPOINT"],
+                              access_key_id=settings["NEREUS_S3_ACCESS_KEY"],
+                              secret_access_key=settings["NEREUS_S3_SECRET_KEY"],
+                              region=settings.get("NEREUS_S3_REGION", "us-east-1"))
     if "kafka" in backends:
         settings, _, problem = bring_up("kafka")
         if settings is None:
@@ -72,7 +88,7 @@ def brokers_for(backends: list[str]) -> Brokers:
         if settings is None:
             raise SystemExit(f"pulsar: {problem}")
         pulsar_url, pulsar_admin = settings["NEREUS_PULSAR_URL"], settings["NEREUS_PULSAR_HTTP_URL"]
-    return Brokers(kafka=kafka, pulsar_url=pulsar_url, pulsar_admin=pulsar_admin)
+    return Brokers(kafka=kafka, pulsar_url=pulsar_url, pulsar_admin=pulsar_admin, s3=endpoint)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -101,7 +117,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     backends = args.backend or ["file"]
-    brokers = brokers_for(backends)
+    brokers = brokers_for(backends, s3=wants_s3(args.nemesis or []))
     base = args.dir or Path(tempfile.mkdtemp(prefix="nereus-chaos-"))
     rows: list[dict[str, object]] = []
     reports: list[RunReport] = []

@@ -9,7 +9,8 @@ Every home has four lanes:
 ``file``: the embedded default (file Shard Log, file destinations under ``outbox/``).
 ``kafka``: the Command Topic on Kafka and the Kafka destination for ``p1``, ``ord`` and
 ``calm`` (``p2`` stays a file: one lane whose destination is local). ``pulsar``: the same on
-Pulsar. The engine's limits are set small on purpose — few worker and lane permits, a
+Pulsar. With an S3 endpoint, ``[objects]`` (checkpoints and large payloads) are in S3. The
+engine's limits are set small on purpose — few worker and lane permits, a
 short claim TTL, evidence scans every second, checkpoints every few seconds — so the
 faults a short run injects reach the paths the seeds' rules are about (permits a hung lane
 holds, claims that expire, UNKNOWN attempts the evidence scan settles, restores from a
@@ -18,6 +19,7 @@ checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from typing import Literal
 from nereus.config import parse_config
 from tests.chaos.consumers import Consumer, FileConsumer, KafkaConsumer, PulsarConsumer
 from tests.chaos.history import LaneInfo
+from tests.integration.services import S3Endpoint
 
 Backend = Literal["file", "kafka", "pulsar"]
 INLINE_LIMIT = 1_024
@@ -57,11 +60,16 @@ max_inline_payload_bytes = {inline}
 
 @dataclass(frozen=True, slots=True)
 class Brokers:
-    """The session's brokers (None: not used)."""
+    """The session's brokers and object store (None: not used). With ``s3`` the home's
+    ``[objects]`` (checkpoints, large payloads) are in the S3 bucket ``BUCKET``."""
 
     kafka: str | None = None
     pulsar_url: str | None = None
     pulsar_admin: str | None = None
+    s3: S3Endpoint | None = None
+
+
+BUCKET = "nereus-chaos"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +97,27 @@ def make_home(root: Path, backend: Backend, brokers: Brokers) -> ChaosHome:
         lanes.append(info)
         makers.append(maker)
     sections.append(ENGINE.format(inline=INLINE_LIMIT))
+    if brokers.s3 is not None:
+        sections.append(_objects(brokers.s3, run))
     text = "\n".join(sections)
     parse_config(text, source=str(home / "nereus.toml"))  # a typo fails here, not later
     (home / "nereus.toml").write_text(text)
     home.chmod(0o700)
     return ChaosHome(home, backend, lanes, makers,
                      [f"default/{p}" for p in range(PARTITIONS)])
+
+
+def _objects(s3: S3Endpoint, run: str) -> str:
+    """``[objects]`` in the S3 bucket ``BUCKET`` (made if need be), under a prefix of the
+    run's own."""
+    client = s3.client()
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou,
+                             client.exceptions.BucketAlreadyExists):
+        client.create_bucket(Bucket=BUCKET)
+    return (f'[objects]\nstore = "s3"\nbucket = "{BUCKET}"\nprefix = "chaos-{run}/"\n'
+            f'endpoint = "{s3.endpoint_url}"\nregion = "{s3.region}"\n'
+            f'access_key_id = "{s3.access_key_id}"\n'
+            f'secret_access_key = "{s3.secret_access_key}"\n')
 
 
 def _route(backend: Backend, brokers: Brokers, run: str) -> str:

@@ -27,8 +27,9 @@ Built, in order of value:
 * ``checkpoint-restore``: ``nereus checkpoint create`` of a shard, SIGKILL, the shard's
   database moved aside, ``nereus checkpoint restore`` into its place; heal: start (the
   engine replays from the checkpoint to the log's end).
-* ``kafka-outage`` / ``pulsar-outage``: ``scripts/services down|up`` (stops a server other
-  tests share: such tests are ``serial``).
+* ``kafka-outage`` / ``pulsar-outage`` / ``s3-outage``: ``scripts/services down|up`` (stops
+  a server other tests share: such tests are ``serial``); S3 holds the home's objects
+  (checkpoints, large payloads) when the run's brokers name it.
 * ``full-disk``: the home is a small tmpfs; a ballast file fills it; heal: remove it.
 """
 

@@ -69,7 +69,7 @@ from tests.chaos.workload import Planned, WorkloadSpec, plan
 
 NEMESES = ("sigkill", "restart", "sigstop", "worker-kill", "worker-stop", "refuse", "slow", "hang",
            "fail-after-write", "dir-fault", "fifo-fault", "clock-step", "checkpoint-restore",
-           "kafka-outage", "pulsar-outage", "full-disk", "none")
+           "kafka-outage", "pulsar-outage", "s3-outage", "full-disk", "none")
 WORKER_NEMESES = frozenset({"worker-kill", "worker-stop"})
 CHILD_NEMESES = frozenset({"refuse", "slow", "hang", "fail-after-write", "clock-step"})
 TMPFS_MB = 160
@@ -146,7 +146,7 @@ def build_nemeses(names: tuple[str, ...]) -> list[Nemesis]:
             out.append(ClockStep())
         elif name == "checkpoint-restore":
             out.append(CheckpointRestore())
-        elif name in ("kafka-outage", "pulsar-outage"):
+        elif name in ("kafka-outage", "pulsar-outage", "s3-outage"):
             out.append(ServiceOutage(name.split("-")[0]))
         elif name == "full-disk":
             out.append(FullDisk())

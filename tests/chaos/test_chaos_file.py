@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.homes import Brokers
 from tests.chaos.small_runs import assert_clean, small_run
+from tests.integration.services import S3Service, run_services, s3_service
+
+__all__ = ["s3_service"]  # the session fixture, used by name below
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -67,3 +71,21 @@ def test_worker_processes_killed_and_stopped(tmp_path: Path) -> None:
     """``engine start --workers 2``: one worker SIGKILLed (the front door starts it again)
     or SIGSTOPped and continued."""
     assert_clean(small_run(tmp_path, "file", "worker-kill", "worker-stop"))
+
+
+@pytest.mark.serial
+@pytest.mark.timeout(400)
+def test_the_object_store_stopped_and_started_mid_run(tmp_path: Path,
+                                                      s3_service: S3Service) -> None:
+    """Checkpoints and large payloads in S3, and S3 stopped and started while the workload
+    runs (``scripts/services down|up s3``): a large payload's upload fails at the client,
+    a due one's materialization fails at Claim and is retried; nothing acknowledged is
+    lost or published twice, and every replay gives the live digest."""
+    brokers = Brokers(s3=s3_service.require())
+    try:
+        report = small_run(tmp_path, "file", "s3-outage", brokers=brokers, replay=True,
+                           hold_s=(3.0, 5.0), duration_s=8.0)
+    finally:
+        if run_services("status", "s3", timeout=30).returncode != 0:
+            run_services("up", "s3", timeout=600)
+    assert_clean(report)
