@@ -42,8 +42,10 @@ def test_destination_faults_keep_every_invariant(tmp_path: Path) -> None:
 
 def test_a_file_lane_whose_path_is_a_directory_or_a_fifo(tmp_path: Path) -> None:
     """No hook at all: the outbox path replaced by a directory (every open fails) or a FIFO
-    (opens hang, bytes written into it are gone: those attempts stay UNCERTAIN)."""
-    assert_clean(small_run(tmp_path, "file", "dir-fault", "fifo-fault"))
+    (opens hang, bytes written into it are gone: those attempts stay UNCERTAIN), and the
+    engine restarted while the FIFO is there: it answers at once (issue 37 break 3)."""
+    assert_clean(small_run(tmp_path, "file", "dir-fault", "fifo-fault", "fifo-fault+restart",
+                           duration_s=8.0))
 
 
 def test_clock_steps_inside_and_beyond_the_bound_publish_nothing_early(
