@@ -23,18 +23,30 @@ _MAX_DURATION_TEXT = 64
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+_RANGE = "1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+_FORMAT_HINT = (f"give ISO-8601 with a zone (2026-11-29T20:00:00Z) or epoch milliseconds, "
+                f"from {_RANGE}")
+# an ISO-8601 date whose year has more than four digits, or a sign: outside 0001..9999
+_LONG_YEAR = re.compile(r"^[+-]?\d{5,}-\d{2}-\d{2}|^[+-]\d{4}-\d{2}-\d{2}")
+# a number that is not a plain count of milliseconds: a sign, a fraction or an exponent
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 def parse_time_ms(text: str, *, field: str = "time") -> int:
-    """Parse an ISO-8601 time with zone, or epoch milliseconds, into epoch ms."""
+    """Parse an ISO-8601 time with zone, or epoch milliseconds, into epoch ms. A time
+    outside what Nereus Delay keeps (before 1970, after 9999, a negative or huge epoch) is
+    refused with the range, however it is written."""
     value = text.strip()
     if value.isascii() and value.isdigit():
         return _in_range(int(value) if len(value) <= 20 else MAX_TIME_MS + 1, text, field)
+    if _NUMBER.match(value):
+        return _epoch_number(value, text, field)
+    if _LONG_YEAR.match(value):
+        raise _outside(text, field)
     try:
         parsed = datetime.fromisoformat(value.replace("z", "Z"))
     except (ValueError, OverflowError):
-        raise UsageError(
-            f"{field}: {text!r} is not a time",
-            hint="give ISO-8601 with a zone (2026-11-29T20:00:00Z) or epoch milliseconds",
-        ) from None
+        raise UsageError(f"{field}: {text!r} is not a time", hint=_FORMAT_HINT) from None
     if parsed.tzinfo is None:
         raise UsageError(
             f"{field}: {text!r} has no time zone",
@@ -43,17 +55,33 @@ def parse_time_ms(text: str, *, field: str = "time") -> int:
     try:
         return _in_range(int(parsed.timestamp() * 1000), text, field)
     except (OverflowError, ValueError):
-        raise UsageError(f"{field}: {text!r} is outside the times Nereus Delay can keep",
-                         hint=_RANGE_HINT) from None
+        raise _outside(text, field) from None
 
 
-_RANGE_HINT = "times run from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+def _epoch_number(value: str, text: str, field: str) -> int:
+    """A number written with a sign, a fraction or an exponent (``-5``, ``1e30``,
+    ``1795982400000.5``): outside the range it is refused with the range; inside, it is
+    refused because epoch milliseconds are a whole number written in digits."""
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        number = float("inf")
+    if not 0 <= number <= MAX_TIME_MS:
+        raise _outside(text, field)
+    raise UsageError(f"{field}: {text!r} is not a time: epoch milliseconds are a whole "
+                     "number written in digits (no sign, fraction or exponent)",
+                     hint=_FORMAT_HINT)
+
+
+def _outside(text: str, field: str) -> UsageError:
+    return UsageError(f"{field}: {text!r} is outside the times Nereus Delay can keep "
+                      f"({_RANGE})", hint="give a time in that range: ISO-8601 with a zone "
+                      "or epoch milliseconds")
 
 
 def _in_range(ms: int, text: str, field: str) -> int:
     if not 0 <= ms <= MAX_TIME_MS:
-        raise UsageError(f"{field}: {text!r} is outside the times Nereus Delay can keep",
-                         hint=_RANGE_HINT)
+        raise _outside(text, field)
     return ms
 
 

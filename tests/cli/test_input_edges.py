@@ -51,6 +51,30 @@ def test_times_outside_what_the_store_keeps_are_refused(home: Path, when: str) -
     _refused(_schedule(home, "--deliver-at", when), "--deliver-at")
 
 
+RANGE = "1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+
+
+@pytest.mark.parametrize("when", ["10000-01-01T00:00:00Z", "+10000-01-01T00:00:00Z",
+                                  "10000-01-01", "1e30", "-5", "99999999999999999",
+                                  "0001-01-01T00:00:00Z"])
+def test_a_time_out_of_range_says_the_range_however_it_is_written(home: Path,
+                                                                  when: str) -> None:
+    """A year past 9999, an epoch in exponent form, a negative epoch, a huge one or a year
+    before 1970 is refused saying the range, not "is not a time"."""
+    doc = _refused(_schedule(home, "--deliver-at", when), "--deliver-at",
+                   f"is outside the times Nereus Delay can keep ({RANGE})")
+    assert "is not a time" not in doc["error"]
+
+
+def test_a_time_that_is_not_one_says_what_to_give_and_the_range(home: Path) -> None:
+    """Text that is no time, or an epoch with a fraction, is refused with the forms to give
+    and the range."""
+    for when, words in (("soon", "is not a time"),
+                        ("1795982400000.5", "epoch milliseconds are a whole number")):
+        doc = _refused(_schedule(home, "--deliver-at", when), words)
+        assert RANGE in doc["hint"], doc
+
+
 def test_a_delay_past_the_last_representable_time_is_refused(home: Path) -> None:
     """A delay that lands past 9999-12-31, or an absurdly long one, is refused."""
     _refused(_schedule(home, "--delay", "99999999999d"), "--delay", "9999-12-31")
