@@ -46,10 +46,12 @@ def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None 
 
 
 # a test that uses a real server's fixture carries that server's marker, so the fast lane
-# is `pytest -m "not kafka and not pulsar and not s3 and not etcd and not prometheus"`
+# is `pytest -m "not kafka and not pulsar and not s3 and not etcd and not oxia and not
+# prometheus"`
 _SERVICE_MARKERS = {"kafka_service": "kafka", "kafka_bootstrap": "kafka",
                     "pulsar_service": "pulsar", "s3_service": "s3",
                     "etcd_service": "etcd", "etcd_endpoint": "etcd",
+                    "oxia_service": "oxia", "oxia_endpoint": "oxia",
                     "prometheus_tools": "prometheus"}
 
 

@@ -1,9 +1,10 @@
-"""A coordinator by URL: ``etcd://HOST:PORT/CLUSTER`` or the embedded
-``sqlite:///ABSOLUTE/PATH.db/CLUSTER`` (one SQLite file may hold several clusters).
+"""A coordinator by URL: ``oxia://HOST:PORT/[NAMESPACE/]CLUSTER``,
+``etcd://HOST:PORT/CLUSTER`` or the embedded ``sqlite:///ABSOLUTE/PATH.db/CLUSTER`` (one
+SQLite file may hold several clusters).
 
 ``ClusterHandle`` carries the coordinator and the root under which the cluster's records
-live: etcd namespaces a cluster itself (``/nereus/<cluster>/keys/``); in SQLite the cluster
-name is the first key segment.
+live: Oxia and etcd namespace a cluster themselves (``nereus/<cluster>/``,
+``/nereus/<cluster>/keys/``); in SQLite the cluster name is the first key segment.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from nereus.adapters.coordination.clock import SYSTEM_CLOCK, CoordinatorClock
 from nereus.coordination.protocol import Coordinator
 from nereus.errors import UsageError
 
-_FORMS: Final = ("etcd://HOST:PORT/CLUSTER (e.g. etcd://127.0.0.1:2379/prod) or "
+_FORMS: Final = ("oxia://HOST:PORT/CLUSTER (e.g. oxia://127.0.0.1:6648/prod), "
+                 "etcd://HOST:PORT/CLUSTER (e.g. etcd://127.0.0.1:2379/prod) or "
                  "sqlite:///ABSOLUTE/PATH.db/CLUSTER (the embedded coordinator)")
 
 
@@ -42,6 +44,11 @@ def sqlite_url(path: Path, cluster: str) -> str:
 def open_cluster(url: str, *, clock: CoordinatorClock = SYSTEM_CLOCK) -> ClusterHandle:
     """The coordinator ``url`` names (a ``UsageError`` says what is wrong with it)."""
     scheme = urlsplit(url).scheme
+    if scheme == "oxia":
+        from nereus.adapters.coordination.oxia import OxiaCoordinator
+
+        oxia = OxiaCoordinator.from_url(url, clock=clock)
+        return ClusterHandle(oxia.address.url, oxia.address.cluster, oxia, "")
     if scheme == "etcd":
         from nereus.adapters.coordination.etcd import EtcdCoordinator
 

@@ -7,6 +7,7 @@ Usage::
     probe.py pulsar [--timeout S] [--pid PID]   # same through the Pulsar binary protocol
     probe.py s3     [--timeout S] [--pid PID]   # put one object, get it back
     probe.py etcd   [--timeout S] [--pid PID]   # put one key, get it back, delete it
+    probe.py oxia   [--timeout S] [--pid PID]   # the same through the Oxia coordinator
     probe.py s3 --features                      # also check the S3 calls the tests rely on
     probe.py pulsar --features                  # also check delayed delivery, entry metadata
 
@@ -14,8 +15,9 @@ Each probe retries until one round trip succeeds or the deadline passes; it give
 if ``--pid`` is given and that process has died. Exit status 0 means ready. Addresses and
 credentials come from the same environment variables that ``scripts/services`` reads.
 
-Needs ``confluent-kafka`` (kafka), ``pulsar-client`` (pulsar), ``boto3`` (s3) or ``etcd3gw``
-(etcd) in the Python that runs it.
+Needs ``confluent-kafka`` (kafka), ``pulsar-client`` (pulsar), ``boto3`` (s3), ``etcd3gw``
+(etcd) or the package itself with its generated Oxia messages (oxia) in the Python that
+runs it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable
 # the probes live beside this script (its directory is first on sys.path when it runs)
 from probe_etcd import etcd_round_trip
 from probe_kafka import kafka_round_trip
+from probe_oxia import oxia_round_trip
 from probe_pulsar import pulsar_features, pulsar_round_trip
 from probe_s3 import s3_features, s3_round_trip
 from probe_support import ProcessDied, log, retry
@@ -37,6 +40,7 @@ PROBES: dict[str, Callable[[float], str]] = {
     "pulsar": pulsar_round_trip,
     "s3": s3_round_trip,
     "etcd": etcd_round_trip,
+    "oxia": oxia_round_trip,
 }
 FEATURES: dict[str, Callable[[float], str]] = {
     "pulsar": pulsar_features,

@@ -1,0 +1,93 @@
+# Oxia for scripts/services (sourced by it; uses its say, die, CACHE, RUN, OXIA_PORT and
+# OXIA_METRICS_PORT): where the binary comes from, building it once from its Go module into
+# the cache, and the server's command line.
+# shellcheck shell=bash
+
+OXIA_MODULE=github.com/oxia-db/oxia
+# pinned: the module proxy serves no version list for it, so `@latest` (and `go install
+# ...@v0.14.0`, which needs the list) fails; an exact version with `go get` works
+OXIA_VERSION=${NEREUS_OXIA_VERSION:-v0.14.0}
+OXIA_CACHE="$CACHE/oxia-$OXIA_VERSION"
+
+# The oxia binary that `up oxia` runs: NEREUS_OXIA_BIN, else the one built into the cache;
+# returns 1 when there is none (yet).
+oxia_binary() {
+  if [[ -n ${NEREUS_OXIA_BIN:-} ]]; then
+    echo "$NEREUS_OXIA_BIN"
+  else
+    [[ -f $OXIA_CACHE/.complete && -x $OXIA_CACHE/bin/oxia ]] || return 1
+    echo "$OXIA_CACHE/bin/oxia"
+  fi
+}
+
+oxia_build_failed() {
+  local tmp=$1 fetchlog=$2 why=$3
+  tail -n 20 "$fetchlog" >&2
+  rm -rf "$tmp"
+  die "oxia: $why (log: $fetchlog)"
+}
+
+# Build the server from its Go module at the pinned version, in a throwaway module (nothing
+# of it is kept but the binary): `go get` the command's package, then `go build` it. Needs
+# only the Go toolchain and the module proxy (GOPROXY); the module cache and the build cache
+# are Go's own (GOMODCACHE, GOCACHE), so a second build is quicker. About 3.5 minutes the
+# first time on 2 cores.
+fetch_oxia() {
+  local bin
+  if bin=$(oxia_binary); then
+    say "oxia: using $bin"
+    return 0
+  fi
+  mkdir -p "$CACHE" "$RUN"
+  exec 9>"$CACHE/.oxia.lock"
+  flock 9
+  if bin=$(oxia_binary); then
+    exec 9>&-
+    say "oxia: using $bin"
+    return 0
+  fi
+  command -v go >/dev/null \
+    || die "oxia: not built yet and no \`go\` on PATH to build it (install Go 1.24+, or set NEREUS_OXIA_BIN)"
+  local tmp="$OXIA_CACHE.tmp.$$" fetchlog="$RUN/oxia.fetch.log" start=$SECONDS
+  rm -rf "$tmp"
+  mkdir -p "$tmp/module" "$tmp/bin"
+  say "oxia: building $OXIA_MODULE $OXIA_VERSION into $OXIA_CACHE (a few minutes; log: $fetchlog)"
+  # GOTOOLCHAIN=local: build with this Go, never download another toolchain
+  if ! (
+    cd "$tmp/module" \
+      && export GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+      && go mod init nereus-services/oxia \
+      && go get "$OXIA_MODULE/cmd@$OXIA_VERSION" \
+      && go build -trimpath -o "$tmp/bin/oxia" "$OXIA_MODULE/cmd"
+  ) >"$fetchlog" 2>&1; then
+    oxia_build_failed "$tmp" "$fetchlog" "could not build $OXIA_MODULE $OXIA_VERSION"
+  fi
+  "$tmp/bin/oxia" standalone --help >/dev/null 2>&1 \
+    || oxia_build_failed "$tmp" "$fetchlog" "the built binary does not run \`standalone --help\`"
+  rm -rf "$tmp/module"
+  printf 'service=oxia\nmodule=%s\nversion=%s\ngo=%s\nbuilt=%s\n' "$OXIA_MODULE" "$OXIA_VERSION" \
+    "$(go env GOVERSION)" "$(date -u +%FT%TZ)" >"$tmp/.complete"
+  local old
+  for old in "$CACHE"/oxia-*; do  # older versions' binaries
+    [[ -d $old && $old != "$tmp" && $old != "$OXIA_CACHE" && $old != *.tmp.* ]] && rm -rf "$old"
+  done
+  rm -rf "$OXIA_CACHE"
+  mv "$tmp" "$OXIA_CACHE"
+  exec 9>&-
+  say "oxia: built $OXIA_VERSION ($(du -sh "$OXIA_CACHE/bin/oxia" | cut -f1)) in $((SECONDS - start))s"
+}
+
+# One standalone server: every shard of the `default` namespace on this process, data and
+# WAL (fsync on) under the runtime dir. Both addresses are set: each defaults to 0.0.0.0,
+# and the metrics port to 8080, Pulsar's web port.
+# shellcheck disable=SC2317  # called as "prepare_$svc"
+prepare_oxia() {
+  local dir="$RUN/oxia"
+  mkdir -p "$dir/data"
+  printf '%s\n' \
+    standalone --log-json \
+    --data-dir "$dir/data/db" --wal-dir "$dir/data/wal" \
+    --public-addr "127.0.0.1:$OXIA_PORT" --metrics-addr "127.0.0.1:$OXIA_METRICS_PORT" \
+    --shards "${NEREUS_OXIA_SHARDS:-1}" \
+    --wal-sync-data=true
+}
