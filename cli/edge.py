@@ -87,8 +87,10 @@ def prepare_process(*, library_logs: bool = True) -> None:
 
 
 def exit_with_error(exc: NereusError, args: list[str]) -> NoReturn:
-    """Print ``exc`` (under ``--json`` also as the error document on stdout) and exit with
-    its class's code; ``args`` is the hoisted command line."""
+    """Print ``exc`` once and exit with its class's code; ``args`` is the hoisted command
+    line. For a program (``--json``, ``--output json|yaml``) the error is the one document
+    on stdout, with nothing on stderr (``/work/shared/CLI.md``: one document, nothing
+    else); for a person it is ``error:`` and ``hint:`` on stderr, with nothing on stdout."""
     output = error_output(args)
     if output.json_mode:
         from nereus.cli.error_document import ErrorDocument, error_document
@@ -96,13 +98,15 @@ def exit_with_error(exc: NereusError, args: list[str]) -> NoReturn:
         output.emit(error_document(ErrorDocument(
             error=exc.message, hint=exc.hint, exit_code=int(exc.exit_code)), exc.document),
             lambda _: None)
-    output.error(exc.message, exc.hint)
+    else:
+        output.error(exc.message, exc.hint)
     sys.exit(int(exc.exit_code))
 
 
 def exit_crashed(exc: Exception, args: list[str]) -> NoReturn:
     """A bug: one line on stderr, the traceback in a crash file, the JSON error document
-    under ``--json``, exit 70."""
+    under ``--json`` too (the contract says so for exit 70: whoever runs a script sees that
+    it crashed), exit 70."""
     from nereus.cli.crash import write_crash_file
 
     path = write_crash_file(exc, resolve_home(home_option(args)), args)

@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(exc, click.ClickException):
             usage = isinstance(exc, click.UsageError)
             code = int(ExitCode.USAGE if usage else exc.exit_code)
-            if document_format(args) != "table":
+            if document_format(args) != "table":  # one document, nothing on stderr
                 from nereus.cli.error_document import ErrorDocument, error_document
 
                 error_output(args).emit(error_document(ErrorDocument(
                     error=exc.format_message(), hint=_usage_hint(exc), exit_code=code)),
                     lambda _: None)
-            exc.show()
+            else:
+                exc.show()
             sys.exit(code)
         exit_crashed(exc, args)
     sys.exit(code if isinstance(code, int) else 0)

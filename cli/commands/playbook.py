@@ -456,6 +456,6 @@ def _emit_report(env: Env, report: RunReport) -> None:
         out.print(f"[dim]journal {report.journal}; continue with `nereus playbook run "
                   f"{report.name} --resume`[/dim]")
 
-    if report.stop_reason == "needs_confirmation":
-        env.output.error(report.detail)
+    if report.stop_reason == "needs_confirmation" and not env.output.json_mode:
+        env.output.error(report.detail)  # a program reads it in the report's detail
     env.output.emit(data, human)

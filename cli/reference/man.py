@@ -73,7 +73,9 @@ JSON_CONVENTIONS = (
     "With --json (or NEREUS_OUTPUT=json) a command prints exactly one JSON document on "
     "stdout; shard log prints JSON lines, one object per record. Keys are snake_case. "
     "Times are ISO-8601 UTC strings; keys ending in _ms are epoch milliseconds. "
-    "Diagnostics, warnings and progress bars go to stderr, never to stdout."
+    "Diagnostics, warnings and progress bars go to stderr, never to stdout. An error is "
+    "that one document (ok false, error, hint, exit_code) with nothing on stderr; an "
+    "internal error (exit 70) also prints its one line on stderr."
 )
 
 # No date, no version (deterministic); no hyphenation, ragged right: keys and option names

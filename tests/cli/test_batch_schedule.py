@@ -134,7 +134,9 @@ def test_batch_with_a_bad_line_queues_nothing_through_the_engine(
     result = run_nereus("--json", "message", "schedule", "--batch",
                         str(write_batch(tmp_path / "bad.jsonl", lines)), home=engine_home)
     assert result.code == 2
-    assert "line 51" in result.stderr and "delay" in result.stderr
+    error = one_json(result)["error"]
+    assert "line 51" in error and "delay" in error
+    assert result.stderr == ""  # --json: the error is the one document on stdout
     assert log_ends(engine_home) == before
 
 

@@ -71,7 +71,8 @@ def test_usage_errors_exit_2_with_a_clear_message(home: Path) -> None:
 
 def test_parser_errors_under_json_print_one_json_document(home: Path) -> None:
     """Unknown options, commands and bad values: exit 2, one JSON error document on stdout
-    (with --json anywhere on the line or NEREUS_OUTPUT=json), Click's message on stderr."""
+    (with --json anywhere on the line or NEREUS_OUTPUT=json) and nothing on stderr; without
+    --json, Click's message on stderr and nothing on stdout."""
     cases = [
         (("--json", "message", "schedule", "--lane", "local", "--bogus"), None,
          "No such option: --bogus", "nereus message schedule --help"),
@@ -85,9 +86,33 @@ def test_parser_errors_under_json_print_one_json_document(home: Path) -> None:
         document = result.json()
         assert document["ok"] is False and document["exit_code"] == 2, document
         assert words in document["error"] and hint in document["hint"], document
-        assert words in result.stderr
+        assert result.stderr == ""
     plain = run_nereus("message", "schedule", "--bogus", home=home)
     assert plain.code == 2 and plain.stdout == "" and "No such option" in plain.stderr
+
+
+def test_an_error_under_json_is_one_document_and_nothing_else(home: Path) -> None:
+    """With --json (or -o yaml, or NEREUS_OUTPUT=json) an error is reported once: the error
+    document on stdout, nothing on stderr; without it, once on stderr, nothing on stdout."""
+    import yaml
+
+    cases = [(("--json", "message", "schedule", "--lane", "local", "--delay", "1m", "--id",
+               " x"), None, 2),
+             (("--json", "message", "schedule", "--lane", "nope", "--delay", "1m"), None, 3),
+             (("message", "cancel", "m", "--command-id", ""), {"NEREUS_OUTPUT": "json"}, 2)]
+    for args, env, code in cases:
+        result = run_nereus(*args, home=home, env=env)
+        assert result.code == code, (args, result.stdout, result.stderr)
+        document = result.json()
+        assert document["ok"] is False and document["exit_code"] == code, document
+        assert result.stderr == "", (args, result.stderr)
+    as_yaml = run_nereus("-o", "yaml", "message", "schedule", "--lane", "nope", "--delay",
+                         "1m", home=home)
+    assert as_yaml.code == 3 and as_yaml.stderr == ""
+    assert yaml.safe_load(as_yaml.stdout)["exit_code"] == 3
+    human = run_nereus("message", "schedule", "--lane", "nope", "--delay", "1m", home=home)
+    assert human.code == 3 and human.stdout == ""
+    assert human.stderr.startswith("error: no lane 'nope'"), human.stderr
 
 
 def test_missing_targets_exit_3(home: Path, tmp_path: Path) -> None:
@@ -140,7 +165,7 @@ def test_replay_digest_and_inspect_agree(home: Path, tmp_path: Path) -> None:
     assert [lane["lane"] for lane in data["lanes"]] == ["local"]
     again = run_nereus("--json", "shard", "replay", shard, "--empty", "--into", str(into),
                        home=home)
-    assert again.code == 1 and "not empty" in again.stderr
+    assert again.code == 1 and "not empty" in again.json()["error"]
     forced = run_nereus("--json", "shard", "replay", shard, "--empty", "--into", str(into),
                         "--force", home=home)
     assert forced.json()["digest"] == replayed["digest"]

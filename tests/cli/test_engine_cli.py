@@ -66,7 +66,7 @@ def test_engine_status_when_not_running_exits_4(home: Path) -> None:
     data = one_json(result)
     assert data["running"] is False
     assert data["exit_code"] == 4
-    assert "not running" in result.stderr
+    assert "not running" in data["error"] and result.stderr == ""
 
     human = run_nereus("engine", "status", home=home)
     assert human.code == 4
@@ -143,7 +143,8 @@ NEEDS_ENGINE = {
 def test_commands_that_need_the_engine_exit_4_without_it(
     offline_home: Path, tmp_path: Path, args: list[str],
 ) -> None:
-    """With no engine: exit 4, one JSON error document, a hint to start it; nothing queued."""
+    """With no engine: exit 4, one JSON error document with a hint to start it and nothing
+    on stderr; nothing queued."""
     batch = write_batch(tmp_path / "b.jsonl", [{"lane": "local", "delay": "1m"}])
     args = [str(batch) if a == "BATCH" else a for a in args]
     result = run_nereus("--json", *args, home=offline_home)
@@ -151,7 +152,7 @@ def test_commands_that_need_the_engine_exit_4_without_it(
     data = one_json(result)
     assert data["ok"] is False and data["exit_code"] == 4
     assert "engine" in data["error"]
-    assert result.stderr.startswith("error:") and "nereus engine start" in result.stderr
+    assert "nereus engine start" in data["hint"] and result.stderr == ""
     if "--wait" in args:
         assert nothing_queued(offline_home)
 

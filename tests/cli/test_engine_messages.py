@@ -138,7 +138,7 @@ def test_message_show_unknown_id_exits_3(engine_home: Path) -> None:
         error = one_json(result)
         assert error["exit_code"] == 3
         assert "retention" in error["hint"]
-        assert "no message" in result.stderr
+        assert "no message" in error["error"] and result.stderr == ""
 
 
 # publishing --------------------------------------------------------------------------------

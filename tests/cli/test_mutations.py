@@ -45,7 +45,7 @@ def _rows(*args: str, home: Path) -> list[dict[str, Any]]:
 def _log(home: Path, shard: str = "default/0", *extra: str) -> list[dict[str, Any]]:
     """The decoded Shard Log (empty when nothing was ever appended, so no log exists)."""
     result = run_nereus("--json", "shard", "log", shard, *extra, home=home)
-    if result.code == 3 and "no shard log" in result.stderr:
+    if result.code == 3 and "no shard log" in result.json()["error"]:
         return []
     assert result.code == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines() if line]

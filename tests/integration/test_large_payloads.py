@@ -94,7 +94,7 @@ def test_above_the_large_payload_limit_is_a_usage_error(tmp_path: Path) -> None:
     config.write_text(config.read_text() + "max_payload_bytes = 5000\n")
     result = schedule_file(home, payload_file(tmp_path, 6_000))
     assert result.code == 2
-    assert "max_payload_bytes" in result.stderr
+    assert "max_payload_bytes" in result.stdout
     assert not (home / "shardlog" / "default" / "0").exists() or not log_lines(home, "default/0")
 
 

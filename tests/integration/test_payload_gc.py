@@ -39,7 +39,7 @@ def test_gc_collects_an_expired_reservation_and_keeps_the_rest(tmp_path: Path) -
     LocalObjectStore(home / "objects").put_bytes(stray, b"stray")
 
     refused = gc(home)
-    assert refused.code == 2 and "--yes" in refused.stderr
+    assert refused.code == 2 and "--yes" in refused.stdout
     assert (home / "objects" / expired).exists()
 
     dry = gc(home, "--dry-run")
@@ -60,7 +60,7 @@ def test_gc_collects_an_expired_reservation_and_keeps_the_rest(tmp_path: Path) -
     for key in (committed, live):
         explicit = gc(home, "--key", key, "--yes")
         assert explicit.code == 1, explicit.stderr
-        assert "refusing" in explicit.stderr
+        assert "refusing" in explicit.stdout
     assert gc(home, "--key", "checkpoints/anything", "--yes").code == 2
     assert gc(home, "--key", "payloads/default/0/nothing-here", "--yes").code == 3
 
@@ -92,7 +92,7 @@ def test_gc_never_deletes_below_the_recovery_floor(tmp_path: Path) -> None:
 
     refused = gc(home, "--key", key, "--yes")
     assert refused.code == 1
-    assert "Recovery Set" in refused.stderr and key in refused.stderr
+    assert "Recovery Set" in refused.stdout and key in refused.stdout
 
     # lose the live state and the log: only the checkpoint still needs the object
     shutil.rmtree(home / "state")
@@ -103,7 +103,7 @@ def test_gc_never_deletes_below_the_recovery_floor(tmp_path: Path) -> None:
     [kept] = report.json()["kept"]
     assert kept["key"] == key and "Recovery Floor" in kept["reason"]
     again = gc(home, "--key", key, "--yes")
-    assert again.code == 1 and "Recovery Set" in again.stderr
+    assert again.code == 1 and "Recovery Set" in again.stdout
     assert (home / "objects" / key).exists()
 
 
