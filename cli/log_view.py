@@ -66,6 +66,16 @@ class LogFilter:
             return self._tells_the_message(line)
         return True
 
+    def link(self, lines: Iterable[LogLine]) -> None:
+        """Learn the attempt and claim ids of ``message`` from every line naming it, so a
+        line about one of its attempts is kept even when it comes first (a worker's line
+        written a moment before the line that names the message)."""
+        if self.message is None:
+            return
+        for line in lines:
+            if line.get("delay_message_id") == self.message:
+                self.linked.update(str(line[name]) for name in _LINKED if line.get(name))
+
     def _tells_the_message(self, line: LogLine) -> bool:
         if line.get("delay_message_id") == self.message:
             self.linked.update(str(line[name]) for name in _LINKED if line.get(name))

@@ -98,7 +98,7 @@ complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l follow -s f -d 'Keep printing lines as they are written (Ctrl-C stops); with --json, one JSON object per line.'
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l level -x -d 'Only lines at this level or above: debug, info, warning, error, critical.'
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l shard -x -a '(__nereus_names shard)' -d 'Only lines about this shard (ROUTE/PARTITION).'
-complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l message -x -d 'A message\'s story: lines naming it, its attempts and its claims.'
+complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l message -x -d 'A message\'s story: lines naming it, its attempts and its claims. A message admitted and published without trouble is logged at debug only ([engine] log_level); with no line, a note says so.'
 complete -c nereus -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from logs' -l since -x -d 'Only lines from this time on: a duration ago (10m, 2h) or a time (ISO-8601, epoch ms).'
 
 # nereus message

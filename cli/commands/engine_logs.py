@@ -31,6 +31,8 @@ class EngineLogLines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
     files: list[str]
     lines: list[LogLine]
+    # with --message, when no line names the message: why, and where else to look
+    note: str | None = None
 
 
 def logs(
@@ -47,7 +49,9 @@ def logs(
     = None,
     message: Annotated[str | None, typer.Option(
         "--message", metavar="ID",
-        help="A message's story: lines naming it, its attempts and its claims.")] = None,
+        help="A message's story: lines naming it, its attempts and its claims. A message "
+        "admitted and published without trouble is logged at debug only ([engine] "
+        "log_level); with no line, a note says so.")] = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="TIME",
         help="Only lines from this time on: a duration ago (10m, 2h) or a time "
@@ -56,6 +60,7 @@ def logs(
     """The engine's log: rendered with Rich, or passed through with --json."""
     from nereus.cli import log_view
     from nereus.errors import UsageError
+    from nereus.terminal_text import escape_controls
 
     env: Env = ctx.obj
     if level is not None and level not in log_view.LEVELS:
@@ -74,13 +79,47 @@ def logs(
         raise NotFound(f"no engine log in {log_dir}",
                        hint="the engine writes it once started: `nereus engine start`")
     follower = log_view.Follower(log_dir) if follow else None
-    kept = [line for line in log_view.read_lines(files) if wanted.keeps(line)]
+    lines = log_view.read_lines(files)
+    wanted.link(lines)
+    kept = [line for line in lines if wanted.keeps(line)]
+    note = _no_story(env, message) if message is not None and not kept else None
     if follower is None:
-        data = msgspec.to_builtins(
-            EngineLogLines(files=[str(path) for path in files], lines=kept))
-        env.output.emit(data, lambda out: _print_lines(out, data["lines"]))
+        data = msgspec.to_builtins(EngineLogLines(
+            files=[str(path) for path in files], lines=kept, note=note))
+
+        def human(out: Console) -> None:
+            _print_lines(out, data["lines"])
+            if note is not None:
+                env.output.err.print(escape_controls(note), markup=False, highlight=False)
+
+        env.output.emit(data, human)
         return
+    if note is not None:
+        env.output.err.print(escape_controls(f"{note} (following: new lines will show)"),
+                             markup=False, highlight=False)
     _follow(env, follower, wanted, kept)
+
+
+def _no_story(env: Env, message: str) -> str:
+    """Why no line names ``message``, and where else its story is: the engine logs a
+    message that publishes without trouble only at debug (``[engine] log_level``)."""
+    import shlex
+
+    from nereus.errors import NereusError
+
+    try:
+        log_level: str | None = env.config.engine.log_level
+    except NereusError:
+        log_level = None
+    why = f"no line of the engine's log names message {message!r}: "
+    if log_level != "debug":
+        why += (f"the engine logs at {log_level or 'info'} ([engine] log_level), and a message "
+                "that is admitted and published without trouble is logged only at debug "
+                "(a decline, a failure or an UNKNOWN outcome is logged at info); set "
+                '[engine] log_level = "debug" in nereus.toml to keep every message\'s story, '
+                "and ")
+    return why + (f"`nereus message show {shlex.quote(message)}` shows its attempts and "
+                  "evidence now")
 
 
 def _follow(env: Env, follower: Follower, wanted: LogFilter,

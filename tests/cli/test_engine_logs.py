@@ -130,3 +130,43 @@ def test_a_messages_story_at_debug_level(tmp_path: Path) -> None:
     assert {line["delay_message_id"] for line in story} == {"story-1"}
     assert len({line["attempt_id"] for line in story}) == 1
     assert story[1]["outcome"] == "PUBLISHED"
+
+
+def test_a_message_without_log_lines_says_why(tmp_path: Path) -> None:
+    """At the default log level a message that published without trouble has no line in the
+    engine's log: `engine logs --message ID` says so and why (log_level; set it to debug),
+    and points at `message show`, instead of printing nothing."""
+    from tests.daemon import running_engine, wait_for
+
+    home = init_home(tmp_path / "home")
+    with running_engine(home):
+        queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
+                            "0s", "--id", "quiet-1", "--payload", "x", "--wait", home=home)
+        assert queued.code == 0, queued.stderr
+        wait_for(lambda: run_nereus("--json", "message", "show", "quiet-1", home=home)
+                 .json()["state"] == "PUBLISHED", timeout=30, what="quiet-1 to be published")
+    result = run_nereus("--json", "engine", "logs", "--message", "quiet-1", home=home)
+    assert result.code == 0, result.stderr
+    document = result.json()
+    assert document["lines"] == []
+    note = document["note"]
+    assert note.startswith("no line of the engine's log names message 'quiet-1'"), note
+    assert '[engine] log_level = "debug"' in note and "nereus message show quiet-1" in note
+    human = run_nereus("engine", "logs", "--message", "quiet-1", home=home)
+    assert human.code == 0 and human.stdout == ""
+    assert "no line of the engine's log names message 'quiet-1'" in human.stderr
+    assert run_nereus("--json", "engine", "logs", home=home).json()["note"] is None
+
+
+def test_a_messages_story_includes_its_attempt_lines_written_first(tmp_path: Path) -> None:
+    """A line about one of the message's attempts is part of its story even when it was
+    written before the line that names the message (a worker's clock a moment ahead)."""
+    home = init_home(tmp_path / "home")
+    log = home / "log"
+    log.mkdir()
+    (log / "engine.log").write_text(
+        _line("01.000000", "info", "attempt_sent", attempt_id="a7")
+        + _line("02.000000", "info", "message_declined", delay_message_id="m7",
+                attempt_id="a7")
+        + _line("03.000000", "info", "attempt_sent", attempt_id="other"))
+    assert _events("--message", "m7", home=home) == ["attempt_sent", "message_declined"]
