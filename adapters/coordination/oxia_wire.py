@@ -26,6 +26,7 @@ does not know as UNKNOWN) is ``UnknownSession``, which the callers turn into
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -34,7 +35,7 @@ from nereus.adapters.coordination.oxia_keys import OxiaAddress
 from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 
 if TYPE_CHECKING:
-    from nereus.adapters.coordination.oxia_proto import client_pb2 as pb
+    import nereus.adapters.coordination.oxia_proto.client_pb2 as pb
 
 SERVICE: Final = "/io.streamnative.oxia.proto.OxiaClient/"
 CHANNEL_OPTIONS: Final = (
@@ -75,13 +76,12 @@ class StubsMissing(CoordinationError):
 def messages() -> Any:
     """The generated module (``pb``), or ``StubsMissing`` saying how to make it."""
     try:
-        from nereus.adapters.coordination.oxia_proto import client_pb2
+        return importlib.import_module("nereus.adapters.coordination.oxia_proto.client_pb2")
     except ImportError as exc:
         raise StubsMissing(
             f"the Oxia client's messages are not generated ({exc})",
             hint="run `make install` (it runs scripts/gen-oxia-proto, which needs Go or "
                  "Oxia's proto in the Go module cache)") from exc
-    return client_pb2
 
 
 class OxiaWire:

@@ -1,5 +1,6 @@
 """A cluster of node daemons on one machine, on the session's real services: the Command
-Topic and the destination lane on Kafka, checkpoints in S3, the coordinator in etcd.
+Topic and the destination lane on Kafka, checkpoints in S3, the coordinator in etcd (or in
+Oxia: ``ClusterSpec.oxia``).
 
 ``make_cluster`` writes what ``nereus cluster init`` and ``nereus init --join`` would (this
 harness does not depend on those commands): the cluster's configuration record in the
@@ -60,11 +61,12 @@ class ClusterSpec:
 
     run: str
     bootstrap: str
-    etcd: str  # HOST:PORT
+    etcd: str  # HOST:PORT of etcd, the coordinator unless ``oxia`` is set
     s3: S3Endpoint
     partitions: int = 6
     session_ttl_ms: int = 4_000
     lease_margin_ms: int = 1_000
+    oxia: str | None = None  # HOST:PORT of Oxia: the coordinator is Oxia instead
 
     @property
     def command_topic(self) -> str:
@@ -76,6 +78,8 @@ class ClusterSpec:
 
     @property
     def coordinator(self) -> str:
+        if self.oxia is not None:
+            return f"oxia://{self.oxia}/c{self.run}"
         return f"etcd://{self.etcd}/c{self.run}"
 
     @property

@@ -2,12 +2,14 @@
 node dies, pauses, loses its coordinator for a while, or hands shards over on purpose.
 
 Real services: the Command Topic and the destination lane on Kafka, checkpoints in S3,
-the coordinator in etcd (``cluster_homes``). The session TTL is 4 s here (the default is
-10 s) with a 1 s lease margin, to keep the module within its CI budget; the issue's
-bounds are stated in TTLs. Each test ends with ``check_cluster``: every acknowledged
-schedule applied exactly once, every message published once (never before deliverAt) or
-UNCERTAIN because its attempt's outcome died with a node, and the output lists the
-UNCERTAIN and the doubly published messages.
+the coordinator in etcd (``cluster_homes``); the four failover tests (SIGKILL, SIGSTOP,
+a coordinator restart, a planned move) run again with the coordinator in Oxia
+(``[oxia]``). The session TTL is 4 s here (the default is 10 s) with a 1 s lease margin,
+to keep the module within its CI budget; the issue's bounds are stated in TTLs. Each
+test ends with ``check_cluster``: every acknowledged schedule applied exactly once, every
+message published once (never before deliverAt) or UNCERTAIN because its attempt's
+outcome died with a node, and the output lists the UNCERTAIN and the doubly published
+messages.
 """
 
 from __future__ import annotations
@@ -31,27 +33,36 @@ from tests.integration.cluster_checks import (
     settle_and_stop,
 )
 from tests.integration.cluster_homes import BUCKET, Cluster, ClusterSpec, Load, make_cluster
-from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
+from tests.integration.etcd_service import etcd_endpoint, etcd_service  # noqa: F401
 from tests.integration.kafka_service import (  # noqa: F401
     kafka_bootstrap,
     kafka_service,
 )
+from tests.integration.oxia_service import oxia_endpoint, oxia_service  # noqa: F401
 from tests.integration.services import S3Service, run_services, s3_service  # noqa: F401
 from tests.polling import now_ms, wait_until
 
 NODES = ["n1", "n2", "n3"]
 TTL_MS = 4_000
 
-# serial: SIGSTOP against a session TTL, and an etcd restart other tests would feel
+# serial: SIGSTOP against a session TTL, and a coordinator restart other tests would feel
 pytestmark = [pytest.mark.timeout(120), pytest.mark.serial]
+# the failover tests run on each coordinator that spans hosts (``cluster`` is indirect)
+COORDINATORS = pytest.mark.parametrize(
+    "cluster", [pytest.param("etcd", marks=pytest.mark.etcd),
+                pytest.param("oxia", marks=pytest.mark.oxia)], indirect=True)
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, kafka_bootstrap: str, etcd_endpoint: EtcdEndpoint,  # noqa: F811
-            s3_service: S3Service) -> Iterator[Cluster]:  # noqa: F811
-    """Three node homes of a fresh cluster, every node started and every shard ACTIVE."""
-    spec = ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=kafka_bootstrap,
-                       etcd=f"{etcd_endpoint.host}:{etcd_endpoint.port}",
+def cluster(request: pytest.FixtureRequest, tmp_path: Path,
+            kafka_bootstrap: str, s3_service: S3Service) -> Iterator[Cluster]:  # noqa: F811
+    """Three node homes of a fresh cluster, every node started and every shard ACTIVE; the
+    coordinator is etcd, or Oxia when the test is parametrized so."""
+    kind = getattr(request, "param", "etcd")
+    endpoint = request.getfixturevalue(f"{kind}_endpoint")
+    where = f"{endpoint.host}:{endpoint.port}"
+    spec = ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=kafka_bootstrap, etcd=where,
+                       oxia=where if kind == "oxia" else None,
                        s3=s3_service.require(), session_ttl_ms=TTL_MS)
     with owned_processes() as owned, make_cluster(tmp_path, spec, NODES, owned) as made:
         for node in NODES:
@@ -78,6 +89,7 @@ def running_load(cluster: Cluster) -> Load:
     return load
 
 
+@COORDINATORS
 def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) -> None:
     """Every shard is owned by exactly one node, each node within one of the mean; after a
     SIGKILL every shard the dead node owned is ACTIVE elsewhere within TTL + 15 s, and every
@@ -103,6 +115,7 @@ def test_three_nodes_share_the_shards_and_survive_a_sigkill(cluster: Cluster) ->
     finish(cluster, load)
 
 
+@pytest.mark.etcd
 def test_each_node_collects_the_payload_objects_of_its_own_shards(cluster: Cluster) -> None:
     """In S3, a stray object under every shard's payload prefix is deleted by the node that
     owns that shard (its ``payload_gc`` events name only its own shards' objects) within a
@@ -133,6 +146,7 @@ def test_each_node_collects_the_payload_objects_of_its_own_shards(cluster: Clust
     assert left() == {custom}
 
 
+@COORDINATORS
 def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
         cluster: Cluster) -> None:
     """SIGSTOP a node for twice the TTL, then SIGCONT: no destination record comes from an
@@ -170,25 +184,29 @@ def _shard_of(cluster: Cluster, delay_message_id: str) -> str:
     return str(cluster.spec.route.shard_for(delay_message_id))
 
 
-def test_an_etcd_restart_loses_nothing(cluster: Cluster) -> None:
-    """etcd stopped for a moment under load and started again: the nodes keep their shards
-    or hand them over cleanly, and every acknowledged schedule is applied and published."""
+@COORDINATORS
+def test_a_coordinator_restart_loses_nothing(cluster: Cluster) -> None:
+    """The coordinator (etcd, Oxia) stopped for a moment under load and started again: the
+    nodes keep their shards or hand them over cleanly, and every acknowledged schedule is
+    applied and published."""
+    service = cluster.spec.coordinator.partition(":")[0]
     load = running_load(cluster)
     try:
         load.acknowledged(400)
-        down = run_services("down", "etcd", timeout=60)
+        down = run_services("down", service, timeout=60)
         assert down.returncode == 0, down.stderr
-        time.sleep(2)  # the outage itself: etcd stays down this long
-        up = run_services("up", "etcd", timeout=120)
+        time.sleep(2)  # the outage itself: the coordinator stays down this long
+        up = run_services("up", service, timeout=120)
         assert up.returncode == 0, up.stderr
         cluster.wait_all_active(TTL_MS / 1000 + 30)
         load.acknowledged(400)
     finally:
         load.stop()
-        run_services("up", "etcd", timeout=120)
+        run_services("up", service, timeout=120)
     finish(cluster, load)
 
 
+@COORDINATORS
 def test_a_planned_move_and_a_drain_leave_nothing_uncertain(cluster: Cluster) -> None:
     """A pinned placement moves one shard to another node, then a drain empties a node,
     both under load: the shards are ACTIVE where they were sent and no message is
