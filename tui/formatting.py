@@ -21,6 +21,15 @@ def fmt_backlog(value: int | None, capped: bool) -> str:
     return fmt_int(value) + ("+" if capped and value is not None else "")
 
 
+def fmt_due_lag(lag_ms: int | None, due_backlog: int | None) -> str:
+    """How late a lane's due messages are. The engine gives no lag when nothing due waits
+    (its lag is over the due backlog): that is no lag, ``0ms``, not unknown, so a lane that
+    publishes as fast as messages fall due reads 0ms, not ``-``."""
+    if lag_ms is None and due_backlog == 0:
+        return fmt_ms(0)
+    return fmt_ms(lag_ms)
+
+
 def fmt_ms(value: int | None) -> str:
     """A duration in the largest unit that keeps it short: 850ms, 3.2s, 4m05s, 2h10m, 3d04h."""
     if value is None:

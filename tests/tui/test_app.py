@@ -80,6 +80,26 @@ def test_overview_shows_the_uncertain_attempt() -> None:
     run(scenario)
 
 
+def test_a_lane_with_nothing_due_waiting_shows_no_lag_not_unknown() -> None:
+    """`local` publishes as fast as its messages fall due (nothing due waits, so the engine
+    gives no lag): its p99 lag reads 0ms, on the overview and on its screen, not "-"; the
+    closed lane's due backlog shows its real lag."""
+    async def scenario() -> None:
+        app = _app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _loaded(pilot, app)
+            table = app.screen.query_one(LaneTable)
+            lag = list(LaneTable.COLUMNS).index("p99 lag")
+            shown = {row[0]: row[lag] for row in rows(table)}
+            assert shown == {"local": "0ms", "payments": "5.0s"}
+            await _select_lane(pilot, app, "local")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, LaneScreen), what="lane screen")
+            summary = str(app.screen.query_one("#summary", Static).render())
+            assert "p99 lag 0ms" in summary and "max lag 0ms" in summary
+    run(scenario)
+
+
 def test_enter_on_a_lane_opens_the_lane_screen() -> None:
     """Select a lane row and press Enter: its screen, charts and breakdown; Escape returns."""
     async def scenario() -> None:

@@ -69,6 +69,34 @@ def test_feed_fills_the_overview_with_the_configured_lane_and_shards(engine_home
     run(scenario)
 
 
+def test_a_lane_that_publishes_shows_its_lag_not_unknown(engine_home: Path) -> None:
+    """While messages fall due and publish, the lane's p99 lag is a duration on every
+    refresh (0ms when nothing due waits), never "-"."""
+    async def scenario() -> None:
+        app = _app(engine_home)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _shown(pilot, app)
+            before = app.state.history.ticks
+            for n in range(5):
+                queued = run_nereus("message", "schedule", "--lane", "local", "--delay", "0s",
+                                    "--payload", "lag", "--id", f"lag-probe-{n}",
+                                    home=engine_home)
+                assert queued.code == 0, queued.stderr
+            lag = list(LaneTable.COLUMNS).index("p99 lag")
+            seen: list[str] = []
+
+            def refreshed() -> bool:
+                found = [r[lag] for r in rows(app.screen.query_one(LaneTable))
+                         if r[0] == "local"]
+                seen.extend(found)
+                return app.state.history.ticks >= before + 3
+
+            await until(pilot, refreshed, what="three refreshes of the feed", timeout=30)
+            assert seen and "-" not in seen, seen
+            assert all(cell.endswith(("ms", "s")) for cell in seen), seen
+    run(scenario)
+
+
 def test_a_message_opens_from_the_real_api(engine_home: Path) -> None:
     """`m` + an id loads GET /v1/messages/<id>: the scheduled probe, on lane local."""
     async def scenario() -> None:

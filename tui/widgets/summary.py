@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nereus.terminal_text import escape_controls
-from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, fmt_text
+from nereus.tui.formatting import fmt_backlog, fmt_due_lag, fmt_int, fmt_rate, fmt_text
 from nereus.tui.models import LaneRow, ShardRow
 
 
@@ -26,8 +26,9 @@ def lane_summary(lane: LaneRow) -> Text:
         text.append(f"\nnot ready: {escape_controls(lane.not_ready_reason)}", style="red")
     text.append("\n")
     _pairs(text, [("due", fmt_backlog(lane.due_backlog, lane.due_backlog_capped)),
-                  ("p99 lag", fmt_ms(lane.due_lag_p99_ms)),
-                  ("max lag", fmt_ms(lane.due_lag_max_ms)), ("in flight", fmt_int(lane.in_flight)),
+                  ("p99 lag", fmt_due_lag(lane.due_lag_p99_ms, lane.due_backlog)),
+                  ("max lag", fmt_due_lag(lane.due_lag_max_ms, lane.due_backlog)),
+                  ("in flight", fmt_int(lane.in_flight)),
                   ("open attempts", fmt_int(lane.open_attempts))])
     text.append("\n")
     _pairs(text, [("published", fmt_int(lane.published)), ("failures", fmt_int(lane.failures)),

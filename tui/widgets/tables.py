@@ -17,7 +17,14 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from nereus.terminal_text import escape_controls
-from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, fmt_text, spark_text
+from nereus.tui.formatting import (
+    fmt_backlog,
+    fmt_due_lag,
+    fmt_int,
+    fmt_rate,
+    fmt_text,
+    spark_text,
+)
 from nereus.tui.models import (
     AttemptRow,
     LaneOnShardRow,
@@ -127,7 +134,8 @@ class LaneTable(RowTable[LaneRow]):
     def cells(self, row: LaneRow) -> tuple[RenderableType, ...]:
         return (row.lane, _state(row.gate), _state(row.readiness),
                 _backlog(row.due_backlog, row.due_backlog_capped),
-                Text(fmt_ms(row.due_lag_p99_ms), justify="right"), _count(row.in_flight),
+                Text(fmt_due_lag(row.due_lag_p99_ms, row.due_backlog), justify="right"),
+                _count(row.in_flight),
                 _count(row.failures, alarm=True),
                 Text(spark_text(row.backlog_history, TREND_WIDTH), style="cyan"))
 
