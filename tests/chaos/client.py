@@ -88,8 +88,9 @@ class Recorder:
             self._writer.write(entry)
             if isinstance(entry, Op):
                 self.ops += 1
-            if isinstance(entry, Fault) and entry.phase == "start":
-                self.faults += 1
+            if isinstance(entry, Fault) and entry.phase == "start" and \
+                    not entry.nemesis.startswith("operator:"):
+                self.faults += 1  # a nemesis's (an operator's pause is workload)
 
 
 @dataclass
