@@ -26,6 +26,7 @@ never a gRPC exception (``oxia_wire``).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import threading
 from typing import Any, Final
 
@@ -121,7 +122,11 @@ class OxiaCoordinator:
             session_id = ephemeral.session_id if ephemeral is not None else 0
             raise SessionExpired(session_id, "Oxia has no such session any more")
         self._check(answer.status, "put", key)
-        return Version(**version_fields(answer.version))
+        version = Version(**version_fields(answer.version))
+        if ephemeral is not None \
+                and self._clock.monotonic_ms() >= ephemeral.certain_until_ms():
+            self._orphan(key, version, ephemeral)
+        return version
 
     def get(self, key: str) -> Record:
         pb = self._wire.pb
@@ -194,6 +199,18 @@ class OxiaCoordinator:
                     records.append(Record(key=key, value=bytes(found.value),
                                           version=Version(**version_fields(found.version))))
         return records
+
+    def _orphan(self, key: str, version: Version, session: Session) -> None:
+        """An ephemeral put acknowledged when its session was no longer certain: Oxia may
+        have been ending the session meanwhile, and v0.14 can then keep the record after
+        the session is gone (it lists the session's records before deleting them, not
+        atomically: oxia-db/oxia#742). Delete it (CAS on the version written) and say the
+        session is over. A put acknowledged before that instant reached a live session,
+        whose end will find it."""
+        with contextlib.suppress(CoordinationError):
+            self.delete(key, expected_version_id=version.version_id)
+        raise SessionExpired(session.session_id, "the put was acknowledged only after the "
+                             "session's TTL had run out (the record was deleted again)")
 
     def _write(self, build: Any) -> Any:
         pb = self._wire.pb

@@ -7,7 +7,12 @@ OXIA_MODULE=github.com/oxia-db/oxia
 # pinned: the module proxy serves no version list for it, so `@latest` (and `go install
 # ...@v0.14.0`, which needs the list) fails; an exact version with `go get` works
 OXIA_VERSION=${NEREUS_OXIA_VERSION:-v0.14.0}
-OXIA_CACHE="$CACHE/oxia-$OXIA_VERSION"
+# upstream fixes of this version, applied to the module's source before the build (each
+# file says which fix and why; see oxia-v0.14.0-write-order.patch)
+OXIA_PATCHES=("$HERE"/oxia-"$OXIA_VERSION"-*.patch)
+[[ -e ${OXIA_PATCHES[0]} ]] || OXIA_PATCHES=()
+# keyed by the patches too: changing one builds again
+OXIA_CACHE="$CACHE/oxia-$OXIA_VERSION-$( { echo "$OXIA_VERSION"; cat "${OXIA_PATCHES[@]}" /dev/null; } | sha256sum | cut -c1-10)"
 
 # The oxia binary that `up oxia` runs: NEREUS_OXIA_BIN, else the one built into the cache;
 # returns 1 when there is none (yet).
@@ -27,11 +32,13 @@ oxia_build_failed() {
   die "oxia: $why (log: $fetchlog)"
 }
 
-# Build the server from its Go module at the pinned version, in a throwaway module (nothing
-# of it is kept but the binary): `go get` the command's package, then `go build` it. Needs
-# only the Go toolchain and the module proxy (GOPROXY); the module cache and the build cache
-# are Go's own (GOMODCACHE, GOCACHE), so a second build is quicker. About 3.5 minutes the
-# first time on 2 cores.
+# Build the server from its Go module at the pinned version, in a throwaway directory
+# (nothing of it is kept but the binary): `go get` the command's package in a throwaway
+# module (which downloads the module and its dependencies), copy the module's source, apply
+# OXIA_PATCHES, and `go build` its ./cmd with the module's own go.mod and go.sum. Needs only
+# the Go toolchain and the module proxy (GOPROXY); the module cache and the build cache are
+# Go's own (GOMODCACHE, GOCACHE), so a second build is quicker. 3.5 to 6 minutes the first
+# time on 2 cores.
 fetch_oxia() {
   local bin
   if bin=$(oxia_binary); then
@@ -51,22 +58,32 @@ fetch_oxia() {
   local tmp="$OXIA_CACHE.tmp.$$" fetchlog="$RUN/oxia.fetch.log" start=$SECONDS
   rm -rf "$tmp"
   mkdir -p "$tmp/module" "$tmp/bin"
-  say "oxia: building $OXIA_MODULE $OXIA_VERSION into $OXIA_CACHE (a few minutes; log: $fetchlog)"
+  say "oxia: building $OXIA_MODULE $OXIA_VERSION${OXIA_PATCHES:+ with ${#OXIA_PATCHES[@]} upstream fix(es)} into $OXIA_CACHE (a few minutes; log: $fetchlog)"
   # GOTOOLCHAIN=local: build with this Go, never download another toolchain
   if ! (
-    cd "$tmp/module" \
-      && export GOTOOLCHAIN=local GOFLAGS=-mod=mod \
-      && go mod init nereus-services/oxia \
-      && go get "$OXIA_MODULE/cmd@$OXIA_VERSION" \
-      && go build -trimpath -o "$tmp/bin/oxia" "$OXIA_MODULE/cmd"
+    set -e
+    export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+    cd "$tmp/module"
+    go mod init nereus-services/oxia
+    go get "$OXIA_MODULE/cmd@$OXIA_VERSION"
+    src=$(go list -m -f '{{.Dir}}' "$OXIA_MODULE")
+    cp -R "$src" "$tmp/src"
+    chmod -R u+w "$tmp/src"
+    cd "$tmp/src"
+    for fix in "${OXIA_PATCHES[@]}"; do
+      echo "applying $fix"
+      patch -p1 --forward --batch <"$fix"
+    done
+    go build -trimpath -o "$tmp/bin/oxia" ./cmd
   ) >"$fetchlog" 2>&1; then
     oxia_build_failed "$tmp" "$fetchlog" "could not build $OXIA_MODULE $OXIA_VERSION"
   fi
   "$tmp/bin/oxia" standalone --help >/dev/null 2>&1 \
     || oxia_build_failed "$tmp" "$fetchlog" "the built binary does not run \`standalone --help\`"
-  rm -rf "$tmp/module"
-  printf 'service=oxia\nmodule=%s\nversion=%s\ngo=%s\nbuilt=%s\n' "$OXIA_MODULE" "$OXIA_VERSION" \
-    "$(go env GOVERSION)" "$(date -u +%FT%TZ)" >"$tmp/.complete"
+  rm -rf "$tmp/module" "$tmp/src"
+  printf 'service=oxia\nmodule=%s\nversion=%s\npatches=%s\ngo=%s\nbuilt=%s\n' "$OXIA_MODULE" \
+    "$OXIA_VERSION" "${OXIA_PATCHES[*]##*/}" "$(go env GOVERSION)" "$(date -u +%FT%TZ)" \
+    >"$tmp/.complete"
   local old
   for old in "$CACHE"/oxia-*; do  # older versions' binaries
     [[ -d $old && $old != "$tmp" && $old != "$OXIA_CACHE" && $old != *.tmp.* ]] && rm -rf "$old"
