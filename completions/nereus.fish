@@ -56,7 +56,7 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l force -d 'Overwrite 
 complete -c nereus -n '__fish_seen_subcommand_from init' -l from -r -F -d 'Copy HOME\'s configuration instead (same routes, lanes, limits, and the same object store, so the engine restores from its Recovery Set); the other options are ignored.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l copy-log -d 'With --from: copy the segments of HOME\'s file-log routes here (HOME\'s engine must be stopped).'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l attach -d 'Use a Command Topic that already holds a route\'s data: this home takes that route\'s identity (and partition count) instead of refusing.'
-complete -c nereus -n '__fish_seen_subcommand_from init' -l join -x -d 'Make this home a node of the cluster at URL (etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml holds only [cluster]; routes, lanes and the rest are the cluster\'s.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l join -x -d 'Make this home a node of the cluster at URL (oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml holds only [cluster]; routes, lanes and the rest are the cluster\'s.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l node-id -x -d 'With --join: this node\'s id, unique in the cluster.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l capacity -x -d 'With --join: this node\'s placement weight (0: no shards).'
 
@@ -238,7 +238,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l to -x -d 'The live node to own it.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
-complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
@@ -402,7 +402,7 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_
 
 # nereus cluster init
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l from -r -F -d 'The cluster\'s configuration: [routes.*] on kafka or pulsar, [lanes.*], [shard], [objects] shared by every node, [checkpoints].'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l replace -d 'Replace the configuration the cluster has (by compare-and-set on the version read; needs --reason). Routes keep their partitions, id and log.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l reason -x -d 'Why (recorded in the configuration\'s audit with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
@@ -410,21 +410,21 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l dry-run -d 'Check and show what would be written; write nothing.'
 
 # nereus cluster config
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 
 # nereus cluster status
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 
 # nereus cluster nodes
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 
 # nereus cluster drain
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
 
 # nereus cluster undrain
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'

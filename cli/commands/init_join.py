@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 JoinOpt = Annotated[str | None, typer.Option(
     "--join", metavar="URL", help="Make this home a node of the cluster at URL "
-    "(etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml "
+    "(oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or "
+    "sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml "
     "holds only [cluster]; routes, lanes and the rest are the cluster's.")]
 NodeIdOpt = Annotated[str | None, typer.Option(
     "--node-id", metavar="ID", help="With --join: this node's id, unique in the cluster.")]

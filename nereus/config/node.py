@@ -14,7 +14,7 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """``[cluster]``: this home is one node of a cluster whose configuration (routes, lanes,
     object store, checkpoints, shard limits) lives in the coordinator."""
 
-    coordinator: str  # etcd://HOST:PORT/CLUSTER | sqlite:///ABS/PATH.db/CLUSTER
+    coordinator: str  # oxia://HOST:PORT/[NS/]CLUSTER | etcd://HOST:PORT/CLUSTER | sqlite:///ABS/PATH.db/CLUSTER
     node_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     capacity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 1  # placement weight; 0: none
     session_ttl_ms: Annotated[int, msgspec.Meta(ge=1_000, le=600_000)] = 10_000

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 CoordinatorOpt = Annotated[str | None, typer.Option(
     "--coordinator", metavar="URL",
-    help="The cluster: etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER "
+    help="The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or "
+         "sqlite:///ABSOLUTE/PATH.db/CLUSTER "
          "(default: the [cluster] coordinator of this home's nereus.toml).")]
 OperatorOpt = Annotated[str | None, typer.Option(
     "--as", "--operator", metavar="ID",
