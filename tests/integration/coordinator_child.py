@@ -8,7 +8,11 @@ opener: ``ChildOpener``), prints ``ready`` and then answers one line per command
 * ``increment KEY COUNT PARTIES`` — once ``PARTIES`` processes have been given it (they
   meet under ``KEY/started/``), add 1 to the decimal counter at ``KEY`` ``COUNT`` times,
   each a read and a put conditional on the version read, retried when someone else wrote
-  first: ``incremented CONFLICTS FIRST_VERSION LAST_VERSION`` (of its own puts);
+  first: ``incremented CONFLICTS FIRST_VERSION LAST_VERSION`` (of its own puts). Every
+  ``MEET_EVERY`` increments the parties meet between their read and their put (under
+  ``KEY/meet/<i>/``), so they have all read the same version and all but one must retry:
+  the writes interleave and conflict by construction, whatever the scheduler does (on a
+  busy machine one process once finished all its increments before the other began);
 * ``hold KEY TTL_MS`` — open a session and put an ephemeral record at ``KEY`` under it:
   ``held SESSION_ID``; later, by itself, ``lost`` once it finds the session is over.
 
@@ -78,15 +82,23 @@ class _Replies:
         threading.Thread(target=watcher, daemon=True).start()
 
 
-def _increment(coordinator: Coordinator, key: str, count: int) -> tuple[int, list[int]]:
+MEET_EVERY = 10  # increments between two meetings of the writers (``increment``)
+
+
+def _increment(coordinator: Coordinator, key: str, count: int,
+               parties: int) -> tuple[int, list[int]]:
     conflicts, versions = 0, []
-    for _ in range(count):
+    for index in range(count):
+        meet = index % MEET_EVERY == 0 or index == count - 1
         while True:
             try:
                 record = coordinator.get(key)
                 value, expected = int(record.value) + 1, record.version.version_id
             except KeyNotFound:
                 value, expected = 1, EXPECTED_RECORD_DOES_NOT_EXIST
+            if meet:  # every party has read before any puts: one wins, the others retry
+                _barrier(coordinator, f"{key}/meet/{index}/", parties)
+                meet = False
             try:
                 versions.append(coordinator.put(key, str(value).encode(),
                                                 expected_version_id=expected).version_id)
@@ -117,7 +129,7 @@ def _answer(coordinator: Coordinator, replies: _Replies, words: list[str]) -> No
                 replies.say("lost")
         case ["increment", key, count, parties]:
             _barrier(coordinator, key + "/started/", int(parties))
-            conflicts, versions = _increment(coordinator, key, int(count))
+            conflicts, versions = _increment(coordinator, key, int(count), int(parties))
             replies.say("incremented", conflicts, versions[0], versions[-1])
         case ["hold", key, ttl_ms]:
             session = coordinator.create_session(int(ttl_ms),

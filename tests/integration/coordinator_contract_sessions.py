@@ -25,7 +25,7 @@ from nereus.coordination import (
     NotificationType,
     SessionExpired,
 )
-from tests.integration.coordinator_child import Child, ChildOpener
+from tests.integration.coordinator_child import MEET_EVERY, Child, ChildOpener
 from tests.polling import wait_until
 
 MakeCoordinator = Callable[[], Coordinator]
@@ -221,15 +221,18 @@ class SessionsContract(abc.ABC):
     def test_concurrent_writers_in_two_processes_lose_no_update(
             self, coordinator: Coordinator, space: str, start_child: StartChild) -> None:
         """Two processes each adding 1 to one counter 150 times by read and conditional
-        put (retrying when refused), at the same time (their writes interleave), end with
-        the counter at 300: no update is lost."""
+        put (retrying when refused), at the same time, end with the counter at 300: no
+        update is lost. Their writes interleave and conflict by construction, not by the
+        scheduler's grace: every ten increments both read the counter before either puts
+        (``coordinator_child``), so one of them is refused each time."""
         key = space + "counter"
         writers = [start_child(), start_child()]
         for child in writers:
             child.send("increment", key, 150, len(writers))
         answers = [[int(w) for w in child.expect("incremented")] for child in writers]
-        (_, first_a, last_a), (_, first_b, last_b) = answers  # conflicts, own versions
+        (conflicts_a, first_a, last_a), (conflicts_b, first_b, last_b) = answers
         assert first_a < last_b and first_b < last_a, f"the writers took turns: {answers}"
+        assert conflicts_a + conflicts_b >= 150 // MEET_EVERY + 1, answers
         record = coordinator.get(key)
         assert int(record.value) == 300, answers
         assert record.version.modifications_count == 299
