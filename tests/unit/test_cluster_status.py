@@ -1,5 +1,5 @@
 """A shard's state from its ownership record and placement (``nereus.cluster.status``):
-the four states ``cluster status`` and the dashboard's cluster screen show."""
+the five states ``cluster status`` and the dashboard's cluster screen show."""
 
 from __future__ import annotations
 
@@ -26,11 +26,14 @@ def _placed(node: str) -> Placement:
     (_owner(OwnerState.ACTIVE), _placed("b"), "MOVING"),
     (_owner(OwnerState.ACTIVE), _placed("a"), "ACTIVE"),
     (_owner(OwnerState.ACTIVE), None, "ACTIVE"),
+    (_owner(OwnerState.FAILED), _placed("a"), "FAILED"),
+    (_owner(OwnerState.FAILED), _placed("b"), "FAILED"),
 ])
 def test_shard_state(owner: OwnerRecord | None, placement: Placement | None,
                      expected: ShardState) -> None:
-    """No record: UNOWNED; a recovering owner: RECOVERING; a releasing owner or a placement
-    elsewhere: MOVING; otherwise ACTIVE."""
+    """No record: UNOWNED; a recovering owner: RECOVERING; an owner holding it FAILED (its
+    activation raised or its loop failed): FAILED, wherever it is placed; a releasing owner
+    or a placement elsewhere: MOVING; otherwise ACTIVE."""
     assert shard_state(owner, placement) == expected
 
 
