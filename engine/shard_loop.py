@@ -161,6 +161,12 @@ class ShardLoop(ProgressWaits):
         return self._owner.epoch
 
     @property
+    def stale_grant(self) -> int | None:
+        """The epoch the shard's log had applied when recovery refused this owner's granted
+        epoch for not being above it (the loop is FENCED then), else None."""
+        return self._owner.stale_grant
+
+    @property
     def waiting(self) -> str | None:
         """Why this shard admits nothing right now though it is ACTIVE (None: it may)."""
         return self._admissions.waiting

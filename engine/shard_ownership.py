@@ -41,9 +41,11 @@ class Ownership:
     """This owner on one shard: its id, the epoch it activated (0 before recovery), and,
     once another owner is live, why (``fenced``).
 
-    In a cluster the epoch is granted: the version that created the shard's ownership
-    record in the coordinator (``granted_epoch``), and every producer call also needs the
-    node's session to be certainly alive (``lease``)."""
+    In a cluster the epoch is granted: the shard's epoch counter in the coordinator, which
+    its take incremented (``granted_epoch``), and every producer call also needs the
+    node's session to be certainly alive (``lease``). A grant not above the epoch the
+    shard's log has applied is refused; ``stale_grant`` then keeps that applied epoch, so
+    the node can raise the counter above it."""
 
     def __init__(self, owner_id: str, store: ShardStore, *, lease: LeaseGate | None = None,
                  granted_epoch: int | None = None) -> None:
@@ -52,6 +54,7 @@ class Ownership:
         self.fenced: str | None = None
         self.lease = lease
         self.granted_epoch = granted_epoch
+        self.stale_grant: int | None = None  # the applied epoch a refused grant was not above
         self._store = store
         # the store identity a claim records and the hand-over checks: this open of this
         # database (its path, and the handle this owner holds)

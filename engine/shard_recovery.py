@@ -2,9 +2,11 @@
 
 1. ``activate``: replay from the stored applied position, raise the clock's floor to the
    latest applied decision, drop every local claim, append an ACTIVATION_BARRIER with the
-   next fencing epoch (in a cluster: the epoch the coordinator granted, its ownership
-   record's creating version, which must be above the applied one) and wait until it is
-   applied (if another owner's barrier won, the loop is fenced instead);
+   next fencing epoch (in a cluster: the epoch the coordinator granted, the shard's epoch
+   counter after this take, which must be above the applied one; a grant that is not is
+   refused, and ``Ownership.stale_grant`` names the applied epoch so the node raises the
+   counter) and wait until it is applied (if another owner's barrier won, the loop is
+   fenced instead);
 2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no live first-send
    gate survives a restart; such an attempt is never retried automatically or reported
    NOT_PUBLISHED);
@@ -65,6 +67,7 @@ class Recovery:
         last = previous.fencing_epoch if previous else 0
         granted = ownership.granted_epoch
         if granted is not None and granted <= last:
+            ownership.stale_grant = last
             return (f"the coordinator granted epoch {granted}, not above the applied epoch "
                     f"{last} ({describe_live(previous)})")
         epoch = ownership.epoch = last + 1 if granted is None else granted

@@ -2,7 +2,17 @@
 
 Every write that must not race is a compare-and-set: the configuration on its version,
 membership and ownership by creating an absent key on the writer's session, a placement on
-the version the leader read. ``snapshot`` reads everything at once for status.
+the version the leader read, a shard's epoch counter on the version its owner read.
+``snapshot`` reads everything at once for status.
+
+**Epochs.** A take creates the ownership record (only the creator owns the shard), then
+increments the shard's counter (``epochs/<shard>``, durable) by CAS: the new epoch is the
+counter plus one. It depends on no store-wide counter, so it keeps growing on another
+coordinator or a restored one once the counter is carried over or raised. A counter not
+there yet (a cluster from before it, or a new shard) starts at the version that created
+the ownership record: above every epoch an earlier record of this store granted, which was
+its creating version. An owner whose shard log has applied an epoch at or above the one it
+took raises the counter to that epoch (``raise_epoch``) and takes the shard again.
 """
 
 from __future__ import annotations
@@ -24,14 +34,17 @@ from nereus.cluster.records import (
     Placement,
     R,
     RouteSecret,
+    ShardEpoch,
     Warm,
     decode_record,
     encode_record,
 )
-from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
+from nereus.coordination.errors import CoordinationError, KeyNotFound, UnexpectedVersionId
 from nereus.coordination.protocol import Session
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, Version, prefix_range
 from nereus.shard import ShardId
+
+_CAS_TRIES = 10  # compare-and-set rounds on a shard's epoch counter before giving up
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +214,9 @@ class ClusterStore:
 
     def take(self, session: Session, shard: ShardId, *, node_id: str, owner_id: str,
              now_ms: int) -> Owned | None:
-        """Create the shard's ownership record on ``session`` if nobody holds it; the
-        record (its epoch: the creating version) or None when it is held."""
+        """Create the shard's ownership record on ``session`` if nobody holds it, then
+        take the next epoch (module docstring); the record, or None when it is held. If
+        the epoch cannot be taken, the record is deleted again and the error raised."""
         record = OwnerRecord(shard=keys.shard_segment(shard), node_id=node_id,
                              owner_id=owner_id, since_ms=now_ms)
         try:
@@ -211,9 +225,61 @@ class ClusterStore:
                                   ephemeral=session)
         except UnexpectedVersionId:
             return None
-        epoch = created.version_id
-        return self.update_owner(session, shard, Owned(record, created),
-                                 epoch=epoch, state=OwnerState.RECOVERING)
+        owned = Owned(record, created)
+        try:
+            epoch = self._next_epoch(shard, first=created.version_id, node_id=node_id,
+                                     owner_id=owner_id, now_ms=now_ms)
+            return self.update_owner(session, shard, owned, epoch=epoch,
+                                     state=OwnerState.RECOVERING)
+        except BaseException:
+            with contextlib.suppress(CoordinationError):
+                self.release(shard, owned)
+            raise
+
+    def epochs(self) -> dict[ShardId, ShardEpoch]:
+        """Each shard's epoch counter (the last epoch granted)."""
+        return {keys.parse_segment(segment): found
+                for segment, (found, _) in self._scan(keys.EPOCHS, ShardEpoch).items()}
+
+    def _next_epoch(self, shard: ShardId, *, first: int, node_id: str, owner_id: str,
+                    now_ms: int) -> int:
+        """Increment the shard's counter by CAS (``first`` when it has none); the new
+        epoch. Only the ownership record's holder calls it, so a conflict is rare (a
+        ``raise_epoch`` meanwhile): read again and retry."""
+        for _ in range(_CAS_TRIES):
+            found = self._get(keys.epoch_key(shard), ShardEpoch)
+            epoch = first if found is None else found[0].epoch + 1
+            try:
+                self._c.put(self.key(keys.epoch_key(shard)), encode_record(ShardEpoch(
+                    shard=keys.shard_segment(shard), epoch=epoch, node_id=node_id,
+                    owner_id=owner_id, since_ms=now_ms)),
+                    expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if found is None
+                    else found[1].version_id)
+            except UnexpectedVersionId:
+                continue
+            return epoch
+        raise CoordinationError(f"{shard}: its epoch counter changed {_CAS_TRIES} times "
+                                "while this node took the shard")
+
+    def raise_epoch(self, shard: ShardId, at_least: int, *, node_id: str,
+                    now_ms: int) -> int:
+        """Raise the shard's counter to ``at_least`` (an epoch its log has applied), so
+        the next take is above it; the counter after (never lowered)."""
+        for _ in range(_CAS_TRIES):
+            found = self._get(keys.epoch_key(shard), ShardEpoch)
+            if found is not None and found[0].epoch >= at_least:
+                return found[0].epoch
+            try:
+                self._c.put(self.key(keys.epoch_key(shard)), encode_record(ShardEpoch(
+                    shard=keys.shard_segment(shard), epoch=at_least, node_id=node_id,
+                    since_ms=now_ms)),
+                    expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if found is None
+                    else found[1].version_id)
+            except UnexpectedVersionId:
+                continue
+            return at_least
+        raise CoordinationError(f"{shard}: its epoch counter changed {_CAS_TRIES} times "
+                                "while this node raised it")
 
     def update_owner(self, session: Session, shard: ShardId, owned: Owned, *,
                      state: OwnerState, epoch: int | None = None,

@@ -20,8 +20,12 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
    one's. A shard whose loop ended (fenced, failed) is let go at once, without a
    checkpoint;
 5. **take**: a shard placed here whose ownership record is absent is taken by creating the
-   record on this node's session (CAS: absent only) — its creating version is the fencing
-   epoch the shard activates with — and activated; the record then says ACTIVE.
+   record on this node's session (CAS: absent only), then incrementing the shard's epoch
+   counter (CAS: ``ClusterStore.take``) — the fencing epoch the shard activates with — and
+   activated; the record then says ACTIVE. When the shard's log has already applied an
+   epoch at or above the one taken (the cluster moved to another coordinator, or the
+   coordinator was restored from an older backup), the counter is raised to that epoch
+   and the shard let go, so the next take goes above it (``shard_epoch_raised``).
 
 Only shards of the configuration are taken (a placement left from a configuration with
 more partitions is not a shard). A shard that cannot run here — opening it raised (the
@@ -353,6 +357,14 @@ class ClusterNode:
                                                          state=OwnerState.ACTIVE)
         elif loop.state == ShardState.FAILED:
             self._hold_failed(shard, loop.error or "its loop failed", refused=False)
+        elif (applied := loop.stale_grant) is not None:
+            counter = self.store.raise_epoch(shard, applied, node_id=self.settings.node_id,
+                                             now_ms=self._clock.wall_ms())
+            safe_event(self._events, "shard_epoch_raised", level="warning", shard=str(shard),
+                       granted=epoch, applied=applied, counter=counter)
+            self._let_go(shard, checkpoint=False,
+                         why=f"its log has applied epoch {applied}, not below the granted "
+                             f"{epoch}: the epoch counter is raised to {counter}")
         else:
             self._let_go(shard, checkpoint=False,
                          why=f"it did not become active: {loop.error or loop.state}")

@@ -20,6 +20,7 @@ OWNERS: Final = "owners/"
 DRAINS: Final = "drains/"
 SECRETS: Final = "secrets/"
 WARM: Final = "warm/"
+EPOCHS: Final = "epochs/"
 
 
 def shard_segment(shard: ShardId) -> str:
@@ -45,6 +46,10 @@ def owner_key(shard: ShardId) -> str:
 
 def warm_key(shard: ShardId) -> str:
     return WARM + shard_segment(shard)
+
+
+def epoch_key(shard: ShardId) -> str:
+    return EPOCHS + shard_segment(shard)
 
 
 def drain_key(node_id: str) -> str:

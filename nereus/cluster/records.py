@@ -11,7 +11,11 @@ Who writes what (``keys.py`` says where):
 * ``placement/<shard>`` — a ``Placement``: which node should own the shard (the leader
   writes it; ``nereus shard move`` pins one);
 * ``owners/<shard>`` — an ``OwnerRecord``, ephemeral on the owner's session, created by
-  CAS only when absent. Its creation version is the shard's fencing epoch;
+  CAS only when absent: whoever creates it owns the shard;
+* ``epochs/<shard>`` — a ``ShardEpoch``, durable: the shard's fencing epoch, a counter
+  its owner increments by CAS on every take (after creating the ownership record), so
+  epochs grow per shard whatever the store's own version counter does (another
+  coordinator, a restored backup);
 * ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing;
 * ``secrets/<route>`` — a ``RouteSecret``: the route's evidence key, made once (create
   only) by ``nereus cluster init``; ``nereus init --join`` writes it into the node's home,
@@ -69,8 +73,8 @@ class OwnerState(StrEnum):
 
 
 class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """The shard's current owner. ``epoch`` is the record's creation version (0 in the
-    very first write, which cannot know its own version; the owner fills it in)."""
+    """The shard's current owner. ``epoch`` is the fencing epoch it took (``ShardEpoch``;
+    0 in the very first write, before the owner has incremented the counter)."""
 
     shard: str
     node_id: str
@@ -83,6 +87,18 @@ class OwnerRecord(msgspec.Struct, frozen=True, kw_only=True):
     # data, a database that cannot be opened), as a single engine's start would: a
     # front door starting its workers refuses to start over it
     refused: bool = False
+
+
+class ShardEpoch(msgspec.Struct, frozen=True, kw_only=True):
+    """A shard's fencing epoch: the last one granted, to whom, and when. Every take
+    increments it by CAS; it is never deleted (a later owner must go above it), and an
+    owner that finds the shard's log already past it raises it (``ClusterStore.raise_epoch``)."""
+
+    shard: str
+    epoch: int
+    node_id: str = ""
+    owner_id: str = ""
+    since_ms: int = 0
 
 
 class Warm(msgspec.Struct, frozen=True, kw_only=True):
