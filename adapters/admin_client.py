@@ -107,9 +107,11 @@ class AdminClient:
                                     f"reads: {exc}", hint="is the engine of another version? "
                                     "restart it with this installation") from None
 
-    def message(self, delay_message_id: str, *, route: str, barrier: bool) -> Any:
+    def message(self, delay_message_id: str, *, route: str, barrier: bool,
+                everywhere: bool = False) -> Any:
         return self.get(f"/v1/messages/{quote(delay_message_id, safe='')}", route=route,
-                        barrier="1" if barrier else None)
+                        barrier="1" if barrier else None,
+                        everywhere="1" if everywhere else None)
 
     def explain(self, delay_message_id: str, *, route: str) -> Any:
         return self.get(f"/v1/explain/{quote(delay_message_id, safe='')}", route=route)

@@ -96,9 +96,10 @@ class Env(msgspec.Struct):
         """The shard that holds an existing message.
 
         By its id's hash, unless an ORDERED lane placed it by its key: then the engine is
-        asked (it searches every shard it owns), or, with no engine, each shard's database
-        is read (read-only). A message that is queued but not applied yet is not found that
-        way; its id's shard is the answer then.
+        asked behind a query barrier (so a message queued a moment ago, not applied yet, is
+        found on its key's shard: a cancel racing its schedule goes where the message is),
+        or, with no engine, each shard's database is read (read-only); a message queued
+        but not applied is not found that way, and its id's shard is the answer then.
         """
         ref = self.route_ref(route)
         home_shard = ref.shard_for(delay_message_id)
@@ -108,7 +109,7 @@ class Env(msgspec.Struct):
             from nereus.errors import EngineUnreachable
 
             try:
-                found = self.admin().message(delay_message_id, route=route, barrier=False)
+                found = self.admin().message(delay_message_id, route=route, barrier=True)
                 return ShardId.parse(str(found["shard"]))
             except NotFound:
                 return home_shard

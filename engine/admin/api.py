@@ -45,6 +45,7 @@ from nereus.errors import NotFound, UsageError
 from nereus.records import QueryBarrier, decode, encode
 from nereus.records.codec import DecodeFailure
 from nereus.shard import ShardId, partition_for
+from nereus.state.values import Message
 from nereus.timespec import format_time_ms
 from nereus.views import (
     MESSAGE_PAGE_SKIPS,
@@ -148,17 +149,59 @@ class AdminApi:
 
     # messages and attempts ------------------------------------------------------------
     def message(self, delay_message_id: str, *, route: str = "default",
-                barrier: bool = False) -> MessageDetail:
+                barrier: bool = False, everywhere: bool = False) -> MessageDetail:
+        """The message as its shard holds it. With ``barrier``, after every record queued
+        before the request is applied on the shard that holds it: its id's shard, and,
+        when the message is not there and the route has an ORDERED lane (which places a
+        keyed message on its key's shard), every other shard of the route this engine
+        owns (``everywhere``: those alone, as a front door or node asks its peers)."""
+        if everywhere:
+            return self._message_anywhere(delay_message_id, route, barrier)
         loop = self._loop_for_message(delay_message_id, route)
-        barrier_position = None
-        if barrier:
-            data = encode(QueryBarrier(command_id=f"barrier-{self.engine.new_id()}"))
-            (receipt,) = loop.log.append([data])
-            loop.wake()
-            if not loop.wait_applied(receipt.position, 30):
-                raise UsageError(f"the query barrier at {receipt.position} was not applied in 30 s")
-            barrier_position = receipt.position
+        barrier_position = self._barrier([loop])[loop.shard] if barrier else None
         message = find_message(loop.store, delay_message_id)
+        if message is None and barrier and self.engine.config.ordered_lanes:
+            try:
+                return self._message_anywhere(delay_message_id, route, barrier,
+                                              skip=loop.shard)
+            except NotFound:
+                pass  # the id's shard's answer says more
+        return self._message_detail(loop, delay_message_id, message, barrier_position)
+
+    def _message_anywhere(self, delay_message_id: str, route: str, barrier: bool, *,
+                          skip: ShardId | None = None) -> MessageDetail:
+        """The message on whichever shard of ``route`` this engine owns holds it (all of
+        them behind a query barrier when asked)."""
+        loops = [loop for shard, loop in sorted(self.engine.shards.items())
+                 if shard.route == route and shard != skip]
+        positions = self._barrier(loops) if barrier else None
+        for loop in loops:
+            message = find_message(loop.store, delay_message_id)
+            if message is not None:
+                position = None if positions is None else positions[loop.shard]
+                return self._message_detail(loop, delay_message_id, message, position)
+        raise NotFound(f"no message {delay_message_id} on the shards of route {route} this "
+                       "engine owns" + (" (all of them behind a query barrier)"
+                                        if barrier and loops else ""),
+                       hint="check the id and the route (`--route`)")
+
+    def _barrier(self, loops: list[ShardLoop]) -> dict[ShardId, int]:
+        """A QUERY_BARRIER appended to each shard, then waited for: every record queued
+        before it is applied. Each barrier's position, by shard."""
+        receipts = {}
+        for loop in loops:
+            data = encode(QueryBarrier(command_id=f"barrier-{self.engine.new_id()}"))
+            (receipts[loop.shard],) = loop.log.append([data])
+            loop.wake()
+        for loop in loops:
+            position = receipts[loop.shard].position
+            if not loop.wait_applied(position, 30):
+                raise UsageError(f"the query barrier at {position} of shard {loop.shard} was "
+                                 "not applied in 30 s")
+        return {shard: receipt.position for shard, receipt in receipts.items()}
+
+    def _message_detail(self, loop: ShardLoop, delay_message_id: str, message: Message | None,
+                        barrier_position: int | None) -> MessageDetail:
         end = self.engine.log_heads.read([(loop.shard, loop.log)])[loop.shard].end
         applied = loop.applied_position
         if message is None:

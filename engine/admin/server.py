@@ -210,7 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/v1/messages/"):
                 return msgspec.to_builtins(api.message(
                     unquote(path[len("/v1/messages/"):]), route=query.get("route", "default"),
-                    barrier=query.get("barrier") in ("1", "true")))
+                    barrier=query.get("barrier") in ("1", "true"),
+                    everywhere=query.get("everywhere") in ("1", "true")))
         elif method == "POST":
             if path == "/v1/commands":
                 return msgspec.to_builtins(api.submit(request_of(self._body(), AppendRequest)))

@@ -68,12 +68,50 @@ class NodeApi(AdminApi):
 
     # per-shard reads --------------------------------------------------------------------
     def message(self, delay_message_id: str, *, route: str = "default",
-                barrier: bool = False) -> MessageDetail:
+                barrier: bool = False, everywhere: bool = False) -> MessageDetail:
+        """The owner of the message's id's shard answers; a message it does not hold on a
+        route with an ORDERED lane (placed on its key's shard) is asked of this node's own
+        shards and of the other owners this node can reach, each (with ``barrier``)
+        behind a barrier on its shards of the route."""
+        if everywhere:
+            return super().message(delay_message_id, route=route, barrier=barrier,
+                                   everywhere=True)
         remote = self._remote(self._message_shard(delay_message_id, route))
-        if remote is None:
-            return super().message(delay_message_id, route=route, barrier=barrier)
-        return msgspec.convert(remote.message(delay_message_id, route=route, barrier=barrier),
-                               MessageDetail)
+        try:
+            if remote is None:
+                return super().message(delay_message_id, route=route, barrier=barrier)
+            return msgspec.convert(remote.message(delay_message_id, route=route,
+                                                  barrier=barrier), MessageDetail)
+        except NotFound:
+            if not self.engine.config.ordered_lanes:
+                raise
+            found = self._message_elsewhere(delay_message_id, route, barrier)
+            if found is None:
+                raise
+            return found
+
+    def _message_elsewhere(self, delay_message_id: str, route: str,
+                           barrier: bool) -> MessageDetail | None:
+        """The message from this node's shards of ``route`` or a reachable owner of the
+        others, each asked (with ``barrier``) behind a barrier on all its shards of it."""
+        try:
+            return super().message(delay_message_id, route=route, barrier=barrier,
+                                   everywhere=True)
+        except NotFound:
+            pass
+        asked: set[str] = set()
+        for partition in range(self.engine.config.route(route).partitions):
+            remote = self._remote(ShardId(route, partition))
+            if remote is None or str(remote.path) in asked:
+                continue
+            asked.add(str(remote.path))
+            try:
+                return msgspec.convert(remote.message(delay_message_id, route=route,
+                                                      barrier=barrier, everywhere=True),
+                                       MessageDetail)
+            except NotFound:
+                continue
+        return None
 
     def explain(self, delay_message_id: str, *, route: str = "default"
                 ) -> MessageExplanation:

@@ -289,11 +289,25 @@ class FrontApi:
         return MessageList(messages=out, next_cursor=None)
 
     def message(self, delay_message_id: str, *, route: str = "default",
-                barrier: bool = False) -> MessageDetail:
+                barrier: bool = False, everywhere: bool = False) -> MessageDetail:
+        """The owner of the message's id's shard answers; a message it does not hold on a
+        route with an ORDERED lane (placed on its key's shard) is asked of every worker,
+        each (with ``barrier``) behind a barrier on its own shards of the route."""
         settings = self.config.route(route)
         shard = ShardId(route, partition_for(delay_message_id, settings.partitions))
-        return self._read(str(shard), lambda c: msgspec.convert(
-            c.message(delay_message_id, route=route, barrier=barrier), MessageDetail))
+        try:
+            return self._read(str(shard), lambda c: msgspec.convert(
+                c.message(delay_message_id, route=route, barrier=barrier), MessageDetail))
+        except NotFound:
+            if not self.config.ordered_lanes:
+                raise
+            answers = self._everyone(lambda c: msgspec.convert(c.message(
+                delay_message_id, route=route, barrier=barrier, everywhere=True),
+                MessageDetail))
+            found = next((a for a in answers if isinstance(a, MessageDetail)), None)
+            if found is None:
+                raise
+            return found
 
     def explain(self, delay_message_id: str, *, route: str = "default"
                 ) -> MessageExplanation:

@@ -1,6 +1,5 @@
 """What the chaos runs found that issue 37 §2 does not list, each pinned by a deterministic
-test that fails on today's code (``xfail(strict=True)``: it turns red when fixed, and the
-mark comes off then).
+test (``xfail(strict=True)`` while the code still breaks it; the mark came off with the fix).
 
 1. **A query with the barrier misses a queued keyed message of an ORDERED lane.** Found by
    ``bench/chaos.py --seed 21 --ops 400 --duration 20 --nemesis none`` (the
@@ -10,7 +9,10 @@ mark comes off then).
    in every shard's applied state; a message not applied yet is found nowhere, so the
    barrier goes to its *id's* shard (``default/0``), is applied there, and the answer,
    conclusive by its own promise, reads the wrong shard. Here the key's shard is held from
-   applying (its log reads nothing for a while) so the race is certain.
+   applying (its log reads nothing for a while) so the race is certain. Fixed: a barrier
+   query that does not find the message on its id's shard, on a route with an ORDERED
+   lane, puts a barrier on every other shard of the route and looks there (a front door
+   asks every worker, a cluster node every owner it reaches).
 """
 
 from __future__ import annotations
@@ -47,9 +49,6 @@ class HeldLog(DelegatingLog):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="found by tests/chaos (seed 21), not in issue 37 §2: "
-                   "message show --barrier appends its barrier to the message id's shard, "
-                   "not to the key's shard where an ORDERED lane placed a queued message")
 def test_a_barrier_query_sees_a_queued_keyed_message_on_its_keys_shard(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A keyed message of an ORDERED lane, placed on its key's shard (not its id's) and
