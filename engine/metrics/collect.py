@@ -42,6 +42,7 @@ from nereus.engine.clock import TrustedClock
 from nereus.engine.metrics.memory import memory_families
 from nereus.engine.metrics.payload_gc import payload_gc_families
 from nereus.engine.metrics.shard import Buckets
+from nereus.engine.scheduler.claims import Revocation
 from nereus.engine.shard_status import ShardState
 from nereus.records import MessageState
 
@@ -140,11 +141,18 @@ class EngineCollector(Collector):
                 outcomes.add_metric([*labels, lane, outcome], n)
             _histograms(due_lag, labels, counts.due_lag)
             _histograms(latency, labels, counts.outcome_latency)
-            for lane, n in sorted(counts.claims.items()):
-                claims.add_metric([*labels, lane], n)
+            # every configured lane's claim series from zero, so a rate exists before the
+            # first claim or revocation (as the admission stale reasons are)
+            claim_lanes = sorted(set(engine.config.lanes) | set(counts.claims)
+                                 | {lane for lane, _ in counts.revocations})
+            for lane in claim_lanes:
+                claims.add_metric([*labels, lane], counts.claims.get(lane, 0))
             _histograms(claim_latency, labels, counts.claim_latency)
-            for (lane, reason), n in sorted(counts.revocations.items()):
-                revocations.add_metric([*labels, lane, reason], n)
+            reasons = sorted({r.value for r in Revocation} | {r for _, r in counts.revocations})
+            for lane in claim_lanes:
+                for reason in reasons:
+                    revocations.add_metric([*labels, lane, reason],
+                                           counts.revocations.get((lane, reason), 0))
         yield from (applied, position, end, lag, age, state, epoch, fencing, unknown, stale,
                     outcomes, due_lag, latency, claims, claim_latency, revocations)
         yield from _lane_families(engine, lanes)

@@ -33,6 +33,7 @@ METRICS = (
     "nereus_due_lag_seconds_bucket", "nereus_due_lag_seconds_count",
     "nereus_admission_outcome_latency_seconds_bucket", "nereus_admissions_total",
     "nereus_claims_total", "nereus_claim_latency_seconds_bucket",
+    "nereus_claim_revocations_total",  # from zero: a rate exists before the first revocation
     "nereus_messages", "nereus_pending_messages", "nereus_uncertain_messages",
     "nereus_due_messages", "nereus_lane_gate_open", "nereus_lane_ready",
     "nereus_due_lag_max_seconds", "nereus_worker_restarts_total",
