@@ -26,6 +26,9 @@ on every change under the cluster's prefix, and at least every ``interval_s``:
    epoch at or above the one taken (the cluster moved to another coordinator, or the
    coordinator was restored from an older backup), the counter is raised to that epoch
    and the shard let go, so the next take goes above it (``shard_epoch_raised``).
+   A record on this node's session that the node does not hold is a take whose answer was
+   lost (a call that ran out of its deadline may still have been written): it is deleted,
+   and the next round takes the shard (``shard_take_undone``).
 
 Only shards of the configuration are taken (a placement left from a configuration with
 more partitions is not a shard). A shard that cannot run here — opening it raised (the
@@ -220,9 +223,25 @@ class ClusterNode:
                 self._moving_since.pop(shard, None)
         owners = self.store.owners()
         for shard in mine:
-            if shard not in self._owned and shard not in owners and not self._stop.is_set():
+            if shard in self._owned or self._stop.is_set():
+                continue
+            held = owners.get(shard)
+            if held is None:
                 self._stop_warming(shard)
                 self._take(shard)
+            elif held.version.session_id == self._session.session_id:
+                self._undo_lost_take(shard, held)
+
+    def _undo_lost_take(self, shard: ShardId, held: Owned) -> None:
+        """An ownership record on this node's session that this node does not hold: a take
+        whose answer was lost (the coordinator did not answer within the deadline, yet
+        wrote it). Nobody else may take the shard while it is there, so delete it (CAS on
+        the version read): the next round takes the shard again."""
+        if self.store.release(shard, held):
+            safe_event(self._events, "shard_take_undone", level="warning", shard=str(shard),
+                       epoch=held.record.epoch,
+                       reason="its ownership record was written on this node's session, "
+                              "but the take's answer was lost")
 
     def _follow_config(self) -> None:
         """A new revision of the cluster's configuration: its lane changes reach this

@@ -3,6 +3,9 @@ incremented by CAS on every take, not the store's version counter: so a cluster 
 to another coordinator (or a coordinator restored from an older backup) activates every
 shard above the epoch its log applied, instead of being refused for ever.
 
+Here too: a take whose answer was lost (the ownership record written on the node's
+session, the node never told) is undone and the shard taken again, not held by nobody.
+
 In one process, on the embedded coordinator and one home's file Shard Logs
 (``test_cluster_node``'s nodes); no service is needed.
 """
@@ -19,9 +22,13 @@ from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.coordination.sqlite import SqliteCoordinator
 from nereus.cluster import keys
 from nereus.cluster.records import OwnerState
+from nereus.config import parse_config
+from nereus.engine.cluster.node import ClusterNode, NodeSettings
+from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.time_source import SYSTEM_CLOCK
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, file_lane, now_ms
-from tests.integration.test_cluster_node import PARTITIONS, start_node
+from tests.integration.test_cluster_node import PARTITIONS, TTL_MS, start_node
 from tests.polling import wait_until
 
 SHARDS = [ShardId("default", p) for p in range(PARTITIONS)]
@@ -116,3 +123,43 @@ def test_a_cluster_moved_to_a_fresh_coordinator_activates_every_shard_above_its_
 def _active(store: ClusterStore) -> set[ShardId]:
     return {shard for shard, owned in store.owners().items()
             if owned.record.state == OwnerState.ACTIVE}
+
+
+@pytest.mark.timeout(60)
+def test_a_take_whose_answer_was_lost_is_undone_and_taken_again(tmp_path: Path) -> None:
+    """An ownership record on the node's own session that the node does not hold (the
+    coordinator wrote the take, the answer ran out of its deadline) is deleted by the
+    node's next round (``shard_take_undone``) and the shard is taken and ACTIVE after the
+    one that follows; every other shard is taken meanwhile."""
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True)
+    text = CONFIG.format(partitions=PARTITIONS, lanes=file_lane("local", "outbox/local.jsonl"))
+    (home / "nereus.toml").write_text(text)
+    events = Events()
+    with ExitStack() as stack:
+        store = store_on(tmp_path / "c.db", stack)
+        store.write_config(text, changed_by="test", reason="lost take", now_ms=now_ms(),
+                           expected=None)
+        engine = Engine(home, parse_config(text, source="test"), log_event=events,
+                        settings=EngineSettings(), catalog=store.handle)
+        engine.start(owned=())
+        stack.callback(engine.stop)
+        node = ClusterNode(engine, store, NodeSettings(
+            node_id="n1", host="localhost", address=f"{home}/run/n1.sock",
+            session_ttl_ms=TTL_MS, lease_margin_ms=500, interval_s=0.2),
+            clock=SYSTEM_CLOCK, events=engine.log_event)
+        node.join()
+        stack.callback(node.leave)
+        session = node._session
+        assert session is not None
+        lost = store.take(session, SHARDS[0], node_id="n1", owner_id=engine.owner_id,
+                          now_ms=now_ms())
+        assert lost is not None
+        node.reconcile()  # leads, places every shard here, takes the others, undoes SHARDS[0]
+        assert [e["shard"] for e in events.named("shard_take_undone")] == [str(SHARDS[0])]
+        assert SHARDS[0] not in store.owners()
+        node.reconcile()
+        assert _active(store) == set(SHARDS)
+        assert store.owners()[SHARDS[0]].record.epoch == lost.record.epoch + 1
+        node.stop_reconciling()
+

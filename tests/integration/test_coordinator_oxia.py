@@ -195,7 +195,8 @@ def test_a_call_to_a_paused_server_fails_within_its_deadline(
         oxia_endpoint: OxiaEndpoint, tmp_path: Path) -> None:  # noqa: F811
     """Against a server stopped with SIGSTOP (connection open, nothing answering), a put,
     a get and a session's keep-alive each fail with CoordinatorUnavailable within the
-    request deadline; once it resumes, calls succeed again."""
+    request deadline; once it resumes, calls succeed again. A write that ran out of its
+    deadline has an unknown outcome: the paused server may apply it when it resumes."""
     with private_oxia(oxia_endpoint.binary, tmp_path / "oxia") as server, \
             OxiaCoordinator(address(server.endpoint, "c"), request_timeout_s=1.0) as oxia:
         oxia.put("k", b"1")
@@ -210,7 +211,7 @@ def test_a_call_to_a_paused_server_fails_within_its_deadline(
                 assert time.monotonic() - started < 3
         finally:
             server.resume()
-        assert oxia.put("k", b"3").modifications_count == 1
+        assert oxia.put("k", b"3").modifications_count in (1, 2)  # the timed-out put: maybe
         assert not session.lost()
         session.close()
 
