@@ -325,22 +325,31 @@ JSON_KEYS: dict[str, JsonDoc] = {
                             "the configuration's text; audit lists every change, oldest first."),
     "cluster status": typed(
         ClusterStatus,
-        note="leader is a node id or null. Each node: alive (it holds a member record; a "
-        "node named only by placements, ownership records or a drain is listed with alive "
-        "false and address, host, capacity null) and the shards it owns. Each shard: owner "
-        "and epoch (null when UNOWNED), state ACTIVE, RECOVERING, MOVING (its owner is "
-        "releasing it, or it is placed on another node) or UNOWNED, and placed_on."),
+        note="leader is a node id or null. Nodes are named by the id given to `init --join "
+        "--node-id`; a node run as worker processes lists them under workers (worker_id "
+        "<node>-w<K>, each with the shards it owns). Each node: alive (it or a worker holds "
+        "a member record; a node named only by placements, ownership records or a drain is "
+        "listed with alive false and address, host, capacity null) and the shards it owns. "
+        "Each shard: owner (a node id) and owner_worker, epoch (null when UNOWNED), state "
+        "ACTIVE, RECOVERING, MOVING (its owner is releasing it, or it is placed on another "
+        "node), FAILED, OWNER_LOST (its owner is gone while its record lives: detail says "
+        "why, lease_left_ms until it goes) or UNOWNED, and placed_on (a node id) with "
+        "placed_on_worker."),
     "cluster nodes": typed(NodeRow, form="array", note="The nodes of `cluster status`."),
     "cluster drain": typed(
         NodeDrainReport,
         note="result is DRY_RUN, DRAINING (written), DRAINED (--wait: it owns nothing) or "
-        "NOT_YET (--wait ended first; exit status 6); shards are those it still owns."),
-    "cluster undrain": typed(NodeUndrainReport),
+        "NOT_YET (--wait ended first; exit status 6); shards are those it (or any of its "
+        "workers) still owns."),
+    "cluster undrain": typed(NodeUndrainReport, note="undrained is false when the node was "
+                             "not draining or with --dry-run."),
     "shard move": typed(
         ShardMoveReport,
         note="result is DRY_RUN, PLACED (the pinned placement is written), MOVED (--wait: "
         "the target owns it, ACTIVE) or NOT_YET (--wait ended first; exit status 6); owner "
-        "and placed_on are as they were before the move, state as it is at the end."),
+        "and placed_on are as they were before the move, state as it is at the end; "
+        "to_worker is the worker of the node the shard was placed on (null for a node run "
+        "as one process)."),
 }
 
 

@@ -90,7 +90,7 @@ __nereus_options() {
         "cluster status") echo "--coordinator --home --json --output -o --help" ;;
         "cluster nodes") echo "--coordinator --home --json --output -o --help" ;;
         "cluster drain") echo "--reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --output -o --help" ;;
-        "cluster undrain") echo "--coordinator --home --json --output -o --help" ;;
+        "cluster undrain") echo "--reason --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
     esac
 }
 
@@ -225,6 +225,8 @@ __nereus_value() {
         "--as:cluster drain" | "--operator:cluster drain") echo "text" ;;
         "--coordinator:cluster drain") echo "text" ;;
         "--wait:cluster drain") echo "text" ;;
+        "--reason:cluster undrain") echo "text" ;;
+        "--as:cluster undrain" | "--operator:cluster undrain") echo "text" ;;
         "--coordinator:cluster undrain") echo "text" ;;
     esac
 }

@@ -235,7 +235,7 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from resume' -x -a '(__nereus_names shard)'
 
 # nereus shard move
-complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l to -x -d 'The live node to own it.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l to -x -d 'The live node to own it (its given id).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
@@ -395,10 +395,10 @@ complete -c nereus -n '__fish_seen_subcommand_from command; and not __fish_seen_
 # nereus cluster
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a init -d 'Write the cluster\'s configuration into its coordinator (the first, or --replace).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a config -d 'The cluster\'s configuration as its coordinator holds it, with its audit.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a status -d 'The leader, every node (alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING, MOVING, FAILED or UNOWNED) and placement.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a nodes -d 'Every node: alive (a member record), address, capacity, draining, the shards it owns.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a drain -d 'Drain a node: the leader places its shards on other nodes, which take them over by planned moves (asks for confirmation). It stays drained until `cluster undrain`.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a undrain -d 'Take a drain back: the node may own shards again (the leader rebalances).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a status -d 'The leader, every node (by the id it was given, its worker processes under it; alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING, MOVING, FAILED, OWNER_LOST with the time its owner\'s lease has left, or UNOWNED) and placement.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a nodes -d 'Every node by the id it was given: alive (a member record), address, capacity, draining, the shards it owns, and its worker processes (`--workers N`).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a drain -d 'Drain a node (and its worker processes): the leader places its shards on other nodes, which take them over by planned moves (asks for confirmation). It stays drained until `cluster undrain`.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a undrain -d 'Take a drain back: the node (and its workers) may own shards again; the leader rebalances. Asks for confirmation on a terminal (`--yes` skips it); without one it goes ahead, as taking a drain back moves no shard away from a live node.'
 
 # nereus cluster init
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l from -r -F -d 'The cluster\'s configuration: [routes.*] on kafka or pulsar, [lanes.*], [shard], [objects] shared by every node, [checkpoints].'
@@ -427,4 +427,8 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
 
 # nereus cluster undrain
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l reason -x -d 'Why (shown in the report with your identity).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'

@@ -1,8 +1,9 @@
 """The cluster screen's view models: one read of the coordinator's records turned into
 frozen rows (pure functions; the shard states follow ``nereus.cluster.status``).
 
-A node is listed while anything names it: its member record (``alive``), a shard it owns,
-a placement or a drain. A shard is listed when the cluster's configuration has it or a
+A node is listed by the id its operator gave it (its worker processes ``<id>-w<K>`` count
+as it) while anything names it: its member record (``alive``), a shard it owns, a
+placement or a drain. A shard is listed when the cluster's configuration has it or a
 record names it; the ones in motion (MOVING, RECOVERING) are also the moves table's rows.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nereus.cluster.names import node_of
 from nereus.cluster.status import IN_MOTION, ShardState, configured_shards, node_facts, shard_state
 from nereus.errors import NereusError
 from nereus.shard import ShardId
@@ -87,6 +89,12 @@ def node_rows(reading: ClusterReading, this_node: str | None) -> tuple[NodeRow, 
                                      view.leader))
 
 
+def _named(member_id: str) -> str:
+    """A member by its node's given id, a worker beside it: ``n2 (n2-w1)``."""
+    node = node_of(member_id)
+    return node if node == member_id else f"{node} ({member_id})"
+
+
 def ownership_rows(reading: ClusterReading,
                    configured: list[ShardId]) -> tuple[OwnershipRow, ...]:
     view = reading.view
@@ -94,9 +102,9 @@ def ownership_rows(reading: ClusterReading,
     for shard in sorted({*configured, *view.placements, *view.owners}):
         owner, placement = view.owners.get(shard), view.placements.get(shard)
         rows.append(OwnershipRow(
-            shard=str(shard), owner=None if owner is None else owner.node_id,
+            shard=str(shard), owner=None if owner is None else _named(owner.node_id),
             epoch=None if owner is None else owner.epoch, state=shard_state(owner, placement),
-            placed_on=None if placement is None else placement.node_id,
+            placed_on=None if placement is None else _named(placement.node_id),
             pinned=placement is not None and placement.pinned,
             detail="" if owner is None else owner.detail))
     return tuple(rows)
@@ -116,7 +124,7 @@ def build_cluster_overview(reading: ClusterReading, *,
     leader = reading.view.leader
     return ClusterOverview(
         cluster=reading.cluster, coordinator=reading.coordinator,
-        leader=None if leader is None else leader.node_id, this_node=this_node,
+        leader=None if leader is None else node_of(leader.node_id), this_node=this_node,
         config_revision=None if config is None else config.revision, config_problem=problem,
         nodes=node_rows(reading, this_node), shards=ownership_rows(reading, configured))
 

@@ -58,7 +58,7 @@ from nereus.coordination.errors import (
     SessionExpired,
     UnexpectedVersionId,
 )
-from nereus.coordination.protocol import Session
+from nereus.coordination.protocol import Session, SessionTime
 from nereus.coordination.records import (
     EXPECTED_RECORD_DOES_NOT_EXIST,
     Record,
@@ -141,6 +141,14 @@ class EtcdCoordinator:
             self._sessions = [s for s in self._sessions if not s.lost()] + [session]
             self._remember(grant.lease_id, client_identity)
         return session
+
+    def session_time(self, session_id: int) -> SessionTime | None:
+        """``SessionClock``: the lease's time to live (etcd counts in whole seconds)."""
+        left_s, granted_s = self._gateway().time_to_live(session_id)
+        if left_s < 0 or granted_s <= 0:
+            return None
+        return SessionTime(left_ms=left_s * 1000, ttl_ms=granted_s * 1000,
+                           heartbeats_per_ttl=self._heartbeats_per_ttl)
 
     def _write_identity(self, gateway: Gateway, lease_id: int, identity: str) -> None:
         """Put the session's key (on its lease); revoke the lease if that fails."""

@@ -222,6 +222,12 @@ class KeepAliveResult(msgspec.Struct, frozen=True, rename={"ttl_s": "TTL"}):
     ttl_s: int = 0  # absent (0) when the lease is gone
 
 
+class TimeToLiveResponse(msgspec.Struct, frozen=True,
+                         rename={"ttl_s": "TTL", "granted_ttl_s": "grantedTTL"}):
+    ttl_s: int = -1  # -1 when the lease is gone
+    granted_ttl_s: int = 0
+
+
 class KeepAliveResponse(msgspec.Struct, frozen=True):
     result: KeepAliveResult = KeepAliveResult()
 
@@ -270,6 +276,12 @@ class Gateway:
         answer = self._call("/lease/keepalive", {"ID": lease_id}, KeepAliveResponse,
                             "a lease keep-alive")
         return answer.result.ttl_s
+
+    def time_to_live(self, lease_id: int) -> tuple[int, int]:
+        """The lease's seconds left (-1 if it is gone) and the TTL it was granted."""
+        answer = self._call("/kv/lease/timetolive", {"ID": lease_id}, TimeToLiveResponse,
+                            "a lease's time to live")
+        return answer.ttl_s, answer.granted_ttl_s
 
     def revoke(self, lease_id: int) -> bool:
         """Revoke the lease (its keys go now); False if it was already gone."""

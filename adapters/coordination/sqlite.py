@@ -52,7 +52,7 @@ from nereus.coordination.errors import (
     SessionExpired,
     UnexpectedVersionId,
 )
-from nereus.coordination.protocol import Session
+from nereus.coordination.protocol import Session, SessionTime
 from nereus.coordination.records import (
     EXPECTED_RECORD_DOES_NOT_EXIST,
     NotificationType,
@@ -184,6 +184,17 @@ class SqliteCoordinator:
                 {"now": tx.now_ms, "low": min_key_inclusive,
                  "high": max_key_exclusive}).fetchall()
         return [record_of(row) for row in rows]
+
+    def session_time(self, session_id: int) -> SessionTime | None:
+        """``SessionClock``: the session's deadline less the store's now."""
+        with self._store.read() as tx:
+            row = tx.conn.execute("SELECT deadline_ms, ttl_ms FROM sessions WHERE "
+                                  "session_id = ?", (session_id,)).fetchone()
+            now = tx.now_ms
+        if row is None or row[0] <= now:
+            return None
+        return SessionTime(left_ms=row[0] - now, ttl_ms=row[1],
+                           heartbeats_per_ttl=self._heartbeats_per_ttl)
 
     # notifications ----------------------------------------------------------------------
     def get_notifications(self, prefix: str) -> SqliteNotifications:

@@ -102,6 +102,13 @@ def init_join(env: Env, url: str | None, node_id: str | None, capacity: int, *, 
     if not _NODE_ID.match(node_id):
         raise UsageError(f"invalid node id {node_id!r}", hint="use 1-64 characters from "
                          "A-Z a-z 0-9 . _ - starting with a letter or digit")
+    from nereus.cluster.names import looks_like_worker, node_of
+
+    if looks_like_worker(node_id):
+        raise UsageError(f"node id {node_id!r} ends like a worker process's id: a node run "
+                         f"with --workers N is shown as {node_of(node_id)!r} with its workers "
+                         f"{node_of(node_id)}-w0, {node_of(node_id)}-w1, ...",
+                         hint="choose an id that does not end in -w<digits>")
     layout = env.layout
     if layout.config.exists() and not force:
         raise NereusError(f"{layout.config} already exists",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nereus.adapters.cluster.store import ClusterStore
+from nereus.cluster.names import node_of
 from nereus.cluster.placement import Assignment, plan_placement
 from nereus.cluster.records import Placement
 from nereus.coordination.errors import UnexpectedVersionId
@@ -21,7 +22,8 @@ def place_shards(store: ClusterStore, shards: Sequence[ShardId], *, now_ms: int,
                  events: EventLog) -> int:
     """Write the placements that differ from the desired ones; how many were written."""
     members = store.members()
-    drains = frozenset(store.drains())
+    drained = store.drains()  # a drain names a node: its workers are drained with it
+    drains = frozenset({*drained, *(m for m in members if node_of(m) in drained)})
     placed = store.placements()
     current = {shard: Assignment(p.node_id, p.reason, p.pinned)
                for shard, (p, _) in placed.items()}

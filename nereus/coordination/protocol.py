@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from nereus.coordination.records import Notification, Record, Version
 
@@ -146,4 +147,24 @@ class Coordinator(Protocol):
 
     def close(self) -> None:
         """Close the sessions and subscriptions made here and let go of the store."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTime:
+    """How long a session lives without another heartbeat (``left_ms``, 0 or less: it is
+    over), and the TTL each heartbeat gives it, as its store says now."""
+
+    left_ms: int
+    ttl_ms: int
+    heartbeats_per_ttl: int  # how often a live holder heartbeats in one TTL
+
+
+@runtime_checkable
+class SessionClock(Protocol):
+    """What some coordinators also tell (the embedded one, etcd): how long a session has
+    left, so a reader can see a holder that stopped heartbeating before its records go."""
+
+    def session_time(self, session_id: int) -> SessionTime | None:
+        """The session's time left; None when the store does not know it (ended)."""
         ...

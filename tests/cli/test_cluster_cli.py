@@ -243,6 +243,6 @@ def test_drain_waits_until_the_node_owns_nothing_and_undrain_takes_it_back(
         assert (drained["result"], drained["shards"], drained["reason"]) == (
             "DRAINED", [], "kernel update")
         undrained = _json("cluster", "undrain", "n1", "--coordinator", url, home=op)
-        assert undrained == {"node_id": "n1", "undrained": True}
+        assert (undrained["node_id"], undrained["undrained"]) == ("n1", True)
         again = _json("cluster", "undrain", "n1", "--coordinator", url, home=op)
         assert again["undrained"] is False

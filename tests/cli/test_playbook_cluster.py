@@ -46,7 +46,8 @@ def test_rolling_restart_drains_restarts_and_undrains_this_node(home: Path) -> N
                                      "--wait=300", "--", "n2"]
     assert by_id["stop"]["confirm"].startswith("Node n2 owns no shard now. Stop the engine")
     assert [step["id"] for step in steps if step["confirm"]] == ["stop"]
-    assert by_id["undrain"]["run"] == ["cluster", "undrain", "--", "n2"]
+    assert by_id["undrain"]["run"] == ["cluster", "undrain", "--reason=kernel update",
+                                       "--yes", "--", "n2"]
     final = by_id["settled_after"]["wait"]["until"]
     assert '"state", "ACTIVE"' in final and 'where(output.nodes, "node_id", node)' in final
 

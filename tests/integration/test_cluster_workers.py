@@ -36,7 +36,8 @@ def test_a_node_with_two_workers_is_two_members_and_answers_for_the_node(
     """Node ``a`` with two workers and node ``b`` with one share six shards two by two;
     ``a``'s engine status lists exactly its workers' shards, ``a``'s home shows a message
     that ``b`` owns, ``cluster status`` lists the three members alive, and every
-    acknowledged schedule ends published once with nothing UNCERTAIN."""
+    acknowledged schedule ends published once with nothing UNCERTAIN; ``cluster status``
+    names the nodes ``a`` and ``b``, ``a``'s workers under it."""
     spec = ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=kafka_bootstrap,
                        etcd=f"{etcd_endpoint.host}:{etcd_endpoint.port}",
                        s3=s3_service.require())
@@ -70,8 +71,9 @@ def test_a_node_with_two_workers_is_two_members_and_answers_for_the_node(
 
             nodes = run_nereus("--json", "cluster", "status", home=cluster.home("a"))
             assert nodes.code == 0, nodes.stderr
-            alive = {n["node_id"] for n in nodes.json()["nodes"] if n["alive"]}
-            assert alive == members
+            alive = {n["node_id"]: [w["worker_id"] for w in n["workers"] if w["alive"]]
+                     for n in nodes.json()["nodes"] if n["alive"]}
+            assert alive == {"a": ["a-w0", "a-w1"], "b": []}
         finally:
             load.stop()
         settle_and_stop(cluster, load)

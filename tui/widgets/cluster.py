@@ -15,7 +15,7 @@ from nereus.tui.formatting import fmt_int, fmt_text
 from nereus.tui.widgets.tables import RowTable
 
 _STATE_STYLE = {"ACTIVE": "green", "MOVING": "bold yellow", "RECOVERING": "bold yellow",
-                "FAILED": "bold red", "UNOWNED": "bold red"}
+                "FAILED": "bold red", "OWNER_LOST": "bold red", "UNOWNED": "bold red"}
 
 
 def _cell(value: str | None, style: str) -> Text:

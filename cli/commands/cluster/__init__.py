@@ -28,18 +28,26 @@ app.command("config")(configure.cluster_config)
 
 
 def _status(env: Env, coordinator: str | None) -> ClusterStatus:
+    from nereus.adapters.cluster.liveness import owner_health
     from nereus.cli.commands.cluster.status_view import cluster_status
 
     with cluster_store(env, coordinator) as store:
         store.require_config()
         view = store.snapshot()
-        return cluster_status(view, cluster=store.handle.cluster, coordinator=store.url)
+        # what is known of each owner now, for the records just read (the same owner)
+        owned = {shard: found for shard, found in store.owners().items()
+                 if view.owners.get(shard) == found.record}
+        health = owner_health(store, owned, view.members)
+        return cluster_status(view, cluster=store.handle.cluster, coordinator=store.url,
+                              health=health)
 
 
 @app.command("status")
 def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
-    """The leader, every node (alive or not) and every shard: its owner, fencing epoch,
-    state (ACTIVE, RECOVERING, MOVING, FAILED or UNOWNED) and placement."""
+    """The leader, every node (by the id it was given, its worker processes under it;
+    alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING,
+    MOVING, FAILED, OWNER_LOST with the time its owner's lease has left, or UNOWNED) and
+    placement."""
     import msgspec
 
     from nereus.cli.output import shown
@@ -51,7 +59,8 @@ def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
 
 @app.command("nodes")
 def nodes(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
-    """Every node: alive (a member record), address, capacity, draining, the shards it owns."""
+    """Every node by the id it was given: alive (a member record), address, capacity,
+    draining, the shards it owns, and its worker processes (`--workers N`)."""
     import msgspec
 
     from nereus.cli.output import shown
@@ -74,10 +83,24 @@ def _print_status(out: Console, report: ClusterStatus) -> None:
     _print_nodes(out, report.nodes)
     table = Table("shard", "state", "owner", "epoch", "placed on", title="shards")
     for row in report.shards:
-        placed = (row.placed_on or "-") + (" (pinned)" if row.pinned else "")
-        table.add_row(row.shard, row.state, row.owner or "-",
+        placed = _named(row.placed_on, row.placed_on_worker) + (" (pinned)" if row.pinned
+                                                                else "")
+        state: str = row.state
+        if row.state == "OWNER_LOST":
+            state += (" (lease expiring"
+                      + ("" if row.lease_left_ms is None
+                         else f", {row.lease_left_ms / 1000:.1f} s left") + ")")
+        table.add_row(row.shard, state, _named(row.owner, row.owner_worker),
                       "-" if row.epoch is None else str(row.epoch), placed)
     out.print(table)
+    for row in report.shards:
+        if row.detail and row.state in ("OWNER_LOST", "FAILED"):
+            out.print(f"[yellow]![/yellow] {row.shard} {row.state}: {row.detail}")
+
+
+def _named(node: str | None, worker: str | None) -> str:
+    """A node, and its worker beside it: ``n2 (n2-w1)``."""
+    return "-" if node is None else node + (f" ({worker})" if worker else "")
 
 
 def _print_nodes(out: Console, rows: list[NodeRow]) -> None:
@@ -90,4 +113,11 @@ def _print_nodes(out: Console, rows: list[NodeRow]) -> None:
                       "yes" if row.alive else "no", row.host or "-", row.address or "-",
                       "-" if row.capacity is None else str(row.capacity),
                       ", ".join(row.shards) or "-")
+        for worker in row.workers:
+            table.add_row(f"  └ {worker.worker_id}" + (" (draining)" if worker.draining
+                                                         and not row.draining else ""),
+                          "yes" if worker.alive else "no", "",
+                          worker.address or "-" if worker.pid is None
+                          else f"pid {worker.pid}, {worker.address}", "",
+                          ", ".join(worker.shards) or "-")
     out.print(table)

@@ -70,29 +70,48 @@ class ClusterConfigView(msgspec.Struct, frozen=True, kw_only=True,
     audit: list[AuditRow]
 
 
+class WorkerRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One worker process of a node run with ``--workers N``: the member ``<node>-w<K>``."""
+
+    worker_id: str
+    alive: bool
+    pid: int | None
+    address: str | None  # the worker's own admin socket; null when not alive
+    draining: bool
+    shards: list[str]  # the shards whose ownership record names this worker
+
+
 class NodeRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A node: live (it has a member record) or named only by placements, ownership
-    records or a drain (``alive`` false)."""
+    """A node, by the id its operator gave it (``init --join --node-id``): live (a member
+    record of its own or of a worker) or named only by placements, ownership records or a
+    drain (``alive`` false). A node run as worker processes lists them in ``workers``."""
 
     node_id: str
     alive: bool
     address: str | None  # its admin socket (on host); null when not alive
     host: str | None
-    capacity: int | None
+    capacity: int | None  # its capacity (each worker's placement weight)
     draining: bool
-    leader: bool
-    shards: list[str]  # the shards whose ownership record names it
+    leader: bool  # it, or one of its workers, leads
+    shards: list[str]  # the shards whose ownership record names it or one of its workers
+    workers: list[WorkerRow]  # empty for a node run as one process
 
 
 class ShardRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A shard: its owner (ownership record) and where it is placed."""
 
     shard: str
-    owner: str | None
+    owner: str | None  # the owner's node id
+    owner_worker: str | None  # the worker of that node that owns it (`<node>-w<K>`), or null
     epoch: int | None  # the owner's fencing epoch
-    state: ShardState
-    placed_on: str | None
+    state: ShardState  # OWNER_LOST: its owner is gone, its record lives until its lease ends
+    placed_on: str | None  # the node it is placed on
+    placed_on_worker: str | None  # the worker of that node, or null
     pinned: bool  # placed by an operator (`shard move`)
+    # how long the owner's coordinator session lives without a heartbeat (null: the
+    # coordinator does not say, or nobody owns the shard)
+    lease_left_ms: int | None
+    detail: str | None  # why, for a FAILED or OWNER_LOST shard
 
 
 class ClusterStatus(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -113,8 +132,9 @@ class ShardMoveReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     owns the shard, ACTIVE."""
 
     shard: str
-    to: str
-    owner: str | None  # the owner when the move was placed
+    to: str  # the node asked for
+    to_worker: str | None  # the worker of that node the shard is placed on, or null
+    owner: str | None  # the owner's node when the move was placed
     placed_on: str | None  # the placement it replaced
     operator: str
     reason: str
@@ -137,10 +157,13 @@ class NodeDrainReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 class NodeUndrainReport(msgspec.Struct, frozen=True, kw_only=True,
                         forbid_unknown_fields=True):
-    """``cluster undrain``: whether a drain was removed."""
+    """``cluster undrain``: whether a drain was removed, by whom and why."""
 
     node_id: str
-    undrained: bool  # false: the node was not draining
+    undrained: bool  # false: the node was not draining (or --dry-run)
+    operator: str
+    reason: str
+    dry_run: bool
 
 
 class InitJoinReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

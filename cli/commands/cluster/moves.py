@@ -7,6 +7,11 @@ Each records who asked and why in the record it writes (``Placement.operator``/`
 for confirmation (``--yes`` in scripts). The leader turns the records into placements and
 the nodes hand the shards over; ``--wait SECONDS`` follows the ownership records until the
 move is done (exit 6 if it is not by then).
+
+NODE is the id the operator gave the node (``init --join --node-id n2``): a drain of ``n2``
+drains its worker processes ``n2-w<K>`` (the leader counts them drained), a move to ``n2``
+is placed on the worker of ``n2`` that holds the fewest shards. A worker's own id is
+accepted too (that worker alone).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from nereus.cli.commands.cluster.access import (
 )
 from nereus.cli.context import Env
 from nereus.cli.mutation.options import ReasonOpt
+from nereus.cluster.names import members_of, node_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,13 +49,15 @@ if TYPE_CHECKING:
 WaitOpt = Annotated[float | None, typer.Option(
     "--wait", metavar="SECONDS", min=0, max=86_400,
     help="Wait up to SECONDS until it is done (exit 6 if it is not by then).")]
-NodeArg = Annotated[str, typer.Argument(metavar="NODE", help="The node's id.")]
+NodeArg = Annotated[str, typer.Argument(
+    metavar="NODE", help="The node's id (as given to `init --join --node-id`).")]
 
 
 def shard_move(
     ctx: typer.Context,
     shard: Annotated[str, typer.Argument(help="The shard (ROUTE/PARTITION).")],
-    to: Annotated[str, typer.Option("--to", metavar="NODE", help="The live node to own it.")],
+    to: Annotated[str, typer.Option("--to", metavar="NODE",
+                                    help="The live node to own it (its given id).")],
     reason: ReasonOpt,
     operator: OperatorOpt = None,
     coordinator: CoordinatorOpt = None,
@@ -71,30 +79,31 @@ def shard_move(
     who = identity(operator, reason, None, None)
     target = ShardId.parse(shard)
     with cluster_store(env, coordinator) as store:
-        _check_move(store, target, to)
+        member = _check_move(store, target, to)
         owned = store.owners().get(target)
         placed = store.placements().get(target)
-        owner = None if owned is None else owned.record.node_id
-        report = _move_report(store, target, to, who, owner=owner,
-                              placed_on=None if placed is None else placed[0].node_id,
+        owner = None if owned is None else node_of(owned.record.node_id)
+        report = _move_report(store, target, to, member, who, owner=owner,
+                              placed_on=None if placed is None else node_of(placed[0].node_id),
                               result="DRY_RUN")
         if not dry_run:
             if not yes:
                 from nereus.cli.mutation.confirmation import ask
 
                 ask(f"move shard {target} from {owner or 'no owner'} to {to}")
-            _pin(store, target, to, who)
+            _pin(store, target, member, who)
             done = wait is not None and _await(store, _owner_prefix(target), wait,
-                                               lambda: _moved(store, target, to))
+                                               lambda: _moved(store, target, member))
             result: MoveResult = "PLACED" if wait is None else "MOVED" if done else "NOT_YET"
-            report = _move_report(store, target, to, who, owner=owner,
+            report = _move_report(store, target, to, member, who, owner=owner,
                                   placed_on=report.placed_on, result=result)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_move(out, shown(report)))
     _not_yet(report.result)
 
 
-def _check_move(store: ClusterStore, shard: ShardId, to: str) -> None:
-    """The shard is the cluster's; the node is live and not draining."""
+def _check_move(store: ClusterStore, shard: ShardId, to: str) -> str:
+    """The shard is the cluster's; the node is live and not draining. The member to place
+    the shard on: the node itself, or its worker holding the fewest shards."""
     from nereus.cluster.status import configured_shards
     from nereus.errors import NotFound, UsageError
 
@@ -103,13 +112,21 @@ def _check_move(store: ClusterStore, shard: ShardId, to: str) -> None:
         raise NotFound(f"shard {shard} is not a shard of cluster {store.handle.cluster}",
                        hint="`nereus cluster status` lists its shards")
     members = store.members()
-    if to not in members:
-        live = ", ".join(sorted(members)) or "none"
+    candidates = members_of(to, members)
+    if not candidates:
+        live = ", ".join(sorted({node_of(m) for m in members})) or "none"
         raise NotFound(f"no live node {to!r} in cluster {store.handle.cluster} (live: {live})",
                        hint="a node is live while its engine runs; `nereus cluster nodes`")
-    if to in store.drains():
+    drains = store.drains()
+    open_ = [m for m in candidates if m not in drains and node_of(m) not in drains]
+    if not open_:
         raise UsageError(f"node {to} is draining: it takes no shard",
-                         hint=f"undrain it first: nereus cluster undrain {to}")
+                         hint=f"undrain it first: nereus cluster undrain {node_of(to)} "
+                              "--reason TEXT")
+    held: dict[str, int] = {}
+    for placement, _ in store.placements().values():
+        held[placement.node_id] = held.get(placement.node_id, 0) + 1
+    return min(open_, key=lambda m: (held.get(m, 0), m))
 
 
 def _pin(store: ClusterStore, shard: ShardId, to: str, who: Identity) -> None:
@@ -171,8 +188,8 @@ def _await(store: ClusterStore, prefix: str, seconds: float, done: Callable[[], 
         watch.close()
 
 
-def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
-                 owner: str | None, placed_on: str | None,
+def _move_report(store: ClusterStore, shard: ShardId, to: str, member: str, who: Identity,
+                 *, owner: str | None, placed_on: str | None,
                  result: MoveResult) -> ShardMoveReport:
     from nereus.cli.commands.cluster.documents import ShardMoveReport
     from nereus.cluster.status import shard_state
@@ -180,7 +197,8 @@ def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
     owned = store.owners().get(shard)
     placed = store.placements().get(shard)
     return ShardMoveReport(
-        shard=str(shard), to=to, owner=owner, placed_on=placed_on, operator=who.operator,
+        shard=str(shard), to=node_of(to), to_worker=None if member == node_of(member)
+        else member, owner=owner, placed_on=placed_on, operator=who.operator,
         reason=who.reason, result=result,
         state=shard_state(None if owned is None else owned.record,
                           None if placed is None else placed[0]))
@@ -189,7 +207,8 @@ def _move_report(store: ClusterStore, shard: ShardId, to: str, who: Identity, *,
 def _print_move(out: Console, report: ShardMoveReport) -> None:
     said = {"DRY_RUN": "would move", "PLACED": "placed", "MOVED": "moved",
             "NOT_YET": "placed (not moved yet)"}[report.result]
-    out.print(f"{said} shard {report.shard} -> {report.to} (from {report.owner or 'no owner'};"
+    target = report.to + (f" ({report.to_worker})" if report.to_worker else "")
+    out.print(f"{said} shard {report.shard} -> {target} (from {report.owner or 'no owner'};"
               f" by {report.operator}: {report.reason}); now {report.state}")
 
 
@@ -211,8 +230,9 @@ def cluster_drain(
     yes: ConfirmOpt = False,
     wait: WaitOpt = None,
 ) -> None:
-    """Drain a node: the leader places its shards on other nodes, which take them over by
-    planned moves (asks for confirmation). It stays drained until `cluster undrain`."""
+    """Drain a node (and its worker processes): the leader places its shards on other
+    nodes, which take them over by planned moves (asks for confirmation). It stays drained
+    until `cluster undrain`."""
     import msgspec
 
     from nereus.cli.mutation.options import identity
@@ -227,10 +247,13 @@ def cluster_drain(
         view = store.snapshot()
         known = {*view.members, *view.drains, *(o.node_id for o in view.owners.values()),
                  *(p.node_id for p in view.placements.values())}
-        if node not in known:
-            raise NotFound(f"no node {node!r} in cluster {store.handle.cluster}",
-                           hint="`nereus cluster nodes` lists them")
-        if not set(view.members) - set(view.drains) - {node}:
+        if not members_of(node, known) and node not in view.drains:
+            names = ", ".join(sorted({node_of(name) for name in known})) or "none"
+            raise NotFound(f"no node {node!r} in cluster {store.handle.cluster} "
+                           f"(nodes: {names})", hint="`nereus cluster nodes` lists them")
+        drained = set(members_of(node, view.members))
+        if not {m for m in view.members if m not in view.drains
+                and node_of(m) not in view.drains} - drained:
             env.output.warn(f"no other live node can take {node}'s shards: they stay where "
                             "they are until one joins")
         result: DrainResult = "DRY_RUN"
@@ -252,8 +275,9 @@ def cluster_drain(
 
 
 def _owned_by(store: ClusterStore, node: str) -> list[str]:
+    """The shards the node owns, itself or through its workers."""
     return [str(shard) for shard, owned in sorted(store.owners().items())
-            if owned.record.node_id == node]
+            if members_of(node, [owned.record.node_id])]
 
 
 def _drain_report(store: ClusterStore, node: str, who: Identity,
@@ -273,19 +297,45 @@ def _print_drain(out: Console, report: NodeDrainReport) -> None:
               f"it owns {owns}")
 
 
-def cluster_undrain(ctx: typer.Context, node: NodeArg,
-                    coordinator: CoordinatorOpt = None) -> None:
-    """Take a drain back: the node may own shards again (the leader rebalances)."""
+def cluster_undrain(
+    ctx: typer.Context,
+    node: NodeArg,
+    reason: Annotated[str, typer.Option(
+        "--reason", help="Why (shown in the report with your identity).")] = "",
+    operator: OperatorOpt = None,
+    coordinator: CoordinatorOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: ConfirmOpt = False,
+) -> None:
+    """Take a drain back: the node (and its workers) may own shards again; the leader
+    rebalances. Asks for confirmation on a terminal (`--yes` skips it); without one it goes
+    ahead, as taking a drain back moves no shard away from a live node."""
     import msgspec
 
     from nereus.cli.commands.cluster.documents import NodeUndrainReport
+    from nereus.cli.mutation.options import identity
     from nereus.cli.output import safe_markup
 
     env: Env = ctx.obj
+    who = identity(operator, reason or "-", None, None)
     with cluster_store(env, coordinator) as store:
         store.require_config()
-        report = NodeUndrainReport(node_id=node, undrained=store.undrain(node))
+        drains = store.drains()
+        # the node's own drain, and any of its workers' (a drain by a worker's id)
+        names = members_of(node, drains)
+        if names and not dry_run and not yes:
+            import sys
+
+            if sys.stdin.isatty():
+                from nereus.cli.mutation.confirmation import ask
+
+                ask(f"undrain node {node} (the leader may place shards on it again)")
+        undrained = bool(names) and not dry_run and any([store.undrain(n) for n in names])
+        report = NodeUndrainReport(node_id=node, undrained=undrained, operator=who.operator,
+                                   reason=reason, dry_run=dry_run)
     shown_node = safe_markup(node)
+    said = ("would undrain" if dry_run and names else
+            "may own shards again" if undrained else "was not draining")
     env.output.emit(msgspec.to_builtins(report), lambda out: out.print(
-        f"node {shown_node} "
-        + ("may own shards again" if report.undrained else "was not draining")))
+        f"node {shown_node} {said}" + (f" (by {safe_markup(who.operator)}: "
+                                       f"{safe_markup(reason)})" if reason else "")))

@@ -1,48 +1,75 @@
 """The cluster as ``cluster status`` shows it: a function of the records read
-(``ClusterView``), so its rules are testable without a coordinator.
+(``ClusterView``) and of what is known of each owner now (``OwnerHealth``), so its rules
+are testable without a coordinator.
 
 A shard's state follows ``nereus.cluster.status`` (the rules the dashboard's cluster
-screen shows too).
+screen shows too): OWNER_LOST when its owner is known gone while its record lives, with
+the time its lease has left.
 
-A node is ``alive`` while it has a member record; a node named only by placements,
-ownership records or a drain is listed too, not alive (gone, or not yet joined).
+Nodes are named by the id their operator gave them (``nereus.cluster.names``): a node run
+as worker processes is one row, its workers under it; a shard's owner and placement name
+the node, and the worker beside it. A node is ``alive`` while it (or a worker of it) has a
+member record; a node named only by placements, ownership records or a drain is listed
+too, not alive (gone, or not yet joined).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from nereus.adapters.cluster.liveness import OwnerHealth
 from nereus.adapters.cluster.store import ClusterView
-from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow
+from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow, WorkerRow
+from nereus.cluster.names import node_of
 from nereus.cluster.status import configured_shards, node_facts, shard_state
 from nereus.shard import ShardId
 
 
-def shard_rows(view: ClusterView, shards: list[ShardId]) -> list[ShardRow]:
+def _worker(member_id: str | None) -> str | None:
+    return None if member_id is None or node_of(member_id) == member_id else member_id
+
+
+def shard_rows(view: ClusterView, shards: list[ShardId],
+               health: Mapping[ShardId, OwnerHealth] | None = None) -> list[ShardRow]:
     every = sorted({*shards, *view.placements, *view.owners})
     rows: list[ShardRow] = []
     for shard in every:
         owner, placement = view.owners.get(shard), view.placements.get(shard)
+        known = None if owner is None or health is None else health.get(shard)
+        lost = known is not None and known.lost
+        detail = known.why if lost and known is not None else \
+            (owner.detail or None) if owner is not None else None
         rows.append(ShardRow(
-            shard=str(shard), owner=None if owner is None else owner.node_id,
-            epoch=None if owner is None else owner.epoch, state=shard_state(owner, placement),
-            placed_on=None if placement is None else placement.node_id,
-            pinned=placement is not None and placement.pinned))
+            shard=str(shard), owner=None if owner is None else node_of(owner.node_id),
+            owner_worker=None if owner is None else _worker(owner.node_id),
+            epoch=None if owner is None else owner.epoch,
+            state=shard_state(owner, placement, owner_lost=lost),
+            placed_on=None if placement is None else node_of(placement.node_id),
+            placed_on_worker=None if placement is None else _worker(placement.node_id),
+            pinned=placement is not None and placement.pinned,
+            lease_left_ms=None if known is None else known.lease_left_ms, detail=detail))
     return rows
 
 
 def node_rows(view: ClusterView) -> list[NodeRow]:
-    return [NodeRow(node_id=f.node_id, alive=f.alive,
-                    address=None if f.member is None else f.member.address,
+    return [NodeRow(node_id=f.node_id, alive=f.alive, address=f.address,
                     host=None if f.member is None else f.member.host,
                     capacity=None if f.member is None else f.member.capacity,
-                    draining=f.draining, leader=f.leader, shards=list(f.shards))
+                    draining=f.draining, leader=f.leader, shards=list(f.shards),
+                    workers=[WorkerRow(worker_id=w.worker_id, alive=w.alive,
+                                       pid=None if w.member is None else w.member.pid,
+                                       address=None if w.member is None else w.member.address,
+                                       draining=w.draining, shards=list(w.shards))
+                             for w in f.workers])
             for f in node_facts(view.members, view.owners, view.placements, view.drains,
                                 view.leader)]
 
 
-def cluster_status(view: ClusterView, *, cluster: str, coordinator: str) -> ClusterStatus:
+def cluster_status(view: ClusterView, *, cluster: str, coordinator: str,
+                   health: Mapping[ShardId, OwnerHealth] | None = None) -> ClusterStatus:
     shards = [] if view.config is None else configured_shards(
         view.config.toml, source=f"the cluster's configuration r{view.config.revision}")
     return ClusterStatus(
         cluster=cluster, coordinator=coordinator,
-        leader=None if view.leader is None else view.leader.node_id,
-        nodes=node_rows(view), shards=shard_rows(view, shards))
+        leader=None if view.leader is None else node_of(view.leader.node_id),
+        nodes=node_rows(view), shards=shard_rows(view, shards, health))
