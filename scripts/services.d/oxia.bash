@@ -7,7 +7,7 @@ OXIA_MODULE=github.com/oxia-db/oxia
 # pinned: the module proxy serves no version list for it, so `@latest` (and `go install
 # ...@v0.14.0`, which needs the list) fails; an exact version with `go get` works
 OXIA_VERSION=${NEREUS_OXIA_VERSION:-v0.14.0}
-# upstream fixes of this version, applied to the module's source before the build (each
+# our fixes of this version, applied to the module's source before the build (each
 # file says which fix and why; see oxia-v0.14.0-write-order.patch)
 OXIA_PATCHES=("$HERE"/oxia-"$OXIA_VERSION"-*.patch)
 [[ -e ${OXIA_PATCHES[0]} ]] || OXIA_PATCHES=()
@@ -58,7 +58,7 @@ fetch_oxia() {
   local tmp="$OXIA_CACHE.tmp.$$" fetchlog="$RUN/oxia.fetch.log" start=$SECONDS
   rm -rf "$tmp"
   mkdir -p "$tmp/module" "$tmp/bin"
-  say "oxia: building $OXIA_MODULE $OXIA_VERSION${OXIA_PATCHES:+ with ${#OXIA_PATCHES[@]} upstream fix(es)} into $OXIA_CACHE (a few minutes; log: $fetchlog)"
+  say "oxia: building $OXIA_MODULE $OXIA_VERSION${OXIA_PATCHES:+ with ${#OXIA_PATCHES[@]} fix(es) of ours} into $OXIA_CACHE (a few minutes; log: $fetchlog)"
   # GOTOOLCHAIN=local: build with this Go, never download another toolchain
   if ! (
     set -e
