@@ -51,6 +51,12 @@ The invariants (seed 000 and issue 37 §1):
     invoked after a command on the message was acknowledged sees that command: a
     SCHEDULE the shard APPLIED is found, a RESCHEDULE's generation is reached, a winning
     CANCEL shows CANCELLED.
+``operator_mutations_take_effect``
+    An operator mutation the workload asked for (``lane close``, ``lane open``, ``shard
+    pause``, ``shard resume``; the workload never repeats one on purpose) is applied as a new
+    command: it is never answered with the result of an earlier, different request (the
+    receipt of an earlier op's position, or ``duplicate_of``), which would report it
+    APPLIED while nothing changed.
 ``lane_isolation``
     On a lane no nemesis touched (``LaneInfo.healthy``), every record is seen within
     ``lateness_bound_ms`` of max(deliverAt, the schedule's invoke time), except messages
@@ -674,6 +680,32 @@ def barrier_reads_acknowledged_writes(facts: Facts) -> list[Violation]:
     return out
 
 
+OPERATOR_OPS = frozenset({"lane_close", "lane_open", "shard_pause", "shard_resume"})
+
+
+def operator_mutations_take_effect(facts: Facts) -> list[Violation]:
+    name = "operator_mutations_take_effect"
+    out: list[Violation] = []
+    first_at: dict[tuple[str, int], Line] = {}
+    for line in facts.ops:
+        op = _as(line, Op)
+        if op.kind not in OPERATOR_OPS or not op.ok:
+            continue
+        for receipt in op.receipts:
+            place = (receipt.shard, receipt.source_position)
+            earlier = first_at.get(place)
+            if earlier is not None or receipt.duplicate_of is not None:
+                where = f"op {_as(earlier, Op).index}'s" if earlier is not None else "an earlier"
+                out.append(_violation(name, [op.target, receipt.command_id], (
+                    f"{op.kind} {op.target} (op {op.index}) was answered {receipt.result} with "
+                    f"{where} result at {receipt.shard} position {receipt.source_position} "
+                    f"(idempotency key {receipt.command_id}): nothing was applied"),
+                    [earlier, line, facts.record_at(receipt.shard, receipt.source_position)]))
+            else:
+                first_at[place] = line
+    return out
+
+
 def _acknowledged_before(write: Op, query: Op) -> bool:
     """Whether ``write`` completed before ``query`` was invoked: by the client's own event
     order where both have it, else by their times (strictly: the same millisecond is no
@@ -801,6 +833,7 @@ INVARIANTS: dict[str, Invariant] = {
     "destination_consistency": destination_consistency,
     "admission_not_expired": admission_not_expired,
     "barrier_reads_acknowledged_writes": barrier_reads_acknowledged_writes,
+    "operator_mutations_take_effect": operator_mutations_take_effect,
     "lane_isolation": lane_isolation,
     "due_messages_settle": due_messages_settle,
     "engine_starts": engine_starts,

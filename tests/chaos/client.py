@@ -285,9 +285,12 @@ class Executor:
         return self._query(item, barrier=True)
 
     # -- operator mutations (the installed CLI) ------------------------------------------------
-    def _mutation(self, *args: str) -> list[Receipt]:
+    def _mutation(self, *args: str, key: str | None = None) -> list[Receipt]:
+        """``nereus ARGS --reason chaos --yes`` (``--wait`` when the engine runs), with the
+        CLI's own idempotency key (derived from the content) unless ``key`` is given."""
         wait = ("--wait",) if self.env.engine_running() else ()
-        document = run_cli(self.home, *args, "--reason", "chaos", "--yes", *wait)
+        own = ("--idempotency-key", key) if key else ()
+        document = run_cli(self.home, *args, "--reason", "chaos", "--yes", *wait, *own)
         return [Receipt(evidence=r["evidence"], shard=r["shard"],
                         source_position=r["source_position"],
                         command_id=r["idempotency_key"], kind=document["kind"],
@@ -301,7 +304,7 @@ class Executor:
 
     def _lane_open(self, item: Planned) -> tuple[list[Receipt], None, dict[str, Any]]:
         assert item.target
-        return self._mutation("lane", "open", item.target), None, {}
+        return self._mutation("lane", "open", item.target, key=_cleanup_key(item)), None, {}
 
     def _shard_pause(self, item: Planned) -> tuple[list[Receipt], None, dict[str, Any]]:
         assert item.target
@@ -312,7 +315,8 @@ class Executor:
     def _shard_resume(self, item: Planned) -> tuple[list[Receipt], None, dict[str, Any]]:
         assert item.target
         try:
-            return self._mutation("shard", "resume", item.target), None, {}
+            return self._mutation("shard", "resume", item.target,
+                                  key=_cleanup_key(item)), None, {}
         finally:
             self.recorder.write(Fault(nemesis=f"operator:pause:{item.target}", phase="heal",
                                       at_ms=now_ms(), detail=f"shard resume {item.target}"))
@@ -359,6 +363,13 @@ def run_cli(home: Path, *args: str, timeout: float = 60,
         raise CliFailed(f"nereus {' '.join(args)} exited {proc.returncode}: "
                         f"{(proc.stderr or proc.stdout)[-400:]}", proc.returncode, document)
     return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+
+def _cleanup_key(item: Planned) -> str | None:
+    """The end-of-run cleanup's own idempotency key (a new command whatever came before);
+    the workload's mutations keep the CLI's default, as an operator's would."""
+    return f"chaos-{item.ref}-{uuid.uuid4().hex[:8]}" if item.ref.startswith("cleanup-") \
+        else None
 
 
 def _receipt(receipt: ClientReceipt) -> Receipt:

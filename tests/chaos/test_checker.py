@@ -5,6 +5,7 @@ passes every invariant. A checker that never fires proves nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from hypothesis import given, settings
@@ -381,6 +382,31 @@ def test_a_barrier_query_behind_an_acknowledged_reschedule_is_named() -> None:
     story.publish("m1", "att-1", at_ms=T0 + 70_010)
     (violation,) = named(story, "barrier_reads_acknowledged_writes")
     assert "answered generation 1" in violation.text
+
+
+# -- operator mutations ----------------------------------------------------------------------
+def test_an_operator_mutation_answered_with_an_earlier_result_is_named() -> None:
+    """lane close, lane open, lane close again: the second close answered with the first
+    close's result (same position, duplicate_of) changed nothing; it is named."""
+    story = clean_story()
+    close = story._append(SHARD, "LANE_GATE", T0, dedup_key="m/auto-close", command_id="auto-close")
+    opened = story._append(SHARD, "LANE_GATE", T0 + 5, dedup_key="m/auto-open",
+                           command_id="auto-open")
+    story._result(close, "APPLIED")
+    story._result(opened, "APPLIED")
+
+    def mutation(index: int, kind: Any, record: LogEntry, duplicate: int | None) -> Op:
+        return Op(index=index, kind=kind, invoke_ms=T0 + index, complete_ms=T0 + index + 1,
+                  ok=True, target="p1", receipts=[Receipt(
+                      evidence="APPLIED", shard=SHARD, source_position=record.position,
+                      command_id=record.command_id or "", kind="LANE_GATE", result="APPLIED",
+                      duplicate_of=duplicate)])
+
+    story.entries += [mutation(60, "lane_close", close, None),
+                      mutation(61, "lane_open", opened, None),
+                      mutation(62, "lane_close", close, close.position)]
+    (violation,) = named(story, "operator_mutations_take_effect")
+    assert "lane_close p1 (op 62)" in violation.text and "op 60's result" in violation.text
 
 
 # -- lane isolation --------------------------------------------------------------------------

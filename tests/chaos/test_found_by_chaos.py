@@ -13,6 +13,16 @@ test (``xfail(strict=True)`` while the code still breaks it; the mark came off w
    query that does not find the message on its id's shard, on a route with an ORDERED
    lane, puts a barrier on every other shard of the route and looks there (a front door
    asks every worker, a cluster node every owner it reaches).
+2. **A repeated operator mutation is answered with the first one's result and changes
+   nothing.** Found by ``bench/chaos.py --seed 11 --ops 150 --duration 15 --nemesis
+   sigkill`` (file; ``due_messages_settle``: message ``m11-47`` left SCHEDULED 67 s after
+   its deliverAt; then the ``operator_mutations_take_effect`` invariant, written for it):
+   ``shard pause``, ``shard resume``, ``shard pause``, ``shard resume`` with the same
+   reason; the second resume derived the same idempotency key as the first (from the
+   command's content and a precondition that is the same again), so the CLI answered
+   APPLIED with the first resume's position (``duplicate_of``) and appended nothing: the
+   shard stayed paused. ``lane close``, ``lane open``, ``lane close`` leaves the lane OPEN
+   the same way, the operator told it was closed.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from nereus.config import RouteSettings
 from nereus.engine.admin.api import AdminApi
 from nereus.errors import NotFound
 from nereus.shard import ShardId
+from tests.conftest import run_nereus
+from tests.daemon import running_engine as running_engine_cli
 from tests.integration.doubles import DelegatingLog
 from tests.integration.engine_harness import file_lane, now_ms, running_engine
 
@@ -89,3 +101,26 @@ def _placed_apart(route: RouteRef, key_shard: ShardId) -> tuple[str, str]:
         if route.placement(mid, "ord", key) == key_shard and route.shard_for(mid) != key_shard:
             return mid, key
     raise AssertionError("no id and key placed apart")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason="found by tests/chaos (seed 11), not in issue 37 §2: "
+                   "a second lane close (or shard resume) with the same reason is answered "
+                   "with the first one's result and appends nothing")
+def test_closing_a_lane_again_after_opening_it_closes_it(tmp_path: Path) -> None:
+    """``lane close``, ``lane open``, ``lane close`` (same lane, same reason, as an operator
+    types them): the lane ends CLOSED and the last close appended a record of its own."""
+    home = tmp_path / "home"
+    assert run_nereus("init", "--partitions", "1", home=home).code == 0
+    with running_engine_cli(home):
+        positions = []
+        for step in ("close", "open", "close"):
+            done = run_nereus("--json", "lane", step, "local", "--reason", "maintenance",
+                              "--yes", "--wait", home=home)
+            assert done.code == 0, done.stderr
+            (receipt,) = done.json()["receipts"]
+            positions.append(receipt["source_position"])
+        listed = run_nereus("--json", "lane", "list", home=home)
+        gates = {lane["lane"]: lane["gate"] for lane in listed.json()}
+    assert len(set(positions)) == 3, f"the last close reused an earlier record: {positions}"
+    assert gates["local"] == "CLOSED"
