@@ -65,6 +65,13 @@ class AdminClient:
             response = conn.getresponse()
             data = response.read()
         except (FileNotFoundError, ConnectionRefusedError) as exc:
+            if isinstance(exc, FileNotFoundError) and self.path.name == "admin.sock":
+                from nereus.adapters.home_lock import orphaned_engine, socket_lost
+
+                home = self.path.parent.parent  # <home>/run/admin.sock
+                pid = orphaned_engine(home)
+                if pid is not None:  # an engine runs, its socket deleted under it
+                    raise socket_lost(home, pid) from None
             raise NotListening(
                 f"the engine is not running (no answer at {self.path}: {exc.strerror})",
                 hint="start it with `nereus engine start`",

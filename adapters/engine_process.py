@@ -21,7 +21,13 @@ from pathlib import Path
 import msgspec
 
 from nereus.adapters.admin_client import AdminClient
-from nereus.adapters.home_lock import AlreadyRunning, is_locked, lock_holder, socket_path
+from nereus.adapters.home_lock import (
+    AlreadyRunning,
+    is_locked,
+    lock_holder,
+    pid_file,
+    socket_path,
+)
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
@@ -52,8 +58,13 @@ def start_engine(layout: HomeLayout, timeout: float, warn: Callable[[str], None]
     (``nereus.engine.workers.count``)."""
     home = layout.root.resolve()
     if is_locked(home):  # the home directory's lock, not the pid file (which may be gone)
-        raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})",
-                             hint="stop it with `nereus engine stop`")
+        gone = [] if socket_path(home).exists() else ["its admin socket is gone"]
+        gone += [] if pid_file(home).exists() else ["its pid file is gone"]
+        raise AlreadyRunning(f"an engine already runs on {home} (pid {lock_holder(home) or '?'})"
+                             + (f"; {' and '.join(gone)} (deleted under it)" if gone else ""),
+                             hint="stop it with `nereus engine stop` (it finds the engine by "
+                                  "the home's lock, whatever became of its files), then start "
+                                  "it again")
     layout.logs.mkdir(parents=True, exist_ok=True)
     logged = log_sizes(layout)  # what this start logs comes after these
     out_path = layout.logs / "engine.out"

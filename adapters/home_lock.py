@@ -151,3 +151,23 @@ def is_locked(home: Path) -> bool:
     finally:
         os.close(fd)  # closing drops the shared lock
     return False
+
+
+def orphaned_engine(home: Path) -> int | None:
+    """An engine that holds ``home``'s lock while its admin socket is gone (deleted under
+    it): its pid (0 if it cannot be told); None when there is no such engine."""
+    if socket_path(home).exists() or not is_locked(home):
+        return None
+    return lock_holder(home) or 0
+
+
+def socket_lost(home: Path, pid: int) -> NereusError:
+    """What every command that needs the engine says when its socket is gone: which
+    engine runs, and how to get a socket again (``EngineUnreachable``, exit 4)."""
+    from nereus.errors import EngineUnreachable
+
+    return EngineUnreachable(
+        f"the engine (pid {pid or '?'}) runs on {home}, but its admin socket "
+        f"{socket_path(home)} is gone (deleted under it): no command can reach it",
+        hint="`nereus engine stop` stops it by its pid from the home's lock (SIGTERM: its "
+             "shards drain as on any stop), then `nereus engine start` makes a new socket")

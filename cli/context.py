@@ -45,6 +45,7 @@ class Env(msgspec.Struct):
     _logs: dict[ShardId, FileShardLog] = msgspec.field(default_factory=dict)
     _other_logs: dict[ShardId, ShardLog] = msgspec.field(default_factory=dict)
     _checked: set[ShardId] = msgspec.field(default_factory=set)
+    _orphan_said: bool = False  # the engine without its socket was named once
 
     @classmethod
     def from_options(cls, home: str | None, *, json_output: bool, output: str | None) -> Env:
@@ -214,6 +215,12 @@ class Env(msgspec.Struct):
         Logs. ``wait`` needs the engine: without one it is refused (exit 4)."""
         from nereus.errors import EngineUnreachable
 
+        if wait:
+            from nereus.adapters.home_lock import orphaned_engine, socket_lost
+
+            pid = orphaned_engine(self.home)
+            if pid is not None:
+                raise socket_lost(self.home, pid)
         if self.engine_running():
             from nereus.adapters.admin_client import EngineSink
 
@@ -227,9 +234,24 @@ class Env(msgspec.Struct):
         return LogSink(self.command_log)
 
     def engine_running(self) -> bool:
+        """Whether the engine answers here (its socket and the home's lock). An engine
+        that holds the lock without its socket (deleted under it) is not reachable: the
+        command answers from the files, and says once which engine runs and how to get
+        its socket back."""
         from nereus.engine.daemon import is_locked
 
-        return (self.layout.run / "admin.sock").exists() and is_locked(self.home)
+        if (self.layout.run / "admin.sock").exists():
+            return is_locked(self.home)
+        if not self._orphan_said:
+            from nereus.adapters.home_lock import orphaned_engine, socket_lost
+
+            pid = orphaned_engine(self.home)
+            if pid is not None:
+                self._orphan_said = True
+                lost = socket_lost(self.home, pid)
+                self.output.warn(f"{lost.message}; answering from the home's files instead "
+                                 f"({lost.hint})")
+        return False
 
     def close(self) -> None:
         for log in self._logs.values():

@@ -206,7 +206,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "engine stop": typed(EngineStopped, note="pid only when an engine was running (stopped "
                          "true)."),
     "status": typed(StatusSummary, note="Exit status 0 whenever it could answer: read healthy "
-                    "and problems."),
+                    "and problems. On a node of a cluster (node_id set) the shards and "
+                    "messages are that node's only, of cluster_shards in the cluster. "
+                    "counted_from_disk names the shards no engine loop holds now whose "
+                    "messages were read from their database."),
     "message explain": typed(MessageExplanation, note="gates lists every gate in the "
                              "scheduler's order: shard, message, lane_gate, readiness, "
                              "trusted_time, expiry, ordered_head, quota, capacity, permits, "
@@ -277,7 +280,10 @@ JSON_KEYS: dict[str, JsonDoc] = {
     "shard pause": MUTATION,
     "shard resume": MUTATION,
     "message break": MUTATION,
-    "lane list": typed(LaneView, form="array"),
+    "lane list": typed(LaneView, form="array", note="published counts the lane's messages "
+                       "PUBLISHED from the shards' replicated state (a restart keeps it); "
+                       "published_since_start and failures count this engine's publish "
+                       "calls since it started."),
     "lane open": MUTATION,
     "lane close": MUTATION,
     "lane set": MUTATION,

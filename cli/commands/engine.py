@@ -78,8 +78,17 @@ def status(ctx: typer.Context) -> None:
     try:
         data = env.admin().get("/v1/status")
     except EngineUnreachable as exc:
-        from nereus.adapters.home_lock import is_locked, lock_holder
+        from nereus.adapters.home_lock import (
+            is_locked,
+            lock_holder,
+            orphaned_engine,
+            socket_lost,
+        )
 
+        if (orphan := orphaned_engine(env.home)) is not None:  # its socket deleted under it
+            lost = socket_lost(env.home, orphan)
+            raise EngineUnreachable(lost.message, hint=lost.hint,
+                                    document={"running": True}) from None
         if is_locked(env.home):  # a daemon holds the home: running, but not answering
             pid = lock_holder(env.home)
             raise EngineUnreachable(
@@ -108,7 +117,8 @@ def status(ctx: typer.Context) -> None:
         for s in data["shards"]:
             if s.get("waiting"):
                 out.print(f"{s['shard']} admits nothing now: {s['waiting']}")
-        lanes = Table("lane", "gate", "readiness", "due backlog", "published", "failures")
+        lanes = Table("lane", "gate", "readiness", "due backlog", "published",
+                      "failures since start")
         for lane in data["lanes"]:
             lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
                           f"{lane['due_backlog']}{'+' if lane.get('due_backlog_capped') else ''}",

@@ -17,8 +17,10 @@ app = typer.Typer(help="Destination lanes: gates, readiness, backlog.", no_args_
 
 @app.command("list")
 def list_lanes(ctx: typer.Context) -> None:
-    """Every lane: admissionGate, readiness, due backlog, in flight, and its unfinished
-    messages by why they wait (needs the engine; `message explain ID` for one message)."""
+    """Every lane: admissionGate, readiness, due backlog, in flight, its messages published
+    (the shards' replicated counts: a restart keeps them), failed publish calls since the
+    engine started, and its unfinished messages by why they wait (needs the engine;
+    `message explain ID` for one message)."""
     env: Env = ctx.obj
     lanes = env.admin().get("/v1/lanes")["lanes"]
 
@@ -26,7 +28,7 @@ def list_lanes(ctx: typer.Context) -> None:
         from rich.table import Table
 
         table = Table("lane", "destination", "gate", "readiness", "due backlog", "in flight",
-                      "published", "failures")
+                      "published", "failures since start")
         for lane in lanes:
             readiness = lane["readiness"] + (
                 f" ({lane['not_ready_reason']})" if lane["not_ready_reason"] else "")

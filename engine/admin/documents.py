@@ -62,8 +62,10 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     due_backlog: int
     in_flight: int
     open_attempts: int
+    # its messages PUBLISHED over this engine's shards: the replicated per-state counts, so
+    # a restart keeps them (a message retention removed is no longer counted)
     published: int
-    failures: int
+    failures: int  # failed publish calls since this engine started
     messages_by_state: dict[str, int]
     admissions: int
     due_lag_p99_ms: int | None
@@ -77,6 +79,7 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # ones ("claimable" when it gave none), "PUBLISHING" (an attempt in flight), "UNCERTAIN"
     # (an earlier attempt's outcome is unknown); `message explain` details one message
     waiting_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+    published_since_start: int = 0  # publish calls acknowledged since this engine started
 
 
 class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,

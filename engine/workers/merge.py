@@ -76,6 +76,7 @@ def merge_lane(views: list[LaneView]) -> LaneView:
         in_flight=sum(view.in_flight for view in views),
         open_attempts=sum(view.open_attempts for view in views),
         published=sum(view.published for view in views),
+        published_since_start=sum(view.published_since_start for view in views),
         failures=sum(view.failures for view in views),
         messages_by_state=dict(sorted(counts.items())),
         admissions=sum(view.admissions for view in views),
