@@ -3,7 +3,8 @@
 Usage::
 
     .venv/bin/python bench/chaos.py [--seed S] [--ops N] [--duration SECONDS]
-        [--backend file|kafka|pulsar]... [--nemesis NAME|all]... [--dir DIR] [--json]
+        [--backend file|kafka|pulsar]... [--nemesis NAME|all]... [--dir DIR] [--cli-keys]
+        [--json]
 
 For each backend and each nemesis (``all``: every nemesis that applies to the backend),
 one run of ``tests/chaos/runner.py``: a home on that backend, the seeded workload (N
@@ -102,6 +103,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help=f"repeatable, or all; a+b injects both at once ({', '.join(NEMESES)})")
     parser.add_argument("--dir", type=Path, default=None, help="where the runs' homes and "
                         "histories go (default: a new temporary directory)")
+    parser.add_argument("--cli-keys", action="store_true", help="operator mutations with the "
+                        "CLI's default idempotency key (derived from the content) instead "
+                        "of one of their own")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args(argv)
     for name in args.nemesis or []:
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         for nemesis in nemeses_for(backend, args.nemesis or ["sigkill"]):
             spec = RunSpec(seed=args.seed, ops=args.ops, duration_s=args.duration,
                            backend=backend, nemeses=(nemesis,),
-                           quiesce_s=max(60.0, args.duration * 2))
+                           quiesce_s=max(60.0, args.duration * 2),
+                           operator_keys="cli" if args.cli_keys else "own")
             began = time.monotonic()
             report = run_chaos(spec, base / f"{backend}-{nemesis}-{args.seed}", brokers)
             reports.append(report)

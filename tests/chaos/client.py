@@ -107,6 +107,9 @@ class Executor:
     stop: threading.Event = field(default_factory=threading.Event)
     # how a resolve finds an UNKNOWN attempt's record (the consumers know): evidence or None
     evidence_of: Callable[[str], str | None] = field(default=lambda _attempt: None)
+    # operator mutations: "own": each its own --idempotency-key, as a script that means
+    # every request passes; "cli": the CLI's default, derived from the content
+    operator_keys: str = "own"
     _prepared: dict[str, Prepared] = field(default_factory=dict)
     _op_index: dict[str, int] = field(default_factory=dict)
     _placed: dict[str, ShardId] = field(default_factory=dict)
@@ -287,8 +290,11 @@ class Executor:
     # -- operator mutations (the installed CLI) ------------------------------------------------
     def _mutation(self, *args: str, key: str | None = None) -> list[Receipt]:
         """``nereus ARGS --reason chaos --yes`` (``--wait`` when the engine runs), with the
-        CLI's own idempotency key (derived from the content) unless ``key`` is given."""
+        idempotency key ``key``, else one of its own (``operator_keys = "own"``) or the
+        CLI's default, derived from the content (``"cli"``)."""
         wait = ("--wait",) if self.env.engine_running() else ()
+        if key is None and self.operator_keys == "own":
+            key = f"chaos-{uuid.uuid4().hex[:12]}"
         own = ("--idempotency-key", key) if key else ()
         document = run_cli(self.home, *args, "--reason", "chaos", "--yes", *wait, *own)
         return [Receipt(evidence=r["evidence"], shard=r["shard"],

@@ -90,6 +90,10 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     operator: bool = True
     replay: bool = True
     expiring: float = 0.15
+    # "own": each operator mutation passes an idempotency key of its own; "cli": the CLI's
+    # default, derived from the content (a second close after an open is then answered
+    # with the first one's result: tests/chaos/test_found_by_chaos.py)
+    operator_keys: str = "own"
 
     @property
     def workers(self) -> int:
@@ -195,7 +199,8 @@ def run_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
                     expiring=spec.expiring,
                     gated_lanes=tuple(lane for lane in FAULTED if lane not in faulted))
                 executor = Executor(chaos.home, plan(workload), recorder, _now_ms() + 300,
-                                    root / "scratch", evidence_of=consumers.evidence)
+                                    root / "scratch", evidence_of=consumers.evidence,
+                                    operator_keys=spec.operator_keys)
                 schedule = Schedule(nemeses, ctx, recorder, duration_s=spec.duration_s,
                                     pause_s=spec.pause_s, hold_s=spec.hold_s)
                 _side_by_side(executor, schedule, spec)
