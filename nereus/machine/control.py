@@ -212,10 +212,13 @@ def _lane_config(tx: Tx, mutation: LaneConfig) -> Verdict:
             f"per-key order; making it {'ORDERED' if mutation.ordered else 'unordered'} now "
             "could not keep their order or placement. Let them finish first",
         )
+    listed = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+    if all(getattr(lane, field) == value for field, value in changes.items()):
+        return applied(f"lane {lane.name} config was already {listed} (revision "
+                       f"{lane.config_revision})")
     tx.put_lane(msgspec.structs.replace(
         lane, config_revision=lane.config_revision + 1, **changes
     ))
-    listed = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
     return applied(f"lane {lane.name} config revision {lane.config_revision + 1}: {listed}")
 
 

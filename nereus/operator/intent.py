@@ -10,7 +10,10 @@ operator typed.
 A STALE result changed nothing — the target had moved — so it must not pin the command
 to that answer forever: when the key's result is STALE, the next key is derived from the
 same content *after* that result's position, and so on. Re-running after a STALE tries
-again (against the state as it is now); re-running after anything else finds that result.
+again (against the state as it is now). So does re-running a command whose change is no
+longer in place (``lane close``, ``lane open``, ``lane close``: the second close is a new
+request, found by the chaos runs; ``nereus.operator.plan``). Re-running after anything
+else — the change still in place, or nothing left to do — finds the first result.
 """
 
 from __future__ import annotations

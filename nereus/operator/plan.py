@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import msgspec
 
 from nereus.machine import apply, dedup_key, precondition_digest
+from nereus.machine.control import target_key
 from nereus.operator.impact import Impact, describe_writes
 from nereus.operator.intent import derive_idempotency_key
 from nereus.records.codec import OperatorMutation, encode
@@ -69,7 +70,8 @@ def plan_mutation(
     """Plan ``mutation`` on ``shard`` against ``view`` (read-only; see the module docstring).
 
     A blank idempotency key is derived from the content (``derive_idempotency_key``),
-    stepping past STALE results under earlier derivations.
+    stepping past STALE results under earlier derivations, and past APPLIED ones whose
+    change is no longer in place (``_derived_key``).
 
     ``before`` are records submitted ahead of it in the same request (``mutate submit``
     with several mutations): they are dry-applied first, so the precondition is the
@@ -83,7 +85,8 @@ def plan_mutation(
         view = ahead
     if not mutation.idempotency_key.strip():
         mutation = msgspec.structs.replace(
-            mutation, idempotency_key=_derived_key(view, mutation, shard))
+            mutation, idempotency_key=_derived_key(view, mutation, shard,
+                                                   broker_ms=broker_ms))
     digest = mutation.precondition_digest or precondition_digest(view, mutation)
     record = msgspec.structs.replace(mutation, precondition_digest=digest)
     data = encode(record)
@@ -98,7 +101,13 @@ def plan_mutation(
                         would=applied.result, impact=impact)
 
 
-def _derived_key(view: StateView, mutation: OperatorMutation, shard: str) -> str:
+def _derived_key(view: StateView, mutation: OperatorMutation, shard: str, *,
+                 broker_ms: int) -> str:
+    """The derived idempotency key (``derive_idempotency_key``) whose earlier result, if
+    any, answers this command: a retry finds its first result. A key whose result is
+    STALE (it changed nothing), or whose result was APPLIED but whose change is no longer
+    in place (the same close after an open: applying the command now would change its
+    target again), is stepped past: that is a new request, not a retry of the old one."""
     key = derive_idempotency_key(mutation, shard)
     while True:
         dedup = dedup_key(msgspec.structs.replace(mutation, idempotency_key=key))
@@ -106,9 +115,24 @@ def _derived_key(view: StateView, mutation: OperatorMutation, shard: str) -> str
         if raw is None:
             return key
         earlier = decode_value(raw, Result)
-        if earlier.status != ResultStatus.STALE:
+        if earlier.status != ResultStatus.STALE and not _would_change(view, mutation,
+                                                                      broker_ms):
             return key
         key = derive_idempotency_key(mutation, shard, after=earlier.position)
+
+
+def _would_change(view: StateView, mutation: OperatorMutation, broker_ms: int) -> bool:
+    """Whether applying ``mutation`` now, as a request of its own, would change its target
+    (the lane, the attempt, the message, the shard's pause or limits)."""
+    probe = msgspec.structs.replace(mutation, idempotency_key="probe-" + "0" * 32,
+                                    precondition_digest=None)
+    overlay = Overlay(view)
+    applied = apply(overlay, encode(probe), position=next_position(view), broker_ms=broker_ms)
+    if applied.result.status != ResultStatus.APPLIED:
+        return False
+    overlay.merge(applied.writes)
+    target = target_key(mutation)
+    return overlay.finish().get(target, view.get(target)) != view.get(target)
 
 
 def plan_document(plan: MutationPlan) -> PlanDocument:

@@ -22,7 +22,11 @@ test (``xfail(strict=True)`` while the code still breaks it; the mark came off w
    command's content and a precondition that is the same again), so the CLI answered
    APPLIED with the first resume's position (``duplicate_of``) and appended nothing: the
    shard stayed paused. ``lane close``, ``lane open``, ``lane close`` leaves the lane OPEN
-   the same way, the operator told it was closed.
+   the same way, the operator told it was closed. Fixed: a derived key whose APPLIED result
+   is no longer in place (applying the command now would change its target again) is
+   stepped past like a STALE one (``nereus.operator.plan``); a LANE_CONFIG that changes
+   nothing is applied without a new config revision, so a retried ``lane set`` still finds
+   its first result.
 """
 
 from __future__ import annotations
@@ -104,9 +108,6 @@ def _placed_apart(route: RouteRef, key_shard: ShardId) -> tuple[str, str]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="found by tests/chaos (seed 11), not in issue 37 §2: "
-                   "a second lane close (or shard resume) with the same reason is answered "
-                   "with the first one's result and appends nothing")
 def test_closing_a_lane_again_after_opening_it_closes_it(tmp_path: Path) -> None:
     """``lane close``, ``lane open``, ``lane close`` (same lane, same reason, as an operator
     types them): the lane ends CLOSED and the last close appended a record of its own."""
