@@ -39,6 +39,8 @@ from nereus.cli.commands.checkpoint_documents import (
 from nereus.cli.commands.cluster.documents import (
     ClusterConfigView,
     ClusterInitReport,
+    ClusterMigrateReport,
+    ClusterRejoinReport,
     ClusterStatus,
     InitJoinReport,
     NodeDrainReport,
@@ -349,6 +351,18 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "workers) still owns."),
     "cluster undrain": typed(NodeUndrainReport, note="undrained is false when the node was "
                              "not draining or with --dry-run."),
+    "cluster migrate": typed(
+        ClusterMigrateReport,
+        note="result is DRY_RUN or MIGRATED; kinds counts the records copied by the key's "
+        "first segment; epochs lists each shard's epoch counter as copied (its next owner "
+        "activates above it); replaced says what the target held of this cluster before "
+        "(an earlier copy, or the place it moved away from), or null. Exit status 1 when a "
+        "node is live or the target holds another cluster."),
+    "cluster rejoin": typed(
+        ClusterRejoinReport,
+        note="result is REJOINED (nereus.toml rewritten), UNCHANGED (it named that "
+        "coordinator already) or DRY_RUN. Exit status 1 when the engine runs, the "
+        "coordinator holds no whole copy of this home's cluster, or the node runs there."),
     "shard move": typed(
         ShardMoveReport,
         note="result is DRY_RUN, PLACED (the pinned placement is written), MOVED (--wait: "

@@ -17,7 +17,7 @@ __nereus_commands() {
         "mutate") echo "submit" ;;
         "playbook") echo "list show run" ;;
         "command") echo "show" ;;
-        "cluster") echo "init config status nodes drain undrain" ;;
+        "cluster") echo "init config status nodes drain undrain migrate rejoin" ;;
     esac
 }
 
@@ -91,6 +91,8 @@ __nereus_options() {
         "cluster nodes") echo "--coordinator --home --json --output -o --help" ;;
         "cluster drain") echo "--reason --as --operator --coordinator --dry-run --yes -y --wait --home --json --output -o --help" ;;
         "cluster undrain") echo "--reason --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
+        "cluster migrate") echo "--to --reason --coordinator --as --operator --dry-run --yes -y --home --json --output -o --help" ;;
+        "cluster rejoin") echo "--to --dry-run --home --json --output -o --help" ;;
     esac
 }
 
@@ -228,6 +230,11 @@ __nereus_value() {
         "--reason:cluster undrain") echo "text" ;;
         "--as:cluster undrain" | "--operator:cluster undrain") echo "text" ;;
         "--coordinator:cluster undrain") echo "text" ;;
+        "--to:cluster migrate") echo "text" ;;
+        "--reason:cluster migrate") echo "text" ;;
+        "--coordinator:cluster migrate") echo "text" ;;
+        "--as:cluster migrate" | "--operator:cluster migrate") echo "text" ;;
+        "--to:cluster rejoin") echo "text" ;;
     esac
 }
 

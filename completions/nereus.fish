@@ -393,12 +393,14 @@ complete -c nereus -n '__fish_seen_subcommand_from command; and not __fish_seen_
 # nereus command show
 
 # nereus cluster
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a init -d 'Write the cluster\'s configuration into its coordinator (the first, or --replace).'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a config -d 'The cluster\'s configuration as its coordinator holds it, with its audit.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a status -d 'The leader, every node (by the id it was given, its worker processes under it; alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING, MOVING, FAILED, OWNER_LOST with the time its owner\'s lease has left, or UNOWNED) and placement.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a nodes -d 'Every node by the id it was given: alive (a member record), address, capacity, draining, the shards it owns, and its worker processes (`--workers N`).'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a drain -d 'Drain a node (and its worker processes): the leader places its shards on other nodes, which take them over by planned moves (asks for confirmation). It stays drained until `cluster undrain`.'
-complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain' -a undrain -d 'Take a drain back: the node (and its workers) may own shards again; the leader rebalances. Asks for confirmation on a terminal (`--yes` skips it); without one it goes ahead, as taking a drain back moves no shard away from a live node.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a init -d 'Write the cluster\'s configuration into its coordinator (the first, or --replace).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a config -d 'The cluster\'s configuration as its coordinator holds it, with its audit.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a status -d 'The leader, every node (by the id it was given, its worker processes under it; alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING, MOVING, FAILED, OWNER_LOST with the time its owner\'s lease has left, or UNOWNED) and placement.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a nodes -d 'Every node by the id it was given: alive (a member record), address, capacity, draining, the shards it owns, and its worker processes (`--workers N`).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a drain -d 'Drain a node (and its worker processes): the leader places its shards on other nodes, which take them over by planned moves (asks for confirmation). It stays drained until `cluster undrain`.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a undrain -d 'Take a drain back: the node (and its workers) may own shards again; the leader rebalances. Asks for confirmation on a terminal (`--yes` skips it); without one it goes ahead, as taking a drain back moves no shard away from a live node.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a migrate -d 'Copy a stopped cluster to another coordinator (asks for confirmation).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and not __fish_seen_subcommand_from init config status nodes drain undrain migrate rejoin' -a rejoin -d 'Make this home\'s node join the cluster at another coordinator, after `cluster migrate` copied the cluster there.'
 
 # nereus cluster init
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l from -r -F -d 'The cluster\'s configuration: [routes.*] on kafka or pulsar, [lanes.*], [shard], [objects] shared by every node, [checkpoints].'
@@ -432,3 +434,15 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+
+# nereus cluster migrate
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l to -x -d 'The other coordinator: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+
+# nereus cluster rejoin
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l to -x -d 'The other coordinator: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l dry-run -d 'Check and show what would be written; write nothing.'

@@ -71,3 +71,32 @@ def load_home_config(config_path: Path) -> Config:
     return parse_config(shared.toml.rstrip("\n") + "\n\n" + text,
                         source=f"{source} + the cluster's configuration r{shared.revision} "
                                f"({local.cluster.coordinator})")
+
+
+def with_coordinator(text: str, url: str, *, source: str) -> str:
+    """A node's ``nereus.toml`` text naming coordinator ``url`` in its ``[cluster]``; every
+    other line as it was (comments too). ``ConfigError`` when the file does not say
+    ``coordinator = "..."`` on a line of its own in ``[cluster]``."""
+    import json
+    import re
+
+    header = re.compile(r"^\s*\[")
+    cluster = re.compile(r"^\s*\[\s*cluster\s*\]\s*(#.*)?$")
+    line_of = re.compile(r"""^(\s*coordinator\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*')(.*)$""")
+    lines = text.splitlines(keepends=True)
+    inside = False
+    for number, line in enumerate(lines):
+        if header.match(line):
+            inside = bool(cluster.match(line))
+            continue
+        found = line_of.match(line.rstrip("\r\n")) if inside else None
+        if found is not None:
+            ending = line[len(line.rstrip("\r\n")):]
+            lines[number] = found[1] + json.dumps(url) + found[3] + ending
+            rewritten = "".join(lines)
+            parsed = parse_config(rewritten, source=source)
+            if parsed.cluster is None or parsed.cluster.coordinator != url:
+                break
+            return rewritten
+    raise ConfigError(f"{source}: no line `coordinator = \"...\"` in its [cluster] table to "
+                      "rewrite", hint=f'write coordinator = "{url}" under [cluster] by hand')

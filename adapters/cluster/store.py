@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.cluster import keys
-from nereus.cluster.errors import ClusterNotInitialised, NodeIdInUse
+from nereus.cluster.errors import ClusterMoved, ClusterNotInitialised, NodeIdInUse
 from nereus.cluster.records import (
     AuditEntry,
     ClusterConfig,
     Drain,
     Leader,
     Member,
+    Migrated,
+    Moved,
     OwnerRecord,
     OwnerState,
     Placement,
@@ -105,10 +107,30 @@ class ClusterStore:
         return self._get(keys.CONFIG, ClusterConfig)
 
     def require_config(self) -> ClusterConfig:
+        """The configuration of a cluster that lives here: ``ClusterNotInitialised`` when
+        there is none, ``ClusterMoved`` when the cluster moved to another coordinator."""
         found = self.config()
         if found is None:
             raise ClusterNotInitialised(self.url)
+        self.refuse_moved()
         return found[0]
+
+    def moved(self) -> Moved | None:
+        """Where the cluster moved to (``nereus cluster migrate``), if it did."""
+        found = self._get(keys.MOVED, Moved)
+        return None if found is None else found[0]
+
+    def migrated(self) -> Migrated | None:
+        """Where this copy of the cluster came from (``nereus cluster migrate``), if it
+        was copied here."""
+        found = self._get(keys.MIGRATED, Migrated)
+        return None if found is None else found[0]
+
+    def refuse_moved(self) -> None:
+        """``ClusterMoved`` if the cluster moved to another coordinator."""
+        moved = self.moved()
+        if moved is not None:
+            raise ClusterMoved(self.url, moved.target, moved.moved_ms)
 
     def write_config(self, toml: str, *, changed_by: str, reason: str, now_ms: int,
                      expected: Version | None, summary: str = "") -> ClusterConfig:

@@ -139,6 +139,9 @@ class ClusterNode:
             self.store.register(session, Member(
                 node_id=s.node_id, host=s.host, address=s.address, capacity=s.capacity,
                 version=s.version, pid=os.getpid(), started_ms=self._clock.wall_ms()))
+            # read after the member record is written: `cluster migrate` marks the cluster
+            # moved before it looks for live nodes, so one of the two sees the other
+            self.store.refuse_moved()
         except BaseException:
             session.close()
             raise

@@ -29,3 +29,23 @@ class ClusterNotInitialised(CoordinationError, NotFound):
         super().__init__(
             f"no cluster configuration at {url}",
             hint=f"write one with `nereus cluster init --coordinator {url} --from FILE.toml`")
+
+
+class ClusterMoved(CoordinationError):
+    """The cluster moved to another coordinator (``nereus cluster migrate``): nothing
+    starts or joins here any more."""
+
+    def __init__(self, url: str, target: str, moved_ms: int) -> None:
+        from datetime import UTC, datetime
+
+        when = datetime.fromtimestamp(moved_ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        super().__init__(
+            f"the cluster at {url} moved to {target} ({when}): its nodes run there now",
+            hint=f"make this home a node there with `nereus cluster rejoin --to {target}`")
+        self.url = url
+        self.target = target
+
+
+class MigrationRefused(CoordinationError):
+    """``nereus cluster migrate`` or ``rejoin`` will not go on: a node is live, the target
+    holds another cluster, or the home is not this cluster's."""

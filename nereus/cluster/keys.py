@@ -21,6 +21,8 @@ DRAINS: Final = "drains/"
 SECRETS: Final = "secrets/"
 WARM: Final = "warm/"
 EPOCHS: Final = "epochs/"
+MOVED: Final = "moved"  # the cluster moved to another coordinator (``Moved``)
+MIGRATED: Final = "migrated"  # the cluster was copied here from another one (``Migrated``)
 
 
 def shard_segment(shard: ShardId) -> str:

@@ -19,7 +19,11 @@ Who writes what (``keys.py`` says where):
 * ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing;
 * ``secrets/<route>`` — a ``RouteSecret``: the route's evidence key, made once (create
   only) by ``nereus cluster init``; ``nereus init --join`` writes it into the node's home,
-  so every node signs and checks destination evidence with the same key.
+  so every node signs and checks destination evidence with the same key;
+* ``migrated`` — a ``Migrated``: ``nereus cluster migrate`` copied the cluster here from
+  another coordinator (written first, ``done`` once every record is copied);
+* ``moved`` — a ``Moved``: the cluster moved to another coordinator
+  (``nereus cluster migrate``); no node starts or joins here while it is there.
 """
 
 from __future__ import annotations
@@ -148,6 +152,29 @@ class RouteSecret(msgspec.Struct, frozen=True, kw_only=True):
     evidence_key: str  # hex, as in ``<home>/secrets/<route>.evidence-key``
     made_ms: int = 0
     made_by: str = ""
+
+
+class Migrated(msgspec.Struct, frozen=True, kw_only=True):
+    """This copy of the cluster came from ``source`` (``nereus cluster migrate``): who
+    copied it, why and when; ``done`` once every record is here (a copy that stopped
+    part-way is this cluster's still, and the next migrate from ``source`` replaces it)."""
+
+    source: str  # the coordinator URL it was copied from
+    operator: str
+    reason: str
+    started_ms: int
+    done: bool = False
+    records: int = 0  # durable records copied
+    epochs: int = 0  # shard epoch counters among them
+
+
+class Moved(msgspec.Struct, frozen=True, kw_only=True):
+    """The cluster moved to ``target``: its nodes join there (``nereus cluster rejoin``)."""
+
+    target: str  # the coordinator URL it moved to
+    operator: str
+    reason: str
+    moved_ms: int
 
 
 R = TypeVar("R", bound=msgspec.Struct)

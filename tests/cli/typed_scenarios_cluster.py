@@ -1,5 +1,5 @@
 """Scenarios of ``tests/cli/test_typed_documents.py`` for the cluster's commands
-(``cluster init|config|status|nodes|drain|undrain``, ``shard move``) on the embedded
+(``cluster init|config|status|nodes|drain|undrain|migrate|rejoin``, ``shard move``) on the embedded
 coordinator, with nodes simulated by their records (``tests.cli.cluster_homes``). Each runs
 the command as an operator would and returns the documents it printed."""
 
@@ -96,6 +96,27 @@ def _cluster_undrain(home: Path) -> list[Document]:
     return [_json("cluster", "undrain", "n1", "--coordinator", url, home=home)]
 
 
+def _cluster_migrate(home: Path) -> list[Document]:
+    """A dry run, and the migration to another embedded coordinator."""
+    url = initialised_cluster(_where(home))
+    to = f"sqlite://{_where(home)}/other.db/test"
+    migrate = ("cluster", "migrate", "--coordinator", url, "--to", to, "--reason", "typed")
+    return [_json(*migrate, "--dry-run", home=home), _json(*migrate, "--yes", home=home)]
+
+
+def _cluster_rejoin(home: Path) -> list[Document]:
+    """A node's home rejoined at the coordinator its cluster moved to (a dry run, then for
+    real, then again: UNCHANGED)."""
+    url = initialised_cluster(_where(home))
+    to = f"sqlite://{_where(home)}/other.db/test"
+    node = home.parent / "node"
+    _json("init", "--join", url, "--node-id", "n1", home=node)
+    _json("cluster", "migrate", "--coordinator", url, "--to", to, "--reason", "typed", "--yes",
+          home=home)
+    return [_json("cluster", "rejoin", "--to", to, *more, home=node)
+            for more in (("--dry-run",), (), ())]
+
+
 CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "cluster init": _cluster_init,
     "cluster config": _cluster_config,
@@ -104,4 +125,6 @@ CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "shard move": _shard_move,
     "cluster drain": _cluster_drain,
     "cluster undrain": _cluster_undrain,
+    "cluster migrate": _cluster_migrate,
+    "cluster rejoin": _cluster_rejoin,
 }

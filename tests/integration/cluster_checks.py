@@ -104,9 +104,9 @@ def _landed_unknown(cluster: Cluster, live: list[NodeRun]) -> set[str]:
                                                        cluster.spec.topic)}
 
 
-def settle_and_stop(cluster: Cluster, load: Load, deadline_s: float = 45.0) -> None:
+def settle(cluster: Cluster, load: Load, deadline_s: float = 45.0) -> None:
     """After the load stopped: every shard ACTIVE, nothing left due on any live node,
-    evidence recovery done with what landed; then every node stopped with SIGTERM."""
+    evidence recovery done with what landed (the nodes keep running)."""
     cluster.wait_all_active(deadline_s)
     live = [n for n in cluster.nodes.values() if n.proc.poll() is None]
     wait_until("every shard settled on its node and nothing left due",
@@ -114,6 +114,11 @@ def settle_and_stop(cluster: Cluster, load: Load, deadline_s: float = 45.0) -> N
                deadline_s, interval_s=0.2, seen=lambda: [_status(n) for n in live])
     wait_until("evidence recovery settling every UNKNOWN attempt that landed",
                lambda: not _landed_unknown(cluster, live), deadline_s, interval_s=0.5)
+
+
+def settle_and_stop(cluster: Cluster, load: Load, deadline_s: float = 45.0) -> None:
+    """``settle``, then every node stopped with SIGTERM."""
+    settle(cluster, load, deadline_s)
     cluster.stop_all()
 
 

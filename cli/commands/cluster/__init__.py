@@ -1,8 +1,9 @@
 """``nereus cluster``: the cluster's configuration, its nodes and shards, and drains.
 
 The group is put together here: the configuration (``configure.py``: init, config), what
-the coordinator says now (status, nodes, below) and drains (``moves.py``, where ``nereus
-shard move`` lives too; it is added to the shard group in ``nereus.cli.main``). Every
+the coordinator says now (status, nodes, below), drains (``moves.py``, where ``nereus
+shard move`` lives too; it is added to the shard group in ``nereus.cli.main``) and the
+move to another coordinator (``migrate.py``: migrate, rejoin). Every
 command reaches the cluster through ``--coordinator URL`` or the home's ``[cluster]``.
 """
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from nereus.cli.commands.cluster import configure, moves
+from nereus.cli.commands.cluster import configure, migrate, moves
 from nereus.cli.commands.cluster.access import CoordinatorOpt, cluster_store
 from nereus.cli.context import Env
 
@@ -73,6 +74,8 @@ def nodes(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
 
 app.command("drain")(moves.cluster_drain)
 app.command("undrain")(moves.cluster_undrain)
+app.command("migrate")(migrate.cluster_migrate)
+app.command("rejoin")(migrate.cluster_rejoin)
 
 
 def _print_status(out: Console, report: ClusterStatus) -> None:

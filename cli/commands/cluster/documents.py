@@ -178,3 +178,54 @@ class InitJoinReport(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     revision: int  # the cluster configuration's revision it was checked against
     shards: list[str]  # every shard of the cluster (the leader places them)
     evidence_keys: list[str]  # routes whose evidence key was written into this home
+
+
+class KindCount(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How many records of one kind (the key's first segment: config, config-audit,
+    placement, drains, secrets, catalog, epochs) a migration copied."""
+
+    kind: str
+    records: int
+
+
+class ShardEpochRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A shard's epoch counter as copied: its next owner activates above it."""
+
+    shard: str
+    epoch: int
+
+
+MigrateResult = Literal["DRY_RUN", "MIGRATED"]
+
+
+class ClusterMigrateReport(msgspec.Struct, frozen=True, kw_only=True,
+                           forbid_unknown_fields=True):
+    """``cluster migrate``: the cluster copied to another coordinator."""
+
+    cluster: str
+    source: str  # the coordinator it was at
+    target: str  # the coordinator it is at now (with --dry-run: would be)
+    result: MigrateResult
+    records: int  # durable records copied
+    kinds: list[KindCount]
+    epochs: list[ShardEpochRow]
+    replaced: str | None  # what the target held of this cluster before, or null
+    recopied: int  # records that changed on the source while it was copied
+    operator: str
+    reason: str
+
+
+RejoinResult = Literal["DRY_RUN", "REJOINED", "UNCHANGED"]
+
+
+class ClusterRejoinReport(msgspec.Struct, frozen=True, kw_only=True,
+                          forbid_unknown_fields=True):
+    """``cluster rejoin``: the home's node now names another coordinator."""
+
+    home: str
+    config: str  # the nereus.toml rewritten
+    node_id: str
+    cluster: str
+    coordinator: str  # the coordinator the home names now (with --dry-run: would name)
+    previous: str  # the one it named before
+    result: RejoinResult  # UNCHANGED: it named that coordinator already
