@@ -2,14 +2,17 @@
 
 Usage::
 
-    .venv/bin/python bench/failover.py [--pending N ...] [--ttl-ms T] [--deadline S]
-        [--json] [--keep]
+    .venv/bin/python bench/failover.py [--pending N ...] [--coordinator URL ...]
+        [--ttl-ms T] [--deadline S] [--json] [--keep]
 
-Real services (``scripts/services up kafka s3 etcd``; started if not running, and left
+Real services (``scripts/services up kafka s3 etcd oxia``; started if not running, and left
 running): two node daemons on one machine (``python -m nereus.engine.daemon``), their
-Command Topic and Kafka destination lane, checkpoints in S3, the coordinator in etcd; the
-homes and the cluster's record are written by ``tests/integration/cluster_homes.py`` (the
-harness the cluster tests use). For each N, a fresh cluster of two shards, one per node:
+Command Topic and Kafka destination lane, checkpoints in S3, the coordinator in etcd, or in
+each coordinator ``--coordinator`` names (``etcd``, ``oxia``: the one of
+``scripts/services``; ``etcd://HOST:PORT``, ``oxia://HOST:PORT``: another server), one
+column each, side by side; the homes and the cluster's record are written by
+``tests/integration/cluster_homes.py`` (the harness the cluster tests use). For each
+coordinator and each N, a fresh cluster of two shards, one per node:
 
 1. N SCHEDULE commands due in an hour are queued straight to the Command Topic on shard X
    (owned by n1); the bench waits until n1 applied them all;
@@ -73,7 +76,7 @@ PROBE_PER_S = 20
 
 
 class Round(msgspec.Struct, frozen=True):
-    """One N: how long each handover took (None: not reached in time)."""
+    """One N on one coordinator: how long each handover took (None: not reached in time)."""
 
     pending: int
     fill_s: float | None
@@ -87,9 +90,17 @@ class Round(msgspec.Struct, frozen=True):
     note: str = ""
 
 
+class Column(msgspec.Struct, frozen=True):
+    """Every N on one coordinator (``etcd``, ``oxia``: its kind; ``endpoint``: its server)."""
+
+    coordinator: str
+    endpoint: str
+    rounds: list[Round]
+
+
 class Report(msgspec.Struct, frozen=True):
     session_ttl_s: float
-    rounds: list[Round]
+    columns: list[Column]
     failover_target_s: float
     move_target_s: float
     failover_met: bool | None
@@ -252,9 +263,11 @@ def _owner_is(cluster: Cluster, shard: ShardId, node: str) -> bool:
         record.state == OwnerState.ACTIVE
 
 
-def _services() -> tuple[str, str, S3Endpoint]:
+def _services(kinds: set[str]) -> tuple[str, S3Endpoint, dict[str, str]]:
+    """Kafka, S3 and the coordinators ``kinds`` (etcd, oxia) of ``scripts/services``: the
+    bootstrap address, S3, and each coordinator's HOST:PORT."""
     settings: dict[str, str] = {}
-    for service in ("s3", "kafka", "etcd"):
+    for service in ("s3", "kafka", *sorted(kinds)):
         found, _, problem = bring_up(service)
         if found is None:
             raise SystemExit(f"{service}: {problem}")
@@ -262,25 +275,78 @@ def _services() -> tuple[str, str, S3Endpoint]:
     s3 = S3Endpoint(settings["NEREUS_S3_ENDPOINT"], settings["NEREUS_S3_ACCESS_KEY"],
                     settings["NEREUS_S3_SECRET_KEY"], settings.get("NEREUS_S3_REGION",
                                                                    "us-east-1"))
-    etcd = settings["NEREUS_ETCD_ENDPOINT"].removeprefix("http://")
-    return settings["NEREUS_KAFKA_BOOTSTRAP"], etcd, s3
+    endpoints = {"etcd": settings.get("NEREUS_ETCD_ENDPOINT", "").removeprefix("http://"),
+                 "oxia": settings.get("NEREUS_OXIA_ENDPOINT", "")}
+    return settings["NEREUS_KAFKA_BOOTSTRAP"], s3, {k: endpoints[k] for k in kinds}
+
+
+def coordinator_arg(text: str) -> tuple[str, str | None]:
+    """``--coordinator``: ``etcd`` or ``oxia`` (the server of ``scripts/services``), or
+    ``etcd://HOST:PORT`` / ``oxia://HOST:PORT[/NAMESPACE]`` (another one); (kind, endpoint)."""
+    kind, sep, rest = text.partition("://")
+    if kind not in ("etcd", "oxia"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write etcd, oxia, etcd://HOST:PORT or oxia://HOST:PORT[/NAMESPACE]")
+    if not sep:
+        return kind, None
+    host, colon, port = rest.split("/", 1)[0].rpartition(":")
+    if not rest or not host or not colon or not port.isdigit() or \
+            (kind == "etcd" and "/" in rest.rstrip("/")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write {kind}://HOST:PORT" + ("[/NAMESPACE]" if kind == "oxia" else ""))
+    return kind, rest.rstrip("/")
+
+
+def spec_for(kind: str, endpoint: str, *, bootstrap: str, s3: S3Endpoint,
+             ttl_ms: int) -> ClusterSpec:
+    """A fresh two-shard cluster on ``endpoint`` (``kind``'s HOST:PORT[/NAMESPACE])."""
+    return ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=bootstrap, etcd=endpoint, s3=s3,
+                       oxia=endpoint if kind == "oxia" else None, partitions=2,
+                       session_ttl_ms=ttl_ms, lease_margin_ms=min(2_000, ttl_ms // 4))
 
 
 def render(report: Report) -> str:
     ttl = report.session_ttl_s
-    out = [f"Nereus Delay failover bench: 2 nodes, 2 shards, Kafka + S3 + etcd; session TTL "
-           f"{ttl} s"]
-    for r in report.rounds:
-        out.append(f"  pending {r.pending:>9,}: filled in {r.fill_s} s; planned move ACTIVE "
-                   f"{r.move_active_s} s (handover gap {r.move_gap_s} s), first publish "
-                   f"{r.move_first_publish_s} s; SIGKILL "
-                   f"-> ACTIVE {r.failover_active_s} s, first publish "
-                   f"{r.failover_first_publish_s} s (TTL {ttl} s) {r.note}")
+    names = [f"{c.coordinator} ({c.endpoint})" for c in report.columns]
+    out = [f"Nereus Delay failover bench: 2 nodes, 2 shards, Kafka + S3 + "
+           f"{' / '.join(names)}; session TTL {ttl} s"]
+    for column in report.columns:
+        out.append(f" {column.coordinator} at {column.endpoint}:")
+        for r in column.rounds:
+            out.append(f"  pending {r.pending:>9,}: filled in {r.fill_s} s; planned move ACTIVE "
+                       f"{r.move_active_s} s (handover gap {r.move_gap_s} s), first publish "
+                       f"{r.move_first_publish_s} s; SIGKILL "
+                       f"-> ACTIVE {r.failover_active_s} s, first publish "
+                       f"{r.failover_first_publish_s} s (TTL {ttl} s) {r.note}")
+    out += ["", side_by_side(report)]
     out.append(f"  targets at {TARGET_AT_PENDING:,} pending: failover <= {report.failover_target_s}"
                f" s: {_met(report.failover_met)}; planned move (handover gap) <= "
                f"{report.move_target_s} s: "
                f"{_met(report.move_met)}")
     return "\n".join(out)
+
+
+def side_by_side(report: Report) -> str:
+    """The table of bench/README.md: one row per N, per coordinator the handover gap of the
+    planned move and SIGKILL -> first publish."""
+    head = "| pending |" + "".join(f" {c.coordinator}: handover gap | {c.coordinator}: "
+                                   "SIGKILL -> first publish |" for c in report.columns)
+    rule = "|---:|" + "---:|---:|" * len(report.columns)
+    pendings = sorted({r.pending for c in report.columns for r in c.rounds})
+    rows = []
+    for pending in pendings:
+        cells = []
+        for column in report.columns:
+            found = [r for r in column.rounds if r.pending == pending]
+            r = found[0] if found else None
+            cells += [_s(None if r is None else r.move_gap_s),
+                      _s(None if r is None else r.failover_first_publish_s)]
+        rows.append(f"| {pending:,} | " + " | ".join(cells) + " |")
+    return "\n".join([head, rule, *rows])
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def _met(value: bool | None) -> str:
@@ -290,30 +356,38 @@ def _met(value: bool | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pending", type=int, nargs="+", default=[0, 100_000, 1_000_000])
+    parser.add_argument("--coordinator", type=coordinator_arg, action="append", metavar="URL",
+                        help="etcd, oxia, etcd://HOST:PORT or oxia://HOST:PORT[/NAMESPACE]; "
+                             "again for another column (default: etcd)")
     parser.add_argument("--ttl-ms", type=int, default=10_000, help="the session TTL")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds per wait")
     parser.add_argument("--dir", type=Path, default=None, help="where the temp homes go")
     parser.add_argument("--keep", action="store_true", help="keep the temp homes")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args()
-    bootstrap, etcd, s3 = _services()
-    rounds = []
+    wanted: list[tuple[str, str | None]] = args.coordinator or [("etcd", None)]
+    bootstrap, s3, served = _services({kind for kind, endpoint in wanted if endpoint is None})
+    columns = []
     with scratch_dir("nereus-failover-", args.dir, keep=args.keep) as root:
-        for pending in args.pending:
-            spec = ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=bootstrap, etcd=etcd,
-                               s3=s3, partitions=2, session_ttl_ms=args.ttl_ms,
-                               lease_margin_ms=min(2_000, args.ttl_ms // 4))
-            rounds.append(one_round(root / f"p{pending}", spec, pending, args.deadline))
-            print(f"  {rounds[-1]}", file=sys.stderr)
-    at = [r for r in rounds if r.pending == TARGET_AT_PENDING]
+        for n, (kind, given) in enumerate(wanted):
+            endpoint = given or served[kind]
+            rounds = []
+            for pending in args.pending:
+                spec = spec_for(kind, endpoint, bootstrap=bootstrap, s3=s3, ttl_ms=args.ttl_ms)
+                rounds.append(one_round(root / f"{kind}{n}-p{pending}", spec, pending,
+                                        args.deadline))
+                print(f"  {kind} {rounds[-1]}", file=sys.stderr)
+            columns.append(Column(kind, endpoint, rounds))
+    at = [r for c in columns for r in c.rounds if r.pending == TARGET_AT_PENDING]
     ttl_s = args.ttl_ms / 1000
     failover_target = ttl_s + TARGET_FAILOVER_EXTRA_S
     report = Report(
-        ttl_s, rounds, failover_target, TARGET_MOVE_S,
-        None if not at or at[0].failover_first_publish_s is None
-        else at[0].failover_first_publish_s <= failover_target,
-        None if not at or at[0].move_gap_s is None
-        else at[0].move_gap_s <= TARGET_MOVE_S)
+        ttl_s, columns, failover_target, TARGET_MOVE_S,
+        None if not at or any(r.failover_first_publish_s is None for r in at)
+        else all(r.failover_first_publish_s <= failover_target for r in at
+                 if r.failover_first_publish_s is not None),
+        None if not at or any(r.move_gap_s is None for r in at)
+        else all(r.move_gap_s <= TARGET_MOVE_S for r in at if r.move_gap_s is not None))
     print(json.dumps(msgspec.to_builtins(report), indent=2) if args.json else render(report))
 
 
