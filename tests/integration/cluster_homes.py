@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +121,10 @@ class ClusterSpec:
     def store(self) -> ClusterStore:
         return ClusterStore(open_cluster(self.coordinator))
 
+    def prepare_objects(self) -> None:
+        """Make what the configuration's ``[objects]`` needs (the S3 bucket)."""
+        ensure_bucket(self.s3)
+
 
 def ensure_bucket(s3: S3Endpoint) -> None:
     client = s3.client()
@@ -133,7 +137,8 @@ class NodeRun:
     """One run of a node's daemon, a child process of the test."""
 
     def __init__(self, home: Path, node_id: str, run: int,
-                 owned: list[subprocess.Popen[bytes]], *, workers: int = 1) -> None:
+                 owned: list[subprocess.Popen[bytes]], *, workers: int = 1,
+                 prefix: Sequence[str] = ()) -> None:
         from nereus.adapters.admin_client import AdminClient
 
         self.home = home
@@ -141,7 +146,7 @@ class NodeRun:
         self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
         with open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+                [*prefix, sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
                  "--workers", str(workers)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         owned.append(self.proc)
@@ -196,11 +201,13 @@ class Cluster:
     def home(self, node_id: str) -> Path:
         return self.root / node_id
 
-    def start(self, node_id: str, *, workers: int = 1) -> NodeRun:
-        """Start the node's daemon (the front door of ``workers`` processes if above 1)."""
+    def start(self, node_id: str, *, workers: int = 1, prefix: Sequence[str] = ()) -> NodeRun:
+        """Start the node's daemon (the front door of ``workers`` processes if above 1);
+        ``prefix`` runs it through a command that execs it (``nsenter`` into a network
+        namespace: the process is the daemon's)."""
         self._runs += 1
         run = self.nodes[node_id] = NodeRun(self.home(node_id), node_id, self._runs,
-                                            self.owned, workers=workers)
+                                            self.owned, workers=workers, prefix=prefix)
         return run
 
     def owners(self) -> dict[ShardId, OwnerRecord]:
@@ -264,7 +271,7 @@ def _claim_topic(spec: ClusterSpec, route_id: str) -> None:
 def make_cluster(root: Path, spec: ClusterSpec, nodes: list[str],
                  owned: list[subprocess.Popen[bytes]]) -> Iterator[Cluster]:
     """The cluster's record, topic and node homes (no daemon started); closed on exit."""
-    ensure_bucket(spec.s3)
+    spec.prepare_objects()
     route_id = uuid.uuid4().hex
     _claim_topic(spec, route_id)
     store = spec.store()
