@@ -92,6 +92,10 @@ def test_migrate_copies_every_durable_record_and_marks_the_source_moved(
     config = run_nereus("--json", "cluster", "config", "--coordinator", target,
                         home=tmp_path / "op")
     assert config.code == 0 and config.json()["revision"] == 1
+    replaced = run_nereus("--json", "cluster", "init", "--coordinator", source, "--from",
+                          str(tmp_path / "cluster.toml"), "--replace", "--reason", "late",
+                          home=tmp_path / "op")
+    assert replaced.code == 1 and "moved to" in replaced.json()["error"], replaced.stdout
 
 
 def test_a_dry_run_writes_nothing(tmp_path: Path) -> None:

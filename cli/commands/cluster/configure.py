@@ -77,6 +77,7 @@ def cluster_init(
                          "is recorded with who made it and why")
     who = identity(operator, reason or "cluster init", None, None)
     with cluster_store(env, coordinator, create=True) as store:
+        store.refuse_moved()  # a cluster that moved is configured where it went
         current = store.config()
         if current is not None and not replace:
             was = current[0]
