@@ -12,7 +12,8 @@ from nereus.state import keys
 from nereus.state.values import Lane
 from nereus.testing import MemoryShard
 
-OPERATOR = {"operator": "alice", "reason": "maintenance"}
+WHO = "alice"
+WHY = "maintenance"
 
 
 def submit(shard: MemoryShard, mutation: r.OperatorMutation) -> tuple[str, r.ResultStatus,
@@ -34,7 +35,7 @@ def test_a_retry_finds_the_first_result() -> None:
     """The same close twice in a row: the second derives the first's key and finds its
     result (nothing new applied)."""
     shard = MemoryShard()
-    close = r.LaneGate(lane="local", gate=Gate.CLOSED, **OPERATOR)
+    close = r.LaneGate(lane="local", gate=Gate.CLOSED, operator=WHO, reason=WHY)
     first, status, earlier = submit(shard, close)
     assert status == ResultStatus.APPLIED and not earlier
     again, _, earlier = submit(shard, close)
@@ -47,12 +48,13 @@ def test_the_same_command_after_its_change_was_undone_is_a_new_request() -> None
     shard = MemoryShard()
     derived = []
     for gate in (Gate.CLOSED, Gate.OPEN, Gate.CLOSED):
-        key, status, earlier = submit(shard, r.LaneGate(lane="local", gate=gate, **OPERATOR))
+        gate_change = r.LaneGate(lane="local", gate=gate, operator=WHO, reason=WHY)
+        key, status, earlier = submit(shard, gate_change)
         assert status == ResultStatus.APPLIED and not earlier
         derived.append(key)
     assert len(set(derived)) == 3 and lane(shard).gate == Gate.CLOSED
-    for mutation in (r.ShardPause(**OPERATOR), r.ShardResume(**OPERATOR),
-                     r.ShardPause(**OPERATOR), r.ShardResume(**OPERATOR)):
+    pause, resume = r.ShardPause(operator=WHO, reason=WHY), r.ShardResume(operator=WHO, reason=WHY)
+    for mutation in (pause, resume, pause, resume):
         assert submit(shard, mutation)[2] is False
     assert shard.get(keys.META_PAUSED) is None
 
@@ -62,12 +64,12 @@ def test_a_lane_set_that_changes_nothing_keeps_its_revision_and_its_first_result
     result; a LANE_CONFIG with the values the lane already has is applied without a new
     revision."""
     shard = MemoryShard()
-    capacity = r.LaneConfig(lane="local", capacity=5, **OPERATOR)
+    capacity = r.LaneConfig(lane="local", capacity=5, operator=WHO, reason=WHY)
     first, _, _ = submit(shard, capacity)
     assert lane(shard).config_revision == 1
     again, _, earlier = submit(shard, capacity)
     assert again == first and earlier and lane(shard).config_revision == 1
     same = shard.result(r.LaneConfig(lane="local", capacity=5, idempotency_key="other",
-                                     **OPERATOR))
+                                     operator=WHO, reason=WHY))
     assert same.status == ResultStatus.APPLIED and "already" in (same.detail or "")
     assert lane(shard).config_revision == 1
