@@ -66,12 +66,17 @@ from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.shard_status import ShardState, error_text
 from nereus.engine.supervisor import Supervised, Supervisor
 from nereus.engine.time_source import Clock
-from nereus.errors import NereusError
+from nereus.errors import NereusError, StoreInUse
 from nereus.shard import ShardId
 
 ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
 FAILED_RETRY_S: Final = 30.0  # a shard held FAILED is tried again after this,
 FAILED_RETRY_MAX_S: Final = 300.0  # doubling up to this
+# a shard whose database another process still holds (the previous owner's process letting
+# go: a stopped worker, a node's engine still exiting) is tried again after this, doubling
+# up to IN_USE_RETRY_MAX_S: waiting for a process, not a failure to sit out
+IN_USE_RETRY_S: Final = 0.5
+IN_USE_RETRY_MAX_S: Final = 5.0
 
 
 @dataclass(slots=True)
@@ -368,7 +373,7 @@ class ClusterNode:
         except Exception as exc:  # held FAILED, saying why (not taken again every round)
             refused = self.engine.refused.get(shard)
             self._hold_failed(shard, refused.reason if refused else error_text(exc),
-                              refused=True)
+                              refused=True, in_use=isinstance(exc, StoreInUse))
             return
         except BaseException:  # never hold a record for a shard this node does not run
             self._let_go(shard, checkpoint=False, why="its activation was interrupted")
@@ -391,14 +396,19 @@ class ClusterNode:
             self._let_go(shard, checkpoint=False,
                          why=f"it did not become active: {loop.error or loop.state}")
 
-    def _hold_failed(self, shard: ShardId, reason: str, *, refused: bool) -> None:
+    def _hold_failed(self, shard: ShardId, reason: str, *, refused: bool,
+                     in_use: bool = False) -> None:
         """Keep the shard's record, FAILED with ``reason``, until its retry is due. A refused
         activation's reason is logged here at error, unless the last failure here said the
-        same (a failed loop logged its own: ``shard_failed``, ``shard_diverged``)."""
+        same (a failed loop logged its own: ``shard_failed``, ``shard_diverged``). A
+        database another process still holds (``in_use``) is tried again soon
+        (``IN_USE_RETRY_S``): its previous owner is letting go."""
         assert self._session is not None
         last = self._last_failure.get(shard)
         attempts = 1 if last is None else last.attempts + 1
-        delay = min(FAILED_RETRY_S * 2 ** (attempts - 1), FAILED_RETRY_MAX_S)
+        first, most = (IN_USE_RETRY_S, IN_USE_RETRY_MAX_S) if in_use else \
+            (FAILED_RETRY_S, FAILED_RETRY_MAX_S)
+        delay = min(first * 2 ** (attempts - 1), most)
         failure = self._failed[shard] = self._last_failure[shard] = _Failure(
             reason=reason, refused=refused, attempts=attempts,
             retry_at=self._clock.monotonic() + delay)
