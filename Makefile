@@ -13,7 +13,7 @@ $(BIN)/.installed: pyproject.toml
 
 # the Oxia coordinator's messages, generated from Oxia's proto/client.proto (found in the Go
 # module cache, else fetched with `go mod download`); not committed. A no-op when up to date.
-OXIA_PROTO := adapters/coordination/oxia_proto/.generated
+OXIA_PROTO := adapters/backends/coordination/oxia_proto/.generated
 
 $(OXIA_PROTO): $(BIN)/.installed scripts/gen-oxia-proto
 	$(BIN)/python scripts/gen-oxia-proto

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.checkpoint.manifest import (
     MANIFEST_NAME,
     CatalogEntry,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.adapters.durable_files import fsync_dir
-from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.parallel_verify import verify_parallel
 from nereus.checkpoint.manifest import MANIFEST_NAME, CatalogEntry, Manifest
 from nereus.checkpoint.verify import VerifyReport

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.adapters.checkpoint_catalog import catalog
-from nereus.adapters.objectstore.protocol import ObjectStore
 from nereus.adapters.parallel_verify import SMALL_CHECKPOINT, process_digest
 from nereus.adapters.replay import store_digest
 from nereus.checkpoint.manifest import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.machine import dedup_key
 from nereus.records import decode
 from nereus.records.codec import DecodeFailure

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nereus.adapters.shardlog.delegating import DelegatingLog
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.protocol import PrunableLog, Receipt, ShardLog
+from nereus.adapters.backends.shardlog.delegating import DelegatingLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.protocol import PrunableLog, Receipt, ShardLog
 from nereus.continuity import Divergence, applied_record_differs, log_ends_before
 from nereus.errors import LogDiverged, NotFound, StoreError
 from nereus.shard import ShardId

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nereus.adapters.backends.shardlog.protocol import LogRecord, ShardLog
 from nereus.adapters.replay import store_digest
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import Check
 from nereus.machine import Applied

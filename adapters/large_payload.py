@@ -24,7 +24,7 @@ from typing import Final, Protocol
 
 import msgspec
 
-from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.client import (
     CommandSink,
     Prepared,

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.errors import NereusError
 from nereus.shard import ShardId
 from nereus.state import keys

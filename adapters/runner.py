@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
+from nereus.adapters.backends.shardlog.protocol import LogRecord, ShardLog
 from nereus.errors import LogCorruption
 from nereus.machine import Applied, apply
 from nereus.state.store import ShardStore

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generated_schedules import Workload, schedule_record
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 
 
 def make_payloads(n: int, *, seed: int, payload_bytes: int, now_ms: int) -> list[bytes]:

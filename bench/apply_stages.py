@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generated_schedules import IDENTITY
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.protocol import LogRecord
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.protocol import LogRecord
 from nereus.machine import DEFAULT_LIMITS, apply, commands
 from nereus.machine.tx import Tx
 from nereus.records import Schedule, codec

@@ -32,8 +32,8 @@ from inprocess_engine import (
     running,
     wait_for,
 )
+from nereus.adapters.backends.kafka.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.config import Config
-from nereus.engine.destinations.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.shard import partition_for
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def run_engine(home: Path, config: Config, args: argparse.Namespace) -> KafkaRun
 
 
 def kafka_to_kafka(root: Path, env: dict[str, str], args: argparse.Namespace) -> KafkaSection:
-    from nereus.adapters._kafka import ensure_topic
+    from nereus.adapters.backends.kafka.kafka_client import ensure_topic
 
     bootstrap = env["NEREUS_KAFKA_BOOTSTRAP"]
     run_id = uuid.uuid4().hex[:10]

@@ -35,8 +35,10 @@ from inprocess_engine import (
     running,
     wait_for,
 )
+from nereus.adapters.backends.pulsar.pulsar_destination import (
+    PROPERTY_DELAY_MESSAGE_ID as PROPERTY_ID,
+)
 from nereus.config import Config
-from nereus.engine.destinations.pulsar import PROPERTY_DELAY_MESSAGE_ID as PROPERTY_ID
 
 START_MARGIN_MS = 1_500  # t0 = now + this: every SCHEDULE is queued and applied before t0
 SETTLE_S = 1.0  # the consumer keeps listening this long after the last expected message
@@ -277,7 +279,7 @@ def pulsar_direct(root: Path, env: dict[str, str], args: argparse.Namespace,
 
 
 def delete_pulsar_topic(env: dict[str, str], topic: str) -> None:
-    from nereus.adapters._pulsar import admin_request, admin_topic_path
+    from nereus.adapters.backends.pulsar.pulsar_client import admin_request, admin_topic_path
 
     with contextlib.suppress(Exception):  # a leftover bench topic harms nothing
         admin_request(env["NEREUS_PULSAR_HTTP_URL"], "DELETE",

@@ -67,10 +67,14 @@ def _lanes(home: Path, hung: int) -> tuple[str, list[str], list[str]]:
 
 
 def run_one(home: Path, hung: int, variant: str, messages: int) -> Figures:
-    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.backends.destination.protocol import (
+        Destination,
+        PublishRequest,
+        PublishResult,
+    )
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.client import RouteRef, prepare_schedule
     from nereus.config import parse_config
-    from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
     from nereus.engine.engine import Engine, EngineSettings
     from nereus.engine.scheduler.permits import PermitLimits
     from nereus.layout import HomeLayout

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config
 from nereus.engine.engine import Engine, EngineSettings

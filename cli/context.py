@@ -18,9 +18,9 @@ from nereus.shard import ShardId
 
 if TYPE_CHECKING:
     from nereus.adapters.admin_client import AdminClient
-    from nereus.adapters.objectstore.protocol import ObjectStore
-    from nereus.adapters.shardlog.file import FileShardLog
-    from nereus.adapters.shardlog.protocol import ShardLog
+    from nereus.adapters.backends.objectstore.protocol import ObjectStore
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
+    from nereus.adapters.backends.shardlog.protocol import ShardLog
     from nereus.client import CommandSink, RouteRef
     from nereus.config import Config
 
@@ -139,8 +139,8 @@ class Env(msgspec.Struct):
         if directory is not None or self.config.route(shard.route).log == "file":
             return self.file_log(shard, directory=directory, create=create)
         if shard not in self._other_logs:
-            from nereus.adapters.broker_probe import probe_route
-            from nereus.adapters.shardlog.factory import open_shard_log
+            from nereus.adapters.backends.shardlog.broker_probe import probe_route
+            from nereus.adapters.backends.shardlog.factory import open_shard_log
 
             probe_route(self.config.route(shard.route))  # 5 s at most, quietly
             self._other_logs[shard] = open_shard_log(self.config.route(shard.route), shard,
@@ -155,9 +155,9 @@ class Env(msgspec.Struct):
         (``LogDiverged``): an append would take a position the state already used."""
         log = self.shard_log(shard)
         if shard not in self._checked:
+            from nereus.adapters.backends.shardlog.file_log import FileShardLog
+            from nereus.adapters.backends.shardlog.identity import ensure_route_identity
             from nereus.adapters.continuity import applied_position, check_log_end, guard_file_log
-            from nereus.adapters.shardlog.file import FileShardLog
-            from nereus.adapters.shardlog.identity import ensure_route_identity
 
             state = self.layout.shard_state(shard)
             applied = applied_position(state)
@@ -174,7 +174,7 @@ class Env(msgspec.Struct):
     def file_log(self, shard: ShardId, *, directory: Path | None = None,
                  create: bool = True) -> FileShardLog:
         """The shard's file Shard Log (the embedded default); file-only operations use it."""
-        from nereus.adapters.shardlog.file import FileShardLog
+        from nereus.adapters.backends.shardlog.file_log import FileShardLog
         from nereus.errors import UsageError
 
         if directory is None:
@@ -200,7 +200,7 @@ class Env(msgspec.Struct):
 
     def object_store(self) -> ObjectStore:
         """The home's object store (``[objects]``): checkpoints, the catalog, payloads."""
-        from nereus.adapters.objectstore.factory import open_object_store
+        from nereus.adapters.backends.objectstore.factory import open_object_store
 
         objects = open_object_store(self.config.objects, self.home)
         if self.config.cluster is None:

@@ -54,7 +54,7 @@ def log_end(env: Env, shard: ShardId) -> int | None:
     if env.layout.config.exists() and (env.layout.shard_log(shard).is_dir() or
                                        env.config.route(shard.route).log != "file"):
         log = env.shard_log(shard, create=False)
-        from nereus.adapters.shardlog.file import FileShardLog
+        from nereus.adapters.backends.shardlog.file_log import FileShardLog
 
         if isinstance(log, FileShardLog):
             return log.observed_end_position()

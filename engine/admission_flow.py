@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from nereus.adapters.backends.destination.protocol import PublishRequest
 from nereus.engine.clock import TrustedClock
-from nereus.engine.destinations.protocol import PublishRequest
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.scheduler.admission import handover_refusal, prepare_admission

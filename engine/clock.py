@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.trusted_time import TrustedTime
 
 

@@ -78,7 +78,7 @@ def run(home: Path, *, foreground: bool) -> int:
     node = None
     try:
         if handle is not None:
-            node = join_cluster(engine, handle, log_event)
+            node = join_when_free(engine, handle, log_event)
             engine.start(owned=())
             node.start(engine.supervisor)
         else:
@@ -129,7 +129,7 @@ def _cluster_handle(config: Config) -> ClusterHandle | None:
     if config.cluster is None:
         return None
     from nereus.adapters.cluster.coordinator_url import open_cluster
-    from nereus.engine.time_source import SYSTEM_CLOCK
+    from nereus.adapters.time_source import SYSTEM_CLOCK
 
     return open_cluster(config.cluster.coordinator, clock=SYSTEM_CLOCK)
 
@@ -179,6 +179,36 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
         reload=reload or (lambda: load_home_config(engine.layout.config)))
     node.join()
     return node
+
+
+def join_when_free(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
+                   address: Path | None = None,
+                   reload: ConfigSource | None = None) -> ClusterNode:
+    """``join_cluster``, tried again while this home's previous run (SIGKILLed: its
+    process gone, its session not yet) holds the node id, until that session's TTL has
+    run out twice over; the wait is logged once with the holder. Another home's node under
+    the id (``NodeIdInUseElsewhere``) is not waited for."""
+    import time
+
+    from nereus.cluster.errors import NodeIdInUse, NodeIdInUseElsewhere
+
+    cluster = engine.config.cluster
+    assert cluster is not None
+    deadline = time.monotonic() + 2 * cluster.session_ttl_ms / 1000 + 1
+    said = False
+    while True:
+        try:
+            return join_cluster(engine, handle, log_event, address=address, reload=reload)
+        except NodeIdInUseElsewhere:
+            raise
+        except NodeIdInUse as exc:
+            if time.monotonic() > deadline:
+                raise
+            if not said:
+                log_event("node_id_held_by_previous_run", node_id=cluster.node_id,
+                          detail=exc.message, session_ttl_ms=cluster.session_ttl_ms)
+                said = True
+            time.sleep(0.2)
 
 
 def main() -> None:

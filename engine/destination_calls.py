@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
+from nereus.adapters.time_source import Clock
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
-from nereus.engine.time_source import Clock
 from nereus.timespec import format_time_ms
 
 T = TypeVar("T")

@@ -28,23 +28,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nereus.adapters.backends.destination.factory import open_destination
+from nereus.adapters.backends.destination.protocol import Destination, PublishResult
+from nereus.adapters.backends.objectstore.factory import open_object_store
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.identity import ensure_route_identity
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.checkpoint_catalog import recovery_floor
 from nereus.adapters.checkpoint_restore import restore_into
 from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.continuity import DivergedLog, check_shard, guard_file_log
-from nereus.adapters.objectstore.factory import open_object_store
 from nereus.adapters.secrets import route_key
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.identity import ensure_route_identity
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import Config, EngineConfig
 from nereus.engine.catch_up import catch_up
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.clock import ChronyHealth, TrustedClock
-from nereus.engine.destinations.factory import open_destination
-from nereus.engine.destinations.protocol import Destination, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log
 from nereus.engine.evidence import EvidenceRecovery
 from nereus.engine.ids import IdSource
@@ -60,7 +61,6 @@ from nereus.engine.shard_loop import ShardLoop
 from nereus.engine.shard_ownership import LeaseGate
 from nereus.engine.shard_status import RefusedShard, ShardState
 from nereus.engine.supervisor import Supervisor, WorkerStatus
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import StoreError, StoreInUse
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from nereus.engine.destinations.protocol import Destination, PublishResult
+from nereus.adapters.backends.destination.protocol import Destination, PublishResult
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.shard_status import ShardState
 from nereus.engine.supervisor import Supervised, Supervisor
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore

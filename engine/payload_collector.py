@@ -26,12 +26,12 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.adapters.payload_gc import Judgement, delete_collected, judge_all, judge_shards
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import Config
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout
 from nereus.payload_objects import PREFIX

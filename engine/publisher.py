@@ -44,6 +44,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.engine.destination_calls import (
     Busy,
     Closed,
@@ -54,10 +56,8 @@ from nereus.engine.destination_calls import (
     Raised,
     Returned,
 )
-from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.supervisor import Supervised, Supervisor
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 from nereus.records import Disposition, Outcome
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from nereus.adapters.backends.shardlog.protocol import LogRecord
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import LogRecord
 from nereus.engine.shard_progress import ResultWatch, ShardProgress
 from nereus.machine import Applied
 from nereus.state.values import Result

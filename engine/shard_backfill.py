@@ -29,9 +29,9 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from nereus.adapters.time_source import Clock
 from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
-from nereus.engine.time_source import Clock
 from nereus.machine.catch_up import (
     SHARD_WINDOW_KINDS,
     catch_up_of,

@@ -32,8 +32,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Final, TypeVar
 
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.checkpoint_take import Taken, new_checkpoint_id, snapshot
-from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock
 from nereus.shard import ShardId

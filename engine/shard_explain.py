@@ -4,7 +4,7 @@ scheduler's gates for the message (``scheduler/explain.py``)."""
 
 from __future__ import annotations
 
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.engine.admission_flow import AdmissionFlow
 from nereus.engine.scheduler.explain import MessageExplanation, explanation
 from nereus.records import LaneGate, decode

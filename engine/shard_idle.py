@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from nereus.engine.time_source import Clock
+from nereus.adapters.time_source import Clock
 
 
 class IdleWait:

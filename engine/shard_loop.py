@@ -32,13 +32,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
+from nereus.adapters.backends.destination.protocol import PublishResult
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.checkpoint_take import Taken
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.engine.admission_flow import AdmissionFlow
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.clock import TrustedClock
-from nereus.engine.destinations.protocol import PublishResult
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.lane_policy import LanePolicies
 from nereus.engine.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings

@@ -15,11 +15,11 @@ import queue
 import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
-from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.destinations.protocol import PublishResult
+from nereus.adapters.backends.destination.protocol import PublishResult
+from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
+from nereus.adapters.time_source import Clock
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.scheduler.admission import PreparedAdmission
-from nereus.engine.time_source import Clock
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 

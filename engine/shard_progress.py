@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
+from nereus.adapters.time_source import Clock
 from nereus.engine.shard_status import ENDED_STATES, ShardState
-from nereus.engine.time_source import Clock
 from nereus.state.values import Result
 
 RECENT_RESULTS = 4_096  # results kept for waiting clients beyond the ones they expect

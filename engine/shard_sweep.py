@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from nereus.adapters.time_source import Clock
 from nereus.engine.awaited_record import AwaitedRecord
 from nereus.engine.shard_outbox import Outbox
-from nereus.engine.time_source import Clock
 from nereus.machine.retention import MAX_SWEEP_ENTRIES
 from nereus.records import Sweep, encode
 from nereus.state import keys

@@ -34,8 +34,8 @@ from typing import Protocol
 
 import msgspec
 
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.engine.event_log import EventLog, null_event_log, safe_event
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
 
 REPEAT_LOG_S = 60.0  # a crash that repeats the last one logged is logged again after this
 

@@ -1,7 +1,7 @@
 """Clocks for tests: ``FakeClock`` moves only when told, ``SkewedClock`` is the system's
 clock with a wall-clock error.
 
-Both satisfy ``nereus.engine.time_source.Clock``. Hand one to an engine
+Both satisfy ``nereus.adapters.time_source.Clock``. Hand one to an engine
 (``Engine(time_source=...)`` or ``running_engine(..., time_source=...)``), a publisher, a
 supervisor or an evidence scanner, and every deadline those read — claim TTLs, probe
 intervals, restart backoffs, scan intervals, append retries, stop deadlines — follows it.
@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from nereus.engine.time_source import SystemClock
+from nereus.adapters.time_source import SystemClock
 
 _NS = 1_000_000_000
 _SLICE_S = 0.005  # how often a waiter looks at its event (real s); advance wakes it at once

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.identity import ensure_route_identity
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.identity import ensure_route_identity
 from nereus.config import parse_config
 from nereus.shard import ShardId
 

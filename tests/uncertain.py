@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.identity import ensure_route_identity
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.identity import ensure_route_identity
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
 from nereus.machine.tx import work_digest

@@ -17,8 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from nereus.adapters.backends.objectstore.protocol import (
+    ObjectInfo,
+    ObjectMissing,
+    ObjectStore,
+    check_key,
+)
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
-from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectMissing, ObjectStore, check_key
 from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, prefix_range
 

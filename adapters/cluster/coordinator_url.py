@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
-from nereus.adapters.coordination.clock import SYSTEM_CLOCK, CoordinatorClock
+from nereus.adapters.backends.coordination.coordinator_clock import SYSTEM_CLOCK, CoordinatorClock
 from nereus.coordination.protocol import Coordinator
 from nereus.errors import UsageError
 
@@ -45,18 +45,18 @@ def open_cluster(url: str, *, clock: CoordinatorClock = SYSTEM_CLOCK) -> Cluster
     """The coordinator ``url`` names (a ``UsageError`` says what is wrong with it)."""
     scheme = urlsplit(url).scheme
     if scheme == "oxia":
-        from nereus.adapters.coordination.oxia import OxiaCoordinator
+        from nereus.adapters.backends.coordination.oxia import OxiaCoordinator
 
         oxia = OxiaCoordinator.from_url(url, clock=clock)
         return ClusterHandle(oxia.address.url, oxia.address.cluster, oxia, "")
     if scheme == "etcd":
-        from nereus.adapters.coordination.etcd import EtcdCoordinator
+        from nereus.adapters.backends.coordination.etcd import EtcdCoordinator
 
         etcd = EtcdCoordinator.from_url(url, clock=clock)
         return ClusterHandle(etcd.address.url, etcd.address.cluster, etcd, "")
     if scheme == "sqlite":
-        from nereus.adapters.coordination.etcd_wire import CLUSTER_NAME
-        from nereus.adapters.coordination.sqlite import SqliteCoordinator
+        from nereus.adapters.backends.coordination.etcd_wire import CLUSTER_NAME
+        from nereus.adapters.backends.coordination.sqlite import SqliteCoordinator
 
         parts = urlsplit(url)
         file, _, cluster = parts.path.rpartition("/")

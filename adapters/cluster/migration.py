@@ -141,11 +141,11 @@ def canonical(url: str) -> str:
     scheme = urlsplit(url).scheme
     try:
         if scheme == "oxia":
-            from nereus.adapters.coordination.oxia_keys import parse_oxia_url
+            from nereus.adapters.backends.coordination.oxia_keys import parse_oxia_url
 
             return parse_oxia_url(url).url
         if scheme == "etcd":
-            from nereus.adapters.coordination.etcd_wire import parse_etcd_url
+            from nereus.adapters.backends.coordination.etcd_wire import parse_etcd_url
 
             return parse_etcd_url(url).url
     except UsageError:

@@ -114,8 +114,8 @@ def resolve(
 def _verify(env: Env, shard: ShardId, attempt_id: str, reference: str) -> str:
     """Fetch the record ``reference`` names; it must carry this attempt's id and evidence
     MAC (under the route's key). Returns the evidence text to record."""
+    from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence, is_reference
     from nereus.adapters.secrets import route_key
-    from nereus.engine.evidence_fetch import fetch_evidence, is_reference
     from nereus.errors import NereusError, NotFound, UsageError
     from nereus.evidence_mac import mac_matches
     from nereus.state import keys

@@ -57,9 +57,9 @@ def _command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[Doc
     log's clients would wait their own 30 s for the same answer."""
     import time
 
+    from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
+    from nereus.adapters.backends.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, command_topic
     from nereus.adapters.checkpoint_catalog import recovery_floor
-    from nereus.adapters.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, command_topic
-    from nereus.adapters.shardlog.kafka import KafkaShardLog
     from nereus.errors import NereusError
     from nereus.shard import ShardId
 
@@ -202,7 +202,7 @@ def _kafka(bootstrap: str) -> str | None:
     """Why Kafka at ``bootstrap`` does not answer, or None. Asked quietly
     (``broker_probe``): an AdminClient's own log wrote a reconnect line to stderr every
     50 ms while it waited."""
-    from nereus.adapters.broker_probe import probe_kafka
+    from nereus.adapters.backends.shardlog.broker_probe import probe_kafka
     from nereus.errors import ServiceUnreachable
 
     try:
@@ -224,7 +224,7 @@ def _http(url: str) -> str | None:
 
 
 def _services(config: Config) -> list[DoctorCheck]:
-    from nereus.adapters.shardlog.factory import (
+    from nereus.adapters.backends.shardlog.factory import (
         DEFAULT_KAFKA_BOOTSTRAP,
         DEFAULT_PULSAR_ADMIN,
     )

@@ -81,7 +81,7 @@ def init(
     secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)
     if log != "file":
-        from nereus.adapters.broker_probe import probe_route
+        from nereus.adapters.backends.shardlog.broker_probe import probe_route
 
         probe_route(config.routes[route])  # a broker that is down fails here: 5 s, quietly
     found = _found_identity(env, config.routes[route], attach=attach)
@@ -232,8 +232,8 @@ def _found_identity(env: Env, settings: RouteSettings, *,
     A file log lives in this home (a re-init with --force keeps its identity). A broker's
     Command Topic is shared: one that holds another route's data is refused unless
     ``--attach`` says to share it on purpose."""
-    from nereus.adapters.shardlog.factory import command_topic, open_shard_log
-    from nereus.adapters.shardlog.identity import describe, first_identity
+    from nereus.adapters.backends.shardlog.factory import command_topic, open_shard_log
+    from nereus.adapters.backends.shardlog.identity import describe, first_identity
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
 
@@ -267,8 +267,8 @@ def _found_identity(env: Env, settings: RouteSettings, *,
 def _claim_log(env: Env, settings: RouteSettings) -> str:
     """Create the broker Command Topic now (a broker problem shows at init, not at first
     use) and write the route identity as the first record of every empty partition."""
-    from nereus.adapters.shardlog.factory import command_topic, open_shard_log
-    from nereus.adapters.shardlog.identity import ensure_route_identity
+    from nereus.adapters.backends.shardlog.factory import command_topic, open_shard_log
+    from nereus.adapters.backends.shardlog.identity import ensure_route_identity
     from nereus.shard import ShardId
 
     topic = command_topic(settings)

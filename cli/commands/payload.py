@@ -22,8 +22,8 @@ from nereus.shard import ShardId
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.backends.objectstore.protocol import ObjectInfo, ObjectStore
     from nereus.adapters.checkpoint_catalog import Floor
-    from nereus.adapters.objectstore.protocol import ObjectInfo, ObjectStore
     from nereus.adapters.payload_gc import Judgement
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)

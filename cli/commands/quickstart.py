@@ -149,8 +149,8 @@ def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
 
 def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
     """Replay every shard's log offline from empty and compare with the live digest."""
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.adapters.replay import replay_empty, store_digest
-    from nereus.adapters.shardlog.file import FileShardLog
     from nereus.cli.setup_documents import ReplayCheck
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore

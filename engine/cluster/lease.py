@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nereus.adapters.coordination.clock import CoordinatorClock
+from nereus.adapters.backends.coordination.coordinator_clock import CoordinatorClock
 
 
 class LeasedSession(Protocol):

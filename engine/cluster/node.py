@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from nereus.adapters.cluster.store import ClusterStore, Owned
+from nereus.adapters.time_source import Clock
 from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm
 from nereus.config import Config
@@ -65,7 +66,6 @@ from nereus.engine.engine import Engine
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.shard_status import ShardState, error_text
 from nereus.engine.supervisor import Supervised, Supervisor
-from nereus.engine.time_source import Clock
 from nereus.errors import NereusError, StoreInUse
 from nereus.shard import ShardId
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.continuity import check_shard
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import ShardLog
 from nereus.cluster.records import Member
 from nereus.engine.engine import Engine
 from nereus.engine.event_log import EventLog, safe_event

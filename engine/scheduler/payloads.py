@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
+from nereus.adapters.backends.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.errors import ServiceUnreachable
 from nereus.state import keys
 from nereus.state.store import ShardStore

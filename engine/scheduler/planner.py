@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
-from nereus.engine.destinations.protocol import record_size
+from nereus.adapters.backends.destination.protocol import record_size
 from nereus.engine.scheduler import gates
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation

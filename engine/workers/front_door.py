@@ -61,12 +61,13 @@ STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKI
 
 def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     """Run the front door and its ``count`` workers until asked to stop; the exit status."""
+    from nereus.adapters.backends.objectstore.factory import open_object_store
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.store import ClusterStore
-    from nereus.adapters.objectstore.factory import open_object_store
     from nereus.adapters.private_files import enter_private_mode, secure_home
     from nereus.adapters.secrets import route_key
+    from nereus.adapters.time_source import SYSTEM_CLOCK
     from nereus.engine import logs
     from nereus.engine.admin.server import AdminServer
     from nereus.engine.clock import TrustedClock
@@ -74,7 +75,6 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.metrics.listener import open_listener
     from nereus.engine.payload_collector import PayloadCollector
     from nereus.engine.supervisor import Supervisor
-    from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.front_api import FrontApi
     from nereus.engine.workers.home import node_id, refuse_namesakes, worker_coordinator
     from nereus.engine.workers.processes import WorkerProcess, stop_all
@@ -161,8 +161,8 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
 
 def _write_config(store: ClusterStore, text: str, *, source: str) -> None:
     """The home's shared tables as the cluster's configuration (CAS on what was read)."""
+    from nereus.adapters.time_source import SYSTEM_CLOCK
     from nereus.coordination.errors import UnexpectedVersionId
-    from nereus.engine.time_source import SYSTEM_CLOCK
     from nereus.engine.workers.home import shared_text
 
     shared = shared_text(text, source=source)

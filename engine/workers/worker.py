@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from nereus.cluster.errors import NodeIdInUse, NodeIdInUseElsewhere
 from nereus.engine.process_requests import ProcessRequests, event_logger, signal_requests
 from nereus.engine.workers.home import (
     node_id,
@@ -123,26 +122,14 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
 
 def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: Path,
           index: int) -> ClusterNode:
-    """Join as this worker's node; a previous incarnation's session (SIGKILLed) may hold
-    the node id until its TTL runs out, so try again until then. Another home's node
-    under the id (``NodeIdInUseElsewhere``) is not waited for."""
+    """Join as this worker's node (``join_when_free``: a previous incarnation's session,
+    SIGKILLed, is waited out)."""
     from nereus.adapters.cluster.home_config import load_home_config
-    from nereus.engine.daemon import join_cluster
+    from nereus.engine.daemon import join_when_free
 
-    cluster = engine.config.cluster
-    assert cluster is not None
-    deadline = time.monotonic() + 2 * cluster.session_ttl_ms / 1000 + 1
-    while True:
-        try:
-            return join_cluster(engine, handle, log_event, address=address,
-                                reload=lambda: worker_config(
-                                    load_home_config(engine.layout.config), engine.home, index))
-        except NodeIdInUseElsewhere:
-            raise
-        except NodeIdInUse:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return join_when_free(engine, handle, log_event, address=address,
+                          reload=lambda: worker_config(
+                              load_home_config(engine.layout.config), engine.home, index))
 
 
 def _await_members(node: ClusterNode, expected: set[str]) -> None:

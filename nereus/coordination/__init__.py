@@ -1,6 +1,6 @@
 """Coordination: the ``Coordinator`` Protocol (shaped like Oxia's API) and its values.
 
-Pure declarations: the backends live in ``nereus.adapters.coordination``.
+Pure declarations: the backends live in ``nereus.adapters.backends.coordination``.
 """
 
 from nereus.coordination.errors import (

@@ -19,7 +19,7 @@ A backend is a key-value store with
 Which backend maps what onto what (``docs/coordination.md``): Oxia — these are its client's
 operations, with a session per ``oxia.Client``; etcd — a session is a lease kept alive,
 CAS a transaction on ``mod_revision``, notifications a watch, the token the revision; the
-embedded coordinator — SQLite in the home (``nereus.adapters.coordination.sqlite``).
+embedded coordinator — SQLite in the home (``nereus.adapters.backends.coordination.sqlite``).
 
 Not part of the Protocol (Oxia has them, nothing here needs them): partition keys,
 sequential keys, secondary indexes, floor/ceiling lookups.

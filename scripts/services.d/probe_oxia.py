@@ -1,5 +1,5 @@
 """The Oxia readiness probe: put one key, get it back, delete it, through the coordinator's
-own gRPC client (``nereus.adapters.coordination.oxia``: the messages ``make install``
+own gRPC client (``nereus.adapters.backends.coordination.oxia``: the messages ``make install``
 generates from Oxia's proto), under a cluster of the probe's own.
 
 The round trip goes through the shard's WAL (fsync on), so it succeeds only once the shard
@@ -14,7 +14,7 @@ from probe_support import HOST, env
 
 
 def oxia_round_trip(budget: float) -> str:
-    from nereus.adapters.coordination.oxia import OxiaAddress, OxiaCoordinator
+    from nereus.adapters.backends.coordination.oxia import OxiaAddress, OxiaCoordinator
     from nereus.coordination.errors import KeyNotFound
 
     port = int(env("NEREUS_OXIA_PORT", "6648"))

@@ -122,7 +122,7 @@ class KafkaConsumer:
         self._client.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 
     def poll(self) -> list[Seen]:
-        from nereus.engine.destinations.kafka_evidence import (
+        from nereus.adapters.backends.kafka.kafka_evidence import (
             ATTEMPT_ID_HEADER,
             DELAY_MESSAGE_ID_HEADER,
         )
@@ -155,7 +155,7 @@ class PulsarConsumer:
     def __init__(self, lane: str, service_url: str, topic: str) -> None:
         import pulsar
 
-        from nereus.adapters._pulsar import make_client
+        from nereus.adapters.backends.pulsar.pulsar_client import make_client
 
         self.lane = lane
         self.topic = topic
@@ -166,7 +166,10 @@ class PulsarConsumer:
         self._order = 0
 
     def poll(self) -> list[Seen]:
-        from nereus.engine.destinations.pulsar import PROPERTY_ATTEMPT_ID, PROPERTY_DELAY_MESSAGE_ID
+        from nereus.adapters.backends.pulsar.pulsar_destination import (
+            PROPERTY_ATTEMPT_ID,
+            PROPERTY_DELAY_MESSAGE_ID,
+        )
 
         try:
             message = self._consumer.receive(timeout_millis=100)

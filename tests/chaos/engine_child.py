@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.config import LaneSettings
-from nereus.engine.destinations.protocol import Destination, PublishRequest, PublishResult
 from nereus.records import Disposition, Outcome
 from tests.chaos.control import ControlReader
 
@@ -83,8 +83,8 @@ class FaultyDestination:
 def install(control_path: Path) -> None:
     """Patch the engine's wall clock and destinations to obey ``control_path``."""
     import nereus.engine.engine as engine_module
-    from nereus.engine import time_source
-    from nereus.engine.destinations.factory import open_destination
+    from nereus.adapters import time_source
+    from nereus.adapters.backends.destination.factory import open_destination
 
     control = ControlReader(control_path)
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.protocol import LogRecord, ShardLog
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.protocol import LogRecord, ShardLog
 from nereus.client import RouteRef
 from nereus.config import RouteSettings
 from nereus.engine.admin.api import AdminApi

@@ -211,8 +211,8 @@ def test_a_node_that_joins_a_moved_cluster_leaves_at_once(tmp_path: Path) -> Non
     """A node that registered after the cluster was marked moved (it read the
     configuration before) finds the mark right after registering: its join raises
     ClusterMoved and its member record is gone."""
+    from nereus.adapters.time_source import SYSTEM_CLOCK
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
-    from nereus.engine.time_source import SYSTEM_CLOCK
 
     source = initialised_cluster(tmp_path)
     target = sqlite_url(tmp_path / "b.db", "test")

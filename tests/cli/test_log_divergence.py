@@ -129,7 +129,7 @@ def test_a_log_that_holds_other_bytes_at_the_applied_position_fails_the_shard(
     """A record appended at the lost position (what a client did before this check) is
     not the record the state applied: its SHA-256 differs from the stored result's, so
     the engine starts with the shard FAILED and doctor fails."""
-    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.records import QueryBarrier, encode
 
     start_engine(home)

@@ -165,7 +165,7 @@ def test_results_and_rejects_kept_with_no_window_go_once_a_window_is_given_back(
     ``dedup_window = "1s"`` and the engine started again, its SHARD_RETENTION catches both
     up (a RETAIN_BACKFILL names them) and a SWEEP removes them, with no operator command;
     replay from empty agrees."""
-    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.records import QueryBarrier, encode
 
     home = tmp_path / "home"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nereus.adapters.shardlog.kafka import KafkaShardLog
+from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from nereus.config import Config, parse_config
 from tests.integration.shard_logs import ShardLogs
 

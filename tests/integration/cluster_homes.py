@@ -34,11 +34,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
+from nereus.adapters.backends.shardlog.identity import ensure_route_identity
 from nereus.adapters.cluster.coordinator_url import open_cluster
 from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.secrets import key_path, route_key
-from nereus.adapters.shardlog.identity import ensure_route_identity
-from nereus.adapters.shardlog.kafka import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.cluster.records import OwnerRecord, OwnerState
 from nereus.config import parse_config

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.client import RouteRef, prepare_cancel, queue
 from nereus.layout import HomeLayout
 from tests.conftest import NEREUS

@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.file import FileShardLog
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity, decode_int

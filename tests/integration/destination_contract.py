@@ -32,15 +32,15 @@ from pathlib import Path
 
 import pytest
 
-from nereus.config import LaneSettings
-from nereus.engine.destinations.protocol import (
+from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence, is_reference
+from nereus.adapters.backends.destination.protocol import (
     Destination,
     DestinationClosed,
     PublishRequest,
     PublishResult,
     record_size,
 )
-from nereus.engine.evidence_fetch import fetch_evidence, is_reference
+from nereus.config import LaneSettings
 from nereus.errors import NereusError
 from nereus.evidence_mac import evidence_mac, mac_matches
 from nereus.publish import PublishTemplate

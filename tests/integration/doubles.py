@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nereus.adapters.shardlog.delegating import DelegatingLog
+from nereus.adapters.backends.shardlog.delegating import DelegatingLog
 
 __all__ = ["DelegatingLog", "QuietDestination"]
 

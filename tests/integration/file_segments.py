@@ -10,8 +10,8 @@ from typing import Protocol
 
 import pytest
 
-from nereus.adapters.shardlog.file import DEFAULT_SEGMENT_BYTES, FileShardLog
-from nereus.adapters.shardlog.protocol import LogRecord, Receipt
+from nereus.adapters.backends.shardlog.file_log import DEFAULT_SEGMENT_BYTES, FileShardLog
+from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt
 from nereus.errors import LogCorruption
 from nereus.framing import HEADER_SIZE
 

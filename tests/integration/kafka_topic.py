@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from nereus.engine.destinations.kafka_evidence import ATTEMPT_ID_HEADER, DELAY_MESSAGE_ID_HEADER
+from nereus.adapters.backends.kafka.kafka_evidence import ATTEMPT_ID_HEADER, DELAY_MESSAGE_ID_HEADER
 from tests.integration.kafka_service import text_headers
 from tests.polling import wait_until
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.client import RouteRef, prepare_payload_reserve, queue
 from tests.conftest import CliResult, run_nereus
 from tests.homelog import home_log

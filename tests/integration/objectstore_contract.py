@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing, ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectCorrupt, ObjectMissing, ObjectStore
 
 
 class ObjectStoreContract:

@@ -38,7 +38,7 @@ class PulsarEndpoint:
 
     def delete_topic(self, topic: str, *, partitioned: bool) -> None:
         """Force-delete a test topic (best effort: a leftover topic harms nothing)."""
-        from nereus.adapters._pulsar import admin_request, admin_topic_path
+        from nereus.adapters.backends.pulsar.pulsar_client import admin_request, admin_topic_path
 
         suffix = "/partitions" if partitioned else ""
         with contextlib.suppress(Exception):  # the broker may be going down with the session

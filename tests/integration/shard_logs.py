@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore

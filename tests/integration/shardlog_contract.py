@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt, ShardLog
 from tests.polling import wait_until
 
 MakeLog = Callable[[], ShardLog]

@@ -38,11 +38,11 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.kafka.kafka_destination import KafkaDestination
+from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_schedule, queue
 from nereus.config import Config
-from nereus.engine.destinations.kafka import KafkaDestination
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine, EngineSettings
 from nereus.engine.publisher import LanePublisher
 from nereus.layout import HomeLayout

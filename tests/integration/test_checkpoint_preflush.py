@@ -8,9 +8,9 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.checkpoint_take import Taken
-from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.shardlog.file import FileShardLog
 from nereus.config.storage import CheckpointSettings
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.client import RouteRef, prepare_schedule
 from nereus.records import Cancel, decode, encode
 from nereus.shard import ShardId
@@ -241,7 +241,7 @@ KILL_DURING_UPLOAD = """
 import os, sys, time, uuid
 from pathlib import Path
 from nereus.adapters.checkpoint_take import checkpoint_now
-from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 

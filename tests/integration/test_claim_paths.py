@@ -28,9 +28,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
 from nereus.engine.engine import EngineSettings
 from nereus.engine.loop_settings import LoopSettings
 from nereus.engine.scheduler.permits import PermitLimits

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from nereus.adapters.admin_wire import AppendRequest, RecordToAppend
+from nereus.adapters.backends.coordination.sqlite import SqliteCoordinator
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.cluster.store import ClusterStore
-from nereus.adapters.coordination.sqlite import SqliteCoordinator
+from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.cluster.records import OwnerState, Placement
 from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
@@ -27,7 +28,6 @@ from nereus.engine.cluster.node import ClusterNode, NodeSettings
 from nereus.engine.cluster.node_api import NodeApi
 from nereus.engine.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.engine import Engine, EngineSettings
-from nereus.engine.time_source import SYSTEM_CLOCK
 from nereus.errors import NotFound
 from nereus.records import MessageState
 from nereus.shard import ShardId

@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.client import prepare_payload_commit, prepare_payload_reserve
 from nereus.engine.engine import EngineSettings
 from nereus.payload_objects import object_key, shard_prefix

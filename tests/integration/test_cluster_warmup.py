@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nereus.adapters.shardlog.protocol import ShardLog
+from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.cluster.records import Member
 from nereus.config import parse_config
 from nereus.engine.cluster.warmup import WarmUp, shares_home

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.coordination.clock import SYSTEM_CLOCK
-from nereus.adapters.coordination.etcd import EtcdAddress, EtcdCoordinator
-from nereus.adapters.coordination.etcd_wire import KeyLayout
+from nereus.adapters.backends.coordination.coordinator_clock import SYSTEM_CLOCK
+from nereus.adapters.backends.coordination.etcd import EtcdAddress, EtcdCoordinator
+from nereus.adapters.backends.coordination.etcd_wire import KeyLayout
 from nereus.coordination import (
     CoordinatorUnavailable,
     KeyNotFound,

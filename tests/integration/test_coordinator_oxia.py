@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.coordination.clock import SYSTEM_CLOCK
-from nereus.adapters.coordination.oxia import OxiaAddress, OxiaCoordinator
+from nereus.adapters.backends.coordination.coordinator_clock import SYSTEM_CLOCK
+from nereus.adapters.backends.coordination.oxia import OxiaAddress, OxiaCoordinator
 from nereus.coordination import (
     EXPECTED_RECORD_DOES_NOT_EXIST,
     CoordinationError,

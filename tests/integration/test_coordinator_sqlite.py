@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.coordination.sqlite import SqliteCoordinator
+from nereus.adapters.backends.coordination.sqlite import SqliteCoordinator
 from nereus.coordination import (
     CoordinatorUnavailable,
     KeyNotFound,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.replay import replay_empty, store_digest
 from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.file import FileShardLog
 from nereus.client import RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nereus.adapters.shardlog.factory import open_shard_log
+from nereus.adapters.backends.kafka.kafka_evidence import DELAY_MESSAGE_ID_HEADER
+from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule, queue
-from nereus.engine.destinations.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.engine.engine import Engine
 from nereus.layout import HomeLayout
 from nereus.records import MessageState

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
 from nereus.records import (
@@ -113,7 +113,8 @@ def check_shard(store: ShardStore, log: FileShardLog) -> ShardFacts:
 def read_outbox(home: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
     """(the outbox's JSON lines, its fragments). A SIGKILL inside the destination's write
     leaves a line cut short, which the next batch ends with a newline (as
-    ``engine/destinations/file.py`` documents); it must never parse as a publish."""
+    ``adapters/backends/destination/file_outbox.py`` documents); it must never parse as a
+    publish."""
     path = HomeLayout(home).outbox / "local.jsonl"
     lines, fragments = [], []
     for line in path.read_bytes().splitlines():

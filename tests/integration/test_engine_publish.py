@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from nereus.adapters.backends.destination.file_outbox import FileDestination
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.clock import TrustedClock
-from nereus.engine.destinations.file import FileDestination
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import EngineSettings
 from nereus.records import MessageState
 from nereus.shard import ShardId

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.engine.supervisor import WorkerState
 from nereus.records import ActivationBarrier, AttemptState, Disposition, Outcome, encode
 from nereus.state import keys

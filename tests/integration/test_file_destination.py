@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.backends.destination.file_outbox import FileDestination
 from nereus.config import LaneSettings
-from nereus.engine.destinations.file import FileDestination
 from tests.integration.destination_contract import DestinationContract, Down
 
 
@@ -32,8 +32,8 @@ class TestFileDestination(DestinationContract):
 
 def _outbox(path: Path, lines: int) -> list[int]:
     """An outbox of ``lines`` lines published 1 ms apart from 10**12; each line's offset."""
-    from nereus.engine.destinations.file import render_line
-    from nereus.engine.destinations.protocol import PublishRequest
+    from nereus.adapters.backends.destination.file_outbox import render_line
+    from nereus.adapters.backends.destination.protocol import PublishRequest
     from nereus.publish import PublishTemplate
     from nereus.timespec import format_time_ms
 
@@ -57,7 +57,10 @@ def test_an_evidence_scan_reads_from_about_its_window_not_the_whole_outbox(
     and not one from the first line (its search starts within 64 KiB before the window's
     first line, found by a binary search over publish times); without a window both are
     found."""
-    from nereus.engine.destinations.file import first_offset_since, scan_file_evidence
+    from nereus.adapters.backends.destination.file_outbox import (
+        first_offset_since,
+        scan_file_evidence,
+    )
 
     path = tmp_path / "outbox.jsonl"
     offsets = _outbox(path, 20_000)
@@ -73,7 +76,7 @@ def test_an_evidence_scan_reads_from_about_its_window_not_the_whole_outbox(
 
 def test_a_window_before_the_first_line_reads_the_whole_outbox(tmp_path: Path) -> None:
     """A scan from before the first publish starts at offset 0."""
-    from nereus.engine.destinations.file import first_offset_since
+    from nereus.adapters.backends.destination.file_outbox import first_offset_since
 
     path = tmp_path / "outbox.jsonl"
     _outbox(path, 5_000)

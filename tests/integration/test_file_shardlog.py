@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.framing import HEADER_SIZE
 from tests.integration.file_segments import OpenFileLog, log_path_for, positions
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all

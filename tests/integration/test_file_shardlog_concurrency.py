@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.protocol import LogRecord
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.protocol import LogRecord
 from tests.integration.file_segments import positions
 from tests.integration.shardlog_contract import read_all
 
@@ -26,7 +26,7 @@ WORKER_DEADLINE_S = 60.0
 APPEND_WORKER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
 
     directory, worker, appends, segment_bytes = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
     log = FileShardLog(Path(directory), segment_bytes=segment_bytes)
@@ -105,7 +105,7 @@ def test_several_processes_appending_at_once_share_one_gapless_sequence(log_dir:
 BIG_WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from nereus.adapters.shardlog.file import FileShardLog
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
 
     log = FileShardLog(Path(sys.argv[1]), segment_bytes=int(sys.argv[2]))
     for i in range(int(sys.argv[3])):

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.file_tail import TornTailRepair
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.file_tail import TornTailRepair
 from nereus.errors import LogCorruption
 from nereus.framing import HEADER_SIZE, encode_frame
 from tests.integration.file_segments import (

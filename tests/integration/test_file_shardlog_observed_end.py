@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nereus.adapters.shardlog import file_tail
+from nereus.adapters.backends.shardlog import file_tail
 from nereus.errors import LogCorruption
 from nereus.framing import HEADER_SIZE
 from tests.integration.file_segments import OpenFileLog, flip_byte, frame_offsets, log_path_for

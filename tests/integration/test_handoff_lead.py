@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 from nereus.state import keys

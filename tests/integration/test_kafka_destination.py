@@ -24,14 +24,14 @@ import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from nereus.config import LaneSettings
-from nereus.engine.destinations.kafka import KafkaDestination
-from nereus.engine.destinations.kafka_evidence import (
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.kafka.kafka_destination import KafkaDestination
+from nereus.adapters.backends.kafka.kafka_evidence import (
     ATTEMPT_ID_HEADER,
     DELAY_MESSAGE_ID_HEADER,
     EVIDENCE_MAC_HEADER,
 )
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.config import LaneSettings
 from nereus.errors import ExitCode, ServiceUnreachable
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
@@ -324,8 +324,8 @@ def test_an_evidence_reference_fetches_the_record_it_names(
 ) -> None:
     """`attempt resolve --evidence kafka:TOPIC/PARTITION@OFFSET` reads exactly that record:
     its attempt id and evidence MAC; an offset past the end is NotFound."""
+    from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence
     from nereus.config import parse_config
-    from nereus.engine.evidence_fetch import fetch_evidence
     from nereus.errors import NotFound
 
     destination = destinations("kafka-lane", bootstrap, topic, partitions=2,

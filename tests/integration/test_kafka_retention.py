@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from nereus.adapters.shardlog.kafka import KafkaShardLog
+from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401

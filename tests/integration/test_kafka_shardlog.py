@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from nereus.adapters._kafka import TopicMisconfigured
-from nereus.adapters.shardlog.kafka import KafkaShardLog
-from nereus.adapters.shardlog.kafka_append import KafkaAppendFailed
+from nereus.adapters.backends.kafka.kafka_client import TopicMisconfigured
+from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
+from nereus.adapters.backends.kafka.kafka_log_append import KafkaAppendFailed
 from nereus.errors import ExitCode, NotFound, ServiceUnreachable
 from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
 from tests.integration.kafka_topic import create_topic
@@ -238,7 +238,7 @@ def test_close_gives_up_on_a_consumer_that_does_not_close(
 ) -> None:
     """A consumer whose close hangs (as librdkafka's can, issue 4514) holds close() only for
     the bounded wait, and the abandonment is logged as an error naming the log."""
-    from nereus.adapters.shardlog import kafka as kafka_log
+    from nereus.adapters.backends.kafka import kafka_log
 
     topic = topic_for(tmp_path)
     topics.add(topic)

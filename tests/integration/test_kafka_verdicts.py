@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from nereus.engine.destinations.kafka_verdicts import (
+from nereus.adapters.backends.kafka.kafka_verdicts import (
     BATCH_REFUSALS,
     classify_delivery_error,
     classify_produce_error,
@@ -163,7 +163,8 @@ def test_docs_outcomes_table_matches_the_classifier() -> None:
 
 def test_importing_the_kafka_modules_does_not_load_librdkafka() -> None:
     """The CLI imports these modules lazily at most; even importing them loads no client."""
-    code_ = ("import sys, nereus.engine.destinations.kafka, nereus.adapters.shardlog.kafka; "
+    code_ = ("import sys, nereus.adapters.backends.kafka.kafka_destination, "
+             "nereus.adapters.backends.kafka.kafka_log; "
              "assert 'confluent_kafka' not in sys.modules, sorted(sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True,
                           check=False, timeout=60)

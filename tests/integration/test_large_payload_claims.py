@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from nereus import records as r
-from nereus.adapters.objectstore.protocol import ObjectCorrupt, ObjectMissing
+from nereus.adapters.backends.objectstore.protocol import ObjectCorrupt, ObjectMissing
 from nereus.engine.scheduler.admission import prepare_admission
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.payloads import FetchPayload

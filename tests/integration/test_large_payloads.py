@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from nereus import records as r
-from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.shardlog.file import FileShardLog
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.engine.shard_loop import ShardLoop
 from tests.conftest import run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
@@ -124,7 +124,7 @@ def test_a_failed_attestation_stops_before_the_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """If the stored object is not the reserved bytes, exit 1 and queue no COMMIT/SCHEDULE."""
-    from nereus.adapters.objectstore.protocol import ObjectInfo
+    from nereus.adapters.backends.objectstore.protocol import ObjectInfo
 
     home = small_inline_home(tmp_path, partitions=1)
     path = payload_file(tmp_path)

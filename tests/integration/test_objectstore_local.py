@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.errors import UsageError
 from tests.integration.objectstore_contract import ObjectStoreContract
 

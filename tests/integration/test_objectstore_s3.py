@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.objectstore.protocol import ObjectStore
-from nereus.adapters.objectstore.s3 import S3ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.s3 import S3ObjectStore
 from nereus.errors import ExitCode, NereusError, NotFound, ServiceUnreachable
 from tests.conftest import CliResult
 from tests.integration.objectstore_contract import ObjectStoreContract
@@ -114,11 +114,11 @@ class TestS3ObjectStore(ObjectStoreContract):
     def test_checkpoint_uploads_and_verifies_through_s3(self, tmp_path: Path) -> None:
         """A checkpoint taken from a real shard database uploads to S3, is catalogued, and
         verifies after download (files, checksums, identity, digest)."""
+        from nereus.adapters.backends.shardlog.file_log import FileShardLog
         from nereus.adapters.checkpoint_catalog import catalog
         from nereus.adapters.checkpoint_restore import verify_entry
         from nereus.adapters.checkpoint_take import checkpoint_now
         from nereus.adapters.runner import ShardRunner
-        from nereus.adapters.shardlog.file import FileShardLog
         from nereus.records import Schedule, encode
         from nereus.shard import ShardId
         from nereus.state import keys

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.records import Disposition, MessageState, Outcome
 from nereus.views import find_message
 from tests.integration.doubles import QuietDestination
@@ -24,7 +24,7 @@ class DeclinesFirstSend(QuietDestination):
     message never left) and whose later calls publish."""
 
     def __init__(self, path: Path) -> None:
-        from nereus.engine.destinations.file import FileDestination
+        from nereus.adapters.backends.destination.file_outbox import FileDestination
 
         self.file = FileDestination("local", path)
         self.declined = threading.Event()

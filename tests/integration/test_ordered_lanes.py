@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
 from nereus.records import (
     Disposition,
     Gate,
@@ -161,7 +161,7 @@ class RefusesFirstSendOf(QuietDestination):
     RETRIABLE: the broker said no, nothing was written) and takes every other."""
 
     def __init__(self, path: Path, target: str) -> None:
-        from nereus.engine.destinations.file import FileDestination
+        from nereus.adapters.backends.destination.file_outbox import FileDestination
 
         self.file = FileDestination("local", path)
         self.target = target

@@ -32,7 +32,7 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
     wheel = _build("wheel", source, tmp_path / "wheel")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("nereus/engine/shard_loop.py", "nereus/adapters/runner.py",
-                     "nereus/adapters/shardlog/file.py",
+                     "nereus/adapters/backends/shardlog/file_log.py",
                      "nereus/cli/main.py", "nereus/tui/__init__.py",
                      "nereus/_data/playbooks/README.md", "nereus/cli/help/nereus.txt"):
         assert required in names, required

@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.records import QueryBarrier, encode
 from nereus.shard import ShardId
 from tests.conftest import run_nereus

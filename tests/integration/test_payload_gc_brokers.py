@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.objectstore.local import LocalObjectStore
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.integration.broker_homes import point_route_at

@@ -20,15 +20,19 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters._pulsar import admin_request, admin_topic_path, full_topic
-from nereus.config import LaneSettings
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
-from nereus.engine.destinations.pulsar import (
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.pulsar.pulsar_client import (
+    admin_request,
+    admin_topic_path,
+    full_topic,
+)
+from nereus.adapters.backends.pulsar.pulsar_destination import (
     PROPERTY_ATTEMPT_ID,
     PROPERTY_DELAY_MESSAGE_ID,
     PROPERTY_EVIDENCE_MAC,
     PulsarDestination,
 )
+from nereus.config import LaneSettings
 from nereus.errors import ServiceUnreachable
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
@@ -319,8 +323,8 @@ def test_an_evidence_reference_fetches_the_message_it_names(
 ) -> None:
     """`attempt resolve --evidence pulsar:TOPIC@LEDGER:ENTRY:PARTITION` reads exactly that
     message's attempt id and evidence MAC, on a partitioned topic and a plain one."""
+    from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence
     from nereus.config import parse_config
-    from nereus.engine.evidence_fetch import fetch_evidence
 
     lane = parse_config(f'[lanes.out]\ndestination = "pulsar"\n'
                         f'service_url = "{endpoint.service_url}"\n').lanes["out"]

@@ -23,18 +23,22 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters._pulsar import TopicMisconfigured, admin_request, admin_topic_path
-from nereus.adapters.replay import store_digest
-from nereus.adapters.runner import ShardRunner
-from nereus.adapters.shardlog.protocol import Receipt, ShardLog
-from nereus.adapters.shardlog.pulsar import PulsarShardLog
-from nereus.adapters.shardlog.pulsar_command_topic import ensure_partitioned_topic
-from nereus.adapters.shardlog.pulsar_positions import (
+from nereus.adapters.backends.pulsar.pulsar_client import (
+    TopicMisconfigured,
+    admin_request,
+    admin_topic_path,
+)
+from nereus.adapters.backends.pulsar.pulsar_command_topic import ensure_partitioned_topic
+from nereus.adapters.backends.pulsar.pulsar_log import PulsarShardLog
+from nereus.adapters.backends.pulsar.pulsar_positions import (
     PositionOutOfRange,
     decode_position,
     encode_position,
     end_after,
 )
+from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
+from nereus.adapters.replay import store_digest
+from nereus.adapters.runner import ShardRunner
 from nereus.errors import ExitCode, ServiceUnreachable
 from nereus.records import QueryBarrier, encode
 from nereus.state import keys

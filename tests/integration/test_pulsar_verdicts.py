@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from nereus.engine.destinations.pulsar import classify_open_failure, classify_send
+from nereus.adapters.backends.pulsar.pulsar_destination import classify_open_failure, classify_send
 from nereus.records import Disposition, Outcome
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.shardlog.factory import open_shard_log
-from nereus.adapters.shardlog.protocol import LogRecord, Receipt, ShardLog
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt, ShardLog
 from nereus.engine.supervisor import WorkerStatus
 from nereus.layout import HomeLayout
 from nereus.timespec import parse_time_ms
@@ -138,7 +138,7 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
         """Publishes to a file, but holds each call until ``gate`` opens (in flight)."""
 
         def __init__(self, path: Path) -> None:
-            from nereus.engine.destinations.file import FileDestination
+            from nereus.adapters.backends.destination.file_outbox import FileDestination
 
             self.file = FileDestination("local", path)
 

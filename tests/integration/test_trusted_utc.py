@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.shardlog.kafka import KafkaShardLog
+from nereus.adapters.backends.destination.file_outbox import FileDestination
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
 from nereus.engine.clock import ClockReport, TrustedClock
-from nereus.engine.destinations.file import FileDestination
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from nereus.engine.engine import Engine
 from nereus.engine.shard_loop import ShardLoop
 from nereus.records import Gate

@@ -10,13 +10,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from nereus.adapters.shardlog.file import FileShardLog
-from nereus.adapters.shardlog.protocol import Receipt
+from nereus.adapters.backends.shardlog.file_log import FileShardLog
+from nereus.adapters.backends.shardlog.protocol import Receipt
+from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.engine.event_log import null_event_log
 from nereus.engine.scheduler.admission import handover_refusal, prepare_admission
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.shard_outbox import Outbox
-from nereus.engine.time_source import SYSTEM_CLOCK
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import MessageState, PublishAdmission, decode
 from nereus.shard import ShardId

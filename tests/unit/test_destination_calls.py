@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.destination_calls import (
     Busy,
     Closed,
@@ -16,7 +17,6 @@ from nereus.engine.destination_calls import (
     Overdue,
     Returned,
 )
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
 from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
 from tests.integration.doubles import QuietDestination

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nereus.adapters.coordination.etcd_wire import EtcdAddress, KeyLayout, parse_etcd_url
+from nereus.adapters.backends.coordination.etcd_wire import EtcdAddress, KeyLayout, parse_etcd_url
 from nereus.errors import UsageError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nereus import records as r
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.evidence import MAX_SPAN_MS, WINDOW_BEFORE_MS, EvidenceRecovery
 from nereus.engine.shard_status import ShardState
 from nereus.shard import ShardId

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from nereus.engine.time_source import SYSTEM_CLOCK, Clock
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from tests.daemon import wait_for
 from tests.fake_clock import FakeClock, SkewedClock
 

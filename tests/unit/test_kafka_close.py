@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nereus.adapters._kafka import close_consumer
+from nereus.adapters.backends.kafka.kafka_client import close_consumer
 
 
 class FakeConsumer:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nereus.adapters.coordination.oxia_keys import (
+from nereus.adapters.backends.coordination.oxia_keys import (
     OxiaAddress,
     decode_key,
     encode_key,

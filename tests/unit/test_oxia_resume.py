@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.coordination.oxia_keys import OxiaAddress
-from nereus.adapters.coordination.oxia_notifications import OxiaNotifications
-from nereus.adapters.coordination.oxia_session import OxiaSession
-from nereus.adapters.coordination.oxia_wire import messages
+from nereus.adapters.backends.coordination.oxia_keys import OxiaAddress
+from nereus.adapters.backends.coordination.oxia_notifications import OxiaNotifications
+from nereus.adapters.backends.coordination.oxia_session import OxiaSession
+from nereus.adapters.backends.coordination.oxia_wire import messages
 from nereus.coordination import NotificationsLost, NotificationType, SessionExpired
 from tests.fake_clock import FakeClock
 from tests.polling import wait_until

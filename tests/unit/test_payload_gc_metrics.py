@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.objectstore.protocol import ObjectInfo
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectInfo
 from nereus.config import parse_config
 from nereus.engine.metrics.collect import exposition_of
 from nereus.engine.metrics.merge import merge

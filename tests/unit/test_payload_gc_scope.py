@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.objectstore.local import LocalObjectStore
-from nereus.adapters.objectstore.protocol import ObjectInfo
+from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectInfo
 from nereus.adapters.payload_gc import judge_all, judge_shards
 from nereus.config import parse_config
 from nereus.errors import UsageError

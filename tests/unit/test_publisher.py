@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from nereus.engine.destinations.protocol import PublishRequest, PublishResult
+from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.event_log import RecordingEventLog
 from nereus.engine.publisher import LanePublisher
 from nereus.engine.supervisor import Backoff, Supervisor

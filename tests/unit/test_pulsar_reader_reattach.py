@@ -1,8 +1,9 @@
 """A Pulsar reader asked whether more is there while the broker re-attaches it after a seek
-(``nereus.engine.destinations.pulsar.has_message_available``): the evidence scan asks again
-instead of calling the broker unreachable. The client's refusal is pulsar-client's own
-``BrokerMetadataError``; the reader and client around it are stand-ins, since the real race
-is rare (one CI run in several; none in 1,000 scans against the test broker here)."""
+(``nereus.adapters.backends.pulsar.pulsar_destination.has_message_available``): the evidence
+scan asks again instead of calling the broker unreachable. The client's refusal is
+pulsar-client's own ``BrokerMetadataError``; the reader and client around it are stand-ins,
+since the real race is rare (one CI run in several; none in 1,000 scans against the test
+broker here)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import itertools
 import pulsar
 import pytest
 
-from nereus.engine.destinations import pulsar as destination_module
-from nereus.engine.destinations.pulsar import (
+from nereus.adapters.backends.pulsar import pulsar_destination as destination_module
+from nereus.adapters.backends.pulsar.pulsar_destination import (
     PROPERTY_ATTEMPT_ID,
     PROPERTY_EVIDENCE_MAC,
     has_message_available,

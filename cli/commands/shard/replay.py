@@ -120,9 +120,9 @@ def prune(
 
     import msgspec
 
+    from nereus.adapters.backends.shardlog.file_log import FileShardLog
+    from nereus.adapters.backends.shardlog.protocol import PrunableLog
     from nereus.adapters.checkpoint_catalog import check_floor, recovery_floor
-    from nereus.adapters.shardlog.file import FileShardLog
-    from nereus.adapters.shardlog.protocol import PrunableLog
     from nereus.cli.commands.shard.documents import ShardPrune
     from nereus.errors import UsageError
 

@@ -1,0 +1,62 @@
+"""A session of the etcd coordinator: a lease, kept alive by a thread the session owns.
+
+The session object owns its keep-alive thread and its own etcd client (``Gateway``, used
+under the session's lock by that thread, by the holder's ``keep_alive`` and by
+``close``). The thread sends a keep-alive ``heartbeats_per_ttl`` times per TTL, each
+request bounded by one beat's interval. It never dies of an error: a failed keep-alive
+(etcd down, slow, restarting) is kept in ``last_error`` and tried again at the next beat.
+Once no keep-alive has been acknowledged for a whole TTL, the session counts as **lost**
+(etcd may have expired the lease already, so nothing may be done under it any more), the
+thread revokes the lease in case etcd has not (so its records go now, not at some later
+expiry) and stops. A keep-alive that etcd answers without a TTL means etcd expired the
+lease: the session is lost at once.
+
+``certain_until_ms`` is the *send* time of the latest acknowledged keep-alive plus the TTL
+etcd answered: etcd restarts the TTL when the request arrives, after it was sent, so the
+lease cannot expire before then. (An etcd restart or a new leader extends every lease by
+its TTL, never shortens it.)
+"""
+
+from __future__ import annotations
+
+import threading
+
+from nereus.adapters.backends.coordination.coordinator_clock import CoordinatorClock
+from nereus.adapters.backends.coordination.etcd_wire import Gateway
+from nereus.adapters.backends.coordination.heartbeat_session import HeartbeatSession
+
+
+class EtcdSession(HeartbeatSession):
+    """One session (``nereus.coordination.Session``) of an ``EtcdCoordinator``: an etcd
+    lease, whose id is the ``session_id``."""
+
+    ENDED_BY_BACKEND = "etcd expired its lease: no keep-alive reached it within its TTL"
+
+    def __init__(self, gateway: Gateway, clock: CoordinatorClock, *, lease_id: int,
+                 ttl_ms: int, client_identity: str, certain_until_ms: int,
+                 heartbeat_interval_ms: int) -> None:
+        super().__init__(clock, session_id=lease_id, ttl_ms=ttl_ms,
+                         client_identity=client_identity, certain_until_ms=certain_until_ms,
+                         heartbeat_interval_ms=heartbeat_interval_ms,
+                         thread_name=f"etcd-session-{lease_id:x}")
+        self._gateway = gateway  # this session's own client, used under _call
+        self._call = threading.Lock()
+        self._start()
+
+    def __repr__(self) -> str:
+        return f"EtcdSession(lease {self.session_id:x}, ttl_ms={self.ttl_ms})"
+
+    def _beat(self) -> int | None:
+        """One keep-alive: etcd restarts the TTL when the request arrives, after it was
+        sent, so the lease lives at least until the send time plus the TTL it answers."""
+        with self._call:
+            ttl_s = self._gateway.keep_alive(self.session_id)
+        return ttl_s * 1000 if ttl_s > 0 else None
+
+    def _end_now(self) -> None:
+        with self._call:
+            self._gateway.revoke(self.session_id)  # False: etcd expired it already
+
+    def _release(self) -> None:
+        with self._call:
+            self._gateway.close()

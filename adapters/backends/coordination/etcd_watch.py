@@ -1,0 +1,261 @@
+"""Notifications of the etcd coordinator: a prefix watch read by a thread the subscription
+owns, which reconnects and resumes where it stopped.
+
+etcd3gw's own watch cannot be used: its iterator never ends when the stream does (the
+server stopped, or cancelled a compacted watch), and the stream is read on a thread of
+a pool it does not let us own. So the subscription's thread opens the gateway's
+``/v3/watch`` stream itself (``http.client``: one request, its answer newline-delimited
+JSON), and keeps ``next_revision``, the first revision it has not delivered:
+
+* every answer with events is queued whole (etcd never splits one revision's events
+  across answers unless asked to fragment), then ``next_revision`` moves past its last
+  event; an answer with no events is a progress notification (asked for with
+  ``progress_notify``): everything up to its header's revision has been delivered, so a
+  quiet subscription's position stays recent too;
+* when the stream ends — etcd stopped or restarted, the connection broke, etcd ended the
+  watch for another reason — the thread opens a new watch at ``next_revision`` after a
+  short backoff (doubling up to ``retry_max_s``, for as long as it takes), so nothing is
+  skipped and nothing is delivered twice;
+* when etcd cancels the watch because ``next_revision`` was compacted away, the changes in
+  between are gone: the subscription delivers what it had queued and then raises
+  ``NotificationsLost`` on every read, and the thread stops.
+
+Closing shuts the stream's socket down, which ends a blocked read at once. A stream that
+goes silent because the peer vanished without closing is found by TCP keep-alives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Final
+
+import msgspec
+
+from nereus.adapters.backends.coordination.etcd_wire import (
+    API_PATH,
+    EtcdAddress,
+    GatewayError,
+    Header,
+    KeyLayout,
+    KeyValue,
+)
+from nereus.coordination.errors import NotificationsLost
+from nereus.coordination.records import Notification, NotificationType, prefix_range
+
+RETRY_MIN_S: Final = 0.05
+_NEXT_SLICE_S: Final = 1.0  # how long one wait of a blocking __next__ lasts
+_KEEPALIVE: Final = (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
+
+
+class WatchCreate(msgspec.Struct, frozen=True):
+    key: bytes
+    range_end: bytes
+    start_revision: int
+    progress_notify: bool = True
+
+
+class WatchRequest(msgspec.Struct, frozen=True):
+    create_request: WatchCreate
+
+
+class Event(msgspec.Struct, frozen=True):
+    kv: KeyValue
+    type: str = "PUT"  # left out for a PUT
+
+
+class WatchResponse(msgspec.Struct, frozen=True):
+    header: Header = Header()
+    created: bool = False
+    canceled: bool = False
+    compact_revision: int = 0
+    cancel_reason: str = ""
+    events: list[Event] = []
+
+
+class WatchLine(msgspec.Struct, frozen=True):
+    """One line of the stream: an answer, or the gateway's error ending it."""
+
+    result: WatchResponse | None = None
+    error: GatewayError | None = None
+
+
+class _StreamEnded(Exception):
+    """The stream ended without losing anything: open it again."""
+
+
+class _Compacted(Exception):
+    def __init__(self, compact_revision: int) -> None:
+        super().__init__(compact_revision)
+        self.compact_revision = compact_revision
+
+
+class EtcdNotifications:
+    """A subscription (``nereus.coordination.Notifications``) to one key prefix."""
+
+    def __init__(self, address: EtcdAddress, layout: KeyLayout, prefix: str, *,
+                 start_revision: int, connect_timeout_s: float, retry_max_s: float) -> None:
+        self._address = address
+        self._layout = layout
+        self._prefix = prefix
+        low, high = prefix_range(layout.records + prefix)
+        self._span = (low.encode(), high.encode())
+        self._connect_timeout_s = connect_timeout_s
+        self._retry_max_s = retry_max_s
+        self._changed = threading.Condition()  # guards everything below it
+        self._ready: deque[Notification] = deque()
+        self._next_revision = start_revision
+        self._lost: tuple[int, int] | None = None  # (after, trimmed through) once compacted
+        self._sock: socket.socket | None = None  # the stream being read
+        self._closed = threading.Event()
+        self.last_error: str | None = None  # why the latest stream ended, if it did
+        self.streams_opened = 0  # how many watches were created (1 + reconnections)
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"etcd-watch-{prefix}")
+        self._thread.start()
+
+    # reading ----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Notification]:
+        return self
+
+    def __next__(self) -> Notification:
+        while True:
+            found = self.poll(_NEXT_SLICE_S)
+            if found is not None:
+                return found
+            if self._closed.is_set():
+                raise StopIteration
+
+    def poll(self, timeout_s: float) -> Notification | None:
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not self._closed.is_set():
+                if self._ready:
+                    return self._ready.popleft()
+                if self._lost is not None:
+                    raise NotificationsLost(self._prefix, *self._lost)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+        return None
+
+    @property
+    def next_revision(self) -> int:
+        """The first revision not delivered yet (where a new stream would start)."""
+        with self._changed:
+            return self._next_revision
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed.set()
+            sock, self._sock = self._sock, None
+            self._changed.notify_all()
+        if sock is not None:
+            _shut(sock)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    # the stream -------------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff_s = RETRY_MIN_S
+        while not self._closed.is_set():
+            opened = self.streams_opened
+            try:
+                self._stream()
+            except _Compacted as exc:
+                with self._changed:
+                    self._lost = (self._next_revision - 1, exc.compact_revision - 1)
+                    self._changed.notify_all()
+                return
+            except Exception as exc:  # the stream ended: open it again after a pause
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.streams_opened > opened:
+                backoff_s = RETRY_MIN_S
+            self._closed.wait(backoff_s)
+            backoff_s = min(backoff_s * 2, self._retry_max_s)
+
+    def _stream(self) -> None:
+        """Watch from ``next_revision`` until the stream ends (an exception says how)."""
+        address = self._address
+        conn = http.client.HTTPConnection(address.host, address.port,
+                                          timeout=self._connect_timeout_s)
+        try:
+            conn.connect()
+            with self._changed:
+                if self._closed.is_set() or conn.sock is None:
+                    return
+                self._sock = conn.sock
+                start = self._next_revision
+            request = WatchRequest(WatchCreate(key=self._span[0], range_end=self._span[1],
+                                               start_revision=start))
+            conn.request("POST", API_PATH + "watch", msgspec.json.encode(request),
+                         {"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            if answer.status != http.client.OK:
+                raise _StreamEnded(f"HTTP {answer.status}: {answer.read(500)!r}")
+            _keep_alive(conn.sock)  # no read timeout: a quiet watch is not a dead one
+            while True:
+                line = answer.readline()
+                if not line:
+                    raise _StreamEnded("etcd closed the stream")
+                if line.strip():
+                    self._take(msgspec.json.decode(line, type=WatchLine, strict=False))
+        finally:
+            with self._changed:
+                self._sock = None
+            conn.close()
+
+    def _take(self, line: WatchLine) -> None:
+        if line.error is not None or line.result is None:
+            why = line.error.message if line.error is not None else "an empty answer"
+            raise _StreamEnded(f"etcd ended the watch: {why}")
+        result = line.result
+        if result.canceled:
+            if result.compact_revision > 0:
+                raise _Compacted(result.compact_revision)
+            raise _StreamEnded(f"etcd cancelled the watch: {result.cancel_reason or '?'}")
+        if result.created:
+            self.streams_opened += 1
+            return
+        with self._changed:
+            if result.events:
+                self._ready.extend(self._change(event) for event in result.events)
+                self._next_revision = result.events[-1].kv.mod_revision + 1
+                self._changed.notify_all()
+            elif result.header.revision >= self._next_revision:  # a progress notification
+                self._next_revision = result.header.revision + 1
+
+    def _change(self, event: Event) -> Notification:
+        key = self._layout.key_of(event.kv.key)
+        if event.type == "DELETE":
+            return Notification(type=NotificationType.KEY_DELETED, key=key, version_id=None)
+        kind = NotificationType.KEY_CREATED if event.kv.version == 1 \
+            else NotificationType.KEY_MODIFIED
+        return Notification(type=kind, key=key, version_id=event.kv.mod_revision)
+
+
+def _keep_alive(sock: socket.socket | None) -> None:
+    """Block without a timeout, but let the kernel probe a silent peer (about 25 s)."""
+    if sock is None:
+        return
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in _KEEPALIVE:
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def _shut(sock: socket.socket) -> None:
+    """End a blocked read of ``sock`` from another thread."""
+    with contextlib.suppress(OSError):  # already closed by the reader
+        sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,229 @@
+"""The file destination: one JSON line per publish, fsynced before PUBLISHED.
+
+Each line carries ``delay_message_id``, ``attempt_id``, ``lane``, ``generation``,
+``deliver_at`` and ``published_at`` (ISO-8601 UTC; ``published_at`` is read after
+admission, just before the write), ``key``, ``headers`` and ``payload`` (text when it is
+UTF-8, else base64 with ``payload_encoding = "base64"``) and ``mac``: the attempt's
+evidence MAC (``nereus.evidence_mac``), which the evidence scan checks.
+
+A line left unfinished by a crash (the engine killed mid-write) is ended with a newline
+before the next batch, so every later line still parses.
+
+Several processes may write one file (the worker processes of ``engine start --workers
+N`` share the home's lanes): a batch's look at the file's end, its repair and its write
+happen under an exclusive ``flock`` of the file, so no writer takes another's batch in
+progress for a torn line, nor cuts it back; the fsync runs after the lock is released.
+
+Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
+RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
+when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
+final fsync fails the bytes may or may not be durable: UNKNOWN. Evidence for PUBLISHED
+is ``<path>@<byte offset>``. After ``close`` nothing is written (NOT_PUBLISHED
+LANE_UNAVAILABLE), as the Protocol says.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hmac
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from nereus.adapters.backends.destination.protocol import (
+    DestinationClosed,
+    PublishRequest,
+    PublishResult,
+)
+from nereus.errors import NereusError
+from nereus.records import Disposition, Outcome
+from nereus.timespec import MAX_TIME_MS, format_time_ms, parse_time_ms
+
+_JSON = msgspec.json.Encoder()  # the bytes json.dumps(separators=(",", ":"),
+# ensure_ascii=False) writes, for these values (str, int, None, str maps), several times faster
+_SECONDS: dict[int, str] = {}  # epoch second -> "YYYY-MM-DDTHH:MM:SS." (bounded below)
+
+
+def _time_text(ms: int) -> str:
+    """``format_time_ms(ms)``, with the whole-second part formatted once per second."""
+    if not 0 <= ms <= MAX_TIME_MS:
+        return format_time_ms(ms)
+    second = ms // 1000
+    prefix = _SECONDS.get(second)
+    if prefix is None:
+        if len(_SECONDS) >= 4_096:
+            _SECONDS.clear()
+        prefix = _SECONDS[second] = format_time_ms(second * 1000)[:-4]
+    return f"{prefix}{ms % 1000:03d}Z"
+
+
+def render_line(request: PublishRequest, published_at: str) -> bytes:
+    """One outbox line; ``published_at`` is already formatted (one per batch)."""
+    template = request.template
+    try:
+        payload: str = template.payload.decode("utf-8")
+        encoding = None
+    except UnicodeDecodeError:
+        payload = base64.b64encode(template.payload).decode()
+        encoding = "base64"
+    line = {
+        "delay_message_id": template.delay_message_id,
+        "attempt_id": request.attempt_id,
+        "lane": template.lane,
+        "generation": template.generation,
+        "deliver_at": _time_text(template.deliver_at_ms),
+        "published_at": published_at,
+        "key": template.key,
+        "headers": template.headers,
+        "payload": payload,
+        "mac": request.mac,
+    }
+    if encoding:
+        line["payload_encoding"] = encoding
+    return _JSON.encode(line) + b"\n"
+
+
+class FileDestination:
+    max_record_bytes: int | None = None  # a line may be as long as the payload limit allows
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = Path(path)
+        self._closed = False
+
+    def probe(self) -> str | None:
+        if self._closed:
+            return f"destination {self.name} is closed"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            return f"cannot open {self.path}: {exc.strerror}"
+        os.close(fd)
+        return None
+
+    def publish(
+        self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]
+    ) -> list[PublishResult]:
+        def every(outcome: Outcome, disposition: Disposition, evidence: str) -> list[PublishResult]:
+            return [PublishResult(r.attempt_id, outcome, disposition, evidence) for r in requests]
+
+        if self._closed:
+            return every(Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                         f"destination {self.name} is closed: nothing written to {self.path}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                         f"open {self.path} failed before any write: {exc.strerror}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released before the fsync, or by the close
+            start = os.fstat(fd).st_size
+            if start and os.pread(fd, 1, start - 1) != b"\n":
+                # a crash cut an earlier write short: end that fragment so our lines parse
+                os.write(fd, b"\n")
+                start += 1
+            published_at = now_ms()
+            stamp = _time_text(published_at)
+            lines = [render_line(r, stamp) for r in requests]
+            data = b"".join(lines)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError as exc:
+                try:
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                except OSError:
+                    return every(Outcome.UNKNOWN, Disposition.NONE,
+                                 f"write to {self.path} failed ({exc.strerror}) and the partial "
+                                 "write could not be removed")
+                return every(Outcome.NOT_PUBLISHED, Disposition.RETRIABLE,
+                             f"write to {self.path} failed ({exc.strerror}); partial write removed")
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                return every(Outcome.UNKNOWN, Disposition.NONE,
+                             f"fsync of {self.path} failed ({exc.strerror}) after writing")
+        finally:
+            os.close(fd)
+        results = []
+        offset = start
+        for request, line in zip(requests, lines, strict=True):
+            results.append(PublishResult(request.attempt_id, Outcome.PUBLISHED, Disposition.NONE,
+                                         f"{self.path}@{offset}", published_at))
+            offset += len(line)
+        return results
+
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        if self._closed:
+            raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
+        return scan_file_evidence(self.path, wanted, since_ms)
+
+    def close(self) -> None:
+        self._closed = True  # there is nothing to release: each publish opens the file
+
+
+# below this many bytes left, the search for where a time starts reads on line by line
+_BISECT_FLOOR = 64 << 10
+
+
+def first_offset_since(handle: BinaryIO, size: int, since_ms: int) -> int:
+    """The offset of a line start at or before the first line published at ``since_ms`` or later
+    (lines are appended in publish order, each with its ``published_at``): a binary search
+    over byte offsets, so a scan reads what was published since, not the whole file. A
+    line it cannot read moves the search towards the file's start (it never skips one)."""
+    low, high = 0, size
+    while high - low > _BISECT_FLOOR:
+        middle = (low + high) // 2
+        handle.seek(middle)
+        handle.readline()  # the rest of a line cut by the seek
+        start = handle.tell()
+        published = _published_ms(handle.readline())
+        if published is None or published >= since_ms or start >= high:
+            high = middle
+        else:
+            low = start
+    return low
+
+
+def _published_ms(raw: bytes) -> int | None:
+    try:
+        line = json.loads(raw)
+        return parse_time_ms(line["published_at"], field="published_at")
+    except (ValueError, KeyError, TypeError, NereusError):
+        return None
+
+
+def scan_file_evidence(path: Path, wanted: Mapping[str, str],
+                       since_ms: int | None = None) -> dict[str, str]:
+    """Attempt ids found in an outbox file with the MAC ``wanted`` expects for them, with
+    ``path@offset`` evidence; with ``since_ms``, only lines from about that publish time on
+    (``first_offset_since``) are read."""
+    found: dict[str, str] = {}
+    if not wanted or not path.exists():
+        return found
+    with open(path, "rb") as handle:
+        offset = 0 if since_ms is None else first_offset_since(
+            handle, os.fstat(handle.fileno()).st_size, since_ms)
+        handle.seek(offset)  # a line's start
+        for raw in handle:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = {}  # a line cut short by a crash
+            attempt = line.get("attempt_id") if isinstance(line, dict) else None
+            if isinstance(attempt, str) and attempt in wanted and hmac.compare_digest(
+                    str(line.get("mac", "")), wanted[attempt]):
+                found[attempt] = f"{path}@{offset} (found by evidence scan, MAC verified)"
+            offset += len(raw)
+    return found

@@ -1,0 +1,429 @@
+"""The Pulsar destination: one message per attempt, classified by side-effect evidence.
+
+Each request becomes one Pulsar message: the template's payload, partition key =
+``template.key``, properties = the template's headers plus ``nereus-delay-message-id`` and
+``nereus-attempt-id`` (ours win over a header of the same name), event time = the publish
+time read just before sending. The producer sends with batching off (one message per
+entry, so the MessageId is exact evidence), a bounded ``send_timeout_ms`` and
+``block_if_queue_full=False`` (a full queue is an immediate, provable refusal, never a
+hidden wait).
+
+**Deliver-at handoff.** With ``deliver_at_handoff`` the message is sent with
+``deliver_at = template.deliver_at_ms``: Pulsar stores it now and keeps it from consumers
+until then, so the engine may hand it over early (actionAt = deliverAt - lead). Pulsar
+honours deliver-at only for Shared and Key_Shared subscriptions; Exclusive and Failover
+consumers and readers see the message at once.
+
+**Classification** (the full table is ``docs/outcomes-pulsar.md``):
+
+* Ok from the broker -> PUBLISHED, evidence ``pulsar:<topic>@<ledger>:<entry>:<partition>``.
+* The producer could not be opened -> nothing was handed to Pulsar: NOT_PUBLISHED,
+  PERMANENT for TopicNotFound / InvalidTopicName / AuthorizationError, RETRIABLE for a
+  backlog quota (ProducerBlockedQuotaExceeded*), LANE_UNAVAILABLE for anything else (the
+  broker is unreachable, the lookup failed, ...).
+* The client refused the message *inside* ``send_async`` (the callback ran on the calling
+  thread before ``send_async`` returned; the C++ client does that only for its checks
+  before enqueueing) -> NOT_PUBLISHED: RETRIABLE for ProducerQueueIsFull /
+  MemoryBufferIsFull, PERMANENT for MessageTooBig / InvalidMessage or a message that
+  could not be built, LANE_UNAVAILABLE for a closed / failed / fenced producer.
+* Any failure after the message was enqueued (Timeout, a lost connection, a producer
+  closed under it, a broker error, no callback in time) -> UNKNOWN: the broker may have
+  stored it and only the answer was lost. A failure reported after enqueueing is never
+  taken as proof of absence, even for error names that are provable before sending.
+* After a failed window of sends the rest of the batch is not sent: NOT_PUBLISHED
+  LANE_UNAVAILABLE (proven: never handed to the client).
+
+``scan_evidence`` reads the topic (every partition) from ``since_ms`` by publish time,
+with readers (which deliver-at does not delay), and reports the MessageId of messages whose
+``nereus-attempt-id`` is wanted. Absence proves nothing. A reader the broker has not yet
+re-attached after the seek is asked again until the scan's deadline
+(``has_message_available``), not taken for an unreachable broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from nereus.adapters.backends.destination.protocol import (
+    DestinationClosed,
+    PublishRequest,
+    PublishResult,
+)
+from nereus.adapters.backends.pulsar.pulsar_client import (
+    call_within,
+    full_topic,
+    is_pulsar_error,
+    make_client,
+    result_name,
+    translate,
+)
+from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
+from nereus.errors import NereusError
+from nereus.records import Disposition, Outcome
+
+PROPERTY_DELAY_MESSAGE_ID: Final = "nereus-delay-message-id"
+PROPERTY_ATTEMPT_ID: Final = "nereus-attempt-id"
+PROPERTY_EVIDENCE_MAC: Final = "nereus-evidence-mac"
+
+OK: Final = "Ok"
+BUILD_ERROR: Final = "BuildError"  # our own name: the message could not even be built
+
+# the client refused inside send_async, before enqueueing: the broker never saw the message
+REFUSED_BEFORE_SEND: Final[dict[str, Disposition]] = {
+    "ProducerQueueIsFull": Disposition.RETRIABLE,
+    "MemoryBufferIsFull": Disposition.RETRIABLE,
+    "MessageTooBig": Disposition.PERMANENT,
+    "InvalidMessage": Disposition.PERMANENT,
+    BUILD_ERROR: Disposition.PERMANENT,
+    "AlreadyClosed": Disposition.LANE_UNAVAILABLE,
+    "NotConnected": Disposition.LANE_UNAVAILABLE,
+    "ProducerFenced": Disposition.LANE_UNAVAILABLE,
+    "ProducerNotInitialized": Disposition.LANE_UNAVAILABLE,
+}
+
+# refusals that are the message's own fault: its lane stays READY
+MESSAGE_FAULTS: Final = frozenset({"MessageTooBig", "InvalidMessage", BUILD_ERROR})
+# the broker's default maxMessageSize: a larger message is refused
+MAX_RECORD_BYTES: Final = 5 * 1024 * 1024
+
+# the producer could not be opened: nothing was sent; the lane's problem unless listed
+OPEN_REFUSED: Final[dict[str, Disposition]] = {
+    "TopicNotFound": Disposition.PERMANENT,
+    "InvalidTopicName": Disposition.PERMANENT,
+    "AuthorizationError": Disposition.PERMANENT,
+    "ProducerBlockedQuotaExceededError": Disposition.RETRIABLE,
+    "ProducerBlockedQuotaExceededException": Disposition.RETRIABLE,
+}
+
+# results after which the producer is dropped and re-opened by the next publish or probe
+_PRODUCER_GONE: Final = frozenset({"AlreadyClosed", "NotConnected", "ProducerFenced",
+                                   "ProducerNotInitialized"})
+_CALLBACK_GRACE_S: Final = 5.0
+_READ_WAIT_MS: Final = 2_000
+# the first pause before asking a reader again while the broker re-attaches it after a seek
+# (the client reconnects a consumer the broker closed 0.1 s later, then backs off); doubled
+# each time up to the cap
+_REATTACH_PAUSE_S: Final = 0.05
+_REATTACH_PAUSE_CAP_S: Final = 1.0
+
+
+def classify_send(result: object, *, before_send: bool) -> tuple[Outcome, Disposition]:
+    """Outcome of one send from its result (a ``pulsar.Result``, a pulsar exception or a
+    result name) and whether the client refused it before enqueueing."""
+    name = result if isinstance(result, str) else result_name(result)
+    if name == OK:
+        return Outcome.PUBLISHED, Disposition.NONE
+    if before_send and name in REFUSED_BEFORE_SEND:
+        return Outcome.NOT_PUBLISHED, REFUSED_BEFORE_SEND[name]
+    return Outcome.UNKNOWN, Disposition.NONE
+
+
+def classify_open_failure(error: object) -> Disposition:
+    """Disposition of a batch whose producer could not be opened (all NOT_PUBLISHED)."""
+    name = error if isinstance(error, str) else result_name(error)
+    return OPEN_REFUSED.get(name, Disposition.LANE_UNAVAILABLE)
+
+
+def has_message_available(reader: Any, deadline: float, *,
+                          clock: Clock = SYSTEM_CLOCK) -> bool:
+    """``reader.has_message_available()``, asked again while the broker has not re-attached
+    the reader after a ``seek``.
+
+    A seek makes the broker close the reader's consumer and the client re-subscribe it a
+    moment later; a question that reaches the broker in between is refused with
+    ``BrokerMetadataError`` ("Consumer not found"; apache/pulsar-client-go#577 and
+    fsprojects/pulsar-client-dotnet#343 describe the same race in other clients). It is
+    asked again after a growing pause until ``deadline`` (on ``clock.monotonic()``); then,
+    or on any other error, the error is raised."""
+    wait = _REATTACH_PAUSE_S
+    while True:
+        try:
+            return bool(reader.has_message_available())
+        except Exception as exc:
+            if result_name(exc) != "BrokerMetadataError" or clock.monotonic() + wait > deadline:
+                raise
+        clock.sleep(wait)
+        wait = min(wait * 2, _REATTACH_PAUSE_CAP_S)
+
+
+def message_evidence(topic: str, message_id: Any) -> str:
+    """``pulsar:<topic>@<ledger>:<entry>:<partition>`` (partition -1: not partitioned)."""
+    return (f"pulsar:{topic}@{message_id.ledger_id()}:{message_id.entry_id()}:"
+            f"{message_id.partition()}")
+
+
+class _OpenFailed(Exception):
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class _Slot:
+    name: str
+    message_id: Any = None
+    before_send: bool = False
+    detail: str = ""
+
+
+class PulsarDestination:
+    """A lane's Pulsar topic. The constructor does not contact the broker; the producer is
+    opened by the first ``probe`` or ``publish`` (and again after it failed)."""
+
+    def __init__(
+        self,
+        name: str,
+        service_url: str,
+        topic: str,
+        *,
+        deliver_at_handoff: bool = False,
+        send_timeout_ms: int = 10_000,
+        connect_timeout_s: float = 5.0,
+        scan_timeout_s: float = 30.0,
+        max_pending: int = 1_000,
+        client_log_path: str | None = None,
+    ) -> None:
+        self.name = name
+        self.service_url = service_url
+        self.topic = full_topic(topic)
+        self.max_record_bytes: int | None = MAX_RECORD_BYTES
+        self.deliver_at_handoff = deliver_at_handoff
+        self.send_timeout_ms = send_timeout_ms
+        self.connect_timeout_s = connect_timeout_s
+        self.scan_timeout_s = scan_timeout_s
+        self.max_pending = max_pending
+        self._log_path = client_log_path
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._producer: Any = None
+        self._closed = False
+
+    # the client and the producer ----------------------------------------------------------
+    def _client_now(self) -> Any:
+        if self._closed:
+            raise DestinationClosed(f"destination {self.name} is closed")
+        if self._client is None:
+            self._client = make_client(self.service_url, timeout_s=self.connect_timeout_s,
+                                       log_path=self._log_path)
+        return self._client
+
+    def _ensure_producer(self) -> Any:
+        """The open producer, opening one if needed; ``_OpenFailed`` if it cannot be."""
+        if self._producer is not None:
+            return self._producer
+        try:
+            client = self._client_now()
+        except NereusError as exc:
+            raise _OpenFailed("AlreadyClosed", exc.message) from None
+
+        def open_producer() -> Any:
+            return client.create_producer(
+                self.topic,
+                send_timeout_millis=self.send_timeout_ms,
+                block_if_queue_full=False,
+                batching_enabled=False,  # one message per entry: the MessageId is exact
+                max_pending_messages=self.max_pending,
+            )
+
+        try:
+            self._producer = call_within(self.connect_timeout_s, open_producer, client=client,
+                                         service_url=self.service_url,
+                                         doing=f"opening a producer on {self.topic}")
+        except Exception as exc:
+            self._discard_client()  # a deadline closed it; a fresh one is cheap anyway
+            if is_pulsar_error(exc):
+                error = translate(exc, self.service_url, f"opening a producer on {self.topic}")
+                raise _OpenFailed(result_name(exc), error.message) from None
+            if isinstance(exc, NereusError):  # call_within's deadline: no answer in time
+                raise _OpenFailed("Timeout", exc.message) from None
+            raise
+        return self._producer
+
+    def _discard_client(self) -> None:
+        client, self._client, self._producer = self._client, None, None
+        if client is not None:
+            with contextlib.suppress(Exception):  # it is being thrown away
+                client.close()
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):  # a failed producer may refuse to close
+                producer.close()
+
+    # the Destination protocol -------------------------------------------------------------
+    def probe(self) -> str | None:
+        """None when a producer is open and connected, else why not."""
+        with self._lock:
+            try:
+                producer = self._ensure_producer()
+            except _OpenFailed as failed:
+                return f"cannot open a producer on {self.topic}: {failed.reason}"
+            if not producer.is_connected():
+                return f"the producer on {self.topic} is not connected (reconnecting)"
+            return None
+
+    def publish(
+        self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]
+    ) -> list[PublishResult]:
+        if not requests:
+            return []
+        with self._lock:
+            try:
+                producer = self._ensure_producer()
+            except _OpenFailed as failed:
+                disposition = classify_open_failure(failed.name)
+                evidence = (f"pulsar:{self.topic}: no producer ({failed.name or 'error'}), "
+                            f"nothing sent: {failed.reason}")
+                return [PublishResult(r.attempt_id, Outcome.NOT_PUBLISHED, disposition,
+                                      evidence) for r in requests]
+            published_at = now_ms()
+            results: list[PublishResult] = []
+            for start in range(0, len(requests), self.max_pending):
+                window = requests[start:start + self.max_pending]
+                if results and any(r.outcome != Outcome.PUBLISHED for r in results):
+                    results += [PublishResult(
+                        r.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                        f"pulsar:{self.topic}: not sent, an earlier send of this batch failed")
+                        for r in window]
+                    continue
+                results += self._send_window(producer, window, published_at)
+            return results
+
+    def _send_window(
+        self, producer: Any, window: Sequence[PublishRequest], published_at: int
+    ) -> list[PublishResult]:
+        count = len(window)
+        slots: list[_Slot | None] = [None] * count
+        done = threading.Condition()
+        caller = threading.get_ident()
+        sending = [-1]  # index inside send_async right now (callbacks check it)
+
+        def callback_for(index: int) -> Callable[[Any, Any], None]:
+            def callback(result: Any, message_id: Any) -> None:
+                # an exception escaping a pulsar callback terminates the process
+                try:
+                    inline = threading.get_ident() == caller and sending[0] == index
+                    with done:
+                        slots[index] = _Slot(result_name(result), message_id, inline)
+                        done.notify_all()
+                except BaseException:  # pragma: no cover - nothing here can fail
+                    pass
+            return callback
+
+        for index, request in enumerate(window):
+            template = request.template
+            properties = dict(template.headers)
+            properties[PROPERTY_DELAY_MESSAGE_ID] = template.delay_message_id
+            properties[PROPERTY_ATTEMPT_ID] = request.attempt_id
+            properties[PROPERTY_EVIDENCE_MAC] = request.mac
+            sending[0] = index
+            try:
+                producer.send_async(
+                    template.payload, callback_for(index), properties=properties,
+                    partition_key=template.key, event_timestamp=published_at,
+                    deliver_at=template.deliver_at_ms if self.deliver_at_handoff else None,
+                )
+            except Exception as exc:  # raised inside send_async: nothing was enqueued
+                name = result_name(exc) if is_pulsar_error(exc) else BUILD_ERROR
+                with done:
+                    slots[index] = _Slot(name, None, True, f"{type(exc).__name__}: {exc}")
+            finally:
+                sending[0] = -1
+        deadline = time.monotonic() + self.send_timeout_ms / 1000 + _CALLBACK_GRACE_S
+        with done:
+            while any(slot is None for slot in slots):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                done.wait(left)
+            final = list(slots)
+        results = [self._result(request, slot, published_at)
+                   for request, slot in zip(window, final, strict=True)]
+        if any(slot is not None and slot.name in _PRODUCER_GONE for slot in final):
+            self._drop_producer()
+        return results
+
+    def _result(self, request: PublishRequest, slot: _Slot | None,
+                published_at: int) -> PublishResult:
+        if slot is None:
+            return PublishResult(
+                request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
+                f"pulsar:{self.topic}: no answer from the client within "
+                f"{self.send_timeout_ms / 1000 + _CALLBACK_GRACE_S:g}s after sending")
+        outcome, disposition = classify_send(slot.name, before_send=slot.before_send)
+        if outcome == Outcome.PUBLISHED:
+            return PublishResult(request.attempt_id, outcome, disposition,
+                                 message_evidence(self.topic, slot.message_id), published_at)
+        when = "refused before sending" if slot.before_send else "after sending"
+        extra = f" ({slot.detail})" if slot.detail else ""
+        if outcome == Outcome.UNKNOWN:
+            text = f"{slot.name} {when}{extra}: the broker may have stored it"
+        else:
+            text = f"{slot.name} {when}{extra}: never handed to the broker"
+        return PublishResult(request.attempt_id, outcome, disposition,
+                             f"pulsar:{self.topic}: {text}",
+                             message_fault=outcome == Outcome.NOT_PUBLISHED
+                             and slot.name in MESSAGE_FAULTS)
+
+    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+                      until_ms: int) -> dict[str, str]:
+        """Wanted attempt ids found on the topic, with the MAC ``wanted`` expects for them,
+        between ``since_ms`` and ``until_ms`` (publish time), mapped to their MessageId
+        evidence. Stops when all are found, at the end of each partition, past
+        ``until_ms``, or at ``scan_timeout_s`` (returning what it found: absence proves
+        nothing)."""
+        import pulsar
+
+        found: dict[str, str] = {}
+        if not wanted:
+            return found
+        with self._lock:
+            client = self._client_now()
+        deadline = SYSTEM_CLOCK.monotonic() + self.scan_timeout_s
+        try:
+            partitions = client.get_topic_partitions(self.topic)
+            for partition in partitions:
+                reader = client.create_reader(partition, pulsar.MessageId.earliest)
+                try:
+                    if since_ms > 0:
+                        reader.seek(since_ms)
+                    while len(found) < len(wanted) and SYSTEM_CLOCK.monotonic() < deadline:
+                        if not has_message_available(reader, deadline):
+                            break
+                        try:
+                            message = reader.read_next(timeout_millis=_READ_WAIT_MS)
+                        except pulsar.Timeout:
+                            break
+                        if message.publish_timestamp() > until_ms:
+                            break
+                        properties = message.properties()
+                        attempt_id = properties.get(PROPERTY_ATTEMPT_ID)
+                        if attempt_id in wanted and hmac.compare_digest(
+                                str(properties.get(PROPERTY_EVIDENCE_MAC, "")),
+                                wanted[attempt_id]):
+                            found[attempt_id] = message_evidence(self.topic,
+                                                                 message.message_id())
+                finally:
+                    with contextlib.suppress(Exception):  # a reader that will not close
+                        reader.close()
+        except Exception as exc:
+            if is_pulsar_error(exc):
+                raise translate(exc, self.service_url,
+                                f"scanning {self.topic} for evidence") from None
+            raise
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop_producer()
+            self._discard_client()
+

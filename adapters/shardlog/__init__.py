@@ -1,1 +1,0 @@
-"""Shard Log backends behind one Protocol (``protocol.ShardLog``)."""
