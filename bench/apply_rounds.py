@@ -21,7 +21,7 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 from apply_stages import stage_misses
 from generated_schedules import IDENTITY
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import decode_int

@@ -23,7 +23,7 @@ from pathlib import Path
 from generated_schedules import IDENTITY
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.backends.shardlog.protocol import LogRecord
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.machine import DEFAULT_LIMITS, apply, commands
 from nereus.machine.tx import Tx
 from nereus.records import Schedule, codec

@@ -78,8 +78,8 @@ class Daemon:
     """The daemon of ``home`` (pid ``pid``) and its worker processes."""
 
     def __init__(self, home: Path, config: Config, pid: int) -> None:
-        from nereus.adapters.admin_client import AdminClient
-        from nereus.adapters.home_lock import socket_path
+        from nereus.adapters.admin.admin_client import AdminClient
+        from nereus.adapters.home.home_lock import socket_path
 
         self.admin = AdminClient(socket_path(home), timeout=30)
         self.outbox = HomeLayout(home).outbox / "local.jsonl"
@@ -129,7 +129,7 @@ def watched(home: Path, config: Config, workers: int | None) -> Iterator[Watched
         with running(home, config) as run:
             yield Watched(InProcess(run.engine), run.logs)
         return
-    from nereus.adapters.engine_process import start_engine, stop_engine
+    from nereus.adapters.home.engine_process import start_engine, stop_engine
 
     layout = HomeLayout(home)
     started = start_engine(layout, 120, print, workers=workers)

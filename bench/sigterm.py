@@ -54,7 +54,7 @@ class Figures(msgspec.Struct, frozen=True):
 
 def _request_loop(path: Path, stop: threading.Event) -> None:
     """``GET /v1/status`` over and over (``AdminClient`` opens a connection for each)."""
-    from nereus.adapters.admin_client import AdminClient
+    from nereus.adapters.admin.admin_client import AdminClient
     from nereus.errors import NereusError
 
     client = AdminClient(path, timeout=2)

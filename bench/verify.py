@@ -9,8 +9,8 @@ What it does, in one run:
 
 1. **the shard**: a RocksDB database of shard ``default/0`` holding N SCHEDULE messages
    (default 1,000,000: 32-hex ids, a key, 1-2 headers, ~100-byte payload, due within a
-   day, four lanes), built by ``nereus.adapters.runner.ShardRunner`` applying generated
-   SCHEDULE records in synced batches of ``--batch``, then fully compacted. Building takes
+   day, four lanes), built by ``nereus.adapters.offline.shard_runner.ShardRunner`` applying
+   generated SCHEDULE records in synced batches of ``--batch``, then fully compacted. Building takes
    a while, so the database is kept under ``--cache-dir`` (default
    ``~/.cache/nereus-bench``), keyed by N, seed, batch, payload size and key schema
    version, and reused by later runs (``--rebuild`` builds it again). The build time is
@@ -23,14 +23,14 @@ What it does, in one run:
    read-only + report) so start-up cost and the report itself are apart; the report's
    disk figures are printed. Each command runs from its bytecode, as an installed one
    does (``installed_cli``).
-3. **verify**: a checkpoint of that database (``nereus.adapters.checkpoint_take.take_local``,
-   timed and reported: it hashes the files and computes the digest too) in a scratch
-   directory beside the cache (hard links). With the files warm in the page cache, each
-   of R rounds times, in this order: ``sha256sum`` over the checkpoint's files (one
-   subprocess), the file-checksum part of verify alone (``file_hash`` over the manifest's
-   files with the checksum its format lists, BLAKE3 for format 2, as ``verify_directory``
-   calls it; SHA-256 in Python beside it), the whole verify as ``nereus
-   checkpoint verify`` runs it (``nereus.adapters.parallel_verify.verify_parallel``: every
+3. **verify**: a checkpoint of that database
+   (``nereus.adapters.offline.checkpoint_take.take_local``, timed and reported: it hashes the files
+   and computes the digest too) in a scratch directory beside the cache (hard links). With the files
+   warm in the page cache, each of R rounds times, in this order: ``sha256sum`` over the
+   checkpoint's files (one subprocess), the file-checksum part of verify alone (``file_hash`` over
+   the manifest's files with the checksum its format lists, BLAKE3 for format 2, as
+   ``verify_directory`` calls it; SHA-256 in Python beside it), the whole verify as ``nereus
+   checkpoint verify`` runs it (``nereus.adapters.offline.parallel_verify.verify_parallel``: every
    check of ``verify_directory`` — manifest, sizes, checksums, identity, read-only open,
    applied position, digest — with the files hashed on threads and the state digest's key
    ranges computed by child processes, one per core, at the same time), and the core's

@@ -22,7 +22,7 @@ import msgspec
 
 from generated_schedules import IDENTITY, Workload, schedule_record
 from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import decode_int

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # the tests' terminal, to run the CLI on one
 
 from generated_schedules import IDENTITY, SHARD  # noqa: E402
 from installed_cli import cli_environ  # noqa: E402
-from nereus.adapters.checkpoint_take import take_local  # noqa: E402
+from nereus.adapters.offline.checkpoint_take import take_local  # noqa: E402
 from nereus.checkpoint.manifest import Manifest  # noqa: E402
 from nereus.checkpoint.verify import file_hash, file_sha256, verify_directory  # noqa: E402
 from nereus.inspection import inspect_store  # noqa: E402
@@ -160,9 +160,9 @@ def checksums_only(paths: list[Path], algorithm: str) -> None:
 
 def verify(directory: Path) -> None:
     """What `nereus checkpoint verify` runs: file hashing on threads, the digest's key
-    ranges in child processes (``nereus.adapters.digest_worker``) and the first range in
+    ranges in child processes (``nereus.adapters.offline.digest_worker``) and the first range in
     this process (``digest_here``), one range per core."""
-    from nereus.adapters.parallel_verify import verify_parallel
+    from nereus.adapters.offline.parallel_verify import verify_parallel
 
     report = verify_parallel(directory, expected_shard=(SHARD.route, SHARD.partition),
                              digest_here=True)  # as `nereus checkpoint verify` calls it
@@ -246,7 +246,7 @@ def time_parts(taken: Taken, repeat: int) -> VerifyParts:
             return sum(len(k) + len(v) for k, v in image.replicated())
 
     def parallel_digest() -> None:
-        from nereus.adapters.parallel_verify import process_digest
+        from nereus.adapters.offline.parallel_verify import process_digest
 
         if process_digest(directory, here=True) != taken.manifest.digest:
             raise SystemExit("the parallel digest disagrees with the manifest")

@@ -17,7 +17,7 @@ from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 
 if TYPE_CHECKING:
-    from nereus.adapters.admin_client import AdminClient
+    from nereus.adapters.admin.admin_client import AdminClient
     from nereus.adapters.backends.objectstore.protocol import ObjectStore
     from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.adapters.backends.shardlog.protocol import ShardLog
@@ -157,7 +157,11 @@ class Env(msgspec.Struct):
         if shard not in self._checked:
             from nereus.adapters.backends.shardlog.file_log import FileShardLog
             from nereus.adapters.backends.shardlog.identity import ensure_route_identity
-            from nereus.adapters.continuity import applied_position, check_log_end, guard_file_log
+            from nereus.adapters.offline.continuity_checks import (
+                applied_position,
+                check_log_end,
+                guard_file_log,
+            )
 
             state = self.layout.shard_state(shard)
             applied = applied_position(state)
@@ -194,7 +198,7 @@ class Env(msgspec.Struct):
 
     def admin(self) -> AdminClient:
         """The engine's admin socket client (raises EngineUnreachable when not running)."""
-        from nereus.adapters.admin_client import AdminClient
+        from nereus.adapters.admin.admin_client import AdminClient
 
         return AdminClient(self.layout.run / "admin.sock")
 
@@ -216,13 +220,13 @@ class Env(msgspec.Struct):
         from nereus.errors import EngineUnreachable
 
         if wait:
-            from nereus.adapters.home_lock import orphaned_engine, socket_lost
+            from nereus.adapters.home.home_lock import orphaned_engine, socket_lost
 
             pid = orphaned_engine(self.home)
             if pid is not None:
                 raise socket_lost(self.home, pid)
         if self.engine_running():
-            from nereus.adapters.admin_client import EngineSink
+            from nereus.adapters.admin.admin_client import EngineSink
 
             return EngineSink(self.admin())
         if wait:
@@ -243,7 +247,7 @@ class Env(msgspec.Struct):
         if (self.layout.run / "admin.sock").exists():
             return is_locked(self.home)
         if not self._orphan_said:
-            from nereus.adapters.home_lock import orphaned_engine, socket_lost
+            from nereus.adapters.home.home_lock import orphaned_engine, socket_lost
 
             pid = orphaned_engine(self.home)
             if pid is not None:

@@ -77,7 +77,7 @@ def prepare_process(*, library_logs: bool = True) -> None:
     the daemon, puts its own handlers on the root logger. ``library_logs=False``: a line
     that loads no library logging through Python (the lean ``shard inspect``: rocksdict
     logs to RocksDB's own LOG file) skips importing ``logging``, a twentieth of its run."""
-    from nereus.adapters.private_files import enter_private_mode
+    from nereus.adapters.home.private_files import enter_private_mode
 
     enter_private_mode()
     if library_logs:

@@ -22,10 +22,10 @@ from typing import Literal
 
 import msgspec
 
-from nereus.adapters.checkpoint_take import CheckpointTaken
-from nereus.adapters.command_lookup import CommandStatus
-from nereus.adapters.engine_process import EngineStarted, EngineStopped
-from nereus.adapters.large_payload import LargePayloadReceipt
+from nereus.adapters.home.engine_process import EngineStarted, EngineStopped
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken
+from nereus.adapters.offline.command_lookup import CommandStatus
+from nereus.adapters.offline.large_payload import LargePayloadReceipt
 from nereus.checkpoint.verify import CheckpointVerification
 from nereus.cli.batch_receipts import ScheduledBatch
 from nereus.cli.commands.checkpoint_documents import (

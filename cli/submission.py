@@ -78,7 +78,7 @@ def submit_chunk(sink: CommandSink, chunk: list[Prepared], wait: bool) -> list[R
 
 def exit_if_not_known(env: Env, receipts: Sequence[Receipt], wait: bool) -> None:
     """Under --wait, a receipt still QUEUED means the result is not known yet: exit 6."""
-    from nereus.adapters.admin_client import WAIT_MS
+    from nereus.adapters.admin.admin_client import WAIT_MS
 
     if not wait:
         return
@@ -110,7 +110,7 @@ def report(env: Env, receipt: Receipt, wait: bool) -> None:
     exit 1 when REJECTED, 6 when --wait could not tell."""
     import msgspec
 
-    from nereus.adapters.large_payload import LargePayloadReceipt
+    from nereus.adapters.offline.large_payload import LargePayloadReceipt
     from nereus.cli.output import shown
 
     def human(out: Console) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.checkpoint_catalog import recovery_floor
-from nereus.adapters.checkpoint_restore import restore_into
+from nereus.adapters.offline.checkpoint_catalog import recovery_floor
+from nereus.adapters.offline.checkpoint_restore import restore_into
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.adapters.backends.shardlog.protocol import PrunableLog, ShardLog
-from nereus.adapters.checkpoint_catalog import catalog, check_floor, recovery_floor
-from nereus.adapters.checkpoint_take import Taken, describe, upload
+from nereus.adapters.offline.checkpoint_catalog import catalog, check_floor, recovery_floor
+from nereus.adapters.offline.checkpoint_take import Taken, describe, upload
 from nereus.config import CheckpointSettings
 from nereus.engine.checkpoint_pacing import Pacing
 from nereus.engine.event_log import EventLog, null_event_log, safe_event

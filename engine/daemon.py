@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nereus.adapters.home_lock import (
+from nereus.adapters.home.home_lock import (
     AlreadyRunning,
     acquire_home_lock,
     is_locked,
@@ -51,7 +51,7 @@ __all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "re
 
 def run(home: Path, *, foreground: bool) -> int:
     from nereus.adapters.cluster.home_config import load_home_config
-    from nereus.adapters.private_files import enter_private_mode, secure_home
+    from nereus.adapters.home.private_files import enter_private_mode, secure_home
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer
@@ -154,9 +154,9 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     import socket as sockets
 
     from nereus import __version__
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.route_keys import install_route_keys
-    from nereus.adapters.cluster.store import ClusterStore
     from nereus.engine.cluster.node import ClusterNode, NodeSettings
     from nereus.engine.workers.home import refuse_namesakes
 
@@ -212,9 +212,9 @@ def join_when_free(engine: Engine, handle: ClusterHandle, log_event: EventLog, *
 
 
 def main() -> None:
-    from nereus.adapters.malloc_settings import settle_malloc
+    from nereus.adapters.home.malloc_settings import settle_malloc
 
-    settle_malloc()  # before any thread (nereus.adapters.malloc_settings)
+    settle_malloc()  # before any thread (nereus.adapters.home.malloc_settings)
     parser = argparse.ArgumentParser(prog="nereus-engine")
     parser.add_argument("--home", required=True)
     parser.add_argument("--foreground", action="store_true")

@@ -35,12 +35,12 @@ from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.backends.shardlog.identity import ensure_route_identity
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.checkpoint_catalog import recovery_floor
-from nereus.adapters.checkpoint_restore import restore_into
 from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
-from nereus.adapters.continuity import DivergedLog, check_shard, guard_file_log
-from nereus.adapters.secrets import route_key
+from nereus.adapters.home.route_secrets import route_key
+from nereus.adapters.offline.checkpoint_catalog import recovery_floor
+from nereus.adapters.offline.checkpoint_restore import restore_into
+from nereus.adapters.offline.continuity_checks import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import Config, EngineConfig
 from nereus.engine.catch_up import catch_up

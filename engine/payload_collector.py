@@ -1,11 +1,11 @@
 """The engine's own ``payload gc``: every ``[engine] payload_gc_interval`` (default 1 h,
 ``"0s"`` off), a supervised worker collects the large payloads nobody can ever publish.
 
-It judges exactly as ``nereus payload gc --yes`` does (``nereus.adapters.payload_gc``): the
-object listing first, then every shard's live state read-only and the unapplied tail of
-its file Shard Log, then every shard's Recovery Floor; it deletes only objects with no
-stage in any shard (a retention SWEEP took a message's stage with it) or whose
-reservation expired without a commit, and never one a Recovery Set member references
+It judges exactly as ``nereus payload gc --yes`` does
+(``nereus.adapters.offline.payload_collection``): the object listing first, then every shard's live
+state read-only and the unapplied tail of its file Shard Log, then every shard's Recovery Floor; it
+deletes only objects with no stage in any shard (a retention SWEEP took a message's stage with it)
+or whose reservation expired without a commit, and never one a Recovery Set member references
 (``check_floor`` is the last guard before any delete).
 
 Two scopes. Where the process sees every shard of the home (the single engine process, the
@@ -27,7 +27,12 @@ import threading
 from typing import Protocol
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
-from nereus.adapters.payload_gc import Judgement, delete_collected, judge_all, judge_shards
+from nereus.adapters.offline.payload_collection import (
+    Judgement,
+    delete_collected,
+    judge_all,
+    judge_shards,
+)
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import Config
 from nereus.engine.event_log import EventLog, null_event_log, safe_event

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 from nereus.adapters.backends.shardlog.protocol import LogRecord
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.shard_progress import ResultWatch, ShardProgress
 from nereus.machine import Applied
 from nereus.state.values import Result

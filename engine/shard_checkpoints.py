@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.checkpoint_take import Taken, new_checkpoint_id, snapshot
+from nereus.adapters.offline.checkpoint_take import Taken, new_checkpoint_id, snapshot
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock
 from nereus.shard import ShardId

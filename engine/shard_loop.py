@@ -34,8 +34,8 @@ from pathlib import Path
 
 from nereus.adapters.backends.destination.protocol import PublishResult
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.checkpoint_take import Taken
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.checkpoint_take import Taken
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.admission_flow import AdmissionFlow
 from nereus.engine.checkpointer import Checkpointer
 from nereus.engine.clock import TrustedClock

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.clock import TrustedClock
 from nereus.engine.event_log import EventLog, safe_event
 from nereus.engine.lane_policy import LanePolicies, policy_records, report

@@ -8,7 +8,7 @@ when its MAC verifies under the route's key: a record anyone could have written 
 right attempt-id header is not evidence.
 
 The key is a secret of the route kept outside the Shard Log (``<home>/secrets``, see
-``nereus.adapters.secrets``); this module only computes and compares.
+``nereus.adapters.home.route_secrets``); this module only computes and compares.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class DaemonRun:
     process goes into ``owned``, from ``owned_processes``, which kills what is left)."""
 
     def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
-        from nereus.adapters.admin_client import AdminClient
+        from nereus.adapters.admin.admin_client import AdminClient
         from nereus.layout import HomeLayout
 
         self.home = home

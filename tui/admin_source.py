@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.admin_client import AdminClient
+from nereus.adapters.admin.admin_client import AdminClient
 from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
 

@@ -18,8 +18,8 @@ from typing import Protocol
 
 import msgspec
 
+from nereus.adapters.cluster.cluster_store import ClusterStore, ClusterView
 from nereus.adapters.cluster.coordinator_url import ClusterHandle, open_cluster
-from nereus.adapters.cluster.store import ClusterStore, ClusterView
 from nereus.errors import NereusError
 
 

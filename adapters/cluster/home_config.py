@@ -60,8 +60,8 @@ def load_home_config(config_path: Path) -> Config:
     if local.cluster is None:
         return local
     check_node_text(text, source=source)
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
-    from nereus.adapters.cluster.store import ClusterStore
 
     handle = open_cluster(local.cluster.coordinator)
     try:

@@ -23,7 +23,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from nereus.adapters.cluster.store import ClusterStore, Owned
+from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
 from nereus.cluster.records import Member
 from nereus.coordination.errors import CoordinationError
 from nereus.coordination.protocol import SessionClock, SessionTime

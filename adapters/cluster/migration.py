@@ -41,8 +41,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
 
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
-from nereus.adapters.cluster.store import ClusterStore
 from nereus.cluster import keys
 from nereus.cluster.errors import ClusterNotInitialised, MigrationRefused
 from nereus.cluster.records import (

@@ -15,8 +15,8 @@ import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
-from nereus.adapters.cluster.store import ClusterStore
-from nereus.adapters.secrets import install_route_key, key_path, route_key
+from nereus.adapters.cluster.cluster_store import ClusterStore
+from nereus.adapters.home.route_secrets import install_route_key, key_path, route_key
 from nereus.cluster.records import RouteSecret
 
 

@@ -115,7 +115,7 @@ def _verify(env: Env, shard: ShardId, attempt_id: str, reference: str) -> str:
     """Fetch the record ``reference`` names; it must carry this attempt's id and evidence
     MAC (under the route's key). Returns the evidence text to record."""
     from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence, is_reference
-    from nereus.adapters.secrets import route_key
+    from nereus.adapters.home.route_secrets import route_key
     from nereus.errors import NereusError, NotFound, UsageError
     from nereus.evidence_mac import mac_matches
     from nereus.state import keys

@@ -26,7 +26,7 @@ from nereus.errors import ExitCode
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.restore_target import Target
+    from nereus.adapters.offline.restore_target import Target
     from nereus.shard import ShardId
 
 app = typer.Typer(help="Take, list, verify, upgrade and restore checkpoints.",
@@ -38,7 +38,7 @@ ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION,
 @app.command("create")
 def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Take a checkpoint now, upload it, register it in the catalog."""
-    from nereus.adapters.checkpoint_take import CheckpointTaken, checkpoint_now, taken_view
+    from nereus.adapters.offline.checkpoint_take import CheckpointTaken, checkpoint_now, taken_view
     from nereus.layout import HomeLayout
     from nereus.state import keys
     from nereus.state.store import ShardStore
@@ -47,7 +47,7 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     if env.engine_running():
-        from nereus.adapters.admin_wire import CheckpointRequest
+        from nereus.adapters.admin.admin_wire import CheckpointRequest
 
         document = env.admin().post("/v1/checkpoints", CheckpointRequest(shard=str(shard)),
                                     CheckpointTaken, timeout=3600)
@@ -88,7 +88,7 @@ def _mark(env: Env, shard: ShardId, checkpoint_id: str) -> None:
 @app.command("list")
 def list_checkpoints(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Catalogued checkpoints of a shard, oldest first; Recovery Set members marked."""
-    from nereus.adapters.checkpoint_catalog import catalog
+    from nereus.adapters.offline.checkpoint_catalog import catalog
     from nereus.cli.commands.checkpoint_documents import CheckpointList, CheckpointRow
 
     env: Env = ctx.obj
@@ -128,8 +128,8 @@ def verify(
     import shutil
     import tempfile
 
-    from nereus.adapters.checkpoint_catalog import find
-    from nereus.adapters.checkpoint_restore import download
+    from nereus.adapters.offline.checkpoint_catalog import find
+    from nereus.adapters.offline.checkpoint_restore import download
     from nereus.checkpoint.verify import Check, CheckpointVerification
     from nereus.cli.commands.checkpoint_verification import verified
     from nereus.errors import NereusError, UsageError
@@ -225,9 +225,9 @@ def restore(
     .nereus-restore file) is then replaced at once, any other directory after a prompt on
     a terminal or with --yes (without a terminal and without --yes: exit 2).
     """
-    from nereus.adapters.checkpoint_catalog import find
-    from nereus.adapters.checkpoint_restore import restore_into
-    from nereus.adapters.restore_target import inspect_target, live_store
+    from nereus.adapters.offline.checkpoint_catalog import find
+    from nereus.adapters.offline.checkpoint_restore import restore_into
+    from nereus.adapters.offline.restore_target import inspect_target, live_store
     from nereus.cli.commands.checkpoint_documents import CheckpointRestore
     from nereus.errors import NereusError, UsageError
 
@@ -330,7 +330,11 @@ def prune(
     """
     import sys
 
-    from nereus.adapters.checkpoint_catalog import catalog, delete_checkpoint, recovery_floor
+    from nereus.adapters.offline.checkpoint_catalog import (
+        catalog,
+        delete_checkpoint,
+        recovery_floor,
+    )
     from nereus.checkpoint.retention import plan_prune
     from nereus.cli.commands.checkpoint_documents import CheckpointPrune, PruneRefusal
     from nereus.errors import NotConfirmed, UsageError

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
-    from nereus.adapters.deep_verify import Reference
+    from nereus.adapters.offline.deep_verify import Reference
     from nereus.checkpoint.manifest import CatalogEntry, Manifest
     from nereus.checkpoint.verify import CheckpointVerification, VerifyReport
     from nereus.shard import ShardId
@@ -22,7 +22,7 @@ def verified(env: Env, directory: Path, entry: CatalogEntry | None, *, deep: boo
              scratch: Path) -> CheckpointVerification:
     """Verify the checkpoint in ``directory`` (downloaded from ``entry``, or given with
     ``--path``); with ``deep``, also replay the log from it."""
-    from nereus.adapters.parallel_verify import verify_parallel
+    from nereus.adapters.offline.parallel_verify import verify_parallel
 
     expected = (entry.route, entry.partition) if entry else None
     with env.output.progress("verifying", None) as advance:
@@ -39,7 +39,7 @@ def verified(env: Env, directory: Path, entry: CatalogEntry | None, *, deep: boo
 def _deep(env: Env, directory: Path, report: VerifyReport, manifest: Manifest,
           scratch: Path) -> None:
     """Add the ``--deep`` checks to ``report`` (skipped when the checkpoint itself failed)."""
-    from nereus.adapters.deep_verify import deep_checks
+    from nereus.adapters.offline.deep_verify import deep_checks
     from nereus.checkpoint.verify import Check
     from nereus.shard import ShardId
 
@@ -59,10 +59,10 @@ def _deep(env: Env, directory: Path, report: VerifyReport, manifest: Manifest,
 def _reference(env: Env, shard: ShardId, after: Manifest, scratch: Path) -> Reference | None:
     """The next catalogued checkpoint after ``after`` (downloaded under ``scratch``), else
     the live database."""
-    from nereus.adapters.checkpoint_catalog import catalog
-    from nereus.adapters.checkpoint_restore import download
-    from nereus.adapters.deep_verify import Reference
-    from nereus.adapters.replay import store_digest
+    from nereus.adapters.offline.checkpoint_catalog import catalog
+    from nereus.adapters.offline.checkpoint_restore import download
+    from nereus.adapters.offline.deep_verify import Reference
+    from nereus.adapters.offline.log_replay import store_digest
     from nereus.errors import NereusError
     from nereus.state.store import ShardStore
 

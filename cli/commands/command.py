@@ -16,7 +16,7 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.command_lookup import CommandStatus
+    from nereus.adapters.offline.command_lookup import CommandStatus
 
 app = typer.Typer(help="What became of a queued command.", no_args_is_help=True)
 
@@ -32,7 +32,7 @@ def show(
     yet (exit 6), or not found on any shard (exit 3). Works with the engine down."""
     import msgspec
 
-    from nereus.adapters.command_lookup import CommandStatus
+    from nereus.adapters.offline.command_lookup import CommandStatus
     from nereus.cli.output import Answered
     from nereus.errors import ExitCode, UsageError
     from nereus.terminal_text import find_control
@@ -71,7 +71,7 @@ def _quote(text: str) -> str:
 
 def _offline(env: Env, command_id: str) -> CommandStatus:
     """Each shard's database read-only, then the part of its log not applied yet."""
-    from nereus.adapters.command_lookup import applied_result, command_view, queued_position
+    from nereus.adapters.offline.command_lookup import applied_result, command_view, queued_position
     from nereus.errors import NotFound
     from nereus.operator.plan import next_position
     from nereus.shard import ShardId

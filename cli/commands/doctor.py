@@ -59,7 +59,7 @@ def _command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[Doc
 
     from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
     from nereus.adapters.backends.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, command_topic
-    from nereus.adapters.checkpoint_catalog import recovery_floor
+    from nereus.adapters.offline.checkpoint_catalog import recovery_floor
     from nereus.errors import NereusError
     from nereus.shard import ShardId
 
@@ -159,7 +159,7 @@ def _log_continuity(env: Env, config: Config) -> list[DoctorCheck]:
     """Each shard's Shard Log still holds the record its state applied last (a log that
     ends before it, or holds other bytes there, has diverged: the shard must be recovered).
     Databases are opened read-only, so this works beside a running engine."""
-    from nereus.adapters.continuity import check_log_end, check_shard
+    from nereus.adapters.offline.continuity_checks import check_log_end, check_shard
     from nereus.errors import LogDiverged, NereusError, NotFound
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
@@ -339,7 +339,13 @@ def _engine(env: Env) -> DoctorCheck:
     """Running and healthy (every shard and worker), or not running; a running engine with
     a FAILED shard or worker, or one that holds the home without its admin socket or its
     pid file (a start that hangs, files deleted under it), fails the doctor."""
-    from nereus.adapters.home_lock import is_locked, lock_holder, pid_file, read_pid, socket_path
+    from nereus.adapters.home.home_lock import (
+        is_locked,
+        lock_holder,
+        pid_file,
+        read_pid,
+        socket_path,
+    )
     from nereus.errors import NereusError
 
     if not is_locked(env.home):
@@ -377,7 +383,7 @@ def _engine(env: Env) -> DoctorCheck:
 
 def _privacy(root: Path) -> DoctorCheck:
     """The home is 0700 and its files 0600: nothing in it for other users of the host."""
-    from nereus.adapters.private_files import loose_modes
+    from nereus.adapters.home.private_files import loose_modes
 
     loose = list(loose_modes(root))
     if not loose:

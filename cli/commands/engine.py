@@ -34,7 +34,7 @@ def start(
     """Start the daemon (admin socket at <home>/run/admin.sock)."""
     import msgspec
 
-    from nereus.adapters.engine_process import start_engine
+    from nereus.adapters.home.engine_process import start_engine
 
     env: Env = ctx.obj
     env.config  # noqa: B018 - fail early and clearly when the home has no valid config
@@ -61,7 +61,7 @@ def stop(
     """Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN."""
     import msgspec
 
-    from nereus.adapters.engine_process import stop_engine
+    from nereus.adapters.home.engine_process import stop_engine
 
     env: Env = ctx.obj
     data = msgspec.to_builtins(stop_engine(env.layout, timeout))
@@ -78,7 +78,7 @@ def status(ctx: typer.Context) -> None:
     try:
         data = env.admin().get("/v1/status")
     except EngineUnreachable as exc:
-        from nereus.adapters.home_lock import (
+        from nereus.adapters.home.home_lock import (
             is_locked,
             lock_holder,
             orphaned_engine,

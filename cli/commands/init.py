@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nereus.adapters.private_files import secure_home
+from nereus.adapters.home.private_files import secure_home
 from nereus.cli.commands import init_join
 from nereus.cli.context import Env
 from nereus.config_template import render_config

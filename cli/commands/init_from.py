@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nereus.adapters.private_files import secure_home
+from nereus.adapters.home.private_files import secure_home
 from nereus.cli.commands.init import refuse_route_changes
 from nereus.cli.context import Env
 
@@ -42,7 +42,7 @@ def _copy_route_keys(source: Path, target: Path, routes: dict[str, RouteSettings
     import os
     import shutil
 
-    from nereus.adapters.secrets import key_path
+    from nereus.adapters.home.route_secrets import key_path
 
     for name in routes:
         origin, copy = key_path(source, name), key_path(target, name)

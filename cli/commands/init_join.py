@@ -23,7 +23,7 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.cli.commands.cluster.documents import InitJoinReport
     from nereus.config import Config
 
@@ -144,7 +144,7 @@ def _cluster_config(store: ClusterStore, node_id: str) -> tuple[Config, int]:
 def _write_home(env: Env, store: ClusterStore, text: str, shared: tuple[Config, int], *,
                 node_id: str, capacity: int) -> InitJoinReport:
     from nereus.adapters.cluster.route_keys import install_route_keys, share_route_keys
-    from nereus.adapters.private_files import secure_home
+    from nereus.adapters.home.private_files import secure_home
     from nereus.cli.commands.cluster.access import now_ms
     from nereus.cli.commands.cluster.documents import InitJoinReport
     from nereus.cli.commands.init import refuse_route_changes

@@ -6,7 +6,7 @@ receipt is QUEUED evidence (the Shard Log durably holds the command; the shard h
 necessarily applied it yet), or APPLIED with the result under ``--wait``.
 
 A ``--payload-file`` above ``[shard] max_inline_payload_bytes`` takes the large-payload
-path (``nereus.adapters.large_payload``: reserve, upload, attest, commit, schedule).
+path (``nereus.adapters.offline.large_payload``: reserve, upload, attest, commit, schedule).
 """
 
 from __future__ import annotations
@@ -170,9 +170,9 @@ def _schedule_large(
     env: Env, path: Path, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None,
     key: str | None, headers: dict[str, str], message_id: str | None, route: str, wait: bool,
 ) -> None:
-    """The large-payload path (``nereus.adapters.large_payload``), checked first for what
+    """The large-payload path (``nereus.adapters.offline.large_payload``), checked first for what
     the SCHEDULE's handler would reject, so nothing is reserved or uploaded in vain."""
-    from nereus.adapters.large_payload import LargeMessage, schedule_large_payload
+    from nereus.adapters.offline.large_payload import LargeMessage, schedule_large_payload
     from nereus.errors import UsageError
     from nereus.machine.validate import check_headers, check_lane, check_times
 

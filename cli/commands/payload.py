@@ -3,7 +3,8 @@
 ``gc`` collects objects nobody can ever publish: a reservation that expired without a
 commit, or an object with no payload stage in any shard. What it keeps, always, and why
 that is safe beside a running engine and running clients, is
-``nereus.adapters.payload_gc`` (the engine's own collector judges with the same code).
+``nereus.adapters.offline.payload_collection`` (the engine's own collector judges with the same
+code).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.adapters.backends.objectstore.protocol import ObjectInfo, ObjectStore
-    from nereus.adapters.checkpoint_catalog import Floor
-    from nereus.adapters.payload_gc import Judgement
+    from nereus.adapters.offline.checkpoint_catalog import Floor
+    from nereus.adapters.offline.payload_collection import Judgement
 
 app = typer.Typer(help="Large payloads in the object store.", no_args_is_help=True)
 
@@ -76,7 +77,7 @@ def _node_shards(env: Env) -> list[ShardId]:
 def _judge_on_node(env: Env, objects: ObjectStore, info: ObjectInfo,
                    shards: list[ShardId]) -> tuple[list[Judgement], list[Floor]]:
     """``--key`` on a node: judged against its shard, which must be ACTIVE here."""
-    from nereus.adapters.payload_gc import judge_shards
+    from nereus.adapters.offline.payload_collection import judge_shards
     from nereus.errors import UsageError
     from nereus.payload_objects import shard_of
 
@@ -121,8 +122,8 @@ def gc(
     On a node of a cluster it judges only the objects of the shards ACTIVE on the node (as
     its engine does every [engine] payload_gc_interval), each against its own shard.
     """
-    from nereus.adapters.checkpoint_catalog import FloorViolation, check_floor
-    from nereus.adapters.payload_gc import delete_collected, judge_all, judge_shards
+    from nereus.adapters.offline.checkpoint_catalog import FloorViolation, check_floor
+    from nereus.adapters.offline.payload_collection import delete_collected, judge_all, judge_shards
     from nereus.errors import NotConfirmed, NotFound, UsageError
 
     env: Env = ctx.obj

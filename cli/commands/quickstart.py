@@ -40,7 +40,7 @@ def quickstart(
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
     import msgspec
 
-    from nereus.adapters.engine_process import start_engine, stop_engine
+    from nereus.adapters.home.engine_process import start_engine, stop_engine
     from nereus.cli.setup_documents import QuickstartReport
     from nereus.timespec import format_time_ms
 
@@ -150,7 +150,7 @@ def _where_to_look(env: Env, outbox: Path, *, ok: bool) -> None:
 def _replay_shards(env: Env, shards: list[str]) -> list[ReplayCheck]:
     """Replay every shard's log offline from empty and compare with the live digest."""
     from nereus.adapters.backends.shardlog.file_log import FileShardLog
-    from nereus.adapters.replay import replay_empty, store_digest
+    from nereus.adapters.offline.log_replay import replay_empty, store_digest
     from nereus.cli.setup_documents import ReplayCheck
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore

@@ -17,7 +17,7 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.checkpoint_catalog import Floor
+    from nereus.adapters.offline.checkpoint_catalog import Floor
     from nereus.cli.commands.checkpoint_documents import RecoverySetView
     from nereus.shard import ShardId
 
@@ -27,7 +27,7 @@ ShardArg = Annotated[str, typer.Argument(metavar="SHARD", help="ROUTE/PARTITION,
 
 
 def _floor_view(env: Env, shard: ShardId) -> tuple[Floor, RecoverySetView]:
-    from nereus.adapters.checkpoint_catalog import recovery_floor
+    from nereus.adapters.offline.checkpoint_catalog import recovery_floor
     from nereus.cli.commands.checkpoint_documents import RecoveryMember, RecoverySetView
 
     objects = env.object_store()
@@ -72,7 +72,7 @@ def show(ctx: typer.Context, shard_name: ShardArg) -> None:
 @app.command("verify")
 def verify_set(ctx: typer.Context, shard_name: ShardArg) -> None:
     """Verify every member, that log retention covers the floor, that objects exist."""
-    from nereus.adapters.checkpoint_restore import verify_entry
+    from nereus.adapters.offline.checkpoint_restore import verify_entry
     from nereus.checkpoint.verify import Check
     from nereus.cli.commands.checkpoint_documents import MemberReport, RecoverySetVerification
     from nereus.cli.verdict import emit_verdict

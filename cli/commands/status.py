@@ -177,7 +177,7 @@ def _offline(env: Env) -> StatusSummary:
     for counts in by_lane.values():
         _add(messages, counts)
     uncertain = messages.get("UNCERTAIN", 0)
-    from nereus.adapters.home_lock import orphaned_engine, socket_lost
+    from nereus.adapters.home.home_lock import orphaned_engine, socket_lost
 
     pid = orphaned_engine(env.home)
     if pid is not None:

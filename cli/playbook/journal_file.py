@@ -13,7 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from nereus.adapters.durable_files import fsync_dir
+from nereus.adapters.home.durable_files import fsync_dir
 from nereus.cli.playbook.language.journal import Entry, decode_entries, encode_entry
 from nereus.errors import NereusError
 

@@ -12,15 +12,15 @@ from typing import Protocol
 
 import msgspec
 
-from nereus.adapters.admin_wire import (
+from nereus.adapters.admin.admin_wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
     PlanAnswer,
     PlanRequest,
 )
-from nereus.adapters.checkpoint_take import CheckpointTaken, taken_view
-from nereus.adapters.command_lookup import CommandStatus
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken, taken_view
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.engine.admin.appending import append
 from nereus.engine.admin.documents import (
     EngineStatus,
@@ -258,7 +258,11 @@ class AdminApi:
     def command(self, command_id: str) -> CommandStatus:
         """Where a command stands: APPLIED with its result on some shard, QUEUED in a
         shard's log past the applied position, or NotFound."""
-        from nereus.adapters.command_lookup import applied_result, command_view, queued_position
+        from nereus.adapters.offline.command_lookup import (
+            applied_result,
+            command_view,
+            queued_position,
+        )
 
         loops = sorted(self.engine.shards.items())
         for shard, loop in loops:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nereus.adapters.admin_wire import (
+from nereus.adapters.admin.admin_wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
     PlanAnswer,
     PlanRequest,
 )
-from nereus.adapters.checkpoint_take import CheckpointTaken
-from nereus.adapters.command_lookup import CommandStatus
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.engine.admin.documents import (
     EngineStatus,
     LaneView,

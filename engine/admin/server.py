@@ -34,14 +34,14 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import msgspec
 
-from nereus.adapters.admin_wire import (
+from nereus.adapters.admin.admin_wire import (
     AppendRequest,
     CheckpointRequest,
     PlanRequest,
     Stopping,
     request_of,
 )
-from nereus.adapters.home_lock import remove_if_ours
+from nereus.adapters.home.home_lock import remove_if_ours
 from nereus.engine.admin import params
 from nereus.engine.admin.endpoints import AdminEndpoints
 from nereus.engine.supervisor import Supervised, Supervisor, stop_serving

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nereus.adapters.cluster.store import ClusterStore
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.cluster.names import node_of
 from nereus.cluster.placement import Assignment, plan_placement
 from nereus.cluster.records import Placement

@@ -52,7 +52,7 @@ import threading
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from nereus.adapters.cluster.store import ClusterStore, Owned
+from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
 from nereus.adapters.time_source import Clock
 from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import msgspec
 
-from nereus.adapters.admin_client import AdminClient
-from nereus.adapters.admin_wire import (
+from nereus.adapters.admin.admin_client import AdminClient
+from nereus.adapters.admin.admin_wire import (
     AppendAnswer,
     AppendedRecord,
     AppendRequest,
@@ -27,8 +27,8 @@ from nereus.adapters.admin_wire import (
     PlanAnswer,
     PlanRequest,
 )
-from nereus.adapters.checkpoint_take import CheckpointTaken
-from nereus.adapters.cluster.store import ClusterStore
+from nereus.adapters.cluster.cluster_store import ClusterStore
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.admin.documents import OpenAttemptView
 from nereus.engine.cluster.node_lookup import StoreOwnerLookup

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from nereus.adapters.cluster.store import ClusterStore
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.shard import ShardId
 
 

@@ -34,8 +34,8 @@ import threading
 from pathlib import Path
 
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.continuity import check_shard
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.continuity_checks import check_shard
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.cluster.records import Member
 from nereus.engine.engine import Engine
 from nereus.engine.event_log import EventLog, safe_event

@@ -33,8 +33,8 @@ from urllib.parse import quote
 
 import msgspec
 
-from nereus.adapters.admin_client import AdminClient, NotListening
-from nereus.adapters.admin_wire import (
+from nereus.adapters.admin.admin_client import AdminClient, NotListening
+from nereus.adapters.admin.admin_wire import (
     AppendAnswer,
     AppendedRecord,
     AppendRequest,
@@ -42,9 +42,9 @@ from nereus.adapters.admin_wire import (
     PlanAnswer,
     PlanRequest,
 )
-from nereus.adapters.checkpoint_take import CheckpointTaken
-from nereus.adapters.cluster.store import ClusterStore
-from nereus.adapters.command_lookup import CommandStatus
+from nereus.adapters.cluster.cluster_store import ClusterStore
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.cluster.records import OwnerState
 from nereus.config import Config
 from nereus.engine.admin.documents import (

@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from nereus.adapters.home_lock import (
+from nereus.adapters.home.home_lock import (
     acquire_home_lock,
     pid_file,
     remove_if_ours,
@@ -51,7 +51,7 @@ from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
-    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.engine.workers.front_api import FrontApi
     from nereus.engine.workers.processes import WorkerProcess
 
@@ -62,11 +62,11 @@ STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKI
 def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     """Run the front door and its ``count`` workers until asked to stop; the exit status."""
     from nereus.adapters.backends.objectstore.factory import open_object_store
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
-    from nereus.adapters.cluster.store import ClusterStore
-    from nereus.adapters.private_files import enter_private_mode, secure_home
-    from nereus.adapters.secrets import route_key
+    from nereus.adapters.home.private_files import enter_private_mode, secure_home
+    from nereus.adapters.home.route_secrets import route_key
     from nereus.adapters.time_source import SYSTEM_CLOCK
     from nereus.engine import logs
     from nereus.engine.admin.server import AdminServer

@@ -49,7 +49,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     """Run worker ``index`` of ``expected`` until asked to stop; its exit status."""
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
-    from nereus.adapters.private_files import enter_private_mode
+    from nereus.adapters.home.private_files import enter_private_mode
     from nereus.engine import logs
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.admin.server import AdminServer

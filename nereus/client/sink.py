@@ -3,7 +3,7 @@ Shard Logs and answers with typed ``Receipt`` values.
 
 Two sinks exist. ``LogSink`` (here: the I/O is the appender it is given) appends straight
 to the logs — the embedded default with no engine, tests, library users; its receipts are
-QUEUED. The engine's sink (``nereus.adapters.admin_client.EngineSink``) sends the records
+QUEUED. The engine's sink (``nereus.adapters.admin.admin_client.EngineSink``) sends the records
 to the running engine, which appends them and, asked to wait, answers with the APPLIED
 result. The CLI's message, mutation and batch paths all go through one of the two.
 """

@@ -8,7 +8,7 @@ for the APPLIED result), or, when no engine runs, straight to the Shard Logs (QU
 Unlike the CLI, every admin call is bounded by a short timeout, so a stopped engine makes
 an operation indeterminate (``ok = False``) instead of blocking the run; a later retry
 submits the same prepared command again. Large payloads take the product's own path
-(``nereus.adapters.large_payload``). Operator mutations are the installed ``nereus`` run
+(``nereus.adapters.offline.large_payload``). Operator mutations are the installed ``nereus`` run
 as an operator would (``lane close/open``, ``shard pause/resume``, ``attempt resolve``).
 
 Two threads execute a plan: one for message commands, one for operator mutations and
@@ -31,8 +31,8 @@ from typing import Any
 
 import msgspec
 
-from nereus.adapters.admin_client import AdminClient, EngineSink
-from nereus.adapters.large_payload import LargeMessage, schedule_large_payload
+from nereus.adapters.admin.admin_client import AdminClient, EngineSink
+from nereus.adapters.offline.large_payload import LargeMessage, schedule_large_payload
 from nereus.cli.context import Env
 from nereus.cli.output import Output
 from nereus.client import (

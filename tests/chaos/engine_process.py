@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nereus.adapters.admin_client import AdminClient
+from nereus.adapters.admin.admin_client import AdminClient
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 from tests.chaos.client import CliFailed, run_cli

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
 from nereus.adapters.cluster.coordinator_url import open_cluster, sqlite_url
 from nereus.adapters.cluster.route_keys import share_route_keys
-from nereus.adapters.cluster.store import ClusterStore, Owned
 from nereus.cluster.records import Member, OwnerState
 from nereus.coordination.protocol import Session
 from nereus.shard import ShardId

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import open_cluster
-from nereus.adapters.cluster.store import ClusterStore
-from nereus.adapters.secrets import key_path
+from nereus.adapters.home.route_secrets import key_path
 from nereus.cluster.records import OwnerState, Placement
 from nereus.shard import ShardId
 from tests.cli.cluster_homes import cluster_file, initialised_cluster, simulated

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import open_cluster, sqlite_url
-from nereus.adapters.cluster.store import ClusterStore
 from nereus.cluster import keys
 from nereus.cluster.errors import ClusterMoved
 from nereus.cluster.records import Drain, Placement

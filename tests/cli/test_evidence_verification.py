@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.secrets import route_key
+from nereus.adapters.home.route_secrets import route_key
 from nereus.evidence_mac import evidence_mac
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for

@@ -153,8 +153,8 @@ def test_a_batch_over_the_admin_request_limit_goes_in_chunks(engine_home: Path,
 def test_the_servers_refusal_reaches_the_operator_as_it_said_it(engine_home: Path) -> None:
     """A request over the admin socket's limit is answered with the server's own words, not
     "engine unreachable"."""
-    from nereus.adapters.admin_client import AdminClient
-    from nereus.adapters.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
+    from nereus.adapters.admin.admin_client import AdminClient
+    from nereus.adapters.admin.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
     from nereus.errors import UsageError
 
     client = AdminClient(engine_home / "run" / "admin.sock")

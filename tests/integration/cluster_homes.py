@@ -36,9 +36,9 @@ from pathlib import Path
 
 from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from nereus.adapters.backends.shardlog.identity import ensure_route_identity
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import open_cluster
-from nereus.adapters.cluster.store import ClusterStore
-from nereus.adapters.secrets import key_path, route_key
+from nereus.adapters.home.route_secrets import key_path, route_key
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.cluster.records import OwnerRecord, OwnerState
 from nereus.config import parse_config
@@ -139,7 +139,7 @@ class NodeRun:
     def __init__(self, home: Path, node_id: str, run: int,
                  owned: list[subprocess.Popen[bytes]], *, workers: int = 1,
                  prefix: Sequence[str] = ()) -> None:
-        from nereus.adapters.admin_client import AdminClient
+        from nereus.adapters.admin.admin_client import AdminClient
 
         self.home = home
         self.node_id = node_id

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity, decode_int

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.admin_client import AdminClient
+from nereus.adapters.admin.admin_client import AdminClient
 from nereus.errors import EngineUnreachable, NereusError
 from tests.conftest import run_nereus
 from tests.daemon import running_engine

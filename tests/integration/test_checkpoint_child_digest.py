@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nereus.adapters import checkpoint_take
-from nereus.adapters.replay import store_digest
+from nereus.adapters.offline import checkpoint_take
+from nereus.adapters.offline.log_replay import store_digest
 from nereus.state.store import ShardStore
 from nereus.testing import MemoryShard
 from tests.integration.stores import Build

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from nereus.adapters.checkpoint_take import take_local
-from nereus.adapters.parallel_verify import verify_parallel
+from nereus.adapters.offline.checkpoint_take import take_local
+from nereus.adapters.offline.parallel_verify import verify_parallel
 from nereus.checkpoint.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,

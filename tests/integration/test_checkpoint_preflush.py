@@ -10,7 +10,7 @@ from pathlib import Path
 
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.checkpoint_take import Taken
+from nereus.adapters.offline.checkpoint_take import Taken
 from nereus.config.storage import CheckpointSettings
 from nereus.engine.checkpointer import Checkpointer, Job
 from nereus.engine.clock import TrustedClock

@@ -240,7 +240,7 @@ def test_recovery_set_verify_fails_when_the_log_no_longer_covers_the_floor(
 KILL_DURING_UPLOAD = """
 import os, sys, time, uuid
 from pathlib import Path
-from nereus.adapters.checkpoint_take import checkpoint_now
+from nereus.adapters.offline.checkpoint_take import checkpoint_now
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from nereus.adapters.backends.coordination.sqlite import SqliteCoordinator
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
-from nereus.adapters.cluster.store import ClusterStore
 from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.cluster import keys
 from nereus.cluster.records import OwnerState

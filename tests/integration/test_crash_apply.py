@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.replay import replay_empty, store_digest
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.log_replay import replay_empty, store_digest
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.client import RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
 from nereus.shard import ShardId
 from nereus.state import keys

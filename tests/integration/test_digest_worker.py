@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.parallel_verify import pipelined_digest, process_digest, split_points
+from nereus.adapters.offline.parallel_verify import pipelined_digest, process_digest, split_points
 from nereus.checkpoint.verify import store_digest
 from nereus.machine import apply
 from nereus.records import encode

@@ -115,10 +115,10 @@ class TestS3ObjectStore(ObjectStoreContract):
         """A checkpoint taken from a real shard database uploads to S3, is catalogued, and
         verifies after download (files, checksums, identity, digest)."""
         from nereus.adapters.backends.shardlog.file_log import FileShardLog
-        from nereus.adapters.checkpoint_catalog import catalog
-        from nereus.adapters.checkpoint_restore import verify_entry
-        from nereus.adapters.checkpoint_take import checkpoint_now
-        from nereus.adapters.runner import ShardRunner
+        from nereus.adapters.offline.checkpoint_catalog import catalog
+        from nereus.adapters.offline.checkpoint_restore import verify_entry
+        from nereus.adapters.offline.checkpoint_take import checkpoint_now
+        from nereus.adapters.offline.shard_runner import ShardRunner
         from nereus.records import Schedule, encode
         from nereus.shard import ShardId
         from nereus.state import keys

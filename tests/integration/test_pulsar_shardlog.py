@@ -37,8 +37,8 @@ from nereus.adapters.backends.pulsar.pulsar_positions import (
     end_after,
 )
 from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
-from nereus.adapters.replay import store_digest
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.log_replay import store_digest
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.errors import ExitCode, ServiceUnreachable
 from nereus.records import QueryBarrier, encode
 from nereus.state import keys

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.engine.shard_apply import TURN_BATCHES, Applier
 from nereus.engine.shard_progress import ResultWatch, ShardProgress

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from nereus.adapters.cluster.store import ClusterView
+from nereus.adapters.cluster.cluster_store import ClusterView
 from nereus.cluster.records import (
     ClusterConfig,
     Drain,

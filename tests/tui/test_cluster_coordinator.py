@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle, open_cluster
-from nereus.adapters.cluster.store import ClusterStore
 from nereus.cluster.records import Member, OwnerState, Placement
 from nereus.coordination.protocol import Session
 from nereus.shard import ShardId

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from nereus import records as r
 from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.state import keys
 from nereus.state.digest import digest_sorted
 from nereus.state.store import ShardStore

@@ -4,7 +4,7 @@ states' rules are tested with ``nereus.cluster.status``, in ``test_cluster_statu
 
 from __future__ import annotations
 
-from nereus.adapters.cluster.store import ClusterView
+from nereus.adapters.cluster.cluster_store import ClusterView
 from nereus.cli.commands.cluster.status_view import node_rows, shard_rows
 from nereus.cluster.records import Drain, Leader, Member, OwnerRecord, OwnerState, Placement
 from nereus.shard import ShardId

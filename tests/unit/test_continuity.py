@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.continuity import guard_file_log
+from nereus.adapters.offline.continuity_checks import guard_file_log
 from nereus.continuity import (
     ENDS_BEFORE_APPLIED,
     RECORD_DIFFERS,

@@ -8,7 +8,7 @@ from tempfile import TemporaryDirectory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.machine import Reason
 from nereus.records import MessageState, Record, ResultStatus
 from nereus.state import keys

@@ -1,5 +1,5 @@
 """An engine process caps glibc's malloc arenas and fixes its mmap threshold
-(``nereus.adapters.malloc_settings``)."""
+(``nereus.adapters.home.malloc_settings``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from nereus.adapters.malloc_settings import (
+from nereus.adapters.home.malloc_settings import (
     M_MMAP_THRESHOLD,
     fix_mmap_threshold,
     limit_malloc_arenas,
@@ -22,7 +22,7 @@ from nereus.adapters.malloc_settings import (
 # mmap threshold and keep it, and prints how many heaps glibc's malloc_info reports
 CHILD = textwrap.dedent("""
     import ctypes, re, sys, tempfile, threading
-    from nereus.adapters.malloc_settings import limit_malloc_arenas
+    from nereus.adapters.home.malloc_settings import limit_malloc_arenas
     if sys.argv[1] == "limit":
         assert limit_malloc_arenas(environ={})
     libc = ctypes.CDLL(None)
@@ -87,7 +87,7 @@ def test_an_operators_own_limit_is_left_alone() -> None:
 # bytes of mapped blocks that added (glibc's mallinfo2 hblkhd)
 MAPPED = textwrap.dedent("""
     import ctypes, sys
-    from nereus.adapters.malloc_settings import fix_mmap_threshold
+    from nereus.adapters.home.malloc_settings import fix_mmap_threshold
     if sys.argv[1] == "fix":
         assert fix_mmap_threshold(environ={})
     class Info(ctypes.Structure):

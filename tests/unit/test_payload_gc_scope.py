@@ -12,7 +12,7 @@ import pytest
 
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.objectstore.protocol import ObjectInfo
-from nereus.adapters.payload_gc import judge_all, judge_shards
+from nereus.adapters.offline.payload_collection import judge_all, judge_shards
 from nereus.config import parse_config
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.errors import LogCorruption
 from nereus.records import QueryBarrier, encode
 from nereus.state import keys

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from nereus import records as r
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.event_log import null_event_log
 from nereus.engine.shard_backfill import BackfillTrigger
 from nereus.engine.shard_outbox import Outbox

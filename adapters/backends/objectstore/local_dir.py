@@ -21,7 +21,7 @@ from nereus.adapters.backends.objectstore.protocol import (
     ObjectMissing,
     check_key,
 )
-from nereus.adapters.durable_files import fsync_dir
+from nereus.adapters.home.durable_files import fsync_dir
 
 _CHUNK = 1 << 20
 _META = ".sha256"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from nereus.adapters.durable_files import fsync_dir
+from nereus.adapters.home.durable_files import fsync_dir
 
 SEGMENT_SUFFIX: Final = ".seg"
 # a listing is trusted from the cache only once the directory's mtime is this old

@@ -14,7 +14,7 @@ import typer
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
-    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.cluster.cluster_store import ClusterStore
 
 CoordinatorOpt = Annotated[str | None, typer.Option(
     "--coordinator", metavar="URL",
@@ -57,8 +57,8 @@ def cluster_store(env: Env, given: str | None, *, create: bool = False
                   ) -> Iterator[ClusterStore]:
     """The cluster's records. Without ``create``, an embedded coordinator's file must
     exist already (reading a cluster never leaves a new, empty file behind)."""
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
-    from nereus.adapters.cluster.store import ClusterStore
     from nereus.cluster.errors import ClusterNotInitialised
 
     url = coordinator_url(env, given)

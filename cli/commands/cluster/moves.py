@@ -36,7 +36,7 @@ from nereus.cluster.names import members_of, node_of
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.cluster.store import ClusterStore
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.cli.commands.cluster.documents import (
         DrainResult,
         MoveResult,

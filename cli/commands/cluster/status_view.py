@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nereus.adapters.cluster.cluster_store import ClusterView
 from nereus.adapters.cluster.liveness import OwnerHealth
-from nereus.adapters.cluster.store import ClusterView
 from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow, WorkerRow
 from nereus.cluster.names import node_of
 from nereus.cluster.status import configured_shards, node_facts, shard_state

@@ -42,7 +42,7 @@ def replay(
     """Apply the shard's log offline, deterministically, and print the digest."""
     import msgspec
 
-    from nereus.adapters.replay import replay_empty
+    from nereus.adapters.offline.log_replay import replay_empty
     from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import UsageError
     from nereus.shard import ShardId
@@ -91,7 +91,7 @@ def digest(ctx: typer.Context, shard_name: ShardArg, db: DbOption = None) -> Non
     """Print the canonical digest (key order) of the shard's replicated state."""
     import msgspec
 
-    from nereus.adapters.replay import store_digest
+    from nereus.adapters.offline.log_replay import store_digest
     from nereus.cli.commands.shard.documents import ShardDigest
 
     env: Env = ctx.obj
@@ -122,7 +122,7 @@ def prune(
 
     from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.adapters.backends.shardlog.protocol import PrunableLog
-    from nereus.adapters.checkpoint_catalog import check_floor, recovery_floor
+    from nereus.adapters.offline.checkpoint_catalog import check_floor, recovery_floor
     from nereus.cli.commands.shard.documents import ShardPrune
     from nereus.errors import UsageError
 
@@ -161,9 +161,9 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
 
     import msgspec
 
-    from nereus.adapters.checkpoint_catalog import find
-    from nereus.adapters.checkpoint_restore import download
-    from nereus.adapters.deep_verify import replay_from
+    from nereus.adapters.offline.checkpoint_catalog import find
+    from nereus.adapters.offline.checkpoint_restore import download
+    from nereus.adapters.offline.deep_verify import replay_from
     from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
@@ -232,8 +232,8 @@ def _compared(env: Env, shard: ShardId, compare: str | None,
     """Where replay stops, the digest it should reach there, what that digest is of
     (``--compare live`` the live database, ``checkpoint:ID``, or none with ``--to``) and
     its state digest version (a format 1 checkpoint carries v1)."""
-    from nereus.adapters.checkpoint_catalog import find
-    from nereus.adapters.replay import store_digest
+    from nereus.adapters.offline.checkpoint_catalog import find
+    from nereus.adapters.offline.log_replay import store_digest
     from nereus.errors import UsageError
     from nereus.state.digest import DIGEST_VERSION
     from nereus.state.store import ShardStore

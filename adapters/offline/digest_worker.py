@@ -1,4 +1,4 @@
-"""``python -m nereus.adapters.digest_worker DIR [--version 1 | --range LO HI]``: digest the
+"""``python -m nereus.adapters.offline.digest_worker DIR [--version 1 | --range LO HI]``: digest the
 database at DIR.
 
 Verification runs the digest here, in child processes, so that the key-ordered scans
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-USAGE = "usage: python -m nereus.adapters.digest_worker DIR [--version 1 | --range LO HI]"
+USAGE = "usage: python -m nereus.adapters.offline.digest_worker DIR [--version 1 | --range LO HI]"
 
 
 def main(argv: list[str]) -> int:
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
                 leaves = list(leaf_digests(store.replicated(lo, hi, verify_checksums=False)))
                 sys.stdout.buffer.write(msgspec.msgpack.encode(leaves))
             elif len(argv) == 3 and argv[2] == "1":
-                from nereus.adapters.parallel_verify import pipelined_digest
+                from nereus.adapters.offline.parallel_verify import pipelined_digest
 
                 # The scan thread holds the GIL almost all the time; the hashing thread
                 # needs it for a moment per chunk. A short switch interval hands it over

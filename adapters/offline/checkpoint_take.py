@@ -19,9 +19,9 @@ from pathlib import Path
 import msgspec
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
-from nereus.adapters.checkpoint_catalog import catalog
-from nereus.adapters.parallel_verify import SMALL_CHECKPOINT, process_digest
-from nereus.adapters.replay import store_digest
+from nereus.adapters.offline.checkpoint_catalog import catalog
+from nereus.adapters.offline.log_replay import store_digest
+from nereus.adapters.offline.parallel_verify import SMALL_CHECKPOINT, process_digest
 from nereus.checkpoint.manifest import (
     FILE_HASH_OF_FORMAT,
     FORMAT_VERSION,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.errors import NereusError
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -46,7 +46,7 @@ from typing import Final
 from nereus.adapters.backends.objectstore.protocol import ObjectInfo, ObjectStore
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.protocol import PrunableLog, ShardLog
-from nereus.adapters.checkpoint_catalog import Floor, check_floor, recovery_floor
+from nereus.adapters.offline.checkpoint_catalog import Floor, check_floor, recovery_floor
 from nereus.config import Config
 from nereus.errors import UsageError
 from nereus.layout import HomeLayout

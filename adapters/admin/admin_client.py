@@ -66,7 +66,7 @@ class AdminClient:
             data = response.read()
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             if isinstance(exc, FileNotFoundError) and self.path.name == "admin.sock":
-                from nereus.adapters.home_lock import orphaned_engine, socket_lost
+                from nereus.adapters.home.home_lock import orphaned_engine, socket_lost
 
                 home = self.path.parent.parent  # <home>/run/admin.sock
                 pid = orphaned_engine(home)
@@ -151,7 +151,7 @@ class EngineSink:
         self.wait_ms = wait_ms
 
     def submit(self, prepared: Sequence[Prepared], *, wait: bool) -> list[Receipt]:
-        from nereus.adapters.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
+        from nereus.adapters.admin.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
         from nereus.client.sink import Receipt
 
         request = AppendRequest(

@@ -8,7 +8,7 @@ in. Both compute exactly what the core's defaults compute:
   per core but one;
 * ``parallel_digest`` — the state digest (v2) of a database directory, its key space cut
   into one range per core at leaf boundaries (``split_points``, balanced by RocksDB's own
-  file list), each range digested by a child interpreter (``nereus.adapters.digest_worker``)
+  file list), each range digested by a child interpreter (``nereus.adapters.offline.digest_worker``)
   and the leaf digests combined here (``nereus.state.digest.combine``). A v1 digest (a
   format 1 checkpoint) is one stream and goes to one child. The scans hold the GIL
   throughout, so processes, not threads: with the file hashing that makes every core busy;
@@ -136,7 +136,7 @@ def _between(low: bytes, high: bytes, fraction: float) -> bytes:
 def _worker_argv(directory: Path, *extra: str) -> list[str]:
     import sys
 
-    return [sys.executable, "-m", "nereus.adapters.digest_worker", str(directory), *extra]
+    return [sys.executable, "-m", "nereus.adapters.offline.digest_worker", str(directory), *extra]
 
 
 def process_digest(directory: Path, timeout_s: float = 3600.0, *,

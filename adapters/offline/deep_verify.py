@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nereus.adapters.backends.shardlog.protocol import LogRecord, ShardLog
-from nereus.adapters.replay import store_digest
-from nereus.adapters.runner import ShardRunner
+from nereus.adapters.offline.log_replay import store_digest
+from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.checkpoint.manifest import Manifest
 from nereus.checkpoint.verify import Check
 from nereus.machine import Applied

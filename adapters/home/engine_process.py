@@ -7,7 +7,7 @@ the new one then exits, the home being locked). A start that gives up at its tim
 the daemon it spawned (SIGTERM, SIGKILL after ``GIVE_UP_GRACE_S``) and says the last error
 the engine logged: a failed start leaves nothing running. Stopping asks over the admin socket
 (SIGTERM when it does not answer) and waits until the home's lock is free: the lock, not
-the pid file, says whether an engine runs (``nereus.adapters.home_lock``).
+the pid file, says whether an engine runs (``nereus.adapters.home.home_lock``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import msgspec
 
-from nereus.adapters.admin_client import AdminClient
-from nereus.adapters.home_lock import (
+from nereus.adapters.admin.admin_client import AdminClient
+from nereus.adapters.home.home_lock import (
     AlreadyRunning,
     is_locked,
     lock_holder,
@@ -180,7 +180,7 @@ def stop_engine(layout: HomeLayout, timeout: float) -> EngineStopped:
     if not is_locked(home):
         return EngineStopped(running=False, stopped=False)
     try:
-        from nereus.adapters.admin_wire import Empty, Stopping
+        from nereus.adapters.admin.admin_wire import Empty, Stopping
 
         AdminClient(socket_path(home), timeout=5).post("/v1/shutdown", Empty(), Stopping)
     except NereusError:

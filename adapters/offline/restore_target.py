@@ -173,7 +173,7 @@ def rocksdb_holder(directory: Path) -> int | None:
 
 
 def _engine_runs(home: Path) -> bool:
-    from nereus.adapters.home_lock import is_locked
+    from nereus.adapters.home.home_lock import is_locked
 
     return (home / CONFIG_FILE).is_file() and is_locked(home)
 

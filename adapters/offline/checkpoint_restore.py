@@ -20,8 +20,8 @@ from pathlib import Path
 import msgspec
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
-from nereus.adapters.durable_files import fsync_dir
-from nereus.adapters.parallel_verify import verify_parallel
+from nereus.adapters.home.durable_files import fsync_dir
+from nereus.adapters.offline.parallel_verify import verify_parallel
 from nereus.checkpoint.manifest import MANIFEST_NAME, CatalogEntry, Manifest
 from nereus.checkpoint.verify import VerifyReport
 from nereus.errors import NereusError
@@ -74,7 +74,7 @@ def restore_into(objects: ObjectStore, entry: CatalogEntry, target: Path,
     own restore is live state at once). ``before_move`` runs just before the move and may
     raise to stop it (the CLI checks again that the target has not become live).
     """
-    from nereus.adapters.restore_target import write_marker
+    from nereus.adapters.offline.restore_target import write_marker
 
     target = target.absolute()
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
