@@ -35,9 +35,7 @@ from inprocess_engine import (
     running,
     wait_for,
 )
-from nereus.adapters.backends.pulsar.pulsar_destination import (
-    PROPERTY_DELAY_MESSAGE_ID as PROPERTY_ID,
-)
+from nereus.adapters.backends.pulsar.pulsar_evidence import PROPERTY_DELAY_MESSAGE_ID as PROPERTY_ID
 from nereus.config import Config
 
 START_MARGIN_MS = 1_500  # t0 = now + this: every SCHEDULE is queued and applied before t0

@@ -6,7 +6,7 @@ Usage::
         [--ttl-ms T] [--deadline S] [--json] [--keep]
 
 Real services (``scripts/services up kafka s3 etcd oxia``; started if not running, and left
-running): two node daemons on one machine (``python -m nereus.engine.daemon``), their
+running): two node daemons on one machine (``python -m nereus.engine.hosting.daemon``), their
 Command Topic and Kafka destination lane, checkpoints in S3, the coordinator in etcd, or in
 each coordinator ``--coordinator`` names (``etcd``, ``oxia``: the one of
 ``scripts/services``; ``etcd://HOST:PORT``, ``oxia://HOST:PORT``: another server), one

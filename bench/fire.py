@@ -7,7 +7,7 @@ Usage::
                                    [--workers N]
 
 What it does, each scenario in a fresh temp home with the engine running in-process
-(``nereus.engine.engine.Engine`` with the daemon's default ``EngineSettings``):
+(``nereus.engine.process.home_engine.Engine`` with the daemon's default ``EngineSettings``):
 
 1. **burst**: N SCHEDULE commands, all with the same ``deliver_at`` ``--lead-ms`` ahead,
    are queued to the shards' file logs (``nereus.client.queue``) while the engine applies

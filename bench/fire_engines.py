@@ -20,7 +20,7 @@ from typing import Protocol
 
 from inprocess_engine import ShardLogs, all_published, applied_through, message_states, running
 from nereus.config import Config
-from nereus.engine.engine import Engine
+from nereus.engine.process.home_engine import Engine
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 from process_tree import tree_cpu_s
@@ -129,7 +129,7 @@ def watched(home: Path, config: Config, workers: int | None) -> Iterator[Watched
         with running(home, config) as run:
             yield Watched(InProcess(run.engine), run.logs)
         return
-    from nereus.adapters.home.engine_process import start_engine, stop_engine
+    from nereus.adapters.admin.engine_process import start_engine, stop_engine
 
     layout = HomeLayout(home)
     started = start_engine(layout, 120, print, workers=workers)

@@ -75,8 +75,8 @@ class ThreadProfiles:
         self._undo: list[Callable[[], None]] = []
 
     def install(self) -> None:
-        from nereus.engine.publisher import LanePublisher
-        from nereus.engine.shard_loop import ShardLoop
+        from nereus.engine.publishing.lane_publisher import LanePublisher
+        from nereus.engine.shard.owner_loop import ShardLoop
 
         workers: tuple[type[ShardLoop | LanePublisher], ...] = (ShardLoop, LanePublisher)
         for cls in workers:

@@ -12,7 +12,7 @@ shards and nothing scheduled:
   hold, and a block cache and memtables per database (``LoopSettings(idle_wait_s=0)``,
   ``EngineSettings(memory_mb=None)``): how the engine ran before issue 15;
 * **engine**: the daemon's defaults: loops that rest until something can happen
-  (``engine/shard_idle.py``) and one memory budget for every database of the process
+  (``engine/shard/idle_wait.py``) and one memory budget for every database of the process
   (``[engine] memory_mb``, ``nereus/state/memory.py``).
 
 Each child starts its engine, waits until every shard is ACTIVE and 3 s more, then
@@ -53,7 +53,7 @@ def child(home: Path, shards: int, variant: str, seconds: float) -> Figures:
     import resource
 
     from nereus.config import parse_config
-    from nereus.engine.engine import Engine, EngineSettings
+    from nereus.engine.process.home_engine import Engine, EngineSettings
 
     text = (f'[routes.default]\nlog = "file"\npartitions = {shards}\n\n'
             '[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n')

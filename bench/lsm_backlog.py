@@ -7,15 +7,15 @@ Usage::
     .venv/bin/python bench/lsm_backlog.py --bloom-bits 10,16 [--commands N] [--json]
 
 What it does, in one run, for each level-0 compaction trigger (4 is RocksDB's default and
-the baseline; ``nereus.state.store.L0_COMPACTION_TRIGGER`` is what shard databases use),
+the baseline; ``nereus.state.store_options.L0_COMPACTION_TRIGGER`` is what shard databases use),
 or with ``--bloom-bits`` for each filter size at the shard databases' own trigger (10 bits,
-about 1 % false positives, is the baseline; ``nereus.state.store.BLOOM_BITS_PER_KEY`` is
+about 1 % false positives, is the baseline; ``nereus.state.store_options.BLOOM_BITS_PER_KEY`` is
 what shard databases use):
 
 * two databases are filled at once, one per process, as two engine workers fill their
   shards on a 2-core machine: each with N schedule-like commands (default 2,500,000, one
   shard's share of ``bench/scale.py``'s ten million) in batches of 1,000, with the shard
-  database's own options (``nereus.state.store._options``, a 128 MiB budget's 16 MiB
+  database's own options (``nereus.state.store_options.shard_options``, a 128 MiB budget's 16 MiB
   memtables). A command writes what a SCHEDULE writes, at about its size: the message
   (``msg/<id>``, 300 bytes, 200 of them random), its timeline entry at a random time in 30
   days and its dedup result, with UUID-like random ids; and reads what apply reads: the
@@ -77,9 +77,9 @@ def _fill(path: str, trigger: int, bits: int, commands: int) -> Fill:
     from rocksdict import Rdict, WriteBatch, WriteOptions
 
     from nereus.state.memory import StoreMemory
-    from nereus.state.store import _options
+    from nereus.state.store_options import shard_options
 
-    options = _options(StoreMemory.of(128, shards=2), bloom_bits=bits)
+    options = shard_options(StoreMemory.of(128, shards=2), bloom_bits=bits)
     options.enable_statistics()
     options.create_if_missing(True)
     options.set_level_zero_file_num_compaction_trigger(trigger)
@@ -149,7 +149,7 @@ def _run(trigger: int, bits: int, commands: int, scratch: Path) -> list[Fill]:
 
 
 def main() -> None:
-    from nereus.state.store import BLOOM_BITS_PER_KEY, L0_COMPACTION_TRIGGER
+    from nereus.state.store_options import BLOOM_BITS_PER_KEY, L0_COMPACTION_TRIGGER
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commands", type=int, default=2_500_000, help="per database")

@@ -1,5 +1,5 @@
 """The daemon as ``bench/scale.py`` runs it: a home of its own, the engine started and
-stopped as an operator would (``nereus.adapters.home.engine_process``, the default worker
+stopped as an operator would (``nereus.adapters.admin.engine_process``, the default worker
 count), watched over its admin socket and through ``/proc``, and the installed ``nereus``
 timed as an operator meets it.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from inprocess_engine import ShardLogs
 from installed_cli import cli_environ
 from nereus.adapters.admin.admin_client import AdminClient
-from nereus.adapters.home.engine_process import start_engine, stop_engine
+from nereus.adapters.admin.engine_process import start_engine, stop_engine
 from nereus.adapters.home.home_lock import socket_path
 from nereus.config import Config, parse_config
 from nereus.layout import HomeLayout

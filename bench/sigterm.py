@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python bench/sigterm.py [--trials N] [--baseline DIR] [--json] [--keep]
 
-Each trial starts ``python -m nereus.engine.daemon --workers 1`` on a fresh home (a file
+Each trial starts ``python -m nereus.engine.hosting.daemon --workers 1`` on a fresh home (a file
 log of two shards, lane ``local``), waits for ``admin_socket_ready``, and has three client
 threads send ``GET /v1/status`` over the admin socket in a loop: each request is a new
 thread in the daemon, and a thread being made or ending changes its signal mask, which
@@ -74,9 +74,10 @@ def trial(home: Path, source: Path) -> float | None:
     subprocess.run([sys.executable, "-c", "from nereus.cli.entry import main; main()",
                     "--home", str(home), "init", "--partitions", "2"],
                    env=env, cwd=cwd, check=True, capture_output=True)
-    proc = subprocess.Popen([sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
-                             "--workers", "1"], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "nereus.engine.hosting.daemon",
+                             "--home", str(home), "--workers", "1"], env=env, cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     log = home / "log" / "engine.log"
     deadline = time.monotonic() + READY_S
     while not (log.exists() and "admin_socket_ready" in log.read_text()):
@@ -146,7 +147,7 @@ def main() -> None:
     trees = [("this tree", REPO)]
     if args.baseline is not None:
         if not (args.baseline / "nereus" / "engine" / "daemon.py").exists():
-            parser.error(f"--baseline {args.baseline}: no nereus/engine/daemon.py there")
+            parser.error(f"--baseline {args.baseline}: no nereus/engine/hosting/daemon.py there")
         trees.append((str(args.baseline), args.baseline.resolve()))
     exits: dict[str, list[float | None]] = {name: [] for name, _ in trees}
     with scratch_dir("nereus-sigterm-", None, keep=args.keep) as root:

@@ -242,7 +242,7 @@ class Env(msgspec.Struct):
         that holds the lock without its socket (deleted under it) is not reachable: the
         command answers from the files, and says once which engine runs and how to get
         its socket back."""
-        from nereus.engine.daemon import is_locked
+        from nereus.engine.hosting.daemon import is_locked
 
         if (self.layout.run / "admin.sock").exists():
             return is_locked(self.home)

@@ -22,7 +22,7 @@ from typing import Literal
 
 import msgspec
 
-from nereus.adapters.home.engine_process import EngineStarted, EngineStopped
+from nereus.adapters.admin.engine_process import EngineStarted, EngineStopped
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.adapters.offline.large_payload import LargePayloadReceipt
@@ -81,7 +81,7 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.admin.documents import (
+from nereus.engine.admin.answers import (
     EngineStatus,
     LaneView,
     MetricsExposition,

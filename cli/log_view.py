@@ -1,8 +1,8 @@
 """What ``nereus engine logs`` reads and keeps: the engine's JSON log lines, filtered.
 
 The daemon writes one JSON object per line to ``<home>/log/engine.log``, and each worker
-process to ``worker-<K>.log`` beside it (``nereus.engine.logs``). A line is kept when it
-passes every filter given: its level at least ``--level``, its ``shard`` the one named, its
+process to ``worker-<K>.log`` beside it (``nereus.engine.runtime.log_files``). A line is kept when
+it passes every filter given: its level at least ``--level``, its ``shard`` the one named, its
 ``timestamp`` not before ``--since``, and for ``--message ID`` the lines that name the
 message, or an attempt or claim first seen on a line that names it (so a message's story
 includes the lines of its attempts). Lines from several files are merged in timestamp

@@ -1,7 +1,8 @@
 """Trusted UTC: an interval that contains the true time, and the decisions made with it.
 
-The engine reads ``[earliest_ms, latest_ms]`` from its clock (``nereus.engine.clock``);
-the core only decides with it. Uncertainty can delay a decision, never make it early:
+The engine reads ``[earliest_ms, latest_ms]`` from its clock
+(``nereus.engine.runtime.trusted_clock``); the core only decides with it. Uncertainty can delay a
+decision, never make it early:
 
 * work is due only when ``earliest >= actionAt``;
 * a message has expired only when ``earliest > expireAt``;

@@ -4,7 +4,7 @@ Every engine a test starts has an owner: ``running_engine`` stops it on the way 
 ``nereus engine stop`` and, as a last resort, SIGKILLs the pid in ``<home>/run/engine.pid``
 (only after checking that pid really is this home's daemon). ``wait_for`` polls a
 condition against a deadline instead of sleeping blindly. A test that runs
-``python -m nereus.engine.daemon`` itself (``DaemonRun``) keeps its children in
+``python -m nereus.engine.hosting.daemon`` itself (``DaemonRun``) keeps its children in
 ``owned_processes``, which kills whatever still runs on the way out.
 """
 
@@ -55,7 +55,7 @@ def _is_daemon_of(pid: int, home: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"nereus.engine.daemon" in cmdline and str(home.resolve()).encode() in cmdline
+    return b"nereus.engine.hosting.daemon" in cmdline and str(home.resolve()).encode() in cmdline
 
 
 def kill_engine(home: Path, sig: int = signal.SIGKILL) -> int | None:
@@ -127,7 +127,7 @@ def exit_status(proc: subprocess.Popen[bytes], out_path: Path, *, timeout: float
                 what: str) -> int:
     """The exit status of a daemon asked to stop; if it has not exited within ``timeout``
     s, fail with the stack of every thread it has (SIGQUIT makes it write them to its
-    output, ``nereus.engine.process_requests``) and the end of its output."""
+    output, ``nereus.engine.hosting.process_requests``) and the end of its output."""
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -160,7 +160,7 @@ def owned_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 class DaemonRun:
-    """One run of ``python -m nereus.engine.daemon``, owned by the test that made it (its
+    """One run of ``python -m nereus.engine.hosting.daemon``, owned by the test that made it (its
     process goes into ``owned``, from ``owned_processes``, which kills what is left)."""
 
     def __init__(self, home: Path, run: int, owned: list[subprocess.Popen[bytes]]) -> None:
@@ -172,7 +172,7 @@ class DaemonRun:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out_path, "wb") as out:  # the child keeps its own copy of the fd
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+                [sys.executable, "-m", "nereus.engine.hosting.daemon", "--home", str(home),
                  "--workers", "1"],  # the single daemon these tests crash and restart
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )

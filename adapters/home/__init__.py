@@ -1,2 +1,2 @@
-"""One home on disk: its lock and pid file, private and durable files, route secrets, the
-allocator settings, and the engine process started and stopped from outside it."""
+"""One home on disk: its lock and pid file, private and durable files, route secrets and the
+allocator settings of its engine process."""

@@ -1,7 +1,7 @@
 """Large-payload collection: which objects under ``payloads/`` nobody can ever publish.
 
 One judgement for ``nereus payload gc`` and the engine's periodic collector
-(``engine/payload_collector.py``). An object is collected when it is a reservation that
+(``engine/process/payload_collector.py``). An object is collected when it is a reservation that
 expired without a commit, or has no payload stage in any shard (a swept message's stage
 went with it). It is kept, always:
 

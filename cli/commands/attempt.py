@@ -28,7 +28,7 @@ def list_attempts(
     import msgspec
 
     from nereus.cli.output import shown
-    from nereus.engine.admin.documents import OpenAttemptView
+    from nereus.engine.admin.answers import OpenAttemptView
     from nereus.errors import UsageError
 
     env: Env = ctx.obj

@@ -202,7 +202,7 @@ def _kafka(bootstrap: str) -> str | None:
     """Why Kafka at ``bootstrap`` does not answer, or None. Asked quietly
     (``broker_probe``): an AdminClient's own log wrote a reconnect line to stderr every
     50 ms while it waited."""
-    from nereus.adapters.backends.shardlog.broker_probe import probe_kafka
+    from nereus.adapters.backends.kafka.kafka_probe import probe_kafka
     from nereus.errors import ServiceUnreachable
 
     try:
@@ -416,8 +416,8 @@ def _object_store(env: Env) -> DoctorCheck:
 
 
 def _clock(config: Config) -> DoctorCheck:
-    from nereus.engine.clock import TrustedClock, read_chrony
-    from nereus.engine.engine import EngineSettings
+    from nereus.engine.process.home_engine import EngineSettings
+    from nereus.engine.runtime.trusted_clock import TrustedClock, read_chrony
 
     settings = EngineSettings.from_config(config.engine)
     report = read_chrony() if settings.chrony else None

@@ -34,12 +34,12 @@ def start(
     """Start the daemon (admin socket at <home>/run/admin.sock)."""
     import msgspec
 
-    from nereus.adapters.home.engine_process import start_engine
+    from nereus.adapters.admin.engine_process import start_engine
 
     env: Env = ctx.obj
     env.config  # noqa: B018 - fail early and clearly when the home has no valid config
     if foreground:
-        from nereus.engine.daemon import run_daemon
+        from nereus.engine.hosting.daemon import run_daemon
 
         status = run_daemon(env.home.resolve(), foreground=True, workers=workers,
                             worker=None)  # the daemon said why on stderr
@@ -61,7 +61,7 @@ def stop(
     """Stop the daemon gracefully: in-flight publishes settle or are recorded UNKNOWN."""
     import msgspec
 
-    from nereus.adapters.home.engine_process import stop_engine
+    from nereus.adapters.admin.engine_process import stop_engine
 
     env: Env = ctx.obj
     data = msgspec.to_builtins(stop_engine(env.layout, timeout))

@@ -62,7 +62,7 @@ def init_from(env: Env, source_home: Path, copy_log: bool) -> None:
 
     from nereus.cli.setup_documents import CopiedLog, CopiedRoute, InitFromReport
     from nereus.config import parse_config
-    from nereus.engine.daemon import is_locked
+    from nereus.engine.hosting.daemon import is_locked
     from nereus.errors import NereusError, NotFound, UsageError
     from nereus.layout import HomeLayout
     from nereus.shard import ShardId

@@ -130,7 +130,7 @@ def _cluster_config(store: ClusterStore, node_id: str) -> tuple[Config, int]:
     runs under it, as one process or as its workers (``<node_id>-w<K>``)."""
     from nereus.cluster.errors import NodeIdInUse
     from nereus.config import parse_config
-    from nereus.engine.workers.home import describe_member, live_namesakes
+    from nereus.engine.hosting.workers.home import describe_member, live_namesakes
 
     record = store.require_config()
     taken = live_namesakes(store.members(), node_id)

@@ -65,7 +65,7 @@ def _node_shards(env: Env) -> list[ShardId]:
     """The shards ACTIVE on this home's node (or its workers), as the coordinator says."""
     from nereus.cli.commands.cluster.access import cluster_store
     from nereus.cluster.records import OwnerState
-    from nereus.engine.workers.home import is_home_member
+    from nereus.engine.hosting.workers.home import is_home_member
 
     with cluster_store(env, None) as store:
         owners = store.owners()

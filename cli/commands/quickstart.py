@@ -40,7 +40,7 @@ def quickstart(
     """Embedded end-to-end run: engine up, schedule, cancel, reschedule, publish, replay, down."""
     import msgspec
 
-    from nereus.adapters.home.engine_process import start_engine, stop_engine
+    from nereus.adapters.admin.engine_process import start_engine, stop_engine
     from nereus.cli.setup_documents import QuickstartReport
     from nereus.timespec import format_time_ms
 

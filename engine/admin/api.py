@@ -21,8 +21,7 @@ from nereus.adapters.admin.admin_wire import (
 )
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken, taken_view
 from nereus.adapters.offline.command_lookup import CommandStatus
-from nereus.engine.admin.appending import append
-from nereus.engine.admin.documents import (
+from nereus.engine.admin.answers import (
     EngineStatus,
     LaneView,
     MetricsExposition,
@@ -30,6 +29,7 @@ from nereus.engine.admin.documents import (
     ShardView,
     WorkerView,
 )
+from nereus.engine.admin.appending import append
 from nereus.engine.admin.status_views import (
     StatusReads,
     health_problems,
@@ -38,9 +38,9 @@ from nereus.engine.admin.status_views import (
     trusted_time_view,
     worker_views,
 )
-from nereus.engine.engine import Engine
+from nereus.engine.process.home_engine import Engine
 from nereus.engine.scheduler.explain import MessageExplanation
-from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
 from nereus.records import QueryBarrier, decode, encode
 from nereus.records.codec import DecodeFailure

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 import msgspec
 
 from nereus.adapters.admin.admin_wire import AppendAnswer, AppendedRecord, AppendRequest
-from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
 from nereus.machine import dedup_key
 from nereus.records import decode

@@ -1,7 +1,7 @@
 """What the admin socket's server asks of the engine behind it: one method per endpoint.
 
 ``AdminApi`` answers from the shards of this process; the front door of ``engine start
---workers N`` (``nereus.engine.workers.front_api``) answers the same questions by asking
+--workers N`` (``nereus.engine.hosting.workers.front_api``) answers the same questions by asking
 the worker processes that own the shards. The server cannot tell them apart.
 """
 
@@ -18,7 +18,7 @@ from nereus.adapters.admin.admin_wire import (
 )
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
-from nereus.engine.admin.documents import (
+from nereus.engine.admin.answers import (
     EngineStatus,
     LaneView,
     MetricsExposition,

@@ -17,17 +17,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from nereus.engine.admin.documents import (
+from nereus.engine.admin.answers import (
     LaneShardView,
     LaneView,
     ShardView,
     TrustedTimeView,
     WorkerView,
 )
-from nereus.engine.clock import TrustedClock
-from nereus.engine.engine import Engine
-from nereus.engine.shard_loop import ShardLoop
-from nereus.engine.shard_status import RefusedShard, ShardState
+from nereus.engine.process.home_engine import Engine
+from nereus.engine.runtime.trusted_clock import TrustedClock
+from nereus.engine.shard.loop_status import RefusedShard, ShardState
+from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.values import Lane, decode_value

@@ -31,23 +31,23 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from nereus.engine.admin.documents import LaneView, WorkerView
+from nereus.engine.admin.answers import LaneView, WorkerView
 from nereus.engine.admin.status_views import (
     StatusReads,
     lane_views,
     shard_views,
     worker_views,
 )
-from nereus.engine.clock import TrustedClock
-from nereus.engine.metrics.memory import memory_families
-from nereus.engine.metrics.payload_gc import payload_gc_families
+from nereus.engine.metrics.memory_gauges import memory_families
+from nereus.engine.metrics.payload_gc_families import payload_gc_families
 from nereus.engine.metrics.shard import Buckets
+from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.scheduler.claims import Revocation
-from nereus.engine.shard_status import ShardState
+from nereus.engine.shard.loop_status import ShardState
 from nereus.records import MessageState
 
 if TYPE_CHECKING:
-    from nereus.engine.engine import Engine
+    from nereus.engine.process.home_engine import Engine
 
 SHARD: Final = ["route", "shard"]
 LANE_OF_SHARD: Final = ["route", "shard", "lane"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from nereus.engine.supervisor import Supervised, Supervisor, stop_serving
+from nereus.engine.runtime.supervisor import Supervised, Supervisor, stop_serving
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 

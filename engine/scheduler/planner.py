@@ -28,11 +28,11 @@ leaves the message due and ends large-payload work for the rest of the round.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
-from nereus.adapters.backends.destination.protocol import record_size
 from nereus.engine.scheduler import gates
+from nereus.engine.scheduler.claim_limits import publish_template, quota_left, size_refusal
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState, LaneRotation
 from nereus.engine.scheduler.ordered_blocker import key_head
@@ -44,7 +44,7 @@ from nereus.engine.scheduler.payloads import (
 )
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.revalidate import claim_refusal
-from nereus.machine.tx import quota_tokens_milli
+from nereus.engine.scheduler.round_plan import Owner, PlannerSettings, RoundPlan
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import (
     ClaimDisposition,
@@ -58,32 +58,6 @@ from nereus.state.values import Lane, Message, PayloadStage, WorkRef, decode_val
 from nereus.trusted_time import TrustedTime
 
 MAX_CLAIM_SEQUENCE = (1 << 64) - 1  # a u64, like every position
-
-
-@dataclass(frozen=True, slots=True)
-class PlannerSettings:
-    quantum: int = 256
-    max_deficit: int = 1_024
-    claim_ttl_ms: int = 30_000
-    turn_target_ms: float = 25.0  # what a round's claims may cost the next turn (``pace``)
-
-
-@dataclass
-class RoundPlan:
-    claims: list[Claim] = field(default_factory=list)
-    # CLAIM_RESULT records: proven expiries and proven permanent pre-send errors
-    expiries: list[bytes] = field(default_factory=list)
-    waiting: dict[str, str] = field(default_factory=dict)  # lane -> why it did not progress
-    # the earliest actionAt not yet due on a lane that is open and ready (None: nothing on
-    # the timeline): before it (by Trusted UTC earliest) a round finds nothing new to claim
-    next_due_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    owner_id: str
-    store_id: str
-    fencing_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,8 +320,8 @@ class Planner:
                     self._store_down = rnd.plan.waiting[name] = fetched.why
                 return None
             payload = fetched
-        template = _template(message, payload)
-        too_large = _size_refusal(template, self.record_limits.get(name))
+        template = publish_template(message, payload)
+        too_large = size_refusal(template, self.record_limits.get(name))
         if too_large is not None:
             # seed 000 section 2 step 4: the target-size check at Claim is a proven
             # permanent pre-send error, decided before any attempt exists
@@ -399,39 +373,4 @@ class Planner:
 def _quota_left(lane: Lane, rnd: _Round) -> int | None:
     return quota_left(lane, rnd.now, rnd.claimed.values(), rnd.admitted)
 
-
-def quota_left(lane: Lane, now: TrustedTime, claims: Iterable[Claim],
-               admitted: Collection[str]) -> int | None:
-    """Admissions the lane's quota still allows now: the replicated bucket, refilled to
-    now, less the claims not yet admitted (``admitted``: claim ids; None: no quota)."""
-    if lane.quota is None:
-        return None
-    tokens, _ = quota_tokens_milli(lane, now.earliest_ms)
-    return tokens // 1_000 - sum(1 for c in claims
-                                 if c.lane == lane.name and c.claim_id not in admitted)
-
-
-def record_refusal(message: Message, limit: int | None) -> str | None:
-    """Why the message's inline payload is too large for its lane's destination (checked
-    at Claim: ``_prepare``), or None. A large payload is checked once fetched."""
-    if message.payload_ref is not None:
-        return None
-    return _size_refusal(_template(message, message.payload), limit)
-
-
-def _size_refusal(template: PublishTemplate, limit: int | None) -> str | None:
-    if limit is None or (weight := record_size(template)) <= limit:
-        return None
-    return (f"the record is {weight} bytes at the destination; lane {template.lane}'s "
-            f"destination takes at most {limit}")
-
-
-def _template(message: Message, payload: bytes) -> PublishTemplate:
-    """The immutable prepared publish template of a claim (seed 000 section 2 step 5)."""
-    return PublishTemplate(
-        delay_message_id=message.delay_message_id, generation=message.generation,
-        lane=message.lane, deliver_at_ms=message.deliver_at_ms,
-        action_at_ms=message.action_at_ms, key=message.key, headers=message.headers,
-        payload=payload,
-    )
 

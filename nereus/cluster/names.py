@@ -1,6 +1,6 @@
 """A node is the id its operator gave it (``nereus init --join --node-id n2``); a node
 that runs ``--workers N`` is N members of the cluster named ``<node_id>-w<K>``, its
-worker processes (``nereus.engine.workers.home.node_id``). Everything an operator reads
+worker processes (``nereus.engine.hosting.workers.home.node_id``). Everything an operator reads
 or types speaks of the node; its workers are shown under it. These functions tell one
 from the other by the name alone, so they hold for a node that is not alive any more
 (named only by a placement or a drain): ``init --join`` refuses a node id that ends like a

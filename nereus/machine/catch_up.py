@@ -4,7 +4,7 @@ says what gets an entry when it is written, and the SWEEP that removes it).
 
 One record cannot scan a shard for such items, so the record that gives a retention or
 window records what to catch up (in the replicated lane limits or shard retention value),
-the live owner finds the items with a cursor of its own (``engine/shard_backfill.py``)
+the live owner finds the items with a cursor of its own (``engine/shard/retention_backfill.py``)
 and appends RETAIN_BACKFILL records naming at most 500; apply gives each one still
 eligible by the state its entry, or removes it at once when that time has passed, and
 skips the rest. A second naming is a no-op. Everything is decided from the record and the

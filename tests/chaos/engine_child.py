@@ -1,7 +1,7 @@
 """The real engine daemon with two test seams, for the chaos nemeses.
 
 ``python -m tests.chaos.engine_child --home H --control FILE`` runs
-``nereus.engine.daemon.main`` — the same process ``nereus engine start`` starts — after
+``nereus.engine.hosting.daemon.main`` — the same process ``nereus engine start`` starts — after
 two patches that only this test process makes (the product has no such hooks):
 
 * the engine's wall clock (``SystemClock.wall_ms``, which the Trusted UTC clock, the
@@ -82,7 +82,7 @@ class FaultyDestination:
 
 def install(control_path: Path) -> None:
     """Patch the engine's wall clock and destinations to obey ``control_path``."""
-    import nereus.engine.engine as engine_module
+    import nereus.engine.process.home_engine as engine_module
     from nereus.adapters import time_source
     from nereus.adapters.backends.destination.factory import open_destination
 
@@ -107,7 +107,7 @@ def main() -> None:
     control_path = Path(args[at + 1])
     del args[at:at + 2]
     install(control_path)
-    from nereus.engine.daemon import main as daemon_main
+    from nereus.engine.hosting.daemon import main as daemon_main
 
     sys.argv = ["nereus-engine", *args]
     daemon_main()

@@ -70,7 +70,7 @@ def test_a_barrier_query_sees_a_queued_keyed_message_on_its_keys_shard(
     """A keyed message of an ORDERED lane, placed on its key's shard (not its id's) and
     acknowledged QUEUED there, not applied yet: a query with the query barrier waits for
     it and finds it, SCHEDULED."""
-    from nereus.engine import engine as engine_module
+    from nereus.engine.process import home_engine as engine_module
 
     held = threading.Event()
     key_shard = ShardId("default", 1)

@@ -13,8 +13,8 @@ from typing import Any
 
 from nereus.cluster.records import Member
 from nereus.coordination.protocol import SessionTime
-from nereus.engine.cluster.leader import place_shards
-from nereus.engine.event_log import null_event_log
+from nereus.engine.hosting.cluster.leader import place_shards
+from nereus.engine.runtime.event_log import null_event_log
 from nereus.shard import ShardId
 from tests.cli.cluster_homes import initialised_cluster, simulated
 from tests.conftest import run_nereus

@@ -59,7 +59,7 @@ def test_a_deleted_pid_file_does_not_let_a_second_engine_in(home: Path) -> None:
         assert f"pid {first['pid']}" in one_json(again)["error"]
 
         direct = subprocess.run(  # past the CLI's own check: the daemon refuses too
-            [sys.executable, "-m", "nereus.engine.daemon", "--home", str(home.resolve())],
+            [sys.executable, "-m", "nereus.engine.hosting.daemon", "--home", str(home.resolve())],
             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
         assert direct.returncode == 1, direct.stderr
         assert f"an engine already runs on {home.resolve()} (pid {first['pid']})" in direct.stderr

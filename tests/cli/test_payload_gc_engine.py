@@ -1,5 +1,5 @@
 """The engine collects large payloads itself (``[engine] payload_gc_interval``,
-``engine/payload_collector.py``), run as an operator would: a published message's object
+``engine/process/payload_collector.py``), run as an operator would: a published message's object
 goes once retention swept its stage, with no ``nereus payload gc``; an object a Recovery
 Set member references stays, though its message was swept too."""
 

@@ -10,7 +10,7 @@ node must verify the others' evidence), and the Command Topic with the route ide
 every partition (``nereus init`` claims a broker log the same way). Every run is unique:
 its topics, its S3 prefix and its cluster name carry a fresh id.
 
-``Cluster.start(node)`` runs ``python -m nereus.engine.daemon --home H`` as a child the
+``Cluster.start(node)`` runs ``python -m nereus.engine.hosting.daemon --home H`` as a child the
 test owns (``owned_processes`` kills what is left); a node is signalled by its process
 (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). Waits are on the coordinator's records (every shard's
 owner ACTIVE) through a ``ClusterStore`` of the test's own.
@@ -146,7 +146,7 @@ class NodeRun:
         self.out_path = HomeLayout(home).logs / f"daemon-{run}.out"
         with open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "nereus.engine.daemon", "--home", str(home),
+                [*prefix, sys.executable, "-m", "nereus.engine.hosting.daemon", "--home", str(home),
                  "--workers", str(workers)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         owned.append(self.proc)

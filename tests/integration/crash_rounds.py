@@ -1,7 +1,7 @@
 """The load of the crash loop in ``test_engine_crash.py``: what each round sends, and where
 it kills the daemon.
 
-A round starts a daemon (``python -m nereus.engine.daemon``, owned by the test), sends a
+A round starts a daemon (``python -m nereus.engine.hosting.daemon``, owned by the test), sends a
 burst as an operator does (concurrent ``nereus message schedule --batch`` runs and
 ``nereus message cancel``) plus client-library cancels appended straight to the log, and
 SIGKILLs it: during the burst, or while due messages are being published. ``Sent`` keeps

@@ -1,6 +1,7 @@
 """An activation whose local state is far behind the shard's Recovery Set restores the
-newest checkpoint over it instead of replaying millions of records (``engine/catch_up.py``):
-here an old copy of the state, 12,000 records behind a checkpoint, put back in the home."""
+newest checkpoint over it instead of replaying millions of records
+(``engine/process/restore_catch_up.py``): here an old copy of the state, 12,000 records behind a
+checkpoint, put back in the home."""
 
 from __future__ import annotations
 

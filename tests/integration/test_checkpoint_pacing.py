@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.shard import partition_for
 from tests.integration.engine_harness import (
     Events,

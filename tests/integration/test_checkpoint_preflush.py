@@ -12,9 +12,9 @@ from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.offline.checkpoint_take import Taken
 from nereus.config.storage import CheckpointSettings
-from nereus.engine.checkpointer import Checkpointer, Job
-from nereus.engine.clock import TrustedClock
-from nereus.engine.shard_checkpoints import PRE_FLUSH_BYTES, CheckpointTrigger
+from nereus.engine.runtime.trusted_clock import TrustedClock
+from nereus.engine.shard.checkpoint_triggers import PRE_FLUSH_BYTES, CheckpointTrigger
+from nereus.engine.shard.checkpointer import Checkpointer, Job
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 from tests.polling import wait_until

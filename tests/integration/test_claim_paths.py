@@ -31,10 +31,10 @@ import pytest
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.engine import EngineSettings
-from nereus.engine.loop_settings import LoopSettings
+from nereus.engine.process.home_engine import EngineSettings
 from nereus.engine.scheduler.permits import PermitLimits
-from nereus.engine.scheduler.planner import PlannerSettings
+from nereus.engine.scheduler.round_plan import PlannerSettings
+from nereus.engine.shard.loop_settings import LoopSettings
 from nereus.records import AttemptState, Disposition, Outcome, PublishAdmission, decode, encode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
@@ -70,7 +70,7 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
     FakeClock); the message waits for its retry time, which the test reaches by advancing
     the clock; second attempt: PUBLISHED; the destination saw the message once. Two claims
     were counted, one of them revoked at its deadline."""
-    from nereus.engine import engine as engine_module
+    from nereus.engine.process import home_engine as engine_module
 
     clock = FakeClock(wall_ms=now_ms())
     monkeypatch.setattr(engine_module, "open_shard_log",
@@ -128,7 +128,7 @@ def test_an_admission_that_does_not_name_the_live_claim_is_never_sent(
     send", naming both sequences, and never reaches the destination; the claim counts as
     revoked at hand-over (apart from admissions), and the message's next attempt publishes
     it, once."""
-    from nereus.engine import engine as engine_module
+    from nereus.engine.process import home_engine as engine_module
 
     logs: list[ForgedFirst] = []
 

@@ -24,8 +24,8 @@ from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.cluster import keys
 from nereus.cluster.records import OwnerState
 from nereus.config import parse_config
-from nereus.engine.cluster.node import ClusterNode, NodeSettings
-from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+from nereus.engine.process.home_engine import Engine, EngineSettings
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, file_lane, now_ms
 from tests.integration.test_cluster_node import PARTITIONS, TTL_MS, start_node

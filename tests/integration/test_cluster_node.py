@@ -23,11 +23,11 @@ from nereus.cluster.records import OwnerState, Placement
 from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
 from nereus.engine.admin.api import AdminApi
-from nereus.engine.admin.server import AdminServer
-from nereus.engine.cluster.node import ClusterNode, NodeSettings
-from nereus.engine.cluster.node_api import NodeApi
-from nereus.engine.cluster.node_lookup import StoreOwnerLookup
-from nereus.engine.engine import Engine, EngineSettings
+from nereus.engine.hosting.admin_server import AdminServer
+from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+from nereus.engine.hosting.cluster.node_api import NodeApi
+from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
+from nereus.engine.process.home_engine import Engine, EngineSettings
 from nereus.errors import NotFound
 from nereus.records import MessageState
 from nereus.shard import ShardId

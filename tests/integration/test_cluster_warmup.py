@@ -1,4 +1,4 @@
-"""Warming a shard on the node a planned move sends it to (``engine/cluster/warmup.py``):
+"""Warming a shard on the node a planned move sends it to (``engine/hosting/cluster/warmup.py``):
 its own copy of the state follows the Shard Log while another node owns the shard, so its
 activation replays only the tail. Two homes on one machine share the shard's file Shard Log
 (a symlink stands in for the Command Topic every node of a cluster reads)."""
@@ -10,9 +10,9 @@ from pathlib import Path
 from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.cluster.records import Member
 from nereus.config import parse_config
-from nereus.engine.cluster.warmup import WarmUp, shares_home
-from nereus.engine.engine import Engine
-from nereus.engine.shard_status import ShardState
+from nereus.engine.hosting.cluster.warmup import WarmUp, shares_home
+from nereus.engine.process.home_engine import Engine
+from nereus.engine.shard.loop_status import ShardState
 from nereus.records import RetainBackfill, decode
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, Harness, file_lane, now_ms

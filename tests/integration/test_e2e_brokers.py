@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from nereus.adapters.backends.kafka.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule, queue
-from nereus.engine.engine import Engine
+from nereus.engine.process.home_engine import Engine
 from nereus.layout import HomeLayout
 from nereus.records import MessageState
 from nereus.shard import ShardId

@@ -12,7 +12,7 @@ whatever instant the daemon dies at, once it runs again and everything is due:
 * the outbox holds every PUBLISHED message exactly once (its published attempt), an
   UNCERTAIN one at most once, and nothing else.
 
-The daemon is a subprocess this test owns (``python -m nereus.engine.daemon``); commands
+The daemon is a subprocess this test owns (``python -m nereus.engine.hosting.daemon``); commands
 arrive as an operator sends them (concurrent ``nereus message schedule --batch`` runs and
 ``nereus message cancel``) plus client-library cancels appended straight to the log.
 Kill instants come from a seeded RNG: some during the schedule burst, some while due

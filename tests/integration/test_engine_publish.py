@@ -11,8 +11,8 @@ from pathlib import Path
 
 from nereus.adapters.backends.destination.file_outbox import FileDestination
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
-from nereus.engine.clock import TrustedClock
-from nereus.engine.engine import EngineSettings
+from nereus.engine.process.home_engine import EngineSettings
+from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.state import keys

@@ -39,7 +39,7 @@ def worker_pids(home: Path) -> dict[int, int]:
             argv = (entry / "cmdline").read_bytes().decode().split("\0")
         except OSError:
             continue
-        if "nereus.engine.daemon" in argv and "--worker" in argv and \
+        if "nereus.engine.hosting.daemon" in argv and "--worker" in argv and \
                 str(home.resolve()) in argv and not process_gone(int(entry.name)):
             found[int(argv[argv.index("--worker") + 1])] = int(entry.name)
     return found

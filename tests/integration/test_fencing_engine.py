@@ -19,7 +19,7 @@ import pytest
 
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.engine.supervisor import WorkerState
+from nereus.engine.runtime.supervisor import WorkerState
 from nereus.records import ActivationBarrier, AttemptState, Disposition, Outcome, encode
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value

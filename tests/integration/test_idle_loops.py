@@ -1,4 +1,4 @@
-"""An idle shard loop rests (``engine/shard_idle.py``) instead of polling every few
+"""An idle shard loop rests (``engine/shard/idle_wait.py``) instead of polling every few
 milliseconds, and still does everything on time: it wakes for the next due entry, and it
 sees records another process appended to its file Shard Log (this harness appends straight
 to the log, as the CLI does without an engine, so no wake-up tells the loop)."""

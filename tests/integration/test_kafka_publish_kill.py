@@ -1,6 +1,6 @@
 """The engine SIGKILLed while it publishes to Kafka, on a real broker.
 
-Route and lane are on Kafka, the daemon a subprocess (``python -m nereus.engine.daemon``).
+Route and lane are on Kafka, the daemon a subprocess (``python -m nereus.engine.hosting.daemon``).
 It is killed once a few hundred of 2,000 due messages are out, then started again: every
 command was applied exactly once, every message is PUBLISHED or UNCERTAIN, and the
 destination topic holds each PUBLISHED message exactly once and no record of a message

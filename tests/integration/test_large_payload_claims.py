@@ -16,7 +16,8 @@ from nereus.engine.scheduler.admission import prepare_admission
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import PermitLimits, Permits
-from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
+from nereus.engine.scheduler.planner import Planner
+from nereus.engine.scheduler.round_plan import Owner, PlannerSettings
 from nereus.errors import ServiceUnreachable
 from nereus.publish import template_digest
 from nereus.records import MessageState

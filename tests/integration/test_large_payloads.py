@@ -15,7 +15,7 @@ import pytest
 from nereus import records as r
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.shard.owner_loop import ShardLoop
 from tests.conftest import run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
 from tests.integration.large_payload_homes import (

@@ -38,7 +38,7 @@ from tests.integration.engine_harness import now_ms, running_engine
 
 if TYPE_CHECKING:
     from nereus.engine.admin.api import AdminApi
-    from nereus.engine.shard_loop import ShardLoop
+    from nereus.engine.shard.owner_loop import ShardLoop
 
 ORDERED_LANE = ('[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n'
                 "ordered = true\n")
@@ -75,7 +75,7 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
     """50 same-key messages due together; the lane closes between the claim and the
     admission of the 11th (STALE LANE_CLOSED) and reopens: all publish, once each, in
     deliverAt order, none stuck behind the released claim."""
-    from nereus.engine import engine as engine_module
+    from nereus.engine.process import home_engine as engine_module
 
     interposed: list[CloseBeforeAdmission] = []
 

@@ -31,7 +31,7 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
         assert not (source / "nereus" / linked).is_symlink(), "the sdist must dereference links"
     wheel = _build("wheel", source, tmp_path / "wheel")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("nereus/engine/shard_loop.py", "nereus/adapters/offline/shard_runner.py",
+    for required in ("nereus/engine/shard/owner_loop.py", "nereus/adapters/offline/shard_runner.py",
                      "nereus/adapters/backends/shardlog/file_log.py",
                      "nereus/cli/main.py", "nereus/tui/__init__.py",
                      "nereus/_data/playbooks/README.md", "nereus/cli/help/nereus.txt"):
@@ -41,7 +41,7 @@ def test_sdist_to_wheel_installs_one_importable_namespace(tmp_path: Path) -> Non
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--target", str(target), str(wheel)], check=True)
-    probe = ("import nereus.adapters.offline.shard_runner, nereus.engine.shard_loop, "
+    probe = ("import nereus.adapters.offline.shard_runner, nereus.engine.shard.owner_loop, "
              "nereus.cli.main, nereus.tui, nereus\n"
              "print(nereus.adapters.offline.shard_runner.__file__)")
     env = {**os.environ, "PYTHONPATH": str(target)}

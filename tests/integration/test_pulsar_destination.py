@@ -26,11 +26,11 @@ from nereus.adapters.backends.pulsar.pulsar_client import (
     admin_topic_path,
     full_topic,
 )
-from nereus.adapters.backends.pulsar.pulsar_destination import (
+from nereus.adapters.backends.pulsar.pulsar_destination import PulsarDestination
+from nereus.adapters.backends.pulsar.pulsar_evidence import (
     PROPERTY_ATTEMPT_ID,
     PROPERTY_DELAY_MESSAGE_ID,
     PROPERTY_EVIDENCE_MAC,
-    PulsarDestination,
 )
 from nereus.config import LaneSettings
 from nereus.errors import ServiceUnreachable

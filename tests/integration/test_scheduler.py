@@ -11,7 +11,8 @@ from nereus.engine.scheduler.admission import prepare_admission
 from nereus.engine.scheduler.claims import Claim
 from nereus.engine.scheduler.drr import DrrState
 from nereus.engine.scheduler.permits import PermitLimits, Permits
-from nereus.engine.scheduler.planner import Owner, Planner, PlannerSettings
+from nereus.engine.scheduler.planner import Planner
+from nereus.engine.scheduler.round_plan import Owner, PlannerSettings
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Lane, WorkRef, decode_value, encode_value

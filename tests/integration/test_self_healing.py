@@ -24,7 +24,7 @@ import pytest
 
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.protocol import LogRecord, Receipt, ShardLog
-from nereus.engine.supervisor import WorkerStatus
+from nereus.engine.runtime.supervisor import WorkerStatus
 from nereus.layout import HomeLayout
 from nereus.timespec import parse_time_ms
 from tests.conftest import run_nereus
@@ -122,7 +122,7 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The log fails for a while under in-flight publishes: the loop's worker restarts
     with backoff, resumes by itself, and no in-flight attempt becomes UNCERTAIN."""
-    from nereus.engine import engine as engine_module
+    from nereus.engine.process import home_engine as engine_module
 
     flaky: list[FlakyLog] = []
 

@@ -1,4 +1,4 @@
-"""One turn of a shard loop applies a bounded amount of its log (``engine/shard_apply.py``):
+"""One turn of a shard loop applies a bounded amount of its log (``engine/shard/apply_step.py``):
 a log that grows as fast as it is applied must not keep the loop from its outcomes, claims
 and checkpoints. Real RocksDB, a Shard Log held in a list."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.adapters.time_source import SYSTEM_CLOCK
-from nereus.engine.shard_apply import TURN_BATCHES, Applier
-from nereus.engine.shard_progress import ResultWatch, ShardProgress
+from nereus.engine.shard.apply_step import TURN_BATCHES, Applier
+from nereus.engine.shard.progress import ResultWatch, ShardProgress
 from nereus.machine import Applied
 from nereus.records import encode
 from nereus.state import keys

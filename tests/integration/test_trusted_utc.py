@@ -23,9 +23,9 @@ from nereus.adapters.backends.destination.protocol import PublishRequest, Publis
 from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.clock import ClockReport, TrustedClock
-from nereus.engine.engine import Engine
-from nereus.engine.shard_loop import ShardLoop
+from nereus.engine.process.home_engine import Engine
+from nereus.engine.runtime.trusted_clock import ClockReport, TrustedClock
+from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.records import Gate
 from nereus.shard import ShardId
 from nereus.state import keys

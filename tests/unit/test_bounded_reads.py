@@ -19,7 +19,7 @@ from nereus.engine.admin.status_views import (
     lane_views,
     shard_views,
 )
-from nereus.engine.log_heads import LogHeads
+from nereus.engine.process.log_heads import LogHeads
 from nereus.errors import UsageError
 from nereus.shard import ShardId
 from nereus.state import keys

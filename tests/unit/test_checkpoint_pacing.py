@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from nereus.engine.checkpoint_pacing import Pacing
+from nereus.engine.shard.checkpoint_pacing import Pacing
 
 
 class Clock:

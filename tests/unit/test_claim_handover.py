@@ -1,5 +1,5 @@
 """A Claim's admission, checked again at hand-over (``engine/scheduler/admission.py``), and
-the same bytes on an enqueue retry (``engine/shard_outbox.py``)."""
+the same bytes on an enqueue retry (``engine/shard/outbox.py``)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.backends.shardlog.protocol import Receipt
 from nereus.adapters.time_source import SYSTEM_CLOCK
-from nereus.engine.event_log import null_event_log
+from nereus.engine.runtime.event_log import null_event_log
 from nereus.engine.scheduler.admission import handover_refusal, prepare_admission
 from nereus.engine.scheduler.claims import Claim
-from nereus.engine.shard_outbox import Outbox
+from nereus.engine.shard.outbox import Outbox
 from nereus.publish import PublishTemplate, template_digest
 from nereus.records import MessageState, PublishAdmission, decode
 from nereus.shard import ShardId

@@ -1,4 +1,4 @@
-"""Destination calls under deadlines (``engine/destination_calls.py``)."""
+"""Destination calls under deadlines (``engine/publishing/destination_calls.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
-from nereus.engine.destination_calls import (
+from nereus.engine.publishing.destination_calls import (
     Busy,
     Closed,
     DeadlineScans,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from nereus.engine import logs
+from nereus.engine.runtime import log_files as logs
 
 
 @contextmanager

@@ -14,8 +14,8 @@ import pytest
 
 from nereus import records as r
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
-from nereus.engine.evidence import MAX_SPAN_MS, WINDOW_BEFORE_MS, EvidenceRecovery
-from nereus.engine.shard_status import ShardState
+from nereus.engine.process.evidence_scan import MAX_SPAN_MS, WINDOW_BEFORE_MS, EvidenceRecovery
+from nereus.engine.shard.loop_status import ShardState
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore

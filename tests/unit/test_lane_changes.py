@@ -4,7 +4,7 @@ changes apply at once, destination changes and removals need a restart."""
 from __future__ import annotations
 
 from nereus.config import parse_config
-from nereus.engine.lane_changes import lane_changes
+from nereus.engine.process.lane_changes import lane_changes
 
 BASE = """
 [routes.default]

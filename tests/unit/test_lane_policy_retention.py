@@ -1,5 +1,5 @@
 """The owner replicates a lane's configured retention and dedup window with its limits
-(``engine/lane_policy.py``): a shard whose limits predate them gets one LANE_LIMITS carrying
+(``engine/shard/lane_policy.py``): a shard whose limits predate them gets one LANE_LIMITS carrying
 both; a shard that already holds them gets none."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nereus.config import parse_config
-from nereus.engine.lane_policy import LanePolicies, policy_records
+from nereus.engine.shard.lane_policy import LanePolicies, policy_records
 from nereus.records import LaneLimits
 from nereus.state import keys
 from nereus.state.store import ShardStore

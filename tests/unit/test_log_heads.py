@@ -8,7 +8,7 @@ import re
 import threading
 import time
 
-from nereus.engine.log_heads import LogHeads
+from nereus.engine.process.log_heads import LogHeads
 from nereus.shard import ShardId
 
 A, B = ShardId("default", 0), ShardId("default", 1)

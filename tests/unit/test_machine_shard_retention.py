@@ -10,7 +10,7 @@ import msgspec
 
 from nereus import records as r
 from nereus.config import parse_config
-from nereus.engine.lane_policy import LanePolicies, policy_records
+from nereus.engine.shard.lane_policy import LanePolicies, policy_records
 from nereus.machine import Reason
 from nereus.records import ResultStatus
 from nereus.state import keys

@@ -12,12 +12,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from nereus.config import parse_config
-from nereus.engine.admin.documents import WorkerView
-from nereus.engine.clock import TrustedClock
+from nereus.engine.admin.answers import WorkerView
 from nereus.engine.metrics.collect import exposition_of, held_back_family, restarts_family
-from nereus.engine.metrics.memory import resident_bytes, resident_family
-from nereus.engine.metrics.merge import merge
+from nereus.engine.metrics.exposition_merge import merge
+from nereus.engine.metrics.memory_gauges import resident_bytes, resident_family
 from nereus.engine.metrics.shard import Buckets, ShardMetrics
+from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.errors import ConfigError
 from nereus.machine import Applied
 from nereus.records import Outcome, PublishAdmission, PublishOutcome, ResultStatus

@@ -1,4 +1,4 @@
-"""The payload collection's metrics (``engine/metrics/payload_gc.py``): rounds, failed
+"""The payload collection's metrics (``engine/metrics/payload_gc_families.py``): rounds, failed
 rounds, objects and bytes deleted and the last success, read from the collector's own
 counters, and merged over processes by the front door (summed; the latest success)."""
 
@@ -14,9 +14,9 @@ from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.objectstore.protocol import ObjectInfo
 from nereus.config import parse_config
 from nereus.engine.metrics.collect import exposition_of
-from nereus.engine.metrics.merge import merge
-from nereus.engine.metrics.payload_gc import payload_gc_families
-from nereus.engine.payload_collector import PayloadCollector
+from nereus.engine.metrics.exposition_merge import merge
+from nereus.engine.metrics.payload_gc_families import payload_gc_families
+from nereus.engine.process.payload_collector import PayloadCollector
 from nereus.layout import HomeLayout
 from tests.fake_clock import FakeClock
 from tests.polling import wait_until

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
-from nereus.engine.event_log import RecordingEventLog
-from nereus.engine.publisher import LanePublisher
-from nereus.engine.supervisor import Backoff, Supervisor
+from nereus.engine.publishing.lane_publisher import LanePublisher
+from nereus.engine.runtime.event_log import RecordingEventLog
+from nereus.engine.runtime.supervisor import Backoff, Supervisor
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 from tests.daemon import wait_for

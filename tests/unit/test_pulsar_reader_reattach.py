@@ -13,7 +13,7 @@ import pulsar
 import pytest
 
 from nereus.adapters.backends.pulsar import pulsar_destination as destination_module
-from nereus.adapters.backends.pulsar.pulsar_destination import (
+from nereus.adapters.backends.pulsar.pulsar_evidence import (
     PROPERTY_ATTEMPT_ID,
     PROPERTY_EVIDENCE_MAC,
     has_message_available,

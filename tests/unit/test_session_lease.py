@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nereus.engine.cluster.lease import SessionLease
+from nereus.engine.hosting.cluster.lease import SessionLease
 from tests.fake_clock import FakeClock
 
 

@@ -1,4 +1,4 @@
-"""The owner's side of retention catch-up (``engine/shard_backfill.py``): a bounded look
+"""The owner's side of retention catch-up (``engine/shard/retention_backfill.py``): a bounded look
 per turn, one RETAIN_BACKFILL on its way at a time, a cursor that survives a restart, a
 lost record looked at again, and a new catch-up scanned from the start."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 from nereus import records as r
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.offline.shard_runner import ShardRunner
-from nereus.engine.event_log import null_event_log
-from nereus.engine.shard_backfill import BackfillTrigger
-from nereus.engine.shard_outbox import Outbox
+from nereus.engine.runtime.event_log import null_event_log
+from nereus.engine.shard.outbox import Outbox
+from nereus.engine.shard.retention_backfill import BackfillTrigger
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore

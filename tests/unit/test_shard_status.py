@@ -6,7 +6,7 @@ import ast
 import json
 from pathlib import Path
 
-from nereus.engine.shard_status import ENDED_STATES, SETTLED_STATES, ShardState
+from nereus.engine.shard.loop_status import ENDED_STATES, SETTLED_STATES, ShardState
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
-"""The owner's retention sweeps (``engine/shard_sweep.py``): one seek says whether anything
-is due; a SWEEP names the due ``retain`` keys oldest first, and the next waits until it is
+"""The owner's retention sweeps (``engine/shard/retention_sweep.py``): one seek says whether
+anything is due; a SWEEP names the due ``retain`` keys oldest first, and the next waits until it is
 applied."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
-from nereus.engine.shard_outbox import Outbox
-from nereus.engine.shard_sweep import SweepTrigger
+from nereus.engine.shard.outbox import Outbox
+from nereus.engine.shard.retention_sweep import SweepTrigger
 from nereus.records import Sweep, decode
 from nereus.state import keys
 from nereus.state.store import ShardStore

@@ -1,5 +1,6 @@
-"""The shard database's bloom filters (``nereus.state.store._options``): a read of a key no
-table holds, which is what every SCHEDULE's two lookups are, seldom reads a data block."""
+"""The shard database's bloom filters (``nereus.state.store_options.shard_options``): a read of
+a key no table holds, which is what every SCHEDULE's two lookups are, seldom reads a data
+block."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import re
 from pathlib import Path
 
-from nereus.state.store import _options
+from nereus.state.store_options import shard_options
 
 KEYS = 40_000
 MISSES = 100_000
@@ -18,7 +19,7 @@ def _false_positive_share(path: Path) -> float:
     filter let through (each of them reads a data block for nothing)."""
     from rocksdict import Rdict, WriteBatch, WriteOptions
 
-    options = _options()
+    options = shard_options()
     options.enable_statistics()
     options.create_if_missing(True)
     db = Rdict(str(path), options=options, column_families={"default": options})

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from nereus.engine.event_log import RecordingEventLog
-from nereus.engine.supervisor import Backoff, Supervisor, WorkerState
+from nereus.engine.runtime.event_log import RecordingEventLog
+from nereus.engine.runtime.supervisor import Backoff, Supervisor, WorkerState
 from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
 

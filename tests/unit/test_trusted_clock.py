@@ -7,7 +7,12 @@ import time
 import pytest
 
 from nereus.adapters.time_source import BOOT_CLOCK, SystemClock
-from nereus.engine.clock import ClockReport, TrustedClock, chrony_error_ms, chrony_report
+from nereus.engine.runtime.trusted_clock import (
+    ClockReport,
+    TrustedClock,
+    chrony_error_ms,
+    chrony_report,
+)
 from nereus.trusted_time import TrustedTime
 from tests.fake_clock import FakeClock
 

@@ -1,12 +1,12 @@
 """How many worker processes ``engine start`` runs when it is not told
-(``nereus.engine.workers.count``)."""
+(``nereus.engine.hosting.workers.count``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from nereus.config import Config, parse_config
-from nereus.engine.workers.count import available_cores, worker_count
+from nereus.engine.hosting.workers.count import available_cores, worker_count
 
 
 def config(partitions: int, *, workers: int | None = None) -> Config:
@@ -54,7 +54,7 @@ def test_workers_in_the_file_are_checked() -> None:
 def test_workers_split_the_engine_memory_budget() -> None:
     """[engine] memory_mb is the engine's: each of N workers gets 1/N, at least 16 MiB; no
     budget (a cache per database) stays none."""
-    from nereus.engine.workers.count import worker_memory_mb
+    from nereus.engine.hosting.workers.count import worker_memory_mb
 
     assert worker_memory_mb(256, 1) == 256
     assert worker_memory_mb(256, 2) == 128
@@ -68,7 +68,7 @@ def test_a_worker_sizes_its_memtables_for_its_share_of_the_shards(
         partitions: int, workers: int, share: int) -> None:
     """Each of N workers serves about 1/N of the shards (rounded up), so its memtables are
     sized for that many, not for every shard of the home."""
-    from nereus.engine.workers.count import worker_shards
+    from nereus.engine.hosting.workers.count import worker_shards
 
     assert worker_shards(config(partitions), workers) == share
 
@@ -76,7 +76,7 @@ def test_a_worker_sizes_its_memtables_for_its_share_of_the_shards(
 def test_the_worker_share_doubles_a_memtable_of_two_workers_on_four_shards() -> None:
     """Sized for its 2 of 4 shards, each of 2 workers gets 16 MiB memtables from its
     128 MiB share of 256, where sizing for all 4 gave it 8 MiB."""
-    from nereus.engine.workers.count import worker_memory_mb, worker_shards
+    from nereus.engine.hosting.workers.count import worker_memory_mb, worker_shards
     from nereus.state.memory import MIB, StoreMemory
 
     budget = worker_memory_mb(256, 2)

@@ -17,6 +17,11 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from nereus.adapters.backends.destination.evidence_fetch import (
+    FETCH_TIMEOUT_S,
+    Fetched,
+    text_of,
+)
 from nereus.adapters.backends.kafka.kafka_client import (
     CLOSE_WAIT_S,
     UNREACHABLE_ERRORS,
@@ -25,6 +30,7 @@ from nereus.adapters.backends.kafka.kafka_client import (
     translate,
     unreachable,
 )
+from nereus.config import LaneSettings
 from nereus.errors import NotFound
 
 if TYPE_CHECKING:
@@ -164,3 +170,36 @@ class _Scan:
                 self.found[attempt_id] = evidence_of(self.topic, partition, offset)
         if offset >= self.ranges[partition][1] - 1:
             self.pending.discard(partition)
+
+
+def fetch_record(where: str, lane: LaneSettings, topic: str, partition: int,
+                 offset: int) -> Fetched:
+    """The attempt id and MAC the record at ``topic/partition@offset`` carries (``where``
+    names it in errors); NotFound when there is none (``evidence_fetch.fetch_evidence``)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from nereus.adapters.backends.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP
+
+    bootstrap = lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP
+    consumer = Consumer(client_config(bootstrap, "nereus-evidence", {
+        "group.id": "nereus-evidence-check", "enable.auto.commit": False,
+        "enable.auto.offset.store": False, "auto.offset.reset": "error"}))
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                   timeout=FETCH_TIMEOUT_S, cached=False)
+        if not low <= offset < high:
+            raise NotFound(f"{where}: Kafka holds offsets {low}..{high - 1} of "
+                           f"{topic}/{partition}; there is no record at {offset}")
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + FETCH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None or msg.offset() != offset:
+                continue
+            raw = msg.headers() or []
+            headers: dict[str, object] = dict(raw.items() if isinstance(raw, dict) else raw)
+            return Fetched(where, text_of(headers.get(ATTEMPT_ID_HEADER)),
+                           text_of(headers.get(EVIDENCE_MAC_HEADER)))
+        raise NotFound(f"{where}: the record could not be read within {FETCH_TIMEOUT_S:g}s")
+    finally:
+        close_consumer(consumer, f"the evidence check of {where}", CLOSE_WAIT_S)

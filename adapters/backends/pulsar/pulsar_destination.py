@@ -43,7 +43,6 @@ re-attached after the seek is asked again until the scan's deadline
 from __future__ import annotations
 
 import contextlib
-import hmac
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -63,13 +62,16 @@ from nereus.adapters.backends.pulsar.pulsar_client import (
     result_name,
     translate,
 )
-from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
+from nereus.adapters.backends.pulsar.pulsar_evidence import (
+    PROPERTY_ATTEMPT_ID,
+    PROPERTY_DELAY_MESSAGE_ID,
+    PROPERTY_EVIDENCE_MAC,
+    message_evidence,
+    scan_topic,
+)
+from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.errors import NereusError
 from nereus.records import Disposition, Outcome
-
-PROPERTY_DELAY_MESSAGE_ID: Final = "nereus-delay-message-id"
-PROPERTY_ATTEMPT_ID: Final = "nereus-attempt-id"
-PROPERTY_EVIDENCE_MAC: Final = "nereus-evidence-mac"
 
 OK: Final = "Ok"
 BUILD_ERROR: Final = "BuildError"  # our own name: the message could not even be built
@@ -105,12 +107,6 @@ OPEN_REFUSED: Final[dict[str, Disposition]] = {
 _PRODUCER_GONE: Final = frozenset({"AlreadyClosed", "NotConnected", "ProducerFenced",
                                    "ProducerNotInitialized"})
 _CALLBACK_GRACE_S: Final = 5.0
-_READ_WAIT_MS: Final = 2_000
-# the first pause before asking a reader again while the broker re-attaches it after a seek
-# (the client reconnects a consumer the broker closed 0.1 s later, then backs off); doubled
-# each time up to the cap
-_REATTACH_PAUSE_S: Final = 0.05
-_REATTACH_PAUSE_CAP_S: Final = 1.0
 
 
 def classify_send(result: object, *, before_send: bool) -> tuple[Outcome, Disposition]:
@@ -128,34 +124,6 @@ def classify_open_failure(error: object) -> Disposition:
     """Disposition of a batch whose producer could not be opened (all NOT_PUBLISHED)."""
     name = error if isinstance(error, str) else result_name(error)
     return OPEN_REFUSED.get(name, Disposition.LANE_UNAVAILABLE)
-
-
-def has_message_available(reader: Any, deadline: float, *,
-                          clock: Clock = SYSTEM_CLOCK) -> bool:
-    """``reader.has_message_available()``, asked again while the broker has not re-attached
-    the reader after a ``seek``.
-
-    A seek makes the broker close the reader's consumer and the client re-subscribe it a
-    moment later; a question that reaches the broker in between is refused with
-    ``BrokerMetadataError`` ("Consumer not found"; apache/pulsar-client-go#577 and
-    fsprojects/pulsar-client-dotnet#343 describe the same race in other clients). It is
-    asked again after a growing pause until ``deadline`` (on ``clock.monotonic()``); then,
-    or on any other error, the error is raised."""
-    wait = _REATTACH_PAUSE_S
-    while True:
-        try:
-            return bool(reader.has_message_available())
-        except Exception as exc:
-            if result_name(exc) != "BrokerMetadataError" or clock.monotonic() + wait > deadline:
-                raise
-        clock.sleep(wait)
-        wait = min(wait * 2, _REATTACH_PAUSE_CAP_S)
-
-
-def message_evidence(topic: str, message_id: Any) -> str:
-    """``pulsar:<topic>@<ledger>:<entry>:<partition>`` (partition -1: not partitioned)."""
-    return (f"pulsar:{topic}@{message_id.ledger_id()}:{message_id.entry_id()}:"
-            f"{message_id.partition()}")
 
 
 class _OpenFailed(Exception):
@@ -380,40 +348,14 @@ class PulsarDestination:
         evidence. Stops when all are found, at the end of each partition, past
         ``until_ms``, or at ``scan_timeout_s`` (returning what it found: absence proves
         nothing)."""
-        import pulsar
 
-        found: dict[str, str] = {}
         if not wanted:
-            return found
+            return {}
         with self._lock:
             client = self._client_now()
         deadline = SYSTEM_CLOCK.monotonic() + self.scan_timeout_s
         try:
-            partitions = client.get_topic_partitions(self.topic)
-            for partition in partitions:
-                reader = client.create_reader(partition, pulsar.MessageId.earliest)
-                try:
-                    if since_ms > 0:
-                        reader.seek(since_ms)
-                    while len(found) < len(wanted) and SYSTEM_CLOCK.monotonic() < deadline:
-                        if not has_message_available(reader, deadline):
-                            break
-                        try:
-                            message = reader.read_next(timeout_millis=_READ_WAIT_MS)
-                        except pulsar.Timeout:
-                            break
-                        if message.publish_timestamp() > until_ms:
-                            break
-                        properties = message.properties()
-                        attempt_id = properties.get(PROPERTY_ATTEMPT_ID)
-                        if attempt_id in wanted and hmac.compare_digest(
-                                str(properties.get(PROPERTY_EVIDENCE_MAC, "")),
-                                wanted[attempt_id]):
-                            found[attempt_id] = message_evidence(self.topic,
-                                                                 message.message_id())
-                finally:
-                    with contextlib.suppress(Exception):  # a reader that will not close
-                        reader.close()
+            found = scan_topic(client, self.topic, wanted, since_ms, until_ms, deadline)
         except Exception as exc:
             if is_pulsar_error(exc):
                 raise translate(exc, self.service_url,

@@ -6,7 +6,8 @@ error that matters. ``probe_route`` asks once, with a deadline (5 s by default),
 broker client's logs reaching the terminal:
 
 * Kafka: a metadata request from an AdminClient whose librdkafka log lines go to a logger
-  nobody serves (they are dropped with the client) instead of stderr;
+  nobody serves (they are dropped with the client) instead of stderr
+  (``nereus.adapters.backends.kafka.kafka_probe``);
 * Pulsar: a TCP connection to the broker's service URL and a GET of the admin API's
   cluster list, so no Pulsar client (whose C++ logs go to stderr) is made at all.
 
@@ -15,13 +16,10 @@ A route that answered is not asked again by the same process.
 
 from __future__ import annotations
 
-import logging
 import socket
-import time
 from typing import Final
 from urllib.parse import urlsplit
 
-from nereus.adapters.backends.kafka.kafka_client import KafkaConfig
 from nereus.adapters.backends.shardlog.factory import (
     DEFAULT_KAFKA_BOOTSTRAP,
     DEFAULT_PULSAR_ADMIN,
@@ -33,43 +31,18 @@ from nereus.errors import ServiceUnreachable
 PROBE_TIMEOUT_S: Final = 5.0
 
 _answered: set[tuple[str, str]] = set()
-_QUIET = logging.getLogger("nereus.broker_probe.librdkafka")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 
 def probe_route(route: RouteSettings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Raise ``ServiceUnreachable`` within about ``timeout_s`` if the route's broker does
     not answer; return at once for the file log."""
     if route.log == "kafka":
+        from nereus.adapters.backends.kafka.kafka_probe import probe_kafka
+
         probe_kafka(route.bootstrap or DEFAULT_KAFKA_BOOTSTRAP, timeout_s)
     elif route.log == "pulsar":
         _probe_pulsar(route.service_url or DEFAULT_PULSAR_URL,
                       route.admin_url or DEFAULT_PULSAR_ADMIN, timeout_s)
-
-
-def probe_kafka(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Raise ``ServiceUnreachable`` within about ``timeout_s`` if no Kafka broker at
-    ``bootstrap`` answers a metadata request; librdkafka's lines go nowhere."""
-    if ("kafka", bootstrap) in _answered:
-        return
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    settings: KafkaConfig = {"bootstrap.servers": bootstrap, "client.id": "nereus-probe",
-                             "socket.timeout.ms": max(1, int(timeout_s * 1000)),
-                             "logger": _QUIET}
-    admin = AdminClient(settings)  # type: ignore[arg-type]  # the stubs omit "logger"
-    started = time.monotonic()
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise ServiceUnreachable(
-            f"Kafka at {bootstrap} did not answer within {timeout_s:g} s "
-            f"({time.monotonic() - started:.1f} s): {exc.args[0].str() if exc.args else exc}",
-            hint="is the broker running and is the bootstrap address right? "
-                 "(`scripts/services up kafka` starts a local one)") from None
-    _answered.add(("kafka", bootstrap))
 
 
 def _probe_pulsar(service_url: str, admin_url: str, timeout_s: float) -> None:

@@ -46,7 +46,7 @@ def coordinator_url(env: Env, given: str | None) -> str:
     if local.cluster is not None:
         return local.cluster.coordinator
     if env.layout.coordinator.exists():  # `engine start --workers N`: the home's own cluster
-        from nereus.engine.workers.home import coordinator_url as workers_url
+        from nereus.engine.hosting.workers.home import coordinator_url as workers_url
 
         return workers_url(env.home)
     raise UsageError(f"which cluster? {path} has no [cluster] table", hint=hint)

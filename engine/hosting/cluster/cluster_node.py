@@ -1,0 +1,456 @@
+"""One node of a cluster: it joins (a session and its member record), takes part in the
+election, and owns exactly the shards whose ownership records it holds.
+
+The ``cluster`` worker (supervised: a crash is logged, counted and restarted) reconciles
+on every change under the cluster's prefix, and at least every ``interval_s``:
+
+1. **session**: if the session is over, every shard is let go at once (its producer calls
+   were already refused by the lease gate) and the node joins again with a new session;
+2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
+3. **warm**: a shard placed here whose ownership record another node still holds is warmed
+   (``warmup.py``: this node's copy of its state follows the log in the background), so
+   that taking it replays only the tail; once its copy has caught up the node says so
+   (a ``warm/<shard>`` record on its session; at once when it keeps no copy of its own: a
+   shared home, warm-ups off); a warm-up stops when the shard is taken or placed elsewhere
+   (warm-ups start before any shard is let go, which takes a while);
+4. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
+   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted;
+   it keeps publishing until the target says it is warm (or the target is gone, or
+   ``warm_wait_s`` passed), so a move of a large shard costs no gap longer than a small
+   one's. A shard whose loop ended (fenced, failed) is let go at once, without a
+   checkpoint;
+5. **take**: a shard placed here whose ownership record is absent is taken by creating the
+   record on this node's session (CAS: absent only), then incrementing the shard's epoch
+   counter (CAS: ``ClusterStore.take``) — the fencing epoch the shard activates with — and
+   activated; the record then says ACTIVE. When the shard's log has already applied an
+   epoch at or above the one taken (the cluster moved to another coordinator, or the
+   coordinator was restored from an older backup), the counter is raised to that epoch
+   and the shard let go, so the next take goes above it (``shard_epoch_raised``).
+   A record on this node's session that the node does not hold is a take whose answer was
+   lost (a call that ran out of its deadline may still have been written): it is deleted,
+   and the next round takes the shard (``shard_take_undone``).
+
+Only shards of the configuration are taken (a placement left from a configuration with
+more partitions is not a shard). A shard that cannot run here — opening it raised (the
+configuration does not match its data, its database cannot be opened) or its loop failed
+(a diverged or corrupt log) — is **held FAILED**: the record says FAILED with the reason
+(``refused`` when opening raised), the reason is logged once at error, ``engine status``
+shows it, and nobody takes it meanwhile. It is tried again after ``FAILED_RETRY_S`` (doubling
+to ``FAILED_RETRY_MAX_S``), logging at error again only when the reason changed; placed
+elsewhere (``nereus shard move``) it is let go.
+
+Stop: the worker ends, every warm-up stops, the engine stops (every shard drains), then the
+session is closed so the records go at once and the other nodes take over without waiting for
+the TTL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
+from nereus.adapters.time_source import Clock
+from nereus.cluster import keys
+from nereus.cluster.records import Member, OwnerState, Warm
+from nereus.config import Config
+from nereus.coordination.errors import CoordinationError, NotificationsLost
+from nereus.coordination.protocol import Notifications, Session
+from nereus.engine.hosting.cluster.leader import place_shards
+from nereus.engine.hosting.cluster.lease import SessionLease
+from nereus.engine.hosting.cluster.warmup import WarmUp, shares_home
+from nereus.engine.process.home_engine import Engine
+from nereus.engine.runtime.event_log import EventLog, safe_event
+from nereus.engine.runtime.supervisor import Supervised, Supervisor
+from nereus.engine.shard.loop_status import ShardState, error_text
+from nereus.errors import NereusError, StoreInUse
+from nereus.shard import ShardId
+
+ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
+FAILED_RETRY_S: Final = 30.0  # a shard held FAILED is tried again after this,
+FAILED_RETRY_MAX_S: Final = 300.0  # doubling up to this
+# a shard whose database another process still holds (the previous owner's process letting
+# go: a stopped worker, a node's engine still exiting) is tried again after this, doubling
+# up to IN_USE_RETRY_MAX_S: waiting for a process, not a failure to sit out
+IN_USE_RETRY_S: Final = 0.5
+IN_USE_RETRY_MAX_S: Final = 5.0
+
+
+@dataclass(slots=True)
+class _Failure:
+    """A shard this node holds FAILED: why, and when to try it again."""
+
+    reason: str
+    refused: bool  # opening it raised (else its loop failed)
+    attempts: int  # failed activations in a row
+    retry_at: float  # the node clock's monotonic reading
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    node_id: str
+    host: str
+    address: str  # the admin socket
+    capacity: int = 1
+    session_ttl_ms: int = 10_000
+    lease_margin_ms: int = 2_000
+    interval_s: float = 0.5  # reconcile at least this often
+    version: str = ""
+    warm_up: bool = True  # warm shards placed here while another node still owns them
+    warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
+
+
+class ConfigSource(Protocol):
+    """Where the node reads its whole configuration again once the cluster's changed."""
+
+    def __call__(self) -> Config: ...
+
+
+class ClusterNode:
+    """This process as a member of the cluster (see the module's docstring)."""
+
+    def __init__(self, engine: Engine, store: ClusterStore, settings: NodeSettings, *,
+                 clock: Clock, events: EventLog, reload: ConfigSource | None = None) -> None:
+        self.engine = engine
+        self._reload = reload
+        self._config_version: int | None = None
+        self.store = store
+        self.settings = settings
+        self._clock = clock
+        self._events = events
+        self._owned: dict[ShardId, Owned] = {}
+        self._warming: dict[ShardId, WarmUp] = {}
+        self._said_warm: set[ShardId] = set()  # warm records of ours in the coordinator
+        self._moving_since: dict[ShardId, float] = {}  # our shards placed elsewhere: since
+        self._failed: dict[ShardId, _Failure] = {}  # shards held FAILED (module docstring)
+        self._last_failure: dict[ShardId, _Failure] = {}  # kept across a retry's let-go
+        self._session: Session | None = None
+        self._lease: SessionLease | None = None
+        self._watch: Notifications | None = None
+        self._stop = threading.Event()
+        self._worker: Supervised | None = None
+        self.leading = False
+
+    # membership -------------------------------------------------------------------------
+    def join(self) -> None:
+        """A new session and this node's member record (``NodeIdInUse`` if taken)."""
+        s = self.settings
+        session = self.store.handle.coordinator.create_session(
+            s.session_ttl_ms, client_identity=f"{s.node_id}@{s.host}:{os.getpid()}")
+        try:
+            self.store.register(session, Member(
+                node_id=s.node_id, host=s.host, address=s.address, capacity=s.capacity,
+                version=s.version, pid=os.getpid(), started_ms=self._clock.wall_ms()))
+            # read after the member record is written: `cluster migrate` marks the cluster
+            # moved before it looks for live nodes, so one of the two sees the other
+            self.store.refuse_moved()
+        except BaseException:
+            session.close()
+            raise
+        self._session = session
+        self._lease = SessionLease(session, self._clock, margin_ms=s.lease_margin_ms)
+        safe_event(self._events, "cluster_joined", node_id=s.node_id,
+                   session_id=session.session_id, coordinator=self.store.url)
+
+    @property
+    def owned(self) -> list[ShardId]:
+        return sorted(self._owned, key=str)
+
+    def start(self, supervisor: Supervisor) -> None:
+        self._worker = supervisor.spawn("cluster", "cluster", self.run)
+
+    def run(self) -> None:
+        """The supervised worker body: reconcile, then wait for a change or the interval."""
+        while not self._stop.is_set():
+            self.reconcile()
+            self._wait_for_change()
+
+    def _wait_for_change(self) -> None:
+        try:
+            if self._watch is None:
+                self._watch = self.store.handle.coordinator.get_notifications(
+                    self.store.watch_prefix())
+            if self._watch.poll(self.settings.interval_s) is not None:
+                while self._watch.poll(0) is not None:  # a burst: reconcile once for it
+                    pass
+        except NotificationsLost:
+            self._close_watch()
+
+    def _close_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    # one round --------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        """One round of the steps in the module's docstring."""
+        if self._session is None or self._session.lost():
+            self._rejoin()
+        assert self._session is not None
+        self._follow_config()
+        now_ms = self._clock.wall_ms()
+        self.leading = self.store.try_lead(self._session, self.settings.node_id,
+                                           now_ms=now_ms)
+        if self.leading:
+            place_shards(self.store, self.engine.configured_shards(), now_ms=now_ms,
+                         events=self._events)
+        placements = self.store.placements()
+        configured = set(self.engine.configured_shards())
+        mine = sorted((shard for shard, (placement, _) in placements.items()
+                       if placement.node_id == self.settings.node_id and shard in configured),
+                      key=str)
+        # warm first: letting a shard go below takes a while, and the warm-ups run meanwhile
+        self._warm(mine, self.store.owners())
+        warms = None  # read only when a shard of ours is placed elsewhere
+        for shard in list(self._owned):
+            loop = self.engine.shards.get(shard)
+            placed = placements.get(shard)
+            failed = self._failed.get(shard)
+            if failed is not None:
+                if shard not in mine:
+                    self._let_go(shard, checkpoint=False, why="placed elsewhere while FAILED")
+                elif self._clock.monotonic() >= failed.retry_at:
+                    self._let_go(shard, checkpoint=False, why="trying it again after: "
+                                 f"{failed.reason}")
+            elif loop is not None and loop.state == ShardState.FAILED and shard in mine:
+                self._hold_failed(shard, loop.error or "its loop failed", refused=False)
+            elif loop is None or loop.state in ENDED_STATES:
+                self._let_go(shard, checkpoint=False,
+                             why=f"its loop ended ({'gone' if loop is None else loop.state})")
+            elif placed is None or placed[0].node_id != self.settings.node_id:
+                where = "nowhere" if placed is None else placed[0].node_id
+                if placed is not None and warms is None:
+                    warms = self.store.warms()
+                if placed is None or self._target_ready(
+                        shard, where, None if warms is None else warms.get(shard)):
+                    self._let_go(shard, checkpoint=True, why=f"placed on {where}")
+            else:
+                self._moving_since.pop(shard, None)
+        owners = self.store.owners()
+        for shard in mine:
+            if shard in self._owned or self._stop.is_set():
+                continue
+            held = owners.get(shard)
+            if held is None:
+                self._stop_warming(shard)
+                self._take(shard)
+            elif held.version.session_id == self._session.session_id:
+                self._undo_lost_take(shard, held)
+
+    def _undo_lost_take(self, shard: ShardId, held: Owned) -> None:
+        """An ownership record on this node's session that this node does not hold: a take
+        whose answer was lost (the coordinator did not answer within the deadline, yet
+        wrote it). Nobody else may take the shard while it is there, so delete it (CAS on
+        the version read): the next round takes the shard again."""
+        if self.store.release(shard, held):
+            safe_event(self._events, "shard_take_undone", level="warning", shard=str(shard),
+                       epoch=held.record.epoch,
+                       reason="its ownership record was written on this node's session, "
+                              "but the take's answer was lost")
+
+    def _follow_config(self) -> None:
+        """A new revision of the cluster's configuration: its lane changes reach this
+        node's engine now (``Engine.reconfigure``); what needs a restart is said."""
+        found = self.store.config()
+        version = None if found is None else found[1].version_id
+        if self._config_version is None or version == self._config_version:
+            self._config_version = version
+            return
+        self._config_version = version
+        if self._reload is None or found is None:
+            return
+        try:
+            config = self._reload()
+        except NereusError as exc:  # never stall the node's rounds on a bad revision
+            safe_event(self._events, "cluster_config_not_applied", level="error",
+                       revision=found[0].revision, reason=exc.message)
+            return
+        if config.routes != self.engine.config.routes:
+            safe_event(self._events, "cluster_config_not_applied", level="error",
+                       revision=found[0].revision,
+                       reason="routes changed: restart the node to use them")
+            return
+        changes = self.engine.reconfigure(config)
+        safe_event(self._events, "cluster_config_applied", revision=found[0].revision,
+                   lanes_added=changes.added, lanes_reconfigured=changes.policy,
+                   restart_needed_for=changes.needs_restart,
+                   level="warning" if changes.needs_restart else "info")
+
+    def _warm(self, mine: list[ShardId], owners: dict[ShardId, Owned]) -> None:
+        """Warm every shard placed here that another node still owns, and say so once it is
+        warm; stop warming the others (placed elsewhere now, or about to be taken)."""
+        for shard in [s for s in {*self._warming, *self._said_warm} if s not in mine]:
+            self._stop_warming(shard)
+        if self._stop.is_set():
+            return
+        members = None
+        for shard in mine:
+            owner = owners.get(shard)
+            if shard in self._owned or owner is None \
+                    or owner.record.node_id == self.settings.node_id:
+                continue
+            warm_up = self._warming.get(shard)
+            if warm_up is not None or shard in self._said_warm:
+                if warm_up is not None and warm_up.ready.is_set():
+                    self._say_warm(shard, warm_up.applied_position)
+                continue
+            if members is None:
+                members = self.store.members()
+            if not self.settings.warm_up or shares_home(
+                    members.get(owner.record.node_id), host=self.settings.host,
+                    home=self.engine.home):
+                self._say_warm(shard, None)  # no copy of its own to warm: ready as it is
+                continue
+            warm_up = self._warming[shard] = WarmUp(self.engine, shard, events=self._events)
+            warm_up.start()
+
+    def _say_warm(self, shard: ShardId, applied_position: int | None) -> None:
+        if shard in self._said_warm or self._session is None:
+            return
+        self.store.say_warm(self._session, Warm(
+            shard=keys.shard_segment(shard), node_id=self.settings.node_id,
+            applied_position=applied_position, since_ms=self._clock.wall_ms()))
+        self._said_warm.add(shard)
+
+    def _stop_warming(self, shard: ShardId) -> None:
+        warm_up = self._warming.pop(shard, None)
+        if warm_up is not None:
+            warm_up.stop()
+        if shard in self._said_warm:
+            self._said_warm.discard(shard)
+            with contextlib.suppress(CoordinationError):
+                self.store.unsay_warm(shard, self.settings.node_id)
+
+    def _target_ready(self, shard: ShardId, target: str, warm: Warm | None) -> bool:
+        """Whether a shard of ours placed on ``target`` may be let go now: the target says
+        it is warm, it is not a member (nobody warms), or ``warm_wait_s`` has passed."""
+        if (warm is not None and warm.node_id == target) or \
+                target not in self.store.members():
+            self._moving_since.pop(shard, None)
+            return True
+        now = self._clock.monotonic()
+        since = self._moving_since.setdefault(shard, now)
+        if now - since < self.settings.warm_wait_s:
+            return False
+        safe_event(self._events, "shard_move_target_not_warm", level="warning",
+                   shard=str(shard), target=target, waited_s=round(now - since, 1))
+        self._moving_since.pop(shard, None)
+        return True
+
+    def _rejoin(self) -> None:
+        """The session is over (or never began): let every shard go now, join again."""
+        if self._owned:
+            safe_event(self._events, "cluster_session_lost", level="warning",
+                       node_id=self.settings.node_id, shards=[str(s) for s in self._owned])
+        for shard in list(self._owned):
+            self.engine.release_shard(shard, checkpoint=False, timeout_s=5.0)
+            self._owned.pop(shard)
+        self._failed.clear()
+        self._said_warm.clear()  # they went with the old session (or are deleted below)
+        if self._session is not None:
+            old = self._session.session_id
+            with contextlib.suppress(CoordinationError):  # the store cannot be told now:
+                self._session.close()  # what it kept is deleted below
+            if gone := self.store.forget_session(old):
+                safe_event(self._events, "cluster_stale_records_deleted", session_id=old,
+                           keys=gone)
+        self.join()
+
+    def _take(self, shard: ShardId) -> None:
+        assert self._session is not None and self._lease is not None
+        owned = self.store.take(self._session, shard, node_id=self.settings.node_id,
+                                owner_id=self.engine.owner_id, now_ms=self._clock.wall_ms())
+        if owned is None:
+            return  # someone holds it (an old owner still letting go): a later round
+        self._owned[shard] = owned
+        epoch = owned.record.epoch
+        safe_event(self._events, "shard_taken", shard=str(shard), epoch=epoch)
+        try:
+            loop = self.engine.activate_shard(shard, epoch=epoch, lease=self._lease)
+        except Exception as exc:  # held FAILED, saying why (not taken again every round)
+            refused = self.engine.refused.get(shard)
+            self._hold_failed(shard, refused.reason if refused else error_text(exc),
+                              refused=True, in_use=isinstance(exc, StoreInUse))
+            return
+        except BaseException:  # never hold a record for a shard this node does not run
+            self._let_go(shard, checkpoint=False, why="its activation was interrupted")
+            raise
+        if loop.state == ShardState.ACTIVE:
+            self._last_failure.pop(shard, None)
+            self._owned[shard] = self.store.update_owner(self._session, shard, owned,
+                                                         state=OwnerState.ACTIVE)
+        elif loop.state == ShardState.FAILED:
+            self._hold_failed(shard, loop.error or "its loop failed", refused=False)
+        elif (applied := loop.stale_grant) is not None:
+            counter = self.store.raise_epoch(shard, applied, node_id=self.settings.node_id,
+                                             now_ms=self._clock.wall_ms())
+            safe_event(self._events, "shard_epoch_raised", level="warning", shard=str(shard),
+                       granted=epoch, applied=applied, counter=counter)
+            self._let_go(shard, checkpoint=False,
+                         why=f"its log has applied epoch {applied}, not below the granted "
+                             f"{epoch}: the epoch counter is raised to {counter}")
+        else:
+            self._let_go(shard, checkpoint=False,
+                         why=f"it did not become active: {loop.error or loop.state}")
+
+    def _hold_failed(self, shard: ShardId, reason: str, *, refused: bool,
+                     in_use: bool = False) -> None:
+        """Keep the shard's record, FAILED with ``reason``, until its retry is due. A refused
+        activation's reason is logged here at error, unless the last failure here said the
+        same (a failed loop logged its own: ``shard_failed``, ``shard_diverged``). A
+        database another process still holds (``in_use``) is tried again soon
+        (``IN_USE_RETRY_S``): its previous owner is letting go."""
+        assert self._session is not None
+        last = self._last_failure.get(shard)
+        attempts = 1 if last is None else last.attempts + 1
+        first, most = (IN_USE_RETRY_S, IN_USE_RETRY_MAX_S) if in_use else \
+            (FAILED_RETRY_S, FAILED_RETRY_MAX_S)
+        delay = min(first * 2 ** (attempts - 1), most)
+        failure = self._failed[shard] = self._last_failure[shard] = _Failure(
+            reason=reason, refused=refused, attempts=attempts,
+            retry_at=self._clock.monotonic() + delay)
+        owned = self._owned[shard]
+        safe_event(self._events, "shard_activation_failed" if refused else "shard_held_failed",
+                   level="error" if refused and (last is None or last.reason != reason)
+                   else "info",
+                   shard=str(shard), epoch=owned.record.epoch, reason=reason,
+                   attempts=attempts, retry_in_s=delay)
+        self._owned[shard] = self.store.update_owner(
+            self._session, shard, owned, state=OwnerState.FAILED, detail=failure.reason,
+            refused=refused)
+
+    def _let_go(self, shard: ShardId, *, checkpoint: bool, why: str) -> None:
+        owned = self._owned[shard]
+        safe_event(self._events, "shard_letting_go", shard=str(shard), reason=why,
+                   epoch=owned.record.epoch)
+        if checkpoint and self._session is not None:
+            # the release goes on if this fails; the record goes with the session anyway
+            with contextlib.suppress(CoordinationError):
+                owned = self.store.update_owner(self._session, shard, owned,
+                                                state=OwnerState.RELEASING, detail=why)
+        self.engine.release_shard(shard, checkpoint=checkpoint)
+        self._owned.pop(shard)
+        self._failed.pop(shard, None)
+        self._moving_since.pop(shard, None)
+        self.store.release(shard, owned)
+
+    # stop -------------------------------------------------------------------------------
+    def stop_reconciling(self, timeout_s: float = 30.0) -> None:
+        """End the worker (before the engine stops its shards)."""
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.stopping()
+            self._worker.join(timeout_s)
+        self._close_watch()
+        for shard in {*self._warming, *self._said_warm}:
+            self._stop_warming(shard)
+
+    def leave(self) -> None:
+        """After the engine stopped: close the session, so its records go now."""
+        self._owned.clear()
+        if self._session is not None:
+            self._session.close()
+        safe_event(self._events, "cluster_left", node_id=self.settings.node_id)

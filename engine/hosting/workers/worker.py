@@ -1,0 +1,157 @@
+"""One worker process of ``engine start --workers N``: ``python -m nereus.engine.hosting.daemon
+--home H --worker K --workers N``.
+
+It is a cluster member like any node (``join_cluster``: a session, its member record, the
+reconciling worker that takes the shards placed on it), on the home's embedded
+coordinator, and serves its own admin socket ``<home>/run/workers/<K>.sock`` with the
+same ``AdminApi`` as a single engine. On a node of a cluster it is a member of that
+cluster (``<node_id>-w<K>``) and answers like a node (``NodeApi``, the catalog in the
+coordinator). It holds no home lock and writes no pid file: the
+front door holds them and is its parent. It stops on SIGTERM (what the front door sends),
+on ``POST /v1/shutdown``, or when its parent is gone (an orphan must not keep shards), the
+way the single daemon stops: the socket first, then the shards drain, then the session
+ends so its records go at once.
+
+It waits (a few seconds at most) for the other workers to join before it takes shards,
+so a fresh start places every shard once instead of moving half of them a second later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from nereus.engine.hosting.process_requests import ProcessRequests, event_logger, signal_requests
+from nereus.engine.hosting.workers.home import (
+    node_id,
+    worker_config,
+    worker_log,
+    worker_socket,
+)
+from nereus.layout import HomeLayout
+
+if TYPE_CHECKING:
+    from nereus.adapters.cluster.coordinator_url import ClusterHandle
+    from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+    from nereus.engine.process.home_engine import Engine
+    from nereus.engine.runtime.event_log import EventLog
+
+MEMBERS_WAIT_S: Final = 10.0
+
+
+
+def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> int:
+    """Run worker ``index`` of ``expected`` until asked to stop; its exit status."""
+    from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.home_config import load_home_config
+    from nereus.adapters.home.private_files import enter_private_mode
+    from nereus.engine.admin.api import AdminApi
+    from nereus.engine.hosting.admin_server import AdminServer
+    from nereus.engine.hosting.cluster.node_api import NodeApi
+    from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
+    from nereus.engine.hosting.daemon import abandon
+    from nereus.engine.hosting.workers.count import worker_memory_mb, worker_shards
+    from nereus.engine.process.home_engine import Engine, EngineSettings
+    from nereus.engine.runtime import log_files as logs
+
+    enter_private_mode()
+    layout = HomeLayout(home)
+    home_config = load_home_config(layout.config)
+    config = worker_config(home_config, home, index)
+    clustered = home_config.cluster is not None
+    engine_logs = logs.configure(layout.logs, foreground=foreground, name=worker_log(index),
+                                 level=home_config.engine.log_level)
+    logger = engine_logs.logger
+
+    # "process", not "worker": the supervisor's events name their worker thread "worker"
+    log_event = event_logger(logger, process=index)
+
+    requests = signal_requests()
+    assert config.cluster is not None
+    # standalone, the catalog stays in the home's object store: every worker shares it, and
+    # a home run with one process or several sees the same Recovery Set; on a node of a
+    # cluster it is the cluster's, in the coordinator
+    handle = open_cluster(config.cluster.coordinator)
+    settings = EngineSettings.from_config(config.engine)
+    settings = dataclasses.replace(settings,
+                                   memory_mb=worker_memory_mb(settings.memory_mb, expected),
+                                   memory_shards=worker_shards(config, expected))
+    engine = Engine(home, config, settings=settings, log_event=log_event,
+                    catalog=handle if clustered else None)
+    parent = _ParentWatch(requests)
+    engine.supervisor.spawn("parent-watch", "worker", parent.run)
+    node: ClusterNode | None = None
+    server = None
+    try:
+        node = _join(engine, handle, log_event, worker_socket(home, index), index)
+        engine.start(owned=())
+        _await_members(node, {node_id(home_config, k) for k in range(expected)})
+        node.start(engine.supervisor)
+        api = NodeApi(engine, node.store, host=node.settings.host) if clustered else \
+            AdminApi(engine, owners=StoreOwnerLookup(node.store))
+        server = AdminServer(api, worker_socket(home, index),
+                             on_shutdown=lambda: requests.put("stop"))
+        server.start(engine.supervisor)
+        log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())
+        while requests.next() == "reopen_logs":
+            engine_logs.reopen()
+        log_event("worker_stopping")
+        if not server.close():
+            log_event("admin_requests_still_running")
+        node.stop_reconciling()
+        report = engine.stop()
+        node.leave()
+        log_event("worker_exit", **report)
+        return 0
+    except Exception as exc:
+        logger.error("worker_failed", worker=index, error=f"{type(exc).__name__}: {exc}")
+        abandon(engine, node)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        parent.stop()
+        if server is not None:
+            server.close()
+        engine_logs.close()
+
+
+def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: Path,
+          index: int) -> ClusterNode:
+    """Join as this worker's node (``join_when_free``: a previous incarnation's session,
+    SIGKILLed, is waited out)."""
+    from nereus.adapters.cluster.home_config import load_home_config
+    from nereus.engine.hosting.daemon import join_when_free
+
+    return join_when_free(engine, handle, log_event, address=address,
+                          reload=lambda: worker_config(
+                              load_home_config(engine.layout.config), engine.home, index))
+
+
+def _await_members(node: ClusterNode, expected: set[str]) -> None:
+    """Wait (``MEMBERS_WAIT_S`` at most) until every worker in ``expected`` is a member."""
+    deadline = time.monotonic() + MEMBERS_WAIT_S
+    while not expected <= set(node.store.members()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+class _ParentWatch:
+    """Asks the worker to stop once its parent (the front door) is gone."""
+
+    def __init__(self, requests: ProcessRequests) -> None:
+        self._parent = os.getppid()
+        self._requests = requests
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.5):
+            if os.getppid() != self._parent:
+                self._requests.put("stop")
+                return
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,164 @@
+"""What each configured lane asks of its replicated policy, and the records that replicate it.
+
+Apply reads a lane's handoff lead, ordering and limits on new work only from replicated
+state (LANE_CONFIG, LANE_LIMITS), so they must say what the configuration, and the
+destination, really do. The owner compares the configured values (``LanePolicies``) with
+the replicated ones at activation and whenever the configuration changes, and appends a
+record for each lane that differs (``policy_records``); the state machine may refuse a
+change that messages already rely on (a lower lead under SCHEDULED messages:
+LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
+so (``report``). A lane's limits only ever concern new work; its retention and dedup
+window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
+The shard's own dedup window (its route's ``dedup_window``: results of records without a
+lane window, and rejects) is replicated the same way, by SHARD_RETENTION. The engine's
+LANE_LIMITS ask for ``catch_up`` and ``catch_up_kept``: the first one to give a lane a
+retention, and one giving a retention back after it was 0, let the owner catch up the
+messages that ended before it, or while it was 0 (``shard_backfill``); its SHARD_RETENTION
+asks ``catch_up`` too, for the payload stages from before a window it gives. The shard's
+``[shard]`` limits are replicated the same way, by SHARD_LIMITS: apply reads them from the
+log, never from the configuration of whoever applies it. Every record here names the owner
+and epoch that wrote it, so one from a replaced owner is STALE ``FENCED``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from nereus.config import Config
+from nereus.engine.runtime.event_log import EventLog, safe_event
+from nereus.machine import DEFAULT_LIMITS, Limits
+from nereus.records import LaneConfig, LaneLimits, ResultStatus, ShardLimits, ShardRetention
+from nereus.shard import ShardId
+from nereus.state import keys
+from nereus.state.store import ShardStore
+from nereus.state.values import Lane, LaneLimit, Result, ShardRetentionValue, decode_value
+
+PolicyRecord = LaneConfig | LaneLimits | ShardRetention | ShardLimits
+
+
+@dataclass(slots=True)
+class LanePolicies:
+    """Each configured lane's handoff lead, ordering and limits, by lane name, and the
+    shard's own dedup window (its route's; None: not replicated). Updated in place
+    (``update``): the planner holds ``leads``."""
+
+    leads: dict[str, int]
+    ordered: dict[str, bool]
+    limits: dict[str, LaneLimit]
+    shard_dedup_window_ms: int | None = None
+    shard_limits: Limits | None = None  # the [shard] table (None: not replicated)
+
+    @classmethod
+    def of(cls, config: Config, route: str | None = None) -> LanePolicies:
+        """The configured lanes' policies, with ``route``'s dedup window for its shards."""
+        lanes = config.lanes
+        window = None if route is None or route not in config.routes else \
+            config.routes[route].dedup_window_ms
+        return cls(leads={name: lane.handoff_lead_ms for name, lane in lanes.items()},
+                   ordered={name: lane.ordered for name, lane in lanes.items()},
+                   limits={name: LaneLimit(lane=name, max_delay_ms=lane.max_delay_ms,
+                                           max_pending=lane.max_pending,
+                                           retention_ms=lane.retention_ms,
+                                           dedup_window_ms=lane.dedup_window_ms)
+                           for name, lane in lanes.items()},
+                   shard_dedup_window_ms=window, shard_limits=config.limits)
+
+    @classmethod
+    def none(cls) -> LanePolicies:
+        return cls(leads={}, ordered={}, limits={})
+
+    def update(self, other: LanePolicies) -> None:
+        self.leads.update(other.leads)
+        self.ordered.update(other.ordered)
+        self.limits.update(other.limits)
+        if other.shard_dedup_window_ms is not None:
+            self.shard_dedup_window_ms = other.shard_dedup_window_ms
+        if other.shard_limits is not None:
+            self.shard_limits = other.shard_limits
+
+
+def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
+                   epoch: int) -> list[tuple[str, str, PolicyRecord]]:
+    """The records that replicate each configured lane's policy where the replicated lane
+    says otherwise: (lane, the changes in words, record)."""
+    found: list[tuple[str, str, PolicyRecord]] = []
+    fence = {"owner_id": owner_id, "fencing_epoch": epoch}
+    for name in sorted(set(policies.leads) | set(policies.ordered)):
+        raw = store.get(keys.lane_key(name))
+        lane = decode_value(raw, Lane) if raw else Lane(name=name)
+        changes: dict[str, int | bool] = {}
+        lead = policies.leads.get(name, 0)
+        if lane.handoff_lead_ms != lead:
+            changes["handoff_lead_ms"] = lead
+        if lane.ordered != policies.ordered.get(name, False):
+            changes["ordered"] = policies.ordered.get(name, False)
+        if changes:
+            listed = ",".join(f"{k}={v}" for k, v in changes.items())
+            found.append((name, listed, LaneConfig(
+                lane=name, operator=f"engine {owner_id}",
+                reason=f"lane {name} as configured: {listed}",
+                idempotency_key=f"config:{name}:{listed}:{owner_id}:{epoch}",
+                **fence, **changes)))  # type: ignore[arg-type]
+    for name, wanted in sorted(policies.limits.items()):
+        raw = store.get(keys.lane_limits_key(name))
+        held = decode_value(raw, LaneLimit) if raw else LaneLimit(lane=name)
+        if _limit_values(held) == _limit_values(wanted):
+            continue
+        listed = f"max_delay_ms={wanted.max_delay_ms},max_pending={wanted.max_pending}"
+        if isinstance(wanted.retention_ms, int) and isinstance(wanted.dedup_window_ms, int):
+            listed += (f",retention_ms={wanted.retention_ms},"
+                       f"dedup_window_ms={wanted.dedup_window_ms}")
+        found.append((name, listed, LaneLimits(
+            lane=name, operator=f"engine {owner_id}",
+            reason=f"lane {name} as configured: {listed}",
+            idempotency_key=f"limits:{name}:{listed}:{owner_id}:{epoch}",
+            max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
+            retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms,
+            catch_up=True, catch_up_kept=True, owner_id=owner_id, fencing_epoch=epoch)))
+    window = policies.shard_dedup_window_ms
+    if window is not None:
+        raw = store.get(keys.META_SHARD_RETENTION)
+        holds = None if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
+        if holds != window:
+            listed = f"dedup_window_ms={window}"
+            found.append(("*", listed, ShardRetention(
+                operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
+                f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
+                dedup_window_ms=window, catch_up=True, catch_up_results=True,
+                owner_id=owner_id, fencing_epoch=epoch)))
+    limits = policies.shard_limits
+    if limits is not None:
+        raw = store.get(keys.META_SHARD_LIMITS)
+        in_force = DEFAULT_LIMITS if raw is None else decode_value(raw, Limits)
+        if in_force != limits:  # DEFAULT_LIMITS bind a shard that never had its own
+            listed = ",".join(f"{name}={value}" for name, value in
+                              msgspec.structs.asdict(limits).items()
+                              if value != getattr(in_force, name))
+            found.append(("*", listed, ShardLimits(
+                operator=f"engine {owner_id}", reason=f"[shard] limits as configured: "
+                f"{listed}", idempotency_key=f"shard-limits:{listed}:{owner_id}:{epoch}",
+                limits=limits, owner_id=owner_id, fencing_epoch=epoch)))
+    return found
+
+
+def _limit_values(limits: LaneLimit) -> tuple[object, ...]:
+    return (limits.max_delay_ms, limits.max_pending, limits.retention_ms,
+            limits.dedup_window_ms)
+
+
+def report(store: ShardStore, records: list[tuple[str, str, PolicyRecord]], *,
+           shard: ShardId, events: EventLog) -> None:
+    """Log what became of each applied policy record (applied, or refused and why)."""
+    for name, listed, record in records:
+        raw = store.get(keys.result_key(f"m/{record.idempotency_key}"))
+        result = None if raw is None else decode_value(raw, Result)
+        if result is not None and result.status == ResultStatus.APPLIED:
+            safe_event(events, "lane_policy_replicated", shard=str(shard), lane=name,
+                       changes=listed)
+        else:
+            safe_event(events, "lane_policy_refused", level="error", shard=str(shard),
+                       lane=name, changes=listed,
+                       detail=None if result is None else result.detail)
+
