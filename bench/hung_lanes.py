@@ -75,7 +75,8 @@ def run_one(home: Path, hung: int, variant: str, messages: int) -> Figures:
     from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.client import RouteRef, prepare_schedule
     from nereus.config import parse_config
-    from nereus.engine.process.home_engine import Engine, EngineSettings
+    from nereus.engine.process.engine_settings import EngineSettings
+    from nereus.engine.process.home_engine import Engine
     from nereus.engine.scheduler.permits import PermitLimits
     from nereus.layout import HomeLayout
     from nereus.records import Disposition, Outcome

@@ -53,7 +53,8 @@ def child(home: Path, shards: int, variant: str, seconds: float) -> Figures:
     import resource
 
     from nereus.config import parse_config
-    from nereus.engine.process.home_engine import Engine, EngineSettings
+    from nereus.engine.process.engine_settings import EngineSettings
+    from nereus.engine.process.home_engine import Engine
 
     text = (f'[routes.default]\nlog = "file"\npartitions = {shards}\n\n'
             '[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n')

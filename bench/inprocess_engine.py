@@ -22,7 +22,8 @@ from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.client import RouteRef, prepare_schedule, queue
 from nereus.config import Config, parse_config
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.layout import HomeLayout
 from nereus.shard import ShardId
 

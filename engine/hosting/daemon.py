@@ -56,7 +56,8 @@ def run(home: Path, *, foreground: bool) -> int:
     from nereus.engine.hosting.admin_server import AdminServer
     from nereus.engine.hosting.cluster.node_api import NodeApi
     from nereus.engine.metrics.listener import open_listener
-    from nereus.engine.process.home_engine import Engine, EngineSettings
+    from nereus.engine.process.engine_settings import EngineSettings
+    from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime import log_files as logs
 
     enter_private_mode()

@@ -22,7 +22,6 @@ time and the stop deadline.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,81 +37,35 @@ from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.home.route_secrets import route_key
-from nereus.adapters.offline.checkpoint_catalog import recovery_floor
-from nereus.adapters.offline.checkpoint_restore import restore_into
 from nereus.adapters.offline.continuity_checks import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
-from nereus.config import Config, EngineConfig
+from nereus.config import Config
+from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.process.evidence_scan import EvidenceRecovery
 from nereus.engine.process.lane_changes import LaneChanges, lane_changes
 from nereus.engine.process.log_heads import LogHeads
 from nereus.engine.process.payload_collector import PayloadCollector
-from nereus.engine.process.restore_catch_up import catch_up
+from nereus.engine.process.restore_catch_up import open_shard_state
 from nereus.engine.publishing.lane_publisher import (
-    PROBE_TIMEOUT_S,
-    PUBLISH_TIMEOUT_S,
     LanePublisher,
 )
 from nereus.engine.runtime.event_log import EventLog, null_event_log
 from nereus.engine.runtime.ids import IdSource
 from nereus.engine.runtime.supervisor import Supervisor, WorkerStatus
 from nereus.engine.runtime.trusted_clock import ChronyHealth, TrustedClock
-from nereus.engine.scheduler.permits import PermitLimits, Permits
-from nereus.engine.scheduler.round_plan import PlannerSettings
+from nereus.engine.scheduler.permits import Permits
 from nereus.engine.shard.checkpointer import Checkpointer
 from nereus.engine.shard.lane_policy import LanePolicies
-from nereus.engine.shard.loop_settings import LoopSettings
 from nereus.engine.shard.loop_status import RefusedShard, ShardState
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.engine.shard.ownership import LeaseGate
-from nereus.errors import StoreError, StoreInUse
 from nereus.layout import HomeLayout
 from nereus.records import Disposition, Outcome, RouteIdentity
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.memory import StoreMemory
 from nereus.state.store import ShardStore
-from nereus.state.values import Identity, decode_value
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    max_clock_error_ms: int = 20
-    evidence_interval_s: float = 5.0  # how often UNKNOWN attempts are searched for evidence
-    chrony: bool = False  # add chronyd's own error estimate to max_clock_error_ms
-    stop_timeout_s: float = 10.0
-    # every shard database's block cache and memtables together (None: each its own)
-    memory_mb: int | None = 256
-    # how many shards the budget's memtables are sized for (None: every configured shard).
-    # A worker process of N serves its share of the shards, not all of them
-    memory_shards: int | None = None
-    # how often the engine collects large payloads (``payload_collector``; 0: never). Off
-    # unless configured: ``[engine] payload_gc_interval`` (default 1 h) sets it
-    payload_gc_interval_s: float = 0.0
-    # a destination call's deadlines (``engine/publishing/destination_calls.py``)
-    publish_timeout_s: float = PUBLISH_TIMEOUT_S
-    probe_timeout_s: float = PROBE_TIMEOUT_S
-    permits: PermitLimits = field(default_factory=PermitLimits)
-    loop: LoopSettings = field(default_factory=LoopSettings)
-
-    @classmethod
-    def from_config(cls, engine: EngineConfig) -> EngineSettings:
-        """The runtime settings of ``[engine]`` (already checked by the config schema)."""
-        return cls(
-            max_clock_error_ms=engine.max_clock_error_ms,
-            chrony=engine.chrony,
-            evidence_interval_s=engine.evidence_interval_s,
-            stop_timeout_s=engine.stop_timeout_s, memory_mb=engine.memory_mb,
-            payload_gc_interval_s=engine.payload_gc_interval_s,
-            publish_timeout_s=engine.publish_timeout_ms / 1000,
-            probe_timeout_s=engine.probe_timeout_ms / 1000,
-            permits=PermitLimits(worker=engine.max_in_flight, lane=engine.lane_in_flight,
-                                 bytes=engine.max_in_flight_bytes),
-            loop=LoopSettings(poll_interval_s=engine.poll_interval_ms / 1000,
-                              planner=PlannerSettings(quantum=engine.quantum,
-                                                      claim_ttl_ms=engine.claim_ttl_ms,
-                                                      turn_target_ms=engine.turn_target_ms)),
-        )
+from nereus.state.values import decode_value
 
 
 @dataclass
@@ -381,52 +334,9 @@ class Engine:
 
     def open_shard_state(self, shard: ShardId, log: ShardLog) -> ShardStore:
         """The shard's database; restored from the Recovery Set when missing, damaged or
-        far behind it (``engine/process/restore_catch_up.py``; ``StoreInUse`` while another process
-        holds it)."""
-        path = self.layout.shard_state(shard)
-        identity = Identity(route=shard.route, partition=shard.partition,
-                            schema_version=keys.SCHEMA_VERSION)
-        if (path / "CURRENT").exists():
-            try:
-                return catch_up(self, shard, ShardStore.open(path, identity=identity,
-                                                             memory=self.memory),
-                                log, events=self.log_event, why="far behind the Recovery Set")
-            except StoreInUse:
-                raise  # held by another process: in use, not damaged; never moved aside
-            except StoreError as exc:
-                assert self.time_source is not None
-                aside = path.with_name(f"{path.name}.damaged-{self.time_source.wall_ms()}")
-                path.rename(aside)
-                self.log_event("state_damaged", shard=str(shard), error=exc.message,
-                               moved_to=str(aside))
-        elif path.exists():
-            shutil.rmtree(path)
-        members = recovery_floor(self.objects, shard, self.config.checkpoints.keep).members
-        log_end = log.end_position()
-        for entry in reversed(members):
-            if entry.applied_position is not None and entry.applied_position >= log_end:
-                # the log lost records this checkpoint applied: restoring it would diverge
-                self.log_event("checkpoint_ahead_of_log", level="warning", shard=str(shard),
-                               checkpoint_id=entry.checkpoint_id, log_end=log_end,
-                               applied_position=entry.applied_position)
-                continue
-            report = restore_into(self.objects, entry, path)
-            if report.ok:
-                self.log_event("state_restored", shard=str(shard),
-                               checkpoint_id=entry.checkpoint_id,
-                               applied_position=entry.applied_position)
-                return ShardStore.open(path, identity=identity, memory=self.memory)
-            failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
-            self.log_event("checkpoint_unusable", shard=str(shard),
-                           checkpoint_id=entry.checkpoint_id, problems=failed)
-        start = log.start_position() if isinstance(log, FileShardLog) else 0
-        if start > 0:
-            raise StoreError(
-                f"shard {shard} has no database, no usable checkpoint, and its log starts at "
-                f"position {start}: the state cannot be rebuilt",
-                hint="restore a checkpoint with `nereus checkpoint restore ID --into DIR`",
-            )
-        return ShardStore.open(path, identity=identity, create=True, memory=self.memory)
+        far behind it (``restore_catch_up.open_shard_state``; ``StoreInUse`` while another
+        process holds it)."""
+        return open_shard_state(self, shard, log)
 
     def stop(self) -> dict[str, int]:
         """Stop every worker by one deadline (``stop_timeout_s`` on the engine's Clock)."""

@@ -41,8 +41,6 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from dataclasses import dataclass
-from typing import Protocol
 
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
@@ -56,43 +54,22 @@ from nereus.engine.publishing.destination_calls import (
     Raised,
     Returned,
 )
+from nereus.engine.publishing.publish_jobs import (
+    PROBE_TIMEOUT_S,
+    PUBLISH_TIMEOUT_S,
+    PublishJob,
+    Reply,
+    SendGate,
+    always_open,
+)
 from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
 from nereus.records import Disposition, Outcome
 
-
-class Reply(Protocol):
-    """Where a publish result goes (a shard loop's ``reply``): never raises, never blocks."""
-
-    def __call__(self, result: PublishResult, /) -> None: ...
-
-
-class SendGate(Protocol):
-    """Asked just before the destination call: why this job may not be sent now, or None
-    (a shard loop's ``live_owner_gate``: a fenced owner makes no further producer call)."""
-
-    def __call__(self) -> str | None: ...
-
-
-def _always_open() -> str | None:
-    return None
-
-
 # the longest an idle publisher waits for a job before it looks at its Clock again (whether
 # a probe is due); a real wait, so a probe due on a FakeClock is made this soon after advance
 IDLE_POLL_S = 0.25
-# a destination call's deadlines unless the engine says otherwise ([engine] publish_timeout,
-# probe_timeout): longer than any adapter's own (Kafka's delivery timeout is 30 s + 5 s)
-PUBLISH_TIMEOUT_S = 60.0
-PROBE_TIMEOUT_S = 10.0
 FIRST_PROBE = "the destination has not answered its first probe yet"
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    request: PublishRequest
-    reply: Reply
-    gate: SendGate = _always_open
 
 
 class LanePublisher:
@@ -122,7 +99,7 @@ class LanePublisher:
         self.probe_timeout_s = probe_timeout_s
         # a SimpleQueue (C): a put costs no Python lock and Condition, and a shard loop
         # hands over hundreds of jobs per applied batch
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[PublishJob | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         # never probed here: the first probe is the publisher thread's (start-up must not
@@ -134,11 +111,11 @@ class LanePublisher:
         # the destination as the evidence scanner calls it: each scan under a deadline too
         self.evidence = DeadlineScans(destination, clock, timeout_s=publish_timeout_s,
                                       events=events)
-        self.in_call: list[_Job] = []
+        self.in_call: list[PublishJob] = []
         # taken off the queue, not sent yet (a restart sends them first)
-        self._unsent: deque[_Job] = deque()
+        self._unsent: deque[PublishJob] = deque()
         # results known, not yet handed back (a restart hands them back first)
-        self._unreplied: deque[tuple[_Job, PublishResult]] = deque()
+        self._unreplied: deque[tuple[PublishJob, PublishResult]] = deque()
         self.published = 0
         self.failures = 0
         self._worker: Supervised | None = None
@@ -190,8 +167,8 @@ class LanePublisher:
         self._worker = owner.spawn(f"publisher-{self.lane}", "publisher", self.run)
 
     def submit(self, request: PublishRequest, reply: Reply,
-               gate: SendGate = _always_open) -> None:
-        self._jobs.put(_Job(request, reply, gate))
+               gate: SendGate = always_open) -> None:
+        self._jobs.put(PublishJob(request, reply, gate))
 
     def queued(self) -> int:
         return self._jobs.qsize() + len(self._unsent)
@@ -234,7 +211,7 @@ class LanePublisher:
             jobs, self.in_call = self.in_call, []
         return [(job.request, job.reply) for job in jobs]
 
-    def _decline(self, jobs: list[_Job], reason: str) -> None:
+    def _decline(self, jobs: list[PublishJob], reason: str) -> None:
         """Jobs taken while the lane is NOT READY: never handed to the destination."""
         answers = [(job, PublishResult(
             job.request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
@@ -252,9 +229,9 @@ class LanePublisher:
             job.reply(result)
             self._unreplied.popleft()
 
-    def _take(self) -> list[_Job] | None:
+    def _take(self) -> list[PublishJob] | None:
         """The next batch (jobs a crash left unsent first); None when asked to stop."""
-        jobs: list[_Job] = []
+        jobs: list[PublishJob] = []
         while self._unsent and len(jobs) < self._batch:
             jobs.append(self._unsent.popleft())
         if not jobs:
@@ -302,14 +279,14 @@ class LanePublisher:
             if jobs:
                 self._send(jobs)
 
-    def _through_gates(self, jobs: list[_Job]) -> list[_Job]:
+    def _through_gates(self, jobs: list[PublishJob]) -> list[PublishJob]:
         """The jobs whose owner may still send; the others are declined, never sent.
 
         Each distinct gate (one per shard loop) is asked once per batch, just before the
         destination call, not once per job: the answer is the same, and asking reads the
         applied activation from RocksDB."""
-        allowed: list[_Job] = []
-        refused: list[tuple[_Job, PublishResult]] = []
+        allowed: list[PublishJob] = []
+        refused: list[tuple[PublishJob, PublishResult]] = []
         asked: dict[SendGate, str | None] = {}  # each gate asked once for the whole batch
         for job in jobs:
             gate = job.gate
@@ -339,7 +316,7 @@ class LanePublisher:
                 "happened")))
         self._reply_known()
 
-    def _send(self, jobs: list[_Job]) -> None:
+    def _send(self, jobs: list[PublishJob]) -> None:
         with self._lock:
             self.in_call = jobs
             self._unsent.clear()
@@ -362,7 +339,7 @@ class LanePublisher:
         else:
             results = outcome.value
         by_attempt = {r.attempt_id: r for r in results}
-        answered: list[tuple[_Job, PublishResult]] = []
+        answered: list[tuple[PublishJob, PublishResult]] = []
         for item in jobs:
             answered.append((item, by_attempt.get(item.request.attempt_id) or PublishResult(
                 item.request.attempt_id, Outcome.UNKNOWN, Disposition.NONE,
@@ -383,7 +360,7 @@ class LanePublisher:
         if failed is not None:
             self._readiness(failed, announce=True)
 
-    def _hung(self, jobs: list[_Job], outcome: Busy | Closed | Overdue) -> None:
+    def _hung(self, jobs: list[PublishJob], outcome: Busy | Closed | Overdue) -> None:
         """The destination call did not return by its deadline (``Overdue``: its jobs may
         have been sent, UNKNOWN) or never began, because an earlier one still hangs or the
         engine stops (``Busy``, ``Closed``: declined). Either way the lane is NOT READY until
@@ -408,7 +385,7 @@ class LanePublisher:
         self._readiness(reason, announce=True)
         self._reply_known()
 
-    def _late(self, jobs: list[_Job], outcome: Finished[list[PublishResult]]) -> None:
+    def _late(self, jobs: list[PublishJob], outcome: Finished[list[PublishResult]]) -> None:
         """A publish call answered after its jobs were answered UNKNOWN (its deadline
         passed, or the engine stopped): what it says is forwarded as evidence (a PUBLISHED
         settles the UNKNOWN attempt; anything else is kept on it). Runs on the destination's

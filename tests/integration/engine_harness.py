@@ -19,7 +19,8 @@ from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.time_source import Clock
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.engine.runtime.event_log import EventLog, null_event_log
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.layout import HomeLayout

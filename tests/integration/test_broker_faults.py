@@ -43,7 +43,8 @@ from nereus.adapters.backends.kafka.kafka_destination import KafkaDestination
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_schedule, queue
 from nereus.config import Config
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.engine.publishing.lane_publisher import LanePublisher
 from nereus.layout import HomeLayout
 from nereus.records import AttemptState, MessageState

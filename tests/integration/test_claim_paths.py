@@ -31,7 +31,7 @@ import pytest
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.adapters.backends.shardlog.protocol import Receipt, ShardLog
-from nereus.engine.process.home_engine import EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.engine.scheduler.round_plan import PlannerSettings
 from nereus.engine.shard.loop_settings import LoopSettings

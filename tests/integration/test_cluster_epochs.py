@@ -25,7 +25,8 @@ from nereus.cluster import keys
 from nereus.cluster.records import OwnerState
 from nereus.config import parse_config
 from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, file_lane, now_ms
 from tests.integration.test_cluster_node import PARTITIONS, TTL_MS, start_node

@@ -27,7 +27,8 @@ from nereus.engine.hosting.admin_server import AdminServer
 from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
 from nereus.engine.hosting.cluster.node_api import NodeApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.errors import NotFound
 from nereus.records import MessageState
 from nereus.shard import ShardId

@@ -14,7 +14,7 @@ import pytest
 
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.client import prepare_payload_commit, prepare_payload_reserve
-from nereus.engine.process.home_engine import EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
 from nereus.payload_objects import object_key, shard_prefix
 from nereus.shard import ShardId
 from tests.integration.engine_harness import Events, Harness, now_ms

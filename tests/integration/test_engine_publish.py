@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nereus.adapters.backends.destination.file_outbox import FileDestination
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
-from nereus.engine.process.home_engine import EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.records import MessageState
 from nereus.shard import ShardId

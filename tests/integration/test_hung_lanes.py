@@ -33,7 +33,8 @@ import pytest
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.config import parse_config
 from nereus.engine.admin.status_views import lane_views
-from nereus.engine.process.home_engine import Engine, EngineSettings
+from nereus.engine.process.engine_settings import EngineSettings
+from nereus.engine.process.home_engine import Engine
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.records import Disposition, Outcome
 from nereus.views import find_message

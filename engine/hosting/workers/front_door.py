@@ -73,7 +73,7 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     from nereus.engine.hosting.workers.home import node_id, refuse_namesakes, worker_coordinator
     from nereus.engine.hosting.workers.processes import WorkerProcess, stop_all
     from nereus.engine.metrics.listener import open_listener
-    from nereus.engine.process.home_engine import EngineSettings
+    from nereus.engine.process.engine_settings import EngineSettings
     from nereus.engine.process.payload_collector import PayloadCollector
     from nereus.engine.runtime import log_files as logs
     from nereus.engine.runtime.supervisor import Supervisor

@@ -56,7 +56,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.hosting.daemon import abandon
     from nereus.engine.hosting.workers.count import worker_memory_mb, worker_shards
-    from nereus.engine.process.home_engine import Engine, EngineSettings
+    from nereus.engine.process.engine_settings import EngineSettings
+    from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime import log_files as logs
 
     enter_private_mode()
