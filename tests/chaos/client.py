@@ -292,11 +292,16 @@ class Executor:
         """``nereus ARGS --reason chaos --yes`` (``--wait`` when the engine runs), with the
         idempotency key ``key``, else one of its own (``operator_keys = "own"``) or the
         CLI's default, derived from the content (``"cli"``)."""
-        wait = ("--wait",) if self.env.engine_running() else ()
+        return self._mutation_in(self.home, self.env.engine_running(), *args, key=key)
+
+    def _mutation_in(self, home: Path, running: bool, *args: str,
+                     key: str | None = None) -> list[Receipt]:
+        """``_mutation`` run in ``home`` (``running``: its engine runs)."""
+        wait = ("--wait",) if running else ()
         if key is None and self.operator_keys == "own":
             key = f"chaos-{uuid.uuid4().hex[:12]}"
         own = ("--idempotency-key", key) if key else ()
-        document = run_cli(self.home, *args, "--reason", "chaos", "--yes", *wait, *own)
+        document = run_cli(home, *args, "--reason", "chaos", "--yes", *wait, *own)
         return [Receipt(evidence=r["evidence"], shard=r["shard"],
                         source_position=r["source_position"],
                         command_id=r["idempotency_key"], kind=document["kind"],

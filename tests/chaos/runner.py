@@ -27,9 +27,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -69,7 +69,10 @@ from tests.chaos.workload import Planned, WorkloadSpec, plan
 
 NEMESES = ("sigkill", "restart", "sigstop", "worker-kill", "worker-stop", "refuse", "slow", "hang",
            "fail-after-write", "dir-fault", "fifo-fault", "clock-step", "checkpoint-restore",
-           "kafka-outage", "pulsar-outage", "s3-outage", "full-disk", "none")
+           "kafka-outage", "pulsar-outage", "s3-outage", "full-disk", "shard-move",
+           "coordinator-outage", "none")
+CLUSTER_ONLY = frozenset({"shard-move", "coordinator-outage"})
+RunBackend = Literal["file", "kafka", "pulsar", "cluster"]
 WORKER_NEMESES = frozenset({"worker-kill", "worker-stop"})
 CHILD_NEMESES = frozenset({"refuse", "slow", "hang", "fail-after-write", "clock-step"})
 TMPFS_MB = 160
@@ -81,7 +84,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 1
     ops: int = 60
     duration_s: float = 8.0
-    backend: Backend = "file"
+    backend: RunBackend = "file"
     nemeses: tuple[str, ...] = ("sigkill",)
     quiesce_s: float = 60.0
     lateness_bound_ms: int = 10_000
@@ -94,6 +97,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     # default, derived from the content (a second close after an open is then answered
     # with the first one's result: tests/chaos/test_found_by_chaos.py)
     operator_keys: str = "own"
+    coordinator: str = "etcd"  # the cluster backend's: etcd or oxia
 
     @property
     def workers(self) -> int:
@@ -160,13 +164,19 @@ def build_nemeses(names: tuple[str, ...]) -> list[Nemesis]:
 
 
 def run_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
-    """One run under ``root`` (kept: its history is ``root/history.jsonl``)."""
+    """One run under ``root`` (kept: its history is ``root/history.jsonl``); the cluster
+    backend is ``cluster_runner.run_cluster_chaos``'s."""
+    if spec.backend == "cluster":
+        from tests.chaos.cluster_runner import run_cluster_chaos
+
+        return run_cluster_chaos(spec, root, brokers)
+    backend: Backend = spec.backend
     root.mkdir(parents=True, exist_ok=True)
     history = root / "history.jsonl"
     history.unlink(missing_ok=True)
     notes: list[str] = []
     with _home_filesystem(root, any("full-disk" in name for name in spec.nemeses)):
-        chaos = make_home(root, spec.backend, brokers)
+        chaos = make_home(root, backend, brokers)
         control = root / "control.json"
         write_control(control, Control())
         nemeses = build_nemeses(spec.nemeses)
@@ -207,7 +217,7 @@ def run_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
                 notes += [f"nemesis error: {e}" for e in schedule.errors]
                 _recover(engine, notes)
                 _reopen(executor)
-                quiesced = _quiesce(engine, consumers, spec.quiesce_s, notes)
+                quiesced = _quiesce(lambda: _busy(engine), consumers, spec.quiesce_s, notes)
                 engine.stop()
                 _settle(consumers)
                 notes += [f"consumer: {e}" for e in consumers.errors[:3]]
@@ -240,11 +250,11 @@ def _clock_bound(spec: RunSpec) -> int:
     """How early a consumer may see a message: 0, unless the engine's clock is stepped
     and the engine restarted under the step on a Shard Log whose record times are the
     engine's own (file, Pulsar: docs/rules.md §6 says a skew there is not detectable); on
-    Kafka the bound is ``max_clock_ahead_ms`` (1 s)."""
+    Kafka (a cluster's Command Topic too) the bound is ``max_clock_ahead_ms`` (1 s)."""
     names = {part for name in spec.nemeses for part in name.split("+")}
     if "clock-step" not in names or not {"sigkill", "restart", "checkpoint-restore"} & names:
         return 0
-    return 1_000 if spec.backend == "kafka" else max(ClockStep().steps_ms)
+    return 1_000 if spec.backend in ("kafka", "cluster") else max(ClockStep().steps_ms)
 
 
 def _now_ms() -> int:
@@ -320,14 +330,15 @@ def _reopen(executor: Executor) -> None:
                                      kind="shard_resume", target=item.target))
 
 
-def _quiesce(engine: EngineProcess, consumers: Consumers, timeout_s: float,
+def _quiesce(busy: Callable[[], str | None], consumers: Consumers, timeout_s: float,
              notes: list[str]) -> bool:
-    """Until the engine is quiet (see the module docstring) or ``timeout_s`` passed."""
+    """Until ``busy`` says the engine is quiet (see the module docstring) and the consumers
+    caught up, or ``timeout_s`` passed."""
     end = time.monotonic() + timeout_s
     last = "no status"
     quiet_since: float | None = None
     while time.monotonic() < end:
-        why = _busy(engine)
+        why = busy()
         if why is None:
             quiet_since = quiet_since or time.monotonic()
             # two evidence scans' worth of quiet, and the consumers caught up

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chaos.homes import Backend, Brokers
-from tests.chaos.runner import RunReport, RunSpec, run_chaos
+from tests.chaos.homes import Brokers
+from tests.chaos.runner import RunBackend, RunReport, RunSpec, run_chaos
 
 SMALL_OPS = 36
 SMALL_DURATION_S = 6.0
 
 
-def small_run(tmp_path: Path, backend: Backend, *nemeses: str, brokers: Brokers | None = None,
+def small_run(tmp_path: Path, backend: RunBackend, *nemeses: str, brokers: Brokers | None = None,
               seed: int = 37, replay: bool = False, lateness_bound_ms: int = 10_000,
               hold_s: tuple[float, float] = (1.0, 2.5), ops: int = SMALL_OPS,
               duration_s: float = SMALL_DURATION_S, operator: bool = True) -> RunReport:
