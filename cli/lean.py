@@ -1,25 +1,14 @@
 """The console script's lean paths: command lines answered without Typer or the command tree.
 
-Building the Typer app for one command, even one branch of it, imports Typer, Rich and the
-command's module and has Typer read signatures: about 200 ms, against the few
-milliseconds ``nereus shard inspect`` itself takes. So ``nereus.cli.entry`` hands the
-lines it can read with certainty here first; ``lean_line`` reads a line only when it is
-plainly ``shard inspect SHARD`` with the options that command and the root take (``--db``;
-``--home``, ``--json``, ``--output``/``-o``, anywhere on the line as ``hoist_global_options``
-accepts them, each in its ``--name value`` or ``--name=value`` form). Anything else —
-``--help``, an unknown or repeated-in-doubt option, ``--``, ``-ojson``, an empty or
-dash-led value, a word too many or too few — returns None and goes to the full app, so
-what a line does never depends on which path read it.
-
-Behind the parser the command is the same code the Typer command calls
-(``nereus.cli.shard_offline.inspect_shard``), under the same root options
-(``Env.from_options``, ``--home`` also from a non-empty ``NEREUS_HOME`` as Click reads
-it) and the same ending (``nereus.cli.edge``: exit codes, error documents, crash files).
-The status of an interrupted or broken-pipe run is what Click gives the full app: 130,
-and 1 on a closed stdout. A run that answered ends with ``os._exit`` once its output is
-flushed and its files closed: the interpreter's teardown was a fifth of the run.
-``NEREUS_LEAN=off`` turns the lean paths off (tests compare the two). Nothing here imports
-Typer, nor Rich for ``--json`` (a test checks what loads).
+``lean_line`` reads a line only when it is plainly ``shard inspect SHARD`` with ``--db``
+and the root options (``--home``, ``--json``, ``--output``/``-o``, anywhere, ``--name value``
+or ``--name=value``); anything else returns None and goes to the full app, so what a line
+does never depends on which path read it. Behind it runs the command's one implementation
+(``nereus.cli.shard_offline.inspect_shard``) under the same root options
+(``Env.from_options``) and ending (``nereus.cli.edge``); an interrupted or broken-pipe run
+exits as Click would (130, or 1). A run that answered ends with ``os._exit`` once flushed.
+``NEREUS_LEAN=off`` turns it off; nothing here imports Typer, nor Rich for ``--json``.
+Why: ``docs/decisions/0015-lean-inspect-path.md``.
 """
 
 import sys

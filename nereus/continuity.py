@@ -1,19 +1,12 @@
 """Does a shard's Shard Log still hold what its state store says it applied?
 
-The store's applied position is the last log position whose effects are in the state. So
-the log must extend past it (a log that is *ahead* of the store holds records not applied
-yet, which is normal), and the record at that position must be the one that was applied:
-every record leaves a result carrying its position and SHA-256 — under its dedup key, or
-under ``reject/<position>`` when it had none or conflicted — so one log read and two point
-reads prove it.
-
-When either fails, state and log have diverged: a record appended now would take a
-position the state already used for another record, and replay would no longer rebuild
-this state. Nothing may be appended to such a shard; it must be recovered (a log restored
-from a backup, or the state restored from the Recovery Set and replayed).
-
-Pure: the caller reads the store, the log's end and the record, and turns a ``Divergence``
-into an error naming the shard.
+The log must extend past the store's applied position (a log ahead of the store is
+normal), and the record at that position must be the one applied: every record leaves a
+result carrying its position and SHA-256 (under its dedup key, or ``reject/<position>``),
+so one log read and two point reads prove it. Otherwise state and log have diverged: an
+append now would reuse a position the state already used, and replay would not rebuild the
+state, so nothing may be appended until the shard is recovered. Pure: the caller reads the
+store and the log and turns a ``Divergence`` into an error naming the shard.
 """
 
 from __future__ import annotations

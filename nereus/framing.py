@@ -1,23 +1,17 @@
 """Log record framing for the file Shard Log: CRC-checked frames in segment files.
 
-One frame::
+One frame (big-endian; ``docs/wire.md`` §1)::
 
-    offset 0   u32  payload length (big-endian)
-    offset 4   u64  broker persistence time, epoch ms (the log's append time)
-    offset 12  u32  CRC-32 of bytes 0..12 (the header)
-    offset 16  u32  CRC-32 of the payload
-    offset 20  payload (one encoded record, see nereus.records.codec)
+    offset 0   u32  payload length        offset 12  u32  CRC-32 of bytes 0..12
+    offset 4   u64  append time, epoch ms offset 16  u32  CRC-32 of the payload
+    offset 20  payload: one encoded record (``nereus.records.codec``)
 
-The header has its own CRC so a damaged length is detected before it is trusted: a
-frame whose header is intact but whose bytes run past the end of the file is a torn
-write; a frame whose header or payload CRC fails is damaged. Whether damage is a torn
-tail (safe to cut: it was never acknowledged) or corruption (stop and name the offset)
-depends on whether any intact frame follows it, which ``find_next_frame`` answers.
-
-``read_frame`` checks one frame and describes it; ``read_frames`` runs the same checks
-over consecutive frames and returns only (broker ms, payload) pairs. The log reader uses
-the latter: it touches every record of the log, and building a ``Frame`` per record
-cost about as much as everything else it does.
+The header has its own CRC, so a damaged length is caught before it is trusted. An intact
+header whose bytes run past the file's end is a torn write; a failed CRC is damage; damage
+is a torn tail (safe to cut: never acknowledged) or corruption (stop, name the offset)
+depending on whether an intact frame follows (``find_next_frame``). ``read_frames`` checks
+consecutive frames without building a ``Frame`` each, since the log reader touches every
+record.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """What ``nereus shard inspect`` reports about a shard database, without a full scan.
 
-Messages by state come from the per-lane counters the state machine keeps, the
-timeline head from one seek per lane, key counts and sizes from RocksDB properties; so
-the report costs the same on a shard with ten messages or ten million.
-
-Disk accounting (``DiskReport``) is RocksDB's own figures, never a scan: live bytes are
-``rocksdb.estimate-live-data-size``; obsolete bytes are what the SST files and the
-write-ahead log hold beyond that (overwritten and deleted data not yet compacted away);
-terminal-retained bytes are an **estimate**: the share of messages in a terminal state
-(from the lane counters) times the bytes of the message and attempt families (from
-RocksDB's file list, a file that spans several families counted evenly among them). The
-oldest retained item is the first key of the retention family (``keys.RETAIN``, ordered
-by expiry): one seek.
-
-The report is the command's ``--json`` document (``ShardReport``, documented by
-``nereus.cli.json_keys``); where the shard's log ends is an input (the log is read by the
-caller), from which the report works out the lag.
+Messages by state come from the per-lane counters apply keeps, the timeline head from one
+seek per lane, sizes from RocksDB properties: the report costs the same at ten messages or
+ten million. Disk accounting (``DiskReport``) is RocksDB's own figures: live bytes
+(``estimate-live-data-size``), obsolete bytes (SST and WAL beyond them), an **estimate** of
+terminal-retained bytes (the terminal share of the lane counters times the message and
+attempt families' bytes from the file list), and the oldest retained item (one seek into
+``keys.RETAIN``). The report is the command's ``--json`` document (``ShardReport``); the
+log's end is an input, from which the lag is worked out.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Characters that print as nothing, or as a plain space: an id holding one looks like
-another id.
+another id (``"a\\u200bb"`` prints as ``ab``), so ids may not hold them
+(``nereus.machine.validate.check_id``).
 
-``"a\\u200bb"`` (a zero-width space) prints as ``ab``; ``"a\\u00a0b"`` (a no-break space)
-prints as ``a b``. Ids may not hold them (``nereus.machine.validate.check_id``), so two
-ids that print alike are one id.
-
-The set is a fixed table, not ``unicodedata``: ``apply`` refuses such ids, and it must
-decide the same on every Python (whose Unicode version changes) or a replay would differ
-from the live shard. It is the union, as of Unicode 15.1, of
-
-- the format characters (category Cf: zero-width space, joiners, word joiner, byte order
-  mark, soft hyphen, tags ...);
-- every space separator but U+0020 (category Zs: no-break, en, em, thin, ideographic
-  spaces ...) and the line and paragraph separators (Zl, Zp);
-- the default-ignorable code points (fillers, variation selectors, the reserved ranges
-  kept for more of them);
-- U+2800 BRAILLE PATTERN BLANK, which prints as a blank.
-
-Control characters (C0, C1, DEL) and the bidi overrides are ``nereus.terminal_text``'s;
-those bidi characters are in this set too, and callers check controls first. Changing the
-table changes what apply accepts: add to it only with a note in ``docs/rules.md``.
+The set is a fixed table, not ``unicodedata``: ``apply`` refuses such ids and must decide
+the same on every Python (whose Unicode version changes), or a replay would differ from the
+live shard. It is, as of Unicode 15.1, the format characters (Cf), every space separator
+but U+0020 (Zs) and the line and paragraph separators (Zl, Zp), the default-ignorable code
+points, and U+2800 BRAILLE PATTERN BLANK. Control characters and bidi overrides are
+``nereus.terminal_text``'s (callers check controls first). Changing the table changes what
+apply accepts: add to it only with a note in ``docs/rules.md``.
 """
 
 from __future__ import annotations

@@ -3,16 +3,14 @@
 ::
 
     <home>/nereus.toml                      configuration
-    <home>/shardlog/<route>/<partition>/    file Shard Log segments (embedded default)
+    <home>/shardlog/<route>/<partition>/    file Shard Log segments
     <home>/state/<route>/<partition>/       the shard's live RocksDB database
-    <home>/outbox/                          file destinations (lane ``local``)
-    <home>/run/                             engine pid file and admin socket (the lock is the home)
-    <home>/log/                             engine logs
-    <home>/coordinator.db                   the embedded coordinator (SQLite, WAL mode)
-    <home>/playbooks/*.toml                 the operator's own playbooks (shadow shipped ones)
-    <home>/playbooks/journal/<name>.jsonl   playbook run journals (``--resume`` reads them)
+    <home>/outbox/  run/  log/              file destinations; pid and socket; logs
+    <home>/coordinator.db                   the embedded coordinator (SQLite, WAL)
+    <home>/playbooks/*.toml, journal/       own playbooks; run journals (--resume)
     <home>/batch/                           retry files of batches that stopped part-way
-                                            (``--batch -``, or a file whose folder is read-only)
+
+The home directory itself is the engine's lock (``flock``).
 """
 
 from __future__ import annotations

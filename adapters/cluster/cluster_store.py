@@ -3,16 +3,12 @@
 Every write that must not race is a compare-and-set: the configuration on its version,
 membership and ownership by creating an absent key on the writer's session, a placement on
 the version the leader read, a shard's epoch counter on the version its owner read.
-``snapshot`` reads everything at once for status.
-
-**Epochs.** A take creates the ownership record (only the creator owns the shard), then
-increments the shard's counter (``epochs/<shard>``, durable) by CAS: the new epoch is the
-counter plus one. It depends on no store-wide counter, so it keeps growing on another
-coordinator or a restored one once the counter is carried over or raised. A counter not
-there yet (a cluster from before it, or a new shard) starts at the version that created
-the ownership record: above every epoch an earlier record of this store granted, which was
-its creating version. An owner whose shard log has applied an epoch at or above the one it
-took raises the counter to that epoch (``raise_epoch``) and takes the shard again.
+``snapshot`` reads everything at once for status. A take creates the ownership record,
+then increments ``epochs/<shard>`` by CAS: the new epoch depends on no store-wide counter,
+so it keeps growing on another coordinator or a restored one. A counter not there yet
+starts at the version that created the ownership record; an owner whose log applied an
+epoch at or above its own raises the counter (``raise_epoch``) and takes the shard again
+(``docs/decisions/0018-shard-epoch-counter.md``).
 """
 
 from __future__ import annotations

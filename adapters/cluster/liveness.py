@@ -1,19 +1,13 @@
 """Whether a shard's owner is still there, before its records say otherwise.
 
-An owner's records (its member record, its ownership records) live on its coordinator
-session and go only when that session's lease ends: for up to a TTL after a node dies, the
-records still say it owns its shards ACTIVE. Two things tell sooner:
-
-* **the lease**: a coordinator that says how long a session has left (``SessionClock``:
-  the embedded one, etcd) shows a holder that stopped heartbeating — a live one heartbeats
-  ``heartbeats_per_ttl`` times a TTL, so its time left never falls more than one interval
-  (and the store's rounding) below the TTL. Below ``TTL - 1.5 intervals`` the owner is
-  **lost**, and the time left is how long until its records go;
-* **this host**: a member whose host is this one and whose process is gone (``pid`` no
-  longer runs) is lost at once, whatever the lease says.
-
-A process whose pid was taken by another counts as alive (the lease still tells); an
-owner whose session the coordinator does not describe (Oxia) is judged by this host alone.
+An owner's records live on its coordinator session and go only when the lease ends, up to
+a TTL after it died. Two things tell sooner: **the lease** — where the coordinator says
+how long a session has left (``SessionClock``: SQLite, etcd), a live holder never falls
+more than one heartbeat interval below the TTL, so below ``TTL - 1.5 intervals`` the owner
+is lost and the time left is how long until its records go; and **this host** — a member
+on this host whose ``pid`` no longer runs is lost at once. A pid taken by another process
+counts as alive (the lease still tells); on Oxia, which does not describe sessions, only
+this host can tell.
 """
 
 from __future__ import annotations

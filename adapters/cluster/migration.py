@@ -1,37 +1,15 @@
 """A cluster copied to another coordinator (``nereus cluster migrate --to URL``), and a
 node's home pointed at it (``nereus cluster rejoin --to URL``).
 
-**What moves.** Every durable record under the cluster's root: the configuration and its
-audit, placements (pins included), drains, route evidence keys, the checkpoint catalog and
-each shard's epoch counter (``epochs/<shard>``). Ephemeral records (members, the leader,
-ownership and warm records) live only while a node's session does, so there are none to
-move: a migration needs every node stopped, and is refused while any session holds a
-record, naming its node. A shard's epoch counter comes along as it is, so the first take
-on the new coordinator grants the counter plus one: above every epoch the shard's log has
-applied, whatever the new store's own version counter says.
-
-**Whose target.** The target must hold nothing of this cluster's name, or a copy of this
-very cluster: one copied from the source before (``migrated`` names the source; a copy
-that stopped part-way is replaced), or the place this cluster moved away from to the
-source (``moved`` names the source: migrating back). Anything else is another cluster, and
-the target is left as it is.
-
-**The order**, so that no node runs on both coordinators and nothing written to the
-source is left behind:
-
-1. check the source (a configuration, no live session) and the target (whose, no live
-   session);
-2. on the target, write ``migrated`` (not ``done``) by compare-and-set, delete whatever an
-   earlier copy left, and copy every durable record;
-3. on the source, write ``moved`` (the target's URL): from then on ``require_config``
-   refuses the source (``ClusterMoved``), and a node that registers there anyway sees it
-   right after registering and leaves (``ClusterNode.join``);
-4. look for live nodes again: one that registered before ``moved`` was written is seen
-   now, and the migration is undone on the source (``moved`` deleted) and refused;
-5. copy again whatever changed on the source meanwhile, then mark ``migrated`` done.
-
-A migration that stopped after step 3 is resumed by running it again (the source's
-``moved`` names the same target).
+Every durable record moves (configuration and audit, placements, drains, route evidence
+keys, the checkpoint catalog, each shard's epoch counter, so the first take there is above
+every epoch the log applied); ephemeral records belong to live sessions, so a migration
+needs every node stopped and is refused naming any live one. The target must hold nothing
+of this cluster's name, or a copy of this very cluster (``migrated`` or ``moved`` naming
+the source). Order: check both sides; write ``migrated`` on the target by CAS and copy;
+write ``moved`` on the source (``require_config`` refuses it from then on); look for live
+nodes again and undo ``moved`` if one registered meanwhile; copy what changed; mark
+``migrated`` done. Running it again resumes a migration stopped after ``moved``.
 """
 
 from __future__ import annotations

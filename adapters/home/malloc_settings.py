@@ -1,31 +1,15 @@
-"""How an engine process's C allocator keeps memory (glibc's ``mallopt``).
+"""How an engine process's C allocator keeps memory (glibc's ``mallopt``), set by
+``settle_malloc`` before the process starts a thread.
 
-Two settings, made by ``settle_malloc`` before the process starts a thread:
+* Arenas are capped at ``ARENAS``: glibc grows one per allocating thread and an arena keeps
+  what it once held, so RSS tracked the work seen, not what is held; most of an engine's
+  work holds the GIL, so its threads hardly contend for one.
+* The mmap threshold is fixed (128 KiB): glibc raises it above RocksDB's memtable blocks
+  after the first flush, after which memtables came from the heap and left holes in it;
+  fixed, a memtable's blocks are mapped and given back whole at its flush.
 
-* **Arenas** (``limit_malloc_arenas``). glibc gives each thread that allocates an arena of
-  its own, up to eight per core, and an arena keeps the memory it once held: an engine's
-  RocksDB flush and compaction threads, its shard loops, publishers and admin threads each
-  grow one, so the process's RSS grew with the work it had seen rather than with what it
-  holds. They are capped at ``ARENAS``; most of an engine's work holds the GIL, so its
-  threads hardly ever contend for an arena.
-* **A fixed mmap threshold** (``fix_mmap_threshold``). glibc serves an allocation of at
-  least the threshold (128 KiB at start) with a mapping of its own, returned to the kernel
-  when freed, but it raises the threshold to the size of every mapped block freed, up to
-  32 MiB. RocksDB's memtables are made of arena blocks of an eighth of the write buffer
-  (megabytes), allocated while a memtable fills and freed when it is flushed: after the
-  first flush the threshold sat above them, every later memtable came from the heap, and
-  the heap kept the holes its flushed memtables left (glibc's ``mallinfo2``: 30-55 MB free
-  inside each worker's heap during a fill). Setting the threshold turns the raising off:
-  a memtable's blocks are mapped and given back whole at its flush (the heaps' free bytes
-  0-10 MB). ``bench/scale.py --pending 10000000 --skip herd idle retention`` (4 shards, 2
-  workers), two pairs against the threshold left to glibc: the engine's RSS at 1,000,000
-  pending 330 -> 234 and 326 -> 244 MB, at 10,000,000 431 -> 324 and 435 -> 314 MB; the
-  fill's rate and ``bench/fire.py``'s CPU per publish did not move beyond the runs'
-  spread.
-
-An operator's own choice in the environment (``MALLOC_ARENA_MAX``,
-``MALLOC_MMAP_THRESHOLD_``, or the matching ``glibc.malloc.*`` in ``GLIBC_TUNABLES``)
-stands; on a C library without ``mallopt`` nothing changes.
+An operator's ``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` or ``GLIBC_TUNABLES`` stands;
+without ``mallopt`` nothing changes. Figures: ``docs/decisions/0006-one-memory-budget.md``.
 """
 
 from __future__ import annotations

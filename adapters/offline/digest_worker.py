@@ -1,20 +1,13 @@
-"""``python -m nereus.adapters.offline.digest_worker DIR [--version 1 | --range LO HI]``: digest the
-database at DIR.
+"""``python -m nereus.adapters.offline.digest_worker DIR [--version 1 | --range LO HI]``:
+digest the database at DIR in a child process, so the key-ordered scans (which hold the GIL
+throughout) and the parent's file hashing use every core.
 
-Verification runs the digest here, in child processes, so that the key-ordered scans
-(which hold the GIL the whole time) and the SHA-256 of the checkpoint's files (threads in
-the parent) really use every core instead of taking turns on one interpreter lock.
-
-* ``--range LO HI`` (hex keys, cut at leaf boundaries): the v2 leaf digests of the keys in
-  ``[LO, HI)``, written to stdout as one MessagePack array of ``[leaf, digest]``; the
-  parent combines the ranges (``nereus.state.digest.combine``);
-* ``--version 1``: the whole v1 digest, pipelined, as one hex line (a format 1 checkpoint);
-* neither: the whole v2 digest as one hex line.
-
-The child opens the database read-only with its tables mapped (``ShardStore.open``'s
-``mapped``: no copy of every block into the process; if a file is truncated under it the
-child dies of SIGBUS, and the parent falls back as for any failure). Any failure is a
-non-zero exit with the reason on stderr, and the parent then computes the digest itself.
+``--range LO HI`` (hex keys at leaf boundaries) writes the v2 leaf digests of ``[LO, HI)``
+to stdout as one MessagePack array of ``[leaf, digest]`` for the parent to combine
+(``nereus.state.digest.combine``); ``--version 1`` the whole v1 digest; neither the whole v2
+digest, as hex. The database is opened read-only with its tables mapped; a table truncated
+under the mapping kills the child with SIGBUS. Any failure is a non-zero exit with the
+reason on stderr, and the parent computes the digest itself.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
-"""Parallel implementations of the two expensive verification steps.
+"""Parallel implementations of the two expensive verification steps, which the engine and
+the CLI pass to the thread-free core (``nereus.checkpoint.verify``); both compute exactly
+what the core's defaults compute.
 
-The core (``nereus.checkpoint.verify``) has no threads; the engine and the CLI pass these
-in. Both compute exactly what the core's defaults compute:
+* ``hash_files``: every file's checksum (BLAKE3, or SHA-256 for format 1) on a thread pool
+  of one thread per core but one (hashing releases the GIL);
+* ``parallel_digest``: the v2 state digest, the key space cut at leaf boundaries into one
+  range per core (``split_points``, balanced by RocksDB's file list), each range digested
+  by a child interpreter (``digest_worker``) and combined here; a v1 digest is one stream,
+  in one child;
+* ``pipelined_digest``: the v1 digest with iteration and hashing on two threads.
 
-* ``hash_files`` — the checksum of every file (BLAKE3 for a format 2 checkpoint, SHA-256
-  for format 1) on a small thread pool (both release the GIL while hashing): one thread
-  per core but one;
-* ``parallel_digest`` — the state digest (v2) of a database directory, its key space cut
-  into one range per core at leaf boundaries (``split_points``, balanced by RocksDB's own
-  file list), each range digested by a child interpreter (``nereus.adapters.offline.digest_worker``)
-  and the leaf digests combined here (``nereus.state.digest.combine``). A v1 digest (a
-  format 1 checkpoint) is one stream and goes to one child. The scans hold the GIL
-  throughout, so processes, not threads: with the file hashing that makes every core busy;
-* ``pipelined_digest`` — the v1 digest with iteration and hashing overlapped on two
-  threads (the fallback, and what the v1 child runs).
+Why: ``docs/decisions/0004-parallel-checkpoint-verify.md``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,17 @@
-"""Large-payload collection: which objects under ``payloads/`` nobody can ever publish.
+"""Large-payload collection: which objects under ``payloads/`` nobody can ever publish, for
+``nereus payload gc`` and the engine's collector (``engine/process/payload_collector.py``).
 
-One judgement for ``nereus payload gc`` and the engine's periodic collector
-(``engine/process/payload_collector.py``). An object is collected when it is a reservation that
-expired without a commit, or has no payload stage in any shard (a swept message's stage
-went with it). It is kept, always:
-
-- when a shard references it as COMMITTED (in its live state, or in a PAYLOAD_COMMIT
-  still queued in its Shard Log and not yet applied);
-- when it is in a shard's Recovery Floor (the external objects of its Recovery Set
-  members): recovery from those checkpoints must find them;
-- when its reservation has not expired yet (an upload may be in progress).
-
-Why this is safe beside a running engine and running clients: the object listing is taken
-*first*, and the client queues PAYLOAD_RESERVE *before* it uploads, so every object listed
-already has its reservation in some Shard Log; the judgement then reads each shard's live
-state read-only and the unapplied tail of its log, and so sees that reservation even if no
-shard applied it yet. An expired reservation can never be committed (PAYLOAD_COMMIT is
-rejected after ``expires_at`` by broker time); ``EXPIRY_MARGIN_MS`` covers clocks a little
-apart. The unapplied tail is read from the shard's own Shard Log, whatever holds it: the
-file log's segments on disk, the Kafka or Pulsar Command Topic (a broker that does not
-answer fails the judgement; nothing is judged without the tail). Reading up to the end the
-log has once the listing is taken is enough: a listed object's reservation was appended
-before the object was uploaded, so before the listing.
-
-Two scopes. ``judge_all`` judges every object under ``payloads/`` against every shard of
-the home, and so runs only where every shard's live state is on this host (a node of a
-cluster is refused: ``UsageError``). ``judge_shards`` judges only the objects under the
-given shards' own prefixes (``nereus.payload_objects``), each against its own shard: a
-node of a cluster judges the shards it owns this way. That is enough because a shard's
-objects are known by their keys: the client uploads a payload under its shard's prefix,
-and the state machine refuses a PAYLOAD_COMMIT naming an object under another one, so no
-other shard can reference it (a commit applied by a build before that rule could; see
-docs/rules.md §5). Its Recovery Floor comes from the catalog the node's object store
-reads, the coordinator's on a cluster. A shard whose live state is older than the start
-of its log (a dense log pruned past it: a lost or stale state) is refused in either
-scope: reservations and commits in the records between could not be seen.
+An object is collected when its reservation expired without a commit, or no shard holds a
+stage for it; it is kept while any shard references it as COMMITTED (live state or an
+unapplied PAYLOAD_COMMIT in its log), while it is in a Recovery Floor, or while its
+reservation has not expired. Safe beside running engines and clients: the listing is taken
+*first*, and a client queues PAYLOAD_RESERVE *before* it uploads, so every listed object's
+reservation is in a Shard Log the judgement then reads (live state read-only, plus the
+unapplied tail up to the log's end, from file segments or the Command Topic).
+``judge_all`` judges every shard of the home (refused on a cluster node); ``judge_shards``
+only the given shards' own prefixes, enough because a PAYLOAD_COMMIT must name its own
+shard's prefix (``docs/rules.md`` §5). A shard whose live state is older than its log's
+start is refused in either scope.
 """
 
 from __future__ import annotations

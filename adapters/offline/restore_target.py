@@ -1,22 +1,13 @@
 """Where ``nereus checkpoint restore`` may write, and what it may replace.
 
-A restore replaces a directory only when that cannot hurt a running system:
-
-- **never a live store**: a RocksDB directory whose ``LOCK`` is held by a running process
-  (RocksDB takes a POSIX record lock on it while a database is open read-write; we ask
-  the kernel who holds it with ``F_GETLK``, which takes nothing),
-  anything under ``<home>/state/`` of a home whose engine runs (the engine owns those
-  directories, even one it has not created yet), any non-empty directory inside a running
-  home that a restore did not create (its Shard Log, its outbox ...), a directory that holds
-  a Nereus home, and the object store the checkpoint comes from. ``--force`` does not
-  change this; the answer is to stop the engine or to choose another directory;
-- **a directory a restore created** carries :data:`MARKER` (the checkpoint id and shard)
-  and may be replaced with ``--force`` alone, as long as it still holds exactly what that
-  restore wrote: a database opened read-write since (new ``MANIFEST-``/``OPTIONS-``/WAL
-  files) is somebody's state now and counts as foreign;
-- **any other non-empty directory** is foreign: the CLI asks before replacing it.
-
-Everything here only reads; ``adapters.checkpoint_restore.restore_into`` does the writing.
+**Never a live store**, whatever ``--force`` says: a RocksDB directory whose ``LOCK`` a
+running process holds (asked of the kernel with ``F_GETLK``, which takes nothing),
+anything under ``<home>/state/`` of a home whose engine runs, a non-empty directory of a
+running home that a restore did not create, a directory holding a home, or the object
+store the checkpoint comes from. **A directory a restore created** carries :data:`MARKER`
+and may be replaced with ``--force`` while it holds exactly what that restore wrote.
+**Anything else non-empty** is foreign: the CLI asks first. Everything here only reads;
+``checkpoint_restore.restore_into`` writes.
 """
 
 from __future__ import annotations

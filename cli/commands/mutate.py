@@ -1,20 +1,17 @@
 """``nereus mutate submit FILE.toml``, ``shard pause|resume``, ``message break``.
 
-``mutate submit`` takes any operator mutation written as TOML, for changes prepared in
-a ticket or a review and applied as written::
+``mutate submit`` applies any operator mutation written as TOML (a change prepared in a
+ticket or a review, applied as written)::
 
-    kind = "LANE_GATE"            # LANE_GATE, LANE_CONFIG, LANE_LIMITS, ATTEMPT_RESOLVE,
-    lane = "payments"             # MESSAGE_BREAK, SHARD_PAUSE or SHARD_RESUME, then its fields
+    kind = "LANE_GATE"            # or LANE_CONFIG, LANE_LIMITS, ATTEMPT_RESOLVE,
+    lane = "payments"             #    MESSAGE_BREAK, SHARD_PAUSE, SHARD_RESUME
     gate = "CLOSED"
     reason = "INC-4411: downstream broker degraded"
-    # optional: operator, idempotency_key, precondition_digest,
-    #           shards = ["default/0"]  (lane kinds: default every shard)
-    #           shard = "default/0"     (ATTEMPT_RESOLVE, SHARD_PAUSE, SHARD_RESUME)
-    #           route = "default"       (MESSAGE_BREAK)
+    # optional: operator, idempotency_key, precondition_digest, shards / shard / route
 
-Several mutations go in ``[[mutation]]`` tables; they are all planned first, confirmed
-once, then appended in file order. ``--as`` and ``--reason`` fill in what a table leaves
-out. Every mutation takes the same path as the dedicated commands (``nereus.cli.mutation``).
+Several go in ``[[mutation]]`` tables: all planned first, confirmed once, appended in file
+order; ``--as`` and ``--reason`` fill in what a table leaves out. Every mutation takes the
+dedicated commands' path (``nereus.cli.mutation``).
 """
 
 from __future__ import annotations

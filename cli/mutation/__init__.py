@@ -1,26 +1,16 @@
 """The one path every operator mutation takes: plan, show, confirm, append, report.
 
-``lane open|close|set``, ``attempt resolve``, ``message break``, ``shard pause|resume``
-and ``mutate submit`` only build records; this module does the rest, the same way for
-all of them:
+``lane open|close|set``, ``attempt resolve``, ``message break``, ``shard pause|resume`` and
+``mutate submit`` only build records; here, for all of them:
 
-1. **identity**: ``--as`` (default: the user), ``--reason`` (required, not blank), the
-   idempotency key (``--idempotency-key``, else derived from the command's content, so
-   running the same command again finds the first result and appends nothing);
-2. **plan** per target shard (``nereus.operator.plan_mutation``): through the admin
-   socket when the engine runs, else against the shard database opened read-only with
-   the log's not yet applied records dry-applied on top (the state the mutation will
-   meet, since it is appended after them). The
-   plan fills in the precondition digest of what the operator is looking at, so a state
-   change between planning and applying makes the mutation STALE instead of acting on a
-   world the operator never saw; it also dry-applies the record to say what would change;
-3. ``--dry-run`` stops here and writes nothing;
-4. **confirmation** for destructive mutations: a prompt on a terminal, ``--yes`` in
-   scripts; without a terminal and without ``--yes`` the command refuses (exit 2) rather
-   than wait for an answer nobody can give;
-5. **append** to the Shard Log (through the engine, or straight to the log file), so the
-   mutation is ordered with client commands and the log is the audit trail
-   (``nereus shard log SHARD --kind LANE_GATE``); with ``--wait`` the applied result.
+1. identity: ``--as``, ``--reason`` (required), the idempotency key (given, or derived from
+   the content, so running the command again finds its first result and appends nothing);
+2. plan per shard (``nereus.operator.plan_mutation``) through the engine, or against the
+   database read-only with the log's unapplied records dry-applied first; the
+   precondition digest makes a state changed since planning STALE;
+3. ``--dry-run`` stops here; 4. destructive mutations ask on a terminal, take ``--yes`` in
+   scripts, and refuse (exit 2) with neither;
+5. append to the Shard Log, the audit trail; with ``--wait`` the applied result.
 """
 
 from __future__ import annotations

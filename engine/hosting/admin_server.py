@@ -1,21 +1,15 @@
 """The admin socket server: HTTP/1.1 + JSON over a Unix socket, like the Docker daemon.
 
-* The socket is created with mode 0600 (the umask is tightened around ``bind``, so there is
-  no window where it is wider) and every connection's peer credentials (SO_PEERCRED) are
-  checked: only the daemon's own user and root are served; anyone else gets 403.
-* Malformed requests get a 4xx JSON error; an exception in a handler is a 500 JSON error
-  for that request only. Nothing a client sends can stop the daemon.
-* ``GET /v1/feed`` streams one JSON status document per line (chunked) at least once a
-  second until the client goes away or the engine stops: the dashboard's data source.
-* ``close()`` stops serving and waits for requests in progress to finish, so the engine
-  can be stopped (its stores closed) with no admin thread still reading them; a request
-  that arrives on a kept-alive connection after that gets 503.
-
-Endpoints (``_route``; ``/v1/feed`` in ``_dispatch``): ``GET /v1/status``, ``/v1/shards``,
-``/v1/lanes``, ``/v1/metrics``, ``/v1/messages``, ``/v1/messages/<id>``, ``/v1/attempts``,
-``/v1/commands/<id>``, ``/v1/feed``; ``POST /v1/commands``, ``/v1/mutations/plan``,
-``/v1/checkpoints``, ``/v1/shutdown``. ``curl --unix-socket <home>/run/admin.sock
-http://x/v1/status`` works.
+The socket is created 0600 (the umask tightened around ``bind``: no wider window) and every
+connection's peer credentials (SO_PEERCRED) are checked: only the daemon's user and root
+are served, anyone else gets 403. A malformed request is a 4xx JSON error and a handler's
+exception a 500 for that request only: nothing a client sends stops the daemon.
+``GET /v1/feed`` streams a status document per line at least once a second. ``close()``
+waits for requests in progress, so the stores close with no admin thread reading them;
+later requests get 503. Endpoints: ``GET /v1/status``, ``/v1/shards``, ``/v1/lanes``,
+``/v1/metrics``, ``/v1/messages[/<id>]``, ``/v1/attempts``, ``/v1/commands/<id>``,
+``/v1/feed``; ``POST /v1/commands``, ``/v1/mutations/plan``, ``/v1/checkpoints``,
+``/v1/shutdown`` (``curl --unix-socket <home>/run/admin.sock http://x/v1/status`` works).
 """
 
 from __future__ import annotations

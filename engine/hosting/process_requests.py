@@ -1,23 +1,13 @@
 """What a daemon process (the engine, a front door, a worker) is asked from outside, and
 how it logs: one queue the signal handlers put requests on, one event logger.
 
-A signal handler runs between two bytecodes of the main thread, maybe inside a log write
-or while it holds a lock, so it must not reopen or write the log itself, nor set a
-``threading.Event`` (its lock is not reentrant); ``SimpleQueue.put`` is safe there. The
-main thread takes the requests and carries them out.
-
-The main thread never waits for a request without a timeout (``ProcessRequests.next``
-waits in slices of ``WAKE_S``). The kernel means a signal sent to the process for its main
-thread, but another thread that is being made or is ending at that moment can take it
-(``bench/sigterm.py``); the C-level handler then only marks it, and the Python handler
-runs once the main thread next executes bytecode. A main thread blocked in a lock with no
-timeout would never get there: the daemon would ignore that SIGTERM for good. Each slice's
-end lets the handler run, so the request is taken within ``WAKE_S``.
-
-SIGQUIT is the exception: it asks nothing of the main thread (which may be the one that
-hangs) -- ``faulthandler`` writes every thread's stack to the process's stderr (the
-daemon's ``<home>/log/engine.out``, a worker's ``worker-K.out``) from the signal itself,
-and the process runs on. That is what an operator sends a daemon that does not stop.
+A signal handler may run inside a log write or while a lock is held, so it only
+``SimpleQueue.put``s a request; the main thread carries it out. The main thread never waits
+without a timeout (``ProcessRequests.next`` waits in slices of ``WAKE_S``): a signal taken by
+another thread only marks it, and its Python handler runs when the main thread next runs
+bytecode, so each slice's end lets it run (``bench/sigterm.py``). SIGQUIT asks nothing of
+the main thread: ``faulthandler`` writes every thread's stack to the process's stderr
+(``<home>/log/engine.out``, ``worker-K.out``) and the process runs on.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The Prometheus exposition of one engine process, collected at scrape time.
 
-Gauges come from state the engine already keeps, read when Prometheus asks (the same reads
-``engine status`` makes: each shard's loop and log position, each lane's replicated
-counters, gate, readiness and due backlog, each supervised worker): nothing on the hot
-path. Counters are either replicated (a lane's admissions, kept in the shard state and so
-surviving restarts) or plain ints of the shard loop (``shard.ShardMetrics``,
-``Applier.applied_records``), which start again from zero when a loop or the process
-restarts: a counter reset, which ``rate()`` handles. Histograms are ``ShardMetrics``'
-bucket lists.
-
-Names and units follow Prometheus's conventions (``_total`` counters, ``_seconds``,
-base units); labels are bounded: ``route``, ``shard`` (``route/partition``), ``lane``,
-``state``, ``reason``, ``outcome``, ``worker``, ``kind``. No label grows with messages.
-Every shard-labelled series comes from the one process that owns the shard, which is
-what lets the front door of ``--workers N`` merge its workers' expositions exactly
-(``merge``).
+Gauges are read when Prometheus asks, from what the engine already keeps (the reads of
+``engine status``): nothing on the hot path. Counters are replicated (a lane's admissions,
+surviving restarts) or a shard loop's plain ints (``shard.ShardMetrics``,
+``Applier.applied_records``), which reset when a loop or process restarts (``rate()``
+handles it); histograms are ``ShardMetrics``' bucket lists. Names follow Prometheus's
+conventions; labels are bounded (``route``, ``shard``, ``lane``, ``state``, ``reason``,
+``outcome``, ``worker``, ``kind``), never a message. Every shard-labelled series comes from
+the one process owning the shard, which lets the front door merge workers' expositions
+exactly (``exposition_merge``; ``docs/decisions/0016-metrics-merged-by-the-front-door.md``).
 """
 
 from __future__ import annotations

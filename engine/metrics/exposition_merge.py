@@ -1,23 +1,14 @@
 """One exposition from the worker processes' own (``engine start --workers N``).
 
-Each worker owns disjoint shards, and every shard-labelled series comes from the process
-that owns the shard, so the workers' samples do not overlap: merging them is exact, and
-no sample is counted twice. While a shard moves between workers, the one letting it go may
-still report it: a shard's series are kept only from the process its ownership record
-names (the front door reads them from the embedded coordinator). The few series without a
-shard label are merged by meaning:
-
-* ``nereus_worker_restarts_total``: the ``worker`` label is prefixed with the process
-  (``worker-1/shard-default/0``), as ``engine status`` names the workers' threads;
-* ``nereus_lane_ready``: the lowest (a lane is READY only when every process's publisher
-  is), ``nereus_due_lag_max_seconds``, ``nereus_trusted_time_held_back_seconds`` and
-  ``nereus_payload_gc_last_success_timestamp_seconds``: the largest;
-* anything else with the same name and labels: summed (the processes' resident memory, the
-  front door's included, and their memory budgets and block caches: the engine's; the
-  payload collections' rounds and deletions, the front door's or a node's workers').
-
-A worker that does not answer is left out, and the front door's own
-``nereus_worker_scrape_errors`` says how many did not (``engine status`` names them).
+Workers own disjoint shards and each shard-labelled series comes from its owner, so the
+samples do not overlap and concatenating is exact; while a shard moves, only the process
+its ownership record names is kept for it. Series without a shard label merge by meaning:
+``nereus_worker_restarts_total`` gets its ``worker`` label prefixed with the process;
+``nereus_lane_ready`` takes the lowest; ``nereus_due_lag_max_seconds``,
+``nereus_trusted_time_held_back_seconds`` and the last payload collection the largest;
+anything else with the same name and labels is summed (memory, budgets, caches, payload
+rounds). A worker that does not answer is left out and counted in the front door's
+``nereus_worker_scrape_errors``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Where an engine process's memory is, as Prometheus gauges read at scrape time.
 
-``[engine] memory_mb`` is one budget for the block cache and the memtables of every shard
-database a process opens (``nereus.state.memory``); what lies outside it grows with the
-data: each table's index and bloom filters (RocksDB's ``estimate-table-readers-mem``, about
-2.7 bytes a key with 16-bit filters: some 8 bytes a pending message, whose SCHEDULE writes
-three keys), and the Python heap. These gauges let an operator see which one a growing RSS is:
-
-* ``nereus_resident_memory_bytes``: the process's resident set (Linux ``/proc/self/statm``);
-  the front door of ``--workers N`` adds its own, so the sum over a scrape is the engine's;
-* ``nereus_store_memory_budget_bytes`` and ``nereus_store_block_cache_bytes``: the process's
-  share of the budget and what its shared block cache holds (blocks, and the memtables
-  charged to it); summed over workers, the engine's;
-* ``nereus_store_memtable_bytes`` and ``nereus_store_table_readers_bytes``, per shard.
-
-A shard whose database closed while it was read is left out of that scrape.
+``[engine] memory_mb`` bounds the block cache and memtables of every shard database of a
+process (``nereus.state.memory``); outside it grow the tables' indexes and bloom filters
+(RocksDB's ``estimate-table-readers-mem``, some 8 bytes a pending message) and the Python
+heap. So an operator can tell which one a growing RSS is: ``nereus_resident_memory_bytes``
+(``/proc/self/statm``; summed with the front door's), ``nereus_store_memory_budget_bytes``
+and ``nereus_store_block_cache_bytes`` (the process's share and what its cache holds), and
+per shard ``nereus_store_memtable_bytes`` and ``nereus_store_table_readers_bytes``. A shard
+whose database closed while it was read is left out of that scrape.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """What a shard loop counts as it applies records, for the Prometheus exposition.
 
-Hot path: ``ShardLoop`` calls ``observe`` only for PUBLISH_ADMISSION and PUBLISH_OUTCOME
-records (a set lookup on the record's type decides), so a SCHEDULE costs nothing here.
-The counts are plain ints and bucket lists written by the loop's one thread; a scrape
-reads them without a lock (a value may be one record behind another, never torn: each
-bucket list is copied before its cumulative sums are taken, so ``_count`` equals the
-``+Inf`` bucket). No Prometheus import: ``collect`` turns these into metric families.
-
-Claims are counted apart from admissions (seed 000 section 5): the loop's ``ClaimBook``
-reports each claim made, with its local preparation time, and each claim revoked before
-its attempt reached a publisher (``claimed``, ``revoked``: the book's ``ClaimWatch``).
-
-Labels are bounded: lane (configured lanes), reason (the machine's reason codes, and the
-claim revocation reasons), outcome (PUBLISHED, NOT_PUBLISHED, UNKNOWN). Never a message or
-attempt id.
+The loop calls ``observe`` only for PUBLISH_ADMISSION and PUBLISH_OUTCOME records (a set
+lookup on the type), so a SCHEDULE costs nothing here. Counts are plain ints and bucket
+lists written by the loop's one thread and read by a scrape without a lock: a value may be
+a record behind another, never torn (a bucket list is copied before it is summed, so
+``_count`` equals the ``+Inf`` bucket). Claims are counted apart from admissions, from the
+``ClaimBook``'s ``ClaimWatch``. Labels are bounded: lane, reason, outcome; never a message
+or attempt id. No Prometheus import: ``collect`` builds the metric families.
 """
 
 from __future__ import annotations

@@ -2,21 +2,13 @@
 Trusted UTC clock; starts them in order and stops them so that no producer call is
 silently dropped.
 
-Threads and their owner: every worker (one loop per shard, one publisher per lane, the
-evidence scanner, the checkpointer, the payload collector; the daemon adds the admin
-socket's accept loop) runs
-under the engine's ``Supervisor``, which logs a crash with its traceback, counts it and
-restarts the worker with capped backoff; ``workers()`` is what ``engine status`` shows.
-
-Stop: shards stop claiming; admissions already appended are applied; publishers finish
-the call in progress (up to the stop timeout). Requests that never reached the
-destination are declined (NOT_PUBLISHED LANE_UNAVAILABLE, back to the timeline); a call
-still running at the deadline is recorded UNKNOWN (it may have been sent). Every outcome
-goes through the Shard Log before the shard loop exits.
-
-Time: the engine's one ``Clock`` (``time_source``; the system's unless a test injects a
-``FakeClock``) is read by the Trusted UTC clock, every worker, the file Shard Logs' broker
-time and the stop deadline.
+Every worker (a loop per shard, a publisher per lane, the evidence scanner, the
+checkpointer, the payload collector; the daemon adds the admin accept loop) runs under the
+engine's ``Supervisor``; ``workers()`` is what ``engine status`` shows. Stop: shards stop
+claiming, appended admissions are applied, publishers finish the call in progress (up to
+the stop timeout); requests never sent are declined (NOT_PUBLISHED LANE_UNAVAILABLE), a
+call still running at the deadline is UNKNOWN, and every outcome goes through the Shard
+Log before the loop exits. One ``Clock`` (``time_source``) is read by every worker.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """The engine's own ``payload gc``: every ``[engine] payload_gc_interval`` (default 1 h,
-``"0s"`` off), a supervised worker collects the large payloads nobody can ever publish.
+``"0s"`` off) a supervised worker collects the large payloads nobody can ever publish.
 
 It judges exactly as ``nereus payload gc --yes`` does
-(``nereus.adapters.offline.payload_collection``): the object listing first, then every shard's live
-state read-only and the unapplied tail of its file Shard Log, then every shard's Recovery Floor; it
-deletes only objects with no stage in any shard (a retention SWEEP took a message's stage with it)
-or whose reservation expired without a commit, and never one a Recovery Set member references
-(``check_floor`` is the last guard before any delete).
-
-Two scopes. Where the process sees every shard of the home (the single engine process, the
-front door of ``--workers N``) it judges the whole home (``judge_all``). A node of a
-cluster (its engine, or each worker of a node run with ``--workers N``) sees only the
-shards it owns: it judges the objects under those shards' own prefixes against them alone
-(``judge_shards``, given the shards ACTIVE here when the round starts), with the Recovery
-Floors from the coordinator's catalog. Either reads the shard databases from disk,
-read-only, beside the shard loops, and each shard's unapplied tail from its Shard Log (the
-file log's segments, or the Kafka or Pulsar Command Topic through a reader of its own).
-
-A failed round (an object store down) is logged and the next one runs at its time; a crash
-of the worker itself is the supervisor's to log, count and restart.
+(``nereus.adapters.offline.payload_collection``), never deleting an object a Recovery Set
+member references (``check_floor`` is the last guard). A process that sees every shard of
+the home (the single engine, the front door) judges the whole home (``judge_all``); a
+cluster node, or each of its workers, judges the objects under the prefixes of the shards
+ACTIVE there when the round starts (``judge_shards``), with the coordinator's Recovery
+Floors. A failed round is logged and the next runs at its time.
 """
 
 from __future__ import annotations

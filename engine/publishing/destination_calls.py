@@ -1,26 +1,14 @@
 """A lane's destination calls, one at a time on a thread of their own, each under a deadline.
 
-A destination that hangs (a file lane whose path blocks on open, such as a FIFO with no
-reader; a broker that takes a connection and never answers) must not hang whoever waits
-for it: the engine's start-up, the lane's publisher, the evidence scan. So nothing calls a
-destination on its own thread: it hands the call to a ``DestinationCalls`` and waits for
-it up to the call's deadline on the engine's ``Clock``.
-
-* A call that returns in time is ``Returned`` (or ``Raised``, with what it raised).
-* A call that has not returned by its deadline is ``Overdue``: the waiter goes on. The call
-  keeps its thread until it returns, and what it returns then goes to the ``late``
-  callback handed over with it (the lane publisher forwards a late PUBLISHED as evidence).
-* While an overdue call still runs, the next call is not started: it is ``Busy`` at once,
-  naming the call that holds the destination and when it began. A destination sees one
-  call at a time from its caller, as it did when the publisher called it itself. After
-  ``close`` no call is started either (``Closed``).
-
-``DeadlineScans`` puts the evidence scanner's ``scan_evidence`` calls of a destination under
-a deadline the same way, on a thread of their own.
-
-The thread is a daemon thread owned by this object, started with the first call and ended
-by ``close`` (after the call in progress, if any, returns): a call hung in the kernel cannot
-be interrupted and must not keep the process from exiting.
+A destination that hangs (a FIFO with no reader, a broker that never answers) must not
+hang the engine's start, the publisher or the evidence scan, so nothing calls a
+destination itself: it hands the call to ``DestinationCalls`` and waits up to the call's
+deadline on the engine's ``Clock``. The answer is ``Returned``/``Raised``; or ``Overdue``
+(the call keeps its thread, and what it returns later goes to the ``late`` callback); or
+``Busy`` at once while an overdue call still holds the destination (one call at a time);
+or ``Closed``. ``DeadlineScans`` does the same for ``scan_evidence``. The thread is a daemon
+thread this object owns: a call hung in the kernel cannot be interrupted and must not keep
+the process from exiting.
 """
 
 from __future__ import annotations

@@ -1,39 +1,14 @@
 """Lane publishers: one thread per lane drives its destination, never the state store.
 
-A shard loop hands an admitted attempt to its lane's publisher only after the admission
-is applied and synced. The publisher batches requests, calls the destination and hands
-every result back to the shard loop that sent it, which turns it into a PUBLISH_OUTCOME
-record in the Shard Log. Readiness follows the destination: a failed call makes the lane
-NOT READY (so the scheduler stops claiming for it, and only for it) until a probe passes.
-Requests already queued when the lane turns NOT READY are not sent into a destination known
-to be failing: the publisher probes first and, if the probe fails too, declines them
-(NOT_PUBLISHED LANE_UNAVAILABLE: never handed to the destination, back to the timeline)
-instead of turning them into UNKNOWN attempts that only an operator or evidence can settle.
-
-Every destination call has a deadline (``destination_calls``): the publisher hands each
-probe and publish to the lane's own destination thread and waits for it no longer than
-``probe_timeout_s`` or ``publish_timeout_s`` on its Clock.
-
-* **Start-up never waits for a destination.** A new publisher is NOT READY ("the
-  destination has not answered its first probe yet") and makes its first probe on its own
-  thread; a destination that hangs when it is opened (a file lane on a FIFO with no
-  reader) leaves its lane NOT READY, saying which call hangs since when, and the engine
-  starts and publishes to every other lane.
-* **A publish that does not return in time** makes the lane NOT READY (logged once, with
-  the reason ``lane list`` and ``engine status`` show); its jobs are answered UNKNOWN (the
-  call began: the send may have happened; evidence or an operator settles them), the jobs
-  queued behind it are declined (never sent), and their claims and permits are released
-  as those answers are applied: a hung lane stops holding the permits of healthy ones. If
-  the call returns later, what it says is forwarded as late evidence (a late PUBLISHED
-  settles its UNKNOWN attempt), and the next probe may make the lane READY again.
-* **Evidence scans too** (``evidence``): the evidence scanner calls the destination
-  through ``DeadlineScans``, so a scan that hangs is an error for its lane's attempts, not
-  a scanner that never looks at another lane again.
-
-Time comes from the engine's ``Clock``: the publish timestamp handed to the destination
-(``wall_ms``), the probe interval of a NOT READY lane and every call's deadline
-(``monotonic``), so a test decides when the next probe is due, or a call overdue, by
-advancing a ``FakeClock``.
+A shard loop hands over an attempt only once its admission is applied and synced; the
+publisher batches requests, asks each loop's owner gate just before the call, and hands
+every result back to its loop, which logs it as a PUBLISH_OUTCOME. A failed call makes the
+lane NOT READY (only it stops claiming) until a probe passes; requests queued meanwhile are
+declined (NOT_PUBLISHED LANE_UNAVAILABLE), never sent into a failing destination. Every
+call has a deadline (``destination_calls``): a new publisher is NOT READY until its first
+probe answers, so start-up never waits; a publish past ``publish_timeout_s`` makes its jobs
+UNKNOWN, declines those behind it, releases their permits, and forwards a late answer as
+evidence. Time comes from the engine's ``Clock`` (``docs/rules.md`` §1, §5).
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """Structured engine logs: JSON lines to ``<home>/log/engine.log``, console in the foreground.
 
-Built from structlog's stdlib integration rather than by hand:
-
-* The engine's events go through a structlog logger wrapping the stdlib logger
-  ``nereus.engine.events``. ``make_filtering_bound_logger(INFO)`` turns the methods below
-  INFO into no-ops (no ``DropEvent``), and ``ProcessorFormatter.wrap_for_formatter`` hands
-  the event dict to stdlib logging untouched.
-* The root logger's handlers render every record with a ``ProcessorFormatter``: an engine
-  event exactly as it always was (``{...fields, "event", "level", "timestamp"}``), and a
-  record from a library (librdkafka's lines via confluent-kafka, boto3, urllib3, Python
-  ``warnings``) as the same kind of JSON line, its stdlib logger's name under ``logger``
-  and a traceback, if any, as one ``exception`` string. Libraries stay at the root level,
-  WARNING: their chatter never reaches the file, and nothing they log can tear a line.
-* ``engine.log`` is written by a ``logging.handlers.WatchedFileHandler``. When logrotate
-  renames it (``copytruncate`` is not needed, with or without ``create``) the next write
-  sees that the path names another file, or none, and reopens it; ``EngineLogs.reopen``
-  (the daemon's SIGHUP) does the same at once. The process umask (``private_files``) makes
-  a recreated file 0600, like the first one.
+Built on structlog's stdlib integration: engine events go through a structlog logger over
+the stdlib logger ``nereus.engine.events`` (levels below the configured one are no-ops),
+and the root logger's handlers render every record with one ``ProcessorFormatter`` — an
+engine event as ``{...fields, "event", "level", "timestamp"}``, a library's record
+(librdkafka, boto3, urllib3, ``warnings``) as the same kind of line with its ``logger`` and
+one ``exception`` string; libraries stay at WARNING, so nothing they log tears a line. The
+file is a ``WatchedFileHandler``: after logrotate renames it (no ``copytruncate`` needed)
+the next write reopens it, and ``EngineLogs.reopen`` (SIGHUP) does so at once; the umask
+keeps a recreated file 0600.
 """
 
 from __future__ import annotations

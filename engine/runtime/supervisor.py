@@ -1,27 +1,14 @@
 """Supervision: every worker thread has an owner that restarts it and reports it.
 
-A worker is a *body*: a callable that runs until its own stop flag is set (then returns)
-or fails (raises). ``Supervisor.spawn`` runs one body on one thread and, when it raises,
-
-1. logs ``worker_crashed`` with the worker's name, the error and its traceback — once: a
-   crash with the same error as the last one logged is counted, not logged again, until
-   ``REPEAT_LOG_S`` has passed (then one line, without the traceback, says how many
-   repeated); a worker that fails the same way every few seconds (a log that is gone, a
-   broker that is down) writes a line a minute, not a traceback every restart;
-2. counts the restart and keeps the last error for ``engine status --json``;
-3. waits a capped exponential backoff (``Backoff``; a worker that ran cleanly for
-   ``reset_after_s`` starts again from the shortest delay) and calls the body again.
-
-A body is written to be called again: whatever it holds (claims, queued requests,
-outcomes not yet in the log) lives on its object, not in the call's locals, so a restart
-resumes where the crash left off instead of dropping it.
-
-An exception listed as ``fatal`` (damage no restart can repair, such as a corrupt log) ends
-the worker in FAILED; so does a crash after ``stopping()`` was called (there is nothing
-left to restart for). No worker thread ever dies silently.
-
-Backoff delays, run lengths and error times come from the engine's ``Clock``: a test
-decides when a crashed worker comes back by advancing a ``FakeClock``.
+A worker is a *body*, called until its stop flag is set or it raises. ``Supervisor.spawn``
+runs one on one thread and, when it raises, logs ``worker_crashed`` with its traceback
+(once: the same error again is counted, not logged, for ``REPEAT_LOG_S``, then one line
+says how many repeated), counts the restart, keeps the last error for ``engine status``,
+waits a capped exponential ``Backoff`` (reset after ``reset_after_s`` of clean running) and
+calls the body again. A body keeps what it holds on its object, not in locals, so a restart
+resumes where the crash left off. A ``fatal`` exception (damage no restart repairs) or a
+crash after ``stopping()`` ends the worker in FAILED. No worker dies silently. Delays and
+times come from the engine's ``Clock``, so a ``FakeClock`` drives them in tests.
 """
 
 from __future__ import annotations

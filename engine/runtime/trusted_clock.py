@@ -1,36 +1,15 @@
 """The engine's Trusted UTC clock: the system clock widened by a maximum error.
 
-``TrustedClock.now()`` returns a ``TrustedTime`` interval that contains the true time as
-long as the system clock is within ``max_error_ms`` of it (add chrony's own estimate when
-available). Two guards make clock steps safe:
-
-* a **backwards** step never moves ``earliest`` back and keeps ``latest`` where real
-  elapsed time (the monotonic clock) says it must be at least: the interval widens, so
-  nothing is decided on the strength of the stepped reading;
-* a **forwards** step cannot advance ``earliest`` faster than the monotonic clock, so a
-  clock that jumps ahead cannot make work due early. The step is not trusted later either:
-  ``earliest`` stays that far behind the wall reading, and every decision waits as long
-  (``held_back_ms``; ``held_back`` says so once it exceeds ``max_error_ms``, and ``engine
-  status`` lists it), until the engine restarts or, with a time source (chrony), until
-  the source has said the clock is not to be trusted and then that it is again.
-
-Why a forwards step is never trusted at a bounded rate: from inside the process a step is
-indistinguishable from a clock that jumped by mistake, and trusting it at any rate would
-make work early by up to the step; chronyd itself learns of a step made by hand only at
-its next measurement of its sources (minutes apart), its report reading "Normal" until
-then. What is trusted is the time source's own verdict after a period in which it said the
-clock was not to be trusted (``problem()``; no decision is made meanwhile): a clock that
-chrony stepped while it was not synchronised, typically at boot, is read as it is once
-chrony says it is synchronised, instead of being held back until a restart. ``earliest``
-still never moves back across it.
-
-Both readings come from the engine's ``time_source.Clock`` (``source``), so tests skew,
-step and advance the clock with a ``FakeClock`` instead of sleeping.
-
-Trust is earned, not assumed: with ``[engine] chrony = true`` the clock is trusted only
-while chrony says it is synchronised and no leap second is pending (``problem()``); the
-engine makes no admission otherwise. After a start, ``raise_floor`` (the latest decision
-an applied admission carries) keeps the first readings from going back in time.
+``TrustedClock.now()`` returns a ``TrustedTime`` interval containing the true time while the
+system clock is within ``max_error_ms`` (plus chrony's estimate) of it. A backwards step
+never moves ``earliest`` back and widens the interval; a forwards step cannot advance
+``earliest`` faster than the monotonic clock and is never trusted later either: decisions
+wait as long (``held_back_ms``; a problem ``engine status`` lists) until a restart, or
+until chrony has said the clock is untrustworthy and then trustworthy again. Why never at a
+bounded rate: ``docs/decisions/0013-clock-steps-never-trusted.md``. With ``[engine] chrony
+= true`` the clock is trusted only while chrony says synchronised and no leap second is
+pending (``problem()``); ``raise_floor`` keeps readings after a start from going back past
+the last applied decision. Readings come from ``time_source.Clock``, so tests step it.
 """
 
 from __future__ import annotations

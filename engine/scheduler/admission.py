@@ -1,19 +1,14 @@
-"""A Claim's Publish Admission: prepared by the admission executor, checked at hand-over.
+"""A Claim's Publish Admission: prepared by the admission executor, checked at hand-over
+(seed 000 §2-§3).
 
-Seed 000 sections 2 and 3. A Claim assigns no attempt identity. The admission executor
-(``AdmissionFlow.schedule``, right after the planner's round) prepares each new claim's
-complete PUBLISH_ADMISSION once (``prepare_admission``): a new attempt id, the claim's
-exact precondition (claim id and sequence, owner, fencing epoch, generation, semantic-work
-digest), the prepared template's digest and the Trusted UTC decision. Those exact bytes go
-to the Shard Log, and an enqueue retry sends the very same bytes again (the outbox keeps
-them): one admission never gets a second attempt id.
-
-When the admission has won and its batch is synced, the owner checks the claim once more
-before the producer call (``handover_refusal``): the admission must name this very claim
-(claim id and claimSequence, within the sequence this owner has issued), owner, store and
-epoch must still be the live ones, and the message's runtime revision must be the
-admission's own (nothing applied after it changed the message: an operator's resolve in
-the same batch, say). Anything else is refused: the attempt is declined, never sent.
+A Claim assigns no attempt identity. The admission executor (``AdmissionFlow.schedule``)
+prepares each new claim's complete PUBLISH_ADMISSION once (``prepare_admission``): a new
+attempt id, the claim's exact precondition, the template's digest and the Trusted UTC
+decision; an enqueue retry resends those very bytes, so one admission never gets a second
+attempt id. Once it has won and its batch is synced, ``handover_refusal`` checks the claim
+again before any producer call: this very claim (id and claimSequence), the live owner,
+store and epoch, and the message's runtime revision equal to the admission's own position.
+Anything else is declined, never sent.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """Reversible local Claims, persisted in the shard's ``claim`` family (local state).
 
-A Claim reserves one message's current timeline work for this owner (seed 000 section 2):
-checked claimSequence, claimId, owner and store identity, deadline and fencing epoch, what
-it revalidated (the exact timeline key, generation, the message's runtime revision, the
-semantic-work digest), and the immutable PreparedPublishTemplate with its digest. It
-carries **no attempt identity**: a Claim can be revoked and its work claimed again without
-consuming an attempt. The attempt id is assigned when the admission executor prepares the
-claim's PUBLISH_ADMISSION (``admission.py``); the book keeps which attempt names which
-claim from then on.
-
-Claims are written without sync and excluded from the state digest: losing one in a crash
-is harmless, because the Shard Log (not the claim) decides whether an attempt exists; after
-a restart every claim is discarded and any admitted attempt without a live claim is
-recovered as UNKNOWN.
-
-Claim count, claim latency (the local preparation: revalidation, permits, payload,
-template) and revocations (a claim released before its attempt reached a publisher) are
-counted apart from admissions (``ClaimWatch``, the loop's ``ShardMetrics``).
+A Claim reserves one message's current timeline work for this owner (seed 000 §2): checked
+claimSequence, claimId, owner and store, deadline and epoch, what it revalidated, and the
+immutable template with its digest. It carries **no attempt identity**, so it can be
+revoked and the work claimed again without consuming an attempt; the book records which
+attempt names which claim once the admission is prepared (``admission``). Claims are
+written unsynced and outside the digest: the Shard Log, not a claim, decides whether an
+attempt exists, and after a restart any admitted attempt without a live claim is
+recovered as UNKNOWN. Claims, their preparation time and revocations are counted apart
+from admissions (``ClaimWatch``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Two-level bounded deficit round robin across lanes, with persisted rotation state.
 
-Level 1 (service) rotates over lanes: each round starts one lane further on, and a lane
-may claim up to ``quantum`` plus its carried deficit; a lane that had due work left over
-keeps the unused deficit (bounded by ``max_deficit``), an idle lane's deficit resets. A
-lane that is CLOSED, NOT READY, at capacity or out of permits is skipped at once, so a
-healthy lane never waits behind an unhealthy one.
-
-Level 2 (discovery) keeps a cursor per lane: the timeline key after the last entry it
-claimed. The next round's scan of that lane resumes there instead of restarting at the
-head, so a hot early lane cannot make every scan start from the beginning. When a scan
-reaches the due bound, the cursor resets to the head.
-
-Both levels' state (next lane, deficits, cursors, the claim sequence) is local runtime
-state persisted under ``sched/state``; it is excluded from the state digest.
+Level 1 rotates the lane that starts each round and lets a lane claim up to ``quantum`` plus
+its carried deficit (bounded by ``max_deficit``; reset when idle); a CLOSED, NOT READY,
+full or permit-less lane is skipped at once, so a healthy lane never waits behind it.
+Level 2 keeps a discovery cursor per lane, the timeline key after its last claim, so a hot
+early lane's next scan resumes there; it resets at the due bound. Both levels' state is
+local, under ``sched/state``, outside the digest.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """How much one round may claim, so that a shard's turn stays short.
 
-A turn applies what the last rounds claimed (each claim comes back as an admission and then
-an outcome) and plans the next round. Every lane's due work waits for the turn in progress
-to end, so a lane carrying a trickle waits behind a lane draining a herd for as long as a
-turn takes: with rounds of hundreds of claims a turn took 150-400 ms, and the trickle's
-p99 lateness was over a second (``bench/scale.py``'s herd).
-
-``TurnPace`` keeps what one unit of work costs a turn (a record applied or a claim made:
-the turn's time over its units, averaged over the last turns) and lets the next round claim
-what keeps a turn near ``target_ms``: each claim costs about two units (its admission and its
-outcome). It never allows fewer than ``floor`` claims, so a turn made long by something
-else (a backlog of new messages being applied, a slow disk) slows publishing but cannot stop
-it. The planner shares a round's allowance across the lanes with due work
-(``Planner.round``). ``target_ms = 0`` turns the pace off: rounds are bounded by the lanes'
-DRR budgets and the permits alone.
+Every lane's due work waits for the turn in progress, so a lane carrying a trickle waits
+behind a lane draining a herd for as long as a turn takes. ``TurnPace`` keeps what one
+unit of work (a record applied, a claim made) costs a turn, averaged over the last turns,
+and lets the next round claim what keeps a turn near ``target_ms`` (a claim costs about
+two units: its admission and outcome), never fewer than ``floor``, so a turn made long by
+something else slows publishing but cannot stop it. The planner shares the allowance
+across lanes (``Planner.round``); ``target_ms = 0`` turns it off. Why and the figures:
+``docs/decisions/0010-turn-pace.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Bounded permits: worker (engine-wide), lane, message and bytes in flight, with a share of
 the worker and byte pools reserved for every configured lane.
 
-A claim takes one worker permit, one lane permit, the message's single permit and its
-payload bytes; they come back when the claim ends (outcome applied, stale admission,
-revocation). Shards share the engine-wide worker and byte budgets, so the pool is locked.
-
-**Reserved shares** (seed 000 section 5: a healthy OPEN + READY lane may not disappear
-behind unhealthy ones). Half of each pool is reserved, split evenly between the L
-configured lanes; the other half is shared:
-
-* each lane is guaranteed ``max(1, worker // (2 L))`` worker permits (never more than
-  ``lane_in_flight``; none at all when there are more lanes than worker permits) and
-  ``bytes // (2 L)`` payload bytes;
-* what a lane holds up to its reserve is its own; only what it holds beyond its reserve
-  draws on the shared part, and the shared part is all it can draw on. So a lane below
-  its reserve always gets a permit, whatever the other lanes hold, and a lane beyond its
-  share can never take the last reserved permits of the others: lanes whose destination
-  hangs while READY fill their own reserves and the shared part, never a healthy lane's.
-
-A lane's in-flight stays capped at ``lane_in_flight``. A lane that is not configured (no
-reserve) draws on the shared part alone. A message larger than its lane's byte reserve and
-the whole shared part together is taken when its lane has no bytes in flight and nothing
-draws on the shared bytes (before reserves: when nothing at all was in flight), so it
-waits but is never refused for ever. Reserves are recomputed when lanes are added
-(``configure``); what lanes already hold is charged again under the new reserves.
+A claim takes a worker permit, a lane permit, the message's single permit and its payload
+bytes, given back when the claim ends; shards share the pools, so they are locked. Half of
+each pool is reserved, split evenly between the L configured lanes (``max(1, worker //
+(2 L))`` permits, at most ``lane_in_flight``, none when lanes outnumber permits; ``bytes //
+(2 L)`` bytes); the rest is shared. What a lane holds up to its reserve is its own; beyond
+it draws on the shared part only, so a lane below its reserve always gets a permit and hung
+lanes never take a healthy lane's reserve (seed 000 §5). An unconfigured lane draws on the
+shared part alone; a message larger than its reserve plus the shared part goes when nothing
+else holds those bytes. ``configure`` recomputes reserves when lanes change.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """One scheduling round of one shard: discover due work, check every gate, claim it.
 
-The gates of seed 000 section 1, in the order they are checked:
-
-1. the shard is ACTIVE_FOR_COMMANDS (activation barrier applied, not paused) - checked by
-   the caller before a round;
-2. the lane's source-ordered admissionGate is OPEN;
-3. the lane's runtime readiness is READY;
-4. Trusted UTC proves actionAt has arrived (the scan bound is ``earliest``) and expireAt has
-   not closed admission (``latest <= expireAt``; ``earliest > expireAt`` means expired,
-   which becomes a CLAIM_RESULT EXPIRED through the log);
-5. ordered head (an ORDERED lane's key with an unsettled attempt waits), lane capacity,
-   and permits.
-
-A claim (seed 000 section 2) takes the permits, revalidates the entry as the message's
-exact current work (``revalidate``), takes the next checked claimSequence, materialises
-the payload and prepares the immutable template with its digest; it assigns no attempt
-identity (the admission executor does: ``admission.prepare_admission``).
-
-Discovery is a range scan of the persistent timeline, bounded per lane by the DRR budget;
-nothing keeps an in-memory copy of pending work.
-
-Large payloads are materialised at Claim (``payloads``): a missing, corrupt or
-mismatching object is a CLAIM_RESULT PERMANENT_ERROR; an object store that does not answer
-leaves the message due and ends large-payload work for the rest of the round.
+The gates of seed 000 §1, in order: the shard is active (checked by the caller); the
+lane's admissionGate is OPEN; the lane is READY; Trusted UTC proves actionAt has arrived
+(the scan bound is ``earliest``) and expireAt is open (``latest <= expireAt``; proven expiry
+becomes a CLAIM_RESULT EXPIRED through the log); then ordered head, capacity, quota and
+permits (``gates``). Discovery is a range scan of the persistent timeline bounded per lane
+by its DRR budget; nothing pending is held in memory. A claim revalidates the exact work
+(``revalidate``), takes the next checked claimSequence, materialises a large payload
+(``payloads``: a bad object is PERMANENT_ERROR, an unanswering store leaves it due) and
+prepares the template; it assigns no attempt identity (``admission``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""What Claim revalidates before it reserves a due timeline entry (seed 000 section 2 step 2).
+"""What Claim revalidates before it reserves a due timeline entry (seed 000 §2 step 2).
 
-The planner discovers work by scanning the timeline; before it claims an entry it reads
-the message again and checks that the entry is exactly the message's current work:
-
-* the **exact timeline key**: the entry is the message's own (its lane, actionAt, id), not
-  a leftover under another actionAt;
-* the **generation** of the entry is the message's;
-* the **semantic-work digest**: the entry's is the message's (apply computed it from the
-  id, generation, actionAt and retry count, each of which is checked here too, so it names
-  this very work; ``nereus.machine.tx.work_digest``);
-* the **counters**: the entry's retry is the message's retries, and the next attempt
-  number (``attempts + 1``) is free in the attempt ledger;
-* the **open obligation set** is empty: no open attempt on the message, and (for a message
-  that was ever admitted) no obligation of any attempt of it.
-
-The message's **runtime revision** (its ``updated_position``) is recorded in the claim;
-the hand-over checks it again (``admission.handover_refusal``). Any mismatch means the
-entry is not this message's current work: it is not claimed (apply decides the message's
-fate; a stale entry is never admitted).
+Before claiming, the planner reads the message again and checks the entry is exactly its
+current work: the exact timeline key (lane, actionAt, id), the generation, the
+semantic-work digest (``nereus.machine.tx.work_digest``, whose inputs are checked too), the
+counters (the entry's retry is the message's; attempt number ``attempts + 1`` is free) and
+an empty open obligation set. The message's runtime revision (``updated_position``) is
+recorded in the claim for the hand-over to check again. Any mismatch: not claimed (apply
+decides the message's fate; a stale entry is never admitted).
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
-"""A shard owner's admissions, from claim to settlement.
+"""A shard owner's admissions, from claim to settlement: the admission executor.
 
-A planner round (gates, DRR, permits) claims due work, with no attempt identity; this
-module is the admission executor: it prepares each new claim's PUBLISH_ADMISSION with a
-new attempt id (``scheduler/admission.py``), and those exact bytes, with any CLAIM_RESULT
-expiries, go to the outbox for one group append (a retry resends the same bytes). Only
-after a batch is synced are its events acted on: a winning admission of ours whose claim
-(claim id and claimSequence, store, runtime revision), owner, epoch, time gate and lane
-readiness still hold is handed to its lane publisher (durable PUBLISHING happens-before the
-producer call); otherwise this owner, which alone could send for that attempt id, declines
-it with NOT_PUBLISHED LANE_UNAVAILABLE. A stale admission
-releases its claim; an applied outcome (or operator resolve) releases the claim and its
-permits. A claim whose deadline passes before its admission was acted on is released, and
-its attempt declined if it exists.
-
-The ordered head: the (lane, key) of every open obligation (PUBLISHING or UNKNOWN), kept
-exactly from the obligation writes of each applied record, whatever ended the attempt, plus
-the keys of live claims.
-
-Local state of the shard loop's thread: not shared, not locked (publisher answers reach it
-only through the outbox's queue).
+A planner round claims due work with no attempt identity; here each new claim's
+PUBLISH_ADMISSION is prepared with a new attempt id (``scheduler/admission.py``) and those
+exact bytes, with any CLAIM_RESULT expiries, go to the outbox for one group append (a retry
+resends them). Only once a batch is synced are its events acted on: a winning admission of
+ours whose claim, owner, epoch, time gate and lane readiness still hold goes to its lane
+publisher (durable PUBLISHING happens-before the producer call); otherwise this owner, the
+only one that could send for that attempt id, declines it (NOT_PUBLISHED LANE_UNAVAILABLE).
+Stale admissions, applied outcomes and expired claim deadlines release claims and
+permits. The ordered head is the keys of open obligations plus those of live claims. State
+of the loop's thread only: publisher answers reach it through the outbox's queue.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """When a shard loop takes a checkpoint: every N records, every T seconds, or on request.
 
-A checkpoint copies, hashes and digests the whole state, so its cost grows with the state;
-a due one also waits until the process's due checkpoints took at most ``[checkpoints]
-max_share`` of the time (``checkpoint_pacing.Pacing``, one per process, shared by its
-loops). Filling 2,000,000 pending on 4 shards (``bench/scale.py``), back-to-back
-checkpoints every 100,000 records took the machine's cores from the apply: the last tenth
-applied at 0.74x the first's, 1.05x with checkpoints off.
-
-The snapshot is taken on the loop's own thread between two applied batches (RocksDB hard
-links: fast) and handed to the engine's ``Checkpointer``, which hashes, uploads and
-catalogues it on its thread; a request (``nereus checkpoint create``) gets the result
-through a Future. CHECKPOINT_MARK records are not changes (else a checkpoint would always
-be due again). Intervals are read from the engine's Clock.
-
-RocksDB's checkpoint flushes the memtable first and holds the GIL throughout: with a full
-memtable every thread of the process (the other shards' loops, the publishers) stopped for
-100-200 ms, the tail of a steady lane's lateness while a herd drained. So a checkpoint
-with more than ``PRE_FLUSH_BYTES`` not yet flushed (what the write-ahead log holds: RocksDB
-deletes a log once its memtable is flushed) is taken in two steps: the loop asks
-RocksDB to flush on its own thread (``ShardStore.start_flush``), goes on applying, and
-takes the snapshot on a later turn once that flush has ended, when the checkpoint's own
-flush has only the records applied since (or after ``PRE_FLUSH_WAIT_S``, whatever is left).
+A due checkpoint also waits until the process's due checkpoints took at most
+``[checkpoints] max_share`` of the time (``checkpoint_pacing.Pacing``, one per process). The
+snapshot is taken on the loop's thread between two applied batches (RocksDB hard links) and
+handed to the ``Checkpointer`` to hash, upload and catalogue; a request gets its result
+through a Future. CHECKPOINT_MARK records are not changes (else one would always be due).
+RocksDB's checkpoint flushes the memtable holding the GIL, so with more than
+``PRE_FLUSH_BYTES`` unflushed the loop first asks RocksDB to flush on its own thread
+(``ShardStore.start_flush``) and snapshots a later turn, once that flush ended (or after
+``PRE_FLUSH_WAIT_S``). Figures: ``docs/decisions/0012-checkpoints-off-the-loops.md``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """How a shard loop waits after a turn that did nothing.
 
-While the shard holds work in hand (claims, records not yet appended) or a round found due
-work it could not take (a closed gate, a lane not ready, capacity, quota, an untrusted
-clock: each waits on time or on another thread), the loop looks again after
-``poll_interval_s``, as it always did. Otherwise nothing can happen before the next
-timeline entry is due (``AdmissionFlow.quiet_for_s``) unless something arrives: a wake-up
-(records appended through this engine, a publisher outcome, an operator request), or
-records another process appended to the Shard Log. The loop then sleeps on its wake event
-until the entry is due (``idle_wait_s`` at most, 5 s by default, so time-driven chores such as a
-checkpoint by age still run) and meanwhile reads the log now and then (one read: the file
-log across processes, the Kafka and Pulsar consumers' local queues): first one poll
-interval after the last activity, then twice as long each time, up to ``log_look_s`` (1 s). A
-record found, or a wake-up, ends the rest at once and makes the next looks quick again,
-so a burst of appends from another process is followed closely, and an idle shard costs a
-read every ``log_look_s``.
+While the shard holds work in hand or due work it could not take (each waits on time or
+another thread), it looks again after ``poll_interval_s``. Otherwise nothing can happen
+before the next timeline entry is due (``quiet_for_s``) unless something arrives, so the
+loop rests on its wake event until then (``idle_wait_s`` at most, so time-driven chores
+still run): a wake-up (appends through this engine, outcomes, requests) ends it at once,
+and records other processes append are looked for with one log read, one poll after the
+last activity and then twice as long each time, up to ``log_look_s``. An idle shard costs a
+read every ``log_look_s`` (``docs/decisions/0009-idle-loops-rest.md``).
 """
 
 from __future__ import annotations

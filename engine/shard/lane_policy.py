@@ -1,23 +1,14 @@
 """What each configured lane asks of its replicated policy, and the records that replicate it.
 
-Apply reads a lane's handoff lead, ordering and limits on new work only from replicated
-state (LANE_CONFIG, LANE_LIMITS), so they must say what the configuration, and the
-destination, really do. The owner compares the configured values (``LanePolicies``) with
-the replicated ones at activation and whenever the configuration changes, and appends a
-record for each lane that differs (``policy_records``); the state machine may refuse a
-change that messages already rely on (a lower lead under SCHEDULED messages:
-LEAD_IN_USE; ORDERED under unfinished unordered ones: ORDERING_IN_USE), and the owner says
-so (``report``). A lane's limits only ever concern new work; its retention and dedup
-window (in the same LANE_LIMITS) apply to messages ending and results written from then on.
-The shard's own dedup window (its route's ``dedup_window``: results of records without a
-lane window, and rejects) is replicated the same way, by SHARD_RETENTION. The engine's
-LANE_LIMITS ask for ``catch_up`` and ``catch_up_kept``: the first one to give a lane a
-retention, and one giving a retention back after it was 0, let the owner catch up the
-messages that ended before it, or while it was 0 (``shard_backfill``); its SHARD_RETENTION
-asks ``catch_up`` too, for the payload stages from before a window it gives. The shard's
-``[shard]`` limits are replicated the same way, by SHARD_LIMITS: apply reads them from the
-log, never from the configuration of whoever applies it. Every record here names the owner
-and epoch that wrote it, so one from a replaced owner is STALE ``FENCED``.
+Apply reads a lane's lead, ordering, limits, retention and dedup window only from
+replicated state (LANE_CONFIG, LANE_LIMITS), the shard's window from SHARD_RETENTION and
+its ``[shard]`` limits from SHARD_LIMITS — never from the configuration of whoever applies.
+The owner compares the configured values (``LanePolicies``) with the replicated ones at
+activation and on every configuration change and appends a record for each difference
+(``policy_records``), asking for the retention catch-ups (``catch_up``, ``catch_up_kept``);
+apply may refuse a change messages rely on (``LEAD_IN_USE``, ``ORDERING_IN_USE``), and the
+owner says so (``report``). Every record names the owner and epoch that wrote it, so a
+replaced owner's is STALE ``FENCED``.
 """
 
 from __future__ import annotations

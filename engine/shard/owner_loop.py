@@ -1,28 +1,15 @@
 """One shard's owner loop: apply -> outcomes -> schedule, on one thread.
 
-Each iteration:
-
-1. **apply**: the runner applies whatever the log holds in synced group commits. Only
-   after a batch is synced are its events acted on (``admission_flow``): a winning
-   PUBLISH_ADMISSION of ours whose claim, owner, epoch, time gate and lane readiness still
-   hold is handed to the lane publisher (durable PUBLISHING happens-before the producer
-   call); a stale one revokes its claim; an applied outcome releases the claim and its
-   permits; another owner's applied activation fences this one.
-2. **outcomes**: publisher results (and our own declines) become PUBLISH_OUTCOME records
-   in the outbox (``shard_outbox``); the callback never touches RocksDB.
-3. **schedule**: one planner round (gates, DRR, permits, the turn's pace) claims due work;
-   its admissions (and CLAIM_RESULT expiries) follow the outcomes into the log in one
-   group append, one synced write per turn. An enqueue failure is
-   retried with the same bytes, never a new attempt identity and never a direct send.
-   Now and then a SWEEP of what retention let go joins them (``shard_sweep``), and while
-   a lane's first retention has messages to catch up, a RETAIN_BACKFILL (``shard_backfill``).
-
-On start the loop recovers (``shard_recovery``, ``shard_ownership``): replay, its
-ACTIVATION_BARRIER, every attempt still PUBLISHING made UNKNOWN, then work.
-
-Time: every deadline is read from the engine's one ``Clock`` (the Trusted UTC clock's
-``source``); only the wake-up poll is a real wait. Others see the loop through
-``status()``, ``wake()`` and the ``wait_*`` methods (``shard_progress``).
+Each turn: **apply** what the log holds in synced group commits, acting on a batch's
+events only once it is synced (``admissions``: hand over, decline, release; another
+owner's activation fences this one); **outcomes**: publisher results become
+PUBLISH_OUTCOME records in the outbox (``outbox``; callbacks never touch RocksDB);
+**schedule**: one planner round claims due work, its admissions following the outcomes into
+the log in one group append, retried with the same bytes, now and then with a SWEEP
+(``retention_sweep``) or a RETAIN_BACKFILL (``retention_backfill``). On start the loop
+recovers (``recovery``, ``ownership``). Every deadline reads the engine's one ``Clock``.
+Others see the loop only through ``status()``, ``wake()`` and the ``wait_*`` methods
+(``progress``).
 """
 
 from __future__ import annotations

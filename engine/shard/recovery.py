@@ -1,19 +1,13 @@
 """How a shard owner becomes the live owner: the recovery ``ShardLoop`` runs on start.
 
 1. ``activate``: replay from the stored applied position, raise the clock's floor to the
-   latest applied decision, drop every local claim, append an ACTIVATION_BARRIER with the
-   next fencing epoch (in a cluster: the epoch the coordinator granted, the shard's epoch
-   counter after this take, which must be above the applied one; a grant that is not is
-   refused, and ``Ownership.stale_grant`` names the applied epoch so the node raises the
-   counter) and wait until it is applied (if another owner's barrier won, the loop is
-   fenced instead);
-2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no live first-send
-   gate survives a restart; such an attempt is never retried automatically or reported
-   NOT_PUBLISHED);
-3. ``replicate_lane_policy``: each configured lane's handoff lead, ordering and limits go
-   into its replicated policy (``lane_policy``);
-
-and only then does the loop accept work.
+   latest applied decision, drop local claims, append an ACTIVATION_BARRIER at the next
+   epoch (in a cluster the granted one, which must be above the applied epoch, else
+   ``Ownership.stale_grant`` names it and the node raises the counter) and wait until it is
+   applied (if another owner's barrier won, the loop is fenced);
+2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no first-send gate
+   survives a restart: never retried automatically, never called NOT_PUBLISHED);
+3. ``replicate_lane_policy`` (``lane_policy``); only then does the loop accept work.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""When a shard loop appends a RETAIN_BACKFILL (retention catch-up,
-``nereus.machine.catch_up``).
+"""When a shard loop appends a RETAIN_BACKFILL (retention catch-up, ``nereus.machine.catch_up``).
 
-A lane's first retention records a ``catch_up`` (in its replicated limits), and so does a
-retention given back after it was 0 (``later_catch_ups``): the messages that ended before
-the first, or while it was 0, have no ``retain`` entry, and no single record could find
-them all. A shard window given (the first, or back after 0) records a ``stage_catch_up``
-for the payload stages from before it in the same way, and a result catch-up
-(``result_catch_ups``) for the results and rejects written while it had none.
-The live owner finds them with a cursor of its own over the ``msg`` family, then the
-``result``, ``reject`` and ``payload`` families — at most ``scan_keys`` keys a look,
-about once a second — and appends
-one RETAIN_BACKFILL naming the eligible ones it met (``MAX_SWEEP_ENTRIES`` at most),
-looking again only once that record is applied (or after ``give_up_s``, when it looks
-again from where that record's ids were found, should its append have been lost).
-
-The cursor is local runtime state (the ``sched`` family, outside the digest): it survives
-a restart, so a finished catch-up is not scanned again; a new catch-up (another lane's
-first retention, a retention or a shard window given back) starts it over. What apply
-does depends only on the record and the state, so a lost, repeated or stale cursor costs
-a look, never a different digest: an id the state does not make eligible is skipped, and
-naming one twice is a no-op.
+A catch-up recorded by apply (a lane's first retention or one given back after 0; a shard
+window given: stages, results and rejects) names items with no ``retain`` entry that no
+single record could find. The live owner walks the ``msg``, then ``result``, ``reject`` and
+``payload`` families with a cursor of its own (``scan_keys`` keys a look, about once a
+second) and appends one RETAIN_BACKFILL naming the eligible items met
+(``MAX_SWEEP_ENTRIES`` at most), looking again once it is applied (or after ``give_up_s``,
+from where that record's ids were found). The cursor is local state (``sched``, outside the
+digest), kept across restarts and started over by a new catch-up. Apply decides from the
+record and the state alone, so a lost or stale cursor costs a look, never a different digest.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """The checkpoint manifest (``manifest.json``), format version 2 (1 is still read).
 
 A checkpoint is a RocksDB checkpoint directory taken between two applied batches plus this
-manifest, stored together under ``checkpoints/<route>/<partition>/<checkpoint id>/`` so a
-copied directory verifies on its own (``nereus checkpoint verify --path DIR``). Fields:
-
-* ``checkpoint_id``, ``route``, ``partition``, ``schema_version`` — shard identity;
-* ``applied_position`` (last applied Shard Log position, or null) and ``records_applied``;
-* ``digest`` — the state digest of the replicated state (``nereus.state.digest``): state
-  digest v2 (range digests combined) in a format 2 manifest, v1 (one SHA-256 stream) in a
-  format 1 manifest;
-* ``files`` — every file of the directory with size and checksum: BLAKE3 (``blake3``) in
-  a format 2 manifest, SHA-256 (``sha256``) in format 1;
-* ``external_objects`` — object-store keys the state references (large payloads);
-* ``parent`` — the previous checkpoint of the shard, if any; ``created_at`` (ISO-8601 UTC).
-
-The catalog entry (``catalog/<route>/<partition>/<checkpoint id>.json``) is written last,
-with a conditional create: a checkpoint is only "there" once its catalog entry exists, so
-an upload killed half-way leaves nothing that points at an incomplete checkpoint. Its
-``digest_version`` says which state digest ``digest`` is (absent, so 1, in entries written
-before format 2), so a digest can be compared with a catalogued checkpoint's without
-fetching its manifest.
-
-Format 1 checkpoints stay verifiable (their v1 digest is recomputed);
-``nereus.checkpoint.verify.upgrade_manifest`` verifies one and rewrites its manifest as
-format 2.
+manifest, under ``checkpoints/<route>/<partition>/<id>/``, so a copied directory verifies on
+its own. Fields: shard identity (``checkpoint_id``, ``route``, ``partition``,
+``schema_version``), ``applied_position`` and ``records_applied``, the state ``digest`` (v2
+in format 2, v1 in format 1), ``files`` with size and checksum (BLAKE3 in format 2, SHA-256
+in 1), ``external_objects`` (large payloads the state references), ``parent`` and
+``created_at``. The catalog entry (``catalog/<route>/<partition>/<id>.json``) is created last
+and conditionally, so a killed upload leaves nothing pointing at an incomplete checkpoint;
+its ``digest_version`` (1 when absent) says which digest it carries. ``verify.upgrade_manifest``
+rewrites a verified format 1 manifest as format 2.
 """
 
 from __future__ import annotations

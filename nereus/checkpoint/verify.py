@@ -1,19 +1,13 @@
 """Checkpoint verification: is this directory really a usable image of that shard?
 
-Checks, in order, each reported with ``name``, ``ok`` and a ``detail`` that names the file,
-key or value at fault:
-
-1. ``manifest`` — manifest.json parses and has a supported format version (1 or 2);
-2. ``files_present`` — every listed file exists (and nothing unlisted hides a problem);
-3. ``file_sizes`` and ``file_checksums`` — sizes and checksums (BLAKE3 in format 2,
-   SHA-256 in format 1) match, file by file;
-4. ``identity`` — the manifest names the expected shard (and the catalog entry, when
-   verifying by id), and the database's own ``meta/identity`` agrees;
-5. ``db_opens`` — RocksDB opens the directory read-only;
-6. ``applied_position`` and ``digest`` — recomputed from the database, equal to the
-   manifest (the state digest version the manifest's format carries: v1 for format 1).
-
-A failed early check skips the checks that depend on it (reported as skipped, not ok).
+Checks, in order, each a ``Check`` with ``name``, ``ok`` and a ``detail`` naming the file,
+key or value at fault: ``manifest`` (parses, format 1 or 2), ``files_present``,
+``file_sizes`` and ``file_checksums`` (BLAKE3 in format 2, SHA-256 in 1), ``identity`` (the
+manifest, the catalog entry when verifying by id, and the database's ``meta/identity``
+agree), ``db_opens`` (read-only), ``applied_position`` and ``digest`` (recomputed in the
+manifest format's digest version). A failed early check skips those that depend on it
+(reported as skipped, not ok). Threads and processes are the caller's to pass in
+(``adapters/offline/parallel_verify.py``).
 """
 
 from __future__ import annotations

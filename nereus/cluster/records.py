@@ -1,29 +1,15 @@
-"""The records a cluster keeps in its coordinator, one msgspec Struct per kind of key.
+"""The records a cluster keeps in its coordinator, one msgspec Struct per kind of key
+(``keys.py`` says where; the table is ``docs/ARCHITECTURE.md``, "Cluster").
 
-Who writes what (``keys.py`` says where):
-
-* ``config`` — the cluster configuration (routes, lanes, object store, checkpoints, shard
-  limits as TOML), written by ``nereus cluster init`` and later changes, by CAS on its
-  version; each write leaves an ``AuditEntry`` (who, why, when);
-* ``nodes/<id>`` — a ``Member``, ephemeral on the node's session: the node is alive while
-  it is there;
-* ``leader`` — a ``Leader``, ephemeral: the node that writes placements;
-* ``placement/<shard>`` — a ``Placement``: which node should own the shard (the leader
-  writes it; ``nereus shard move`` pins one);
-* ``owners/<shard>`` — an ``OwnerRecord``, ephemeral on the owner's session, created by
-  CAS only when absent: whoever creates it owns the shard;
-* ``epochs/<shard>`` — a ``ShardEpoch``, durable: the shard's fencing epoch, a counter
-  its owner increments by CAS on every take (after creating the ownership record), so
-  epochs grow per shard whatever the store's own version counter does (another
-  coordinator, a restored backup);
-* ``drains/<id>`` — a ``Drain``: the operator asked that the node own nothing;
-* ``secrets/<route>`` — a ``RouteSecret``: the route's evidence key, made once (create
-  only) by ``nereus cluster init``; ``nereus init --join`` writes it into the node's home,
-  so every node signs and checks destination evidence with the same key;
-* ``migrated`` — a ``Migrated``: ``nereus cluster migrate`` copied the cluster here from
-  another coordinator (written first, ``done`` once every record is copied);
-* ``moved`` — a ``Moved``: the cluster moved to another coordinator
-  (``nereus cluster migrate``); no node starts or joins here while it is there.
+``config`` (TOML, CAS on its version, each write leaving an ``AuditEntry``); ephemeral on a
+session: ``nodes/<id>`` (``Member``), ``leader`` (``Leader``), ``owners/<shard>``
+(``OwnerRecord``, created only when absent: its creator owns the shard), ``warm/<shard>``;
+durable: ``placement/<shard>`` (the leader's, or pinned by ``shard move``),
+``epochs/<shard>`` (``ShardEpoch``, the shard's fencing counter, +1 by CAS on every take, so
+epochs grow whatever the store's own counter does), ``drains/<id>``, ``secrets/<route>``
+(``RouteSecret``, the route's evidence key, create-only, copied into every node's home),
+``migrated`` and ``moved`` (``nereus cluster migrate``: no node starts or joins where
+``moved`` is).
 """
 
 from __future__ import annotations

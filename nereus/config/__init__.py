@@ -2,32 +2,14 @@
 
 ::
 
-    [routes.default]          # one route; its partitions are shards default/0 ...
-    id = "..."                # the route's identity (nereus init writes it)
-    log = "file"              # file (embedded) | kafka | pulsar
-    partitions = 1
+    [routes.default]          # a route: log = "file" | "kafka" | "pulsar", partitions
+    [lanes.local]             # a destination lane: destination = "file", path = ...
 
-    [lanes.local]             # a destination lane
-    destination = "file"
-    path = "outbox/local.jsonl"   # relative to the home, or absolute
-
-    [shard]                   # state machine limits (replay must use the same ones)
-    max_inline_payload_bytes = 65536
-
-Every table is a frozen msgspec Struct and the file is converted *strictly*: an unknown
-key (with "did you mean" for a misspelt one), a wrong type (``chrony = "false"`` is a
-string, not a boolean; ``max_in_flight = "lots"``) or a value out of its range
-(``max_in_flight = 0``, ``quantum = 0``: nothing would ever publish; ``poll_interval_ms =
-0``: a spinning core) is a ``ConfigError`` (exit 2) naming ``nereus.toml:LINE``, the key and
-what was expected. The engine, the factories and the CLI read the typed values.
-
-One module a concept; import from the package, which names them all:
-
-- ``routes`` (``[routes.NAME]``), ``lanes`` (``[lanes.NAME]``), ``engine`` (``[engine]``),
-  ``storage`` (``[objects]``, ``[checkpoints]``), ``node`` (``[cluster]``, ``[metrics]``);
-  ``[shard]`` is ``nereus.machine.limits.Limits``; ``fields`` the types they share;
-- ``document``: ``Config``, the whole file, and the Struct of each table;
-- ``parse``: ``parse_config`` and ``tables_of``; ``explain`` words their errors.
+Every table is a frozen msgspec Struct converted *strictly*: an unknown key ("did you
+mean"), a wrong type (``chrony = "false"``) or a value out of range (``max_in_flight = 0``)
+is a ``ConfigError`` (exit 2) naming ``nereus.toml:LINE``, the key and what was expected.
+One module a concept (``routes``, ``lanes``, ``engine``, ``storage``, ``node``; ``[shard]``
+is ``nereus.machine.limits.Limits``; ``document``, ``parse``, ``explain``); import from here.
 """
 
 from __future__ import annotations

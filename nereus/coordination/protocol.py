@@ -1,28 +1,15 @@
 """The ``Coordinator`` Protocol: Oxia's operations, one for one, for every backend.
 
-A backend is a key-value store with
-
-* **versioned records and compare-and-set**: ``put`` and ``delete`` take an optional
-  ``expected_version_id`` — ``EXPECTED_RECORD_DOES_NOT_EXIST`` (the key must not exist)
-  or a version id (the record must be at exactly that version) — and refuse with
-  ``UnexpectedVersionId`` otherwise;
-* **sessions**: ``create_session(ttl_ms)`` opens one, kept alive by the session itself; a
-  put ``ephemeral=session`` makes a record that is deleted when its session ends. A
-  session ends when it is closed (its records go at once) or when the store has not
-  heard from it for ``ttl_ms`` (its records go then, never before); after that every use
-  of it raises ``SessionExpired``;
-* **notifications** on a key prefix, in the order the store made the changes, starting
-  with the first change after ``get_notifications`` returned;
-* **a fencing token**: ``Version.version_id`` strictly increases across all writes of the
-  store (``records.py``).
-
-Which backend maps what onto what (``docs/coordination.md``): Oxia — these are its client's
-operations, with a session per ``oxia.Client``; etcd — a session is a lease kept alive,
-CAS a transaction on ``mod_revision``, notifications a watch, the token the revision; the
-embedded coordinator — SQLite in the home (``nereus.adapters.backends.coordination.sqlite``).
-
-Not part of the Protocol (Oxia has them, nothing here needs them): partition keys,
-sequential keys, secondary indexes, floor/ceiling lookups.
+A backend is a key-value store with **versioned records and compare-and-set** (``put``
+and ``delete`` take ``expected_version_id``: ``EXPECTED_RECORD_DOES_NOT_EXIST`` or an exact
+version, else ``UnexpectedVersionId``); **sessions** (``create_session(ttl_ms)``, kept alive
+by the session; an ``ephemeral=session`` record goes when its session is closed, or once the
+store has not heard from it for ``ttl_ms``, never before; then every use raises
+``SessionExpired``); **notifications** on a prefix, in the store's order, from the first
+change after ``get_notifications`` returned; and **a fencing token**: ``version_id``
+strictly increases across all writes of a store. Backends: Oxia, etcd and the embedded
+SQLite coordinator (``docs/coordination.md``). Not in it: partition keys, sequential keys,
+secondary indexes, floor/ceiling lookups.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The values the coordination Protocol speaks in: records, versions, notifications.
 
-They mirror Oxia's client one for one (``oxia.Version``, ``oxia.defs.Notification``), so an
-Oxia backend only converts; etcd's key-values map onto them too (``version_id`` is the
-key's ``mod_revision``, ``modifications_count`` its ``version - 1``, ``session_id`` its
-lease).
-
-**Key order.** Ranges (``list``, ``range_scan``, ``delete_range``) compare keys by Unicode
-code point, which is the byte order of their UTF-8 form: etcd's and SQLite's order. Oxia
-sorts keys hierarchically (segment by segment on ``/``); the two orders agree on a range
-of keys that share a prefix ending in ``/`` and have no further ``/``, which is the only
-kind of range the cluster's key schema uses (``prefix_range``).
-
-**Version ids are fencing tokens.** Every write of a store takes the next value of one
-counter (Oxia: the shard's WAL offset; etcd: the revision; the embedded coordinator: its
-revision row), and a put's ``version_id`` is the counter after it. So the version of an
-ownership record created later is larger than that of every record written before it,
-whoever wrote them: an epoch that never goes back across owners.
+They mirror Oxia's client (``oxia.Version``, ``oxia.defs.Notification``), so an Oxia backend
+only converts; etcd's key-values map onto them (``version_id`` = ``mod_revision``,
+``modifications_count`` = ``version - 1``, ``session_id`` = the lease). Ranges compare keys
+by code point (UTF-8 byte order: etcd's and SQLite's); Oxia sorts by ``/`` segment, and the
+two agree on ranges under a prefix ending in ``/`` with no further ``/``, the only kind the
+cluster uses (``prefix_range``). Every write takes the next value of one store-wide counter
+(Oxia's WAL offset, etcd's revision, SQLite's revision row): ``version_id`` is a fencing
+token within one store. A shard's epoch is its own counter
+(``docs/decisions/0018-shard-epoch-counter.md``).
 """
 
 from __future__ import annotations

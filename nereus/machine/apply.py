@@ -1,26 +1,15 @@
 """``apply``: the pure function at the centre of a Delay Shard.
 
-``apply(view, record, position=..., broker_ms=...)`` decides what one Shard Log record
-does to the state in ``view`` and returns the result and the writes; it writes nothing
-and reads no clock, so replaying the same log from the same state always produces the
-same writes and the same digest. The caller (the shard runner, or offline replay) owns
-the WriteBatch.
-
-Every record leaves exactly one stable result:
-
-* undecodable or invalid bytes: REJECTED with a reason code and the byte or field at
-  fault, stored under ``reject/<position>``;
-* a record whose dedup key (command id, attempt id, idempotency key, ...) was already
-  applied with the same bytes: the first result again and no state change;
-  with different bytes: REJECTED ``DUPLICATE_CONFLICT`` under ``reject/<position>``;
-* otherwise the handler's verdict, stored under ``result/<dedup key>`` (with a ``retain``
-  entry when its lane, or the shard, has a dedup window: ``nereus.machine.retention``; a
-  ``reject`` result gets one after the shard's window).
-
-The applied position and the records-applied counter are part of the writes, so state,
-results and position always land in the same WriteBatch. Applying into an ``Overlay``,
-they and the lane values are batch aggregates the overlay writes once per batch (see
-``nereus.machine.tx``): ``Applied.writes`` then holds the record's other writes.
+``apply(view, record, position=..., broker_ms=...)`` decides what one Shard Log record does
+to the state in ``view`` and returns the result and the writes; it writes nothing and reads
+no clock, so replaying a log from a state always gives the same writes and digest. Every
+record leaves exactly one stable result: undecodable or invalid bytes are REJECTED (reason,
+byte or field) under ``reject/<position>``; a dedup key already applied with the same bytes
+answers its first result with no state change, with other bytes ``DUPLICATE_CONFLICT``;
+otherwise the handler's verdict under ``result/<dedup key>`` (with a ``retain`` entry when
+a window holds: ``retention``). The applied position and counters are part of the writes,
+so state, results and position land in one WriteBatch; into an ``Overlay`` they are batch
+aggregates written once per batch (``tx``).
 """
 
 from __future__ import annotations

@@ -1,43 +1,17 @@
 """Retention catch-up: what was written with no ``retain`` entry, because no retention or
-window held when it was written, gets one once they are given (``nereus.machine.retention``
-says what gets an entry when it is written, and the SWEEP that removes it).
+window held then, gets one once one is given (``retention`` says what gets an entry when
+written, and the SWEEP).
 
-One record cannot scan a shard for such items, so the record that gives a retention or
-window records what to catch up (in the replicated lane limits or shard retention value),
-the live owner finds the items with a cursor of its own (``engine/shard/retention_backfill.py``)
-and appends RETAIN_BACKFILL records naming at most 500; apply gives each one still
-eligible by the state its entry, or removes it at once when that time has passed, and
-skips the rest. A second naming is a no-op. Everything is decided from the record and the
-state, so live, replay and checkpoints keep equal digests.
-
-* Messages that ended before their lane first had a retention: the LANE_LIMITS that
-  first gives a lane a retention (asking for it: ``catch_up``, which the engine sets)
-  records the lane's ``catch_up``: its position, and the time such a message goes (that
-  record's broker time + the retention; its SCHEDULE result: + the dedup window). Apply
-  gives each named one still eligible — terminal, ``updated_position`` before that
-  position, no catch-up entry yet (the key is fixed per lane) — its ``m`` entry at that
-  time. A message ending under a retention has its own entry.
-* A retention given back after 0 (kept) is caught up the same way, when the LANE_LIMITS
-  ask for it (``catch_up_kept``, which the engine sets): the one making it 0 records
-  where (``kept_since``; 0 when the lane had no retention before), the one giving it back
-  adds a catch-up for what ended from there to it (``later_catch_ups``, with its own
-  time). The catch-ups' ranges never meet and none holds a message that ended under a
-  retention, so no message gets two entries (a second one could outlive the message and
-  remove a later one reusing its id). ``catch_up_of`` finds the one covering a message.
-* A payload stage reserved while the shard had no window is caught up once one is given
-  (a SHARD_RETENTION asking ``catch_up`` records ``stage_catch_up``; the owner's
-  RETAIN_BACKFILL names such stages in ``payload_ids``; ``stage_catch_up_of``).
-* Results written while the shard had no window have no entry either: a SHARD_RETENTION
-  asking ``catch_up_results`` (the engine sets it) that gives a window the shard had not
-  adds a ``ResultCatchUp`` for the positions from the start, or from the record that made
-  the window 0 (its ``position``), up to it; the owner's RETAIN_BACKFILL names the
-  ``reject`` results (``reject_positions``) and the results of records that never have a
-  lane window (``SHARD_WINDOW_KINDS``, ``result_keys``) written there, each given its
-  entry at that record's broker time + the window (``result_catch_up_of``,
-  ``reject_catch_up_of``). A result with an entry of its own is never in such a range, so
-  no result gets two (one could outlive it and remove a later result reusing its key).
-  Results of lane records written under no window (their lane's 0, or the shard's when
-  the lane had none) are not caught up: which window held for them is not in the state.
+No record can scan a shard, so the record giving a window records a catch-up, the live
+owner finds the items with its own cursor (``engine/shard/retention_backfill.py``) and
+appends RETAIN_BACKFILL records naming at most 500; apply gives each item still eligible
+its entry, or removes it at once when its time has passed, and skips the rest (naming twice
+is a no-op). Catch-ups: a lane's first retention (``catch_up``); a retention given back
+after 0 (``catch_up_kept``: ``kept_since``, ``later_catch_ups``); payload stages under a new
+shard window (``stage_catch_up``); results and rejects under no shard window
+(``catch_up_results``: ``ResultCatchUp``, ``SHARD_WINDOW_KINDS``). Ranges never meet and
+exclude anything with its own entry, so nothing gets two. Results of lane records written
+under no window are not caught up (which window held is not in the state; ``docs/rules.md`` §5).
 """
 
 from __future__ import annotations

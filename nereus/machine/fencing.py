@@ -1,19 +1,13 @@
-"""Fencing: which owner's system mutations count (seed 000 sections 2-4).
+"""Fencing: which owner's system mutations count (seed 000 §2-§4).
 
 The live owner is the one whose ACTIVATION_BARRIER was applied last (``meta/activation``).
-A system mutation is *current* only when it names exactly that owner and epoch:
-
-* an older epoch is fenced (a previous owner);
-* an equal epoch from a different owner is fenced (two owners that computed the same next
-  epoch: the first barrier applied wins, the other owner never became live);
-* a newer epoch is fenced too (no barrier of that epoch was applied: that owner is not
-  active yet);
-* no activation at all: nobody is live, so nothing is current.
-
-What a fenced record may still do depends on its kind: an admission or a claim result is
-local judgement and is refused; an outcome is evidence only (PUBLISHED with destination
-evidence settles, anything else is kept on the attempt, never a downgrade); a checkpoint
-mark is kept for the audit trail. A barrier is judged by ``barrier_fenced``.
+A system mutation is *current* only when it names exactly that owner and epoch: an older
+epoch, an equal epoch from another owner (the first barrier applied won), or a newer one
+(not yet activated) is fenced, and with no activation nothing is current. A fenced
+admission or claim result is refused (local judgement); a fenced outcome is evidence only
+(PUBLISHED with evidence settles, anything else is kept on the attempt, never a
+downgrade); a fenced checkpoint mark is kept for the audit trail. ``barrier_fenced``
+judges barriers.
 """
 
 from __future__ import annotations

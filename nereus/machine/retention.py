@@ -1,46 +1,17 @@
 """Retention: what a shard may forget, when, and the SWEEP that forgets it.
 
-Everything here is decided from replicated inputs only — the lane's replicated retention
-and dedup window (its last LANE_LIMITS), the broker time of the record being applied and
-the keys a SWEEP record names — so the live shard, a replay from empty and a replay from
-any checkpoint remove exactly the same things and keep equal digests.
-
-* A message that becomes terminal (PUBLISHED, CANCELLED, EXPIRED, FAILED) in a lane with a
-  ``retention_ms`` gets an ``m`` entry in ``retain`` at broker time + retention. Swept, it
-  takes the message, its attempts (``attempt``, ``msgattempt``, any ``obligation``), its
-  timeline entry and its payload stage with it, and leaves the lane's counts by state.
-* A result of a record of a lane with a ``dedup_window_ms`` (CANCEL, RESCHEDULE, a
-  rejected SCHEDULE, PUBLISH_ADMISSION, PUBLISH_OUTCOME, CLAIM_RESULT) gets an ``r`` entry
-  at broker time + window. Swept, the record's dedup key is free again: a record reusing
-  it is a new record.
-* The result of a SCHEDULE that created a message is never removed before the message: a
-  retry of the very same SCHEDULE must answer its first result as long as the message
-  exists, and once both were gone it would create a second message with the same
-  delayMessageId (and publish it again; a cancelled one would come back). It gets no
-  entry of its own; the message's ``m`` entry holds when it may go (terminal time + the
-  dedup window, which is at least the SCHEDULE's broker time + the window), and sweeping
-  the message removes it then or gives it an ``r`` entry for that time.
-* A result whose record has no lane window — barriers, checkpoint marks, operator
-  mutations, payload stages, query barriers, a command naming no message, a record of a
-  lane whose limits carry no dedup window — gets an ``r`` entry after the *shard's* dedup
-  window, and a ``reject`` result a ``j`` entry (its position) after the same window.
-  That window is replicated too: the shard's last SHARD_RETENTION (``meta/shard_retention``,
-  ``[routes.NAME] dedup_window``), never local configuration read at apply time.
-* A payload stage gets a ``p`` entry when it is reserved, at its reservation's expiry +
-  the shard's dedup window. Swept, the stage goes unless a message's SCHEDULE used it
-  (``used_by``): a reservation that expired without a commit, or a payload committed and
-  never used, leaves nothing behind; a used one goes with its message's ``m`` entry. One
-  reserved while the shard had no window is caught up once one is given
-  (``nereus.machine.catch_up``).
-* A SWEEP's own result is kept for ``SWEEP_RESULT_WINDOW_MS``, and so is a RETAIN_BACKFILL's;
-  a ROUTE_IDENTITY's (one per shard) is kept.
-* What was written with no entry (before a lane's first retention, while a retention or
-  the shard's window was 0) is caught up once one is given: ``nereus.machine.catch_up``.
-
-Lanes whose limits carry neither (UNSET: replicated before retention existed; or 0) keep
-everything, and shards that never applied a SHARD_RETENTION keep every result without a
-lane window and every reject, exactly as before, so state replayed from logs written
-before either has the same digest as it always had.
+Decided from replicated inputs only (the lane's last LANE_LIMITS, the shard's last
+SHARD_RETENTION, the record's broker time, the keys a SWEEP names), so live, replay and
+checkpoints remove the same things and keep equal digests. Entries in ``retain``: ``m`` for
+a message becoming terminal (broker time + retention; swept with its attempts,
+obligations, timeline entry, payload stage and lane counts); ``r`` for a result of a lane
+record (+ the lane's dedup window; then its key is free again), or of a record with no lane
+window (+ the shard's window); ``j`` for a reject (+ the shard's window); ``p`` for a payload
+stage (its expiry + the shard's window; swept unless a SCHEDULE used it). A SCHEDULE that
+created a message keeps its result while the message lives and a window after (the ``m``
+entry says when), so a retry can never recreate a swept message. SWEEP and RETAIN_BACKFILL
+results go after ``SWEEP_RESULT_WINDOW_MS``. With no window replicated everything is kept,
+as before (same digests). What had no entry: ``catch_up``. Rules: ``docs/rules.md`` §5.
 """
 
 from __future__ import annotations

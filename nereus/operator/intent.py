@@ -1,19 +1,13 @@
 """What an operator mutation means: its target, whether it is destructive, its default key.
 
-The default idempotency key is derived from the command's content — kind, shard, target,
-fields, operator and reason — and not from the precondition digest, which the CLI works
-out from the state at planning time. So re-running the same command after it applied
-(the state, and with it the digest, has moved) still finds the first result instead of
-acting twice. An explicit precondition digest is part of the content: it is what the
-operator typed.
-
-A STALE result changed nothing — the target had moved — so it must not pin the command
-to that answer forever: when the key's result is STALE, the next key is derived from the
-same content *after* that result's position, and so on. Re-running after a STALE tries
-again (against the state as it is now). So does re-running a command whose change is no
-longer in place (``lane close``, ``lane open``, ``lane close``: the second close is a new
-request, found by the chaos runs; ``nereus.operator.plan``). Re-running after anything
-else — the change still in place, or nothing left to do — finds the first result.
+The default idempotency key is derived from the content — kind, shard, target, fields,
+operator, reason (and a precondition digest only when the operator typed one) — not from
+the digest worked out at planning time, so re-running a command that applied still finds
+its first result instead of acting twice. A result that changed nothing must not pin the
+command for ever: when the key's result is STALE, or its change is no longer in place
+(``lane close``, ``open``, ``close``: ``nereus.operator.plan``), the next key is derived from
+the same content after that result's position, so the command acts again on the state as
+it is now. Anything else finds the first result.
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """The state digest: one hash over all replicated key/values, in key order.
 
-The replicated pairs (prefixes below 0x80) are hashed in ascending key order, each pair
-MessagePack-framed. Key order is RocksDB's own iteration order, so a live shard, a
-checkpoint and an offline replay that hold the same state give the same digest whatever
-their files look like; in-memory state is sorted first (``digest_pairs``). Local runtime
-state (prefixes from 0x80: claims, scheduler cursors) is excluded: it is not derived from
-the log.
-
-Two versions exist; ``DIGEST_VERSION`` is the one this build writes.
-
-* **v1** — SHA-256 over one stream: the pairs in chunks of 4,096, each chunk a
-  MessagePack array of ``[key, value]`` arrays. One pass, one process: on a 1M-message
-  shard most of a checkpoint verify was this walk. Kept to verify checkpoints whose
-  manifest is format 1 (``nereus.checkpoint.manifest``).
-* **v2** — a hash of range digests, so key ranges can be digested by several processes
-  and combined. The key space is cut into fixed **leaves**: all keys that share their
-  first ``LEAF_BYTES`` bytes (a shorter key is a leaf of its own). A leaf's digest is
-  BLAKE3 over its pairs, each framed as the MessagePack array ``[key, value]`` and
-  concatenated (no chunk headers, so where a reader's chunks fall does not matter). The
-  state digest is BLAKE3 over ``DOMAIN_V2`` and then, for each non-empty leaf in key
-  order, the MessagePack array ``[leaf, leaf digest]``. Leaves are fixed by the keys
-  alone, never by how many there are, so any cut of the key space at a leaf boundary
-  (``leaf_of`` of any key is one) gives ranges whose leaf lists simply concatenate:
-  ``combine(leaves(a..m) + leaves(m..z)) == digest``. BLAKE3 because it hashes about
-  four times faster than SHA-256 here; SHA-256 stays for the files of a checkpoint.
-
-Pairs are framed by msgspec and hashed by hashlib/blake3 (all C) in chunks, so the cost
-per pair is the iteration itself; that is what makes verifying a large checkpoint fast.
-Changing either version's bytes is a new digest version (and a checkpoint format bump).
+The replicated pairs (prefixes below 0x80; local runtime state is excluded) are hashed in
+RocksDB's key order, each MessagePack-framed, so a live shard, a checkpoint and a replay
+holding the same state agree whatever their files look like (in-memory state is sorted
+first: ``digest_pairs``). ``DIGEST_VERSION`` is what this build writes. **v1**: SHA-256 over
+one stream of 4,096-pair chunks, kept to verify format 1 checkpoints. **v2**: BLAKE3 over
+``DOMAIN_V2`` and each non-empty *leaf*'s ``[leaf, digest]`` in key order, a leaf being the
+keys sharing their first ``LEAF_BYTES`` bytes, its digest BLAKE3 over its framed pairs;
+leaves depend on the keys alone, so ranges cut at leaf boundaries combine:
+``combine(leaves(a..m) + leaves(m..z)) == digest``. Changing either version's bytes is a new
+digest version and a checkpoint format bump. The exact bytes: ``docs/state.md``; why:
+``docs/decisions/0003-state-digest-leaves.md``.
 """
 
 from __future__ import annotations

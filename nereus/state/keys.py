@@ -1,63 +1,14 @@
-"""The RocksDB key schema of a Delay Shard (schema version 1).
+"""The RocksDB key schema of a Delay Shard (schema version 1); the table of families and
+why each is laid out as it is: ``docs/state.md``.
 
-One database per shard; families are key prefixes (one byte) rather than RocksDB column
-families, so one WriteBatch and one iterator cover everything and a checkpoint is a
-plain directory. Prefixes below 0x80 hold **replicated state**, derived from the Shard
-Log by ``apply`` alone and covered by the state digest; prefixes from 0x80 hold **local
-runtime state** written by the running owner (claims, scheduler cursors), excluded from
-the digest and discarded or revalidated on restore.
-
-======  ===========  ==========================================================  =========
-prefix  family       key after the prefix                                        value
-======  ===========  ==========================================================  =========
-0x01    meta         name (utf-8)                                                per name
-0x02    msg          delayMessageId (utf-8)                                      Message
-0x03    timeline     lane, 0x00, actionAt (u64 big-endian), delayMessageId       WorkRef
-0x04    result       dedup key (``c/`` command, ``a/`` admission, ``o/`` outcome, Result
-                     ``s/`` system, ``b/`` barrier, ``m/`` operator)
-0x05    reject       source position (u64 big-endian)                            Result
-0x06    attempt      attemptId (utf-8)                                           Attempt
-0x07    obligation   delayMessageId, 0x00, attemptId                             Obligation
-0x08    lane         lane name (utf-8)                                           Lane
-0x09    payload      payloadId (utf-8)                                           PayloadStage
-0x0A    msgattempt   delayMessageId, 0x00, attempt number (u32 big-endian)       attemptId
-0x0B    retain       expireAt (u64 big-endian), kind (``m`` message, ``r``       see below
-                     result, ``j`` reject, ``p`` payload stage), delayMessageId,
-                     dedup key, source position (decimal) or payloadId (utf-8)
-0x0C    order        lane, 0x00, key length (u32 big-endian), key, rank:         empty
-                     0x00 + delayMessageId (in flight) or 0x01 + deliverAt
-                     (u64) + created position (u64) + delayMessageId
-0x81    claim        delayMessageId (utf-8)                                      engine-owned
-0x82    sched        name (utf-8)                                                engine-owned
-======  ===========  ==========================================================  =========
-
-Why these layouts:
-
-* ``timeline`` is lane first, then big-endian actionAt, so a range scan of one lane yields
-  its due work in time order and the scheduler can rotate across lanes without a hot
-  early lane hiding the others (seed 000, section 5). Big-endian because RocksDB orders
-  keys bytewise. Lane names never contain 0x00 (validated on SCHEDULE).
-* ``reject`` holds the results of records that have no usable dedup key (undecodable
-  bytes, a conflicting duplicate), keyed by their position so every record leaves one.
-* ``obligation`` is keyed by message first so "the open attempts of this message" is one
-  prefix scan; ``msgattempt`` lists every attempt of a message in attempt order, for
-  ``message show``.
-* ``order`` is an ORDERED lane's per-key queue: one entry for each unfinished keyed
-  message (``nereus.machine.tx``), in-flight ones (PUBLISHING, UNCERTAIN) first, then the
-  SCHEDULED ones by deliverAt and source order, so a key's head is the first key under
-  its prefix (one seek). The key is length-prefixed: a message key may hold any byte.
-* ``retain`` is what a retention SWEEP may remove and when (``nereus.machine.retention``):
-  big-endian expireAt first, so the oldest retained item is the family's first key (one
-  seek tells the engine whether a sweep is due, and ``shard inspect`` shows it). An ``m``
-  entry (a terminal message, with its attempts and payload stage) holds the time its
-  SCHEDULE's result may go (u64 big-endian; empty: kept); an ``r`` entry (a result) and a
-  ``j`` entry (a ``reject`` result, named by its position in decimal) hold nothing, and
-  so does a ``p`` entry (a payload stage, written when it is reserved: swept, it goes
-  unless a message's SCHEDULE used it, which then takes it with its own sweep).
-
-Changing any layout bumps ``SCHEMA_VERSION`` (stored in ``meta/schema_version``). A new
-family is not a layout change (``retain`` came later: a database from before simply has
-none, and apply writes it only once a lane's retention is replicated).
+One database per shard; families are one-byte key prefixes, not column families, so one
+WriteBatch and one iterator cover everything and a checkpoint is a plain directory.
+Prefixes below 0x80 hold **replicated state**, derived from the Shard Log by ``apply``
+alone and covered by the state digest; prefixes from 0x80 hold **local runtime state** of
+the running owner (claims, scheduler cursors), excluded from the digest. Integers in keys
+are big-endian, because RocksDB orders keys bytewise: a lane's ``timeline`` scans in
+actionAt order and ``retain`` starts with the oldest expiry. Changing any layout bumps
+``SCHEMA_VERSION`` (``meta/schema_version``); a new family is not a layout change.
 """
 
 from __future__ import annotations

@@ -42,22 +42,13 @@ _KEEP_READ_BYTES = 256  # base values up to this size are kept for the batch
 class Overlay:
     """Pending writes layered over a base view; reads see the pending writes first.
 
-    ``deferred`` holds the batch aggregates as typed values: the lane values (every
-    SCHEDULE moves its lane's counts) and the ``meta`` records-applied counter and
-    applied position (every record moves them). Applying into an Overlay, the state
-    machine updates these in place of writing them, and ``finish`` encodes each once for
-    the whole batch instead of once per record. A key is in ``writes`` or in
-    ``deferred``, never both (only the aggregate updates defer, and they never write);
-    ``get`` encodes a deferred value on demand, so a raw read sees exactly the bytes the
-    batch will commit. Encoding is canonical, so the committed bytes are the ones
-    per-record writes would have left and the state digest is unchanged.
-
-    Small reads of the base, and misses, are kept for the batch (``_read``): every record
-    of a batch reads some keys nobody writes (the live activation, the pause flag, lane
-    limits) and one RocksDB get costs about 2 us. Large values (messages with their
-    payloads) are not kept: a record that reads one usually writes it, and the batch's
-    memory stays what its writes hold. The base must not change while the Overlay is in
-    use (the runner writes it only after the batch, with ``finish``).
+    ``deferred`` holds the batch aggregates as typed values (lane values, the ``meta``
+    records-applied counter and applied position): apply updates them in place of writing
+    them, and ``finish`` encodes each once per batch. A key is in ``writes`` or ``deferred``,
+    never both; ``get`` encodes a deferred value on demand, so a raw read sees exactly the
+    bytes the batch will commit, which are canonical: the digest is unchanged. Small base
+    reads and misses are kept for the batch (``_read``: every record reads keys nobody
+    writes); large values are not. The base must not change while the Overlay is in use.
     """
 
     __slots__ = ("_base", "_base_get", "_read", "deferred", "scanned", "writes")

@@ -1,29 +1,15 @@
 """The etcd coordinator: the ``Coordinator`` Protocol on an etcd v3 server.
 
-One etcd serves several clusters: ``EtcdCoordinator`` works under its cluster's root,
-``/nereus/<cluster>/`` (``etcd://HOST:PORT/CLUSTER``, ``parse_etcd_url``), with the
-records under ``keys/`` and one key per session under ``sessions/`` (``KeyLayout``).
-The mapping (``docs/coordination.md``):
-
-* ``Version.version_id`` is the record's ``mod_revision``: etcd's revision after the
-  write, one counter for the whole store, so it is a fencing token across every client;
-  ``modifications_count`` is etcd's ``version - 1``; ``session_id`` the record's lease;
-  ``client_identity`` the identity its session wrote under ``sessions/`` (a lease id never
-  names another session, so it is cached). etcd keeps no times: both timestamps are 0;
-* a put is a transaction: its compares are the expected version (``mod_revision`` equal
-  to it and ``version`` above 0 — the record exists at exactly that version; or
-  ``create_revision`` equal to 0 — absent), its success a put (on the session's lease for
-  an ephemeral record; a put without a lease makes the record durable) that returns the
-  previous key-value, its failure a read of the key, which the ``UnexpectedVersionId``
-  names. A delete is the same transaction with a delete; ``delete_range`` one delete with
-  a range end;
-* a session is a lease (``etcd_session``); notifications a prefix watch that resumes
-  after disconnections (``etcd_watch``), registered at the revision read when
-  ``get_notifications`` is called, so no change made after it returns is missed.
-
-Every unary call is one HTTP request through etcd3gw, bounded by ``request_timeout_s``,
-made with the calling thread's own client (etcd3gw's client is one ``requests.Session``,
-which is not promised to be thread-safe).
+One etcd serves several clusters, each under ``/nereus/<cluster>/`` (``etcd://HOST:PORT/
+CLUSTER``): records under ``keys/``, one key per session under ``sessions/``. The fencing
+token ``version_id`` is the record's ``mod_revision`` (one counter for the whole store);
+a put or delete is one transaction comparing the expected version (or absence); a session
+is a lease (``etcd_session``); notifications a prefix watch registered at the revision
+read when ``get_notifications`` is called, so no later change is missed (``etcd_watch``).
+etcd keeps no times: both timestamps are 0. Every unary call is one HTTP request through
+etcd3gw, bounded by ``request_timeout_s``, with the calling thread's own client (a
+``requests.Session`` is not promised to be thread-safe). The mapping in full:
+``docs/coordination.md``, "The etcd coordinator".
 """
 
 from __future__ import annotations

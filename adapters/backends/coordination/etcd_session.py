@@ -1,20 +1,12 @@
 """A session of the etcd coordinator: a lease, kept alive by a thread the session owns.
 
-The session object owns its keep-alive thread and its own etcd client (``Gateway``, used
-under the session's lock by that thread, by the holder's ``keep_alive`` and by
-``close``). The thread sends a keep-alive ``heartbeats_per_ttl`` times per TTL, each
-request bounded by one beat's interval. It never dies of an error: a failed keep-alive
-(etcd down, slow, restarting) is kept in ``last_error`` and tried again at the next beat.
-Once no keep-alive has been acknowledged for a whole TTL, the session counts as **lost**
-(etcd may have expired the lease already, so nothing may be done under it any more), the
-thread revokes the lease in case etcd has not (so its records go now, not at some later
-expiry) and stops. A keep-alive that etcd answers without a TTL means etcd expired the
-lease: the session is lost at once.
-
-``certain_until_ms`` is the *send* time of the latest acknowledged keep-alive plus the TTL
-etcd answered: etcd restarts the TTL when the request arrives, after it was sent, so the
-lease cannot expire before then. (An etcd restart or a new leader extends every lease by
-its TTL, never shortens it.)
+The thread sends a keep-alive ``heartbeats_per_ttl`` times per TTL and never dies of an
+error (a failure is kept in ``last_error`` and retried at the next beat). Once no
+keep-alive has been acknowledged for a whole TTL the session is **lost**: the thread
+revokes the lease (its records go now) and stops; a keep-alive answered without a TTL
+means etcd expired it, lost at once. ``certain_until_ms`` is the *send* time of the latest
+acknowledged keep-alive plus the TTL etcd answered: etcd restarts the TTL on arrival, so
+the lease cannot expire before then (a restart or a new leader only extends it).
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Notifications of the etcd coordinator: a prefix watch read by a thread the subscription
 owns, which reconnects and resumes where it stopped.
 
-etcd3gw's own watch cannot be used: its iterator never ends when the stream does (the
-server stopped, or cancelled a compacted watch), and the stream is read on a thread of
-a pool it does not let us own. So the subscription's thread opens the gateway's
-``/v3/watch`` stream itself (``http.client``: one request, its answer newline-delimited
-JSON), and keeps ``next_revision``, the first revision it has not delivered:
-
-* every answer with events is queued whole (etcd never splits one revision's events
-  across answers unless asked to fragment), then ``next_revision`` moves past its last
-  event; an answer with no events is a progress notification (asked for with
-  ``progress_notify``): everything up to its header's revision has been delivered, so a
-  quiet subscription's position stays recent too;
-* when the stream ends — etcd stopped or restarted, the connection broke, etcd ended the
-  watch for another reason — the thread opens a new watch at ``next_revision`` after a
-  short backoff (doubling up to ``retry_max_s``, for as long as it takes), so nothing is
-  skipped and nothing is delivered twice;
-* when etcd cancels the watch because ``next_revision`` was compacted away, the changes in
-  between are gone: the subscription delivers what it had queued and then raises
-  ``NotificationsLost`` on every read, and the thread stops.
-
-Closing shuts the stream's socket down, which ends a blocked read at once. A stream that
-goes silent because the peer vanished without closing is found by TCP keep-alives.
+The thread reads etcd's ``/v3/watch`` stream itself (etcd3gw's iterator never ends when the
+stream does, and runs on a pool it does not let us own) and keeps ``next_revision``, the
+first revision not delivered: answers are queued whole, progress notifications move it on
+a quiet prefix, and a stream that ends is reopened at ``next_revision`` after a backoff, so
+nothing is skipped or delivered twice. When etcd cancels the watch because that revision
+was compacted, the subscription delivers what it queued, then raises
+``NotificationsLost`` on every read. Closing shuts the socket down (a blocked read ends at
+once); a vanished peer is found by TCP keep-alives.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """What the etcd coordinator says to etcd, and how it reads the answers.
 
-Every unary call goes through ``Gateway``: one etcd3gw client (``Etcd3Client``: one
-``requests.Session``, so one per thread that uses it) posting to etcd's gRPC JSON gateway
-under ``/v3/`` (etcd 3.4 or newer: the path is fixed, never discovered). Requests and
-answers are msgspec Structs, because the gateway's JSON is not what it looks like:
-
-* 64-bit numbers (revisions, lease ids, counts, TTLs) are JSON **strings**; the answers
-  are converted with ``strict=False``, which reads them as ints;
-* keys and values are **base64** (a ``bytes`` field in both directions); keys are the
-  UTF-8 of the Protocol's ``str`` keys (etcd3gw's own helpers encode with latin-1);
-* proto3 defaults are **left out**: ``succeeded`` when a transaction's compares failed,
-  ``kvs`` when nothing matched, ``deleted`` when nothing was deleted, an event's ``type``
-  for a PUT, ``lease`` for a key without one, ``TTL`` in the keep-alive answer of a lease
-  that is gone. Every such field has its zero default here.
-
-Errors: a server that does not answer, or answers that it cannot serve now (no leader,
-timeouts), is ``CoordinatorUnavailable`` naming the endpoint; "requested lease not found"
-is ``LeaseNotFound`` (the caller turns it into ``SessionExpired``); "required revision has
-been compacted" is ``RevisionCompacted``; any other refusal a ``CoordinationError`` with
-etcd's own message.
+``Gateway`` posts to etcd's gRPC JSON gateway under ``/v3/`` (etcd 3.4 or newer) through
+one etcd3gw client per thread. Requests and answers are msgspec Structs because the
+gateway's JSON is not what it looks like: 64-bit numbers are JSON strings (read with
+``strict=False``), keys and values are base64 (keys the UTF-8 of the Protocol's ``str``),
+and proto3 defaults are left out (every such field has its zero default here). A server
+that does not answer or cannot serve now is ``CoordinatorUnavailable``; "requested lease
+not found" ``LeaseNotFound``; "required revision has been compacted"
+``RevisionCompacted``; any other refusal a ``CoordinationError`` with etcd's message.
 """
 
 from __future__ import annotations

@@ -2,25 +2,13 @@
 authority for configuration, placement, leases and the checkpoint catalog.
 
 The Protocol is Oxia's client API, so this is mostly a translation
-(``docs/coordination.md``):
-
-* a cluster is ``oxia://HOST:PORT/[NAMESPACE/]CLUSTER`` (``oxia_keys``): its records under
-  ``nereus/<cluster>/`` with keys encoded so that Oxia's ``/``-segment order is the
-  Protocol's byte order, all on one Oxia shard, so ``version_id`` (Oxia's WAL offset of
-  the write) is one counter for the cluster: the fencing token;
-* ``put`` and ``delete`` are one ``Write`` each with Oxia's own ``expected_version_id``
-  (-1: absent) and, for an ephemeral record, the session id and its client identity, which
-  Oxia keeps with the record; a put always carries the cluster's partition key;
-  ``delete_range`` is one ``DeleteRangeRequest`` (one ``KEY_RANGE_DELETED`` notification);
-* ``get`` is a ``Read`` of one key, ``list`` and ``range_scan`` Oxia's ``List`` and
-  ``RangeScan`` (each a bounded stream of batches, read whole within one deadline);
-* a session is an Oxia session (``oxia_session``); notifications the shard's notification
-  stream (``oxia_notifications``), filtered to the prefix, resumed after breaks, and
-  ``NotificationsLost`` when the resumption may have skipped changes.
-
-Every call is bounded by ``request_timeout_s``; failures are ``CoordinatorUnavailable``,
-``SessionExpired``, ``UnexpectedVersionId``, ``KeyNotFound`` or ``CoordinationError``,
-never a gRPC exception (``oxia_wire``).
+(``docs/coordination.md``): a cluster's records live under ``nereus/<cluster>/`` on one
+Oxia shard with order-preserving keys (``oxia_keys``), so ``version_id`` (the write's WAL
+offset) is one counter for the cluster, the fencing token; ``put`` and ``delete`` are one
+``Write`` each with Oxia's ``expected_version_id``; reads are ``Read``, ``List`` and
+``RangeScan``; a session is an Oxia session (``oxia_session``); notifications the shard's
+stream filtered to the prefix (``oxia_notifications``). Every call is bounded by
+``request_timeout_s`` and fails as a Nereus error, never a gRPC exception (``oxia_wire``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Where a cluster lives in Oxia (``oxia://HOST:PORT/[NAMESPACE/]CLUSTER``), and the key
 encoding that makes Oxia's key order the Protocol's.
 
-**The order trap.** Oxia compares keys segment by segment on ``/``, and a key with fewer
-segments comes first (``compare.CompareWithSlash``): ``a/z`` sorts before ``a/b/c``, and the
-byte-prefix range ``[x/, x0)`` holds nothing, because ``x0`` has one segment and every key
-under ``x/`` two. The Protocol's ranges are byte order (``nereus.coordination.records``).
-So no ``/`` of a Protocol key reaches Oxia: ``encode_key`` writes ``.`` as ``..`` and ``/``
-as ``.~``. That code is prefix-free and keeps the order of every pair of characters
-(``-`` < ``..`` < ``.~`` < ``0``: both codes sit where ``.`` and ``/`` sat), so the byte order
-of encoded keys is the code point order of the keys, a prefix of a key encodes to a prefix
-of its encoding, and a key with no ``/`` and no ``.`` is unchanged. Changing it moves
-every stored record: it is part of the on-coordinator format.
-
-**The layout.** A cluster's records are under ``nereus/<cluster>/`` (two literal segments,
-the same for every key of the cluster, then one encoded segment), in the Oxia namespace of
-the URL (``default`` if it names none). Every record of a cluster is on one Oxia shard: the
-one whose hash range holds the xxh3 hash of the partition key ``nereus/<cluster>`` (what
-Oxia's clients compute for a put with that partition key), so ``version_id``, which Oxia
-counts per shard, is one counter for the whole cluster whatever the namespace's shard
-count: the fencing token of ``nereus.coordination.records``.
+Oxia compares keys segment by segment on ``/`` (a key with fewer segments first), while the
+Protocol's ranges are byte order. So no ``/`` of a Protocol key reaches Oxia:
+``encode_key`` writes ``.`` as ``..`` and ``/`` as ``.~``, a prefix-free code that keeps the
+order of every pair of characters, so encoded keys sort as the keys do and a prefix
+encodes to a prefix. It is part of the on-coordinator format: changing it moves every
+stored record. A cluster's records are under ``nereus/<cluster>/`` in the URL's namespace
+(``default``), all on the one Oxia shard owning the xxh3 hash of the partition key
+``nereus/<cluster>``, so Oxia's per-shard ``version_id`` is one counter for the cluster.
 """
 
 from __future__ import annotations

@@ -2,31 +2,14 @@
 the subscription owns, which reconnects, resumes where it stopped, and notices when it
 cannot.
 
-Oxia keeps one notification batch per write of a shard, at the write's WAL offset (empty
-when the write touched only Oxia's own keys), for ``--notifications-retention-time`` (1 h
-by default), and streams them in offset order from after a given offset. A stream opened
-without an offset first sends an empty batch naming the current commit offset: the
-subscription's starting point, read before ``get_notifications`` returns, so no change
-made after it returns is missed. The thread keeps ``position``, the offset of the last
-batch it consumed, and queues the batch's changes under the prefix (the stream carries
-every key of the shard; the others, and other clusters', are dropped here).
-
-**Gaps.** When a stream ends (the server restarted, the connection broke, the leader
-moved) the thread opens a new one after a short backoff, and Oxia then serves what it
-still holds, silently starting later if it trimmed what came after ``position``. Oxia
-trims batches oldest first, so the batch at ``position`` is still held if and only if
-nothing after it was trimmed. So the new stream is asked to start *at* ``position``:
-its first batch must be that one (dropped: already delivered), and any later offset
-means the changes in between may be gone: the subscription delivers what it had queued
-and then raises ``NotificationsLost`` on every read (the consumer re-reads and
-subscribes again), and the thread stops. Before any batch was consumed, ``position`` is
-the starting commit offset, which need not be a batch of its own; then the check is by
-time: Oxia cannot have trimmed a batch written after the subscription started until the
-retention has passed, so a resumption within half of it (``retention_ms``) loses
-nothing, and a later one whose first batch is not the starting one is ``NotificationsLost``.
-
-Closing cancels the stream, which ends a blocked read at once. A server that stops
-answering without closing the connection is found by gRPC keep-alives (about 15 s).
+The thread keeps ``position``, the WAL offset of the last batch consumed, and queues the
+changes under the prefix. After a break it asks the new stream to start *at*
+``position``: Oxia trims oldest first, so that batch is still held iff nothing after it
+was trimmed; any other first batch means changes may be gone, and the subscription
+delivers what it queued, then raises ``NotificationsLost`` on every read. Before the first
+batch the check is by time: a resumption within half of Oxia's notification retention
+(``retention_ms``) loses nothing. Closing cancels the stream; a silent server is found by
+gRPC keep-alives (about 15 s).
 """
 
 from __future__ import annotations

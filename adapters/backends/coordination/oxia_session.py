@@ -1,18 +1,12 @@
-"""A session of the Oxia coordinator: an Oxia session, kept alive by a thread the session
-owns (``HeartbeatSession``).
+"""A session of the Oxia coordinator, kept alive by a thread the session owns
+(``HeartbeatSession``).
 
-Oxia restarts a session's timeout when a ``KeepAlive`` arrives (``server/session.go``:
-the timer is reset by each heartbeat), after it was sent, so the session lives at least
-until the *send* time of the latest acknowledged keep-alive plus its timeout:
-``certain_until_ms``. A server restart starts every session's timer afresh (extends,
-never shortens). Sessions last 2 s to 5 min (Oxia refuses others).
-
-One race is Oxia's own: once a session's timer fires, the server stops taking its
-heartbeats but, until the deletion of its records is written, still answers a
-``KeepAlive`` with OK. Such an answer can only arrive after the session's certain-until
-instant (the server expired it no earlier than that), so an acknowledgement received at
-or after ``certain_until_ms`` proves nothing: the session counts as lost then, never
-extended by it.
+Oxia restarts a session's timeout when a ``KeepAlive`` arrives, so the session lives at
+least until the *send* time of the latest acknowledged keep-alive plus its timeout:
+``certain_until_ms`` (a server restart only extends it). Sessions last 2 s to 5 min. Oxia
+still answers OK to a keep-alive of a session whose timer has fired until its records are
+deleted; such an answer arrives only after ``certain_until_ms``, so an acknowledgement at or
+after that instant proves nothing: the session counts as lost, never extended by it.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """What the Oxia coordinator says to Oxia over gRPC, and how it reads the answers.
 
-The messages are generated at install time from Oxia's own ``proto/client.proto``
-(``scripts/gen-oxia-proto`` into ``oxia_proto/``; ``docs/decisions/0001-oxia-client.md``
-says why not the PyPI client); the methods of the ``OxiaClient`` service are called by
-name on one gRPC channel per server (channels are thread-safe). Every call has a
-deadline: ``timeout_s`` for each unary or bounded streaming call; the notification stream,
-which lasts as long as its subscription, is watched by gRPC keep-alives instead (a ping
-every 10 s, answered within 5 s, as Oxia's own client does and its server permits).
-
-Which shard: a cluster's records all live on one Oxia shard of the namespace (``oxia_keys``),
-found once from the server's shard assignments (``GetShardAssignments``: the first
-answer of that stream) by the xxh3 hash of the cluster's partition key, and asked again
-after the shard's leader refused or could not be reached. Writes go through the unary
-``Write`` (one request, one answer, one deadline; Oxia 0.14 still serves it beside the
-``WriteStream`` its Go client uses).
-
-Errors (``_failure``): a server that cannot be reached or does not answer in time, or
-answers that it cannot serve now (not the leader, not initialised yet, closing), is
-``CoordinatorUnavailable`` naming the server and the call; a session the server does not
-know (its code 108, or the string "session not found": gRPC for Python reports a code it
-does not know as UNKNOWN) is ``UnknownSession``, which the callers turn into
-``SessionExpired``; any other refusal is a ``CoordinationError`` with Oxia's message. No
+The messages are generated at install time from Oxia's ``proto/client.proto``
+(``docs/decisions/0001-oxia-client.md``); the ``OxiaClient`` methods are called by name on
+one channel per server. Every call has a deadline (``timeout_s``); the notification stream
+is watched by keep-alives instead (10 s ping, 5 s answer, as Oxia permits). A cluster's
+shard is found from ``GetShardAssignments`` by the xxh3 hash of its partition key, and asked
+again after its leader refused. Writes use the unary ``Write``. Failures: unreachable,
+late or not serving now is ``CoordinatorUnavailable``; an unknown session (code 108, or
+"session not found") ``UnknownSession``; any other refusal ``CoordinationError``. No
 ``grpc.RpcError`` leaves this module.
 """
 

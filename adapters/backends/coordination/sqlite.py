@@ -1,28 +1,14 @@
 """The embedded coordinator: the ``Coordinator`` Protocol on one SQLite file in the home.
 
-For one host and no servers (``nereus quickstart``, ``--workers N``): every process of the
-host opens ``<home>/coordinator.db`` (WAL mode) with its own ``SqliteCoordinator``, as k3s
-runs on SQLite through kine. The file's layout and transactions are ``sqlite_store``;
-sessions (rows with a deadline, heartbeats from a thread each session owns) are
-``sqlite_session``; notifications (a cursor over a change log) ``sqlite_notifications``.
-
-Semantics follow Oxia's server (``docs/coordination.md``):
-
-* ``version_id`` of a put is the store's revision after it; the revision advances on every
-  write that changes something (put, delete, range delete, a session's end), so it is a
-  fencing token across all writers of the file;
-* ``expected_version_id``: ``EXPECTED_RECORD_DOES_NOT_EXIST`` passes only for an absent
-  key, a version id only for a record at exactly that version; a conditional delete of an
-  absent key with ``EXPECTED_RECORD_DOES_NOT_EXIST`` returns False;
-* a put keeps the record's creation time and counts a modification; its session (or
-  none) replaces the record's, so a durable put over an ephemeral record makes it durable;
-* a session is over once its deadline is not ahead of now: every operation leaves its
-  records out from then on, and the next write (any process's; the reaper's within
-  ``reap_interval_s``) deletes them with KEY_DELETED notifications.
-
-Time: deadlines are on the ``clock``'s monotonic reading (``CoordinatorClock``), so a test
-with a ``FakeClock`` decides when sessions expire. Every process using one file must use
-clocks that agree, which the system clock does on one host.
+For one host and no servers (``nereus quickstart``, ``--workers N``): every process opens
+``<home>/coordinator.db`` with its own ``SqliteCoordinator``. The file and its transactions
+are ``sqlite_store``, sessions ``sqlite_session``, notifications ``sqlite_notifications``.
+Semantics follow Oxia's server (``docs/coordination.md``): ``version_id`` is the store's
+revision after a write, one fencing counter for all writers of the file; expected versions
+as Oxia's; a durable put over an ephemeral record makes it durable; a session is over once
+its deadline is not ahead of now, and its records are left out from then on. Deadlines are
+on the ``clock``'s monotonic reading, so a test's ``FakeClock`` decides when sessions
+expire; every process using one file must use clocks that agree.
 """
 
 from __future__ import annotations

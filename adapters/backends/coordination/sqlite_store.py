@@ -1,33 +1,16 @@
 """The embedded coordinator's SQLite file: schema, transactions, and what every write does
 first and last.
 
-One file (``<home>/coordinator.db``) in WAL mode, shared by every process of the host; each
-opens its own connection (one per ``SqliteStore``, used under a lock by its threads).
-Writes are ``BEGIN IMMEDIATE`` transactions, so they take the file's one write lock at
-the start and never deadlock on an upgrade; readers see one committed snapshot and never
-wait. ``synchronous=FULL``: a put that returned survives a power cut.
-
-Tables::
-
-    meta(name, value)        revision (the fencing counter), trimmed_through (the last
-                             change seq dropped), boot_id (whose monotonic clock the
-                             deadlines are on), schema_version
-    sessions(session_id, client_identity, ttl_ms, deadline_ms)
-    records(key, value, version_id, modifications_count, created_ms, modified_ms,
-            session_id, client_identity)
-    changes(seq, type, key, version_id)   the notification log, in commit order
-
-**Every write transaction first ends the expired sessions** (deadline at or before now:
-their records are deleted, each with a KEY_DELETED change), and **every read leaves out
-records of expired sessions**, so no operation ever sees an ephemeral record after its
-session's deadline, whether or not a reaper has run yet. Session deadlines are on the
-host's monotonic clock, which restarts at boot: the file remembers the boot id they were
-written under, and the first process to open it after a reboot ends every session (no
-process that held one survived the reboot).
-
-The change log keeps the newest ``max_changes`` rows; a write that goes past that trims the
-oldest and records how far in ``trimmed_through``, so a subscriber whose cursor is behind
-it learns that it missed changes (``NotificationsLost``) instead of skipping them silently.
+One WAL-mode file shared by every process of the host, a connection per ``SqliteStore``.
+Writes are ``BEGIN IMMEDIATE`` (the write lock taken at the start: no upgrade deadlock);
+readers see one snapshot; ``synchronous=FULL``. Tables: ``meta`` (revision, the fencing
+counter; ``trimmed_through``; ``boot_id``; schema version), ``sessions``, ``records``,
+``changes`` (the notification log). Every write first ends the expired sessions (their
+records deleted with KEY_DELETED changes) and every read leaves their records out, so no
+ephemeral record outlives its session's deadline. Deadlines are on the monotonic clock:
+the first process after a reboot (a new ``boot_id``) ends every session. The change log
+keeps ``max_changes`` rows; a subscriber behind ``trimmed_through`` gets
+``NotificationsLost``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """The file destination: one JSON line per publish, fsynced before PUBLISHED.
 
-Each line carries ``delay_message_id``, ``attempt_id``, ``lane``, ``generation``,
-``deliver_at`` and ``published_at`` (ISO-8601 UTC; ``published_at`` is read after
-admission, just before the write), ``key``, ``headers`` and ``payload`` (text when it is
-UTF-8, else base64 with ``payload_encoding = "base64"``) and ``mac``: the attempt's
-evidence MAC (``nereus.evidence_mac``), which the evidence scan checks.
-
-A line left unfinished by a crash (the engine killed mid-write) is ended with a newline
-before the next batch, so every later line still parses.
-
-Several processes may write one file (the worker processes of ``engine start --workers
-N`` share the home's lanes): a batch's look at the file's end, its repair and its write
-happen under an exclusive ``flock`` of the file, so no writer takes another's batch in
-progress for a torn line, nor cuts it back; the fsync runs after the lock is released.
-
-Classification: if the file cannot be opened, nothing was written: NOT_PUBLISHED
-RETRIABLE. If a write fails part-way the file is cut back to its size before the batch;
-when that cut is synced the batch is NOT_PUBLISHED RETRIABLE, otherwise UNKNOWN. If the
-final fsync fails the bytes may or may not be durable: UNKNOWN. Evidence for PUBLISHED
-is ``<path>@<byte offset>``. After ``close`` nothing is written (NOT_PUBLISHED
-LANE_UNAVAILABLE), as the Protocol says.
+A line carries the message's ids, lane, generation, ``deliver_at``, ``published_at``, key,
+headers, payload (base64 when not UTF-8) and ``mac`` (``nereus.evidence_mac``). A line left
+unfinished by a crash is ended before the next batch, so every later line parses. Writers
+in several processes (worker processes share lanes) look at the end, repair and write
+under an exclusive ``flock``; the fsync runs after it. Classification: the file cannot be
+opened -> NOT_PUBLISHED RETRIABLE; a failed write cut back durably -> NOT_PUBLISHED
+RETRIABLE, else UNKNOWN; a failed final fsync -> UNKNOWN; PUBLISHED evidence is
+``<path>@<byte offset>``; after ``close`` NOT_PUBLISHED LANE_UNAVAILABLE.
 """
 
 from __future__ import annotations

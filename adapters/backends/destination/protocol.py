@@ -1,27 +1,15 @@
 """The Destination Protocol every adapter implements, and what it answers.
 
-``publish`` is called only after the attempts' PUBLISH_ADMISSION is applied and synced.
-It must classify every request by side-effect evidence (seed 000, section 4):
-
-* PUBLISHED only with destination evidence (file offset, partition+offset, MessageId);
-* NOT_PUBLISHED only when the message provably never left (RETRIABLE, PERMANENT or
-  LANE_UNAVAILABLE);
-* UNKNOWN for everything ambiguous (a write or sync that failed after bytes may have
-  landed, a timeout after send). Never guess NOT_PUBLISHED.
-
-``probe`` reports readiness: None when the destination can take work, else the reason.
-
-``close`` releases the destination's clients and may be called more than once. A closed
-destination sends nothing: ``publish`` answers every request NOT_PUBLISHED
-LANE_UNAVAILABLE, ``probe`` says it is closed and ``scan_evidence`` raises
-``DestinationClosed``. ``tests/integration/destination_contract.py`` holds every adapter
-to these promises.
-
-A failure that is the *message's* own fault (too large, a record the destination refuses
-as invalid) sets ``message_fault``: the message fails (PERMANENT) but its lane stays READY,
-since every other message is still welcome. Any other failure makes the lane NOT READY
-until a probe passes. ``max_record_bytes`` is the destination's size limit for one record
-(None: none): the planner checks it at Claim, before any attempt is admitted.
+``publish`` is called only after the attempts' PUBLISH_ADMISSION is applied and synced,
+and classifies every request by side-effect evidence (seed 000 §4): PUBLISHED only with
+destination evidence; NOT_PUBLISHED only when the message provably never left; UNKNOWN
+for everything ambiguous — never guess NOT_PUBLISHED. A failure that is the message's own
+fault sets ``message_fault`` (the message fails, its lane stays READY); any other makes the
+lane NOT READY until ``probe`` (None when ready, else the reason) passes.
+``max_record_bytes`` is checked at Claim. ``close`` may be called more than once; a closed
+destination sends nothing (NOT_PUBLISHED LANE_UNAVAILABLE; ``scan_evidence`` raises
+``DestinationClosed``). ``tests/integration/destination_contract.py`` holds every adapter
+to this.
 """
 
 from __future__ import annotations

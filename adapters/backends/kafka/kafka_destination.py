@@ -1,24 +1,13 @@
 """The Kafka destination: an idempotent, acks=all producer, classified by delivery reports.
 
-Each request becomes one record on ``topic``: key = ``template.key``, value =
-``template.payload``, headers = the template's own headers followed by the evidence headers
-(``kafka_evidence``). Partitions are chosen by ``murmur2_random``, the Java client's
-default, so keys land where Java producers put them.
-
-Classification is ``kafka_verdicts`` (``docs/outcomes.md``, section Kafka, is the same
-table in prose): a successful delivery report is PUBLISHED with evidence
-``kafka:<topic>/<partition>@<offset>``; a refusal in ``produce()`` or a delivery-report
-error that proves the broker refused the batch is NOT_PUBLISHED (records sharing a batch
-refusal are each sent again alone, and only the answer for a record sent alone decides);
-everything else, and a report missing when the flush deadline passes, is UNKNOWN.
-
-``scan_evidence`` looks for records by their ``nereus-attempt-id`` header, to resolve
-UNKNOWN attempts with evidence; not finding one proves nothing.
-
-``close`` flushes and drops the producer; a closed destination never makes another one
-(publish answers NOT_PUBLISHED LANE_UNAVAILABLE, as the Protocol says).
-
-``confluent_kafka`` is imported inside methods, never at module level.
+Each request is one record: the template's key, payload and headers, then the evidence
+headers (``kafka_evidence``); partitions by ``murmur2_random``, the Java client's default.
+Classification is ``kafka_verdicts`` (``docs/outcomes.md``): a delivery report is
+PUBLISHED (evidence ``kafka:<topic>/<partition>@<offset>``); a refusal that proves the
+broker refused the batch is NOT_PUBLISHED, decided only for a record sent alone; anything
+else, or a report missing at the flush deadline, is UNKNOWN. ``scan_evidence`` finds
+records by their ``nereus-attempt-id`` header (not finding one proves nothing). A closed
+destination never makes another producer. ``confluent_kafka`` is imported inside methods.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """The Kafka Shard Log: one partition of a Command Topic per shard.
 
-Positions are Kafka offsets and ``broker_ms`` is the record's Kafka timestamp.
-
-* **Appending** is ``kafka_append.KafkaAppender``: an idempotent, non-transactional
-  producer (so positions are dense, ``dense = True``) that hands out receipts only after
-  acks=all, and raises ``KafkaAppendFailed`` (a ``ServiceUnreachable`` and an ``OSError``,
-  so the shard loop retries the very same bytes) otherwise.
-* **The Command Topic** is made or checked at open (``kafka_command_topic``):
-  ``message.timestamp.type=LogAppendTime`` (record times are the broker's persistence
-  time), ``cleanup.policy=delete`` (compaction would leave gaps, which the runner reports
-  and never skips).
-* **Bounded waits.** Metadata and offset requests are bounded by ``timeout_s``: an
-  unreachable broker surfaces as ``ServiceUnreachable`` naming the bootstrap address, never
-  as a hang. A read is never positioned outside the partition's retained range (no offset
-  reset in flight), and ``close`` waits a bounded time for the consumer
-  (``close_consumer``: librdkafka issue 4514 can deadlock a close otherwise).
-* **ack is for monitoring.** ``ack(p)`` commits offset ``p + 1`` for consumer group
-  ``nereus-<topic>-<partition>`` (asynchronously; a failed commit is logged) so lag tools
-  see the shard's progress. The applied position in RocksDB stays the source of truth.
-
-``confluent_kafka`` is imported in the constructor, not at module level.
+Positions are dense Kafka offsets; ``broker_ms`` is the record's timestamp, the broker's
+persistence time (``LogAppendTime``, set with ``cleanup.policy=delete`` when the topic is
+made or checked: ``kafka_command_topic``). Appends are ``kafka_log_append``. Metadata and
+offset requests are bounded by ``timeout_s`` (an unreachable broker is
+``ServiceUnreachable``, never a hang); a read is never positioned outside the retained
+range and ``close_consumer`` bounds a close (librdkafka issue 4514 can deadlock one).
+``ack`` commits ``p + 1`` for group ``nereus-<topic>-<partition>``, for lag tools only: the
+applied position in RocksDB is the truth. ``confluent_kafka`` is imported in the constructor.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Appending to a Kafka Shard Log: one idempotent, acks=all producer for one partition.
 
-* **Dense positions.** The producer is idempotent and not transactional, so it writes only
-  data records and a partition's offsets are consecutive. A gap that still appears is
-  reported by the runner, never skipped.
-* **Receipts only after acks=all.** ``append`` produces every payload to the partition,
-  flushes, and returns receipts (offset, broker timestamp) only when every delivery report
-  succeeded. Any failure raises ``KafkaAppendFailed`` and hands out no receipt at all.
-  ``KafkaAppendFailed`` is both a ``ServiceUnreachable`` (exit 5, naming the bootstrap
-  address) and an ``OSError``, so the shard loop's retry of the very same bytes applies.
-  Some payloads of a failed append may nevertheless be in the log; a retry can then store
-  them twice, and the state machine's dedup keys make the repeat a no-op.
-* **Bounded waits.** Delivery reports arrive within ``timeout_s`` (``delivery.timeout.ms``);
-  the flush waits a grace period beyond it, and a report still missing then fails the
-  append.
-* **A fatal producer is replaced.** After a fatal error (of idempotence) the producer can
-  never send again: the next append gets a new one.
-
-``confluent_kafka`` is imported in the constructor, not at module level.
+The producer is idempotent and not transactional, so offsets are dense (a gap is reported
+by the runner, never skipped). ``append`` returns receipts only when every delivery report
+succeeded within ``timeout_s`` (plus a flush grace); otherwise it raises
+``KafkaAppendFailed`` — a ``ServiceUnreachable`` and an ``OSError``, so the shard loop
+retries the very same bytes, and dedup makes any record stored twice a no-op. A producer
+that hit a fatal idempotence error is replaced on the next append.
+``confluent_kafka`` is imported in the constructor.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""How the Kafka destination classifies a record's fate: the tables and the classifiers.
+"""How the Kafka destination classifies a record's fate (``docs/outcomes.md``, section
+Kafka, is the same table in prose; a test holds the two together).
 
-``docs/outcomes.md``, section Kafka, is the same table in prose (a test holds the two to
-each other):
-
-* a successful delivery report is PUBLISHED;
-* a record the client refused in ``produce()`` was never handed over: NOT_PUBLISHED
-  (RETRIABLE for a full queue, PERMANENT for size or invalid arguments);
-* a delivery report whose error proves the broker refused the batch before appending it
-  (size, invalid record, authorization, unknown topic) is NOT_PUBLISHED. A broker refuses a
-  whole batch (``BATCH_REFUSALS``), so the destination sends each such record again alone,
-  and only the answer for a record sent alone decides;
-* everything else (timeouts, transport errors, NOT_ENOUGH_REPLICAS_AFTER_APPEND, fatal
-  idempotence errors) is UNKNOWN: the record may have been appended, and it is never
-  guessed otherwise.
-
-Error names are librdkafka's (``KafkaError.name()``). ``confluent_kafka`` is only named for
-the type checker here, never imported.
+A delivery report without error is PUBLISHED; a record refused in ``produce()`` was never
+handed over: NOT_PUBLISHED (RETRIABLE for a full queue, PERMANENT for size or invalid
+arguments); a report error proving the broker refused the batch before appending is
+NOT_PUBLISHED, but a broker refuses whole batches (``BATCH_REFUSALS``), so only the answer
+for a record sent alone decides; everything else is UNKNOWN, never guessed otherwise.
+Error names are librdkafka's; ``confluent_kafka`` is only named for the type checker.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """What the Pulsar Shard Log and the Pulsar destination share: names, clients, errors, admin.
 
-``pulsar`` (pulsar-client, a C++ library underneath) is imported inside the functions,
-never at module level, so that importing ``nereus.engine`` (or running ``nereus --help``)
-does not load it.
-
-* **Topic names.** A short name ``orders`` means ``persistent://public/default/orders``;
-  a full name is kept as given. The admin REST path of a topic is
-  ``persistent/<tenant>/<namespace>/<name>``.
-* **Client log.** The C++ client logs through a ``FileLogger`` (``os.devnull`` unless a
-  path is given). Its console logger writes to stdout, which would corrupt the CLI's JSON
-  output, and a Python ``logging`` logger can abort the interpreter at exit ("terminate
-  called without an active exception") when a client thread logs during finalisation.
-* **Errors.** Failures to reach the broker (``Timeout``, ``ConnectError``, ``LookupError``,
-  ...) become ``ServiceUnreachable`` (exit 5) naming the service URL; a refusal by the
-  broker becomes a ``NereusError`` naming the refusal.
-* **Deadlines.** The client's own operation timeout is not a deadline: against an address
-  that drops packets ``create_producer`` was measured to return after 8-12 s with a 2 s
-  operation timeout. ``call_within`` runs such an open in a helper thread it owns, and on
-  the deadline closes the client (which ends the call) and raises ``ServiceUnreachable``.
+``pulsar`` is imported inside functions, so ``nereus --help`` never loads it. A short topic
+name means ``persistent://public/default/<name>``. The C++ client logs to a ``FileLogger``
+(its console logger would corrupt JSON output; a Python logger can abort the interpreter at
+exit). Unreachable brokers are ``ServiceUnreachable`` naming the URL; refusals a
+``NereusError``. The client's operation timeout is not a deadline, so ``call_within`` runs
+an open on a helper thread it owns and, at the deadline, closes the client and raises
+``ServiceUnreachable`` (``docs/decisions/0024-broker-calls-under-our-deadlines.md``).
 """
 
 from __future__ import annotations

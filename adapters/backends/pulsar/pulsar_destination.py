@@ -1,43 +1,14 @@
 """The Pulsar destination: one message per attempt, classified by side-effect evidence.
 
-Each request becomes one Pulsar message: the template's payload, partition key =
-``template.key``, properties = the template's headers plus ``nereus-delay-message-id`` and
-``nereus-attempt-id`` (ours win over a header of the same name), event time = the publish
-time read just before sending. The producer sends with batching off (one message per
-entry, so the MessageId is exact evidence), a bounded ``send_timeout_ms`` and
-``block_if_queue_full=False`` (a full queue is an immediate, provable refusal, never a
-hidden wait).
-
-**Deliver-at handoff.** With ``deliver_at_handoff`` the message is sent with
-``deliver_at = template.deliver_at_ms``: Pulsar stores it now and keeps it from consumers
-until then, so the engine may hand it over early (actionAt = deliverAt - lead). Pulsar
-honours deliver-at only for Shared and Key_Shared subscriptions; Exclusive and Failover
-consumers and readers see the message at once.
-
-**Classification** (the full table is ``docs/outcomes-pulsar.md``):
-
-* Ok from the broker -> PUBLISHED, evidence ``pulsar:<topic>@<ledger>:<entry>:<partition>``.
-* The producer could not be opened -> nothing was handed to Pulsar: NOT_PUBLISHED,
-  PERMANENT for TopicNotFound / InvalidTopicName / AuthorizationError, RETRIABLE for a
-  backlog quota (ProducerBlockedQuotaExceeded*), LANE_UNAVAILABLE for anything else (the
-  broker is unreachable, the lookup failed, ...).
-* The client refused the message *inside* ``send_async`` (the callback ran on the calling
-  thread before ``send_async`` returned; the C++ client does that only for its checks
-  before enqueueing) -> NOT_PUBLISHED: RETRIABLE for ProducerQueueIsFull /
-  MemoryBufferIsFull, PERMANENT for MessageTooBig / InvalidMessage or a message that
-  could not be built, LANE_UNAVAILABLE for a closed / failed / fenced producer.
-* Any failure after the message was enqueued (Timeout, a lost connection, a producer
-  closed under it, a broker error, no callback in time) -> UNKNOWN: the broker may have
-  stored it and only the answer was lost. A failure reported after enqueueing is never
-  taken as proof of absence, even for error names that are provable before sending.
-* After a failed window of sends the rest of the batch is not sent: NOT_PUBLISHED
-  LANE_UNAVAILABLE (proven: never handed to the client).
-
-``scan_evidence`` reads the topic (every partition) from ``since_ms`` by publish time,
-with readers (which deliver-at does not delay), and reports the MessageId of messages whose
-``nereus-attempt-id`` is wanted. Absence proves nothing. A reader the broker has not yet
-re-attached after the seek is asked again until the scan's deadline
-(``has_message_available``), not taken for an unreachable broker.
+Each request is one message (batching off, so the MessageId is exact evidence) with the
+template's payload and key, its headers plus ``nereus-delay-message-id`` and
+``nereus-attempt-id``, a bounded ``send_timeout_ms`` and ``block_if_queue_full=False``.
+With ``deliver_at_handoff`` it is sent with ``deliver_at = deliverAt`` (honoured by Shared
+and Key_Shared subscriptions only). Classification (``docs/outcomes-pulsar.md``): Ok is
+PUBLISHED (``pulsar:<topic>@<ledger>:<entry>:<partition>``); a producer that could not be
+opened, or a refusal inside ``send_async`` before enqueueing, is NOT_PUBLISHED; any failure
+after enqueueing is UNKNOWN, never proof of absence; the rest of a batch after a failed
+window is NOT_PUBLISHED LANE_UNAVAILABLE. ``scan_evidence`` is ``pulsar_evidence``.
 """
 
 from __future__ import annotations

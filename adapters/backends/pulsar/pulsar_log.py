@@ -1,43 +1,15 @@
 """A Shard Log on one partition of a partitioned Pulsar Command Topic.
 
-The Command Topic is ``persistent://public/default/<topic>`` (or the full name given) with
-one partition per shard; shard ``n`` reads and writes ``<topic>-partition-<n>``.
-``pulsar_command_topic.ensure_partitioned_topic`` creates it through the admin REST API, with
-infinite retention: the log is the source of truth for replay, so Pulsar must never trim it.
-
-**Positions are sparse** (``dense = False``): a record's position is its MessageId packed
-into one integer, ``(ledger_id << 32) | entry_id`` (``pulsar_positions``; the producer sends
-with batching disabled, so no two records share an entry), and ``end_position`` is one past
-the last entry. Differences of positions are not record counts: the shard's lag is the
-subscription backlog (``backlog()``), not end - applied.
-
-**Time.** The Python client cannot read Pulsar's broker entry metadata (the broker
-timestamp exists only through the per-entry admin REST call, far too slow for reads), and
-a send's callback does not report the publish time. So ``append`` stamps every message of
-one call with one time, taken from this host's wall clock but never earlier than the
-latest stamp this object has seen (on first append, the log's last record), as the
-message's *event time*; receipts and every later read return that same value, so replay is
-deterministic. A record without an event time (written by another tool) reads with its
-publish time. Both are producer-host clocks, not the broker's: two writers on hosts with
-skewed clocks can interleave slightly out of order, and the admission check that a
-decision does not lead broker time by more than ``max_clock_ahead_ms`` compares the engine's
-clock with the appender's (its own, for its own appends) rather than with the broker's.
-
-**Reading** uses one Reader, re-created only when ``read`` is asked for another position
-than where the last read stopped. ``has_message_available`` decides whether more is there,
-which is a broker round trip whenever the reader has caught up: reads see every append that
-returned before them (from this object or any other), at the cost of one request per read
-at the end of the log.
-
-**Durability.** ``append`` returns only after every send was acknowledged by the broker,
-i.e. persisted to the ledger's ack quorum (``pulsar_append``); it raises if any failed
-(records before the failure may be in the log; appends carry their own ids and re-applying
-is a no-op).
-
-**ack** acknowledges cumulatively on the durable Failover subscription
-``nereus-<partition>`` (a zero-queue consumer, so nothing is prefetched), which shows the
-shard's lag in Pulsar's own tooling. It is monitoring only: RocksDB's applied position stays
-the truth, so a failed ack is counted (``ack_failures``) and otherwise ignored.
+Shard ``n`` reads and writes ``<topic>-partition-<n>``, created with infinite retention
+(``pulsar_command_topic``): the log is the source of truth for replay. Positions are
+sparse MessageIds (``pulsar_positions``); lag is the subscription backlog, not a
+difference of positions. The Python client cannot read broker time, so ``append`` stamps
+every message of a call with one *event time* from this host's clock, never earlier than
+the latest stamp seen, and reads return it: replay is deterministic, but the clock-lead
+check compares the engine with the appender's clock, not the broker's. Reads use one
+Reader; ``has_message_available`` makes every returned append visible. ``append`` returns
+after every send is acknowledged (``pulsar_log_append``). ``ack`` moves the durable
+Failover subscription ``nereus-<partition>``, for monitoring only.
 """
 
 from __future__ import annotations

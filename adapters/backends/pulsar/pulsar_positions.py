@@ -1,25 +1,12 @@
-"""The Source Position of a Pulsar Shard Log record: its MessageId packed into one integer.
+"""The Source Position of a Pulsar Shard Log record: ``(ledger_id << 32) | entry_id``.
 
-::
-
-    position = (ledger_id << 32) | entry_id
-
-The producer sends with batching DISABLED, so one message is one BookKeeper entry and no
-two records share a (ledger, entry). **Positions are sparse**: they increase with the log
-(entries within a ledger are numbered 0, 1, 2, ... and a later ledger always has a larger
-id), but there is a gap whenever the topic rolls over to a new ledger. Limits:
-``ledger_id < 2**31``, so a position fits the signed 64-bit integer the state store keeps
-(ledger ids come from one cluster-wide counter, so a busy cluster uses them up faster than
-this topic alone would), and ``entry_id < 2**32`` (a ledger holds at most
-``managedLedgerMaxEntriesPerLedger`` entries, 50,000 by default). An id outside these limits
-raises ``PositionOutOfRange`` rather than wrapping into a wrong position; changing the
-encoding changes every stored applied position, so it bumps the state format. Differences
-of positions are not record counts.
-
-**The end position** is one past the last entry: ``(ledger << 32) + entry + 1``;
-``ledger << 32`` when the current ledger is still empty (everything existing is in an
-earlier ledger); 0 for a topic that never held a message. It is greater than every existing
-position and at most the next one appended.
+Batching is off, so one record is one entry. Positions increase with the log but are
+sparse (a gap at every ledger roll-over): differences are not record counts. Limits:
+``ledger_id < 2**31`` (the state store keeps a signed 64-bit position) and
+``entry_id < 2**32``; an id outside them raises ``PositionOutOfRange`` rather than wrap.
+Changing the encoding changes every stored applied position (a state format bump). The end
+position is one past the last entry (``ledger << 32`` for an empty current ledger, 0 for a
+topic that never held a message): above every existing position, at most the next one.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """The embedded default Shard Log: segmented, CRC-framed, fsynced append-only files.
 
-Layout: ``<root>/<route>/<partition>/<base position, 20 digits>.seg`` plus a ``.lock``
-file. Positions are record numbers from 0, like Kafka offsets; a segment is named by the
-position of its first record and rolls over at ``segment_bytes`` (``file_segments``).
-
-* **Durable receipts.** ``append`` writes the frames and fdatasyncs before returning;
-  a receipt is never handed out for bytes that are not on disk.
-* **Several writers.** The CLI and the engine append to the same partition: every
-  append holds an exclusive ``flock`` on ``.lock`` and re-reads the tail, so positions
-  are assigned from the file itself, never from a stale cache. Threads sharing one log
-  object (the shard loop and admin-socket requests) are serialised by a mutex first,
-  because ``flock`` does not exclude threads that share a file descriptor.
-* **Torn tail.** A crash mid-append can leave a partial or damaged frame at the end of
-  the last segment. It was never receipted, so the next writer truncates it and records
-  a ``TornTailRepair`` (``file_tail``); readers treat it as the end of the log.
-* **Corruption is loud.** A damaged frame followed by intact data, or anywhere but the
-  tail of the last segment, raises ``LogCorruption`` naming the file and byte offset
-  (``file_tail``, ``file_reader``). Nothing is ever skipped silently.
-
-Appends are written and synced in chunks of at most ``MAX_UNSYNCED_BYTES``, so a torn
-tail can never be longer than that; damage further from the end is corruption by
-definition.
+``<root>/<route>/<partition>/<base position, 20 digits>.seg`` plus a ``.lock`` file;
+positions are record numbers from 0. ``append`` fdatasyncs before returning: a receipt is
+never handed out for bytes not on disk. Every append holds an exclusive ``flock`` on
+``.lock`` and re-reads the tail, so positions come from the file, whatever process writes;
+threads sharing one log object are serialised by a mutex first (``flock`` does not exclude
+them). A torn tail (at most ``MAX_UNSYNCED_BYTES``, the sync chunk) is cut by the next
+writer and reported (``file_tail``); damage anywhere else raises ``LogCorruption`` naming
+file and offset. Nothing is ever skipped silently.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """The end of a file Shard Log, where writers append: finding it, cutting a torn tail.
 
-* **Torn tail.** A crash mid-append can leave a partial or damaged frame at the end of the
-  last segment. It was never receipted, so the next writer truncates it and records a
-  ``TornTailRepair``; readers treat it as the end of the log.
-* **Corruption is loud.** Appends are written and synced in chunks of at most
-  ``MAX_UNSYNCED_BYTES``, so a torn tail can never be longer than that: a damaged frame
-  followed by intact data, or further from the end, raises ``LogCorruption`` naming the file
-  and byte offset (``raise_unless_torn``, which readers use too). Nothing is skipped.
-* **Durable.** Every chunk is fdatasynced before the append returns; a new segment's name
-  is made durable with an fsync of the directory.
-
-``TailWriter`` must only be used under the log's append lock: positions are assigned from
-the file itself, and its cached tail is only a shortcut when the file has not changed.
-
-``observed_end`` is the end as a report reads it (``shard inspect``, ``shard list``): no
-lock, no write, and bounded work on a full 64 MiB segment. Every frame's header is checked
-(its CRC, its length within the file), the payload CRCs only within the last
-``MAX_UNSYNCED_BYTES`` (+ a header), where a torn tail can be: a payload damaged further
-back is corruption that readers report where they meet it. Anything short of a clean run
-of frames to the end of the file is left to the writers' exact path (``TailWriter.load``
-under the lock) by answering None.
+Appends are synced in chunks of at most ``MAX_UNSYNCED_BYTES``, so a torn tail is never
+longer: the next writer truncates it and records a ``TornTailRepair``, while a damaged
+frame followed by intact data, or further from the end, raises ``LogCorruption`` naming the
+file and byte offset (``raise_unless_torn``). A new segment's name is made durable with a
+directory fsync. ``TailWriter`` is used only under the log's append lock. ``observed_end``
+is the end as a report reads it: no lock, no write, headers checked throughout and payload
+CRCs only where a torn tail can be; anything short of a clean run of frames answers None,
+leaving the exact answer to the writers' path.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Route identity: the first record of every Shard Log partition says whose log it is.
 
-A Command Topic (or file log) partition begins with a ROUTE_IDENTITY record: the route's
-id (made by ``nereus init``: ``[routes.NAME] id`` in nereus.toml), its name, the
-partition and the partition count. ``ensure_route_identity`` is called before an engine
-starts on a shard and before a client appends to one:
-
-* an empty log gets the identity as its first record;
-* a log whose first record is another identity (another home's route, or the same route
-  with another partition count) is refused, naming the log and the identity found: a home
-  never adopts someone else's log, and ``partitions`` never changes under data (that would
-  move message ids to other shards);
-* a log whose first record is not an identity is refused too: it was not made for a route.
-
-When the log no longer holds its first record (pruned below it), the identity the shard
-applied (``meta/route``) is what is checked.
+``ensure_route_identity`` runs before an engine starts on a shard and before a client
+appends to one: an empty log gets the ROUTE_IDENTITY (route id from ``nereus init``, name,
+partition, partition count) as its first record; a log whose first record is another
+identity, or not an identity, is refused naming the log and what it found — a home never
+adopts someone else's log, and ``partitions`` never changes under data. A log pruned below
+its first record is checked against the identity the shard applied (``meta/route``).
 """
 
 from __future__ import annotations

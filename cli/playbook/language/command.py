@@ -1,30 +1,14 @@
 """How a step's ``run`` becomes the child's arguments, so that no value - a ``--var``, an
 earlier step's output - can ever be read as an option.
 
-A value from a ``{hole}`` lands in one of two places:
-
-- **an option's value**: ``--reason {reason}`` (or ``--reason={reason}``) is passed as the
-  one word ``--reason=VALUE``. Click reads everything after the ``=`` as the value, and the
-  CLI's hoisting of ``--json``/``--home`` (``nereus.cli.main``) matches whole words only, so
-  ``--reason=--json`` stays a reason. The word after a long option is always taken as its
-  value: if the option is in fact a flag, the child refuses ``--flag=VALUE`` with exit 2
-  rather than misreading anything.
-- **a positional argument**: the first word with a hole that is not an option's value,
-  and every argument after it, goes after a ``--``, past which neither Click nor the
-  hoisting looks for options. (So does an argument that starts with ``-``, such as ``-5``.)
-
-The words before that (the command's name: ``lane close``) stay first, the options follow
-them, then ``--`` and the positional arguments in their order:
-``["lane", "close", "{lane}", "--reason", "{reason}", "--yes"]`` runs as
-``lane close --reason=R --yes -- LANE``. An explicit ``--`` in ``run`` is honoured: every
-word after it is an argument.
-
-Refused when the playbook is loaded (:func:`command_words`): a hole in the first word (the
-playbook decides which command runs), short options (``-y``: write ``--yes``, the form a
-value can be joined to with ``=``), and ``--home``/``--json`` (the runner passes those; a
-step's ``home`` key runs it elsewhere). An option whose name is made from a hole
-(``--{outcome}``) is checked when it is filled in: ``--`` then letters, digits, ``-`` and
-``_``, and not ``--home`` or ``--json``. No argument may contain a NUL character.
+A hole after a long option is passed joined to it (``--reason=VALUE``: Click reads all after
+``=`` as the value, and the CLI's hoisting matches whole words only); the first other word
+with a hole, every argument after it, and any argument starting with ``-``, go after a
+``--``. So ``["lane", "close", "{lane}", "--reason", "{reason}", "--yes"]`` runs as
+``lane close --reason=R --yes -- LANE``; an explicit ``--`` is honoured. Refused at load
+(:func:`command_words`): a hole in the first word, short options, ``--home``/``--json``;
+an option named by a hole must fill in as ``--`` and ``[A-Za-z0-9_-]``; no argument may
+hold a NUL. The rules for playbook writers: ``playbooks/README.md``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,14 @@
 """The condition language of playbooks: a small, safe expression language over JSON values.
 
-Playbook checks must never run arbitrary code (a playbook in an operator's home is data,
-not a program): :mod:`nereus.cli.playbook.language.parser` parses the grammar by hand,
-and the evaluator here only walks JSON values. There is no attribute access on Python
-objects, no calls other than the six functions below, no loops and no assignment.
-
-Values are JSON: null, booleans, numbers, strings, lists, objects. Semantics:
-
-- ``==``/``!=`` compare structurally; a boolean never equals a number (``true != 1``).
-- ``<``, ``<=``, ``>``, ``>=`` order two numbers or two strings, anything else is an error.
-- ``a in b``: an element of a list, a substring of a string, or a key of an object.
-- ``+``/``-`` on numbers (``+`` also joins two strings).
-- ``x.name`` reads a key of an object, ``x[i]`` an index of a list (negative counts from
-  the end) or a key of an object. A missing key or index is an error naming the path, so
-  a typo in a check fails loudly instead of comparing null.
-- Truthiness (``and``, ``or``, ``not``, a bare condition): null, false, 0, "", [] and {}
-  are false; everything else is true. ``and``/``or`` short-circuit and yield booleans.
-
-Functions (``PATH`` is a string naming a dotted path inside each item, e.g. ``"gate"`` or
-``"checks.ok"``; a missing key along it reads as null):
-
-- ``len(x)``: the length of a list, string or object.
-- ``all(list[, PATH])`` / ``any(list[, PATH])``: every / some item (or its PATH) is truthy.
-- ``pluck(list, PATH)``: the list of every item's PATH.
-- ``find(list, PATH, value)``: the first item whose PATH equals value, else null.
-- ``where(list, PATH, value)``: every item whose PATH equals value.
-
-An evaluation problem (a missing key, comparing a string with a number) raises
-``ExpressionError``; a playbook check that raises is a failed check whose detail is the
-message.
-
-The evaluator recurses over the syntax tree, and that is bounded where the tree is made:
-:func:`nereus.cli.playbook.language.parser.parse` refuses a tree deeper than
-``MAX_EXPRESSION_DEPTH`` (32), so evaluating or explaining one takes at most a few frames
-per level. Walks over *values* (``equal``) are loops, since a command's output can nest
-as deep as it likes.
+A playbook is data, not a program: the parser is hand-written
+(:mod:`nereus.cli.playbook.language.parser`) and the evaluator here only walks JSON values
+— no attribute access on Python objects, no calls but the six functions, no loops, no
+assignment. The meaning of each form and function is the table in ``playbooks/README.md``
+("Conditions"). A missing key or index, or comparing a string with a number, raises
+``ExpressionError`` naming the path; a check that raises is a failed check. The evaluator
+recurses over the syntax tree, bounded where the tree is made (depth at most
+``MAX_EXPRESSION_DEPTH``); walks over *values* (``equal``) are loops, since a command's
+output can nest as deep as it likes.
 """
 
 from __future__ import annotations

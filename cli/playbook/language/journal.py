@@ -1,21 +1,12 @@
 """The run journal: what a line holds, and where a resumed run continues.
 
-A run appends one JSON line per event to ``<home>/playbooks/journal/<name>.jsonl`` (the
-runner fsyncs each line before going on, so a line that is there happened):
-
-- ``run_started``: run id, playbook, its step ids, the resolved variables, resumed or not;
-- ``step_started``: the step and the exact arguments it runs;
-- ``step_finished``: ok, whether the run went past it (``advance``), exit code, the
-  command's JSON output (later steps may refer to it), each check's verdict;
-- ``run_stopped``: the run ended early (a failed step, a declined or unanswerable
-  confirmation, an interruption) and its exit status;
-- ``run_finished``: every step was judged.
-
-A file holds many runs, one after another. ``--resume`` continues the *last* one (writing
-``run_started`` again with ``resumed`` true and the same run id): it keeps
-its run id (so idempotency keys built from ``{run_id}`` repeat, and a re-sent mutation is
-recognised), its variables, and the outputs of the steps it completed, and starts at the
-first step it did not complete. A step that started and never finished runs again.
+A run appends one fsynced JSON line per event to ``<home>/playbooks/journal/<name>.jsonl``
+(a line that is there happened): ``run_started``, ``step_started`` (the exact arguments),
+``step_finished`` (verdicts, exit code, the JSON output later steps may use),
+``run_stopped`` and ``run_finished``. ``--resume`` continues the *last* run of the file with
+its run id (so idempotency keys built from ``{run_id}`` repeat), its variables and its
+completed steps' outputs, from the first step it did not complete; a step that started and
+never finished runs again (``playbooks/README.md``, "The journal and --resume").
 """
 
 from __future__ import annotations

@@ -1,35 +1,13 @@
 """The parser of the playbook condition language: text to a bounded syntax tree.
 
-Playbook checks must never run arbitrary code (a playbook in an operator's home is data,
-not a program), so the tokenizer (:mod:`nereus.cli.playbook.language.tokens`) and this
-recursive-descent parser are written by hand, and the evaluator only walks JSON values.
-There is no attribute access on Python objects, no calls other than the six
-``FUNCTIONS``, no loops and no assignment.
-
-Grammar (lowest precedence first)::
-
-    expr       := or
-    or         := and ("or" and)*
-    and        := not ("and" not)*
-    not        := "not" not | comparison
-    comparison := sum [("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not" "in") sum]
-    sum        := unary (("+" | "-") unary)*
-    unary      := "-" unary | postfix
-    postfix    := primary ("." NAME | "[" expr "]")*
-    primary    := NUMBER | STRING | "true" | "false" | "null" | "[" [expr ("," expr)*] "]"
-                | NAME "(" [expr ("," expr)*] ")" | NAME | "(" expr ")"
-
-Evaluation (what the values mean) is :mod:`nereus.cli.playbook.language.expr`.
-
-Input bounds: a playbook is data an operator may have written by hand or generated, so an
-expression longer than ``MAX_EXPRESSION_CHARS`` or nested deeper than
-``MAX_EXPRESSION_DEPTH`` is refused when it is parsed, with an ``ExpressionError`` (a usage
-error) that says the size and the limit. Depth is checked twice: the bracket nesting
-(``(``, ``[``, a call's arguments) before parsing, because brackets are where the parser
-recurses (prefix ``not``/``-`` and operator chains are parsed by loops), and the depth of
-the finished tree, because that is where the evaluator, ``explain`` and the dataclasses'
-``==`` recurse. With both under ``MAX_EXPRESSION_DEPTH`` no walk of an expression
-recurses more than a few frames per level, so none can raise RecursionError.
+The tokenizer (:mod:`nereus.cli.playbook.language.tokens`) and this recursive-descent
+parser are written by hand (a playbook is data, never code); the grammar is in
+``playbooks/README.md`` ("Conditions"), the meaning in ``expr``. An expression longer
+than ``MAX_EXPRESSION_CHARS`` or nested deeper than ``MAX_EXPRESSION_DEPTH`` is refused with
+an ``ExpressionError`` naming the size and the limit. Depth is checked twice: bracket
+nesting before parsing (brackets are where the parser recurses; prefix operators and
+chains are loops), and the finished tree's depth (where the evaluator, ``explain`` and
+``==`` recurse), so no walk can raise RecursionError.
 """
 
 from __future__ import annotations

@@ -1,47 +1,17 @@
 """One node of a cluster: it joins (a session and its member record), takes part in the
 election, and owns exactly the shards whose ownership records it holds.
 
-The ``cluster`` worker (supervised: a crash is logged, counted and restarted) reconciles
-on every change under the cluster's prefix, and at least every ``interval_s``:
-
-1. **session**: if the session is over, every shard is let go at once (its producer calls
-   were already refused by the lease gate) and the node joins again with a new session;
-2. **leader**: if nobody leads, try to; the leader writes the placement (``leader.py``);
-3. **warm**: a shard placed here whose ownership record another node still holds is warmed
-   (``warmup.py``: this node's copy of its state follows the log in the background), so
-   that taking it replays only the tail; once its copy has caught up the node says so
-   (a ``warm/<shard>`` record on its session; at once when it keeps no copy of its own: a
-   shared home, warm-ups off); a warm-up stops when the shard is taken or placed elsewhere
-   (warm-ups start before any shard is let go, which takes a while);
-4. **let go**: a shard placed elsewhere is released as a planned move (no new claims,
-   in-flight outcomes into the log, a checkpoint), then its ownership record is deleted;
-   it keeps publishing until the target says it is warm (or the target is gone, or
-   ``warm_wait_s`` passed), so a move of a large shard costs no gap longer than a small
-   one's. A shard whose loop ended (fenced, failed) is let go at once, without a
-   checkpoint;
-5. **take**: a shard placed here whose ownership record is absent is taken by creating the
-   record on this node's session (CAS: absent only), then incrementing the shard's epoch
-   counter (CAS: ``ClusterStore.take``) — the fencing epoch the shard activates with — and
-   activated; the record then says ACTIVE. When the shard's log has already applied an
-   epoch at or above the one taken (the cluster moved to another coordinator, or the
-   coordinator was restored from an older backup), the counter is raised to that epoch
-   and the shard let go, so the next take goes above it (``shard_epoch_raised``).
-   A record on this node's session that the node does not hold is a take whose answer was
-   lost (a call that ran out of its deadline may still have been written): it is deleted,
-   and the next round takes the shard (``shard_take_undone``).
-
-Only shards of the configuration are taken (a placement left from a configuration with
-more partitions is not a shard). A shard that cannot run here — opening it raised (the
-configuration does not match its data, its database cannot be opened) or its loop failed
-(a diverged or corrupt log) — is **held FAILED**: the record says FAILED with the reason
-(``refused`` when opening raised), the reason is logged once at error, ``engine status``
-shows it, and nobody takes it meanwhile. It is tried again after ``FAILED_RETRY_S`` (doubling
-to ``FAILED_RETRY_MAX_S``), logging at error again only when the reason changed; placed
-elsewhere (``nereus shard move``) it is let go.
-
-Stop: the worker ends, every warm-up stops, the engine stops (every shard drains), then the
-session is closed so the records go at once and the other nodes take over without waiting for
-the TTL.
+The supervised ``cluster`` worker reconciles on every change under the cluster's prefix,
+at least every ``interval_s``: a lost session lets every shard go and joins again; if
+nobody leads, try (the leader places: ``leader.py``); shards placed here that another node
+owns are warmed (``warmup.py``) and ``warm/<shard>`` written once caught up; shards placed
+elsewhere are released as planned moves once the target is warm (or gone, or
+``warm_wait_s`` passed); shards placed here with no owner are taken (ownership record by
+CAS, then ``epochs/<shard>`` +1) and activated, or the counter is raised when the log
+applied a higher epoch (``shard_epoch_raised``); a record of this session it does not hold
+is a lost take's, deleted (``shard_take_undone``). A shard that cannot run here is held
+FAILED with its reason, retried after ``FAILED_RETRY_S`` doubling (``docs/rules.md`` §12).
+Stop: warm-ups stop, shards drain, the session closes so others take over at once.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
-"""Warming a shard this node is about to own: a planned move's target replays the Command
+"""Warming a shard this node is about to own: a planned move's target applies the Command
 Topic into its own copy of the shard's state while the old owner still holds the shard, so
-its activation replays only the tail.
+its activation replays only the tail (``docs/decisions/0019-warm-planned-moves.md``).
 
-When the leader's placement names this node for a shard whose ownership record another
-node still holds, the node starts a ``WarmUp`` (a supervised worker of the engine, never
-the reconcile thread):
-
-1. open the shard's local state (``Engine.open_shard_state``: restored from the newest
-   usable Recovery Set member when missing or damaged); when the newest catalogued
-   checkpoint is far ahead of it, restore that checkpoint over it instead of replaying the
-   difference (``engine/process/restore_catch_up.py``);
-2. check it against the log (``continuity.check_shard``): a diverged copy is left alone
-   (the activation reports it);
-3. apply the log into it with a ``ShardRunner``, following the tail, until stopped; once it
-   has caught up (or when it cannot warm here) it is ``ready``, and the node says so in the
-   coordinator (``warm/<shard>``), which is when the old owner lets the shard go.
-
-It never appends: applying records is the deterministic replay an activation starts with
-anyway, and the state it leaves is a consistent image at one applied position (the
-runner's synced batches), so a later activation, here or after the placement changed
-again, replays from wherever it stopped. When this node takes the ownership record the
-warm-up stops (store and log closed) and ``Engine.activate_shard`` opens the warmed state.
-
-Homes shared by several nodes (the worker processes of one host, nodes in one test
-process) hold one copy of each shard's state, the owner's: there is nothing to warm, and
-touching it could race the owner's own restore, so no warm-up starts there
-(``shares_home``); a state held open by another process is left alone (``StoreInUse``).
+A ``WarmUp`` (a supervised worker) opens the local state (restored from the Recovery Set
+when missing, damaged or far behind: ``restore_catch_up``), leaves a diverged copy alone,
+and applies the log with a ``ShardRunner``, following the tail; once caught up it is
+``ready`` and the node writes ``warm/<shard>``. It never appends, and leaves a consistent
+image at one applied position, so any later activation replays from wherever it stopped.
+Taking the shard stops it first. Homes shared by several nodes hold only the owner's copy:
+no warm-up starts there (``shares_home``), and a state another process holds is left alone.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The front door's answers (``AdminEndpoints``): each question asked of the worker
 processes over their own admin sockets.
 
-* per-shard requests (``/v1/messages/<id>``, appends, mutation plans, checkpoints, one
-  shard's messages or attempts) go to the shard's owner: its ownership record in the
-  coordinator names the node, the node's member record its socket. A shard with no ACTIVE
-  owner (its worker died, the other one has not activated it yet) is waited for, up to
-  ``OWNER_WAIT_S`` (then the error names a worker process that is down, with its reason);
-  a shard held FAILED is not waited for: its owner answers as a single engine with that
-  shard FAILED would, or, when it could not even open it, the error is its reason. A
-  read whose worker went away meanwhile is asked again of the new one, and so is an
-  append the worker refused because it no longer held the shard;
-* aggregates (status, shards, lanes, every message or attempt, a command's whereabouts)
-  ask every worker at once and merge (``merge``).
-
-On a node of a cluster, a shard owned by none of this node's workers (another node owns
-it, or nobody yet) is asked of one of the workers, whose ``NodeApi`` asks the owner on this
-host, appends straight to the shard's Shard Log, or names the owner; status and the
-aggregates are the node's own view (its workers' shards).
-
-Answers are decoded into the same typed documents an engine answers with, and a worker's
-error keeps its kind (NotFound stays a 404, a bad request a 400).
+Per-shard requests go to the shard's owner (ownership record -> member record -> socket);
+a shard with no ACTIVE owner is waited for up to ``OWNER_WAIT_S`` (then the error names the
+worker that is down), a shard held FAILED is not (its owner answers, or its reason is the
+error); a read or append the old owner could no longer serve is asked again of the new one.
+Aggregates ask every worker at once and merge (``answer_merge``). On a cluster node, a
+shard none of its workers owns is asked of one of them, whose ``NodeApi`` asks the owner on
+this host, appends to the Shard Log, or names the owner. Answers decode into the engine's
+own typed documents, and a worker's error keeps its kind (404 stays 404).
 """
 
 from __future__ import annotations

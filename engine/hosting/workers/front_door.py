@@ -1,31 +1,15 @@
-"""The front door of ``engine start --workers N``: ``python -m nereus.engine.hosting.daemon --home
-H --workers N``.
+"""The front door of ``engine start --workers N``: it takes the single daemon's place (the
+home's lock, pid file and ``<home>/run/admin.sock``) while N worker processes, members of
+the home's embedded cluster (``<home>/coordinator.db``, cluster ``workers``), own the shards.
 
-It takes the single daemon's place towards everything outside: it holds the home's lock
-and pid file, and serves ``<home>/run/admin.sock``. Behind it, N worker processes
-(``worker``) are the members of the home's embedded cluster (``<home>/coordinator.db``,
-cluster ``workers``) and own the shards; the front door forwards each request to the
-owner of its shard or merges every worker's answer (``front_api``).
-
-Start: the shared tables of ``nereus.toml`` become the cluster's configuration record
-(replaced by compare-and-set on each start), the route keys are made once (before N
-processes race to make them), the workers start under a ``Supervisor`` (a worker that
-dies is logged, counted and started again), and the socket opens once every shard is
-ACTIVE on some worker or held FAILED by one (or after the start timeout, with the
-laggards shown by status). A shard whose opening a worker refused (its configuration
-does not match its data, say) fails the start with that reason, as it fails a single
-engine's: the workers stop and the front door exits 1, printing ``error: <reason>``.
-
-On a node of a cluster (``[cluster]`` in ``nereus.toml``) the workers are members of that
-cluster (``<node_id>-w<K>``); its configuration and route keys are the cluster's already,
-and the socket opens once every worker is a member (its own process's record) and every
-shard placed on one of them is ACTIVE. Another home live under the node's id (as one
-process or as workers) fails the start at once, naming it (``NodeIdInUseElsewhere``), and
-so does a worker that exits while the front door starts: exit 1 with its reason. Its
-answers are the node's own view: its workers' shards, and the other owners asked through
-a worker (``front_api``).
-Stop (SIGTERM, SIGINT, ``POST /v1/shutdown``): the socket closes first, every worker is
-asked to stop at once and drains its shards, then the front door exits.
+Start: the shared tables of ``nereus.toml`` become the cluster's configuration (CAS on each
+start), route keys are made once, the workers start under a ``Supervisor``, and the socket
+opens once every shard is ACTIVE or held FAILED (or at the start timeout). A shard a worker
+refused to open fails the start as a single engine's would: exit 1, ``error: <reason>``. On
+a cluster node the workers are ``<node_id>-w<K>`` of that cluster; another home live under
+the id, or a worker exiting during the start, fails it at once. Stop (SIGTERM, SIGINT,
+``POST /v1/shutdown``): socket first, every worker drains, then the front door exits.
+(``docs/decisions/0020-worker-processes.md``.)
 """
 
 from __future__ import annotations

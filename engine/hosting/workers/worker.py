@@ -1,19 +1,12 @@
-"""One worker process of ``engine start --workers N``: ``python -m nereus.engine.hosting.daemon
---home H --worker K --workers N``.
+"""One worker process of ``engine start --workers N`` (``--worker K``).
 
-It is a cluster member like any node (``join_cluster``: a session, its member record, the
-reconciling worker that takes the shards placed on it), on the home's embedded
-coordinator, and serves its own admin socket ``<home>/run/workers/<K>.sock`` with the
-same ``AdminApi`` as a single engine. On a node of a cluster it is a member of that
-cluster (``<node_id>-w<K>``) and answers like a node (``NodeApi``, the catalog in the
-coordinator). It holds no home lock and writes no pid file: the
-front door holds them and is its parent. It stops on SIGTERM (what the front door sends),
-on ``POST /v1/shutdown``, or when its parent is gone (an orphan must not keep shards), the
-way the single daemon stops: the socket first, then the shards drain, then the session
-ends so its records go at once.
-
-It waits (a few seconds at most) for the other workers to join before it takes shards,
-so a fresh start places every shard once instead of moving half of them a second later.
+A cluster member like any node (a session, its member record, the reconciling worker) on
+the home's embedded coordinator, or ``<node_id>-w<K>`` of a node's cluster, serving
+``<home>/run/workers/<K>.sock`` with the single engine's ``AdminApi`` (a node's
+``NodeApi``). It holds no lock and writes no pid file: the front door, its parent, does. It
+waits a few seconds for the other workers before taking shards, so a fresh start places
+each shard once. It stops on SIGTERM, ``POST /v1/shutdown`` or its parent's death (an
+orphan must not keep shards): socket first, shards drained, session ended.
 """
 
 from __future__ import annotations
