@@ -88,7 +88,7 @@ from nereus.engine.admin.answers import (
     OpenAttemptView,
     ShardView,
 )
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList

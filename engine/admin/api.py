@@ -29,7 +29,7 @@ from nereus.engine.admin.answers import (
     ShardView,
     WorkerView,
 )
-from nereus.engine.admin.appending import append
+from nereus.engine.admin.command_appends import append
 from nereus.engine.admin.status_views import (
     StatusReads,
     health_problems,
@@ -39,7 +39,7 @@ from nereus.engine.admin.status_views import (
     worker_views,
 )
 from nereus.engine.process.home_engine import Engine
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
 from nereus.records import QueryBarrier, decode, encode

@@ -1,8 +1,11 @@
 """What the admin socket's server asks of the engine behind it: one method per endpoint.
 
-``AdminApi`` answers from the shards of this process; the front door of ``engine start
---workers N`` (``nereus.engine.hosting.workers.front_api``) answers the same questions by asking
-the worker processes that own the shards. The server cannot tell them apart.
+Every host shape answers through this one Protocol, and the server
+(``nereus.engine.hosting.admin_server``) cannot tell them apart: a single daemon's
+``AdminApi`` answers from the shards of its process; a cluster node's ``NodeApi``
+(``hosting.cluster.node_api``) asks another node's shards of their owner; the front door of
+``engine start --workers N`` (``hosting.workers.front_api``) asks the worker processes that
+own the shards. A command's code never knows which one answered.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from nereus.engine.admin.answers import (
     OpenAttemptView,
     ShardView,
 )
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.views import MessageDetail, MessageList
 
 

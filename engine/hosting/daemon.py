@@ -41,7 +41,9 @@ from nereus.layout import HomeLayout
 if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
     from nereus.config import Config
-    from nereus.engine.hosting.cluster.cluster_node import ClusterNode, ConfigSource
+    from nereus.engine.admin.endpoints import AdminEndpoints
+    from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+    from nereus.engine.hosting.cluster.node_settings import ConfigSource
     from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime.event_log import EventLog
 
@@ -84,7 +86,7 @@ def run(home: Path, *, foreground: bool) -> int:
             node.start(engine.supervisor)
         else:
             engine.start()
-        api = AdminApi(engine) if node is None else \
+        api: AdminEndpoints = AdminApi(engine) if node is None else \
             NodeApi(engine, node.store, host=node.settings.host)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
@@ -158,7 +160,8 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.route_keys import install_route_keys
-    from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+    from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+    from nereus.engine.hosting.cluster.node_settings import NodeSettings
     from nereus.engine.hosting.workers.home import refuse_namesakes
 
     cluster = engine.config.cluster

@@ -34,7 +34,7 @@ from nereus.engine.admin.status_views import (
 )
 from nereus.engine.metrics.memory_gauges import memory_families
 from nereus.engine.metrics.payload_gc_families import payload_gc_families
-from nereus.engine.metrics.shard import Buckets
+from nereus.engine.metrics.shard_counters import Buckets
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.scheduler.claims import Revocation
 from nereus.engine.shard.loop_status import ShardState

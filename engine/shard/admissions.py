@@ -26,7 +26,7 @@ from nereus.engine.scheduler.admission import handover_refusal, prepare_admissio
 from nereus.engine.scheduler.claim_limits import quota_left, record_refusal
 from nereus.engine.scheduler.claims import Claim, ClaimBook, ClaimWatch, LocalRows, Revocation
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
-from nereus.engine.scheduler.explain import ExplainInputs
+from nereus.engine.scheduler.explanation import ExplainInputs
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
 from nereus.engine.scheduler.pace import TurnPace
 from nereus.engine.scheduler.permits import Permits

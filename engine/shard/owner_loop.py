@@ -23,13 +23,13 @@ from nereus.adapters.backends.destination.protocol import PublishResult
 from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.offline.checkpoint_take import Taken
 from nereus.adapters.offline.shard_runner import ShardRunner
-from nereus.engine.metrics.shard import OBSERVED, ShardMetrics
+from nereus.engine.metrics.shard_counters import OBSERVED, ShardMetrics
 from nereus.engine.publishing.lane_publisher import LanePublisher
 from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.scheduler.drr import STATE_KEY, load_state
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.engine.scheduler.payloads import FetchPayload
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner

@@ -212,7 +212,8 @@ def test_a_node_that_joins_a_moved_cluster_leaves_at_once(tmp_path: Path) -> Non
     configuration before) finds the mark right after registering: its join raises
     ClusterMoved and its member record is gone."""
     from nereus.adapters.time_source import SYSTEM_CLOCK
-    from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+    from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+    from nereus.engine.hosting.cluster.node_settings import NodeSettings
 
     source = initialised_cluster(tmp_path)
     target = sqlite_url(tmp_path / "b.db", "test")

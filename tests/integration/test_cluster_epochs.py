@@ -24,7 +24,8 @@ from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.cluster import keys
 from nereus.cluster.records import OwnerState
 from nereus.config import parse_config
-from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+from nereus.engine.hosting.cluster.node_settings import NodeSettings
 from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.process.home_engine import Engine
 from nereus.shard import ShardId

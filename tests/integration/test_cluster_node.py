@@ -24,9 +24,10 @@ from nereus.config import parse_config
 from nereus.coordination.records import prefix_range
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.hosting.admin_server import AdminServer
-from nereus.engine.hosting.cluster.cluster_node import ClusterNode, NodeSettings
+from nereus.engine.hosting.cluster.cluster_node import ClusterNode
 from nereus.engine.hosting.cluster.node_api import NodeApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
+from nereus.engine.hosting.cluster.node_settings import NodeSettings
 from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.process.home_engine import Engine
 from nereus.errors import NotFound

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nereus.adapters.admin.admin_wire import AppendedRecord, AppendRequest, RecordToAppend
-from nereus.engine.admin import appending
+from nereus.engine.admin import command_appends as appending
 from nereus.engine.admin.api import AdminApi
 from tests.integration.engine_harness import now_ms, running_engine
 

@@ -1,4 +1,4 @@
-"""``message explain``'s gates (``engine/scheduler/explain.py``): for each gate a message
+"""``message explain``'s gates (``engine/scheduler/explanation.py``): for each gate a message
 held by it alone names it first, with the planner's own checks (``gates.py``), and an
 ORDERED lane's holder is named from the store (``ordered_blocker.py``)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nereus.engine.scheduler.explain import ExplainInputs, explanation
+from nereus.engine.scheduler.explanation import ExplainInputs, explanation
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
 from nereus.records import AttemptState, Gate, MessageState
 from nereus.state import keys

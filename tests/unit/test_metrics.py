@@ -16,7 +16,7 @@ from nereus.engine.admin.answers import WorkerView
 from nereus.engine.metrics.collect import exposition_of, held_back_family, restarts_family
 from nereus.engine.metrics.exposition_merge import merge
 from nereus.engine.metrics.memory_gauges import resident_bytes, resident_family
-from nereus.engine.metrics.shard import Buckets, ShardMetrics
+from nereus.engine.metrics.shard_counters import Buckets, ShardMetrics
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.errors import ConfigError
 from nereus.machine import Applied

@@ -19,18 +19,24 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from dataclasses import dataclass
-from typing import Final, Protocol
 
 from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
 from nereus.adapters.time_source import Clock
 from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm
-from nereus.config import Config
 from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
 from nereus.engine.hosting.cluster.leader import place_shards
 from nereus.engine.hosting.cluster.lease import SessionLease
+from nereus.engine.hosting.cluster.node_settings import (
+    FAILED_RETRY_MAX_S,
+    FAILED_RETRY_S,
+    IN_USE_RETRY_MAX_S,
+    IN_USE_RETRY_S,
+    ConfigSource,
+    HeldFailure,
+    NodeSettings,
+)
 from nereus.engine.hosting.cluster.warmup import WarmUp, shares_home
 from nereus.engine.process.home_engine import Engine
 from nereus.engine.runtime.event_log import EventLog, safe_event
@@ -40,43 +46,6 @@ from nereus.errors import NereusError, StoreInUse
 from nereus.shard import ShardId
 
 ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
-FAILED_RETRY_S: Final = 30.0  # a shard held FAILED is tried again after this,
-FAILED_RETRY_MAX_S: Final = 300.0  # doubling up to this
-# a shard whose database another process still holds (the previous owner's process letting
-# go: a stopped worker, a node's engine still exiting) is tried again after this, doubling
-# up to IN_USE_RETRY_MAX_S: waiting for a process, not a failure to sit out
-IN_USE_RETRY_S: Final = 0.5
-IN_USE_RETRY_MAX_S: Final = 5.0
-
-
-@dataclass(slots=True)
-class _Failure:
-    """A shard this node holds FAILED: why, and when to try it again."""
-
-    reason: str
-    refused: bool  # opening it raised (else its loop failed)
-    attempts: int  # failed activations in a row
-    retry_at: float  # the node clock's monotonic reading
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    node_id: str
-    host: str
-    address: str  # the admin socket
-    capacity: int = 1
-    session_ttl_ms: int = 10_000
-    lease_margin_ms: int = 2_000
-    interval_s: float = 0.5  # reconcile at least this often
-    version: str = ""
-    warm_up: bool = True  # warm shards placed here while another node still owns them
-    warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
-
-
-class ConfigSource(Protocol):
-    """Where the node reads its whole configuration again once the cluster's changed."""
-
-    def __call__(self) -> Config: ...
 
 
 class ClusterNode:
@@ -95,8 +64,8 @@ class ClusterNode:
         self._warming: dict[ShardId, WarmUp] = {}
         self._said_warm: set[ShardId] = set()  # warm records of ours in the coordinator
         self._moving_since: dict[ShardId, float] = {}  # our shards placed elsewhere: since
-        self._failed: dict[ShardId, _Failure] = {}  # shards held FAILED (module docstring)
-        self._last_failure: dict[ShardId, _Failure] = {}  # kept across a retry's let-go
+        self._failed: dict[ShardId, HeldFailure] = {}  # shards held FAILED (module docstring)
+        self._last_failure: dict[ShardId, HeldFailure] = {}  # kept across a retry's let-go
         self._session: Session | None = None
         self._lease: SessionLease | None = None
         self._watch: Notifications | None = None
@@ -379,7 +348,7 @@ class ClusterNode:
         first, most = (IN_USE_RETRY_S, IN_USE_RETRY_MAX_S) if in_use else \
             (FAILED_RETRY_S, FAILED_RETRY_MAX_S)
         delay = min(first * 2 ** (attempts - 1), most)
-        failure = self._failed[shard] = self._last_failure[shard] = _Failure(
+        failure = self._failed[shard] = self._last_failure[shard] = HeldFailure(
             reason=reason, refused=refused, attempts=attempts,
             retry_at=self._clock.monotonic() + delay)
         owned = self._owned[shard]

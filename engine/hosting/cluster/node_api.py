@@ -33,7 +33,7 @@ from nereus.engine.admin.answers import OpenAttemptView
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.process.home_engine import Engine
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms

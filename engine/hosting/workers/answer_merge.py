@@ -15,9 +15,17 @@ whatever the number of processes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, TypeVar
+
+import msgspec
 
 from nereus.engine.admin.answers import LaneView, ShardView, WorkerView
+from nereus.engine.runtime.supervisor import Supervisor
+from nereus.errors import NereusError
 from nereus.shard import ShardId
+from nereus.timespec import format_time_ms
+
+T = TypeVar("T")
 
 UNOWNED = "UNOWNED"
 _READINESS_ORDER = ("NOT_READY", "UNCONFIGURED", "READY")
@@ -103,3 +111,22 @@ def prefixed(worker: str, views: Iterable[WorkerView]) -> list[WorkerView]:
     return [WorkerView(name=f"{worker}/{view.name}", kind=view.kind, state=view.state,
                        restarts=view.restarts, last_error=view.last_error,
                        last_error_at=view.last_error_at) for view in views]
+
+
+def own_workers(supervisor: Supervisor) -> list[WorkerView]:
+    """The front door's own workers: one per worker process, and its admin socket."""
+    return [WorkerView(name=w.name, kind=w.kind, state=w.state.value, restarts=w.restarts,
+                       last_error=w.last_error,
+                       last_error_at=None if w.last_error_at_ms is None
+                       else format_time_ms(w.last_error_at_ms))
+            for w in supervisor.statuses()]
+
+
+def listed(body: Any, key: str, kind: type[T]) -> list[T]:
+    """A worker's answer ``body[key]``, decoded as a list of ``kind``."""
+    return msgspec.convert(body[key], list[kind])  # type: ignore[valid-type]
+
+
+def answered(answers: list[T | NereusError]) -> list[T]:
+    """The answers that are not errors (a worker that did not answer is left out)."""
+    return [answer for answer in answers if not isinstance(answer, NereusError)]

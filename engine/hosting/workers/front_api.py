@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -42,13 +42,15 @@ from nereus.engine.admin.answers import (
     MetricsExposition,
     OpenAttemptView,
     ShardView,
-    WorkerView,
 )
 from nereus.engine.admin.status_views import health_problems, trusted_time_view
 from nereus.engine.hosting.workers.answer_merge import (
     UNOWNED,
+    answered,
+    listed,
     merge_lanes,
     merge_shards,
+    own_workers,
     prefixed,
     shard_key,
 )
@@ -56,7 +58,7 @@ from nereus.engine.hosting.workers.home import worker_socket
 from nereus.engine.process.payload_collector import PayloadCollector
 from nereus.engine.runtime.supervisor import Supervisor
 from nereus.engine.runtime.trusted_clock import TrustedClock
-from nereus.engine.scheduler.explain import MessageExplanation
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import EngineUnreachable, NereusError, NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
@@ -193,7 +195,7 @@ class FrontApi:
         answers = self._everyone(lambda c: msgspec.convert(c.get("/v1/status"), EngineStatus))
         statuses = [a for a in answers if isinstance(a, EngineStatus)]
         shards = merge_shards((s.shards for s in statuses), self._expected())
-        workers = _own_workers(self.supervisor)
+        workers = own_workers(self.supervisor)
         for index, answer in enumerate(answers):
             if isinstance(answer, EngineStatus):
                 workers += prefixed(self.members[index], answer.workers)
@@ -220,12 +222,12 @@ class FrontApi:
             lanes=merge_lanes(s.lanes for s in statuses), workers=workers)
 
     def shards(self) -> list[ShardView]:
-        answers = self._everyone(lambda c: _listed(c.get("/v1/shards"), "shards", ShardView))
-        return merge_shards(_answered(answers), self._expected())
+        answers = self._everyone(lambda c: listed(c.get("/v1/shards"), "shards", ShardView))
+        return merge_shards(answered(answers), self._expected())
 
     def lanes(self) -> list[LaneView]:
-        return merge_lanes(_answered(self._everyone(
-            lambda c: _listed(c.get("/v1/lanes"), "lanes", LaneView))))
+        return merge_lanes(answered(self._everyone(
+            lambda c: listed(c.get("/v1/lanes"), "lanes", LaneView))))
 
     def metrics(self) -> MetricsExposition:
         """Every worker's exposition merged, each sample once
@@ -238,17 +240,17 @@ class FrontApi:
 
         own = [] if self.payloads is None else payload_gc_families(self.payloads)
         return merged_exposition(self._everyone(lambda c: c.get("/v1/metrics")), self.members,
-                                 _own_workers(self.supervisor), owners, own)
+                                 own_workers(self.supervisor), owners, own)
 
     # messages, attempts, commands -------------------------------------------------------
     def attempts(self, *, shard: str | None, state: str | None,
                  limit: int | None = None) -> list[OpenAttemptView]:
         def ask(c: AdminClient) -> list[OpenAttemptView]:
-            return _listed(c.get("/v1/attempts", shard=shard, state=state, limit=limit),
+            return listed(c.get("/v1/attempts", shard=shard, state=state, limit=limit),
                            "attempts", OpenAttemptView)
         if shard:
             return self._read(shard, ask)
-        return sorted((a for answer in _answered(self._everyone(ask)) for a in answer),
+        return sorted((a for answer in answered(self._everyone(ask)) for a in answer),
                       key=lambda a: shard_key(a.shard))[:limit]
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
@@ -387,20 +389,3 @@ def _append(client: AdminClient, part: AppendRequest, *,
         return client.post("/v1/commands", part, AppendAnswer, timeout=timeout)
     except (NotFound, NotListening) as exc:
         return exc
-
-
-def _own_workers(supervisor: Supervisor) -> list[WorkerView]:
-    """The front door's own workers: one per worker process, and its admin socket."""
-    return [WorkerView(name=w.name, kind=w.kind, state=w.state.value, restarts=w.restarts,
-                       last_error=w.last_error,
-                       last_error_at=None if w.last_error_at_ms is None
-                       else format_time_ms(w.last_error_at_ms))
-            for w in supervisor.statuses()]
-
-
-def _listed(body: Any, key: str, kind: type[T]) -> list[T]:
-    return msgspec.convert(body[key], list[kind])  # type: ignore[valid-type]
-
-
-def _answered(answers: list[T | NereusError]) -> list[T]:
-    return [answer for answer in answers if not isinstance(answer, NereusError)]

@@ -30,6 +30,7 @@ from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
+    from nereus.engine.admin.endpoints import AdminEndpoints
     from nereus.engine.hosting.cluster.cluster_node import ClusterNode
     from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime.event_log import EventLog
@@ -86,8 +87,8 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         engine.start(owned=())
         _await_members(node, {node_id(home_config, k) for k in range(expected)})
         node.start(engine.supervisor)
-        api = NodeApi(engine, node.store, host=node.settings.host) if clustered else \
-            AdminApi(engine, owners=StoreOwnerLookup(node.store))
+        api: AdminEndpoints = NodeApi(engine, node.store, host=node.settings.host) \
+            if clustered else AdminApi(engine, owners=StoreOwnerLookup(node.store))
         server = AdminServer(api, worker_socket(home, index),
                              on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
