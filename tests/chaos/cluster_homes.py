@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from tests.chaos.collect import OTHER_SHARD_LIMITS
 from tests.chaos.consumers import Consumer
@@ -32,8 +31,7 @@ from tests.chaos.homes import FAULTED, HEALTHY, INLINE_LIMIT, ORDERED, Brokers, 
 from tests.integration.cluster_homes import ROUTE, Cluster, ClusterSpec, make_cluster
 from tests.integration.services import S3Endpoint
 
-Coordinator = Literal["etcd", "oxia"]
-COORDINATORS: dict[Coordinator, str] = {"etcd": "127.0.0.1:2379", "oxia": "127.0.0.1:6648"}
+COORDINATORS = {"etcd": "127.0.0.1:2379", "oxia": "127.0.0.1:6648"}
 NODES = ("n1", "n2", "n3")
 PARTITIONS = 4
 SESSION_TTL_MS = 4_000
@@ -85,7 +83,7 @@ class ChaosCluster:
     """The cluster's homes (no node started), its lanes and their consumers."""
 
     cluster: Cluster
-    coordinator: Coordinator
+    coordinator: str
     lanes: list[LaneInfo]
     consumers: list[Callable[[], Consumer]]
     replay_home: Path
@@ -106,10 +104,13 @@ class ChaosCluster:
 
 @contextlib.contextmanager
 def make_chaos_cluster(root: Path, brokers: Brokers,
-                       coordinator: Coordinator = "etcd") -> Iterator[ChaosCluster]:
-    """A fresh cluster under ``root`` (homes ``root/homes/<node>``); its coordinator handle
-    closed on exit. ``brokers.kafka`` is required; ``brokers.s3``: objects in S3."""
+                       coordinator: str = "etcd") -> Iterator[ChaosCluster]:
+    """A fresh cluster under ``root`` (homes ``root/homes/<node>``) on ``coordinator``
+    (``etcd`` or ``oxia``); its coordinator handle closed on exit. ``brokers.kafka`` is
+    required; ``brokers.s3``: objects in S3."""
     assert brokers.kafka, "a cluster's Command Topic is on Kafka"
+    if coordinator not in COORDINATORS:
+        raise ValueError(f"no coordinator {coordinator!r} (known: {', '.join(COORDINATORS)})")
     run = uuid.uuid4().hex[:10]
     lanes: list[LaneInfo] = []
     makers: list[Callable[[], Consumer]] = []

@@ -134,7 +134,7 @@ def run_cluster_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
     nemeses = build_cluster_nemeses(spec.nemeses, spec.coordinator)
     faulted = {lane for n in nemeses for lane in n.lanes()}
     quiesced = False
-    with make_chaos_cluster(root, brokers, spec.coordinator) as chaos:  # type: ignore[arg-type]
+    with make_chaos_cluster(root, brokers, spec.coordinator) as chaos:
         control = root / "control.json"
         write_control(control, Control())
         lanes = [msgspec.structs.replace(lane, healthy=lane.name in HEALTHY
