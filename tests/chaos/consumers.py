@@ -166,7 +166,7 @@ class PulsarConsumer:
         self._order = 0
 
     def poll(self) -> list[Seen]:
-        from nereus.adapters.backends.pulsar.pulsar_destination import (
+        from nereus.adapters.backends.pulsar.pulsar_evidence import (
             PROPERTY_ATTEMPT_ID,
             PROPERTY_DELAY_MESSAGE_ID,
         )
