@@ -66,6 +66,12 @@ class EngineUnreachable(NereusError):
     exit_code = ExitCode.ENGINE_UNREACHABLE
 
 
+class ShardNotHere(EngineUnreachable):
+    """The engine asked does not own the shard (a cluster node, or a worker: the shard is
+    another's, or between owners). Not a NotFound: nothing about the target is known here,
+    so nothing may be concluded about whether it exists."""
+
+
 class ServiceUnreachable(NereusError):
     """An external service (broker, object store) does not answer."""
 

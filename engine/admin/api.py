@@ -41,7 +41,7 @@ from nereus.engine.admin.status_views import (
 from nereus.engine.process.home_engine import Engine
 from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.engine.shard.owner_loop import ShardLoop
-from nereus.errors import NotFound, UsageError
+from nereus.errors import NotFound, ShardNotHere, UsageError
 from nereus.records import QueryBarrier, decode, encode
 from nereus.records.codec import DecodeFailure
 from nereus.shard import ShardId, partition_for
@@ -78,14 +78,18 @@ class AdminApi:
         self.engine = engine
         self.owners = owners
 
-    def _not_owned(self, shard: ShardId, what: str) -> NotFound:
-        """A shard this engine does not own: who does, when a cluster knows."""
+    def _not_owned(self, shard: ShardId, what: str) -> ShardNotHere:
+        """A shard this engine does not own: who does, when a cluster knows. Never a
+        NotFound: whether the target exists is not known here (found by the chaos runs: a
+        barrier query between owners answered "no such message")."""
         where = None if self.owners is None else self.owners.owner_of(shard)
         if where is None:
-            return NotFound(f"{what} is not owned by this engine",
-                            hint="`nereus cluster status` names its owner")
-        return NotFound(f"{what} is not owned by this engine: {where} owns it",
-                        hint="ask that node (`nereus --home ITS_HOME ...` on its host)")
+            return ShardNotHere(f"{what} is not owned by this engine, and no owner answers "
+                                "for it right now (it may be moving between nodes)",
+                                hint="try again in a few seconds; `nereus cluster status` "
+                                "names its owner")
+        return ShardNotHere(f"{what} is not owned by this engine: {where} owns it",
+                            hint="ask that node (`nereus --home ITS_HOME ...` on its host)")
 
     # helpers --------------------------------------------------------------------------
     def _loop(self, shard_text: str) -> ShardLoop:

@@ -30,7 +30,7 @@ from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.hosting.cluster.node_settings import NodeSettings
 from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.process.home_engine import Engine
-from nereus.errors import NotFound
+from nereus.errors import ShardNotHere
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from tests.integration.engine_harness import CONFIG, Events, Harness, file_lane, now_ms
@@ -141,7 +141,7 @@ def test_nodes_share_the_shards_and_a_planned_move_leaves_nothing_uncertain(
         # asked for a shard it does not own, a node's admin API names the owner
         b_shard = next(s for s, (node, _, _) in c.owners().items() if node == "b")
         api = AdminApi(c.nodes["a"].engine, owners=StoreOwnerLookup(c.store))
-        with pytest.raises(NotFound, match=r"not owned by this engine: node b on localhost"):
+        with pytest.raises(ShardNotHere, match=r"not owned by this engine: node b on localhost"):
             api.messages(shard=str(b_shard), state=None, lane=None, limit=1)
         harness = Harness(c.home, c.nodes["a"].engine, PARTITIONS)
         ids = [f"m{n}" for n in range(200)]
