@@ -29,7 +29,7 @@ def test_status_names_a_step_forwards_and_the_held_back_time(tmp_path: Path) -> 
         (problem,) = [p for p in after.problems if p.startswith("Trusted UTC: ")]
         assert "stepped forwards by about 8,000 ms" in problem and "restart" in problem
         h.queue([h.schedule("m-1", clock.wall_ms() - 1_000)])  # due by the stepped clock
-        h.wait_for(lambda: _explained(api, "m-1") is not None, 10, "the schedule applied")
+        h.wait_for(lambda: _lane_ready(api, "m-1"), 10, "the schedule applied, its lane READY")
         held = _explained(api, "m-1")
         assert held is not None and held.held_by == "trusted_time"
         (gate,) = [g for g in held.gates if g.gate == "trusted_time"]
@@ -37,6 +37,14 @@ def test_status_names_a_step_forwards_and_the_held_back_time(tmp_path: Path) -> 
         assert h.outbox() == []
         clock.advance(7.5)  # the engine's earliest reaches the message's deliver_at
         h.wait_for(lambda: len(h.outbox()) == 1, 10, "the message published")
+
+
+def _lane_ready(api: AdminApi, delay_message_id: str) -> bool:
+    """The message is applied and its lane's publisher is up (readiness comes before
+    trusted_time among the gates, and a busy machine may start the publisher late)."""
+    explained = _explained(api, delay_message_id)
+    return explained is not None and not any(
+        g.holds for g in explained.gates if g.gate == "readiness")
 
 
 def _explained(api: AdminApi, delay_message_id: str) -> MessageExplanation | None:
