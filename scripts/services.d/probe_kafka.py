@@ -5,6 +5,8 @@ Needs ``confluent-kafka``, imported where used.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -19,6 +21,8 @@ def kafka_round_trip(budget: float) -> str:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
     bootstrap = f"{HOST}:{env('NEREUS_KAFKA_PORT', '9092')}"
+    # a secured broker's settings (scripts/services sets them for kafka-secure)
+    secured = json.loads(os.environ.get("NEREUS_KAFKA_PROBE_CONFIG") or "{}")
     topic = "nereus-probe"
     payload = f"probe-{uuid.uuid4()}".encode()
     timeout_ms = max(1000, int(budget * 1000))
@@ -28,6 +32,7 @@ def kafka_round_trip(budget: float) -> str:
             "message.timeout.ms": timeout_ms,
             "socket.connection.setup.timeout.ms": min(timeout_ms, 5000),
             "log_level": 0,
+            **secured,
         }
     )
     reports: list[tuple[KafkaError | None, Message]] = []  # the delivery report
@@ -51,6 +56,7 @@ def kafka_round_trip(budget: float) -> str:
             "group.id": f"nereus-probe-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "log_level": 0,
+            **secured,
         }
     )
     try:

@@ -1,0 +1,54 @@
+# Throwaway TLS material for the secured services (sourced by scripts/services).
+#
+# make_certs DIR: a CA (ca.pem), a server certificate for 127.0.0.1 and localhost
+# (server.pem, server.key, and server-keystore.pem = key + certificate for Kafka's PEM key
+# store) and a client certificate (client.pem, client.key, CN nereus-client), all signed by
+# the CA, made once with openssl and kept; keys PKCS#8, unencrypted, 0600 in a 0700
+# directory. Nothing here is secret outside a test run: the CA lives in the runtime dir.
+# shellcheck shell=bash
+
+make_certs() {
+  local dir=$1 days=3650
+  [[ -f $dir/client.pem ]] && return 0
+  command -v openssl >/dev/null || die "openssl is needed to make the secured services' certificates"
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  local tmp="$dir/.tmp.$$"
+  mkdir -p "$tmp"
+  (
+    umask 077
+    cd "$tmp"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days "$days" \
+      -subj "/CN=nereus-test-ca" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    local name cn ext
+    for name in server client; do
+      if [[ $name == server ]]; then
+        cn=localhost
+        ext="subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth,clientAuth"
+      else
+        cn=nereus-client
+        ext="extendedKeyUsage=clientAuth"
+      fi
+      openssl req -newkey rsa:2048 -nodes -keyout "$name.rsa" -out "$name.csr" \
+        -subj "/CN=$cn" 2>/dev/null
+      openssl pkcs8 -topk8 -nocrypt -in "$name.rsa" -out "$name.key"
+      printf '%s\n' "$ext" >"$name.ext"
+      openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial \
+        -out "$name.pem" -days "$days" -extfile "$name.ext" 2>/dev/null
+      rm -f "$name.rsa" "$name.csr" "$name.ext"
+    done
+    cat server.key server.pem >server-keystore.pem
+    rm -f ca.srl
+  ) || { rm -rf "$tmp"; die "openssl could not make the test certificates in $dir"; }
+  mv "$tmp"/* "$dir"/
+  rmdir "$tmp"
+}
+
+# a throwaway password: 24 random URL-safe characters in file $1 (0600), made once
+make_password() {
+  local file=$1
+  [[ -s $file ]] && return 0
+  (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$file")
+}
