@@ -15,6 +15,7 @@ daemon removes its pid file and socket on exit only if they are still the files 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
@@ -161,11 +162,40 @@ def orphaned_engine(home: Path) -> int | None:
     return lock_holder(home) or 0
 
 
+def _stopping_marker(run_dir: Path) -> Path:
+    return run_dir / "admin.stopping"
+
+
+def mark_stopping(run_dir: Path) -> None:
+    """Say, next to the admin socket about to go, that this engine is stopping (its pid)."""
+    with contextlib.suppress(OSError):  # information only: else "the socket is gone"
+        _stopping_marker(run_dir).write_text(f"{os.getpid()}\n")
+
+
+def remove_stopping_marker(run_dir: Path) -> None:
+    _stopping_marker(run_dir).unlink(missing_ok=True)
+
+
+def is_stopping(home: Path, pid: int) -> bool:
+    """The engine ``pid`` that holds ``home`` closed its socket because it is stopping."""
+    try:
+        return _stopping_marker(home / "run").read_text().strip() == str(pid)
+    except OSError:
+        return False
+
+
 def socket_lost(home: Path, pid: int) -> NereusError:
     """What every command that needs the engine says when its socket is gone: which
-    engine runs, and how to get a socket again (``EngineUnreachable``, exit 4)."""
+    engine runs, and how to get a socket again (``EngineUnreachable``, exit 4); an engine
+    that closed its socket to stop is said to be stopping."""
     from nereus.errors import EngineUnreachable
 
+    if pid and is_stopping(home, pid):
+        return EngineUnreachable(
+            f"the engine (pid {pid}) on {home} is stopping: it closed its admin socket and "
+            "is letting its shards go",
+            hint="wait until it has exited (`nereus engine status` says when), then "
+                 "`nereus engine start` if it should run")
     return EngineUnreachable(
         f"the engine (pid {pid or '?'}) runs on {home}, but its admin socket "
         f"{socket_path(home)} is gone (deleted under it): no command can reach it",

@@ -28,14 +28,14 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import msgspec
 
-from nereus.adapters.admin.admin_wire import (
+from nereus.adapters.admin.wire import (
     AppendRequest,
     CheckpointRequest,
     PlanRequest,
     Stopping,
     request_of,
 )
-from nereus.adapters.home.home_lock import remove_if_ours
+from nereus.adapters.home.home_lock import mark_stopping, remove_if_ours, remove_stopping_marker
 from nereus.engine.admin import params
 from nereus.engine.admin.endpoints import AdminEndpoints
 from nereus.engine.runtime.supervisor import Supervised, Supervisor, stop_serving
@@ -250,6 +250,7 @@ class AdminServer:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() or self.path.is_symlink():
             self.path.unlink()
+        remove_stopping_marker(self.path.parent)  # a previous engine's, killed while stopping
         old = os.umask(0o177)
         try:
             self._server = _Server(str(self.path), _Handler)
@@ -274,10 +275,15 @@ class AdminServer:
         self._server.serve_forever(poll_interval=0.2)
 
     def close(self) -> bool:
-        """Stop serving and wait for requests in progress; False if some did not finish."""
+        """Stop serving and wait for requests in progress; False if some did not finish.
+        The first call leaves a marker that the engine is stopping (a command that finds
+        no socket says so, not "deleted under it"); a second call, once the engine has
+        stopped its shards, removes the marker."""
         if self._closed:
+            remove_stopping_marker(self.path.parent)
             return True
         self._closed = True
+        mark_stopping(self.path.parent)
         with self._server.idle:
             self._server.stopping.set()
         stop_serving(self._server, self._worker)

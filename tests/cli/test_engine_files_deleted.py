@@ -7,6 +7,7 @@ engine by the lock and ``engine start`` then makes a new socket."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,31 @@ def test_every_command_names_the_engine_whose_socket_and_pid_file_were_deleted(
         assert answered["running"] is True
     finally:
         stop_engine(home)
+
+
+def test_an_engine_that_closed_its_socket_to_stop_is_said_to_be_stopping(
+        tmp_path: Path) -> None:
+    """An engine that holds the home and closed its admin socket because it is stopping
+    (its marker names its pid) is said to be stopping, with "wait until it has exited", by
+    ``engine status`` (exit 4) and by ``shard list``'s warning; before, the same words as a
+    socket deleted under it ("is gone ... deleted under it"). A graceful stop leaves no
+    marker behind. The stopping engine is played by this test process, which takes the
+    home's lock and writes the marker: the window is held open by construction."""
+    from nereus.adapters.home.home_lock import acquire_home_lock, mark_stopping
+
+    home = tmp_path / "home"
+    _run(home, "init", code=0)
+    _run(home, "engine", "start", code=0)
+    stop_engine(home)
+    assert not (home / "run" / "admin.stopping").exists()  # a graceful stop cleans up
+    fd = acquire_home_lock(home)
+    try:
+        mark_stopping(home / "run")
+        status, stderr = _run(home, "engine", "status", code=4)
+        assert f"the engine (pid {os.getpid()}) on {home} is stopping" in status["error"]
+        assert "deleted under it" not in status["error"] and "has exited" in status["hint"]
+        assert stderr == "", stderr
+        shards, stderr = _run(home, "shard", "list", code=0)
+        assert shards and "is stopping" in stderr and "deleted under it" not in stderr
+    finally:
+        os.close(fd)
