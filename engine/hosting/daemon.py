@@ -53,6 +53,7 @@ __all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "re
 
 def run(home: Path, *, foreground: bool) -> int:
     from nereus.adapters.cluster.home_config import load_home_config
+    from nereus.adapters.home.feature_level import refuse_below_home_level
     from nereus.adapters.home.private_files import enter_private_mode, secure_home
     from nereus.engine.admin.api import AdminApi
     from nereus.engine.hosting.admin_server import AdminServer
@@ -85,6 +86,7 @@ def run(home: Path, *, foreground: bool) -> int:
             engine.start(owned=())
             node.start(engine.supervisor)
         else:
+            refuse_below_home_level(home)  # a downgrade below what the home has written
             engine.start()
         api: AdminEndpoints = AdminApi(engine) if node is None else \
             NodeApi(engine, node.store, host=node.settings.host)
@@ -160,6 +162,7 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.cluster.route_keys import install_route_keys
+    from nereus.adapters.home.feature_level import build_level
     from nereus.engine.hosting.cluster.cluster_node import ClusterNode
     from nereus.engine.hosting.cluster.node_settings import NodeSettings
     from nereus.engine.hosting.workers.home import refuse_namesakes
@@ -179,7 +182,8 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
         node_id=cluster.node_id, host=host,
         address=str(address or socket_path(engine.home)), capacity=cluster.capacity,
         session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
-        version=__version__), clock=engine.time_source, events=log_event,
+        version=__version__, feature_level=build_level()), clock=engine.time_source,
+        events=log_event,
         reload=reload or (lambda: load_home_config(engine.layout.config)))
     node.join()
     return node

@@ -22,6 +22,7 @@ SECRETS: Final = "secrets/"
 WARM: Final = "warm/"
 EPOCHS: Final = "epochs/"
 MOVED: Final = "moved"  # the cluster moved to another coordinator (``Moved``)
+FEATURE_LEVEL: Final = "feature-level"  # the cluster's feature level (``FeatureLevel``)
 MIGRATED: Final = "migrated"  # the cluster was copied here from another one (``Migrated``)
 
 

@@ -9,7 +9,7 @@ durable: ``placement/<shard>`` (the leader's, or pinned by ``shard move``),
 epochs grow whatever the store's own counter does), ``drains/<id>``, ``secrets/<route>``
 (``RouteSecret``, the route's evidence key, create-only, copied into every node's home),
 ``migrated`` and ``moved`` (``nereus cluster migrate``: no node starts or joins where
-``moved`` is).
+``moved`` is), ``feature-level`` (``FeatureLevel``: what the cluster may write).
 """
 
 from __future__ import annotations
@@ -27,9 +27,22 @@ class Member(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
     host: str
     address: str  # the admin socket (on ``host``)
     capacity: int = 1  # placement weight
-    version: str = ""  # the software version the node runs
+    version: str = ""  # the software version (build) the node runs
     pid: int = 0
     started_ms: int = 0
+    # the highest feature level its build supports (``nereus.features``); a 0.1.0 node
+    # does not write it, and is read as level 1
+    feature_level: int = 1
+
+
+class FeatureLevel(msgspec.Struct, frozen=True, kw_only=True):
+    """The cluster's feature level (``feature-level``; absent: level 1), raised by
+    ``nereus upgrade finalize`` by CAS, never lowered."""
+
+    level: int
+    raised_by: str = ""
+    reason: str = ""
+    raised_ms: int = 0
 
 
 class Leader(msgspec.Struct, frozen=True, kw_only=True):

@@ -54,6 +54,9 @@ class QueryBarrier(msgspec.Struct, frozen=True, kw_only=True, tag="QUERY_BARRIER
     """A marker: once applied, every command queued before it has an applied answer."""
 
     command_id: str
+    # behind the test-only feature level (``nereus.features.TEST_LEVEL``): absent, the
+    # record's bytes are those of level 1; present, a build below that level refuses it
+    label: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class PayloadReserve(msgspec.Struct, frozen=True, kw_only=True, tag="PAYLOAD_RESERVE",

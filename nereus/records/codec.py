@@ -10,6 +10,12 @@ bytes mean the same command, which is what deduplication compares. Decoding neve
 raises: damaged, unknown or non-canonical bytes come back as a ``DecodeFailure`` naming
 a reason code and the byte offset or field at fault; the state machine turns that into a
 REJECTED result. Changing the layout bumps ``FORMAT_VERSION``.
+
+A field added after 0.1.0 defaults to ``msgspec.UNSET`` (absent from the bytes, so records
+without it are byte for byte those of level 1) and is listed in ``FIELD_LEVELS`` with the
+feature level that allows it (``nereus.features``): ``encode_at`` refuses to write it below
+that level and ``decode`` refuses to read it above the level it is given, so decoding stays
+strict for what the level allows.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
+from nereus.features import SUPPORTED_LEVEL, FeatureLevelError
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -85,7 +92,9 @@ _AT_FIELD = re.compile(r"at `([^`]+)`")
 class DecodeFailure:
     """Why a byte string is not a record; the state machine records it as REJECTED."""
 
-    reason: str  # BAD_MAGIC, UNSUPPORTED_VERSION, MALFORMED, INVALID_FIELD, NON_CANONICAL
+    # BAD_MAGIC, UNSUPPORTED_VERSION, MALFORMED, INVALID_FIELD, NON_CANONICAL,
+    # UNSUPPORTED_FEATURE (a field above the level the record is read at)
+    reason: str
     detail: str
     at_byte: int | None = None
     field: str | None = None
@@ -108,8 +117,34 @@ def kind_of(record: Record) -> str:
     return KINDS[type(record)]
 
 
-def decode(data: bytes) -> Record | DecodeFailure:
-    """Decode one record; never raises."""
+# kind -> field -> the feature level that allows writing it (module docstring)
+FIELD_LEVELS: Final[dict[type[Any], dict[str, int]]] = {QueryBarrier: {"label": 2}}
+
+
+def needed_level(record: Record) -> tuple[int, str | None]:
+    """The lowest feature level that allows ``record``, and the field that needs it."""
+    gated = FIELD_LEVELS.get(type(record))
+    level, field = 1, None
+    if gated:
+        for name, at in gated.items():
+            if at > level and getattr(record, name) is not msgspec.UNSET:
+                level, field = at, name
+    return level, field
+
+
+def encode_at(record: Record, level: int) -> bytes:
+    """``encode(record)`` for a writer whose feature level is ``level``: a field the level
+    does not allow yet raises ``FeatureLevelError`` naming it, and nothing is written."""
+    needed, field = needed_level(record)
+    if needed > level:
+        raise FeatureLevelError(
+            f"{kind_of(record)}.{field} needs feature level {needed}; the level in force "
+            f"is {level}", hint="nereus upgrade finalize raises it once every node supports it")
+    return encode(record)
+
+
+def decode(data: bytes, level: int = SUPPORTED_LEVEL) -> Record | DecodeFailure:
+    """Decode one record read at feature level ``level``; never raises."""
     if data[:3] != HEADER:
         return _bad_header(data)
     body = data[3:]
@@ -132,6 +167,12 @@ def decode(data: bytes) -> Record | DecodeFailure:
             "the record decodes but is not in canonical form (field order, map order or "
             "integer width differs); re-encode it with nereus.records.encode",
         )
+    if type(record) in FIELD_LEVELS:
+        needed, field = needed_level(record)
+        if needed > level:
+            return DecodeFailure(
+                "UNSUPPORTED_FEATURE", f"{kind_of(record)}.{field} needs feature level "
+                f"{needed}; this record is read at level {level}", field=field)
     return record
 
 

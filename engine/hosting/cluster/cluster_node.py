@@ -21,6 +21,7 @@ import os
 import threading
 
 from nereus.adapters.cluster.cluster_store import ClusterStore, Owned
+from nereus.adapters.cluster.feature_levels import refuse_below_level
 from nereus.adapters.time_source import Clock
 from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm
@@ -80,12 +81,15 @@ class ClusterNode:
         session = self.store.handle.coordinator.create_session(
             s.session_ttl_ms, client_identity=f"{s.node_id}@{s.host}:{os.getpid()}")
         try:
-            self.store.register(session, Member(
+            member = Member(
                 node_id=s.node_id, host=s.host, address=s.address, capacity=s.capacity,
-                version=s.version, pid=os.getpid(), started_ms=self._clock.wall_ms()))
+                version=s.version, pid=os.getpid(), started_ms=self._clock.wall_ms(),
+                feature_level=s.feature_level)
+            self.store.register(session, member)
             # read after the member record is written: `cluster migrate` marks the cluster
             # moved before it looks for live nodes, so one of the two sees the other
             self.store.refuse_moved()
+            refuse_below_level(self.store, member)  # the same order (feature_levels.py)
         except BaseException:
             session.close()
             raise

@@ -41,6 +41,7 @@ class NodeSettings:
     lease_margin_ms: int = 2_000
     interval_s: float = 0.5  # reconcile at least this often
     version: str = ""
+    feature_level: int = 1  # the highest feature level this build supports
     warm_up: bool = True  # warm shards placed here while another node still owns them
     warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
 

@@ -1,0 +1,61 @@
+"""Feature levels: which formats a cluster (or one home) may write (``docs/formats.md``).
+
+A level names a set of formats, record kinds and fields. Level 1 is exactly what release
+0.1.0 writes. A build *reads* every level up to ``SUPPORTED_LEVEL`` and *writes* only what
+the level in force allows; the level in force is raised by ``nereus upgrade finalize``
+once every node that owns or may own a shard supports the new one (Kafka's
+``metadata.version``, CockroachDB's cluster version). A node whose build supports less
+than the level in force refuses to join, naming both.
+
+``TEST_LEVEL`` is a level no release has: one field behind it (QUERY_BARRIER's ``label``)
+shows the gate both ways until a second release brings a real one. A build claims it
+only when its shell is told to (``NEREUS_FEATURE_LEVEL_TESTING=1``, tests only).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nereus.errors import ExitCode, NereusError
+
+BASE_LEVEL: Final = 1  # what 0.1.0 writes, and the level of a cluster that never raised it
+SUPPORTED_LEVEL: Final = 1  # the highest level this build reads and writes
+TEST_LEVEL: Final = 2  # a test-only level (module docstring)
+
+LEVELS: Final = {
+    1: "0.1.0: record format 2, key schema 1, digest 2, checkpoint manifest 2",
+    2: "test only: QUERY_BARRIER carries a label",
+}
+
+
+class FeatureLevelError(NereusError):
+    """A level this build, or some node, cannot take (the answer is no, exit 1)."""
+
+    exit_code = ExitCode.NO
+
+
+def supported_level(*, testing: bool = False) -> int:
+    """The highest level this build claims (``TEST_LEVEL`` when testing)."""
+    return TEST_LEVEL if testing else SUPPORTED_LEVEL
+
+
+def describe(level: int) -> str:
+    """One line saying what ``level`` allows."""
+    return LEVELS.get(level, "unknown to this build")
+
+
+def check_can_run(*, level: int, supported: int, build: str, who: str) -> None:
+    """Raise unless a build supporting ``supported`` may run at ``level`` (a downgrade
+    below what has been written is refused, naming both)."""
+    if level > supported:
+        raise FeatureLevelError(
+            f"{who} runs build {build or 'unknown'}, which supports feature level "
+            f"{supported}; the cluster is at feature level {level}",
+            hint="run a build that supports this level (a level is never lowered)")
+
+
+def finalize_blockers(target: int, supported_by_node: dict[str, int]) -> list[str]:
+    """Why the level cannot be raised to ``target`` now: each node that supports less
+    (``supported_by_node``: every node that owns or may own a shard)."""
+    return [f"node {node} supports feature level {level}, below {target}"
+            for node, level in sorted(supported_by_node.items()) if level < target]
