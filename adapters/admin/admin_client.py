@@ -1,5 +1,5 @@
 """The thin admin-socket client the CLI and the TUI use (stdlib, msgspec and the core only;
-requests and answers typed in ``admin_wire``), and the
+requests and answers typed in ``wire``), and the
 running engine as a ``CommandSink``."""
 
 from __future__ import annotations
@@ -151,15 +151,13 @@ class EngineSink:
         self.wait_ms = wait_ms
 
     def submit(self, prepared: Sequence[Prepared], *, wait: bool) -> list[Receipt]:
-        from nereus.adapters.admin.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
-        from nereus.client.sink import Receipt
+        from nereus.adapters.admin.wire import AppendAnswer, AppendRequest, RecordToAppend
 
         request = AppendRequest(
-            records=[RecordToAppend(shard=str(p.shard), data=p.data) for p in prepared],
+            records=[RecordToAppend(shard=str(p.shard), data=p.data, kind=p.kind,
+                                    command_id=p.command_id,
+                                    delay_message_id=p.delay_message_id) for p in prepared],
             wait_ms=self.wait_ms if wait else 0)
         answer = self.client.post("/v1/commands", request, AppendAnswer,
                                   timeout=120 + self.wait_ms / 1000)
-        return [msgspec.convert({"kind": item.kind, "delay_message_id": item.delay_message_id,
-                                 "command_id": item.command_id,
-                                 **msgspec.to_builtins(receipt)}, Receipt)
-                for item, receipt in zip(prepared, answer.receipts, strict=True)]
+        return answer.receipts

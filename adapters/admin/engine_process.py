@@ -180,7 +180,7 @@ def stop_engine(layout: HomeLayout, timeout: float) -> EngineStopped:
     if not is_locked(home):
         return EngineStopped(running=False, stopped=False)
     try:
-        from nereus.adapters.admin.admin_wire import Empty, Stopping
+        from nereus.adapters.admin.wire import Empty, Stopping
 
         AdminClient(socket_path(home), timeout=5).post("/v1/shutdown", Empty(), Stopping)
     except NereusError:

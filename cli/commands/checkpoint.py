@@ -47,7 +47,7 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
     env: Env = ctx.obj
     shard = env.shard(shard_name)
     if env.engine_running():
-        from nereus.adapters.admin.admin_wire import CheckpointRequest
+        from nereus.adapters.admin.wire import CheckpointRequest
 
         document = env.admin().post("/v1/checkpoints", CheckpointRequest(shard=str(shard)),
                                     CheckpointTaken, timeout=3600)

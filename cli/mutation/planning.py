@@ -121,7 +121,7 @@ def _plan(env: Env, shard: ShardId, mutation: OperatorMutation, running: bool,
     from nereus.records import encode
 
     if running:
-        from nereus.adapters.admin.admin_wire import PlanAnswer, PlanRequest
+        from nereus.adapters.admin.wire import PlanAnswer, PlanRequest
 
         answer = env.admin().post("/v1/mutations/plan", PlanRequest(
             shard=str(shard), data=encode(mutation), before=before), PlanAnswer)

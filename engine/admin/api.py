@@ -12,7 +12,7 @@ from typing import Protocol
 
 import msgspec
 
-from nereus.adapters.admin.admin_wire import (
+from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,

@@ -8,9 +8,8 @@ import hashlib
 from collections.abc import Callable
 from contextlib import ExitStack
 
-import msgspec
-
-from nereus.adapters.admin.admin_wire import AppendAnswer, AppendedRecord, AppendRequest
+from nereus.adapters.admin.wire import AppendAnswer, AppendRequest
+from nereus.client.receipt import Receipt
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.errors import NotFound, UsageError
 from nereus.machine import dedup_key
@@ -18,7 +17,6 @@ from nereus.records import decode
 from nereus.records.codec import DecodeFailure
 from nereus.state import keys
 from nereus.state.values import Result, decode_value
-from nereus.timespec import format_time_ms
 
 
 def append(request: AppendRequest, loop_of: Callable[[str], ShardLoop],
@@ -28,7 +26,7 @@ def append(request: AppendRequest, loop_of: Callable[[str], ShardLoop],
     grouped: dict[ShardLoop, list[tuple[int, bytes]]] = {}
     for index, item in enumerate(request.records):
         grouped.setdefault(loop_of(item.shard), []).append((index, item.data))
-    receipts: list[AppendedRecord | None] = [None] * len(request.records)
+    receipts: list[Receipt | None] = [None] * len(request.records)
     waits: list[tuple[ShardLoop, int, bytes, int]] = []
     with ExitStack() as watching:
         if request.wait_ms > 0:  # the loops keep what they apply from before the appends on
@@ -40,9 +38,8 @@ def append(request: AppendRequest, loop_of: Callable[[str], ShardLoop],
                 loop.expect([receipt.position for receipt in got])
             loop.wake()
             for (index, data), receipt in zip(entries, got, strict=True):
-                receipts[index] = AppendedRecord(
-                    shard=str(loop.shard), source_position=receipt.position,
-                    broker_time=format_time_ms(receipt.broker_ms), evidence="QUEUED")
+                receipts[index] = request.records[index].queued(receipt.position,
+                                                                receipt.broker_ms)
                 waits.append((loop, receipt.position, data, index))
         if request.wait_ms > 0:
             deadline = monotonic() + request.wait_ms / 1000
@@ -53,8 +50,8 @@ def append(request: AppendRequest, loop_of: Callable[[str], ShardLoop],
     return AppendAnswer(receipts=[receipt for receipt in receipts if receipt is not None])
 
 
-def awaited(queued: AppendedRecord, loop: ShardLoop, position: int, data: bytes,
-            deadline: float) -> AppendedRecord:
+def awaited(queued: Receipt, loop: ShardLoop, position: int, data: bytes,
+            deadline: float) -> Receipt:
     """``queued`` with the applied result at ``position``; unchanged when the wait runs
     out first."""
     result = loop.await_result(position, deadline)
@@ -62,13 +59,7 @@ def awaited(queued: AppendedRecord, loop: ShardLoop, position: int, data: bytes,
         if loop.applied_position is None or loop.applied_position < position:
             return queued
         result = result_at(loop, position, data)
-    return msgspec.structs.replace(
-        queued, evidence="APPLIED", result=result.status.value, reason=result.reason,
-        detail=result.detail, kind=result.kind, position=result.position,
-        delay_message_id=result.delay_message_id, generation=result.generation,
-        attempt_id=result.attempt_id,
-        duplicate_of=None if result.position == position else result.position,
-        record_sha256=hashlib.sha256(data).hexdigest())
+    return queued.with_result(result, record_sha256=hashlib.sha256(data).hexdigest())
 
 
 def result_at(loop: ShardLoop, position: int, data: bytes) -> Result:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nereus.adapters.admin.admin_wire import (
+from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,

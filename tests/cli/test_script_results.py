@@ -154,7 +154,7 @@ def test_the_servers_refusal_reaches_the_operator_as_it_said_it(engine_home: Pat
     """A request over the admin socket's limit is answered with the server's own words, not
     "engine unreachable"."""
     from nereus.adapters.admin.admin_client import AdminClient
-    from nereus.adapters.admin.admin_wire import AppendAnswer, AppendRequest, RecordToAppend
+    from nereus.adapters.admin.wire import AppendAnswer, AppendRequest, RecordToAppend
     from nereus.errors import UsageError
 
     client = AdminClient(engine_home / "run" / "admin.sock")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nereus.adapters.admin.admin_wire import AppendRequest, RecordToAppend
+from nereus.adapters.admin.wire import AppendRequest, RecordToAppend
 from nereus.adapters.backends.coordination.sqlite import SqliteCoordinator
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle

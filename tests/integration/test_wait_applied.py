@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nereus.adapters.admin.admin_wire import AppendedRecord, AppendRequest, RecordToAppend
+from nereus.adapters.admin.wire import AppendRequest, RecordToAppend
+from nereus.client import Receipt
 from nereus.engine.admin import command_appends as appending
 from nereus.engine.admin.api import AdminApi
 from tests.integration.engine_harness import now_ms, running_engine
@@ -52,6 +53,6 @@ def test_a_position_applied_before_the_wait_is_read_from_the_store(tmp_path: Pat
         h.wait_for(lambda: (loop.applied_position or -1) >= position, 10, "the schedule applied")
         assert loop.await_result(position, 0.0) is None  # never expected: not held
         view = appending.awaited(receipt, loop, position, prepared[0].data, 0.0)
-        assert isinstance(view, AppendedRecord)
+        assert isinstance(view, Receipt)
         assert view.evidence == "APPLIED" and view.result == "APPLIED"
         assert view.delay_message_id == "early-1"

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 import msgspec
 import pytest
 
-from nereus.client import LogSink, Receipt, RouteRef, prepare_cancel
+from nereus.client import Evidence, LogSink, Receipt, RouteRef, prepare_cancel
+from nereus.records.vocabulary import ResultStatus
 from nereus.shard import ShardId
+from nereus.state.values import Result
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,13 @@ def test_a_log_sink_cannot_wait() -> None:
 def test_a_receipt_prints_result_keys_only_once_applied() -> None:
     """QUEUED receipts carry no result keys (nothing is known); APPLIED ones carry all."""
     queued = Receipt(kind="CANCEL", delay_message_id="m", command_id="c", shard="default/0",
-                     source_position=3, broker_time=None, evidence="QUEUED")
+                     source_position=3, broker_time=None, evidence=Evidence.QUEUED)
     assert "result" not in msgspec.to_builtins(queued)
     assert "duplicate_of" not in msgspec.to_builtins(queued)
-    applied = Receipt(kind="CANCEL", delay_message_id="m", command_id="c", shard="default/0",
-                      source_position=3, broker_time=None, evidence="APPLIED", result="APPLIED")
+    applied = queued.with_result(Result(ResultStatus.APPLIED, "CANCEL", 3, "ab",
+                                        delay_message_id="m"), record_sha256="ab")
     document = msgspec.to_builtins(applied)
     assert document["result"] == "APPLIED" and document["reason"] is None
+    assert document["evidence"] == "APPLIED" and document["duplicate_of"] is None
     assert list(document)[:7] == ["kind", "delay_message_id", "command_id", "shard",
                                   "source_position", "broker_time", "evidence"]

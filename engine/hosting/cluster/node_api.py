@@ -19,9 +19,8 @@ from pathlib import Path
 import msgspec
 
 from nereus.adapters.admin.admin_client import AdminClient
-from nereus.adapters.admin.admin_wire import (
+from nereus.adapters.admin.wire import (
     AppendAnswer,
-    AppendedRecord,
     AppendRequest,
     CheckpointRequest,
     PlanAnswer,
@@ -29,6 +28,7 @@ from nereus.adapters.admin.admin_wire import (
 )
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
+from nereus.client.receipt import Receipt
 from nereus.engine.admin.answers import OpenAttemptView
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
@@ -36,7 +36,6 @@ from nereus.engine.process.home_engine import Engine
 from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import NotFound
 from nereus.shard import ShardId, partition_for
-from nereus.timespec import format_time_ms
 from nereus.views import MessageDetail, MessageList
 
 
@@ -154,7 +153,7 @@ class NodeApi(AdminApi):
     def submit(self, request: AppendRequest) -> AppendAnswer:
         """Our shards' records appended here; each other owner's on this host asked of it;
         the rest appended straight to their Shard Logs (QUEUED). Receipts in order."""
-        receipts: list[AppendedRecord | None] = [None] * len(request.records)
+        receipts: list[Receipt | None] = [None] * len(request.records)
         local: list[int] = []
         remote: dict[Path, tuple[AdminClient, list[int]]] = {}
         direct: dict[ShardId, list[int]] = {}
@@ -189,7 +188,7 @@ class NodeApi(AdminApi):
                              wait_ms=request.wait_ms)
 
     def _append_direct(self, shard: ShardId, request: AppendRequest,
-                       indexes: list[int]) -> list[AppendedRecord]:
+                       indexes: list[int]) -> list[Receipt]:
         if shard not in {ShardId(r.name, p) for r in self.engine.config.routes.values()
                          for p in range(r.partitions)}:
             raise NotFound(f"shard {shard} is not a shard of this cluster")
@@ -198,6 +197,5 @@ class NodeApi(AdminApi):
             got = log.append([request.records[i].data for i in indexes])
         finally:
             log.close()
-        return [AppendedRecord(shard=str(shard), source_position=receipt.position,
-                               broker_time=format_time_ms(receipt.broker_ms),
-                               evidence="QUEUED") for receipt in got]
+        return [request.records[i].queued(receipt.position, receipt.broker_ms)
+                for i, receipt in zip(indexes, got, strict=True)]

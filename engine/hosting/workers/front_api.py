@@ -23,9 +23,8 @@ from urllib.parse import quote
 import msgspec
 
 from nereus.adapters.admin.admin_client import AdminClient, NotListening
-from nereus.adapters.admin.admin_wire import (
+from nereus.adapters.admin.wire import (
     AppendAnswer,
-    AppendedRecord,
     AppendRequest,
     CheckpointRequest,
     PlanAnswer,
@@ -34,6 +33,7 @@ from nereus.adapters.admin.admin_wire import (
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
+from nereus.client.receipt import Receipt
 from nereus.cluster.records import OwnerState
 from nereus.config import Config
 from nereus.engine.admin.answers import (
@@ -338,7 +338,7 @@ class FrontApi:
         between the lookup and the request), or is gone, appended nothing of its part: that
         part goes to the owner found next."""
         timeout = 120 + request.wait_ms / 1000
-        receipts: list[AppendedRecord | None] = [None] * len(request.records)
+        receipts: list[Receipt | None] = [None] * len(request.records)
         pending = list(range(len(request.records)))
         deadline = time.monotonic() + OWNER_WAIT_S
         while pending:

@@ -11,6 +11,7 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from nereus.client.receipt import Receipt
 from nereus.errors import UsageError
 from nereus.operator.plan import PlanDocument
 
@@ -18,8 +19,20 @@ T = TypeVar("T", bound=msgspec.Struct)
 
 
 class RecordToAppend(msgspec.Struct, frozen=True, kw_only=True):
+    """One prepared command: its shard and bytes, and its identity (``Prepared``), which
+    its ``Receipt`` names."""
+
     shard: str
     data: bytes
+    kind: str = ""
+    command_id: str = ""
+    delay_message_id: str | None = None
+
+    def queued(self, position: int, broker_ms: int) -> Receipt:
+        """Its receipt once the log holds it at ``position``."""
+        return Receipt.queued(kind=self.kind, delay_message_id=self.delay_message_id,
+                              command_id=self.command_id, shard=self.shard,
+                              position=position, broker_ms=broker_ms)
 
 
 class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,28 +44,8 @@ class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=600_000)] = 0
 
 
-class AppendedRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where one record went (QUEUED), and once applied (APPLIED) what the shard decided:
-    the result fields are absent until then."""
-
-    shard: str
-    source_position: int
-    broker_time: str | None
-    evidence: str
-    result: str | msgspec.UnsetType = msgspec.UNSET
-    reason: str | msgspec.UnsetType | None = msgspec.UNSET
-    detail: str | msgspec.UnsetType | None = msgspec.UNSET
-    kind: str | msgspec.UnsetType | None = msgspec.UNSET
-    position: int | msgspec.UnsetType | None = msgspec.UNSET
-    delay_message_id: str | msgspec.UnsetType | None = msgspec.UNSET
-    generation: int | msgspec.UnsetType | None = msgspec.UNSET
-    attempt_id: str | msgspec.UnsetType | None = msgspec.UNSET
-    duplicate_of: int | msgspec.UnsetType | None = msgspec.UNSET
-    record_sha256: str | msgspec.UnsetType = msgspec.UNSET
-
-
 class AppendAnswer(msgspec.Struct, frozen=True, kw_only=True):
-    receipts: list[AppendedRecord]  # one per request record, in the request's order
+    receipts: list[Receipt]  # one per request record, in the request's order
 
 
 class PlanRequest(msgspec.Struct, frozen=True, kw_only=True):
