@@ -1,7 +1,4 @@
-"""The client API: prepare a command (identity and bytes fixed), then queue it; the
-producer SDK (``DelayClient``, ``AsyncDelayClient``) on top."""
-
-from typing import TYPE_CHECKING
+"""The client API: prepare a command (identity and bytes fixed), then queue it."""
 
 from nereus.client.prepare import (
     Prepared,
@@ -16,26 +13,6 @@ from nereus.client.queue import Appender, Queued, queue
 from nereus.client.receipt import Evidence, Receipt
 from nereus.client.sink import CommandSink, LogSink
 
-__all__ = ["Appender", "AsyncDelayClient", "Batching", "CommandSink", "DelayClient", "Evidence", "LogSink", "Prepared", "Queued", "Receipt",
+__all__ = ["Appender", "CommandSink", "Evidence", "LogSink", "Prepared", "Queued", "Receipt",
            "RouteRef", "prepare_cancel", "prepare_payload_commit", "prepare_payload_reserve",
            "prepare_reschedule", "prepare_schedule", "queue"]
-
-# The producer SDK (``docs/client.md``) does I/O, so it lives in ``nereus.adapters.client``
-# (the core has no threads, clocks or sockets); its names are here, imported on first use.
-_SDK = {"DelayClient": "nereus.adapters.client.delay_client",
-        "AsyncDelayClient": "nereus.adapters.client.async_client",
-        "Batching": "nereus.adapters.client.sender"}
-
-if TYPE_CHECKING:
-    from nereus.adapters.client.async_client import AsyncDelayClient
-    from nereus.adapters.client.delay_client import DelayClient
-    from nereus.adapters.client.sender import Batching
-
-
-def __getattr__(name: str) -> object:
-    module = _SDK.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nereus.client' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
