@@ -29,11 +29,13 @@ from nereus.shard import ShardId, partition_for
 @dataclass(frozen=True, slots=True)
 class RouteRef:
     """What a client needs to know about a route: its name, its partition count, and which
-    lanes are ORDERED (their keyed messages are placed by key)."""
+    lanes are ORDERED (their keyed messages are placed by key); ``route_id`` from its
+    identity record when learned from the route (``DelayClient`` never builds one by hand)."""
 
     name: str
     partitions: int
     ordered_lanes: frozenset[str] = frozenset()
+    route_id: str = ""
 
     def shard_for(self, delay_message_id: str) -> ShardId:
         """The shard a message id hashes to (where every unordered message lives)."""
