@@ -23,6 +23,13 @@ from typing import Literal
 import msgspec
 
 from nereus.adapters.admin.engine_process import EngineStarted, EngineStopped
+from nereus.adapters.admin.wire import (
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
+    ShardView,
+)
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.adapters.offline.large_payload import LargePayloadReceipt
@@ -81,13 +88,6 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.admin.answers import (
-    EngineStatus,
-    LaneView,
-    MetricsExposition,
-    OpenAttemptView,
-    ShardView,
-)
 from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry

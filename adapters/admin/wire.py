@@ -1,5 +1,7 @@
-"""The admin socket's request and answer bodies, as typed values shared by the engine
-(which decodes requests and encodes answers) and the admin client (the reverse).
+"""The admin socket's requests, answers and documents, as typed values shared by the engine
+(which decodes requests and encodes answers), the admin client, the CLI and the dashboard
+(the reverse). The status documents are what ``engine status`` prints (``--json``), the
+dashboard reads, and the man page documents (their keys, by ``nereus.cli.json_keys.typed``).
 
 Bytes travel as base64 strings (msgspec's encoding of ``bytes``). A request that does not
 fit its type is a 400 naming the field (``Expected `int`, got `float` - at `$.wait_ms```).
@@ -14,6 +16,7 @@ import msgspec
 from nereus.client.receipt import Receipt
 from nereus.errors import UsageError
 from nereus.operator.plan import PlanDocument
+from nereus.views import AttemptView
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -77,6 +80,135 @@ class Stopping(msgspec.Struct, frozen=True):
     """``POST /v1/shutdown``'s answer: the engine has begun to stop."""
 
     stopping: bool
+
+
+# the status documents (``GET /v1/status``, ``/v1/feed``, ``/v1/attempts``, ``/v1/metrics``)
+
+
+class TrustedTimeView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    earliest: str
+    latest: str
+    uncertainty_ms: int
+    # how far earliest is held behind the wall clock: a step forwards while the engine
+    # ran, not trusted until it restarts (0: none)
+    held_back_ms: int = 0
+    # why no decision may be made (chrony) or decisions are late (a step forwards), or null
+    problem: str | None = None
+
+
+class ShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One shard of this engine: its loop's state and where it stands in its log."""
+
+    shard: str
+    state: str
+    epoch: int
+    applied_position: int | None
+    log_end_position: int | None
+    lag: int | None
+    caught_up: bool
+    claims: int
+    in_flight: int
+    admissions: int
+    uncertain: int
+    error: str | None
+    waiting: str | None
+    due_backlog: int
+    # due_backlog counted up to a cap per lane (status_views.DUE_SCAN_CAP): true when more
+    # are due, so due_backlog is "at least"
+    due_backlog_capped: bool = False
+
+
+class LaneShardView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    shard: str
+    gate: str
+    due_backlog: int
+    open_attempts: int
+    admissions: int
+    due_backlog_capped: bool = False  # due_backlog is "at least": more were due than read
+
+
+class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One lane across this engine's shards: gate, readiness, backlog, lag, counts."""
+
+    lane: str
+    destination: str | None
+    gate: str
+    readiness: str
+    not_ready_reason: str | None
+    due_backlog: int
+    in_flight: int
+    open_attempts: int
+    # its messages PUBLISHED over this engine's shards: the replicated per-state counts, so
+    # a restart keeps them (a message retention removed is no longer counted)
+    published: int
+    failures: int  # failed publish calls since this engine started
+    messages_by_state: dict[str, int]
+    admissions: int
+    due_lag_p99_ms: int | None
+    due_lag_max_ms: int | None
+    shards: list[LaneShardView]
+    # true: due_backlog is a lower bound (some shard had more due than the cap it reads)
+    # and due_lag_p99_ms an upper bound (the p99 of the oldest entries read)
+    due_backlog_capped: bool = False
+    # the lane's unfinished messages by why they wait now: "not due" (Trusted UTC has not
+    # reached actionAt), the reason each shard's last scheduling round gave for its due
+    # ones ("claimable" when it gave none), "PUBLISHING" (an attempt in flight), "UNCERTAIN"
+    # (an earlier attempt's outcome is unknown); `message explain` details one message
+    waiting_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+    published_since_start: int = 0  # publish calls acknowledged since this engine started
+
+
+class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,
+                         forbid_unknown_fields=True):
+    """The evidence worker's last search of the destination for an UNKNOWN attempt's record:
+    when, the evidence it found (null: none), or why it could not look."""
+
+    searched_at: str
+    found: str | None
+    error: str | None
+
+
+class OpenAttemptView(AttemptView, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One attempt with an open obligation (PUBLISHING or UNKNOWN), as ``attempt list``
+    prints it (``GET /v1/attempts``): the attempt, its shard, and the evidence worker's
+    last search for it (null before the first, or with no evidence worker)."""
+
+    shard: str
+    evidence_search: EvidenceSearchView | None
+
+
+class WorkerView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One supervised worker thread: its state, restarts and last error."""
+
+    name: str
+    kind: str
+    state: str
+    restarts: int
+    last_error: str | None
+    last_error_at: str | None
+
+
+class EngineStatus(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The running engine: healthy or not (and why), its clock, shards, lanes, workers."""
+
+    running: bool
+    healthy: bool
+    problems: list[str]
+    owner_id: str
+    home: str
+    started_at: str
+    trusted_time: TrustedTimeView
+    shards: list[ShardView]
+    lanes: list[LaneView]
+    workers: list[WorkerView]
+
+
+class MetricsExposition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/metrics`` and ``nereus metrics --json``: the engine's Prometheus metrics in
+    the text exposition format (what ``[metrics] listen`` serves at ``/metrics``)."""
+
+    content_type: str  # "text/plain; version=0.0.4; charset=utf-8"
+    exposition: str
 
 
 def request_of(body: object, kind: type[T]) -> T:

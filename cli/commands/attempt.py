@@ -27,8 +27,8 @@ def list_attempts(
     """Attempts with an open obligation (needs the engine)."""
     import msgspec
 
+    from nereus.adapters.admin.wire import OpenAttemptView
     from nereus.cli.output import shown
-    from nereus.engine.admin.answers import OpenAttemptView
     from nereus.errors import UsageError
 
     env: Env = ctx.obj

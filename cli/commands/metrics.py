@@ -23,7 +23,7 @@ def metrics(ctx: typer.Context) -> None:
     """
     import msgspec
 
-    from nereus.engine.admin.answers import MetricsExposition
+    from nereus.adapters.admin.wire import MetricsExposition
 
     env: Env = ctx.obj
     document = msgspec.convert(env.admin().get("/v1/metrics"), MetricsExposition)

@@ -81,7 +81,7 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
 
 
 def _online(env: Env) -> StatusSummary:
-    from nereus.engine.admin.answers import EngineStatus
+    from nereus.adapters.admin.wire import EngineStatus
 
     data = msgspec.convert(env.admin().get("/v1/status"), EngineStatus)
     shards: dict[str, int] = {}

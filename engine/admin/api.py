@@ -16,19 +16,17 @@ from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
-    PlanAnswer,
-    PlanRequest,
-)
-from nereus.adapters.offline.checkpoint_take import CheckpointTaken, taken_view
-from nereus.adapters.offline.command_lookup import CommandStatus
-from nereus.engine.admin.answers import (
     EngineStatus,
     LaneView,
     MetricsExposition,
     OpenAttemptView,
+    PlanAnswer,
+    PlanRequest,
     ShardView,
     WorkerView,
 )
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken, taken_view
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.engine.admin.command_appends import append
 from nereus.engine.admin.status_views import (
     StatusReads,

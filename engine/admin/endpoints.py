@@ -16,18 +16,16 @@ from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
-    PlanAnswer,
-    PlanRequest,
-)
-from nereus.adapters.offline.checkpoint_take import CheckpointTaken
-from nereus.adapters.offline.command_lookup import CommandStatus
-from nereus.engine.admin.answers import (
     EngineStatus,
     LaneView,
     MetricsExposition,
     OpenAttemptView,
+    PlanAnswer,
+    PlanRequest,
     ShardView,
 )
+from nereus.adapters.offline.checkpoint_take import CheckpointTaken
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.views import MessageDetail, MessageList
 

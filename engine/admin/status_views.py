@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from nereus.engine.admin.answers import (
+from nereus.adapters.admin.wire import (
     LaneShardView,
     LaneView,
     ShardView,

@@ -25,7 +25,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from nereus.engine.admin.answers import LaneView, WorkerView
+from nereus.adapters.admin.wire import LaneView, WorkerView
 from nereus.engine.admin.status_views import (
     StatusReads,
     lane_views,

@@ -19,7 +19,7 @@ from typing import Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from nereus.engine.admin.answers import MetricsExposition, WorkerView
+from nereus.adapters.admin.wire import MetricsExposition, WorkerView
 from nereus.engine.metrics.collect import exposition_of
 from nereus.engine.metrics.payload_gc_families import LAST_SUCCESS as PAYLOAD_GC_LAST_SUCCESS
 

@@ -34,7 +34,7 @@ from nereus.state.values import Attempt
 from nereus.views import open_attempts
 
 if TYPE_CHECKING:
-    from nereus.engine.admin.answers import EvidenceSearchView
+    from nereus.adapters.admin.wire import EvidenceSearchView
 
 WINDOW_BEFORE_MS = 60_000  # searched before an attempt's admission, and overlapped
 MAX_SPAN_MS = 3_600_000  # the destination history one search reads at most
@@ -106,7 +106,7 @@ class EvidenceRecovery:
         search = self.searches.get(attempt_id)
         if search is None:
             return None
-        from nereus.engine.admin.answers import EvidenceSearchView
+        from nereus.adapters.admin.wire import EvidenceSearchView
         from nereus.timespec import format_time_ms
 
         return EvidenceSearchView(searched_at=format_time_ms(search.at_ms), found=search.found,

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from nereus.adapters.admin.wire import WorkerView
 from nereus.config import parse_config
-from nereus.engine.admin.answers import WorkerView
 from nereus.engine.metrics.collect import exposition_of, held_back_family, restarts_family
 from nereus.engine.metrics.exposition_merge import merge
 from nereus.engine.metrics.memory_gauges import resident_bytes, resident_family

@@ -31,7 +31,7 @@ def list_shards(ctx: typer.Context) -> None:
     """Every shard of the home: state, applied position, log end, lag (engine or offline)."""
     import msgspec
 
-    from nereus.engine.admin.answers import ShardView
+    from nereus.adapters.admin.wire import ShardView
 
     env: Env = ctx.obj
     shards: list[ShardView] | list[OfflineShard]

@@ -23,13 +23,13 @@ from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
+    OpenAttemptView,
     PlanAnswer,
     PlanRequest,
 )
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.client.receipt import Receipt
-from nereus.engine.admin.answers import OpenAttemptView
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.process.home_engine import Engine

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from nereus.engine.admin.answers import LaneView, ShardView, WorkerView
+from nereus.adapters.admin.wire import LaneView, ShardView, WorkerView
 from nereus.engine.runtime.supervisor import Supervisor
 from nereus.errors import NereusError
 from nereus.shard import ShardId

@@ -27,8 +27,13 @@ from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
     CheckpointRequest,
+    EngineStatus,
+    LaneView,
+    MetricsExposition,
+    OpenAttemptView,
     PlanAnswer,
     PlanRequest,
+    ShardView,
 )
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
@@ -36,13 +41,6 @@ from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.client.receipt import Receipt
 from nereus.cluster.records import OwnerState
 from nereus.config import Config
-from nereus.engine.admin.answers import (
-    EngineStatus,
-    LaneView,
-    MetricsExposition,
-    OpenAttemptView,
-    ShardView,
-)
 from nereus.engine.admin.status_views import health_problems, trusted_time_view
 from nereus.engine.hosting.workers.answer_merge import (
     UNOWNED,
