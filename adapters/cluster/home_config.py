@@ -53,7 +53,16 @@ def check_cluster_text(text: str, *, source: str) -> Config:
 
 
 def load_home_config(config_path: Path) -> Config:
-    """The configuration the engine and the CLI of this home work with."""
+    """The configuration the engine and the CLI of this home work with; from now on this
+    process dials each ``[kafka.NAME]`` cluster with its settings (``kafka_security``)."""
+    from nereus.adapters.backends.kafka.kafka_security import use_connections
+
+    config = _home_config(config_path)
+    use_connections(config.kafka.values(), home=config_path.parent)
+    return config
+
+
+def _home_config(config_path: Path) -> Config:
     source = str(config_path)
     text = config_path.read_text()
     local = parse_config(text, source=source)

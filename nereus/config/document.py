@@ -12,6 +12,7 @@ from typing import Final
 
 import msgspec
 
+from nereus.config.connections import KafkaConnection
 from nereus.config.engine import EngineConfig
 from nereus.config.lanes import LaneSettings
 from nereus.config.node import ClusterSettings, MetricsSettings
@@ -20,7 +21,7 @@ from nereus.config.storage import CheckpointSettings, ObjectSettings
 from nereus.machine.limits import Limits
 
 # the tables a cluster's configuration holds; a node's own nereus.toml keeps the others
-CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints")
+CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints", "kafka")
 NODE_TABLES: Final = ("engine", "cluster", "metrics")
 
 
@@ -35,6 +36,7 @@ class Config:
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     cluster: ClusterSettings | None = None
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    kafka: dict[str, KafkaConnection] = field(default_factory=dict)
 
     @property
     def ordered_lanes(self) -> frozenset[str]:
@@ -69,5 +71,5 @@ class Config:
 TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
     "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
     "objects": ObjectSettings, "checkpoints": CheckpointSettings, "cluster": ClusterSettings,
-    "metrics": MetricsSettings,
+    "metrics": MetricsSettings, "kafka": KafkaConnection,
 }

@@ -29,7 +29,7 @@ def line_of(text: str, table: str, key: str | None = None) -> int | None:
             for offset, inner in enumerate(lines[index + 1:], start=index + 2):
                 if inner.lstrip().startswith("["):
                     break
-                if re.match(r"^\s*" + re.escape(key) + r"\s*=", inner):
+                if re.match(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*=", inner):
                     return offset
             return index + 1
     return None
@@ -65,22 +65,28 @@ def explain(exc: msgspec.ValidationError, table: str, kind: type[msgspec.Struct]
     detail, _, at = str(exc).rpartition(" - at `")
     if not detail:
         detail, at = str(exc), ""
-    path = [part for part in at.rstrip("`").removeprefix("$").split(".") if part]
+    # the table's keys as written (a librdkafka name such as security.protocol has dots)
+    fields = {f.encode_name: f.name for f in msgspec.structs.fields(kind) if f.name != "name"}
+    at = at.rstrip("`").removeprefix("$").removeprefix(".")
+    key = next((name for name in sorted(fields, key=len, reverse=True)
+                if at == name or at.startswith(name + ".") or at.startswith(name + "[")),
+               at.split(".")[0] or None)
     unknown = re.match(r"Object contains unknown field `([^`]+)`", detail)
-    if unknown and not path:
+    if unknown and not at:
         name = unknown.group(1)
-        known = [k for k in kind.__struct_fields__ if k != "name"]
         return error_at(text, source, table, name, f"unknown key {name!r}",
-                        did_you_mean(name, known))
+                        did_you_mean(name, list(fields)))
     missing = re.match(r"Object missing required field `([^`]+)`", detail)
     if missing:
         return error_at(text, source, table, None, f"needs {missing.group(1)} = ...")
-    key = path[0] if path else None
     value = data.get(key) if key is not None else None
     shown = f"{key} = {value!r}" if key is not None else "this table"
     hint = None
     if detail.startswith("Invalid enum value") and key is not None:
-        allowed = [str(a) for a in get_args(get_type_hints(kind)[key])]
+        hinted = get_type_hints(kind)[fields.get(key, key)]
+        allowed = [str(a) for a in get_args(hinted) if a is not type(None)]
+        if not allowed or all(str(a).startswith("typing.Literal") for a in allowed):
+            allowed = [str(v) for a in get_args(hinted) for v in get_args(a)]
         return error_at(text, source, table, key,
                         f"{shown}: expected one of {', '.join(allowed)}",
                         did_you_mean(str(value), allowed))

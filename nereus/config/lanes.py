@@ -22,6 +22,10 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     path: str | None = None  # file: relative to the home, or absolute
     topic: str | None = None  # kafka, pulsar (default: the lane's name)
     bootstrap: str | None = None  # kafka
+    kafka: str | None = None  # kafka: the [kafka.NAME] connection (fills in bootstrap)
+    # kafka: a topic Nereus creates gets this many replicas (unset: the brokers'
+    # default.replication.factor; `doctor` warns below 3)
+    replication_factor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     service_url: str | None = None  # pulsar
     admin_url: str | None = None  # pulsar (doctor checks it)
     # pulsar: "deliver_at" hands each message over lead_ms early and Pulsar holds it

@@ -1,6 +1,7 @@
 """Reading ``nereus.toml``: ``parse_config`` converts each table strictly to its Struct and
 checks what no field type can say (names, ids, durations, a file lane's path, an s3 store's
-bucket, the lease margin, the metrics address); ``tables_of`` names a text's tables.
+bucket, the lease margin, the metrics address, the Kafka connections routes and lanes name,
+secrets given as references); ``tables_of`` names a text's tables.
 
 Every refusal is a ``ConfigError`` worded by ``nereus.config.explain``.
 """
@@ -14,6 +15,14 @@ from typing import TypeVar
 
 import msgspec
 
+from nereus.config.connections import (
+    ENV_NAME,
+    KAFKA_SECRETS,
+    SECRET_REFUSED,
+    KafkaConnection,
+    connection_problem,
+    flatten,
+)
 from nereus.config.document import TABLE_TYPES, Config
 from nereus.config.engine import EngineConfig
 from nereus.config.explain import did_you_mean, error_at, explain, line_of
@@ -27,16 +36,35 @@ from nereus.machine.validate import LANE_NAME
 from nereus.shard import validate_route_name
 
 _Table = TypeVar("_Table", bound=msgspec.Struct)
+_Named = TypeVar("_Named", RouteSettings, LaneSettings)
 
 
-def _convert(data: object, kind: type[_Table], table: str, text: str, source: str) -> _Table:
-    """The TOML table ``data`` as ``kind``; a ConfigError naming the table, key and line."""
-    if not isinstance(data, dict):
-        raise error_at(text, source, table, None, "must be a table")
-    try:
-        return msgspec.convert(data, kind, strict=True)
-    except msgspec.ValidationError as exc:
-        raise explain(exc, table, kind, data, text, source) from None
+class _Text:
+    """The file being read: its text and name, for the line of every refusal."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+
+    def error(self, table: str | None, key: str | None, message: str,
+              hint: str | None = None) -> ConfigError:
+        return error_at(self.text, self.source, table, key, message, hint)
+
+    def convert(self, data: object, kind: type[_Table], table: str) -> _Table:
+        """The TOML table ``data`` as ``kind``; a ConfigError naming the table, key and line."""
+        if not isinstance(data, dict):
+            raise self.error(table, None, "must be a table")
+        try:
+            return msgspec.convert(data, kind, strict=True)
+        except msgspec.ValidationError as exc:
+            raise explain(exc, table, kind, data, self.text, self.source) from None
+
+    def duration(self, value: _Table, field: str, table: str, key: str) -> None:
+        """``value.<field>`` is a duration, or the file is refused here."""
+        try:
+            getattr(value, field)
+        except UsageError as exc:
+            raise self.error(table, key, exc.message) from None
 
 
 def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
@@ -51,78 +79,157 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
             where = f"{source}:{line}" if line else source
             raise ConfigError(f"{where}: unknown table [{name}]",
                               hint=did_you_mean(name, list(TABLE_TYPES)))
-    routes: dict[str, RouteSettings] = {}
-    for name, table in _group(data, "routes", text, source).items():
-        where = f"routes.{name}"
-        try:
-            validate_route_name(name)
-        except Exception as exc:
-            raise error_at(text, source, where, None, str(exc)) from None
-        _no_name_key(table, where, text, source)
-        route: RouteSettings = _convert(table, RouteSettings, where, text, source)
-        if route.id and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", route.id):
-            raise error_at(text, source, where, "id",
-                           f"id = {route.id!r}: expected 1-64 of A-Z a-z 0-9 . _ -")
-        if route.min_insync_replicas is not None and route.replication_factor is not None \
-                and route.min_insync_replicas > route.replication_factor:
-            raise error_at(text, source, where, "min_insync_replicas",
-                           f"min_insync_replicas = {route.min_insync_replicas} is more than "
-                           f"replication_factor = {route.replication_factor}")
-        try:
-            route.dedup_window_ms  # noqa: B018 - a duration, or the file is refused here
-        except UsageError as exc:
-            raise error_at(text, source, where, "dedup_window", exc.message) from None
-        routes[name] = msgspec.structs.replace(route, name=name)
-    lanes: dict[str, LaneSettings] = {}
-    for name, table in _group(data, "lanes", text, source).items():
-        where = f"lanes.{name}"
-        if not LANE_NAME.match(name):
-            raise error_at(text, source, where, None,
-                           "lane names are 1-64 of A-Z a-z 0-9 . _ - starting with a letter or "
-                           "digit")
-        _no_name_key(table, where, text, source)
-        lane: LaneSettings = _convert(table, LaneSettings, where, text, source)
-        if lane.destination == "file" and lane.path is None:
-            raise error_at(text, source, where, "path", "a file lane needs path = \"...\"")
-        for duration in ("max_delay", "retention", "dedup_window"):
-            try:
-                getattr(lane, f"{duration}_ms")  # a duration, or the file is refused here
-            except UsageError as exc:
-                raise error_at(text, source, where, duration, exc.message) from None
-        if lane.handoff == "deliver_at" and lane.destination != "pulsar":
-            raise error_at(text, source, where, "handoff",
-                           f"handoff = \"deliver_at\" needs a destination that holds messages "
-                           f"until deliverAt (pulsar), not {lane.destination}")
-        lanes[name] = msgspec.structs.replace(lane, name=name)
-    limits: Limits = _convert(data.get("shard", {}), Limits, "shard", text, source)
-    engine: EngineConfig = _convert(data.get("engine", {}), EngineConfig, "engine", text, source)
+    file = _Text(text, source)
+    kafka = _kafka(data, file)
+    routes = {name: _connected(_route(name, table, file), f"routes.{name}", kafka, file)
+              for name, table in _group(data, "routes", file).items()}
+    lanes = {name: _connected(_lane(name, table, file), f"lanes.{name}", kafka, file)
+             for name, table in _group(data, "lanes", file).items()}
+    limits: Limits = file.convert(data.get("shard", {}), Limits, "shard")
+    engine: EngineConfig = file.convert(data.get("engine", {}), EngineConfig, "engine")
+    file.duration(engine, "payload_gc_interval_s", "engine", "payload_gc_interval")
+    objects = _objects(data.get("objects", {}), file)
+    checkpoints: CheckpointSettings = file.convert(data.get("checkpoints", {}),
+                                                   CheckpointSettings, "checkpoints")
+    cluster = _cluster(data["cluster"], file) if "cluster" in data else None
+    metrics = _metrics(data.get("metrics", {}), file)
+    return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics,
+                  kafka)
+
+
+def _route(name: str, table: dict[str, object], file: _Text) -> RouteSettings:
+    where = f"routes.{name}"
     try:
-        engine.payload_gc_interval_s  # noqa: B018 - a duration, or the file is refused here
-    except UsageError as exc:
-        raise error_at(text, source, "engine", "payload_gc_interval", exc.message) from None
-    objects: ObjectSettings = _convert(data.get("objects", {}), ObjectSettings, "objects", text,
-                                       source)
-    checkpoints: CheckpointSettings = _convert(data.get("checkpoints", {}), CheckpointSettings,
-                                               "checkpoints", text, source)
+        validate_route_name(name)
+    except Exception as exc:
+        raise file.error(where, None, str(exc)) from None
+    _no_name_key(table, where, file)
+    route: RouteSettings = file.convert(table, RouteSettings, where)
+    if route.id and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", route.id):
+        raise file.error(where, "id", f"id = {route.id!r}: expected 1-64 of A-Z a-z 0-9 . _ -")
+    if route.min_insync_replicas is not None and route.replication_factor is not None \
+            and route.min_insync_replicas > route.replication_factor:
+        raise file.error(where, "min_insync_replicas",
+                         f"min_insync_replicas = {route.min_insync_replicas} is more than "
+                         f"replication_factor = {route.replication_factor}")
+    file.duration(route, "dedup_window_ms", where, "dedup_window")
+    return msgspec.structs.replace(route, name=name)
+
+
+def _lane(name: str, table: dict[str, object], file: _Text) -> LaneSettings:
+    where = f"lanes.{name}"
+    if not LANE_NAME.match(name):
+        raise file.error(where, None, "lane names are 1-64 of A-Z a-z 0-9 . _ - starting with "
+                         "a letter or digit")
+    _no_name_key(table, where, file)
+    lane: LaneSettings = file.convert(table, LaneSettings, where)
+    if lane.destination == "file" and lane.path is None:
+        raise file.error(where, "path", "a file lane needs path = \"...\"")
+    for duration in ("max_delay", "retention", "dedup_window"):
+        file.duration(lane, f"{duration}_ms", where, duration)
+    if lane.handoff == "deliver_at" and lane.destination != "pulsar":
+        raise file.error(where, "handoff",
+                         f"handoff = \"deliver_at\" needs a destination that holds messages "
+                         f"until deliverAt (pulsar), not {lane.destination}")
+    return msgspec.structs.replace(lane, name=name)
+
+
+def _kafka(data: Mapping[str, object], file: _Text) -> dict[str, KafkaConnection]:
+    """The ``[kafka.NAME]`` connections; two naming one bootstrap must say the same."""
+    connections: dict[str, KafkaConnection] = {}
+    for name, table in _group(data, "kafka", file).items():
+        where = f"kafka.{name}"
+        flat = flatten(table)
+        _no_name_key(flat, where, file)
+        _secret_refs(flat, KafkaConnection, KAFKA_SECRETS, where, file, inline=False)
+        connection: KafkaConnection = file.convert(flat, KafkaConnection, where)
+        problem = connection_problem(connection)
+        if problem is not None:
+            raise file.error(where, problem[0], problem[1])
+        connection = msgspec.structs.replace(connection, name=name)
+        for other in connections.values():
+            if other.bootstrap == connection.bootstrap and \
+                    msgspec.structs.replace(other, name=name) != connection:
+                raise file.error(where, "bootstrap",
+                                 f"[kafka.{other.name}] names the same bootstrap "
+                                 f"{connection.bootstrap!r} with other settings",
+                                 hint="one cluster is one [kafka.NAME] table: name it from "
+                                      "every route and lane that uses it")
+        connections[name] = connection
+    return connections
+
+
+def _connected(settings: _Named, where: str, kafka: Mapping[str, KafkaConnection],
+               file: _Text) -> _Named:
+    """``settings`` with the bootstrap of the ``[kafka.NAME]`` it names (``kafka = NAME``)."""
+    if settings.kafka is None:
+        return settings
+    route = isinstance(settings, RouteSettings)
+    kind = settings.log if isinstance(settings, RouteSettings) else settings.destination
+    if kind != "kafka":
+        raise file.error(where, "kafka", f"kafka = {settings.kafka!r} names a Kafka connection, "
+                         f"but this {'route logs to' if route else 'lane publishes to'} {kind}")
+    connection = kafka.get(settings.kafka)
+    if connection is None:
+        raise file.error(where, "kafka", f"kafka = {settings.kafka!r}: no [kafka.{settings.kafka}]"
+                         " table", did_you_mean(settings.kafka, sorted(kafka)))
+    if settings.bootstrap is not None and settings.bootstrap != connection.bootstrap:
+        raise file.error(where, "bootstrap", f"bootstrap = {settings.bootstrap!r} is not the "
+                         f"bootstrap of [kafka.{settings.kafka}]",
+                         hint="write the address once, in the [kafka.NAME] table")
+    return msgspec.structs.replace(settings, bootstrap=connection.bootstrap)
+
+
+def _secret_refs(table: Mapping[str, object], kind: type[msgspec.Struct],
+                 secrets: tuple[tuple[str, str, str], ...], where: str, file: _Text, *,
+                 inline: bool) -> None:
+    """Each secret of ``table`` given once, by a file or an environment variable (written
+    inline only where ``inline`` allows it)."""
+    names = {field.name: field.encode_name for field in msgspec.structs.fields(kind)}
+    for key, by_file, by_env in secrets:
+        file_key, env_key = names[by_file], names[by_env]
+        given = [k for k in (key, file_key, env_key) if table.get(k) is not None]
+        if key in table and not inline:
+            raise file.error(where, key, f"{key} = ...: " + SECRET_REFUSED.format(key=key))
+        if len(given) > 1:
+            raise file.error(where, given[1], f"{' and '.join(given)} both give {key}: give it "
+                             "once")
+        env = table.get(env_key)
+        if isinstance(env, str) and not ENV_NAME.fullmatch(env):
+            raise file.error(where, env_key, f"{env_key} = {env!r}: expected the name of an "
+                             "environment variable (A-Z a-z 0-9 _)")
+
+
+def _objects(data: object, file: _Text) -> ObjectSettings:
+    if isinstance(data, dict):
+        _secret_refs(data, ObjectSettings, (("secret_access_key", "secret_access_key_file",
+                                             "secret_access_key_env"),), "objects", file,
+                     inline=True)
+    objects: ObjectSettings = file.convert(data, ObjectSettings, "objects")
     if objects.store == "s3" and not objects.bucket:
-        raise error_at(text, source, "objects", "bucket",
-                       "an s3 object store needs bucket = \"...\"")
-    cluster: ClusterSettings | None = None
-    if "cluster" in data:
-        cluster = _convert(data["cluster"], ClusterSettings, "cluster", text, source)
-        if cluster.lease_margin_ms * 2 > cluster.session_ttl_ms:
-            raise error_at(text, source, "cluster", "lease_margin_ms",
-                           f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "
-                           f"session_ttl_ms = {cluster.session_ttl_ms}: a node would stop "
-                           "publishing between heartbeats")
-    metrics: MetricsSettings = _convert(data.get("metrics", {}), MetricsSettings, "metrics",
-                                        text, source)
+        raise file.error("objects", "bucket", "an s3 object store needs bucket = \"...\"")
+    return objects
+
+
+def _cluster(data: object, file: _Text) -> ClusterSettings:
+    cluster: ClusterSettings = file.convert(data, ClusterSettings, "cluster")
+    if cluster.lease_margin_ms * 2 > cluster.session_ttl_ms:
+        raise file.error("cluster", "lease_margin_ms",
+                         f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "
+                         f"session_ttl_ms = {cluster.session_ttl_ms}: a node would stop "
+                         "publishing between heartbeats")
+    return cluster
+
+
+def _metrics(data: object, file: _Text) -> MetricsSettings:
+    metrics: MetricsSettings = file.convert(data, MetricsSettings, "metrics")
     if metrics.listen is not None and (not LISTEN.fullmatch(metrics.listen)
                                        or not 0 < int(metrics.listen.rpartition(":")[2]) < 65_536):
-        raise error_at(text, source, "metrics", "listen",
-                       f"listen = {metrics.listen!r}: expected HOST:PORT with a port of 1-65535, "
-                       'such as "127.0.0.1:9464" (an IPv6 host in brackets: "[::1]:9464")')
-    return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics)
+        raise file.error("metrics", "listen",
+                         f"listen = {metrics.listen!r}: expected HOST:PORT with a port of "
+                         "1-65535, such as \"127.0.0.1:9464\" (an IPv6 host in brackets: "
+                         "\"[::1]:9464\")")
+    return metrics
 
 
 def tables_of(text: str, *, source: str) -> list[str]:
@@ -133,17 +240,14 @@ def tables_of(text: str, *, source: str) -> list[str]:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
 
 
-def _group(data: Mapping[str, object], name: str, text: str,
-           source: str) -> dict[str, dict[str, object]]:
+def _group(data: Mapping[str, object], name: str, file: _Text) -> dict[str, dict[str, object]]:
     """The tables of ``[name.*]`` (each ``[name.X]``, by X)."""
     group = data.get(name, {})
     if not isinstance(group, dict) or not all(isinstance(v, dict) for v in group.values()):
-        raise error_at(text, source, None, None,
-                       f"[{name}] holds tables: write [{name}.NAME] with its keys")
+        raise file.error(None, None, f"[{name}] holds tables: write [{name}.NAME] with its keys")
     return {str(key): table for key, table in group.items()}
 
 
-def _no_name_key(table: Mapping[str, object], where: str, text: str, source: str) -> None:
+def _no_name_key(table: Mapping[str, object], where: str, file: _Text) -> None:
     if "name" in table:
-        raise error_at(text, source, where, "name",
-                       "unknown key 'name' (the table's own name is the name)")
+        raise file.error(where, "name", "unknown key 'name' (the table's own name is the name)")

@@ -21,6 +21,7 @@ class RouteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     log: Literal["file", "kafka", "pulsar"] = "file"
     partitions: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
     bootstrap: str | None = None  # kafka
+    kafka: str | None = None  # kafka: the [kafka.NAME] connection (fills in bootstrap)
     service_url: str | None = None  # pulsar
     admin_url: str | None = None  # pulsar
     topic: str | None = None  # the Command Topic (default nereus.<route>.commands)

@@ -20,7 +20,14 @@ class ObjectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     endpoint: str | None = None
     region: str | None = None
     access_key_id: str | None = None
+    # the secret key: a file 0600 or an environment variable (nereus.config.connections);
+    # written inline it still works, and `doctor` warns; unset, boto3's own chain answers
+    # (AWS_* environment, ~/.aws profiles, instance roles)
     secret_access_key: str | None = None
+    secret_access_key_file: str | None = None
+    secret_access_key_env: str | None = None
+    profile: str | None = None  # a profile of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE)
+    ca_bundle: str | None = None  # PEM file of the CAs that sign an https endpoint's certificate
 
 
 class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

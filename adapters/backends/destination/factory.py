@@ -20,7 +20,8 @@ def open_destination(lane: LaneSettings, home: Path) -> Destination:
 
         return KafkaDestination(lane.name,
                                 lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
-                                lane.topic or lane.name)
+                                lane.topic or lane.name,
+                                replication_factor=lane.replication_factor)
     if lane.destination == "pulsar":
         from nereus.adapters.backends.pulsar.pulsar_destination import PulsarDestination
 

@@ -18,14 +18,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
+from nereus.adapters.backends.kafka.kafka_security import (
+    error_callback,
+    forget_refusal,
+    refusal,
+    security_settings,
+)
 from nereus.errors import NereusError, NotFound, ServiceUnreachable, UsageError
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin._metadata import ClusterMetadata
 
 LOG: Final = logging.getLogger("nereus.engine.kafka")
 
@@ -37,6 +44,7 @@ UNREACHABLE_ERRORS: Final = frozenset({
 })
 
 _LEADER_WAIT_S: Final = 0.05
+_SLICE_S: Final = 1.0  # a metadata request's slice (``metadata``)
 # a consumer that takes longer than this to close is abandoned (close_consumer)
 CLOSE_WAIT_S: Final = 5.0
 
@@ -53,7 +61,8 @@ class CommitCallback(Protocol):
 
 # the value of one librdkafka setting as our clients give it: a number, a flag or a name,
 # the stdlib logger that serves librdkafka's log lines, or the consumer's commit callback
-KafkaSetting: TypeAlias = str | int | float | bool | logging.Logger | CommitCallback
+KafkaSetting: TypeAlias = (str | int | float | bool | logging.Logger | CommitCallback
+                           | Callable[["KafkaError"], None])
 # a client's configuration, as confluent-kafka's Producer and Consumer take it
 KafkaConfig: TypeAlias = dict[str, KafkaSetting]
 
@@ -61,13 +70,16 @@ KafkaConfig: TypeAlias = dict[str, KafkaSetting]
 def client_config(
     bootstrap: str, client_id: str, extra: Mapping[str, KafkaSetting]
 ) -> KafkaConfig:
-    """Settings every client shares, plus ``extra`` (``{"linger.ms": 2}``)."""
+    """Settings every client shares (the cluster's TLS and authentication among them),
+    plus ``extra`` (``{"linger.ms": 2}``)."""
     config: KafkaConfig = {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "allow.auto.create.topics": False,
         # librdkafka's own log lines go to the stdlib logger (served by poll/flush)
         "logger": LOG,
+        "error_cb": error_callback(bootstrap),
+        **security_settings(bootstrap),
     }
     config.update(extra)
     return config
@@ -91,10 +103,12 @@ def admin_client(bootstrap: str, client_id: str) -> AdminClient:
 
     # no "logger" here: an AdminClient's log queue is only served by its poll(), which
     # nothing calls, so its lines would pile up; librdkafka writes them to stderr instead
-    return AdminClient({
+    settings: KafkaConfig = {
         "bootstrap.servers": bootstrap, "client.id": client_id,
-        "allow.auto.create.topics": False,
-    })
+        "allow.auto.create.topics": False, "error_cb": error_callback(bootstrap),
+        **security_settings(bootstrap),
+    }
+    return AdminClient(settings)  # type: ignore[arg-type]  # the stubs omit "error_cb"
 
 
 class Closable(Protocol):
@@ -142,6 +156,9 @@ def error_of(exc: BaseException) -> tuple[str, str]:
 
 
 def unreachable(bootstrap: str, doing: str, detail: object) -> ServiceUnreachable:
+    refused = refusal(bootstrap, doing)
+    if refused is not None:
+        return refused
     return ServiceUnreachable(
         f"Kafka at {bootstrap} is unreachable ({doing}): {detail}",
         hint="is the broker running and is the bootstrap address right? "
@@ -159,17 +176,38 @@ def translate(exc: BaseException, bootstrap: str, doing: str) -> NereusError:
                        f"{text}")
 
 
+def metadata(admin: AdminClient, bootstrap: str, doing: str, timeout_s: float,
+             topic: str | None = None) -> ClusterMetadata:
+    """``admin.list_topics`` within ``timeout_s``, asked in slices of at most a second: a
+    broker that refused our credentials or certificate (librdkafka retries that until the
+    deadline, then says only "transport failure") is named after the first slice."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            found = admin.list_topics(topic=topic, timeout=max(0.1, min(_SLICE_S, remaining)))
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb: an authentication or TLS refusal is named
+            refused = refusal(bootstrap, doing)
+            if refused is not None:
+                raise refused from None
+            if remaining <= _SLICE_S or error_of(exc)[0] != "_TRANSPORT":
+                raise translate(exc, bootstrap, doing) from None
+            continue
+        forget_refusal(bootstrap)
+        return found
+
+
 def partition_count(
     admin: AdminClient, bootstrap: str, topic: str, timeout_s: float
 ) -> int | None:
     """How many partitions ``topic`` has, or None if it does not exist (one metadata call)."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
-    try:
-        metadata = admin.list_topics(topic=topic, timeout=timeout_s)
-    except KafkaException as exc:
-        raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
-    found = metadata.topics.get(topic)
+    found = metadata(admin, bootstrap, f"metadata request for topic {topic}", timeout_s,
+                     topic).topics.get(topic)
     if found is None:
         return None
     if found.error is not None:
@@ -194,11 +232,12 @@ def ensure_topic(
     timeout_s: float,
     metadata_timeout_s: float | None = None,
     admin: AdminClient | None = None,
-    replication_factor: int = 1,
+    replication_factor: int = -1,
 ) -> bool:
     """Make sure ``topic`` exists with at least ``partitions`` partitions, all led.
 
-    Creates it (``replication_factor``, ``config``) when missing and ``create`` is set; a topic
+    Creates it (``replication_factor``, -1 for the brokers' default; ``config``) when missing
+    and ``create`` is set; a topic
     someone else created meanwhile is fine. Returns whether this call created it. Raises
     ``ServiceUnreachable`` when no broker answers within ``timeout_s``, ``NotFound`` when it
     is missing and may not be created, ``TopicMisconfigured`` when it has too few
@@ -245,15 +284,10 @@ def _wait_for_leaders(
     admin: AdminClient, bootstrap: str, topic: str, partitions: int, deadline: float
 ) -> int:
     """Wait until a new topic's metadata shows every partition with a leader."""
-    from confluent_kafka import KafkaException
-
     while True:
         remaining = deadline - time.monotonic()
-        try:
-            metadata = admin.list_topics(topic=topic, timeout=max(0.1, remaining))
-        except KafkaException as exc:
-            raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
-        found = metadata.topics.get(topic)
+        found = metadata(admin, bootstrap, f"metadata request for topic {topic}",
+                         max(0.1, remaining), topic).topics.get(topic)
         if (found is not None and found.error is None
                 and len(found.partitions) >= partitions
                 and all(p.leader >= 0 for p in found.partitions.values())):
@@ -266,22 +300,13 @@ def _wait_for_leaders(
 
 def broker_count(admin: AdminClient, bootstrap: str, timeout_s: float) -> int:
     """How many brokers the cluster has (one metadata call)."""
-    from confluent_kafka import KafkaException
-
-    try:
-        return len(admin.list_topics(timeout=timeout_s).brokers)
-    except KafkaException as exc:
-        raise translate(exc, bootstrap, "a metadata request") from None
+    return len(metadata(admin, bootstrap, "a metadata request", timeout_s).brokers)
 
 
 def replica_count(admin: AdminClient, bootstrap: str, topic: str, timeout_s: float) -> int:
     """The replication factor of ``topic`` (replicas of its first partition)."""
-    from confluent_kafka import KafkaException
-
-    try:
-        found = admin.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
-    except KafkaException as exc:
-        raise translate(exc, bootstrap, f"metadata request for topic {topic}") from None
+    found = metadata(admin, bootstrap, f"metadata request for topic {topic}", timeout_s,
+                     topic).topics.get(topic)
     if found is None or not found.partitions:
         return 0
     return len(next(iter(found.partitions.values())).replicas)
@@ -303,6 +328,7 @@ def topic_settings(
         (future,) = futures.values()
         entries = future.result(timeout=timeout_s)
     except KafkaException as exc:
+        admin.poll(0)  # serves error_cb: an authentication or TLS refusal is named
         raise translate(exc, bootstrap, f"describing topic {topic}") from None
     except TimeoutError:
         raise unreachable(bootstrap, f"describing topic {topic}",

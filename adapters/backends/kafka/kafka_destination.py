@@ -81,6 +81,7 @@ class KafkaDestination:
         partitions: int = 1,
         timeout_s: float = 30,
         client_id: str = "nereus",
+        replication_factor: int | None = None,
     ) -> None:
         from confluent_kafka import Producer
 
@@ -94,6 +95,8 @@ class KafkaDestination:
         self.partitions = partitions
         self.timeout_s = timeout_s
         self.client_id = client_id
+        # a topic this lane creates: this many replicas, or the brokers' default (-1)
+        self.replication_factor = replication_factor or -1
         self.probe_timeout_s = min(timeout_s, PROBE_TIMEOUT_S)
         self._producer_config = client_config(bootstrap, client_id, {
             **idempotent_producer(timeout_s, LINGER_MS),
@@ -114,7 +117,7 @@ class KafkaDestination:
         ensure_topic(self.bootstrap, self.topic, client_id=self.client_id,
                      partitions=self.partitions, config={}, create=self.create_topic,
                      timeout_s=self.timeout_s, metadata_timeout_s=self.probe_timeout_s,
-                     admin=self._admin)
+                     admin=self._admin, replication_factor=self.replication_factor)
         self._topic_ready = True
 
     def probe(self) -> str | None:

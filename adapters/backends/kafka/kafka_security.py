@@ -1,0 +1,138 @@
+"""Each Kafka cluster's TLS and authentication settings, found by its bootstrap address.
+
+A ``[kafka.NAME]`` table (``nereus.config.connections``) is written once and named by the
+routes and lanes that use it; ``parse_config`` gives each of them the table's bootstrap.
+``use_connections`` (called wherever a home's configuration is loaded) records the tables
+by bootstrap, and every client of ours (``kafka_client.client_config``, ``admin_client``,
+the probe) asks ``security_settings`` for the librdkafka settings of the address it dials:
+the Shard Log, the destinations, evidence reads and ``doctor`` all speak the same way to
+one cluster without each carrying the table. An address no table names is PLAINTEXT.
+
+Secrets are read when a client is made (``adapters.home.secrets``), never kept in the
+configuration value; an error from a secured broker is worded by ``refusal`` so that it
+names the connection and what to fix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from nereus.adapters.home.secrets import read_secret, redact
+from nereus.config.connections import KafkaConnection
+from nereus.errors import ServiceUnreachable
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
+_BY_BOOTSTRAP: dict[str, KafkaConnection] = {}
+# the last refusal a client of this process met per bootstrap: (when, librdkafka name, text)
+_REFUSED: dict[str, tuple[float, str, str]] = {}
+_REFUSAL_FRESH_S: Final = 60.0
+_HOME: list[Path] = []  # the home relative secret paths are read from
+
+# librdkafka error names a secured connection fails with, and what each asks the operator
+AUTH_ERRORS: Final = {
+    "_AUTHENTICATION": "check sasl.username and the password its sasl.password_file (or "
+                       "sasl.password_env) gives, and sasl.mechanism",
+    "SASL_AUTHENTICATION_FAILED": "check sasl.username, the password and sasl.mechanism",
+    "_SSL": "check ssl.ca.location (the CA that signed the broker's certificate), the client "
+            "certificate and key (ssl.certificate.location, ssl.key.location) and that the "
+            "certificates have not expired",
+    "TOPIC_AUTHORIZATION_FAILED": "grant this user access to the topic (kafka-acls)",
+    "CLUSTER_AUTHORIZATION_FAILED": "grant this user the cluster operation (kafka-acls)",
+}
+
+
+class KafkaRefused(ServiceUnreachable):
+    """A broker answered and refused us: a wrong password, an untrusted or missing
+    certificate. Nothing to wait for: the operator fixes the connection's settings."""
+
+
+def use_connections(connections: Iterable[KafkaConnection], home: Path | None = None) -> None:
+    """From now on, clients of this process dial each connection's bootstrap with its
+    settings (a later configuration's table for the same address replaces the earlier)."""
+    for connection in connections:
+        _BY_BOOTSTRAP[connection.bootstrap] = connection
+    if home is not None:
+        _HOME[:] = [home]
+
+
+def connection_for(bootstrap: str) -> KafkaConnection | None:
+    return _BY_BOOTSTRAP.get(bootstrap)
+
+
+def security_settings(bootstrap: str) -> dict[str, str]:
+    """The librdkafka settings (secrets read now) for a client dialling ``bootstrap``."""
+    connection = _BY_BOOTSTRAP.get(bootstrap)
+    if connection is None:
+        return {}
+    return librdkafka_settings(connection, _HOME[0] if _HOME else None)
+
+
+def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[str, str]:
+    where = f"[kafka.{connection.name}]"
+    settings = {"security.protocol": connection.security_protocol.lower()}
+    plain = {
+        "sasl.mechanism": connection.sasl_mechanism,
+        "sasl.username": connection.sasl_username,
+        "ssl.ca.location": connection.ssl_ca_location,
+        "ssl.certificate.location": connection.ssl_certificate_location,
+        "ssl.key.location": connection.ssl_key_location,
+        "sasl.oauthbearer.client.id": connection.oauth_client_id,
+        "sasl.oauthbearer.token.endpoint.url": connection.oauth_token_url,
+        "sasl.oauthbearer.scope": connection.oauth_scope,
+    }
+    settings.update({key: value for key, value in plain.items() if value is not None})
+    if connection.tls:
+        settings["ssl.endpoint.identification.algorithm"] = \
+            connection.ssl_endpoint_identification_algorithm
+    if connection.oauth_token_url is not None:
+        settings["sasl.oauthbearer.method"] = "oidc"
+    secrets = {
+        "sasl.password": (connection.sasl_password_file, connection.sasl_password_env),
+        "ssl.key.password": (connection.ssl_key_password_file, connection.ssl_key_password_env),
+        "sasl.oauthbearer.client.secret": (connection.oauth_secret_file,
+                                           connection.oauth_secret_env),
+    }
+    for key, (file, env) in secrets.items():
+        value = read_secret(f"{where} {key}", file=file, env=env, home=home)
+        if value is not None:
+            settings[key] = value
+    return settings
+
+
+def error_callback(bootstrap: str) -> Callable[[KafkaError], None]:
+    """A client's ``error_cb``: remembers an authentication or TLS refusal of ``bootstrap``
+    (librdkafka reports it there; the call that failed only says "transport failure")."""
+
+    def record(error: KafkaError) -> None:
+        name, text = error.name(), error.str()
+        if name not in AUTH_ERRORS and "SSL" in text:
+            name = "_SSL"  # the broker refused our certificate ("alert bad certificate")
+        if name in AUTH_ERRORS:
+            _REFUSED[bootstrap] = (time.monotonic(), name, text)
+
+    return record
+
+
+def forget_refusal(bootstrap: str) -> None:
+    """``bootstrap`` answered: an earlier refusal no longer explains a failure."""
+    _REFUSED.pop(bootstrap, None)
+
+
+def refusal(bootstrap: str, doing: str) -> KafkaRefused | None:
+    """The error for a client of this process that ``bootstrap`` refused lately (an
+    authentication or a TLS failure, remembered by ``error_callback``), else None: it
+    names the connection, what the broker said, and what to fix."""
+    found = _REFUSED.get(bootstrap)
+    if found is None or time.monotonic() - found[0] > _REFUSAL_FRESH_S:
+        return None
+    _, name, text = found
+    connection = _BY_BOOTSTRAP.get(bootstrap)
+    where = f"[kafka.{connection.name}]" if connection is not None else \
+        "no [kafka.NAME] table names this address"
+    return KafkaRefused(f"Kafka at {bootstrap} ({where}) refused the connection "
+                        f"({doing}): {redact(text)}", hint=f"{AUTH_ERRORS[name]} in {where}")

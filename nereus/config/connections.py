@@ -1,0 +1,109 @@
+"""``[kafka.NAME]``: one Kafka cluster's connection, written once, named by routes and lanes
+(``kafka = "NAME"``), and how a secret is given anywhere in ``nereus.toml``.
+
+The keys are librdkafka's own names (``security.protocol``, ``sasl.mechanism``,
+``ssl.ca.location``, ...), written quoted or as TOML dotted keys (both read the same).
+
+A secret is never a value of the file: a password, token or key is given as
+``NAME_file = PATH`` (a file 0600 owned by the engine's user, read when a client is made)
+or ``NAME_env = VAR`` (an environment variable of the engine). ``SECRET_REFUSED`` says why
+an inline one is refused. Reading them is the shell's work (``adapters/home/secrets``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal
+
+import msgspec
+
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+SECRET_REFUSED: Final = ("a secret is not written in the file: give {key}_file = PATH "
+                         "(a file 0600 owned by the engine's user) or {key}_env = NAME "
+                         "(an environment variable of the engine)")
+
+
+class KafkaConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[kafka.NAME]``: how to reach and authenticate to one Kafka cluster."""
+
+    name: str = ""  # the table's name (filled in; not a key of the table)
+    bootstrap: str  # host:port[,host:port...]
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = \
+        msgspec.field(name="security.protocol", default="PLAINTEXT")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = \
+        msgspec.field(name="sasl.mechanism", default=None)
+    sasl_username: str | None = msgspec.field(name="sasl.username", default=None)
+    sasl_password_file: str | None = msgspec.field(name="sasl.password_file", default=None)
+    sasl_password_env: str | None = msgspec.field(name="sasl.password_env", default=None)
+    # OAUTHBEARER through an OIDC token endpoint (librdkafka's sasl.oauthbearer.method=oidc)
+    oauth_client_id: str | None = msgspec.field(name="sasl.oauthbearer.client.id", default=None)
+    oauth_secret_file: str | None = msgspec.field(name="sasl.oauthbearer.client.secret_file",
+                                                  default=None)
+    oauth_secret_env: str | None = msgspec.field(name="sasl.oauthbearer.client.secret_env",
+                                                 default=None)
+    oauth_token_url: str | None = msgspec.field(name="sasl.oauthbearer.token.endpoint.url",
+                                                default=None)
+    oauth_scope: str | None = msgspec.field(name="sasl.oauthbearer.scope", default=None)
+    ssl_ca_location: str | None = msgspec.field(name="ssl.ca.location", default=None)
+    ssl_certificate_location: str | None = msgspec.field(name="ssl.certificate.location",
+                                                         default=None)
+    ssl_key_location: str | None = msgspec.field(name="ssl.key.location", default=None)
+    ssl_key_password_file: str | None = msgspec.field(name="ssl.key.password_file", default=None)
+    ssl_key_password_env: str | None = msgspec.field(name="ssl.key.password_env", default=None)
+    # "https" checks the broker's certificate names the host dialled; "none" does not
+    ssl_endpoint_identification_algorithm: Literal["https", "none"] = \
+        msgspec.field(name="ssl.endpoint.identification.algorithm", default="https")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+# the secrets of a [kafka.NAME] table: (the key an operator would write inline, the
+# Struct's fields of its file and environment references)
+KAFKA_SECRETS: Final = (
+    ("sasl.password", "sasl_password_file", "sasl_password_env"),
+    ("ssl.key.password", "ssl_key_password_file", "ssl_key_password_env"),
+    ("sasl.oauthbearer.client.secret", "oauth_secret_file", "oauth_secret_env"),
+)
+
+
+def flatten(table: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """A table whose dotted keys (``security.protocol = ...``, which TOML reads as nested
+    tables) are one key each, as if written quoted."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def connection_problem(connection: KafkaConnection) -> tuple[str, str] | None:
+    """(key, what is wrong) for settings that cannot work together; None when they can."""
+    if connection.sasl and connection.sasl_mechanism is None:
+        return "sasl.mechanism", (f"security.protocol = \"{connection.security_protocol}\" "
+                                  "needs sasl.mechanism = \"SCRAM-SHA-512\" (or PLAIN, "
+                                  "SCRAM-SHA-256, OAUTHBEARER)")
+    if connection.sasl_mechanism is not None and not connection.sasl:
+        return "sasl.mechanism", ("sasl.mechanism needs security.protocol = \"SASL_SSL\" "
+                                  "(or SASL_PLAINTEXT)")
+    if connection.sasl_mechanism not in (None, "OAUTHBEARER") and (
+            connection.sasl_username is None
+            or (connection.sasl_password_file is None and connection.sasl_password_env is None)):
+        return "sasl.username", (f"sasl.mechanism = \"{connection.sasl_mechanism}\" needs "
+                                 "sasl.username and sasl.password_file (or sasl.password_env)")
+    if (connection.ssl_certificate_location is None) != (connection.ssl_key_location is None):
+        return "ssl.certificate.location", ("a client certificate needs both "
+                                            "ssl.certificate.location and ssl.key.location")
+    tls_keys = (connection.ssl_ca_location, connection.ssl_certificate_location)
+    if not connection.tls and any(value is not None for value in tls_keys):
+        return "security.protocol", ("ssl.* settings need security.protocol = \"SSL\" or "
+                                     "\"SASL_SSL\"")
+    return None

@@ -1,0 +1,69 @@
+"""The secured servers for integration tests: ``scripts/services up kafka-secure``.
+
+Kafka with TLS (server certificate only), mTLS (client certificate required) and SASL_SSL
+(SCRAM-SHA-512 and PLAIN) listeners, from a throwaway CA the script makes. As with the
+plain servers, a test that needs one FAILS (never skips) when it cannot be started, and
+the session stops it only if it started it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.services import Service, bring_up, cannot_start, session_service
+
+
+@dataclass(frozen=True, slots=True)
+class SecureKafka:
+    """The secured broker's three listeners, its CA and client material, its SCRAM user."""
+
+    tls: str
+    mtls: str
+    sasl: str
+    certs: Path
+    user: str = "nereus"
+
+    @property
+    def password(self) -> str:
+        return (self.certs / "kafka-password").read_text().strip()
+
+    def private_copy(self, directory: Path, name: str) -> Path:
+        """The certificate directory's file ``name`` copied 0600 into ``directory`` (a home's
+        secret must be its user's own file)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / name
+        shutil.copyfile(self.certs / name, target)
+        os.chmod(target, 0o600)
+        return target
+
+
+SecureKafkaService = Service[SecureKafka]
+
+
+def _start() -> tuple[SecureKafkaService, bool]:
+    settings, started, problem = bring_up("kafka-secure")
+    if settings is None:
+        return SecureKafkaService(None, error=cannot_start(
+            "kafka-secure", "Kafka over TLS and SASL", problem or "unknown problem")), started
+    return SecureKafkaService(SecureKafka(
+        tls=settings["NEREUS_KAFKA_SECURE_TLS"], mtls=settings["NEREUS_KAFKA_SECURE_MTLS"],
+        sasl=settings["NEREUS_KAFKA_SECURE_SASL"],
+        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
+
+
+@pytest.fixture(scope="session")
+def kafka_secure_service() -> Iterator[SecureKafkaService]:
+    """``kafka-secure`` up for the session (stopped only if this session started it)."""
+    yield from session_service("kafka-secure", _start)
+
+
+@pytest.fixture
+def kafka_secure(kafka_secure_service: SecureKafkaService) -> SecureKafka:
+    """The secured broker (fails the test when it could not be started)."""
+    return kafka_secure_service.require()

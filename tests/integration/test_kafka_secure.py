@@ -1,0 +1,128 @@
+"""Kafka over TLS and SASL against a real secured broker (``scripts/services up
+kafka-secure``): a ``[kafka.NAME]`` table written with librdkafka's names, named by a route
+and a lane, carries TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS to the Shard Log
+and the destination; a wrong password, a missing CA and a missing client certificate each
+fail fast with an error naming the connection and what to fix; the password never shows."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nereus.adapters.backends.destination.factory import open_destination
+from nereus.adapters.backends.kafka.kafka_security import use_connections
+from nereus.adapters.backends.shardlog.factory import open_shard_log
+from nereus.config import Config, parse_config
+from nereus.records import Outcome
+from nereus.shard import ShardId
+from tests.integration.destination_contract import request, wanted
+from tests.integration.secure_services import (  # noqa: F401
+    SecureKafka,
+    kafka_secure,
+    kafka_secure_service,
+)
+
+pytestmark = pytest.mark.kafka  # a real broker's test (the fast lane leaves it out)
+
+SESSION = uuid.uuid4().hex[:8]
+TIMEOUT_S = 20.0
+
+
+def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
+                     password: str | None = None, ca: bool = True,
+                     client_cert: bool = True) -> str:
+    """``[kafka.secure]`` as an operator writes it for ``mechanism`` (tls, mtls, scram,
+    plain); secrets are files of the home, 0600."""
+    lines = ["[kafka.secure]"]
+    secured = home / "secrets"
+    if ca:
+        lines.append(f'ssl.ca.location = "{kafka.private_copy(secured, "ca.pem")}"')
+    if mechanism in ("tls", "mtls"):
+        lines += [f'bootstrap = "{kafka.tls if mechanism == "tls" else kafka.mtls}"',
+                  'security.protocol = "SSL"']
+        if mechanism == "mtls" and client_cert:
+            lines += [f'ssl.certificate.location = "{kafka.private_copy(secured, "client.pem")}"',
+                      f'ssl.key.location = "{kafka.private_copy(secured, "client.key")}"']
+        return "\n".join(lines) + "\n"
+    password_file = secured / "kafka-password"
+    password_file.write_text((password or kafka.password) + "\n")
+    password_file.chmod(0o600)
+    lines += [f'bootstrap = "{kafka.sasl}"', 'security.protocol = "SASL_SSL"',
+              f'sasl.mechanism = "{"PLAIN" if mechanism == "plain" else "SCRAM-SHA-512"}"',
+              f'sasl.username = "{kafka.user}"',
+              'sasl.password_file = "secrets/kafka-password"']
+    return "\n".join(lines) + "\n"
+
+
+def secured_home(home: Path, table: str, topic: str) -> Config:
+    """A home whose route and lane name ``[kafka.secure]``; its connections in use."""
+    home.mkdir(parents=True, exist_ok=True)
+    text = (table + f'\n[routes.default]\nlog = "kafka"\nkafka = "secure"\ntopic = "{topic}-log"\n'
+            f'\n[lanes.out]\ndestination = "kafka"\nkafka = "secure"\ntopic = "{topic}"\n')
+    config = parse_config(text, source=str(home / "nereus.toml"))
+    use_connections(config.kafka.values(), home=home)
+    return config
+
+
+@pytest.mark.parametrize("mechanism", ["tls", "mtls", "scram", "plain"])
+def test_each_mechanism_publishes_to_the_destination_and_finds_its_evidence(
+        tmp_path: Path, kafka_secure: SecureKafka, mechanism: str) -> None:
+    """TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS: the lane's destination
+    creates its topic, publishes one record and finds it again as evidence."""
+    topic = f"nereus-secure-{SESSION}-{mechanism}"
+    config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, mechanism), topic)
+    destination = open_destination(config.lanes["out"], tmp_path)
+    try:
+        assert destination.probe() is None
+        sent = request(f"a-{mechanism}")
+        (result,) = destination.publish([sent], lambda: 0)
+        assert result.outcome == Outcome.PUBLISHED, result
+        found = destination.scan_evidence(wanted(sent), 0, 2**62)
+        assert set(found) == {sent.attempt_id}
+    finally:
+        destination.close()
+
+
+def test_the_shard_log_appends_and_reads_over_scram(tmp_path: Path,
+                                                    kafka_secure: SecureKafka) -> None:
+    """A route naming a SASL_SSL/SCRAM connection: its Command Topic is created, a record
+    appended is read back at its receipt's position."""
+    config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, "scram"),
+                          f"nereus-secure-{SESSION}-log")
+    log = open_shard_log(config.routes["default"], ShardId("default", 0), tmp_path)
+    try:
+        (receipt,) = log.append([b"over scram"])
+        assert [r.payload for r in log.read(receipt.position, 10)] == [b"over scram"]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize(("mechanism", "change", "said", "fix"), [
+    ("scram", {"password": "not-the-password"}, "authentication", "sasl.username"),
+    ("tls", {"ca": False}, "certificate verify failed", "ssl.ca.location"),
+    ("mtls", {"client_cert": False}, "certificate", "ssl.certificate.location"),
+])
+def test_a_refused_connection_names_the_connection_and_what_to_fix(
+        tmp_path: Path, kafka_secure: SecureKafka, mechanism: str,
+        change: dict[str, object], said: str, fix: str) -> None:
+    """A wrong password, no CA, no client certificate: the destination's probe says, within
+    its deadline, that the broker refused ``[kafka.secure]`` and why (the password never
+    shows); the Shard Log's open raises ServiceUnreachable (exit 5) with the fix as hint."""
+    from nereus.errors import ExitCode, ServiceUnreachable
+
+    table = connection_table(kafka_secure, tmp_path, mechanism, **change)  # type: ignore[arg-type]
+    config = secured_home(tmp_path, table, f"nereus-secure-{SESSION}-refused")
+    destination = open_destination(config.lanes["out"], tmp_path)
+    try:
+        problem = destination.probe()
+    finally:
+        destination.close()
+    assert problem is not None and "refused the connection" in problem, problem
+    assert "[kafka.secure]" in problem and said in problem.lower(), problem
+    assert "not-the-password" not in problem
+    with pytest.raises(ServiceUnreachable) as raised:
+        open_shard_log(config.routes["default"], ShardId("default", 0), tmp_path).close()
+    assert raised.value.exit_code == ExitCode.SERVICE_UNREACHABLE
+    assert fix in (raised.value.hint or ""), raised.value.hint

@@ -1,0 +1,128 @@
+"""Secrets are references: ``NAME_file`` (0600, the engine's user's own) or ``NAME_env``;
+an inline secret in a ``[kafka.NAME]`` table is refused; a ``[kafka.NAME]`` table is read
+with librdkafka's names and named by routes and lanes; a secret read is redacted from text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from nereus.adapters.backends.kafka.kafka_security import librdkafka_settings
+from nereus.adapters.home.secrets import check_secret_file, read_secret, redact
+from nereus.config import parse_config
+from nereus.errors import ConfigError
+
+SCRAM = """
+[kafka.prod]
+bootstrap = "b1:9094,b2:9094"
+security.protocol = "SASL_SSL"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "nereus"
+sasl.password_file = "secrets/kafka"
+"ssl.ca.location" = "/etc/ssl/prod-ca.pem"
+
+[routes.default]
+log = "kafka"
+kafka = "prod"
+
+[lanes.out]
+destination = "kafka"
+kafka = "prod"
+"""
+
+
+def private(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_a_kafka_table_is_named_by_routes_and_lanes_with_librdkafka_names() -> None:
+    """Dotted and quoted librdkafka keys read the same; the route and lane get the
+    connection's bootstrap."""
+    config = parse_config(SCRAM)
+    prod = config.kafka["prod"]
+    assert (prod.security_protocol, prod.sasl_mechanism, prod.ssl_ca_location) == (
+        "SASL_SSL", "SCRAM-SHA-512", "/etc/ssl/prod-ca.pem")
+    assert config.routes["default"].bootstrap == "b1:9094,b2:9094"
+    assert config.lanes["out"].bootstrap == "b1:9094,b2:9094"
+
+
+LANE = '[lanes.out]\ndestination = "kafka"\nkafka = "prod"'
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
+    ('sasl.password_file = "secrets/kafka"', 'sasl.password = "hunter2hunter2"',
+     "sasl.password = ...: a secret is not written"),
+    (LANE, LANE + '\nbootstrap = "other:1"', "is not the bootstrap of [kafka.prod]"),
+    (LANE, LANE.replace('"prod"', '"prd"'), "no [kafka.prd] table"),
+    ('sasl.username = "nereus"', 'sasl.username = "nereus"\nsasl.password_env = "PW"',
+     "sasl.password_file and sasl.password_env both"),
+])
+def test_bad_kafka_settings_are_refused_with_the_line_and_the_fix(old: str, new: str,
+                                                                  said: str) -> None:
+    """An inline password, a second bootstrap, an unknown connection, a secret given twice:
+    each a ConfigError naming what to write instead (never the inline value)."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(SCRAM.replace(old, new), source="nereus.toml")
+    assert said in raised.value.message, raised.value.message
+    assert "hunter2" not in raised.value.message + (raised.value.hint or "")
+
+
+def test_sasl_without_a_mechanism_or_a_password_is_refused() -> None:
+    """SASL_SSL needs sasl.mechanism; SCRAM needs a user and a password reference."""
+    with pytest.raises(ConfigError, match="needs sasl.mechanism"):
+        parse_config('[kafka.a]\nbootstrap = "x:1"\nsecurity.protocol = "SASL_SSL"\n')
+    with pytest.raises(ConfigError, match="needs sasl.username and sasl.password_file"):
+        parse_config('[kafka.a]\nbootstrap = "x:1"\nsecurity.protocol = "SASL_SSL"\n'
+                     'sasl.mechanism = "PLAIN"\n')
+
+
+def test_a_secret_file_is_read_relative_to_the_home_and_redacted(tmp_path: Path) -> None:
+    """``secrets/kafka`` is the home's file; the settings carry the password read now, and
+    ``redact`` removes it from any text."""
+    private(tmp_path / "secrets" / "kafka", "s3cr3t-from-file\n")
+    settings = librdkafka_settings(parse_config(SCRAM).kafka["prod"], tmp_path)
+    assert settings["sasl.password"] == "s3cr3t-from-file"
+    assert settings["security.protocol"] == "sasl_ssl"
+    assert redact("auth failed for s3cr3t-from-file!") == "auth failed for ***!"
+
+
+def test_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NAME_env`` reads the engine's environment; unset, the error names the variable."""
+    monkeypatch.setenv("NEREUS_TEST_PW", "from-the-env")
+    assert read_secret("x", file=None, env="NEREUS_TEST_PW") == "from-the-env"
+    monkeypatch.delenv("NEREUS_TEST_PW")
+    with pytest.raises(ConfigError, match="NEREUS_TEST_PW is not set"):
+        read_secret("[kafka.prod] sasl.password", file=None, env="NEREUS_TEST_PW")
+
+
+def test_a_secret_file_others_may_read_is_refused_with_its_mode_and_the_fix(
+        tmp_path: Path) -> None:
+    """Mode 0644: refused, naming the file, its mode and ``chmod 600``; nothing read."""
+    path = private(tmp_path / "pw", "topsecret-value", 0o644)
+    with pytest.raises(ConfigError) as raised:
+        read_secret("[kafka.prod] sasl.password", file=str(path), env=None)
+    assert f"{path} has mode 0644" in raised.value.message
+    assert raised.value.hint == f"chmod 600 {path}"
+    assert "topsecret-value" not in raised.value.message
+
+
+def test_a_secret_file_of_another_user_is_refused_with_the_chown() -> None:
+    """A file another uid owns is refused, naming the owner and ``chown``."""
+    info = os.stat_result((0o100600, 0, 0, 1, os.geteuid() + 1, 0, 10, 0, 0, 0))
+    with pytest.raises(ConfigError) as raised:
+        check_secret_file("[objects] secret_access_key", Path("/x/pw"), info)
+    assert "/x/pw is owned by" in raised.value.message
+    assert (raised.value.hint or "").startswith("chown ")
+
+
+def test_a_missing_or_empty_secret_file_says_so(tmp_path: Path) -> None:
+    """No file, or an empty one: a ConfigError naming the path."""
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_secret("x", file=str(tmp_path / "none"), env=None)
+    with pytest.raises(ConfigError, match="is empty"):
+        read_secret("x", file=str(private(tmp_path / "empty", "")), env=None)
