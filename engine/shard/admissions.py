@@ -37,14 +37,19 @@ from nereus.engine.shard.ownership import Ownership
 from nereus.engine.shard.progress import ShardProgress
 from nereus.evidence_mac import evidence_mac
 from nereus.machine import Applied, Reason
+from nereus.machine.events import (
+    Admitted,
+    AttemptSettled,
+    ClaimRevoked,
+    ObligationClosed,
+    ObligationOpened,
+    WorkScheduled,
+)
 from nereus.records import (
-    AttemptResolve,
     AttemptState,
     Outcome,
     PublishAdmission,
     PublishOutcome,
-    ResultStatus,
-    Schedule,
     encode,
 )
 from nereus.shard import ShardId
@@ -254,38 +259,40 @@ class AdmissionFlow:
         self._hold_head(obligation.attempt_id, obligation)
 
     def on_applied(self, applied: Applied) -> None:
-        """Act on one applied and synced record (runs for every record: kept lean)."""
-        timeline, obligation = keys.TIMELINE[0], keys.OBLIGATION[0]
-        for key, value in applied.writes.items():
-            first = key[0]
-            if first == timeline and value is not None:
-                self.planner.note_timeline_put(key)
-            elif first == obligation:
-                self._note_obligation(key, value)
-        record = applied.record
-        # exact types, not isinstance: these run for every applied record, and isinstance
-        # against a msgspec Struct class that does not match costs ~70 ns
-        if applied.duplicate or record is None or type(record) is Schedule:
-            return
-        if isinstance(record, PublishAdmission):
-            self._on_admission(record, applied)
-        elif isinstance(record, PublishOutcome | AttemptResolve):
-            claim = self.book.for_attempt(record.attempt_id)
-            if claim is not None:
-                self.book.release(claim)
-                self.publish_outcomes += 1
-        else:  # an activation barrier, an operator's pause...: ask the owner gate again
-            self._gate_memo = None
+        """Act on what one applied and synced record did (runs for every record: lean)."""
+        for event in applied.events:  # exact types: isinstance on a Struct class costs more
+            if type(event) is WorkScheduled:
+                self.planner.note_timeline_put(event.timeline_key)
+            elif type(event) is ObligationOpened:
+                self._hold_head(event.attempt_id, event.obligation)
+            elif type(event) is ObligationClosed:
+                self._obligation_keys.pop(event.attempt_id, None)
+            elif type(event) is Admitted:
+                self._on_admission(event.admission, applied)
+            elif type(event) is ClaimRevoked:
+                self._on_revoked(event)
+            elif type(event) is AttemptSettled:
+                self._on_settled(event.attempt_id)
+            else:  # an activation barrier, an operator's pause...: ask the owner gate again
+                self._gate_memo = None
+
+    def _on_settled(self, attempt_id: str) -> None:
+        claim = self.book.for_attempt(attempt_id)
+        if claim is not None:
+            self.book.release(claim)
+            self.publish_outcomes += 1
+
+    def _on_revoked(self, revoked: ClaimRevoked) -> None:
+        record, result = revoked.admission, revoked.result
+        claim = self.book.for_attempt(record.attempt_id)
+        if claim is not None:
+            self.book.release(claim, Revocation.STALE)
+        if result.reason == Reason.TIME_EVIDENCE and record.owner_id == self._ownership.owner_id:
+            self._hold_for_time(result.detail or "")
 
     def _on_admission(self, record: PublishAdmission, applied: Applied) -> None:
         claim = self.book.for_attempt(record.attempt_id)
         mine = record.owner_id == self._ownership.owner_id
-        if applied.result.status != ResultStatus.APPLIED:
-            if claim is not None:
-                self.book.release(claim, Revocation.STALE)
-            if applied.result.reason == Reason.TIME_EVIDENCE and mine:
-                self._hold_for_time(applied.result.detail or "")
-            return
         self.admissions += 1
         if record.attempt_id in self.book.dispatched:
             return  # acted on before a crash; never handed over twice
@@ -370,14 +377,6 @@ class AdmissionFlow:
         """A released claim's local row goes, with the turn's other local rows (unsynced:
         claims are local state; a claim made again before then overwrites the delete)."""
         self._local.put(keys.claim_key(delay_message_id), None)
-
-    def _note_obligation(self, key: bytes, value: bytes | None) -> None:
-        """An obligation opened (its key now holds the ordered head) or closed."""
-        attempt_id = key[1:].split(b"\x00", 1)[1].decode()
-        if value is None:
-            self._obligation_keys.pop(attempt_id, None)
-            return
-        self._hold_head(attempt_id, decode_value(value, Obligation))
 
     def _hold_head(self, attempt_id: str, obligation: Obligation) -> None:
         if obligation.key is not None:

@@ -22,6 +22,7 @@ from typing import Any, Final, cast
 import msgspec
 
 from nereus.machine import catch_up, commands, control, publishing, retention
+from nereus.machine.events import Event, events_of
 from nereus.machine.limits import DEFAULT_LIMITS, Limits
 from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
@@ -68,6 +69,12 @@ class Applied(msgspec.Struct, frozen=True):
     writes: Writes
     record: Record | None
     duplicate: bool = False  # True when this is a same-bytes re-delivery of a dedup key
+
+    @property
+    def events(self) -> list[Event]:
+        """What happened, typed (``nereus.machine.events``): read from the writes and the
+        record when asked (the engine's owner asks; a replay does not, so it pays nothing)."""
+        return events_of(self)
 
 
 _sha256: Final = hashlib.sha256
