@@ -18,11 +18,7 @@ from nereus.config import Config, parse_config
 from nereus.records import Outcome
 from nereus.shard import ShardId
 from tests.integration.destination_contract import request, wanted
-from tests.integration.secure_services import (  # noqa: F401
-    SecureKafka,
-    kafka_secure,
-    kafka_secure_service,
-)
+from tests.integration.secure_services import SecureKafka
 
 pytestmark = pytest.mark.kafka  # a real broker's test (the fast lane leaves it out)
 

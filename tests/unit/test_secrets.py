@@ -74,9 +74,9 @@ def test_bad_kafka_settings_are_refused_with_the_line_and_the_fix(old: str, new:
 
 def test_sasl_without_a_mechanism_or_a_password_is_refused() -> None:
     """SASL_SSL needs sasl.mechanism; SCRAM needs a user and a password reference."""
-    with pytest.raises(ConfigError, match="needs sasl.mechanism"):
+    with pytest.raises(ConfigError, match=r"needs sasl\.mechanism"):
         parse_config('[kafka.a]\nbootstrap = "x:1"\nsecurity.protocol = "SASL_SSL"\n')
-    with pytest.raises(ConfigError, match="needs sasl.username and sasl.password_file"):
+    with pytest.raises(ConfigError, match=r"needs sasl\.username and sasl\.password_file"):
         parse_config('[kafka.a]\nbootstrap = "x:1"\nsecurity.protocol = "SASL_SSL"\n'
                      'sasl.mechanism = "PLAIN"\n')
 
