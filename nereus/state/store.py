@@ -200,10 +200,23 @@ class ShardStore:
                 hint="point --db at the right shard's database",
             )
         if found.schema_version != keys.SCHEMA_VERSION:
+            self._migrate(found)
+
+    def _migrate(self, found: Identity) -> None:
+        """Bring an older key schema to this build's, one synced batch per step
+        (``nereus.state.migrations``); a newer one is refused (a downgrade)."""
+        from nereus.state.migrations import plan, step_writes
+
+        steps = plan(found.schema_version)
+        if self.read_only:
             raise StoreError(
                 f"the database at {self.path} has key schema {found.schema_version}; this "
-                f"build reads {keys.SCHEMA_VERSION}"
-            )
+                f"build reads {keys.SCHEMA_VERSION} once it is migrated",
+                hint="`nereus upgrade check` says what changes; the engine migrates at start")
+        for step in steps:
+            self.write(step_writes(step, found, self.get,
+                                   lambda start, end: list(self.scan(start, end))))
+            found = msgspec.structs.replace(found, schema_version=step.from_version + 1)
 
     def close(self) -> None:
         self._db.close()
