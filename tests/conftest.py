@@ -28,8 +28,10 @@ class CliResult:
 
 
 def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None = None,
-               input_text: str | None = None, timeout: float = 120) -> CliResult:
-    """Run the installed ``nereus`` in a subprocess with a clean environment. Its engines
+               input_text: str | None = None, timeout: float = 120,
+               executable: str = NEREUS) -> CliResult:
+    """Run the installed ``nereus`` (or ``executable``: another build's, tests/upgrade/)
+    in a subprocess with a clean environment. Its engines
     are single daemons (``NEREUS_WORKERS=1``) unless ``env`` or ``--workers`` says
     otherwise: the default, one worker process per core, is shown by the tests of the
     workers, and would make every multi-shard test of this suite pay for more processes."""
@@ -39,7 +41,7 @@ def run_nereus(*args: str, home: Path | None = None, env: dict[str, str] | None 
     environ["NEREUS_WORKERS"] = "1"
     if env:
         environ.update(env)
-    argv = [NEREUS, *(("--home", str(home)) if home else ()), *args]
+    argv = [executable, *(("--home", str(home)) if home else ()), *args]
     proc = subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=timeout,
                           input=input_text, check=False)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,95 @@
+"""The current build on a home written by release 0.1.0, built from this repository's
+history (``docs/releases.toml``, ``release_build.py``): every message keeps its state,
+replay from empty and from the release's checkpoints gives the live digest, and work
+continues. File Shard Logs; the release wrote every record kind (``old_home.py``)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import run_nereus
+from tests.upgrade.old_home import (
+    BROKEN,
+    CANCELLED,
+    EXPIRED,
+    PENDING,
+    RESOLVED,
+    SHARDS,
+    UNCERTAIN,
+    OldHome,
+    cli,
+    states,
+    write_old_home,
+)
+from tests.upgrade.release_build import build_release, release
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def old_home(tmp_path_factory: pytest.TempPathFactory) -> OldHome:
+    """A home 0.1.0 wrote, its engine stopped."""
+    work = tmp_path_factory.mktemp("release-0.1.0")
+    started = time.monotonic()
+    build = build_release(release("0.1.0"), work / "build")
+    built = time.monotonic()
+    old = write_old_home(build, work / "home", work)
+    print(f"built 0.1.0 in {built - started:.1f} s; it wrote its home in "
+          f"{time.monotonic() - built:.1f} s")
+    return old
+
+
+def test_the_current_build_reads_the_release_home_as_the_release_left_it(
+        old_home: OldHome) -> None:
+    """Offline, before anything runs: the current build computes the same digest of every
+    shard as the release did, from the release's own database files."""
+    for shard in SHARDS:
+        assert cli(None, old_home.home, "shard", "digest", shard)["digest"] == \
+            old_home.digests[shard], shard
+
+
+def test_the_release_wrote_every_record_kind(old_home: OldHome) -> None:
+    """The home holds every record kind 0.1.0 writes, so the rest reads them all."""
+    from nereus.records import ALL_KINDS
+
+    kinds: set[str] = set()
+    for shard in SHARDS:
+        log = run_nereus("--json", "shard", "log", shard, home=old_home.home)
+        assert log.code == 0, log.stderr
+        kinds |= {json.loads(line)["kind"] for line in log.stdout.splitlines()}
+    assert set(ALL_KINDS) - kinds == set()
+
+
+def test_every_message_keeps_its_state_and_work_continues(old_home: OldHome) -> None:
+    """Started on the release's home: every message (PUBLISHED, CANCELLED, SCHEDULED with
+    inline, large and ordered payloads, FAILED by a break, EXPIRED, UNCERTAIN, published
+    after an ATTEMPT_RESOLVE) is as the release left it; a new message is published;
+    replay from empty and from each of the release's checkpoints gives the live digest."""
+    home = old_home.home
+    assert old_home.states[UNCERTAIN] == "UNCERTAIN"
+    cli(None, home, "engine", "start", "--timeout", "30")
+    try:
+        now = states(None, home)
+        assert now == old_home.states
+        assert {now[i] for i in PENDING} == {"SCHEDULED"}
+        assert {now[i] for i in CANCELLED} == {"CANCELLED"}
+        assert (now[BROKEN], now[EXPIRED], now[RESOLVED]) == ("FAILED", "EXPIRED", "PUBLISHED")
+        cli(None, home, "message", "schedule", "--lane", "local", "--delay", "0s",
+            "--payload", "after the upgrade", "--id", "new-0", "--wait")
+        from tests.polling import wait_until
+
+        wait_until("the new build to publish a new message",
+                   lambda: states(None, home).get("new-0") == "PUBLISHED", 30,
+                   seen=lambda: states(None, home).get("new-0"))
+    finally:
+        cli(None, home, "engine", "stop", "--timeout", "20")
+    for shard in SHARDS:
+        empty = cli(None, home, "shard", "replay", shard, "--empty", "--compare", "live")
+        assert empty["match"] is True, empty
+        checkpoint = old_home.checkpoints[shard]
+        restored = cli(None, home, "shard", "replay", shard, "--from-checkpoint", checkpoint,
+                       "--compare", "live")
+        assert restored["match"] is True, restored
