@@ -294,6 +294,8 @@ class Engine:
         else:
             loop.log.close()
         loop.store.close()
+        for publisher in self.publishers.values():  # the next owner may take its fences
+            publisher.fences.release(str(shard))
         self.log_event("shard_released", shard=str(shard), checkpoint_id=taken,
                        state=str(loop.state))
         return taken

@@ -19,6 +19,7 @@ from collections import deque
 
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
+from nereus.engine.publishing.deadline_fences import DeadlineFences
 from nereus.engine.publishing.destination_calls import (
     Busy,
     Closed,
@@ -86,6 +87,8 @@ class LanePublisher:
         # the destination as the evidence scanner calls it: each scan under a deadline too
         self.evidence = DeadlineScans(destination, clock, timeout_s=publish_timeout_s,
                                       events=events)
+        # the destination as a recovering shard owner fences it (``deadline_fences``)
+        self.fences = DeadlineFences(destination, clock, events=events)
         self.in_call: list[PublishJob] = []
         # taken off the queue, not sent yet (a restart sends them first)
         self._unsent: deque[PublishJob] = deque()
@@ -162,6 +165,7 @@ class LanePublisher:
             self._worker.join(deadline_s)
         self._calls.close()
         self.evidence.close()
+        self.fences.close()
         if self._worker is None or not self._worker.alive:
             self._reply_known()
         unsent: list[tuple[PublishRequest, Reply]] = []

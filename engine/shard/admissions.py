@@ -70,6 +70,7 @@ class AdmissionFlow:
                  events: EventLog, evidence_key: bytes, new_id: Callable[[], str],
                  watch: ClaimWatch | None = None) -> None:
         self._shard = shard
+        self._shard_text = str(shard)  # what each publish request names
         self._store = store
         self._clock = clock
         self._time = clock.source
@@ -304,7 +305,8 @@ class AdmissionFlow:
             template = claim.template
             self._publishers[claim.lane].submit(
                 PublishRequest(record.attempt_id, template, self.evidence_mac(
-                    template.delay_message_id, template.generation, record.attempt_id)),
+                    template.delay_message_id, template.generation, record.attempt_id),
+                    shard=self._shard_text),
                 self._outbox.reply, self._ownership.live_owner_gate)
         elif mine:
             if claim is not None:

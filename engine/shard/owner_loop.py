@@ -115,6 +115,7 @@ class ShardLoop(ProgressWaits):
             record_limits={name: publisher.destination.max_record_bytes
                            for name, publisher in publishers.items()},
             monotonic=self._time.monotonic)
+        self._publishers = publishers  # the engine's: a lane added later is in it too
         self._admissions = AdmissionFlow(
             shard, store, clock=clock, planner=planner, permits=permits,
             publishers=publishers, ownership=self._owner, outbox=self._outbox,
@@ -416,7 +417,8 @@ class ShardLoop(ProgressWaits):
         if fenced is not None:
             self._fence(fenced)
             return
-        for obligation in recovery.settle_orphans():
+        fences = {name: publisher.fences for name, publisher in self._publishers.items()}
+        for obligation in recovery.settle_orphans(fences, self._admissions.evidence_mac):
             self._admissions.open_obligation(obligation)
         recovery.replicate_lane_policy(self.lanes_wanted)
         self._activated = True

@@ -5,24 +5,28 @@
    epoch (in a cluster the granted one, which must be above the applied epoch, else
    ``Ownership.stale_grant`` names it and the node raises the counter) and wait until it is
    applied (if another owner's barrier won, the loop is fenced);
-2. ``settle_orphans``: every attempt still PUBLISHING becomes UNKNOWN (no first-send gate
-   survives a restart: never retried automatically, never called NOT_PUBLISHED);
+2. ``settle_orphans``: every attempt still PUBLISHING gets its outcome. On a lane whose
+   destination fences its writers (``orphan_proofs``) the fence proves it PUBLISHED or
+   NOT_PUBLISHED; anywhere else it becomes UNKNOWN (no first-send gate survives a
+   restart: never retried automatically, never called NOT_PUBLISHED without a proof);
 3. ``replicate_lane_policy`` (``lane_policy``); only then does the loop accept work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.runtime.event_log import EventLog, safe_event
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.shard.lane_policy import LanePolicies, policy_records, report
+from nereus.engine.shard.orphan_proofs import Fences, Mac, Proofs, prove_orphans
 from nereus.engine.shard.outbox import Outbox
 from nereus.engine.shard.ownership import Ownership, applied_activation, describe_live
 from nereus.records import (
     ActivationBarrier,
     AttemptState,
+    Disposition,
     Outcome,
     PublishOutcome,
     encode,
@@ -75,18 +79,33 @@ class Recovery:
                     f"{describe_live(active)}")
         return None
 
-    def settle_orphans(self) -> list[Obligation]:
-        """Append and apply PUBLISH_OUTCOME UNKNOWN for every attempt still PUBLISHING;
-        returns every open obligation found (their keys hold the ordered head)."""
+    def settle_orphans(self, fences: Mapping[str, Fences] | None = None,
+                       mac: Mac | None = None) -> list[Obligation]:
+        """Append and apply a PUBLISH_OUTCOME for every attempt still PUBLISHING: what the
+        lanes' ``fences`` prove (with ``mac``, each attempt's evidence MAC), else UNKNOWN.
+        Returns every obligation still open (their keys hold the ordered head)."""
         obligations = open_obligations(self._store)
-        orphans = unknown_outcomes(obligations, owner_id=self._ownership.owner_id,
-                                   epoch=self._ownership.epoch, new_id=self._new_id)
-        if orphans:
-            self._outbox.append(orphans)
+        orphans = [o.attempt_id for _, o in obligations if o.state == AttemptState.PUBLISHING]
+        proofs = Proofs() if fences is None or mac is None else \
+            prove_orphans(self._store, self._shard, orphans, fences, mac)
+        records = orphan_outcomes(obligations, proofs, owner_id=self._ownership.owner_id,
+                                  epoch=self._ownership.epoch, new_id=self._new_id)
+        if records:
+            self._outbox.append(records)
             self._runner.run_until_caught_up()
+        if unknown := len(records) - len(proofs.proven):
             safe_event(self._events, "recovered_unknown", shard=str(self._shard),
-                       attempts=len(orphans))
-        return [obligation for _, obligation in obligations]
+                       attempts=unknown)
+        if proofs.proven:
+            safe_event(self._events, "orphans_proven", shard=str(self._shard),
+                       attempts=len(proofs.proven),
+                       not_published=sum(p.outcome == Outcome.NOT_PUBLISHED
+                                         for p in proofs.proven.values()))
+        for lane, why in proofs.unproven.items():
+            safe_event(self._events, "orphans_unproven", level="warning",
+                       shard=str(self._shard), lane=lane, reason=why)
+        return [obligation for _, obligation in open_obligations(self._store)] \
+            if proofs.proven else [obligation for _, obligation in obligations]
 
     def replicate_lane_policy(self, policies: LanePolicies) -> None:
         """Replicate each configured lane's handoff lead, ordering and limits into its
@@ -118,15 +137,22 @@ def open_obligations(store: ShardStore) -> list[tuple[str, Obligation]]:
             for key, raw in store.scan_prefix(keys.OBLIGATION)]
 
 
-def unknown_outcomes(obligations: list[tuple[str, Obligation]], *, owner_id: str, epoch: int,
-                     new_id: Callable[[], str]) -> list[bytes]:
-    """PUBLISH_OUTCOME UNKNOWN for every attempt still PUBLISHING: the send may have
-    happened, and no live first-send gate survived the restart."""
-    return [encode(PublishOutcome(
-        outcome_id=new_id(), attempt_id=obligation.attempt_id,
-        delay_message_id=delay_message_id, owner_id=owner_id, fencing_epoch=epoch,
-        outcome=Outcome.UNKNOWN,
-        evidence=f"recovery: owner {owner_id} activated epoch {epoch}; "
-        "no live first-send gate survived the restart, the send may have happened",
-    )) for delay_message_id, obligation in obligations
-        if obligation.state == AttemptState.PUBLISHING]
+def orphan_outcomes(obligations: list[tuple[str, Obligation]], proofs: Proofs, *,
+                    owner_id: str, epoch: int, new_id: Callable[[], str]) -> list[bytes]:
+    """A PUBLISH_OUTCOME for every attempt still PUBLISHING: its proof when a fence gave
+    one, else UNKNOWN (the send may have happened, and no live first-send gate survived
+    the restart)."""
+    unknown = (f"recovery: owner {owner_id} activated epoch {epoch}; no live first-send "
+               "gate survived the restart, the send may have happened")
+    records = []
+    for delay_message_id, obligation in obligations:
+        if obligation.state != AttemptState.PUBLISHING:
+            continue
+        proven = proofs.proven.get(obligation.attempt_id)
+        records.append(encode(PublishOutcome(
+            outcome_id=new_id(), attempt_id=obligation.attempt_id,
+            delay_message_id=delay_message_id, owner_id=owner_id, fencing_epoch=epoch,
+            outcome=Outcome.UNKNOWN if proven is None else proven.outcome,
+            disposition=Disposition.NONE if proven is None else proven.disposition,
+            evidence=unknown if proven is None else proven.evidence)))
+    return records

@@ -8,26 +8,36 @@ under an exclusive ``flock``; the fsync runs after it. Classification: the file 
 opened -> NOT_PUBLISHED RETRIABLE; a failed write cut back durably -> NOT_PUBLISHED
 RETRIABLE, else UNKNOWN; a failed final fsync -> UNKNOWN; PUBLISHED evidence is
 ``<path>@<byte offset>``; after ``close`` NOT_PUBLISHED LANE_UNAVAILABLE.
+
+A shard's lines are written only under that shard's writer lock (``writer_locks.py``);
+a request whose lock another process holds is NOT_PUBLISHED LANE_UNAVAILABLE (nothing
+written). That makes the destination a ``Fencing`` one (``fencing.py``): a new owner's
+``fence`` takes the lock, syncs the outbox and proves each orphan present or absent.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import hmac
 import json
 import os
+import stat
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
 
+from nereus.adapters.backends.destination.fencing import Fenced, NotFenced, absent_evidence
 from nereus.adapters.backends.destination.protocol import (
     DestinationClosed,
     PublishRequest,
     PublishResult,
 )
+from nereus.adapters.backends.destination.writer_locks import WriterLocks
 from nereus.errors import NereusError
 from nereus.records import Disposition, Outcome
 from nereus.timespec import MAX_TIME_MS, format_time_ms, parse_time_ms
@@ -83,6 +93,10 @@ class FileDestination:
         self.name = name
         self.path = Path(path)
         self._closed = False
+        self._writers = WriterLocks(self.path)
+        # a publish and a fence never overlap in this process (a fence proves what a
+        # publish still running might yet write: nothing)
+        self._writing = threading.Lock()
 
     def probe(self) -> str | None:
         if self._closed:
@@ -96,6 +110,39 @@ class FileDestination:
         return None
 
     def publish(
+        self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]
+    ) -> list[PublishResult]:
+        with self._writing:
+            if self._closed:
+                return self._write(requests, now_ms)
+            self._create()
+            refused: list[PublishResult] = []
+            allowed: list[PublishRequest] = []
+            for request in requests:
+                why = self._writers.take(request.shard) if request.shard else None
+                if why is None:
+                    allowed.append(request)
+                else:
+                    refused.append(PublishResult(
+                        request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
+                        f"nothing written to {self.path}: {why}"))
+            if not allowed:
+                return refused
+            results = self._write(allowed, now_ms)
+            # a note that fails only weakens the next taker's check of these lines
+            with contextlib.suppress(OSError):
+                self._writers.note({r.shard for r in allowed if r.shard})
+            return refused + results
+
+    def _create(self) -> None:
+        """Make the outbox exist (a writer lock records the file it found)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        except OSError:
+            pass  # the write says why
+
+    def _write(
         self, requests: Sequence[PublishRequest], now_ms: Callable[[], int]
     ) -> list[PublishResult]:
         def every(outcome: Outcome, disposition: Disposition, evidence: str) -> list[PublishResult]:
@@ -157,8 +204,64 @@ class FileDestination:
             raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
         return scan_file_evidence(self.path, wanted, since_ms)
 
+    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+        """Take ``shard``'s writer lock, fsync the outbox and read it from about
+        ``since_ms`` on: the ``wanted`` attempts found, and the evidence of the others'
+        absence (``fencing.Fencing``). Raises ``NotFenced`` when the lock is held
+        elsewhere, a publish of this process still runs, or the outbox may have lost lines
+        since the last holder took the lock (rotated, replaced, cut)."""
+        if self._closed:
+            raise NotFenced(f"destination {self.name} is closed")
+        if not self._writing.acquire(timeout=1.0):
+            raise NotFenced(f"a publish to {self.path} is still running in this process")
+        try:
+            self._create()
+            why = self._writers.take(shard) or (
+                self._writers.continuity(shard) if wanted else None)  # nothing to prove
+            if why is not None:
+                raise NotFenced(why)
+            return self._classify(shard, wanted, since_ms)
+        finally:
+            self._writing.release()
+
+    def _classify(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise NotFenced(f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotFenced(f"{self.path} is not a regular file")
+            os.fsync(fd)  # what the dead writer left in the page cache is durable now
+            size = os.fstat(fd).st_size
+        except OSError as exc:
+            raise NotFenced(f"cannot sync {self.path}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        found = scan_file_evidence(self.path, wanted, since_ms, until_byte=size)
+        how = (f"{self.path} synced and read to byte {size} under the writer lock "
+               f"{self._writers.lock_path(shard)} (the previous writer's lock was released "
+               "and the outbox kept every line it wrote): the attempt's line is not there")
+        return Fenced(found, absent_evidence("file writer lock", how))
+
+    def release(self, shard: str) -> None:
+        if not self._writing.acquire(timeout=1.0):
+            return  # a publish hangs: the lock stays held (no one can prove what it writes)
+        try:
+            self._writers.release(shard)
+        finally:
+            self._writing.release()
+
     def close(self) -> None:
-        self._closed = True  # there is nothing to release: each publish opens the file
+        self._closed = True  # each publish opens the file; the writer locks are dropped
+        self.release_all()
+
+    def release_all(self) -> None:
+        if self._writing.acquire(timeout=1.0):
+            try:
+                self._writers.close()
+            finally:
+                self._writing.release()
 
 
 # below this many bytes left, the search for where a time starts reads on line by line
@@ -193,10 +296,11 @@ def _published_ms(raw: bytes) -> int | None:
 
 
 def scan_file_evidence(path: Path, wanted: Mapping[str, str],
-                       since_ms: int | None = None) -> dict[str, str]:
+                       since_ms: int | None = None, *,
+                       until_byte: int | None = None) -> dict[str, str]:
     """Attempt ids found in an outbox file with the MAC ``wanted`` expects for them, with
     ``path@offset`` evidence; with ``since_ms``, only lines from about that publish time on
-    (``first_offset_since``) are read."""
+    (``first_offset_since``) are read; with ``until_byte``, none that starts after it."""
     found: dict[str, str] = {}
     if not wanted or not path.exists():
         return found
@@ -205,6 +309,8 @@ def scan_file_evidence(path: Path, wanted: Mapping[str, str],
             handle, os.fstat(handle.fileno()).st_size, since_ms)
         handle.seek(offset)  # a line's start
         for raw in handle:
+            if until_byte is not None and offset >= until_byte:
+                break
             try:
                 line = json.loads(raw)
             except ValueError:

@@ -37,6 +37,9 @@ class PublishRequest:
     # HMAC of (delay message id, generation, attempt id) under the route's key: written
     # into the record beside the attempt id, so only our records count as evidence
     mac: str = ""
+    # the shard whose owner sends it (``ROUTE/PARTITION``): a fencing destination writes
+    # it only under that shard's writer fence (``fencing.py``); "" for tools and tests
+    shard: str = ""
 
 
 @dataclass(frozen=True, slots=True)
