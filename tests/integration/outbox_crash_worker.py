@@ -24,7 +24,12 @@ from nereus.adapters.backends.destination.protocol import (
 )
 from nereus.state import keys
 from nereus.state.values import Obligation, decode_value
-from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.integration import engine_harness
+
+# named running_engine before the harness's rename (issue 39), in_process_engine after
+in_process_engine = getattr(engine_harness, "in_process_engine", None) or \
+    engine_harness.running_engine
+now_ms = engine_harness.now_ms
 
 
 class HangsAfterHalf(FileDestination):

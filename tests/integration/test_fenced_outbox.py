@@ -26,7 +26,11 @@ from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 from nereus.state import keys
 from nereus.state.values import Attempt, Message, decode_value
-from tests.integration.engine_harness import in_process_engine
+from tests.integration import engine_harness
+
+# named running_engine before the harness's rename (issue 39), in_process_engine after
+in_process_engine = getattr(engine_harness, "in_process_engine", None) or \
+    engine_harness.running_engine
 
 SHARD = "default/0"
 WORKER = Path(__file__).with_name("outbox_crash_worker.py")
