@@ -221,56 +221,57 @@ def lane_views(engine: Engine, reads: StatusReads | None = None) -> list[LaneVie
         name for name, by_shard in replicated.items()
         if name not in engine.publishers and any(_unfinished(lane)
                                                       for lane in by_shard.values()))
-    out = []
-    for name in names:
-        publisher = engine.publishers.get(name)
-        gates: set[str] = set()
-        open_attempts_count = 0
-        counts: dict[str, int] = {}
-        admissions = 0
-        per_shard: list[LaneShardView] = []
-        samples: list[DueSample] = []
-        waiting: dict[str, int] = {}
-        for shard, loop in loops:
-            lane = replicated.get(name, {}).get(shard) or Lane(name=name)
-            gates.add(lane.gate.value)
-            sample = reads.due(shard, loop, name)
-            samples.append(sample)
-            _count_waiting(waiting, lane, len(sample.action_ats), loop.due_waiting(name))
-            open_attempts_count += lane.open_attempts
-            admissions += lane.admissions
-            for state, n in lane.counts.items():
-                counts[state] = counts.get(state, 0) + n
-            per_shard.append(LaneShardView(shard=str(shard), gate=lane.gate.value,
-                                           due_backlog=len(sample.action_ats),
-                                           open_attempts=lane.open_attempts,
-                                           admissions=lane.admissions,
-                                           due_backlog_capped=sample.capped))
-        lag_p99, lag_max = due_lag_ms(samples, reads.earliest_ms)
-        why: str | None
-        if publisher is None:
-            readiness, why = "UNCONFIGURED", (
-                f"no [lanes.{name}] in {engine.config.source}: its messages wait "
-                "until the lane is configured")
-        else:
-            readiness = "READY" if publisher.ready else "NOT_READY"
-            why = publisher.not_ready_reason
-        out.append(LaneView(
-            lane=name,
-            destination=None if publisher is None
-            else engine.config.lanes[name].destination,
-            gate="CLOSED" if "CLOSED" in gates else "OPEN", readiness=readiness,
-            not_ready_reason=why, due_backlog=sum(len(s.action_ats) for s in samples),
-            in_flight=engine.permits.in_flight(name),
-            open_attempts=open_attempts_count,
-            published=counts.get("PUBLISHED", 0),
-            published_since_start=0 if publisher is None else publisher.published,
-            failures=0 if publisher is None else publisher.failures,
-            messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
-            due_lag_max_ms=lag_max, shards=per_shard,
-            due_backlog_capped=any(s.capped for s in samples),
-            waiting_by_reason=waiting))
-    return out
+    return [_lane_view(engine, reads, loops, name, replicated.get(name, {})) for name in names]
+
+
+def _lane_view(engine: Engine, reads: StatusReads, loops: list[tuple[ShardId, ShardLoop]],
+               name: str, replicated: dict[ShardId, Lane]) -> LaneView:
+    """One lane summed over this engine's shards (``replicated``: its state on each)."""
+    publisher = engine.publishers.get(name)
+    gates: set[str] = set()
+    open_attempts_count = admissions = 0
+    counts: dict[str, int] = {}
+    per_shard: list[LaneShardView] = []
+    samples: list[DueSample] = []
+    waiting: dict[str, int] = {}
+    for shard, loop in loops:
+        lane = replicated.get(shard) or Lane(name=name)
+        gates.add(lane.gate.value)
+        sample = reads.due(shard, loop, name)
+        samples.append(sample)
+        _count_waiting(waiting, lane, len(sample.action_ats), loop.due_waiting(name))
+        open_attempts_count += lane.open_attempts
+        admissions += lane.admissions
+        for state, n in lane.counts.items():
+            counts[state] = counts.get(state, 0) + n
+        per_shard.append(LaneShardView(shard=str(shard), gate=lane.gate.value,
+                                       due_backlog=len(sample.action_ats),
+                                       open_attempts=lane.open_attempts,
+                                       admissions=lane.admissions,
+                                       due_backlog_capped=sample.capped))
+    lag_p99, lag_max = due_lag_ms(samples, reads.earliest_ms)
+    readiness, why = _readiness(engine, name)
+    return LaneView(
+        lane=name,
+        destination=None if publisher is None else engine.config.lanes[name].destination,
+        gate="CLOSED" if "CLOSED" in gates else "OPEN", readiness=readiness,
+        not_ready_reason=why, due_backlog=sum(len(s.action_ats) for s in samples),
+        in_flight=engine.permits.in_flight(name), open_attempts=open_attempts_count,
+        published=counts.get("PUBLISHED", 0),
+        published_since_start=0 if publisher is None else publisher.published,
+        failures=0 if publisher is None else publisher.failures,
+        messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
+        due_lag_max_ms=lag_max, shards=per_shard,
+        due_backlog_capped=any(s.capped for s in samples), waiting_by_reason=waiting)
+
+
+def _readiness(engine: Engine, name: str) -> tuple[str, str | None]:
+    """(READY, NOT_READY or UNCONFIGURED; why not) of a lane on this engine."""
+    publisher = engine.publishers.get(name)
+    if publisher is None:
+        return "UNCONFIGURED", (f"no [lanes.{name}] in {engine.config.source}: its messages "
+                                "wait until the lane is configured")
+    return ("READY" if publisher.ready else "NOT_READY"), publisher.not_ready_reason
 
 
 def _count_waiting(into: dict[str, int], lane: Lane, due: int, reason: str | None) -> None:

@@ -48,6 +48,7 @@ from nereus.engine.runtime.trusted_clock import ChronyHealth, TrustedClock
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.shard.checkpointer import Checkpointer
 from nereus.engine.shard.lane_policy import LanePolicies
+from nereus.engine.shard.loop_parts import EngineParts, OwnerParts, ShardParts
 from nereus.engine.shard.loop_status import RefusedShard, ShardState
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.engine.shard.ownership import LeaseGate
@@ -213,14 +214,15 @@ class Engine:
                 where=getattr(log, "description", f"the Shard Log of {shard}"),
                 applied=None if applied is None else decode_value(applied, RouteIdentity))
         loop = ShardLoop(
-            shard, store, log, clock=self.clock,
-            publishers=self.publishers, permits=self.permits, owner_id=self.owner_id,
-            new_id=self.new_id, settings=self.settings.loop, events=self.log_event,
-            checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes,
-            staging=self.layout.root / "staging" / shard.route / str(partition),
-            lanes=LanePolicies.of(self.config, route=shard.route),
-            evidence_key=route_key(self.home, route.name), lease=lease,
-            granted_epoch=granted_epoch)
+            ShardParts(shard=shard, store=store, log=log,
+                       lanes=LanePolicies.of(self.config, route=shard.route),
+                       evidence_key=route_key(self.home, route.name),
+                       staging=self.layout.root / "staging" / shard.route / str(partition)),
+            EngineParts(clock=self.clock, publishers=self.publishers, permits=self.permits,
+                        settings=self.settings.loop, events=self.log_event,
+                        checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes),
+            OwnerParts(owner_id=self.owner_id, new_id=self.new_id, lease=lease,
+                       granted_epoch=granted_epoch))
         if diverged is not None:
             loop.fail(diverged)
         return loop

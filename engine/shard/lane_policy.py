@@ -70,11 +70,22 @@ class LanePolicies:
             self.shard_limits = other.shard_limits
 
 
+Found = list[tuple[str, str, PolicyRecord]]  # (lane or "*", the changes in words, record)
+
+
 def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
-                   epoch: int) -> list[tuple[str, str, PolicyRecord]]:
+                   epoch: int) -> Found:
     """The records that replicate each configured lane's policy where the replicated lane
     says otherwise: (lane, the changes in words, record)."""
-    found: list[tuple[str, str, PolicyRecord]] = []
+    return (_lane_configs(store, policies, owner_id, epoch)
+            + _lane_limits(store, policies, owner_id, epoch)
+            + _shard_retention(store, policies, owner_id, epoch)
+            + _shard_limits(store, policies, owner_id, epoch))
+
+
+def _lane_configs(store: ShardStore, policies: LanePolicies, owner_id: str,
+                  epoch: int) -> Found:
+    found: Found = []
     fence = {"owner_id": owner_id, "fencing_epoch": epoch}
     for name in sorted(set(policies.leads) | set(policies.ordered)):
         raw = store.get(keys.lane_key(name))
@@ -92,6 +103,12 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
                 reason=f"lane {name} as configured: {listed}",
                 idempotency_key=f"config:{name}:{listed}:{owner_id}:{epoch}",
                 **fence, **changes)))  # type: ignore[arg-type]
+    return found
+
+
+def _lane_limits(store: ShardStore, policies: LanePolicies, owner_id: str,
+                 epoch: int) -> Found:
+    found: Found = []
     for name, wanted in sorted(policies.limits.items()):
         raw = store.get(keys.lane_limits_key(name))
         held = decode_value(raw, LaneLimit) if raw else LaneLimit(lane=name)
@@ -108,30 +125,42 @@ def policy_records(store: ShardStore, policies: LanePolicies, *, owner_id: str,
             max_delay_ms=wanted.max_delay_ms, max_pending=wanted.max_pending,
             retention_ms=wanted.retention_ms, dedup_window_ms=wanted.dedup_window_ms,
             catch_up=True, catch_up_kept=True, owner_id=owner_id, fencing_epoch=epoch)))
-    window = policies.shard_dedup_window_ms
-    if window is not None:
-        raw = store.get(keys.META_SHARD_RETENTION)
-        holds = None if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
-        if holds != window:
-            listed = f"dedup_window_ms={window}"
-            found.append(("*", listed, ShardRetention(
-                operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
-                f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
-                dedup_window_ms=window, catch_up=True, catch_up_results=True,
-                owner_id=owner_id, fencing_epoch=epoch)))
-    limits = policies.shard_limits
-    if limits is not None:
-        raw = store.get(keys.META_SHARD_LIMITS)
-        in_force = DEFAULT_LIMITS if raw is None else decode_value(raw, Limits)
-        if in_force != limits:  # DEFAULT_LIMITS bind a shard that never had its own
-            listed = ",".join(f"{name}={value}" for name, value in
-                              msgspec.structs.asdict(limits).items()
-                              if value != getattr(in_force, name))
-            found.append(("*", listed, ShardLimits(
-                operator=f"engine {owner_id}", reason=f"[shard] limits as configured: "
-                f"{listed}", idempotency_key=f"shard-limits:{listed}:{owner_id}:{epoch}",
-                limits=limits, owner_id=owner_id, fencing_epoch=epoch)))
     return found
+
+
+def _shard_retention(store: ShardStore, policies: LanePolicies, owner_id: str,
+                     epoch: int) -> Found:
+    window = policies.shard_dedup_window_ms
+    if window is None:
+        return []
+    raw = store.get(keys.META_SHARD_RETENTION)
+    holds = None if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
+    if holds == window:
+        return []
+    listed = f"dedup_window_ms={window}"
+    return [("*", listed, ShardRetention(
+        operator=f"engine {owner_id}", reason=f"shard dedup window as configured: "
+        f"{listed}", idempotency_key=f"shard-retention:{listed}:{owner_id}:{epoch}",
+        dedup_window_ms=window, catch_up=True, catch_up_results=True,
+        owner_id=owner_id, fencing_epoch=epoch))]
+
+
+def _shard_limits(store: ShardStore, policies: LanePolicies, owner_id: str,
+                  epoch: int) -> Found:
+    limits = policies.shard_limits
+    if limits is None:
+        return []
+    raw = store.get(keys.META_SHARD_LIMITS)
+    in_force = DEFAULT_LIMITS if raw is None else decode_value(raw, Limits)
+    if in_force == limits:  # DEFAULT_LIMITS bind a shard that never had its own
+        return []
+    listed = ",".join(f"{name}={value}" for name, value in
+                      msgspec.structs.asdict(limits).items()
+                      if value != getattr(in_force, name))
+    return [("*", listed, ShardLimits(
+        operator=f"engine {owner_id}", reason=f"[shard] limits as configured: "
+        f"{listed}", idempotency_key=f"shard-limits:{listed}:{owner_id}:{epoch}",
+        limits=limits, owner_id=owner_id, fencing_epoch=epoch))]
 
 
 def _limit_values(limits: LaneLimit) -> tuple[object, ...]:

@@ -15,35 +15,26 @@ Others see the loop only through ``status()``, ``wake()`` and the ``wait_*`` met
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
-from pathlib import Path
 
 from nereus.adapters.backends.destination.protocol import PublishResult
-from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.offline.checkpoint_take import Taken
 from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.metrics.shard_counters import OBSERVED, ShardMetrics
-from nereus.engine.publishing.lane_publisher import LanePublisher
-from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
+from nereus.engine.runtime.event_log import safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
-from nereus.engine.runtime.trusted_clock import TrustedClock
-from nereus.engine.scheduler.drr import STATE_KEY, load_state
 from nereus.engine.scheduler.explanation import MessageExplanation
-from nereus.engine.scheduler.payloads import FetchPayload
-from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
-from nereus.engine.shard.admissions import AdmissionFlow
 from nereus.engine.shard.apply_step import Applier
 from nereus.engine.shard.checkpoint_triggers import CheckpointTrigger
-from nereus.engine.shard.checkpointer import Checkpointer
 from nereus.engine.shard.idle_wait import IdleWait
 from nereus.engine.shard.lane_policy import LanePolicies
-from nereus.engine.shard.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
-from nereus.engine.shard.loop_status import SETTLED_STATES, ShardState, ShardStatus
+from nereus.engine.shard.loop_parts import EngineParts, OwnerParts, ShardParts, admission_flow
+from nereus.engine.shard.loop_status import ShardState, ShardStatus
 from nereus.engine.shard.message_explain import explain_message
 from nereus.engine.shard.outbox import Outbox
-from nereus.engine.shard.ownership import LeaseGate, Ownership
+from nereus.engine.shard.ownership import Ownership
 from nereus.engine.shard.progress import ProgressWaits, ResultWatch, ShardProgress
 from nereus.engine.shard.recovery import Recovery
 from nereus.engine.shard.retention_backfill import BackfillTrigger
@@ -51,9 +42,7 @@ from nereus.engine.shard.retention_sweep import SweepTrigger
 from nereus.errors import LogCorruption, LogDiverged, NereusError
 from nereus.machine import Applied
 from nereus.records import ActivationBarrier, CheckpointMark, ResultStatus
-from nereus.shard import ShardId
 from nereus.state import keys
-from nereus.state.store import ShardStore
 from nereus.state.values import Lane
 
 # failures no restart can repair: the loop ends FAILED and says why
@@ -63,86 +52,49 @@ FATAL_ERRORS: tuple[type[BaseException], ...] = (LogCorruption, LogDiverged)
 class ShardLoop(ProgressWaits):
     """One shard's owner: its lifecycle, its loop, what others see; its parts hold state."""
 
-    def __init__(
-        self,
-        shard: ShardId,
-        store: ShardStore,
-        log: ShardLog,
-        *,
-        clock: TrustedClock,
-        publishers: dict[str, LanePublisher],
-        permits: Permits,
-        owner_id: str,
-        new_id: Callable[[], str],
-        settings: LoopSettings = DEFAULT_LOOP_SETTINGS,
-        events: EventLog = null_event_log,
-        checkpointer: Checkpointer | None = None,
-        staging: Path | None = None,
-        fetch_payload: FetchPayload | None = None,
-        lanes: LanePolicies | None = None,
-        evidence_key: bytes = b"",
-        lease: LeaseGate | None = None,
-        granted_epoch: int | None = None,
-    ) -> None:
-        self.shard = shard
-        self.store = store
-        self.log = log
-        self.clock = clock
-        self._time = clock.source  # the engine's one Clock: every deadline below reads it
-        self.owner_id = owner_id
-        self.new_id = new_id
-        self.settings = settings
-        self._events = events
-        self.runner = ShardRunner(store, log, batch_records=settings.batch_records)
+    def __init__(self, parts: ShardParts, engine: EngineParts, owner: OwnerParts) -> None:
+        self.shard, self.store, self.log = parts.shard, parts.store, parts.log
+        self.clock = engine.clock
+        self._time = engine.clock.source  # the engine's one Clock: every deadline reads it
+        self.owner_id, self.new_id = owner.owner_id, owner.new_id
+        self.settings, self._events = engine.settings, engine.events
+        self._publishers = engine.publishers  # the engine's: a lane added later is in it too
+        self.runner = ShardRunner(parts.store, parts.log,
+                                  batch_records=engine.settings.batch_records)
         self._progress = ShardProgress(self.runner, self._time)
         self._results = ResultWatch(self._progress, self._time)
         self.error: str | None = None
         # each lane's handoff lead as its destination really has it, ordering and limits
-        self.lanes_wanted = lanes or LanePolicies.none()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        self.lanes_wanted = parts.lanes
+        self._wake, self._stop = threading.Event(), threading.Event()
         self.idle = IdleWait(self._wake, self._stop, self._time,
-                              poll_interval_s=settings.poll_interval_s,
-                              log_look_s=settings.log_look_s)
-        self._owner = Ownership(owner_id, store, lease=lease, granted_epoch=granted_epoch)
+                             poll_interval_s=engine.settings.poll_interval_s,
+                             log_look_s=engine.settings.log_look_s)
+        self._owner = Ownership(owner.owner_id, parts.store, lease=owner.lease,
+                                granted_epoch=owner.granted_epoch)
         # everything below is held across a crash and a restart of the loop (never in a
         # call's locals): claims, records not yet in the log, synced events not acted on
-        self._outbox = Outbox(shard, log, time=self._time, events=events, wake=self._wake)
+        self._outbox = Outbox(parts.shard, parts.log, time=self._time, events=engine.events,
+                              wake=self._wake)
         self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
-        planner = Planner(
-            store, permits, load_state(store.get(STATE_KEY)), settings.planner, new_id,
-            fetch_payload=fetch_payload, leads=self.lanes_wanted.leads,
-            record_limits={name: publisher.destination.max_record_bytes
-                           for name, publisher in publishers.items()},
-            monotonic=self._time.monotonic)
-        self._publishers = publishers  # the engine's: a lane added later is in it too
-        self._admissions = AdmissionFlow(
-            shard, store, clock=clock, planner=planner, permits=permits,
-            publishers=publishers, ownership=self._owner, outbox=self._outbox,
-            progress=self._progress, events=events, evidence_key=evidence_key, new_id=new_id,
-            watch=self.metrics)
+        self._admissions = admission_flow(parts, engine, owner, ownership=self._owner,
+                                          outbox=self._outbox, progress=self._progress,
+                                          metrics=self.metrics)
         self._applier = Applier(self.runner, progress=self._progress, results=self._results,
                                 act=self._on_applied)
         self.checkpoints = CheckpointTrigger(
-            shard, store, log, checkpointer=checkpointer, staging=staging, clock=clock,
-            owner_id=owner_id, wake=self._wake)
-        self._sweeps = SweepTrigger(store, self._outbox, time=self._time, owner_id=owner_id,
-                                    new_id=new_id)
-        self._backfills = BackfillTrigger(store, self._outbox, time=self._time,
-                                          owner_id=owner_id, new_id=new_id)
+            parts.shard, parts.store, parts.log, checkpointer=engine.checkpointer,
+            staging=parts.staging, clock=engine.clock, owner_id=owner.owner_id,
+            wake=self._wake)
+        self._sweeps = SweepTrigger(parts.store, self._outbox, time=self._time,
+                                    owner_id=owner.owner_id, new_id=owner.new_id)
+        self._backfills = BackfillTrigger(parts.store, self._outbox, time=self._time,
+                                          owner_id=owner.owner_id, new_id=owner.new_id)
         self._activated = False
         self._worker: Supervised | None = None
         self._policy_changed = threading.Event()  # lane leads or ordering were reconfigured
 
     # what others see ------------------------------------------------------------------
-    @property
-    def state(self) -> ShardState:
-        return self._progress.state
-
-    @state.setter
-    def state(self, state: ShardState) -> None:
-        self._progress.state = state
-
     @property
     def epoch(self) -> int:
         """The fencing epoch this owner activated (0 before recovery)."""
@@ -232,13 +184,6 @@ class ShardLoop(ProgressWaits):
         return self._owner.live_owner_gate()
 
     # waiting for the loop -------------------------------------------------------------
-    def wait_active(self, timeout_s: float) -> bool:
-        """Block until recovery ended: True when ACTIVE (FAILED, FENCED, timeout: False)."""
-        settled = self._progress.wait_until(
-            lambda: self.state in SETTLED_STATES, self._time.monotonic() + timeout_s,
-            step_s=0.1, until_ended=False)
-        return settled and self.state == ShardState.ACTIVE
-
     def wait_drained(self, deadline: float) -> bool:
         """Block until every claim's admission was acted on (handed over or declined), the
         loop ended, or ``deadline`` (monotonic); True when nothing is pending (engine stop)."""

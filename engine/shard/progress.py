@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from nereus.adapters.time_source import Clock
-from nereus.engine.shard.loop_status import ENDED_STATES, ShardState
+from nereus.engine.shard.loop_status import ENDED_STATES, SETTLED_STATES, ShardState
 from nereus.state.values import Result
 
 RECENT_RESULTS = 4_096  # results kept for waiting clients beyond the ones they expect
@@ -148,12 +148,28 @@ class ResultWatch:
 
 
 class ProgressWaits:
-    """What a client waits for on a shard loop: a position applied, the results it
-    applied (the loop's ``_progress``, ``_results`` and ``_time`` are these)."""
+    """What a client sees and waits for on a shard loop: its state, recovery ended, a
+    position applied, the results it applied (the loop's ``_progress``, ``_results`` and
+    ``_time`` are these)."""
 
     _progress: ShardProgress
     _results: ResultWatch
     _time: Clock
+
+    @property
+    def state(self) -> ShardState:
+        return self._progress.state
+
+    @state.setter
+    def state(self, state: ShardState) -> None:
+        self._progress.state = state
+
+    def wait_active(self, timeout_s: float) -> bool:
+        """Block until recovery ended: True when ACTIVE (FAILED, FENCED, timeout: False)."""
+        settled = self._progress.wait_until(
+            lambda: self.state in SETTLED_STATES, self._time.monotonic() + timeout_s,
+            step_s=0.1, until_ended=False)
+        return settled and self.state == ShardState.ACTIVE
 
     def wait_applied(self, position: int, timeout_s: float) -> bool:
         """Block until ``position`` is applied and synced (or the timeout passes)."""

@@ -146,6 +146,33 @@ def _result(verdict: Verdict, kind: str, position: int, sha: str) -> Result:
     )
 
 
+def _rejected(tx: Tx, result: Result, *, advance: bool = True) -> Result:
+    """``result`` (REJECTED) stored under ``reject/<position>``, kept as long as the shard's
+    window keeps rejections; the position advanced unless the caller did."""
+    tx.put(keys.reject_key(result.position), encode_value(result))
+    retention.retain_reject(tx)
+    if advance:
+        tx.advance()
+    return result
+
+
+def _undecodable(failure: DecodeFailure, position: int, sha: str) -> Result:
+    return Result(status=ResultStatus.REJECTED, kind="UNKNOWN", position=position,
+                  record_sha256=sha, reason=failure.reason, detail=failure.detail,
+                  at_byte=failure.at_byte, field=failure.field)
+
+
+def _conflict(earlier: Result, key: str, kind: str, position: int, sha: str) -> Result:
+    """A dedup key applied before with other bytes: this record is REJECTED."""
+    return Result(
+        status=ResultStatus.REJECTED, kind=kind, position=position, record_sha256=sha,
+        reason=Reason.DUPLICATE_CONFLICT,
+        detail=f"{key} was first applied at position {earlier.position} with different "
+        "bytes; a retry must reuse the prepared command unchanged",
+        delay_message_id=earlier.delay_message_id,
+    )
+
+
 def apply(
     view: StateView,
     record: bytes,
@@ -166,24 +193,13 @@ def apply(
         limits = _replicated_limits(replicated)
     tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
     if isinstance(decoded, DecodeFailure):
-        result = Result(
-            status=ResultStatus.REJECTED, kind="UNKNOWN", position=position, record_sha256=sha,
-            reason=decoded.reason, detail=decoded.detail, at_byte=decoded.at_byte,
-            field=decoded.field,
-        )
-        tx.put(keys.reject_key(position), encode_value(result))
-        retention.retain_reject(tx)
-        tx.advance()
-        return Applied(result, tx.writes, None)
+        return Applied(_rejected(tx, _undecodable(decoded, position, sha)), tx.writes, None)
     cls = type(decoded)
     kind = KINDS[cls]
     if cls in _OPERATOR_MUTATIONS:
         missing = control.check_operator(cast(OperatorMutation, decoded))
         if missing is not None:
-            result = _result(missing, kind, position, sha)
-            tx.put(keys.reject_key(position), encode_value(result))
-            retention.retain_reject(tx)
-            tx.advance()
+            result = _rejected(tx, _result(missing, kind, position, sha))
             return Applied(result, tx.writes, decoded)
     key = _DEDUP_KEYS[cls](decoded)
     assert key is not None
@@ -194,15 +210,7 @@ def apply(
         tx.advance()
         if earlier.record_sha256 == sha:
             return Applied(earlier, tx.writes, decoded, duplicate=True)
-        result = Result(
-            status=ResultStatus.REJECTED, kind=kind, position=position, record_sha256=sha,
-            reason=Reason.DUPLICATE_CONFLICT,
-            detail=f"{key} was first applied at position {earlier.position} with different "
-            "bytes; a retry must reuse the prepared command unchanged",
-            delay_message_id=earlier.delay_message_id,
-        )
-        tx.put(keys.reject_key(position), encode_value(result))
-        retention.retain_reject(tx)
+        result = _rejected(tx, _conflict(earlier, key, kind, position, sha), advance=False)
         return Applied(result, tx.writes, decoded)
     verdict = _HANDLERS[cls](tx, decoded)
     result = Result(  # positional (see Message): status, kind, position, record_sha256, ...

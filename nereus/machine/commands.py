@@ -98,6 +98,28 @@ def within_limits(tx: Tx, lane_name: str, deliver_at_ms: int, ids: Ids, *,
     return None
 
 
+def _referenced_stage(tx: Tx, cmd: Schedule, ids: Ids) -> PayloadStage | Verdict:
+    """The committed payload stage ``cmd.payload_ref`` names, free for this message, or
+    why the SCHEDULE is REJECTED."""
+    if cmd.payload:
+        return rejected(Reason.INVALID_FIELD, "give payload or payload_ref, not both", **ids)
+    assert cmd.payload_ref is not None
+    raw = tx.get(keys.payload_key(cmd.payload_ref))
+    stage = None if raw is None else decode_value(raw, PayloadStage)
+    if stage is None or stage.state != "COMMITTED":
+        return rejected(
+            Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_ref} is not committed", **ids
+        )
+    if stage.used_by is not None:
+        return rejected(
+            Reason.PAYLOAD_IN_USE,
+            f"payload {cmd.payload_ref} is used by message {stage.used_by}; a committed "
+            "payload belongs to one message (reserve and commit one for this message)",
+            **ids,
+        )
+    return stage
+
+
 def schedule(tx: Tx, cmd: Schedule) -> Verdict:
     limits = tx.limits
     failure = (  # the first failing check, each run only if the ones before it passed
@@ -117,24 +139,11 @@ def schedule(tx: Tx, cmd: Schedule) -> Verdict:
             **ids,
         )
     stage: PayloadStage | None = None
-    if cmd.payload_ref is not None:
-        if cmd.payload:
-            return rejected(
-                Reason.INVALID_FIELD, "give payload or payload_ref, not both", **ids
-            )
-        raw = tx.get(keys.payload_key(cmd.payload_ref))
-        stage = None if raw is None else decode_value(raw, PayloadStage)
-        if stage is None or stage.state != "COMMITTED":
-            return rejected(
-                Reason.UNKNOWN_PAYLOAD, f"payload {cmd.payload_ref} is not committed", **ids
-            )
-        if stage.used_by is not None:
-            return rejected(
-                Reason.PAYLOAD_IN_USE,
-                f"payload {cmd.payload_ref} is used by message {stage.used_by}; a committed "
-                "payload belongs to one message (reserve and commit one for this message)",
-                **ids,
-            )
+    if cmd.payload_ref is not None:  # the large-payload path (not the hot one)
+        stage_or_refusal = _referenced_stage(tx, cmd, ids)
+        if isinstance(stage_or_refusal, Verdict):
+            return stage_or_refusal
+        stage = stage_or_refusal
     message_id = cmd.delay_message_id
     message_key = keys.msg_key(message_id)
     raw = tx.get(message_key)

@@ -229,24 +229,31 @@ def _close_obligation(tx: Tx, attempt: Attempt) -> None:
     tx.put_lane(msgspec.structs.replace(lane, open_attempts=max(lane.open_attempts - 1, 0)))
 
 
+def _leave_uncertain(tx: Tx, attempt: Attempt, message: Message, disposition: Disposition,
+                     evidence: str) -> str:
+    """An UNKNOWN outcome: the attempt UNKNOWN, its obligation still open, the message
+    UNCERTAIN (never retried automatically)."""
+    tx.put_attempt(msgspec.structs.replace(
+        attempt, state=AttemptState.UNKNOWN, disposition=disposition, evidence=evidence,
+    ))
+    tx.put(
+        keys.obligation_key(attempt.delay_message_id, attempt.attempt_id),
+        encode_value(Obligation(
+            attempt_id=attempt.attempt_id, lane=attempt.lane, key=message.key,
+            state=AttemptState.UNKNOWN, since_position=attempt.admitted_position,
+        )),
+    )
+    tx.save_message(message, tx.move_state(message, MessageState.UNCERTAIN))
+    return "attempt UNKNOWN; message UNCERTAIN (obligation stays open)"
+
+
 def settle(
     tx: Tx, attempt: Attempt, message: Message, outcome: Outcome, disposition: Disposition,
     evidence: str, settled_by: str,
 ) -> str:
     """Apply a settling outcome to an open attempt and its message; returns a summary."""
     if outcome == Outcome.UNKNOWN:
-        tx.put_attempt(msgspec.structs.replace(
-            attempt, state=AttemptState.UNKNOWN, disposition=disposition, evidence=evidence,
-        ))
-        tx.put(
-            keys.obligation_key(attempt.delay_message_id, attempt.attempt_id),
-            encode_value(Obligation(
-                attempt_id=attempt.attempt_id, lane=attempt.lane, key=message.key,
-                state=AttemptState.UNKNOWN, since_position=attempt.admitted_position,
-            )),
-        )
-        tx.save_message(message, tx.move_state(message, MessageState.UNCERTAIN))
-        return "attempt UNKNOWN; message UNCERTAIN (obligation stays open)"
+        return _leave_uncertain(tx, attempt, message, disposition, evidence)
     state = AttemptState.PUBLISHED if outcome == Outcome.PUBLISHED else AttemptState.NOT_PUBLISHED
     tx.put_attempt(msgspec.structs.replace(
         attempt, state=state, disposition=disposition, evidence=evidence,
