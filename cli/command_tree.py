@@ -41,6 +41,7 @@ _TREE: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("playbook", "playbook", None),
     ("command", "command", None),
     ("cluster", "cluster", None),
+    ("upgrade", "upgrade", None),
     ("metrics", "metrics", "metrics"),
 )
 

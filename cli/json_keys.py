@@ -33,6 +33,7 @@ from nereus.adapters.admin.wire import (
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.adapters.offline.large_payload import LargePayloadReceipt
+from nereus.adapters.offline.upgrade_check import UpgradeCheck
 from nereus.checkpoint.verify import CheckpointVerification
 from nereus.cli.batch_receipts import ScheduledBatch
 from nereus.cli.commands.checkpoint_documents import (
@@ -65,6 +66,7 @@ from nereus.cli.commands.shard.documents import (
     ShardReplay,
 )
 from nereus.cli.commands.status import StatusSummary
+from nereus.cli.commands.upgrade import UpgradeFinalize, UpgradeStatus
 from nereus.cli.error_document import ErrorDocument
 from nereus.cli.mutation.document import (
     MutationDocument,
@@ -370,6 +372,24 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "and placed_on are as they were before the move, state as it is at the end; "
         "to_worker is the worker of the node the shard was placed on (null for a node run "
         "as one process)."),
+    "upgrade check": typed(
+        UpgradeCheck,
+        note="Offline. Each shard's verdict is CURRENT, MIGRATE (steps lists the migrations "
+        "the engine runs at its first open), NO_DATABASE or REFUSED (a newer key schema); "
+        "checkpoints counts each shard's catalogued checkpoints by manifest format. Exit "
+        "status 1 when refusals is not empty (a downgrade below what has been written)."),
+    "upgrade status": typed(
+        UpgradeStatus,
+        note="scope is cluster (with --coordinator or a [cluster] table) or home; nodes (a "
+        "cluster's) are every node that owns or may own a shard, a node not alive counted "
+        "at level 1; blockers say why finalize to build_level would be refused now; "
+        "raised_ms is Unix time in ms (0: never raised)."),
+    "upgrade finalize": typed(
+        UpgradeFinalize,
+        note="result is RAISED, UNCHANGED (already at that level) or DRY_RUN; late names "
+        "nodes below the level that joined while it was being raised. Exit status 1 when a "
+        "node, or this build, supports less than the level asked for, or it would lower "
+        "the level."),
 }
 
 

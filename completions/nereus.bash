@@ -5,7 +5,7 @@
 # __nereus_commands PATH: the subcommands of the group PATH
 __nereus_commands() {
     case "$1" in
-        "") echo "init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster" ;;
+        "") echo "init quickstart status doctor dashboard completion metrics engine message shard lane attempt checkpoint recovery-set payload mutate playbook command cluster upgrade" ;;
         "engine") echo "start stop status logs" ;;
         "message") echo "schedule cancel reschedule show explain list break" ;;
         "shard") echo "replay digest inspect list log dump prune pause resume move" ;;
@@ -18,6 +18,7 @@ __nereus_commands() {
         "playbook") echo "list show run" ;;
         "command") echo "show" ;;
         "cluster") echo "init config status nodes drain undrain migrate rejoin" ;;
+        "upgrade") echo "check status finalize" ;;
     esac
 }
 
@@ -93,6 +94,10 @@ __nereus_options() {
         "cluster undrain") echo "--reason --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
         "cluster migrate") echo "--to --reason --coordinator --as --operator --dry-run --yes -y --home --json --output -o --help" ;;
         "cluster rejoin") echo "--to --dry-run --home --json --output -o --help" ;;
+        "upgrade") echo "--home --json --output -o --help" ;;
+        "upgrade check") echo "--home --json --output -o --help" ;;
+        "upgrade status") echo "--coordinator --home --json --output -o --help" ;;
+        "upgrade finalize") echo "--reason --to --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
     esac
 }
 
@@ -235,6 +240,11 @@ __nereus_value() {
         "--coordinator:cluster migrate") echo "text" ;;
         "--as:cluster migrate" | "--operator:cluster migrate") echo "text" ;;
         "--to:cluster rejoin") echo "text" ;;
+        "--coordinator:upgrade status") echo "text" ;;
+        "--reason:upgrade finalize") echo "text" ;;
+        "--to:upgrade finalize") echo "text" ;;
+        "--as:upgrade finalize" | "--operator:upgrade finalize") echo "text" ;;
+        "--coordinator:upgrade finalize") echo "text" ;;
     esac
 }
 

@@ -44,13 +44,14 @@ def describe(level: int) -> str:
     return LEVELS.get(level, "unknown to this build")
 
 
-def check_can_run(*, level: int, supported: int, build: str, who: str) -> None:
+def check_can_run(*, level: int, supported: int, build: str, who: str,
+                  where: str = "the cluster") -> None:
     """Raise unless a build supporting ``supported`` may run at ``level`` (a downgrade
     below what has been written is refused, naming both)."""
     if level > supported:
         raise FeatureLevelError(
             f"{who} runs build {build or 'unknown'}, which supports feature level "
-            f"{supported}; the cluster is at feature level {level}",
+            f"{supported}; {where} is at feature level {level}",
             hint="run a build that supports this level (a level is never lowered)")
 
 

@@ -50,4 +50,4 @@ def write_home_level(home: Path, record: FeatureLevel) -> None:
 def refuse_below_home_level(home: Path) -> None:
     """``FeatureLevelError`` when this build supports less than the home's level."""
     check_can_run(level=home_level(home).level, supported=build_level(),
-                  build=__version__, who="this engine")
+                  build=__version__, who="this engine", where=f"the home {home}")

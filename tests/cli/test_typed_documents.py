@@ -18,6 +18,7 @@ from tests.cli.typed_scenarios_cluster import CLUSTER_SCENARIOS
 from tests.cli.typed_scenarios_mutation import MUTATION_SCENARIOS
 from tests.cli.typed_scenarios_setup import SETUP_SCENARIOS
 from tests.cli.typed_scenarios_shard import SHARD_SCENARIOS
+from tests.cli.typed_scenarios_upgrade import UPGRADE_SCENARIOS
 from tests.conftest import run_nereus
 from tests.daemon import running_engine, wait_for
 from tests.polling import days_ahead
@@ -144,6 +145,7 @@ SCENARIOS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
     **SETUP_SCENARIOS,
     **MUTATION_SCENARIOS,
     **CLUSTER_SCENARIOS,
+    **UPGRADE_SCENARIOS,
 }
 
 

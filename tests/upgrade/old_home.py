@@ -71,7 +71,8 @@ def states(build: ReleaseBuild | None, home: Path) -> dict[str, str]:
 
 
 def _batch(path: Path) -> Path:
-    lines: list[dict[str, object]] = [{"id": i, "lane": "local", "delay": "0s", "payload": f"p-{i}"} for i in DUE[:6]]
+    lines: list[dict[str, object]] = [
+        {"id": i, "lane": "local", "delay": "0s", "payload": f"p-{i}"} for i in DUE[:6]]
     lines += [{"id": f"later-{n}", "lane": "local", "delay": "1d", "payload": "x"}
               for n in range(10)]
     lines += [{"id": f"ord-a-{n}", "lane": "ordered", "key": "a", "delay": "0s",

@@ -51,6 +51,16 @@ def test_the_current_build_reads_the_release_home_as_the_release_left_it(
             old_home.digests[shard], shard
 
 
+def test_upgrade_check_on_the_release_home(old_home: OldHome) -> None:
+    """`nereus upgrade check` on the 0.1.0 home, offline: every shard's key schema is this
+    build's (nothing to migrate), the home is at feature level 1, and the build may run it."""
+    check = cli(None, old_home.home, "upgrade", "check")
+    assert check["ok"] is True and check["refusals"] == [] and check["home_level"] == 1
+    assert [(s["shard"], s["schema_version"], s["verdict"]) for s in check["shards"]] == \
+        [(shard, 1, "CURRENT") for shard in SHARDS]
+    assert [(c["current"], c["older"]) for c in check["checkpoints"]] == [(1, 0), (1, 0)]
+
+
 def test_the_release_wrote_every_record_kind(old_home: OldHome) -> None:
     """The home holds every record kind 0.1.0 writes, so the rest reads them all."""
     from nereus.records import ALL_KINDS
