@@ -20,7 +20,8 @@ from nereus.adapters.time_source import Clock
 from nereus.engine.publishing.destination_calls import DestinationCalls, Raised, Returned
 from nereus.engine.runtime.event_log import EventLog, null_event_log
 
-FENCE_TIMEOUT_S = 5.0  # a recovery waits this long for one lane's fence at most
+FENCE_TIMEOUT_S = 10.0  # a recovery waits this long for one lane's fence at most (a broker's
+# init_transactions and its scan take seconds)
 
 
 class DeadlineFences:

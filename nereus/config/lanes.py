@@ -26,6 +26,11 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # kafka: a topic Nereus creates gets this many replicas (unset: the brokers'
     # default.replication.factor; `doctor` warns below 3)
     replication_factor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
+    # kafka, pulsar: fence a dead owner's sends so recovery classifies its in-flight
+    # attempts exactly instead of leaving them UNCERTAIN (docs/rules.md §10): kafka, a
+    # transactional producer per shard (consumers must read_committed); pulsar, broker
+    # deduplication. File lanes always fence (a per-shard writer lock). Off by default
+    fencing: bool = False
     service_url: str | None = None  # pulsar
     admin_url: str | None = None  # pulsar (doctor checks it)
     # pulsar: "deliver_at" hands each message over lead_ms early and Pulsar holds it
@@ -50,6 +55,15 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def deliver_at_handoff(self) -> bool:
         """The destination holds each message until deliverAt (Pulsar ``deliver_at``)."""
         return self.destination == "pulsar" and self.handoff == "deliver_at"
+
+    @property
+    def fencing_kind(self) -> str | None:
+        """How this lane fences a dead owner's sends (``engine status``), None: it does not."""
+        if self.destination == "file":
+            return "file writer lock"
+        if not self.fencing:
+            return None
+        return "kafka transactions" if self.destination == "kafka" else "pulsar deduplication"
 
     @property
     def max_delay_ms(self) -> int:

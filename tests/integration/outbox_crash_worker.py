@@ -27,8 +27,8 @@ from nereus.state.values import Obligation, decode_value
 from tests.integration import engine_harness
 
 # named running_engine before the harness's rename (issue 39), in_process_engine after
-in_process_engine = getattr(engine_harness, "in_process_engine", None) or \
-    engine_harness.running_engine
+in_process_engine = next(getattr(engine_harness, name) for name in
+                         ("in_process_engine", "running_engine") if hasattr(engine_harness, name))
 now_ms = engine_harness.now_ms
 
 

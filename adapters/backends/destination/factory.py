@@ -17,11 +17,15 @@ from nereus.config import LaneSettings
 def open_destination(lane: LaneSettings, home: Path) -> Destination:
     if lane.destination == "kafka":
         from nereus.adapters.backends.kafka.kafka_destination import KafkaDestination
+        from nereus.adapters.backends.kafka.kafka_transactions import (
+            TransactionalKafkaDestination,
+        )
 
-        return KafkaDestination(lane.name,
-                                lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
-                                lane.topic or lane.name,
-                                replication_factor=lane.replication_factor)
+        kind = TransactionalKafkaDestination if lane.fencing else KafkaDestination
+        return kind(lane.name,
+                    lane.bootstrap or DEFAULT_KAFKA_BOOTSTRAP,
+                    lane.topic or lane.name,
+                    replication_factor=lane.replication_factor)
     if lane.destination == "pulsar":
         from nereus.adapters.backends.pulsar.pulsar_destination import PulsarDestination
 

@@ -52,11 +52,12 @@ def evidence_of(topic: str, partition: int | None, offset: int | None) -> str:
 
 def scan_topic(
     bootstrap: str, client_id: str, topic: str, timeout_s: float,
-    wanted: Mapping[str, str], since_ms: int, until_ms: int,
+    wanted: Mapping[str, str], since_ms: int, until_ms: int, *, committed: bool = False,
 ) -> dict[str, str]:
     """attempt id -> evidence for the records of ``topic`` stamped from ``since_ms`` to
     ``until_ms`` that carry one of ``wanted``'s attempt ids *and* the MAC ``wanted`` expects
-    for it.
+    for it; with ``committed``, only committed ones (read_committed, up to the last
+    stable offset: ``kafka_transactions``).
 
     The window is found with the topic's time index (offsets_for_times). Raises
     ``ServiceUnreachable`` when the broker does not answer or the scan does not finish
@@ -71,7 +72,7 @@ def scan_topic(
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
-        "isolation.level": "read_uncommitted",
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
         "auto.offset.reset": "earliest",
     }))
     deadline = time.monotonic() + timeout_s
