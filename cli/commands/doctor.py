@@ -24,6 +24,7 @@ from nereus.cli.commands.doctor_routes import (
     service_checks,
     unconfigured_lanes,
 )
+from nereus.cli.commands.doctor_secrets import destination_replication, secret_checks
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
 from nereus.errors import ExitCode
@@ -99,6 +100,7 @@ def doctor(
                              f"{_bytes(usage.free)} free of {_bytes(usage.total)}",
                              "free space: logs, state and checkpoints need room to grow"))
     if config is not None:
+        checks.extend(secret_checks(config, layout.root))
         services = service_checks(config)
         checks.extend(services)
         checks.append(_object_store(env))
@@ -106,6 +108,7 @@ def doctor(
         checks.append(unconfigured_lanes(env, config))
         checks.extend(log_continuity(env, config))
         silent = {c.name for c in services if not c.ok}
+        checks.extend(destination_replication(config, silent))
         for route in config.routes.values():
             if route.log == "kafka":
                 checks.extend(command_topic(env, route, silent))

@@ -171,28 +171,28 @@ def log_continuity(env: Env, config: Config) -> list[DoctorCheck]:
     return checks
 
 
-def _kafka(bootstrap: str) -> str | None:
-    """Why Kafka at ``bootstrap`` does not answer, or None. Asked quietly
-    (``broker_probe``): an AdminClient's own log wrote a reconnect line to stderr every
-    50 ms while it waited."""
+def _kafka(bootstrap: str) -> tuple[str, str | None] | None:
+    """Why Kafka at ``bootstrap`` does not answer or refuses us, with what to fix, or None.
+    Asked quietly (``broker_probe``): an AdminClient's own log wrote a reconnect line to
+    stderr every 50 ms while it waited."""
     from nereus.adapters.backends.kafka.kafka_probe import probe_kafka
-    from nereus.errors import ServiceUnreachable
+    from nereus.errors import ConfigError, ServiceUnreachable
 
     try:
         probe_kafka(bootstrap, 4.0)
-    except ServiceUnreachable as exc:
-        return exc.message
+    except (ServiceUnreachable, ConfigError) as exc:
+        return exc.message, exc.hint
     return None
 
 
-def _http(url: str) -> str | None:
+def _http(url: str) -> tuple[str, str | None] | None:
     import urllib.request  # here, not at the top: ~20 ms on every `nereus` call
 
     try:
         with urllib.request.urlopen(url, timeout=4) as answer:
             answer.read(1)
     except Exception as exc:
-        return f"no answer from {url}: {exc}"
+        return f"no answer from {url}: {exc}", None
     return None
 
 
@@ -219,6 +219,7 @@ def service_checks(config: Config) -> list[DoctorCheck]:
     for kind, target in sorted(seen):
         problem = _kafka(target) if kind == "kafka" else _http(
             target.rstrip("/") + "/admin/v2/clusters")
-        checks.append(check(f"{kind} {target}", problem is None, problem or "answers",
-                             "start it (scripts/services up " + kind + ") or fix the address"))
+        detail, fix = problem or ("answers", None)
+        checks.append(check(f"{kind} {target}", problem is None, detail,
+                            fix or f"start it (scripts/services up {kind}) or fix the address"))
     return checks

@@ -1,0 +1,110 @@
+"""No secret leaves the engine: a whole run over SASL_SSL (SCRAM-SHA-512) against the real
+secured Kafka, Shard Log and destination both, driven as an operator drives it; every
+output of the run (each command's stdout and stderr, --json or not, doctor, status,
+metrics, the engine's logs, every file the home holds but the secret itself) is searched
+for the password, and it is in none. A wrong password fails doctor and the CLI (exit 5)
+naming the connection and what to fix, again without showing the password."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult, run_nereus
+from tests.daemon import running_engine
+from tests.integration.secure_services import SecureKafka
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.kafka
+
+
+def secured_home(home: Path, kafka: SecureKafka, password: str) -> None:
+    """A home whose route and lane speak SCRAM over TLS; the password in a 0600 file."""
+    secrets = home / "secrets"
+    secrets.mkdir(parents=True, mode=0o700)
+    (secrets / "kafka-password").write_text(password + "\n")
+    (secrets / "kafka-password").chmod(0o600)
+    ca = kafka.private_copy(secrets, "ca.pem")
+    run = uuid.uuid4().hex[:8]
+    (home / "nereus.toml").write_text(f"""
+[kafka.secure]
+bootstrap = "{kafka.sasl}"
+security.protocol = "SASL_SSL"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "{kafka.user}"
+sasl.password_file = "secrets/kafka-password"
+ssl.ca.location = "{ca}"
+
+[routes.default]
+log = "kafka"
+kafka = "secure"
+topic = "nereus-leak-{run}-commands"
+
+[lanes.out]
+destination = "kafka"
+kafka = "secure"
+topic = "nereus-leak-{run}-out"
+""")
+    home.chmod(0o700)
+
+
+def everything_in(home: Path) -> bytes:
+    """Every byte of every file of the home but the secret file itself."""
+    return b"\n".join(path.read_bytes() for path in sorted(home.rglob("*"))
+                      if path.is_file() and path.name != "kafka-password")
+
+
+def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
+                                                           kafka_secure: SecureKafka) -> None:
+    """Engine up, a message scheduled, published over SASL_SSL, looked at every way an
+    operator looks, engine down: the password is in no output and no file of the home."""
+    home = tmp_path / "home"
+    password = kafka_secure.password
+    secured_home(home, kafka_secure, password)
+    outputs: list[CliResult] = []
+
+    def nereus(*args: str) -> CliResult:
+        result = run_nereus(*args, home=home, timeout=90)
+        outputs.append(result)
+        return result
+
+    with running_engine(home):
+        queued = nereus("--json", "message", "schedule", "--lane", "out", "--delay", "1s",
+                        "--payload", "over scram", "--wait")
+        assert queued.code == 0, queued.stderr
+        mid = queued.json()["delay_message_id"]
+        wait_until("the message to be published over SASL_SSL",
+                   lambda: nereus("--json", "message", "show", mid).json()
+                   .get("state") == "PUBLISHED", 60, interval_s=0.5)
+        for args in (("--json", "status"), ("status",), ("--json", "engine", "status"),
+                     ("--json", "doctor"), ("doctor",), ("metrics",), ("engine", "logs"),
+                     ("--json", "lane", "list"), ("--json", "attempt", "list")):
+            nereus(*args)
+    doctor = next(r for r in outputs if r.stdout.startswith("{") and '"checks"' in r.stdout)
+    checks = {c["name"]: c for c in doctor.json()["checks"]}
+    assert checks["secrets [kafka.secure]"]["ok"], checks["secrets [kafka.secure]"]
+    assert checks[f"kafka {kafka_secure.sasl}"]["ok"], checks[f"kafka {kafka_secure.sasl}"]
+    said = "\n".join(r.stdout + r.stderr for r in outputs)
+    assert password not in said
+    assert password.encode() not in everything_in(home)
+
+
+def test_a_wrong_password_is_named_by_doctor_and_the_cli_without_showing_it(
+        tmp_path: Path, kafka_secure: SecureKafka) -> None:
+    """doctor fails the broker's check naming [kafka.secure] and the fix; a schedule exits
+    5 within seconds with the same; the wrong password appears in neither."""
+    home = tmp_path / "home"
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    secured_home(home, kafka_secure, wrong)
+    doctor = run_nereus("--json", "doctor", home=home, timeout=90)
+    assert doctor.code == 1, doctor.stderr
+    broker = {c["name"]: c for c in doctor.json()["checks"]}[f"kafka {kafka_secure.sasl}"]
+    assert not broker["ok"] and "[kafka.secure]" in broker["detail"], broker
+    assert "authentication" in broker["detail"].lower() and "sasl.username" in broker["fix"]
+    queued = run_nereus("message", "schedule", "--lane", "out", "--delay", "1m",
+                        "--payload", "x", home=home, timeout=90)
+    assert queued.code == 5, queued.stderr
+    assert "[kafka.secure]" in queued.stderr
+    assert wrong not in doctor.stdout + doctor.stderr + queued.stdout + queued.stderr
