@@ -13,8 +13,10 @@ that home, for the new build to be held to.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,6 @@ from tests.polling import wait_until
 from tests.upgrade.release_build import ReleaseBuild
 
 PARTITIONS = 2
-SHARDS = tuple(f"default/{p}" for p in range(PARTITIONS))
 # an ORDERED lane, a lane whose messages go 1 s after they end (SWEEP), and shard limits
 # of its own (SHARD_LIMITS)
 LANES = ('\n[lanes.ordered]\ndestination = "file"\npath = "outbox/ordered.jsonl"\n'
@@ -51,6 +52,7 @@ class OldHome:
     """What the release said about the home it wrote, read with its engine stopped."""
 
     home: Path
+    shards: list[str]
     checkpoints: dict[str, str]  # shard -> the checkpoint id the release took
     digests: dict[str, str] = field(default_factory=dict)  # shard -> its digest
     states: dict[str, str] = field(default_factory=dict)  # delayMessageId -> state
@@ -83,7 +85,7 @@ def _batch(path: Path) -> Path:
     return path
 
 
-def _commands(build: ReleaseBuild, home: Path, work: Path) -> None:
+def _commands(build: ReleaseBuild, home: Path, work: Path, shards: list[str]) -> None:
     """Every kind of command the release's CLI writes (module docstring)."""
     cli(build, home, "message", "schedule", "--batch", str(_batch(work / "batch.jsonl")))
     cli(build, home, "message", "cancel", "later-0", "--wait")
@@ -94,8 +96,8 @@ def _commands(build: ReleaseBuild, home: Path, work: Path) -> None:
         cli(build, home, "message", "schedule", "--lane", "local", "--delay", delay,
             "--payload-file", str(big), "--id", ident, "--wait")
     cli(build, home, "lane", "set", "local", "--retry-max", "7", *REASON)
-    cli(build, home, "shard", "pause", "default/1", *REASON)
-    cli(build, home, "shard", "resume", "default/1", *REASON)
+    cli(build, home, "shard", "pause", shards[1], *REASON)
+    cli(build, home, "shard", "resume", shards[1], *REASON)
     cli(build, home, "message", "break", BROKEN, *REASON)
     cli(build, home, "message", "schedule", "--lane", "brief", "--delay", "0s",
         "--payload", "brief", "--id", SWEPT, "--wait")
@@ -129,22 +131,23 @@ def _make_uncertain(build: ReleaseBuild, home: Path) -> None:
                    timeout=60)
 
 
-def write_old_home(build: ReleaseBuild, home: Path, work: Path) -> OldHome:
-    """Write the home with ``build`` and stop its engine (module docstring)."""
-    cli(build, home, "init", "--partitions", str(PARTITIONS))
+def _init(build: ReleaseBuild, home: Path, kafka: str | None) -> str:
+    """``nereus init`` with two partitions on the file log, or on Kafka at ``kafka`` (a
+    route of its own, so a topic of its own); the route's name."""
+    route = "default" if kafka is None else f"up{uuid.uuid4().hex[:10]}"
+    log = () if kafka is None else ("--log", "kafka", "--route", route)
+    cli(build, home, "init", "--partitions", str(PARTITIONS), *log)
     config = home / "nereus.toml"
-    config.write_text(config.read_text().replace("\n[shard]\n", SHARD_LIMITS) + LANES)
-    cli(build, home, "engine", "start", "--timeout", "30")
-    _expire(build, home)
-    _commands(build, home, work)
-    wait_until("the due messages published by the release",
-               lambda: _published(build, home, DUE), 60, seen=lambda: states(build, home))
-    wait_until("the 1 s lane's message swept by the release",
-               lambda: SWEPT not in states(build, home), 30)
-    checkpoints = {shard: cli(build, home, "checkpoint", "create", shard)["checkpoint_id"]
-                   for shard in SHARDS}
-    cli(build, home, "message", "schedule", "--lane", "local", "--delay", "1d",
-        "--payload", "after the checkpoint", "--id", "tail-0", "--wait")
+    text = config.read_text().replace("\n[shard]\n", SHARD_LIMITS) + LANES
+    if kafka is not None:
+        text = re.sub(r'bootstrap = "[^"]*"', f'bootstrap = "{kafka}"', text)
+    config.write_text(text)
+    return route
+
+
+def _uncertain(build: ReleaseBuild, home: Path) -> None:
+    """Two attempts left UNKNOWN by a dead owner (file log): one stays UNCERTAIN, the
+    other is resolved NOT_PUBLISHED by an operator and published again."""
     cli(build, home, "engine", "stop", "--timeout", "20")
     _make_uncertain(build, home)
     cli(build, home, "engine", "start", "--timeout", "30")
@@ -156,8 +159,30 @@ def write_old_home(build: ReleaseBuild, home: Path, work: Path) -> OldHome:
     wait_until("the resolved attempt's message published again by the release",
                lambda: _published(build, home, [RESOLVED]), 30,
                seen=lambda: states(build, home).get(RESOLVED))
-    old = OldHome(home, checkpoints, states=states(build, home))
+
+
+def write_old_home(build: ReleaseBuild, home: Path, work: Path, *,
+                   kafka: str | None = None) -> OldHome:
+    """Write the home with ``build`` and stop its engine (module docstring); with
+    ``kafka`` (a bootstrap address) its Shard Logs are on Kafka, and the dead owner's
+    attempts (made by appending to a file log) are left out."""
+    route = _init(build, home, kafka)
+    shards = [f"{route}/{p}" for p in range(PARTITIONS)]
+    cli(build, home, "engine", "start", "--timeout", "30")
+    _expire(build, home)
+    _commands(build, home, work, shards)
+    wait_until("the due messages published by the release",
+               lambda: _published(build, home, DUE), 60, seen=lambda: states(build, home))
+    wait_until("the 1 s lane's message swept by the release",
+               lambda: SWEPT not in states(build, home), 30)
+    checkpoints = {shard: cli(build, home, "checkpoint", "create", shard)["checkpoint_id"]
+                   for shard in shards}
+    cli(build, home, "message", "schedule", "--lane", "local", "--delay", "1d",
+        "--payload", "after the checkpoint", "--id", "tail-0", "--wait")
+    if kafka is None:
+        _uncertain(build, home)
+    old = OldHome(home, shards, checkpoints, states=states(build, home))
     cli(build, home, "engine", "stop", "--timeout", "20")
     old.digests = {shard: cli(build, home, "shard", "digest", shard)["digest"]
-                   for shard in SHARDS}
+                   for shard in shards}
     return old
