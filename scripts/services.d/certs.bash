@@ -52,3 +52,22 @@ make_password() {
   [[ -s $file ]] && return 0
   (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$file")
 }
+
+# make_token KEY TOKEN SUBJECT: an HS256 key (32 random bytes, file KEY, as Pulsar's
+# tokenSecretKey reads it) and a JWT for SUBJECT signed with it (file TOKEN), made once
+make_token() {
+  local key=$1 token=$2 subject=$3
+  [[ -s $token ]] && return 0
+  (
+    umask 077
+    [[ -s $key ]] || head -c 32 /dev/urandom >"$key"
+    b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+    local header payload hexkey signature
+    header=$(printf '{"alg":"HS256"}' | b64url)
+    payload=$(printf '{"sub":"%s"}' "$subject" | b64url)
+    hexkey=$(od -An -v -tx1 "$key" | tr -d ' \n')
+    signature=$(printf '%s.%s' "$header" "$payload" \
+      | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$hexkey" -binary | b64url)
+    printf '%s.%s.%s\n' "$header" "$payload" "$signature" >"$token"
+  )
+}

