@@ -306,7 +306,7 @@ class AdmissionFlow:
             self._publishers[claim.lane].submit(
                 PublishRequest(record.attempt_id, template, self.evidence_mac(
                     template.delay_message_id, template.generation, record.attempt_id),
-                    shard=self._shard_text),
+                    shard=self._shard_text, sequence=applied.result.position),
                 self._outbox.reply, self._ownership.live_owner_gate)
         elif mine:
             if claim is not None:

@@ -10,7 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from nereus.adapters.backends.destination.protocol import Destination
-from nereus.adapters.backends.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, DEFAULT_PULSAR_URL
+from nereus.adapters.backends.shardlog.factory import (
+    DEFAULT_KAFKA_BOOTSTRAP,
+    DEFAULT_PULSAR_ADMIN,
+    DEFAULT_PULSAR_URL,
+)
 from nereus.config import LaneSettings
 
 
@@ -29,6 +33,15 @@ def open_destination(lane: LaneSettings, home: Path) -> Destination:
     if lane.destination == "pulsar":
         from nereus.adapters.backends.pulsar.pulsar_destination import PulsarDestination
 
+        if lane.fencing:
+            from nereus.adapters.backends.pulsar.pulsar_fencing import (
+                DeduplicatedPulsarDestination,
+            )
+
+            return DeduplicatedPulsarDestination(
+                lane.name, lane.service_url or DEFAULT_PULSAR_URL, lane.topic or lane.name,
+                deliver_at_handoff=lane.deliver_at_handoff,
+                admin_url=lane.admin_url or DEFAULT_PULSAR_ADMIN)
         return PulsarDestination(lane.name,
                                  lane.service_url or DEFAULT_PULSAR_URL,
                                  lane.topic or lane.name,

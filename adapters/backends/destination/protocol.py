@@ -40,6 +40,9 @@ class PublishRequest:
     # the shard whose owner sends it (``ROUTE/PARTITION``): a fencing destination writes
     # it only under that shard's writer fence (``fencing.py``); "" for tools and tests
     shard: str = ""
+    # its admission's Shard Log position: increasing per shard, above every earlier
+    # owner's (a Pulsar lane's sequence id under deduplication); -1 for tools and tests
+    sequence: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -269,6 +269,7 @@ class PulsarDestination:
                     template.payload, callback_for(index), properties=properties,
                     partition_key=template.key, event_timestamp=published_at,
                     deliver_at=template.deliver_at_ms if self.deliver_at_handoff else None,
+                    **self._send_options(request),
                 )
             except Exception as exc:  # raised inside send_async: nothing was enqueued
                 name = result_name(exc) if is_pulsar_error(exc) else BUILD_ERROR
@@ -289,6 +290,10 @@ class PulsarDestination:
         if any(slot is not None and slot.name in _PRODUCER_GONE for slot in final):
             self._drop_producer()
         return results
+
+    def _send_options(self, request: PublishRequest) -> dict[str, Any]:
+        """More ``send_async`` arguments for ``request`` (a subclass's sequence id)."""
+        return {}
 
     def _result(self, request: PublishRequest, slot: _Slot | None,
                 published_at: int) -> PublishResult:
