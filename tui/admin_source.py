@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import http.client
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+import msgspec
 
 from nereus.adapters.admin.admin_client import AdminClient
+from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
+from nereus.views import MessageDetail, MessageList, MessageView
+
+T = TypeVar("T")
 
 START_HINT = "start it with `nereus engine start`"
 # open attempts read per feed tick, at most: the counts come from the status document (the
@@ -51,7 +58,9 @@ class AdminSource:
                 if stop.is_set():
                     return
                 attempts = self._client.get("/v1/attempts", limit=ATTEMPT_LIMIT)["attempts"]
-                yield Snapshot(status=status, attempts=attempts)
+                yield Snapshot(status=typed_answer(status, EngineStatus, "/v1/feed"),
+                               attempts=typed_answer(attempts, list[OpenAttemptView],
+                                                    "/v1/attempts"))
         except NereusError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -60,17 +69,27 @@ class AdminSource:
         finally:
             feed.close()
 
-    def message(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
-        found: Mapping[str, Any] = self._client.message(delay_message_id, route=route,
-                                                        barrier=False)
-        return found
+    def message(self, delay_message_id: str, *, route: str) -> MessageDetail:
+        return typed_answer(self._client.message(delay_message_id, route=route, barrier=False),
+                            MessageDetail, "/v1/messages")
 
-    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
-        found: Mapping[str, Any] = self._client.explain(delay_message_id, route=route)
-        return found
+    def explain(self, delay_message_id: str, *, route: str) -> MessageExplanation:
+        return typed_answer(self._client.explain(delay_message_id, route=route),
+                            MessageExplanation, "/v1/explain")
 
     def messages(self, *, lane: str | None = None, shard: str | None = None,
-                 limit: int = 50) -> Sequence[Mapping[str, Any]]:
-        found: Sequence[Mapping[str, Any]] = self._client.get(
-            "/v1/messages", lane=lane, shard=shard, limit=limit)["messages"]
-        return found
+                 limit: int = 50) -> Sequence[MessageView]:
+        found = self._client.get("/v1/messages", lane=lane, shard=shard, limit=limit)
+        return typed_answer(found, MessageList, "/v1/messages").messages
+
+
+def typed_answer(document: object, kind: type[T], path: str) -> T:
+    """``document`` as the wire types it; one that does not fit is an engine of another
+    version (named, with the way out), like every admin client answer."""
+    try:
+        return msgspec.convert(document, kind)
+    except msgspec.ValidationError as exc:
+        raise EngineUnreachable(
+            f"the engine's answer to {path} is not what this dashboard reads: {exc}",
+            hint="is the engine of another version? restart it with this "
+            "installation") from None

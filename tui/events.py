@@ -6,14 +6,15 @@ widgets handles it on the UI thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from textual.message import Message
 
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.tui.cluster_models import ClusterOverview
 from nereus.tui.mutations import MutationOutcome
 from nereus.tui.source import Snapshot
+from nereus.views import MessageDetail, MessageView
 
 
 class FeedUpdated(Message):
@@ -44,8 +45,8 @@ class MutationFinished(Message):
 class MessageLoaded(Message):
     """``GET /v1/messages/<id>`` answered (``document``) or failed (``error``)."""
 
-    def __init__(self, document: Mapping[str, Any] | None, error: str | None,
-                 explained: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, document: MessageDetail | None, error: str | None,
+                 explained: MessageExplanation | None = None) -> None:
         super().__init__()
         self.document = document
         self.error = error
@@ -55,7 +56,7 @@ class MessageLoaded(Message):
 class MessagesLoaded(Message):
     """``GET /v1/messages`` for a lane or shard answered (``documents``) or failed."""
 
-    def __init__(self, documents: Sequence[Mapping[str, Any]], error: str | None) -> None:
+    def __init__(self, documents: Sequence[MessageView], error: str | None) -> None:
         super().__init__()
         self.documents = documents
         self.error = error

@@ -12,18 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TypeVar
 
+from nereus.adapters.admin.wire import EngineStatus
 from nereus.errors import NereusError
 from nereus.timespec import parse_time_ms
 
 KEEP = 60  # samples per series: one minute at the feed's one document per second
+V = TypeVar("V")
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
-def _empty() -> Mapping[str, Any]:
-    return _EMPTY
+def _empty() -> Mapping[str, V]:
+    return _EMPTY  # type: ignore[return-value]  # one empty mapping, never written
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,20 +42,12 @@ class History:
     lane_rate_series: Mapping[str, tuple[float, ...]] = field(default_factory=_empty)
 
 
-def document_time_ms(status: Mapping[str, Any]) -> int | None:
-    """The document's Trusted UTC earliest, in epoch ms (None if absent or unreadable)."""
-    text = (status.get("trusted_time") or {}).get("earliest")
-    if not isinstance(text, str):
-        return None
+def document_time_ms(status: EngineStatus) -> int | None:
+    """The document's Trusted UTC earliest, in epoch ms (None if unreadable)."""
     try:
-        return parse_time_ms(text)
+        return parse_time_ms(status.trusted_time.earliest)
     except NereusError:
         return None
-
-
-def _counters(docs: Any, name_key: str) -> dict[str, int]:
-    return {str(doc[name_key]): int(doc["admissions"]) for doc in docs or ()
-            if name_key in doc and isinstance(doc.get("admissions"), int)}
 
 
 def _rates(now: Mapping[str, int], before: Mapping[str, int], elapsed_ms: int | None,
@@ -70,27 +64,25 @@ def _rates(now: Mapping[str, int], before: Mapping[str, int], elapsed_ms: int | 
     return out
 
 
-def _append(series: tuple[Any, ...], value: Any, keep: int) -> tuple[Any, ...]:
+def _append(series: tuple[V, ...], value: V, keep: int) -> tuple[V, ...]:
     return (*series, value)[-keep:]
 
 
-def advance(history: History, status: Mapping[str, Any], *, keep: int = KEEP) -> History:
+def advance(history: History, status: EngineStatus, *, keep: int = KEEP) -> History:
     """The history after one more status document."""
     at_ms = document_time_ms(status)
     elapsed = None if at_ms is None or history.at_ms is None else at_ms - history.at_ms
-    shard_counts = _counters(status.get("shards"), "shard")
-    lane_counts = _counters(status.get("lanes"), "lane")
+    shard_counts = {doc.shard: doc.admissions for doc in status.shards}
+    lane_counts = {doc.lane: doc.admissions for doc in status.lanes}
     lane_rates = _rates(lane_counts, history.lane_admissions, elapsed, history.lane_rates)
     backlog: dict[str, tuple[int, ...]] = {}
     rate_series: dict[str, tuple[float, ...]] = {}
-    for doc in status.get("lanes") or ():
-        name = str(doc.get("lane", "?"))
-        level = doc.get("due_backlog")
-        backlog[name] = _append(history.lane_backlog.get(name, ()),
-                                level if isinstance(level, int) else 0, keep)
-        rate = lane_rates.get(name)
-        rate_series[name] = _append(history.lane_rate_series.get(name, ()),
-                                    0.0 if rate is None else rate, keep)
+    for doc in status.lanes:
+        backlog[doc.lane] = _append(history.lane_backlog.get(doc.lane, ()), doc.due_backlog,
+                                    keep)
+        rate = lane_rates.get(doc.lane)
+        rate_series[doc.lane] = _append(history.lane_rate_series.get(doc.lane, ()),
+                                        0.0 if rate is None else rate, keep)
     return History(
         ticks=history.ticks + 1,
         at_ms=at_ms if at_ms is not None else history.at_ms,

@@ -1,26 +1,20 @@
-"""View models: the engine's JSON turned into plain frozen rows the widgets draw.
+"""View models: the engine's typed documents (``adapters/admin/wire.py``, ``views``)
+turned into plain frozen rows the widgets draw.
 
 Everything here is a pure function of its inputs (the feed documents and the history
-fold), so what the dashboard shows is unit-testable without a terminal, and a field the
-engine does not send (an older engine) becomes ``None`` rather than an exception.
+fold), so what the dashboard shows is unit-testable without a terminal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+from nereus import views
+from nereus.adapters.admin.wire import LaneShardView, LaneView, ShardView
 from nereus.tui.history import History
 from nereus.tui.source import Snapshot
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,82 +206,71 @@ class Overview:
         return next((shard for shard in self.shards if shard.shard == name), None)
 
 
-def shard_row(doc: Mapping[str, Any], history: History) -> ShardRow:
-    name = str(doc.get("shard", "?"))
+def shard_row(doc: ShardView, history: History) -> ShardRow:
     return ShardRow(
-        shard=name, state=str(doc.get("state", "?")), epoch=_int(doc.get("epoch")),
-        applied_position=_int(doc.get("applied_position")),
-        log_end_position=_int(doc.get("log_end_position")), lag=_int(doc.get("lag")),
-        due_backlog=_int(doc.get("due_backlog")), admissions=_int(doc.get("admissions")),
-        admission_rate=history.shard_rates.get(name), uncertain=_int(doc.get("uncertain")) or 0,
-        claims=_int(doc.get("claims")), in_flight=_int(doc.get("in_flight")),
-        error=_str(doc.get("error")), due_backlog_capped=doc.get("due_backlog_capped") is True,
+        shard=doc.shard, state=doc.state, epoch=doc.epoch,
+        applied_position=doc.applied_position, log_end_position=doc.log_end_position,
+        lag=doc.lag, due_backlog=doc.due_backlog, admissions=doc.admissions,
+        admission_rate=history.shard_rates.get(doc.shard), uncertain=doc.uncertain,
+        claims=doc.claims, in_flight=doc.in_flight, error=doc.error,
+        due_backlog_capped=doc.due_backlog_capped,
     )
 
 
-def lane_row(doc: Mapping[str, Any], history: History) -> LaneRow:
-    name = str(doc.get("lane", "?"))
-    by_state = doc.get("messages_by_state") or {}
+def _lane_on_shard(lane: str, part: LaneShardView) -> LaneOnShardRow:
+    return LaneOnShardRow(lane=lane, shard=part.shard, gate=part.gate,
+                          due_backlog=part.due_backlog, open_attempts=part.open_attempts,
+                          admissions=part.admissions,
+                          due_backlog_capped=part.due_backlog_capped)
+
+
+def _most_first(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def lane_row(doc: LaneView, history: History) -> LaneRow:
+    name = doc.lane
     return LaneRow(
-        lane=name, destination=_str(doc.get("destination")), gate=str(doc.get("gate", "?")),
-        readiness=str(doc.get("readiness", "?")),
-        not_ready_reason=_str(doc.get("not_ready_reason")),
-        due_backlog=_int(doc.get("due_backlog")), due_lag_p99_ms=_int(doc.get("due_lag_p99_ms")),
-        due_lag_max_ms=_int(doc.get("due_lag_max_ms")), in_flight=_int(doc.get("in_flight")),
-        open_attempts=_int(doc.get("open_attempts")), published=_int(doc.get("published")),
-        failures=_int(doc.get("failures")), admissions=_int(doc.get("admissions")),
+        lane=name, destination=doc.destination, gate=doc.gate, readiness=doc.readiness,
+        not_ready_reason=doc.not_ready_reason, due_backlog=doc.due_backlog,
+        due_lag_p99_ms=doc.due_lag_p99_ms, due_lag_max_ms=doc.due_lag_max_ms,
+        in_flight=doc.in_flight, open_attempts=doc.open_attempts, published=doc.published,
+        failures=doc.failures, admissions=doc.admissions,
         admission_rate=history.lane_rates.get(name),
-        messages_by_state=tuple(sorted((str(k), int(v)) for k, v in by_state.items())),
-        shards=tuple(
-            LaneOnShardRow(lane=name, shard=str(part.get("shard", "?")),
-                           gate=str(part.get("gate", "?")),
-                           due_backlog=_int(part.get("due_backlog")),
-                           open_attempts=_int(part.get("open_attempts")),
-                           admissions=_int(part.get("admissions")),
-                           due_backlog_capped=part.get("due_backlog_capped") is True)
-            for part in doc.get("shards") or ()
-        ),
+        messages_by_state=tuple(sorted(doc.messages_by_state.items())),
+        shards=tuple(_lane_on_shard(name, part) for part in doc.shards),
         backlog_history=history.lane_backlog.get(name, ()),
         rate_history=history.lane_rate_series.get(name, ()),
-        due_backlog_capped=doc.get("due_backlog_capped") is True,
-        waiting_by_reason=tuple(sorted(((str(k), int(v)) for k, v in
-                                        (doc.get("waiting_by_reason") or {}).items()),
-                                       key=lambda item: -item[1])),
+        due_backlog_capped=doc.due_backlog_capped,
+        waiting_by_reason=_most_first(doc.waiting_by_reason),
     )
 
 
-def attempt_row(doc: Mapping[str, Any]) -> AttemptRow:
+def attempt_row(doc: views.AttemptView, shard: str) -> AttemptRow:
     return AttemptRow(
-        attempt_id=str(doc.get("attempt_id", "?")), attempt_no=_int(doc.get("attempt_no")),
-        delay_message_id=str(doc.get("delay_message_id", "?")), lane=str(doc.get("lane", "?")),
-        shard=str(doc.get("shard", "?")), state=str(doc.get("state", "?")),
-        admitted_at=_str(doc.get("admitted_at")), evidence=_str(doc.get("evidence")),
-        owner_id=_str(doc.get("owner_id")),
+        attempt_id=doc.attempt_id, attempt_no=doc.attempt_no,
+        delay_message_id=doc.delay_message_id, lane=doc.lane, shard=shard, state=doc.state,
+        admitted_at=doc.admitted_at, evidence=doc.evidence, owner_id=doc.owner_id,
     )
 
 
-def message_row(doc: Mapping[str, Any]) -> MessageRow:
-    return MessageRow(
-        delay_message_id=str(doc.get("delay_message_id", "?")), shard=str(doc.get("shard", "?")),
-        lane=str(doc.get("lane", "?")), state=str(doc.get("state", "?")),
-        deliver_at=_str(doc.get("deliver_at")), retries=_int(doc.get("retries")),
-    )
+def message_row(doc: views.MessageView) -> MessageRow:
+    return MessageRow(delay_message_id=doc.delay_message_id, shard=doc.shard, lane=doc.lane,
+                      state=doc.state, deliver_at=doc.deliver_at, retries=doc.retries)
 
 
 def build_overview(snapshot: Snapshot, history: History) -> Overview:
     """The overview for one snapshot; ``history`` must already include this snapshot."""
     status = snapshot.status
-    trusted = status.get("trusted_time") or {}
     # UNCERTAIN first: they are the ones an operator must act on.
-    attempts = sorted((attempt_row(doc) for doc in snapshot.attempts),
+    attempts = sorted((attempt_row(doc, doc.shard) for doc in snapshot.attempts),
                       key=lambda row: (not row.uncertain, row.admitted_at or "", row.attempt_id))
     return Overview(
-        owner_id=_str(status.get("owner_id")), home=_str(status.get("home")),
-        started_at=_str(status.get("started_at")),
-        trusted_earliest=_str(trusted.get("earliest")),
-        uncertainty_ms=_int(trusted.get("uncertainty_ms")),
-        shards=tuple(shard_row(doc, history) for doc in status.get("shards") or ()),
-        lanes=tuple(lane_row(doc, history) for doc in status.get("lanes") or ()),
+        owner_id=status.owner_id, home=status.home, started_at=status.started_at,
+        trusted_earliest=status.trusted_time.earliest,
+        uncertainty_ms=status.trusted_time.uncertainty_ms,
+        shards=tuple(shard_row(doc, history) for doc in status.shards),
+        lanes=tuple(lane_row(doc, history) for doc in status.lanes),
         attempts=tuple(attempts),
     )
 
@@ -313,17 +296,13 @@ _MESSAGE_FIELDS = (
 )
 
 
-def message_detail(doc: Mapping[str, Any]) -> MessageDetail:
-    fields = [(label, "-" if doc.get(name) is None else str(doc.get(name)))
-              for label, name in _MESSAGE_FIELDS if name in doc]
-    headers = doc.get("headers") or {}
-    fields.extend((f"header {name}", str(value)) for name, value in sorted(headers.items()))
-    shard = str(doc.get("shard", "?"))
-    attempts = tuple(attempt_row({"shard": shard, **attempt})
-                     for attempt in doc.get("attempts") or ())
-    return MessageDetail(delay_message_id=str(doc.get("delay_message_id", "?")),
-                         state=str(doc.get("state", "?")), fields=tuple(fields),
-                         attempts=attempts)
+def message_detail(doc: views.MessageDetail) -> MessageDetail:
+    fields = [(label, "-" if getattr(doc, name) is None else str(getattr(doc, name)))
+              for label, name in _MESSAGE_FIELDS]
+    fields.extend((f"header {name}", value) for name, value in sorted(doc.headers.items()))
+    return MessageDetail(delay_message_id=doc.delay_message_id, state=doc.state,
+                         fields=tuple(fields),
+                         attempts=tuple(attempt_row(a, doc.shard) for a in doc.attempts))
 
 
 class Searchable(Protocol):

@@ -13,18 +13,22 @@ when no engine answers. The caller reconnects after a pause either way.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
+from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.views import MessageDetail, MessageView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    """One tick of the feed: the engine's status document (``GET /v1/status`` shape) and
-    its open attempts (``GET /v1/attempts`` shape: PUBLISHING and UNKNOWN)."""
+    """One tick of the feed: the engine's status (``GET /v1/status``) and its open attempts
+    (``GET /v1/attempts``: PUBLISHING and UNKNOWN), typed as the admin wire has them."""
 
-    status: Mapping[str, Any]
-    attempts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    status: EngineStatus
+    attempts: Sequence[OpenAttemptView] = field(default_factory=tuple)
 
 
 class DashboardSource(Protocol):
@@ -39,16 +43,16 @@ class DashboardSource(Protocol):
         """One snapshot per tick until ``stop`` is set; raises NereusError when unreachable."""
         ...
 
-    def message(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+    def message(self, delay_message_id: str, *, route: str) -> MessageDetail:
         """One message with its attempts (``GET /v1/messages/<id>``); NotFound if absent."""
         ...
 
-    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+    def explain(self, delay_message_id: str, *, route: str) -> MessageExplanation:
         """Why the message waits: every scheduler gate and the first that holds it
         (``GET /v1/explain/<id>``); NotFound if absent."""
         ...
 
     def messages(self, *, lane: str | None = None, shard: str | None = None,
-                 limit: int = 50) -> Sequence[Mapping[str, Any]]:
+                 limit: int = 50) -> Sequence[MessageView]:
         """Messages of a lane or shard (``GET /v1/messages``), at most ``limit``."""
         ...

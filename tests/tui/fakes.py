@@ -11,9 +11,14 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import EngineUnreachable, NotFound
 from nereus.tui.mutations import LaneMutation, MutationOutcome
 from nereus.tui.source import Snapshot
+from nereus.views import MessageDetail, MessageView
 
 SOCKET = "/srv/nereus/run/admin.sock"
 UNCERTAIN_MESSAGE = "order-7731"
@@ -25,6 +30,9 @@ def status_document(tick: int) -> dict[str, Any]:
     grows while its lane is closed; ``local`` admits 5 messages a second."""
     return {
         "running": True,
+        "healthy": True,
+        "problems": [],
+        "workers": [],
         "owner_id": "host-a:4242:5f0c1d2e",
         "home": "/srv/nereus",
         "started_at": "2026-11-29T11:00:00.000Z",
@@ -34,11 +42,11 @@ def status_document(tick: int) -> dict[str, Any]:
             {"shard": "default/0", "state": "ACTIVE", "epoch": 3, "applied_position": 1200 + tick,
              "log_end_position": 1201 + tick, "lag": 0, "caught_up": True, "claims": 0,
              "in_flight": 1, "admissions": 400 + 3 * tick, "uncertain": 1, "error": None,
-             "due_backlog": 2 * tick},
+             "waiting": None, "due_backlog": 2 * tick},
             {"shard": "default/1", "state": "ACTIVE", "epoch": 3, "applied_position": 980 + tick,
              "log_end_position": 984 + tick, "lag": 3, "caught_up": False, "claims": 2,
              "in_flight": 0, "admissions": 350 + 2 * tick, "uncertain": 0, "error": None,
-             "due_backlog": tick},
+             "waiting": None, "due_backlog": tick},
         ],
         "lanes": [
             {"lane": "local", "destination": "file", "gate": "OPEN", "readiness": "READY",
@@ -82,8 +90,18 @@ def attempt_documents() -> list[dict[str, Any]]:
     ]
 
 
+def status_of(document: Mapping[str, Any]) -> EngineStatus:
+    """A status document as the dashboard reads it (typed, as the admin wire has it)."""
+    return msgspec.convert(document, EngineStatus)
+
+
+def attempts_of(documents: Sequence[Mapping[str, Any]]) -> list[OpenAttemptView]:
+    return msgspec.convert(documents, list[OpenAttemptView])
+
+
 def snapshots(ticks: int = 5) -> list[Snapshot]:
-    return [Snapshot(status=status_document(tick), attempts=attempt_documents())
+    return [Snapshot(status=status_of(status_document(tick)),
+                     attempts=attempts_of(attempt_documents()))
             for tick in range(1, ticks + 1)]
 
 
@@ -111,7 +129,8 @@ class FakeSource:
     def __init__(self, snapshot_list: Sequence[Snapshot],
                  messages: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.snapshot_list = list(snapshot_list)
-        self.documents = dict(messages or {UNCERTAIN_MESSAGE: message_document()})
+        self.documents = {name: msgspec.convert(doc, MessageDetail) for name, doc in
+                          (messages or {UNCERTAIN_MESSAGE: message_document()}).items()}
         self.connects = 0
         self.message_calls: list[tuple[str, str]] = []
 
@@ -120,23 +139,27 @@ class FakeSource:
         yield from self.snapshot_list
         stop.wait()
 
-    def message(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
+    def message(self, delay_message_id: str, *, route: str) -> MessageDetail:
         self.message_calls.append((delay_message_id, route))
         if delay_message_id not in self.documents:
             raise NotFound(f"no message {delay_message_id}")
         return self.documents[delay_message_id]
 
-    def explain(self, delay_message_id: str, *, route: str) -> Mapping[str, Any]:
-        if delay_message_id not in self.documents:
+    def explain(self, delay_message_id: str, *, route: str) -> MessageExplanation:
+        found = self.documents.get(delay_message_id)
+        if found is None:
             raise NotFound(f"no message {delay_message_id}")
-        return {"delay_message_id": delay_message_id, "held_by": "lane_gate",
-                "why": "CLOSED: set by carol (position 9): INC-7", "gates": []}
+        return MessageExplanation(
+            delay_message_id=delay_message_id, shard=found.shard, lane=found.lane,
+            state=found.state, generation=found.generation, action_at=found.action_at or "",
+            deliver_at=found.deliver_at or "", expire_at=None, trusted_earliest=None,
+            trusted_latest=None, held_by="lane_gate",
+            why="CLOSED: set by carol (position 9): INC-7", gates=[], scheduler_waiting=None)
 
     def messages(self, *, lane: str | None = None, shard: str | None = None,
-                 limit: int = 50) -> Sequence[Mapping[str, Any]]:
+                 limit: int = 50) -> Sequence[MessageView]:
         found = [doc for doc in self.documents.values()
-                 if (lane is None or doc["lane"] == lane)
-                 and (shard is None or doc["shard"] == shard)]
+                 if (lane is None or doc.lane == lane) and (shard is None or doc.shard == shard)]
         return found[:limit]
 
 

@@ -17,7 +17,7 @@ class _Record:
         self.events: list[object] = []
 
     def snapshot(self, snapshot: Snapshot) -> None:
-        self.events.append(snapshot.status["trusted_time"]["earliest"][-6:-5])
+        self.events.append(snapshot.status.trusted_time.earliest[-6:-5])
         self._maybe_stop()
 
     def lost(self, problem: str, hint: str | None) -> None:

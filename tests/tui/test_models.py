@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+
+from nereus.adapters.admin.wire import EngineStatus
+from nereus.errors import EngineUnreachable
+from nereus.tui.admin_source import typed_answer
 from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, spark_text
 from nereus.tui.history import History, advance
 from nereus.tui.models import (
-    build_overview,
     filter_rows,
     lanes_on_shard,
     message_detail,
 )
 from nereus.tui.source import Snapshot
 from nereus.tui.state import DashboardState, with_outage, with_snapshot
+from nereus.views import MessageDetail
 from tests.tui.fakes import (
     UNCERTAIN_ATTEMPT,
     UNCERTAIN_MESSAGE,
     attempt_documents,
+    attempts_of,
     message_document,
     snapshots,
     status_document,
+    status_of,
 )
 
 
@@ -64,8 +72,8 @@ def test_counts_come_from_the_counters_and_a_capped_backlog_reads_at_least() -> 
                          "due_backlog_capped": True} for shard in status["shards"]]
     status["lanes"] = [{**lane, "open_attempts": 45, "due_backlog_capped": True}
                        for lane in status["lanes"]]
-    state = with_snapshot(DashboardState(), Snapshot(status=status,
-                                                     attempts=attempt_documents()))
+    state = with_snapshot(DashboardState(), Snapshot(
+        status=status_of(status), attempts=attempts_of(attempt_documents())))
     overview = state.overview
     assert overview is not None
     assert len(overview.attempts) == 2
@@ -91,10 +99,11 @@ def test_rates_come_from_counter_differences_over_engine_time() -> None:
 
 def test_first_document_and_counter_resets_have_no_rate() -> None:
     """One sample has no rate; a counter that goes down (engine restart) restarts it."""
-    first = advance(History(), status_document(5))
+    first = advance(History(), status_of(status_document(5)))
     assert first.shard_rates["default/0"] is None
-    restarted = advance(first, status_document(1) | {"trusted_time": {
-        "earliest": "2026-11-29T12:00:06.000Z"}})
+    restarted = advance(first, status_of(status_document(1) | {"trusted_time": {
+        "earliest": "2026-11-29T12:00:06.000Z", "latest": "2026-11-29T12:00:06.040Z",
+        "uncertainty_ms": 40}}))
     assert restarted.shard_rates["default/0"] is None
     assert restarted.ticks == 2
 
@@ -103,21 +112,19 @@ def test_history_keeps_a_bounded_series() -> None:
     """Chart series keep the last ``keep`` samples only."""
     history = History()
     for tick in range(1, 8):
-        history = advance(history, status_document(tick), keep=4)
+        history = advance(history, status_of(status_document(tick)), keep=4)
     assert history.lane_backlog["payments"] == (12, 15, 18, 21)
 
 
-def test_missing_fields_from_an_older_engine_become_none() -> None:
-    """A document without the newer fields still builds rows (shown as '-')."""
-    status = {"shards": [{"shard": "default/0", "state": "ACTIVE"}],
-              "lanes": [{"lane": "local", "gate": "OPEN", "readiness": "READY"}]}
-    history = advance(History(), status)
-    overview = build_overview(Snapshot(status=status), history)
-    lane = overview.lane("local")
-    assert lane is not None and lane.due_lag_p99_ms is None and lane.shards == ()
-    shard = overview.shard("default/0")
-    assert shard is not None and shard.due_backlog is None and shard.uncertain == 0
-    assert overview.trusted_earliest is None
+def test_a_document_of_another_engine_version_is_refused_naming_it() -> None:
+    """The dashboard reads the wire's typed documents: one that does not fit (an engine of
+    another version, missing a field) is refused with the path, the field and the way out,
+    never drawn half-read."""
+    status = {"shards": [{"shard": "default/0", "state": "ACTIVE"}], "lanes": []}
+    with pytest.raises(EngineUnreachable, match=r"/v1/feed is not what this dashboard reads"
+                       ) as refused:
+        typed_answer(status, EngineStatus, "/v1/feed")
+    assert refused.value.hint is not None and "another version" in refused.value.hint
 
 
 def test_outage_keeps_the_last_overview_and_counts_attempts() -> None:
@@ -152,7 +159,7 @@ def test_lanes_on_shard_reads_each_lanes_breakdown() -> None:
 
 def test_message_detail_labels_fields_and_lists_attempts() -> None:
     """GET /v1/messages/<id> becomes labelled fields and attempt rows on its shard."""
-    detail = message_detail(message_document())
+    detail = message_detail(msgspec.convert(message_document(), MessageDetail))
     assert detail.delay_message_id == UNCERTAIN_MESSAGE and detail.state == "UNCERTAIN"
     fields = dict(detail.fields)
     assert fields["state"] == "UNCERTAIN" and fields["expire at"] == "-"

@@ -4,7 +4,7 @@ to open a message (message ids appear on several screens)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -16,6 +16,7 @@ from nereus.tui.host import DashboardHost
 from nereus.tui.models import AttemptRow, message_row
 from nereus.tui.state import DashboardState
 from nereus.tui.widgets.tables import AttemptTable, MessageTable
+from nereus.views import MessageView
 
 MESSAGE_LIMIT = 50
 
@@ -82,7 +83,7 @@ class DrillDownScreen(LiveScreen):
 
     def _load_messages(self) -> None:
         query = self.message_query
-        documents: Sequence[Mapping[str, Any]] = ()
+        documents: Sequence[MessageView] = ()
         error = None
         try:
             documents = self.host.source.messages(lane=query.get("lane"),

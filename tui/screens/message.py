@@ -4,14 +4,14 @@ worker so a slow engine never blocks the keyboard; ``r`` loads it again."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Header, Static
 
+from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import NereusError
 from nereus.terminal_text import escape_controls
 from nereus.tui.events import MessageLoaded
@@ -19,6 +19,7 @@ from nereus.tui.host import DashboardHost
 from nereus.tui.models import message_detail
 from nereus.tui.screens.base import LiveScreen
 from nereus.tui.widgets.tables import AttemptTable, FieldTable
+from nereus.views import MessageDetail
 
 
 class MessageScreen(LiveScreen):
@@ -50,8 +51,8 @@ class MessageScreen(LiveScreen):
         self.run_worker(self._load, thread=True, group="message", exclusive=True)
 
     def _load(self) -> None:
-        document: Mapping[str, Any] | None = None
-        explained: Mapping[str, Any] | None = None
+        document: MessageDetail | None = None
+        explained: MessageExplanation | None = None
         error = None
         try:
             document = self.host.source.message(self.delay_message_id, route=self.route)
@@ -77,12 +78,12 @@ class MessageScreen(LiveScreen):
         attempts.border_title = f"Attempts {len(detail.attempts)}"
 
 
-def _why(explained: Mapping[str, Any] | None) -> Text:
+def _why(explained: MessageExplanation | None) -> Text:
     """``message explain``'s answer in one line: the first gate that holds the message."""
     if explained is None:
         return Text("")
-    held = explained.get("held_by")
-    why = escape_controls(str(explained.get("why", "")))
+    held = explained.held_by
+    why = escape_controls(explained.why)
     if held is None:
         return Text(f"nothing holds it: {why}", style="green")
     return Text(f"held by {escape_controls(str(held))}: {why}", style="yellow")
