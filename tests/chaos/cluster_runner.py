@@ -27,6 +27,7 @@ import random
 import signal
 import socket
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,13 +126,18 @@ def build_cluster_nemeses(names: tuple[str, ...], coordinator: str) -> list[Neme
     return out
 
 
-def run_cluster_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
-    """One cluster run under ``root`` (kept: its history is ``root/history.jsonl``)."""
+def run_cluster_chaos(spec: RunSpec, root: Path, brokers: Brokers, *,
+                      make_node: Callable[..., NodeProcess] = NodeProcess,
+                      nemeses_given: Sequence[Nemesis] | None = None) -> RunReport:
+    """One cluster run under ``root`` (kept: its history is ``root/history.jsonl``).
+    ``make_node`` makes each node's process (another build's: ``tests/upgrade/rolling.py``);
+    ``nemeses_given`` replaces the nemeses ``spec.nemeses`` names."""
     root.mkdir(parents=True, exist_ok=True)
     history = root / "history.jsonl"
     history.unlink(missing_ok=True)
     notes: list[str] = []
-    nemeses = build_cluster_nemeses(spec.nemeses, spec.coordinator)
+    nemeses = list(nemeses_given) if nemeses_given is not None else \
+        build_cluster_nemeses(spec.nemeses, spec.coordinator)
     faulted = {lane for n in nemeses for lane in n.lanes()}
     quiesced = False
     with make_chaos_cluster(root, brokers, spec.coordinator) as chaos:
@@ -142,8 +148,8 @@ def run_cluster_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
                  for lane in chaos.lanes]
         writer = HistoryWriter(history)
         recorder = Recorder(writer)
-        nodes = ClusterNodes(chaos, {n: NodeProcess(chaos.home(n), control, node_id=n,
-                                                    chaos=chaos, on_start=recorder.write)
+        nodes = ClusterNodes(chaos, {n: make_node(chaos.home(n), control, node_id=n,
+                                                  chaos=chaos, on_start=recorder.write)
                                      for n in NODES})
         rng = random.Random(spec.seed)
         ctx = ClusterContext(engine=nodes[NODES[0]], control=control, home=chaos.home(NODES[0]),
