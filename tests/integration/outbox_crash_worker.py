@@ -1,10 +1,11 @@
-"""An engine whose file lane writes half of its first publish and then hangs, to be SIGKILLed.
+"""An engine whose lane sends half of its first publish and then hangs, to be SIGKILLed.
 
-Run by ``test_fenced_outbox.py`` as ``python outbox_crash_worker.py HOME COUNT``. It
-schedules COUNT messages due now on a one-shard home (file lane ``local``), waits until
-every one is admitted (PUBLISHING), prints ``ready <lines written>`` and waits to be
-killed: the written attempts' answers never came back, the others never left the
-publisher, and no outcome of either is in the Shard Log.
+Run by ``test_fenced_outbox.py`` (and ``bench/evidence.py``) as ``python
+outbox_crash_worker.py HOME COUNT [LANE_TOML]``. It schedules COUNT messages due now on a
+one-shard home whose lane ``local`` is LANE_TOML's table (default: a file lane), waits
+until every one is admitted (PUBLISHING), prints ``ready <records sent>`` and waits to be
+killed: the sent attempts' answers never came back, the others never left the publisher,
+and no outcome of either is in the Shard Log.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
 
-from nereus.adapters.backends.destination.file_outbox import FileDestination
+from nereus.adapters.backends.destination.factory import open_destination
 from nereus.adapters.backends.destination.protocol import (
+    Destination,
     PublishRequest,
     PublishResult,
 )
+from nereus.config import parse_config
 from nereus.state import keys
 from nereus.state.values import Obligation, decode_value
 from tests.integration import engine_harness
@@ -32,37 +35,50 @@ in_process_engine = next(getattr(engine_harness, name) for name in
 now_ms = engine_harness.now_ms
 
 
-class HangsAfterHalf(FileDestination):
-    """Writes the first half of its first publish (under the shard's writer lock), then
-    never returns."""
+class Sent:
+    """What the hanging publish sent before it hung."""
 
-    written = threading.Event()
+    done = threading.Event()
     count = 0
 
-    def publish(self, requests: Sequence[PublishRequest],
+
+def hangs_after_half(destination: Destination) -> Destination:
+    """``destination``, whose first publish sends the first half of its requests (through
+    the adapter's own publish: under its fence) and then never returns."""
+    adapter = type(destination)
+
+    def publish(self: Destination, requests: Sequence[PublishRequest],
                 now: Callable[[], int]) -> list[PublishResult]:
         half = list(requests[:(len(requests) + 1) // 2])
-        super().publish(half, now)
-        HangsAfterHalf.count = len(half)
-        HangsAfterHalf.written.set()
+        adapter.publish(self, half, now)
+        Sent.count = len(half)
+        Sent.done.set()
         threading.Event().wait()  # the answer never comes back
         return []
+
+    destination.__class__ = type(f"HangsAfterHalf{adapter.__name__}", (adapter,),
+                                 {"publish": publish})
+    return destination
 
 
 def main(argv: list[str]) -> int:
     home, count = Path(argv[1]), int(argv[2])
-    lane = HangsAfterHalf("local", home / "outbox" / "local.jsonl")
-    with in_process_engine(home, partitions=1, destinations={"local": lane}) as h:
+    text = argv[3] if len(argv) > 3 else engine_harness.file_lane("local", "outbox/local.jsonl")
+    lane = parse_config(f'[routes.default]\nlog = "file"\npartitions = 1\n{text}',
+                        source="lane").lanes["local"]
+    hanging = hangs_after_half(open_destination(lane, home))
+    with in_process_engine(home, partitions=1, lanes=text,
+                           destinations={"local": hanging}) as h:
         due = now_ms()
         h.queue([h.schedule(f"m{n}", due) for n in range(count)])
         store = h.engine.shards[next(iter(h.engine.shards))].store
         while True:  # bounded by the test, which kills this process
             publishing = [decode_value(raw, Obligation) for _, raw in
                           store.scan_prefix(keys.OBLIGATION)]
-            if len(publishing) == count and HangsAfterHalf.written.is_set():
+            if len(publishing) == count and Sent.done.is_set():
                 break
             time.sleep(0.05)
-        print("ready", HangsAfterHalf.count, flush=True)
+        print("ready", Sent.count, flush=True)
         threading.Event().wait()
     return 0
 

@@ -14,7 +14,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,10 @@ from nereus.adapters.backends.destination.protocol import PublishRequest
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 from nereus.state import keys
+from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, Message, decode_value
 from tests.integration import engine_harness
+from tests.polling import wait_until
 
 # named running_engine before the harness's rename (issue 39), in_process_engine after
 in_process_engine = next(getattr(engine_harness, name) for name in
@@ -105,49 +106,51 @@ def test_an_outbox_that_may_have_lost_lines_proves_nothing(tmp_path: Path, chang
     new.close()
 
 
-@pytest.fixture
-def crashed_home(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A home whose engine was SIGKILLed with 12 attempts PUBLISHING, some of them written
-    to the outbox and the others not; yields it and how many were written."""
-    home = tmp_path / "home"
-    child = subprocess.Popen([sys.executable, str(WORKER), str(home), "12"],
-                             stdout=subprocess.PIPE, cwd=Path(__file__).parents[2])
+def crash(home: Path, count: int, lane: str | None = None) -> int:
+    """Run an engine on ``home`` with ``count`` attempts PUBLISHING on lane ``local`` (the
+    table ``lane``, default a file lane), some of them sent and the others not, SIGKILL it,
+    and return how many were sent."""
+    args = [sys.executable, str(WORKER), str(home), str(count), *([lane] if lane else [])]
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, cwd=Path(__file__).parents[2])
     try:
         assert child.stdout is not None
         line = child.stdout.readline().decode().split()  # bounded by the test's timeout
         assert line[:1] == ["ready"], line
         child.send_signal(signal.SIGKILL)
         child.wait(30)
-        yield home, int(line[1])
+        return int(line[1])
     finally:
         if child.poll() is None:
             child.kill()
             child.wait(30)
 
 
+def settled_exactly(store: ShardStore, count: int, found: int, kind: str) -> None:
+    """No attempt UNKNOWN or PUBLISHING, no message UNCERTAIN: ``found`` PUBLISHED, the
+    others NOT_PUBLISHED with the fence's evidence of ``kind``."""
+    attempts = [decode_value(raw, Attempt) for _, raw in store.scan_prefix(keys.ATTEMPT)]
+    states = [str(a.state) for a in attempts]
+    assert "UNKNOWN" not in states and "PUBLISHING" not in states, states
+    assert states.count("PUBLISHED") == found, states
+    absent = [a for a in attempts if a.state == "NOT_PUBLISHED"]
+    assert len(absent) == count - found
+    assert all(a.evidence.startswith(f"{FENCED_ABSENCE} ({kind})") for a in absent)
+    messages = [decode_value(raw, Message) for _, raw in store.scan_prefix(keys.MSG)]
+    assert all(m.state != "UNCERTAIN" for m in messages)
+
+
 @pytest.mark.timeout(120)
-def test_after_kill_9_no_attempt_of_a_file_lane_is_left_uncertain(
-        crashed_home: tuple[Path, int]) -> None:
+def test_after_kill_9_no_attempt_of_a_file_lane_is_left_uncertain(tmp_path: Path) -> None:
     """After kill -9 with attempts in flight, the next owner's recovery settles every one:
     those in the outbox PUBLISHED (with their line), the others NOT_PUBLISHED with 'fenced
     absence' evidence — none UNKNOWN, no message UNCERTAIN — and each message is then in
     the outbox exactly once."""
-    home, written = crashed_home
+    home = tmp_path / "home"
+    written = crash(home, 12)
     assert 0 < written < 12
     with in_process_engine(home, partitions=1) as h:
         store = h.engine.shards[next(iter(h.engine.shards))].store
-        attempts = [decode_value(raw, Attempt) for _, raw in store.scan_prefix(keys.ATTEMPT)]
-        states = [str(a.state) for a in attempts]
-        assert "UNKNOWN" not in states and "PUBLISHING" not in states, states
-        assert states.count("PUBLISHED") == written
-        absent = [a for a in attempts if a.state == "NOT_PUBLISHED"]
-        assert len(absent) == 12 - written
-        assert all(a.evidence.startswith(f"{FENCED_ABSENCE} (file writer lock)")
-                   for a in absent)
-        messages = [decode_value(raw, Message) for _, raw in store.scan_prefix(keys.MSG)]
-        assert all(m.state != "UNCERTAIN" for m in messages)
-        from tests.polling import wait_until
-
+        settled_exactly(store, 12, written, "file writer lock")
         wait_until("every message in the outbox", lambda: len(h.outbox()) >= 12, 60)
         ids = [line["delay_message_id"] for line in h.outbox()]
         assert sorted(ids) == sorted(set(ids)) and len(ids) == 12
