@@ -6,18 +6,24 @@ own a shard (live members, owners, placements), refuses while one supports less,
 level by CAS and *then* reads the members again: a node whose member record it sees only
 then joined while the level was being raised, and is named in ``late`` (it either saw the
 new level and left, or must be stopped by the operator; ``upgrade status`` shows it).
+0.1.0 nodes know no levels: the level is also written into the cluster's configuration as
+``[features] level = N`` (``guard_config``), a table 0.1.0 refuses, so such a node does not
+start once the level is raised.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.cluster import keys
 from nereus.cluster.records import FeatureLevel, Member, decode_record, encode_record
-from nereus.coordination.errors import KeyNotFound
+from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST
 from nereus.features import BASE_LEVEL, FeatureLevelError, check_can_run, finalize_blockers
+
+_CONFIG_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,38 @@ def raise_level(store: ClusterStore, target: int, *, operator: str, reason: str,
     store.handle.coordinator.put(
         store.key(keys.FEATURE_LEVEL), encode_record(record),
         expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST if expected is None else expected)
+    guard_config(store, target, operator=operator, reason=reason, now_ms=now_ms)
     late = [node for node, member in sorted(store.members().items())
             if member.feature_level < target]
     return record, late
+
+
+_FEATURES_TABLE = re.compile(r"(?ms)^\[features\]\n(?:(?!\[)[^\n]*\n?)*")
+
+
+def with_features(toml: str, level: int) -> str:
+    """The configuration's text with ``[features] level = LEVEL`` (replacing any)."""
+    kept = _FEATURES_TABLE.sub("", toml).rstrip("\n")
+    return f"{kept}\n\n[features]\nlevel = {level}\n"
+
+
+def guard_config(store: ClusterStore, level: int, *, operator: str, reason: str,
+                 now_ms: int) -> None:
+    """Write the level into the cluster's configuration too (``[features]``, audited),
+    which a 0.1.0 node refuses as an unknown table instead of joining below the level."""
+    for _ in range(_CONFIG_TRIES):
+        found = store.config()
+        if found is None:
+            return
+        config, version = found
+        toml = with_features(config.toml, level)
+        if toml == config.toml:
+            return
+        try:
+            store.write_config(toml, changed_by=operator, reason=reason, now_ms=now_ms,
+                               expected=version, summary=f"[features] level = {level}")
+            return
+        except UnexpectedVersionId:
+            continue  # changed meanwhile: again on the new text
+    raise FeatureLevelError("the cluster's configuration kept changing: [features] not "
+                            "written", hint="run `nereus upgrade finalize` again")

@@ -21,7 +21,8 @@ from nereus.config.storage import CheckpointSettings, ObjectSettings
 from nereus.machine.limits import Limits
 
 # the tables a cluster's configuration holds; a node's own nereus.toml keeps the others
-CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints", "kafka")
+CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints", "kafka",
+                         "features")
 NODE_TABLES: Final = ("engine", "cluster", "metrics")
 
 
@@ -67,9 +68,18 @@ class Config:
             raise NotFound(f"no route {name!r} in {self.source} (configured: {known})") from None
 
 
+class FeatureSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[features]`` in a cluster's configuration: its feature level, written there by
+    ``nereus upgrade finalize`` beside the level's own record, so that a 0.1.0 node (which
+    knows no such table) refuses the configuration instead of joining below the level."""
+
+    level: int = 1
+
+
 # the tables of the file and the Struct each one is
 TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
     "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
     "objects": ObjectSettings, "checkpoints": CheckpointSettings, "cluster": ClusterSettings,
     "metrics": MetricsSettings, "kafka": KafkaConnection,
+    "features": FeatureSettings,
 }

@@ -23,7 +23,7 @@ from nereus.config.connections import (
     connection_problem,
     flatten,
 )
-from nereus.config.document import TABLE_TYPES, Config
+from nereus.config.document import TABLE_TYPES, Config, FeatureSettings
 from nereus.config.engine import EngineConfig
 from nereus.config.explain import did_you_mean, error_at, explain, line_of
 from nereus.config.lanes import LaneSettings
@@ -93,6 +93,7 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
                                                    CheckpointSettings, "checkpoints")
     cluster = _cluster(data["cluster"], file) if "cluster" in data else None
     metrics = _metrics(data.get("metrics", {}), file)
+    file.convert(data.get("features", {}), FeatureSettings, "features")  # checked, not kept
     return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics,
                   kafka)
 

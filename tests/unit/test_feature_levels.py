@@ -97,3 +97,19 @@ def test_finalize_waits_for_every_node_then_refuses_a_lower_join(store: ClusterS
         refuse_below_level(store, comer)
     with pytest.raises(FeatureLevelError, match="never lowered"):
         raise_level(store, BASE_LEVEL, operator="op", reason="r", now_ms=3)
+
+
+def test_the_raised_level_is_written_into_the_configuration_too(store: ClusterStore) -> None:
+    """0.1.0 nodes know no levels: the raise writes ``[features] level = 2`` into the
+    cluster's configuration (audited), a table such a node refuses, while this build
+    reads the configuration as before."""
+    from nereus.config import parse_config
+
+    toml = '[routes.r]\nlog = "kafka"\nbootstrap = "b:1"\n\n[shard]\nmax_headers = 9\n'
+    store.write_config(toml, changed_by="t", reason="first", now_ms=1, expected=None)
+    raise_level(store, TEST_LEVEL, operator="op", reason="upgraded", now_ms=2)
+    written = store.require_config()
+    assert written.toml.endswith("\n[features]\nlevel = 2\n") and written.revision == 2
+    assert "max_headers = 9" in written.toml and store.audit()[-1].summary == \
+        "[features] level = 2"
+    assert parse_config(written.toml).limits.max_headers == 9
