@@ -54,11 +54,13 @@ def check_cluster_text(text: str, *, source: str) -> Config:
 
 def load_home_config(config_path: Path) -> Config:
     """The configuration the engine and the CLI of this home work with; from now on this
-    process dials each ``[kafka.NAME]`` cluster with its settings (``kafka_security``)."""
+    process dials each ``[kafka.NAME]`` and ``[pulsar.NAME]`` cluster with its settings."""
     from nereus.adapters.backends.kafka.kafka_security import use_connections
+    from nereus.adapters.backends.pulsar.pulsar_security import use_pulsar_connections
 
     config = _home_config(config_path)
     use_connections(config.kafka.values(), home=config_path.parent)
+    use_pulsar_connections(config.pulsar.values(), home=config_path.parent)
     return config
 
 

@@ -1,8 +1,10 @@
-"""``[kafka.NAME]``: one Kafka cluster's connection, written once, named by routes and lanes
-(``kafka = "NAME"``), and how a secret is given anywhere in ``nereus.toml``.
+"""``[kafka.NAME]`` and ``[pulsar.NAME]``: one cluster's connection, written once, named by
+routes and lanes (``kafka = "NAME"``, ``pulsar = "NAME"``), and how a secret is given
+anywhere in ``nereus.toml``.
 
-The keys are librdkafka's own names (``security.protocol``, ``sasl.mechanism``,
-``ssl.ca.location``, ...), written quoted or as TOML dotted keys (both read the same).
+Kafka's keys are librdkafka's own names (``security.protocol``, ``sasl.mechanism``,
+``ssl.ca.location``, ...), written quoted or as TOML dotted keys (both read the same);
+Pulsar's are pulsar-client's (``tls_trust_certs_file_path``, ``tls_validate_hostname``).
 
 A secret is never a value of the file: a password, token or key is given as
 ``NAME_file = PATH`` (a file 0600 owned by the engine's user, read when a client is made)
@@ -71,6 +73,49 @@ KAFKA_SECRETS: Final = (
     ("ssl.key.password", "ssl_key_password_file", "ssl_key_password_env"),
     ("sasl.oauthbearer.client.secret", "oauth_secret_file", "oauth_secret_env"),
 )
+
+
+class PulsarConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[pulsar.NAME]``: how to reach and authenticate to one Pulsar cluster."""
+
+    name: str = ""  # the table's name (filled in; not a key of the table)
+    service_url: str  # pulsar://HOST:6650 or pulsar+ssl://HOST:6651
+    admin_url: str | None = None  # http(s)://HOST:PORT, the admin API (doctor, topic creation)
+    tls_trust_certs_file_path: str | None = None  # the CA of the broker's certificate (PEM)
+    tls_validate_hostname: bool = True  # the certificate must name the host dialled
+    # a client certificate (mTLS, Pulsar's TLS authentication) instead of a token
+    tls_certificate_file_path: str | None = None
+    tls_private_key_file_path: str | None = None
+    token_file: str | None = None  # a JWT, in a file 0600
+    token_env: str | None = None  # a JWT, in an environment variable
+
+    @property
+    def tls(self) -> bool:
+        return self.service_url.startswith("pulsar+ssl://")
+
+
+PULSAR_SECRETS: Final = (("token", "token_file", "token_env"),)
+
+
+def pulsar_problem(connection: PulsarConnection) -> tuple[str, str] | None:
+    """(key, what is wrong) for settings that cannot work together; None when they can."""
+    if not connection.service_url.startswith(("pulsar://", "pulsar+ssl://")):
+        return "service_url", "expected pulsar://HOST:PORT or pulsar+ssl://HOST:PORT"
+    token = connection.token_file is not None or connection.token_env is not None
+    if token and not connection.tls:
+        return "service_url", ("a token over pulsar:// travels in clear text: use "
+                               "pulsar+ssl://HOST:6651")
+    if token and connection.admin_url is not None and \
+            not connection.admin_url.startswith("https://"):
+        return "admin_url", "a token over http:// travels in clear text: use https://"
+    if (connection.tls_certificate_file_path is None) != \
+            (connection.tls_private_key_file_path is None):
+        return "tls_certificate_file_path", ("a client certificate needs both "
+                                             "tls_certificate_file_path and "
+                                             "tls_private_key_file_path")
+    if token and connection.tls_certificate_file_path is not None:
+        return "token_file", "authenticate with a token or a client certificate, not both"
+    return None
 
 
 def flatten(table: dict[str, object], prefix: str = "") -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Final
 
 import msgspec
 
-from nereus.config.connections import KafkaConnection
+from nereus.config.connections import KafkaConnection, PulsarConnection
 from nereus.config.engine import EngineConfig
 from nereus.config.lanes import LaneSettings
 from nereus.config.node import ClusterSettings, MetricsSettings
@@ -22,7 +22,7 @@ from nereus.machine.limits import Limits
 
 # the tables a cluster's configuration holds; a node's own nereus.toml keeps the others
 CLUSTER_TABLES: Final = ("routes", "lanes", "shard", "objects", "checkpoints", "kafka",
-                         "features")
+                         "pulsar", "features")
 NODE_TABLES: Final = ("engine", "cluster", "metrics")
 
 
@@ -38,6 +38,7 @@ class Config:
     cluster: ClusterSettings | None = None
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     kafka: dict[str, KafkaConnection] = field(default_factory=dict)
+    pulsar: dict[str, PulsarConnection] = field(default_factory=dict)
 
     @property
     def ordered_lanes(self) -> frozenset[str]:
@@ -80,6 +81,6 @@ class FeatureSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 TABLE_TYPES: Final[dict[str, type[msgspec.Struct]]] = {
     "routes": RouteSettings, "lanes": LaneSettings, "shard": Limits, "engine": EngineConfig,
     "objects": ObjectSettings, "checkpoints": CheckpointSettings, "cluster": ClusterSettings,
-    "metrics": MetricsSettings, "kafka": KafkaConnection,
+    "metrics": MetricsSettings, "kafka": KafkaConnection, "pulsar": PulsarConnection,
     "features": FeatureSettings,
 }

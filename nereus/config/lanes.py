@@ -32,6 +32,7 @@ class LaneSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # deduplication. File lanes always fence (a per-shard writer lock). Off by default
     fencing: bool = False
     service_url: str | None = None  # pulsar
+    pulsar: str | None = None  # pulsar: the [pulsar.NAME] connection (fills in both URLs)
     admin_url: str | None = None  # pulsar (doctor checks it)
     # pulsar: "deliver_at" hands each message over lead_ms early and Pulsar holds it
     handoff: Literal["publish", "deliver_at"] = "publish"

@@ -18,10 +18,13 @@ import msgspec
 from nereus.config.connections import (
     ENV_NAME,
     KAFKA_SECRETS,
+    PULSAR_SECRETS,
     SECRET_REFUSED,
     KafkaConnection,
+    PulsarConnection,
     connection_problem,
     flatten,
+    pulsar_problem,
 )
 from nereus.config.document import TABLE_TYPES, Config, FeatureSettings
 from nereus.config.engine import EngineConfig
@@ -80,10 +83,10 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
             raise ConfigError(f"{where}: unknown table [{name}]",
                               hint=did_you_mean(name, list(TABLE_TYPES)))
     file = _Text(text, source)
-    kafka = _kafka(data, file)
-    routes = {name: _connected(_route(name, table, file), f"routes.{name}", kafka, file)
+    kafka, pulsar = _kafka(data, file), _pulsar(data, file)
+    routes = {name: _connected(_route(name, table, file), f"routes.{name}", kafka, pulsar, file)
               for name, table in _group(data, "routes", file).items()}
-    lanes = {name: _connected(_lane(name, table, file), f"lanes.{name}", kafka, file)
+    lanes = {name: _connected(_lane(name, table, file), f"lanes.{name}", kafka, pulsar, file)
              for name, table in _group(data, "lanes", file).items()}
     limits: Limits = file.convert(data.get("shard", {}), Limits, "shard")
     engine: EngineConfig = file.convert(data.get("engine", {}), EngineConfig, "engine")
@@ -95,7 +98,7 @@ def parse_config(text: str, *, source: str = "nereus.toml") -> Config:
     metrics = _metrics(data.get("metrics", {}), file)
     file.convert(data.get("features", {}), FeatureSettings, "features")  # checked, not kept
     return Config(routes, lanes, limits, source, engine, objects, checkpoints, cluster, metrics,
-                  kafka)
+                  kafka, pulsar)
 
 
 def _route(name: str, table: dict[str, object], file: _Text) -> RouteSettings:
@@ -161,24 +164,65 @@ def _kafka(data: Mapping[str, object], file: _Text) -> dict[str, KafkaConnection
 
 
 def _connected(settings: _Named, where: str, kafka: Mapping[str, KafkaConnection],
-               file: _Text) -> _Named:
-    """``settings`` with the bootstrap of the ``[kafka.NAME]`` it names (``kafka = NAME``)."""
-    if settings.kafka is None:
-        return settings
+               pulsar: Mapping[str, PulsarConnection], file: _Text) -> _Named:
+    """``settings`` with the addresses of the ``[kafka.NAME]`` or ``[pulsar.NAME]`` it names
+    (``kafka = NAME``: its bootstrap; ``pulsar = NAME``: its service and admin URLs)."""
+    found_kafka = _named(settings, settings.kafka, "kafka", kafka, where, file)
+    if found_kafka is not None:
+        _same(settings.bootstrap, found_kafka.bootstrap, "bootstrap", settings.kafka, where, file)
+        settings = msgspec.structs.replace(settings, bootstrap=found_kafka.bootstrap)
+    found_pulsar = _named(settings, settings.pulsar, "pulsar", pulsar, where, file)
+    if found_pulsar is not None:
+        _same(settings.service_url, found_pulsar.service_url, "service_url", settings.pulsar,
+              where, file)
+        _same(settings.admin_url, found_pulsar.admin_url, "admin_url", settings.pulsar, where,
+              file)
+        settings = msgspec.structs.replace(settings, service_url=found_pulsar.service_url,
+                                           admin_url=found_pulsar.admin_url
+                                           or settings.admin_url)
+    return settings
+
+
+_Connection = TypeVar("_Connection", KafkaConnection, PulsarConnection)
+
+
+def _named(settings: RouteSettings | LaneSettings, name: str | None, kind: str,
+           tables: Mapping[str, _Connection], where: str, file: _Text) -> _Connection | None:
+    """The connection table ``settings`` names by its key ``kind`` (None when none)."""
+    if name is None:
+        return None
     route = isinstance(settings, RouteSettings)
-    kind = settings.log if isinstance(settings, RouteSettings) else settings.destination
-    if kind != "kafka":
-        raise file.error(where, "kafka", f"kafka = {settings.kafka!r} names a Kafka connection, "
-                         f"but this {'route logs to' if route else 'lane publishes to'} {kind}")
-    connection = kafka.get(settings.kafka)
-    if connection is None:
-        raise file.error(where, "kafka", f"kafka = {settings.kafka!r}: no [kafka.{settings.kafka}]"
-                         " table", did_you_mean(settings.kafka, sorted(kafka)))
-    if settings.bootstrap is not None and settings.bootstrap != connection.bootstrap:
-        raise file.error(where, "bootstrap", f"bootstrap = {settings.bootstrap!r} is not the "
-                         f"bootstrap of [kafka.{settings.kafka}]",
-                         hint="write the address once, in the [kafka.NAME] table")
-    return msgspec.structs.replace(settings, bootstrap=connection.bootstrap)
+    used = settings.log if isinstance(settings, RouteSettings) else settings.destination
+    if used != kind:
+        raise file.error(where, kind, f"{kind} = {name!r} names a {kind.capitalize()} "
+                         f"connection, but this {'route logs to' if route else 'lane publishes to'}"
+                         f" {used}")
+    if name not in tables:
+        raise file.error(where, kind, f"{kind} = {name!r}: no [{kind}.{name}] table",
+                         did_you_mean(name, sorted(tables)))
+    return tables[name]
+
+
+def _same(given: str | None, table: str | None, key: str, name: str | None, where: str,
+          file: _Text) -> None:
+    if given is not None and table is not None and given != table:
+        raise file.error(where, key, f"{key} = {given!r} is not the {key} of the table it "
+                         f"names ({name})", hint="write the address once, in the connection's "
+                                                 "table")
+
+
+def _pulsar(data: Mapping[str, object], file: _Text) -> dict[str, PulsarConnection]:
+    connections: dict[str, PulsarConnection] = {}
+    for name, table in _group(data, "pulsar", file).items():
+        where = f"pulsar.{name}"
+        _no_name_key(table, where, file)
+        _secret_refs(table, PulsarConnection, PULSAR_SECRETS, where, file, inline=False)
+        connection: PulsarConnection = file.convert(table, PulsarConnection, where)
+        problem = pulsar_problem(connection)
+        if problem is not None:
+            raise file.error(where, problem[0], problem[1])
+        connections[name] = msgspec.structs.replace(connection, name=name)
+    return connections
 
 
 def _secret_refs(table: Mapping[str, object], kind: type[msgspec.Struct],

@@ -23,6 +23,7 @@ class RouteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     bootstrap: str | None = None  # kafka
     kafka: str | None = None  # kafka: the [kafka.NAME] connection (fills in bootstrap)
     service_url: str | None = None  # pulsar
+    pulsar: str | None = None  # pulsar: the [pulsar.NAME] connection (fills in both URLs)
     admin_url: str | None = None  # pulsar
     topic: str | None = None  # the Command Topic (default nereus.<route>.commands)
     # a Kafka Command Topic keeps what recovery needs: -1 keeps every record (the default);

@@ -1,7 +1,9 @@
-"""The secured servers for integration tests: ``scripts/services up kafka-secure``.
+"""The secured servers for integration tests: ``scripts/services up kafka-secure`` and
+``pulsar-secure``.
 
 Kafka with TLS (server certificate only), mTLS (client certificate required) and SASL_SSL
-(SCRAM-SHA-512 and PLAIN) listeners, from a throwaway CA the script makes. As with the
+(SCRAM-SHA-512 and PLAIN) listeners; Pulsar standalone with TLS and token authentication
+(client certificates accepted too); both from a throwaway CA the script makes. As with the
 plain servers, a test that needs one FAILS (never skips) when it cannot be started, and
 the session stops it only if it started it.
 """
@@ -67,3 +69,46 @@ def kafka_secure_service() -> Iterator[SecureKafkaService]:
 def kafka_secure(kafka_secure_service: SecureKafkaService) -> SecureKafka:
     """The secured broker (fails the test when it could not be started)."""
     return kafka_secure_service.require()
+
+
+@dataclass(frozen=True, slots=True)
+class SecurePulsar:
+    """The secured standalone: TLS URLs, its CA and client material, its token."""
+
+    service_url: str
+    admin_url: str
+    certs: Path
+
+    @property
+    def token(self) -> str:
+        return (self.certs / "pulsar-token").read_text().strip()
+
+    def private_copy(self, directory: Path, name: str) -> Path:
+        return SecureKafka("", "", "", self.certs).private_copy(directory, name)
+
+
+SecurePulsarService = Service[SecurePulsar]
+
+
+def _start_pulsar() -> tuple[SecurePulsarService, bool]:
+    settings, started, problem = bring_up("pulsar-secure")
+    if settings is None:
+        return SecurePulsarService(None, error=cannot_start(
+            "pulsar-secure", "Pulsar over TLS with tokens", problem or "unknown problem")), \
+            started
+    return SecurePulsarService(SecurePulsar(
+        service_url=settings["NEREUS_PULSAR_SECURE_URL"],
+        admin_url=settings["NEREUS_PULSAR_SECURE_HTTPS_URL"],
+        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
+
+
+@pytest.fixture(scope="session")
+def pulsar_secure_service() -> Iterator[SecurePulsarService]:
+    """``pulsar-secure`` up for the session (stopped only if this session started it)."""
+    yield from session_service("pulsar-secure", _start_pulsar)
+
+
+@pytest.fixture
+def pulsar_secure(pulsar_secure_service: SecurePulsarService) -> SecurePulsar:
+    """The secured Pulsar (fails the test when it could not be started)."""
+    return pulsar_secure_service.require()

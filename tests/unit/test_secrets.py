@@ -57,7 +57,7 @@ LANE = '[lanes.out]\ndestination = "kafka"\nkafka = "prod"'
 @pytest.mark.parametrize(("old", "new", "said"), [
     ('sasl.password_file = "secrets/kafka"', 'sasl.password = "hunter2hunter2"',
      "sasl.password = ...: a secret is not written"),
-    (LANE, LANE + '\nbootstrap = "other:1"', "is not the bootstrap of [kafka.prod]"),
+    (LANE, LANE + '\nbootstrap = "other:1"', "is not the bootstrap of the table it names (prod)"),
     (LANE, LANE.replace('"prod"', '"prd"'), "no [kafka.prd] table"),
     ('sasl.username = "nereus"', 'sasl.username = "nereus"\nsasl.password_env = "PW"',
      "sasl.password_file and sasl.password_env both"),

@@ -22,6 +22,11 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from nereus.adapters.backends.pulsar.pulsar_security import (
+    admin_request_options,
+    client_options,
+    refusal_hint,
+)
 from nereus.errors import NereusError, ServiceUnreachable, UsageError
 
 T = TypeVar("T")
@@ -78,8 +83,8 @@ def is_pulsar_error(exc: BaseException) -> bool:
 def unreachable(service_url: str, doing: str, detail: object) -> ServiceUnreachable:
     return ServiceUnreachable(
         f"Pulsar at {service_url} is unreachable ({doing}): {detail}",
-        hint="is the broker running and is the service URL right? "
-        "(`scripts/services up pulsar` starts a local one)",
+        hint=refusal_hint(service_url) or "is the broker running and is the service URL "
+        "right? (`scripts/services up pulsar` starts a local one)",
     )
 
 
@@ -102,6 +107,7 @@ def make_client(service_url: str, *, timeout_s: float, log_path: str | None = No
 
     return pulsar.Client(
         service_url,
+        **client_options(service_url),  # a [pulsar.NAME]'s TLS and token or certificate
         operation_timeout_seconds=max(1, math.ceil(timeout_s)),
         connection_timeout_ms=max(100, min(int(timeout_s * 1000), 10_000)),
         logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, log_path or os.devnull),
@@ -150,11 +156,12 @@ def admin_request(
     """
     url = admin_url.rstrip("/") + "/" + path.lstrip("/")
     data = None if body is None else json.dumps(body).encode()
+    secured, context = admin_request_options(admin_url)
     request = urllib.request.Request(url, data=data, method=method,
                                      headers={"Content-Type": "application/json",
-                                              "Accept": "application/json"})
+                                              "Accept": "application/json", **secured})
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
@@ -162,8 +169,13 @@ def admin_request(
         reason = getattr(exc, "reason", exc)
         raise ServiceUnreachable(
             f"the Pulsar admin API at {admin_url} is unreachable ({method} {path}): {reason}",
-            hint="is the broker running and is admin_url right? "
+            hint=refusal_hint(admin_url) or "is the broker running and is admin_url right? "
             "(`scripts/services up pulsar` starts a local one)") from None
+    if status == 401:
+        raise ServiceUnreachable(
+            f"the Pulsar admin API at {admin_url} refused our credentials ({method} {path}): "
+            "401 Unauthorized", hint=refusal_hint(admin_url) or "give the connection a token: "
+            "a [pulsar.NAME] table with token_file, named by the route or lane")
     try:
         decoded = json.loads(raw) if raw else None
     except ValueError:

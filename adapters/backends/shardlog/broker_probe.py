@@ -60,13 +60,27 @@ def _probe_pulsar(service_url: str, admin_url: str, timeout_s: float) -> None:
     except OSError as exc:
         raise ServiceUnreachable(f"Pulsar at {service_url} did not answer within "
                                  f"{timeout_s:g} s: {exc}", hint=hint) from None
+    from nereus.adapters.backends.pulsar.pulsar_security import admin_request_options
+
+    headers, context = admin_request_options(admin_url)
+    request = urllib.request.Request(f"{admin_url.rstrip('/')}/admin/v2/clusters",
+                                     headers=headers)
     try:
-        with urllib.request.urlopen(f"{admin_url.rstrip('/')}/admin/v2/clusters",
-                                    timeout=timeout_s):
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context):
             pass
-    except urllib.error.HTTPError:
-        pass  # it answered (an error status is still an answer)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:  # it answered, and refused our token
+            raise ServiceUnreachable(f"the Pulsar admin API at {admin_url} refused our "
+                                     "credentials: 401 Unauthorized",
+                                     hint=_pulsar_hint(admin_url) or hint) from None
     except OSError as exc:
         raise ServiceUnreachable(f"the Pulsar admin API at {admin_url} did not answer within "
-                                 f"{timeout_s:g} s: {exc}", hint=hint) from None
+                                 f"{timeout_s:g} s: {exc}",
+                                 hint=_pulsar_hint(admin_url) or hint) from None
     _answered.add(("pulsar", service_url))
+
+
+def _pulsar_hint(url: str) -> str | None:
+    from nereus.adapters.backends.pulsar.pulsar_security import refusal_hint
+
+    return refusal_hint(url)

@@ -1,0 +1,95 @@
+"""Each Pulsar cluster's TLS and authentication, found by its service or admin URL.
+
+A ``[pulsar.NAME]`` table (``nereus.config.connections``) is named by routes and lanes;
+``parse_config`` gives each its URLs. ``use_pulsar_connections`` (called wherever a home's
+configuration is loaded) records the tables by both URLs, and every client of ours asks
+here: ``client_options`` for a ``pulsar.Client`` (``pulsar_client.make_client``: the Shard
+Log, destinations, evidence reads), ``admin_request_options`` for the admin REST calls
+(topic creation, ``doctor``, the broker probe). A URL no table names is used as it is.
+
+The token is read when a client is made (``adapters.home.secrets``); pulsar-client answers a
+refused token or certificate only with a timeout, so ``refusal_hint`` says what to check.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nereus.adapters.home.secrets import read_secret
+from nereus.config.connections import PulsarConnection
+
+_BY_URL: dict[str, PulsarConnection] = {}
+_HOME: list[Path] = []
+
+
+def use_pulsar_connections(connections: Iterable[PulsarConnection],
+                           home: Path | None = None) -> None:
+    """From now on, clients of this process reach each connection's URLs with its settings."""
+    for connection in connections:
+        _BY_URL[connection.service_url.rstrip("/")] = connection
+        if connection.admin_url is not None:
+            _BY_URL[connection.admin_url.rstrip("/")] = connection
+    if home is not None:
+        _HOME[:] = [home]
+
+
+def connection_for(url: str) -> PulsarConnection | None:
+    return _BY_URL.get(url.rstrip("/"))
+
+
+def _token(connection: PulsarConnection) -> str | None:
+    return read_secret(f"[pulsar.{connection.name}] token", file=connection.token_file,
+                       env=connection.token_env, home=_HOME[0] if _HOME else None)
+
+
+def client_options(service_url: str) -> dict[str, Any]:
+    """``pulsar.Client`` keyword arguments for ``service_url`` (TLS, token or certificate)."""
+    connection = connection_for(service_url)
+    if connection is None:
+        return {}
+    import pulsar
+
+    options: dict[str, Any] = {}
+    if connection.tls:
+        options.update(tls_trust_certs_file_path=connection.tls_trust_certs_file_path,
+                       tls_validate_hostname=connection.tls_validate_hostname,
+                       tls_allow_insecure_connection=False)
+    token = _token(connection)
+    if token is not None:
+        options["authentication"] = pulsar.AuthenticationToken(token)
+    elif connection.tls_certificate_file_path is not None:
+        options["authentication"] = pulsar.AuthenticationTLS(
+            connection.tls_certificate_file_path, connection.tls_private_key_file_path)
+    return options
+
+
+def admin_request_options(admin_url: str) -> tuple[dict[str, str], ssl.SSLContext | None]:
+    """(headers, TLS context) for an admin REST call to ``admin_url``."""
+    connection = connection_for(admin_url)
+    if connection is None:
+        return {}, None
+    context = None
+    if admin_url.startswith("https://"):
+        context = ssl.create_default_context(cafile=connection.tls_trust_certs_file_path)
+        context.check_hostname = connection.tls_validate_hostname
+        if connection.tls_certificate_file_path is not None:
+            context.load_cert_chain(connection.tls_certificate_file_path,
+                                    connection.tls_private_key_file_path)
+    token = _token(connection)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return headers, context
+
+
+def refusal_hint(url: str) -> str | None:
+    """What to check when a secured connection to ``url`` did not answer (a refused token
+    or certificate looks like no answer to pulsar-client)."""
+    connection = connection_for(url)
+    if connection is None or not (connection.tls or connection.token_file
+                                  or connection.token_env):
+        return None
+    return (f"[pulsar.{connection.name}]: if the broker runs, check the token (token_file or "
+            "token_env), tls_trust_certs_file_path (the CA of the broker's certificate) and "
+            "that the certificates have not expired")
