@@ -7,6 +7,8 @@ Needs ``boto3``, imported where used.
 
 from __future__ import annotations
 
+import os
+
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +21,13 @@ def s3_client(budget: float) -> tuple[str, Any]:  # a boto3 S3 client (boto3 has
     import boto3
     from botocore.config import Config
 
-    endpoint = f"http://{HOST}:{env('NEREUS_S3_PORT', '9000')}"
+    # an https endpoint (s3-secure) is checked against the test CA
+    endpoint = os.environ.get("NEREUS_S3_PROBE_ENDPOINT") or \
+        f"http://{HOST}:{env('NEREUS_S3_PORT', '9000')}"
     client = boto3.client(
         "s3",
         endpoint_url=endpoint,
+        verify=os.environ.get("NEREUS_S3_PROBE_CA") if endpoint.startswith("https") else None,
         aws_access_key_id=env("NEREUS_S3_ACCESS_KEY", "nereus"),
         aws_secret_access_key=env("NEREUS_S3_SECRET_KEY", "nereus-secret"),
         region_name="us-east-1",

@@ -6,5 +6,7 @@ from tests.integration.secure_services import (  # noqa: F401
     kafka_secure_service,
     pulsar_secure,
     pulsar_secure_service,
+    s3_secure,
+    s3_secure_service,
 )
 from tests.integration.stores import store_from  # noqa: F401

@@ -1,9 +1,10 @@
-"""The secured servers for integration tests: ``scripts/services up kafka-secure`` and
-``pulsar-secure``.
+"""The secured servers for integration tests: ``scripts/services up kafka-secure``,
+``pulsar-secure`` and ``s3-secure``.
 
 Kafka with TLS (server certificate only), mTLS (client certificate required) and SASL_SSL
 (SCRAM-SHA-512 and PLAIN) listeners; Pulsar standalone with TLS and token authentication
-(client certificates accepted too); both from a throwaway CA the script makes. As with the
+(client certificates accepted too); S3Proxy over https only; all from a throwaway CA the
+script makes. As with the
 plain servers, a test that needs one FAILS (never skips) when it cannot be started, and
 the session stops it only if it started it.
 """
@@ -112,3 +113,40 @@ def pulsar_secure_service() -> Iterator[SecurePulsarService]:
 def pulsar_secure(pulsar_secure_service: SecurePulsarService) -> SecurePulsar:
     """The secured Pulsar (fails the test when it could not be started)."""
     return pulsar_secure_service.require()
+
+
+@dataclass(frozen=True, slots=True)
+class SecureS3:
+    """S3Proxy over https: its endpoint, the test CA, the access key and its secret."""
+
+    endpoint: str
+    certs: Path
+    access_key_id: str = "nereus"
+
+    @property
+    def secret_access_key(self) -> str:
+        return (self.certs / "s3-secret").read_text().strip()
+
+
+SecureS3Service = Service[SecureS3]
+
+
+def _start_s3() -> tuple[SecureS3Service, bool]:
+    settings, started, problem = bring_up("s3-secure")
+    if settings is None:
+        return SecureS3Service(None, error=cannot_start(
+            "s3-secure", "S3 over https", problem or "unknown problem")), started
+    return SecureS3Service(SecureS3(endpoint=settings["NEREUS_S3_SECURE_ENDPOINT"],
+                                    certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
+
+
+@pytest.fixture(scope="session")
+def s3_secure_service() -> Iterator[SecureS3Service]:
+    """``s3-secure`` up for the session (stopped only if this session started it)."""
+    yield from session_service("s3-secure", _start_s3)
+
+
+@pytest.fixture
+def s3_secure(s3_secure_service: SecureS3Service) -> SecureS3:
+    """The https S3 server (fails the test when it could not be started)."""
+    return s3_secure_service.require()

@@ -1,7 +1,9 @@
 """The S3 object store (boto3): any S3-compatible server.
 
-Endpoint, region and credentials come from ``[objects]`` in nereus.toml or the usual AWS
-environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...).
+Endpoint, region and credentials come from ``[objects]`` in nereus.toml (the secret key by
+``secret_access_key_file`` / ``_env``, or a ``profile``), or the usual AWS environment
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...); an https
+endpoint's certificate is checked against ``ca_bundle`` when given.
 Large files go up in multipart uploads (``multipart_threshold``). Each object's SHA-256
 travels as user metadata (``x-amz-meta-sha256``) and is verified on every read.
 ``create_if_absent`` is a conditional PUT (``If-None-Match: *``): the server answers 412 to
@@ -40,6 +42,8 @@ class S3ObjectStore:
         secret_access_key: str | None = None,
         multipart_threshold: int = 8 << 20,
         create_bucket: bool = False,
+        profile: str | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         import boto3
         from botocore.config import Config
@@ -48,9 +52,12 @@ class S3ObjectStore:
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.description = f"s3://{bucket}/{self.prefix}" + (
             f" at {endpoint_url}" if endpoint_url else "")
-        self._client: Any = boto3.client(
+        # a profile of ~/.aws/credentials, else the keys given, else boto3's own chain
+        session = boto3.Session(profile_name=profile) if profile else boto3
+        self._client: Any = session.client(
             "s3", endpoint_url=endpoint_url, region_name=region or "us-east-1",
             aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
+            verify=ca_bundle,  # an https endpoint's certificate: this CA bundle, else certifi's
             config=Config(s3={"addressing_style": "path"}, connect_timeout=5, read_timeout=60,
                           retries={"max_attempts": 4, "mode": "standard"}),
         )
@@ -82,11 +89,17 @@ class S3ObjectStore:
             ConnectionClosedError,
             EndpointConnectionError,
             ReadTimeoutError,
+            SSLError,
         )
         from botocore.exceptions import ConnectionError as BotoConnectionError
 
         try:
             return fn(*args, **kwargs)
+        except SSLError as exc:
+            raise ServiceUnreachable(f"object store {self.description} failed TLS: {exc}",
+                                     hint="check [objects] ca_bundle (the CA that signed the "
+                                          "endpoint's certificate) and that it has not "
+                                          "expired") from None
         except (EndpointConnectionError, BotoConnectionError, ConnectionClosedError,
                 ReadTimeoutError) as exc:
             raise ServiceUnreachable(f"object store {self.description} is unreachable: {exc}",
@@ -99,8 +112,9 @@ class S3ObjectStore:
             if code in _REFUSED:
                 raise NereusError(f"object store {self.description} refused the request "
                                   f"({code}): {exc}",
-                                  hint="check [objects] access_key_id / secret_access_key "
-                                       "in nereus.toml and the bucket's permissions") from None
+                                  hint="check [objects] access_key_id and the secret key "
+                                       "(secret_access_key_file, _env or profile) and the "
+                                       "bucket's permissions") from None
             raise
         except S3UploadFailedError as exc:
             raise NereusError(f"upload to object store {self.description} failed: {exc}",
