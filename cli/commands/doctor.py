@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -92,6 +93,7 @@ def doctor(
     checks.append(_engine(env))
     if config is not None:
         checks.append(_uncertain(env, config, after_ms))
+        checks.append(_fencing(config))
     if layout.root.is_dir():
         checks.append(_privacy(layout.root))
     if layout.root.is_dir():
@@ -243,7 +245,7 @@ def _uncertain(env: Env, config: Config, after_ms: int) -> DoctorCheck:
     from nereus.timespec import format_duration_ms, parse_time_ms
 
     now = time.time_ns() // 1_000_000
-    found: list[tuple[int, str]] = []  # (admitted ms, what to say)
+    found: list[tuple[int, str, str]] = []  # (admitted ms, what to say, lane)
     if env.engine_running():
         from nereus.errors import NereusError
 
@@ -257,14 +259,23 @@ def _uncertain(env: Env, config: Config, after_ms: int) -> DoctorCheck:
             at = attempt.get("admitted_at")
             found.append((parse_time_ms(at) if at else now,
                           f"{attempt['attempt_id']} (message {attempt['delay_message_id']}, "
-                          f"lane {attempt['lane']}, {attempt['shard']})"))
+                          f"lane {attempt['lane']}, {attempt['shard']})", attempt["lane"]))
     else:
         found = _offline_unknown(env, config)
-    old = sorted((at, what) for at, what in found if now - at > after_ms)
+    old = sorted((at, what) for at, what, _ in found if now - at > after_ms)
     limit = format_duration_ms(after_ms)
-    if not old:
-        return check("uncertain", True, f"no attempt UNCERTAIN for longer than {limit}"
-                      + (f" ({len(found)} newer)" if found else ""))
+    if not found:
+        return check("uncertain", True, "no attempt UNCERTAIN")
+    if not old:  # not overdue yet, but worth knowing: a warning naming the lanes
+        lanes = Counter(lane for _, _, lane in found)
+        oldest = format_duration_ms(now - min(at for at, _, _ in found))
+        return check("uncertain", False, f"{len(found)} attempt(s) UNCERTAIN, none for longer "
+                      f"than {limit} (oldest {oldest}), on lane(s) " + ", ".join(
+                          f"{lane} ({n})" for lane, n in sorted(lanes.items())),
+                      "evidence recovery settles those whose record it finds; a lane with "
+                      "`fencing` settles a dead owner's at its next recovery; the rest need "
+                      "an operator: the settle-lane-uncertain playbook settles a lane's in "
+                      "bulk", severity="warning")
     shown = "; ".join(f"{what} since {format_duration_ms(now - at)}"
                       for at, what in old[:UNCERTAIN_SHOWN])
     more = f" and {len(old) - UNCERTAIN_SHOWN} more" if len(old) > UNCERTAIN_SHOWN else ""
@@ -272,17 +283,35 @@ def _uncertain(env: Env, config: Config, after_ms: int) -> DoctorCheck:
                   f"{limit}: {shown}{more}",
                   "find the destination's evidence and settle each with `nereus attempt "
                   "resolve ATTEMPT (--published | --not-published) --evidence ... --reason "
-                  "...`, or run the resolve-uncertain playbook")
+                  "...`, or run the resolve-uncertain playbook (settle-lane-uncertain: a "
+                  "lane's in bulk)")
 
 
-def _offline_unknown(env: Env, config: Config) -> list[tuple[int, str]]:
+def _fencing(config: Config) -> DoctorCheck:
+    """Which lanes leave a dead owner's in-flight attempts UNCERTAIN (no ``fencing``): a
+    warning naming them (docs/rules.md §10)."""
+    unfenced = [f"{lane.name} ({lane.destination})" for lane in config.lanes.values()
+                if lane.fencing_kind is None]
+    fenced = ", ".join(f"{lane.name}: {lane.fencing_kind}" for lane in config.lanes.values()
+                       if lane.fencing_kind is not None)
+    if not unfenced:
+        return check("fencing", True, f"every lane fences a dead owner's sends ({fenced})"
+                     if fenced else "no lane configured")
+    return check("fencing", False, "after a crash, in-flight attempts stay UNCERTAIN on "
+                 f"lane(s) {', '.join(unfenced)}: they do not fence a dead owner's sends",
+                 "set `fencing = true` on the lane where the site allows it (kafka: "
+                 "transactions, and consumers reading read_committed; pulsar: deduplication "
+                 "on the topic)", severity="warning")
+
+
+def _offline_unknown(env: Env, config: Config) -> list[tuple[int, str, str]]:
     """Every UNKNOWN attempt of the home's shards, from their databases read-only."""
     from nereus.errors import StoreError
     from nereus.shard import ShardId
     from nereus.state.store import ShardStore
     from nereus.views import open_attempts
 
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str, str]] = []
     for route in config.routes.values():
         for partition in range(route.partitions):
             shard = ShardId(route.name, partition)
@@ -293,7 +322,7 @@ def _offline_unknown(env: Env, config: Config) -> list[tuple[int, str]]:
                 with ShardStore.open(path, read_only=True) as store:
                     found += [(attempt.admitted_broker_ms,
                                f"{attempt.attempt_id} (message {attempt.delay_message_id}, "
-                               f"lane {attempt.lane}, {shard})")
+                               f"lane {attempt.lane}, {shard})", attempt.lane)
                               for attempt in open_attempts(store, state="UNKNOWN")]
             except StoreError:
                 continue

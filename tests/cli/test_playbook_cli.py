@@ -17,7 +17,7 @@ from tests.daemon import wait_for
 
 SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
            "recover-on-new-home", "reopen-lane", "replace-node", "resolve-uncertain",
-           "rolling-restart"]
+           "rolling-restart", "settle-lane-uncertain"]
 
 # Offline steps whose side effect is countable: each `message schedule` appends one record
 # to the (single) shard's log, whether or not it was ever appended before.

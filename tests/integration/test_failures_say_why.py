@@ -128,8 +128,9 @@ def test_doctor_fails_while_the_engine_runs_without_its_pid_file_or_socket(
 
 
 def test_doctor_fails_on_an_attempt_uncertain_past_the_threshold(tmp_path: Path) -> None:
-    """An attempt left UNKNOWN (its owner died after its admission): ``doctor`` passes
-    with ``--uncertain-after 1h`` and fails with ``0s`` naming the attempt and the way to
+    """An attempt left UNKNOWN (its owner died after its admission): ``doctor`` warns
+    (exit 0, naming its lane) with ``--uncertain-after 1h`` and fails with ``0s`` naming
+    the attempt and the way to
     settle it, whether the engine runs (asked of it) or not (read from the database)."""
     home = tmp_path / "home"
     _json(home, "init")
@@ -141,8 +142,9 @@ def test_doctor_fails_on_an_attempt_uncertain_past_the_threshold(tmp_path: Path)
         for running in (True, False):
             if not running:
                 stop_engine(home)
-            young = _json(home, "doctor", "--uncertain-after", "1h")
-            assert _check(young, "uncertain")["ok"] is True, young
+            young = _check(_json(home, "doctor", "--uncertain-after", "1h"), "uncertain")
+            assert not young["ok"] and young["severity"] == "warning", young
+            assert "lane(s) local (1)" in young["detail"] and "settle-lane" in young["fix"]
             old = _json(home, "doctor", "--uncertain-after", "0s", code=1)
             check = _check(old, "uncertain")
             assert not check["ok"] and "ghost-attempt" in check["detail"], check

@@ -32,7 +32,7 @@ run = "lane close {lane} --reason 'two words' --yes"
 
 SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
            "recover-on-new-home", "reopen-lane", "replace-node", "resolve-uncertain",
-           "rolling-restart"]
+           "rolling-restart", "settle-lane-uncertain"]
 
 
 def load(text: str) -> Playbook:
