@@ -13,18 +13,13 @@ import http.client
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
 
-import msgspec
-
-from nereus.adapters.admin.admin_client import AdminClient
-from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
+from nereus.adapters.admin.admin_client import AdminClient, typed_answer
+from nereus.adapters.admin.wire import AttemptList, EngineStatus
 from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
 from nereus.views import MessageDetail, MessageList, MessageView
-
-T = TypeVar("T")
 
 START_HINT = "start it with `nereus engine start`"
 # open attempts read per feed tick, at most: the counts come from the status document (the
@@ -57,10 +52,9 @@ class AdminSource:
                     return  # the engine hung up (stopping): the caller reconnects
                 if stop.is_set():
                     return
-                attempts = self._client.get("/v1/attempts", limit=ATTEMPT_LIMIT)["attempts"]
+                attempts = self._client.read("/v1/attempts", AttemptList, limit=ATTEMPT_LIMIT)
                 yield Snapshot(status=typed_answer(status, EngineStatus, "/v1/feed"),
-                               attempts=typed_answer(attempts, list[OpenAttemptView],
-                                                    "/v1/attempts"))
+                               attempts=attempts.attempts)
         except NereusError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -79,17 +73,6 @@ class AdminSource:
 
     def messages(self, *, lane: str | None = None, shard: str | None = None,
                  limit: int = 50) -> Sequence[MessageView]:
-        found = self._client.get("/v1/messages", lane=lane, shard=shard, limit=limit)
-        return typed_answer(found, MessageList, "/v1/messages").messages
+        return self._client.read("/v1/messages", MessageList, lane=lane, shard=shard,
+                                 limit=limit).messages
 
-
-def typed_answer(document: object, kind: type[T], path: str) -> T:
-    """``document`` as the wire types it; one that does not fit is an engine of another
-    version (named, with the way out), like every admin client answer."""
-    try:
-        return msgspec.convert(document, kind)
-    except msgspec.ValidationError as exc:
-        raise EngineUnreachable(
-            f"the engine's answer to {path} is not what this dashboard reads: {exc}",
-            hint="is the engine of another version? restart it with this "
-            "installation") from None

@@ -106,13 +106,11 @@ class AdminClient:
              timeout: float | None = None) -> T:
         """``POST path`` with the typed request ``body``; the engine's answer as ``answer``
         (an answer that does not fit its type is an engine of another version)."""
-        decoded = self._request("POST", path, body, timeout=timeout)
-        try:
-            return msgspec.convert(decoded, answer)
-        except msgspec.ValidationError as exc:
-            raise EngineUnreachable(f"the engine's answer to {path} is not what this client "
-                                    f"reads: {exc}", hint="is the engine of another version? "
-                                    "restart it with this installation") from None
+        return typed_answer(self._request("POST", path, body, timeout=timeout), answer, path)
+
+    def read(self, path: str, answer: type[T], **query: Any) -> T:
+        """``GET path`` (with ``query``) as the wire's ``answer`` type."""
+        return typed_answer(self.get(path, **query), answer, path)
 
     def message(self, delay_message_id: str, *, route: str, barrier: bool,
                 everywhere: bool = False) -> Any:
@@ -139,6 +137,17 @@ class AdminClient:
             raise EngineUnreachable(f"the engine is not running ({exc.strerror})") from None
         finally:
             conn.close()
+
+
+def typed_answer(decoded: object, answer: type[T], path: str) -> T:
+    """An engine's answer to ``path`` as ``answer``: one that does not fit its type is an
+    engine of another version, said so with the way out."""
+    try:
+        return msgspec.convert(decoded, answer)
+    except msgspec.ValidationError as exc:
+        raise EngineUnreachable(f"the engine's answer to {path} is not what this client "
+                                f"reads: {exc}", hint="is the engine of another version? "
+                                "restart it with this installation") from None
 
 
 class EngineSink:

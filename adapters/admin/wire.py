@@ -177,6 +177,12 @@ class OpenAttemptView(AttemptView, frozen=True, kw_only=True, forbid_unknown_fie
     evidence_search: EvidenceSearchView | None
 
 
+class AttemptList(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/attempts``: the open attempts asked for (``limit`` of them at most)."""
+
+    attempts: list[OpenAttemptView]
+
+
 class WorkerView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One supervised worker thread: its state, restarts and last error."""
 

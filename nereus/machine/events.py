@@ -41,7 +41,7 @@ class AttemptSettled(msgspec.Struct, frozen=True):
 
 
 class ControlApplied(msgspec.Struct, frozen=True):
-    """Any other record (an activation barrier, an operator's pause, ...): the owner's
+    """Every other record (an activation barrier, an operator's pause, ...): the owner's
     gate may have changed."""
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from nereus.adapters.admin.admin_client import typed_answer
 from nereus.adapters.admin.wire import EngineStatus
 from nereus.errors import EngineUnreachable
-from nereus.tui.admin_source import typed_answer
 from nereus.tui.formatting import fmt_backlog, fmt_int, fmt_ms, fmt_rate, spark_text
 from nereus.tui.history import History, advance
 from nereus.tui.models import (
@@ -121,7 +121,7 @@ def test_a_document_of_another_engine_version_is_refused_naming_it() -> None:
     another version, missing a field) is refused with the path, the field and the way out,
     never drawn half-read."""
     status = {"shards": [{"shard": "default/0", "state": "ACTIVE"}], "lanes": []}
-    with pytest.raises(EngineUnreachable, match=r"/v1/feed is not what this dashboard reads"
+    with pytest.raises(EngineUnreachable, match=r"/v1/feed is not what this client reads"
                        ) as refused:
         typed_answer(status, EngineStatus, "/v1/feed")
     assert refused.value.hint is not None and "another version" in refused.value.hint

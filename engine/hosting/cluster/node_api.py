@@ -16,12 +16,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import msgspec
-
-from nereus.adapters.admin.admin_client import AdminClient
+from nereus.adapters.admin.admin_client import AdminClient, typed_answer
 from nereus.adapters.admin.wire import (
     AppendAnswer,
     AppendRequest,
+    AttemptList,
     CheckpointRequest,
     OpenAttemptView,
     PlanAnswer,
@@ -79,8 +78,8 @@ class NodeApi(AdminApi):
         try:
             if remote is None:
                 return super().message(delay_message_id, route=route, barrier=barrier)
-            return msgspec.convert(remote.message(delay_message_id, route=route,
-                                                  barrier=barrier), MessageDetail)
+            return typed_answer(remote.message(delay_message_id, route=route,
+                                               barrier=barrier), MessageDetail, "/v1/messages")
         except NotFound:
             if not self.engine.config.ordered_lanes:
                 raise
@@ -105,9 +104,9 @@ class NodeApi(AdminApi):
                 continue
             asked.add(str(remote.path))
             try:
-                return msgspec.convert(remote.message(delay_message_id, route=route,
-                                                      barrier=barrier, everywhere=True),
-                                       MessageDetail)
+                return typed_answer(remote.message(delay_message_id, route=route,
+                                                   barrier=barrier, everywhere=True),
+                                    MessageDetail, "/v1/messages")
             except NotFound:
                 continue
         return None
@@ -117,8 +116,8 @@ class NodeApi(AdminApi):
         remote = self._remote(self._message_shard(delay_message_id, route))
         if remote is None:
             return super().explain(delay_message_id, route=route)
-        return msgspec.convert(remote.explain(delay_message_id, route=route),
-                               MessageExplanation)
+        return typed_answer(remote.explain(delay_message_id, route=route),
+                            MessageExplanation, "/v1/explain")
 
     def messages(self, *, shard: str | None, state: str | None, lane: str | None,
                  limit: int, after: str | None = None) -> MessageList:
@@ -126,16 +125,16 @@ class NodeApi(AdminApi):
         if remote is None:
             return super().messages(shard=shard, state=state, lane=lane, limit=limit,
                                     after=after)
-        return msgspec.convert(remote.get("/v1/messages", shard=shard, state=state, lane=lane,
-                                          limit=limit, after=after), MessageList)
+        return remote.read("/v1/messages", MessageList, shard=shard, state=state, lane=lane,
+                           limit=limit, after=after)
 
     def attempts(self, *, shard: str | None, state: str | None,
                  limit: int | None = None) -> list[OpenAttemptView]:
         remote = None if shard is None else self._remote(ShardId.parse(shard))
         if remote is None:
             return super().attempts(shard=shard, state=state, limit=limit)
-        body = remote.get("/v1/attempts", shard=shard, state=state, limit=limit)
-        return msgspec.convert(body["attempts"], list[OpenAttemptView])
+        return remote.read("/v1/attempts", AttemptList, shard=shard, state=state,
+                           limit=limit).attempts
 
     # per-shard writes -------------------------------------------------------------------
     def checkpoint(self, request: CheckpointRequest) -> CheckpointTaken:
