@@ -26,6 +26,7 @@ from nereus.adapters.admin.engine_process import EngineStarted, EngineStopped
 from nereus.adapters.admin.wire import (
     EngineStatus,
     LaneView,
+    MessageExplanation,
     MetricsExposition,
     OpenAttemptView,
     ShardView,
@@ -90,7 +91,6 @@ from nereus.cli.setup_documents import (
     QuickstartReport,
 )
 from nereus.client import Receipt
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.inspection import ShardReport
 from nereus.records.summary import LogEntry
 from nereus.views import MessageDetail, MessageList

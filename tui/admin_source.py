@@ -15,8 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from nereus.adapters.admin.admin_client import AdminClient, typed_answer
-from nereus.adapters.admin.wire import AttemptList, EngineStatus
-from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.adapters.admin.wire import AttemptList, EngineStatus, MessageExplanation
 from nereus.errors import EngineUnreachable, NereusError
 from nereus.tui.source import Snapshot
 from nereus.views import MessageDetail, MessageList, MessageView

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from textual.message import Message
 
-from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.adapters.admin.wire import MessageExplanation
 from nereus.tui.cluster_models import ClusterOverview
 from nereus.tui.mutations import MutationOutcome
 from nereus.tui.source import Snapshot

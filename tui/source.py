@@ -17,8 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
-from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.adapters.admin.wire import EngineStatus, MessageExplanation, OpenAttemptView
 from nereus.views import MessageDetail, MessageView
 
 

@@ -217,6 +217,39 @@ class MetricsExposition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     exposition: str
 
 
+# ``GET /v1/explain/<id>`` (``nereus message explain``)
+
+
+class GateView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One gate: its name, whether it holds the message back now, and its value."""
+
+    gate: str
+    holds: bool
+    detail: str
+
+
+class MessageExplanation(msgspec.Struct, frozen=True, kw_only=True,
+                         forbid_unknown_fields=True):
+    """The ``message explain`` document. ``held_by``: the first gate that holds the
+    message (null: none does; a SCHEDULED message is then claimed by the next round).
+    ``scheduler_waiting``: what the shard's last round said of the lane, if it waited."""
+
+    delay_message_id: str
+    shard: str
+    lane: str
+    state: str
+    generation: int
+    action_at: str
+    deliver_at: str
+    expire_at: str | None
+    trusted_earliest: str | None
+    trusted_latest: str | None
+    held_by: str | None
+    why: str
+    gates: list[GateView]
+    scheduler_waiting: str | None
+
+
 def request_of(body: object, kind: type[T]) -> T:
     """The request ``body`` (a decoded JSON object) as ``kind``; a UsageError naming the
     field that does not fit."""

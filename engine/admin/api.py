@@ -18,6 +18,7 @@ from nereus.adapters.admin.wire import (
     CheckpointRequest,
     EngineStatus,
     LaneView,
+    MessageExplanation,
     MetricsExposition,
     OpenAttemptView,
     PlanAnswer,
@@ -37,7 +38,6 @@ from nereus.engine.admin.status_views import (
     worker_views,
 )
 from nereus.engine.process.home_engine import Engine
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.errors import NotFound, ShardNotHere, UsageError
 from nereus.records import QueryBarrier, decode, encode

@@ -18,6 +18,7 @@ from nereus.adapters.admin.wire import (
     CheckpointRequest,
     EngineStatus,
     LaneView,
+    MessageExplanation,
     MetricsExposition,
     OpenAttemptView,
     PlanAnswer,
@@ -26,7 +27,6 @@ from nereus.adapters.admin.wire import (
 )
 from nereus.adapters.offline.checkpoint_take import CheckpointTaken
 from nereus.adapters.offline.command_lookup import CommandStatus
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.views import MessageDetail, MessageList
 
 

@@ -12,43 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
-
+from nereus.adapters.admin.wire import GateView, MessageExplanation
 from nereus.engine.scheduler import gates
 from nereus.records import MessageState
 from nereus.state.values import Lane, Message
 from nereus.timespec import format_time_ms
 from nereus.trusted_time import TrustedTime
-
-
-class GateView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One gate: its name, whether it holds the message back now, and its value."""
-
-    gate: str
-    holds: bool
-    detail: str
-
-
-class MessageExplanation(msgspec.Struct, frozen=True, kw_only=True,
-                         forbid_unknown_fields=True):
-    """The ``message explain`` document. ``held_by``: the first gate that holds the
-    message (null: none does; a SCHEDULED message is then claimed by the next round).
-    ``scheduler_waiting``: what the shard's last round said of the lane, if it waited."""
-
-    delay_message_id: str
-    shard: str
-    lane: str
-    state: str
-    generation: int
-    action_at: str
-    deliver_at: str
-    expire_at: str | None
-    trusted_earliest: str | None
-    trusted_latest: str | None
-    held_by: str | None
-    why: str
-    gates: list[GateView]
-    scheduler_waiting: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

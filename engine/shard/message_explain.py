@@ -4,8 +4,9 @@ scheduler's gates for the message (``scheduler/explain.py``)."""
 
 from __future__ import annotations
 
+from nereus.adapters.admin.wire import MessageExplanation
 from nereus.adapters.backends.shardlog.protocol import ShardLog
-from nereus.engine.scheduler.explanation import MessageExplanation, explanation
+from nereus.engine.scheduler.explanation import explanation
 from nereus.engine.shard.admissions import AdmissionFlow
 from nereus.records import LaneGate, decode
 from nereus.state.store import ShardStore

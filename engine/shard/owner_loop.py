@@ -18,13 +18,13 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 
+from nereus.adapters.admin.wire import MessageExplanation
 from nereus.adapters.backends.destination.protocol import PublishResult
 from nereus.adapters.offline.checkpoint_take import Taken
 from nereus.adapters.offline.shard_runner import ShardRunner
 from nereus.engine.metrics.shard_counters import OBSERVED, ShardMetrics
 from nereus.engine.runtime.event_log import safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard.apply_step import Applier
 from nereus.engine.shard.checkpoint_triggers import CheckpointTrigger

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nereus.adapters.admin.wire import MessageExplanation
 from nereus.engine.admin.api import AdminApi
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import NotFound
 from tests.fake_clock import FakeClock
 from tests.integration.engine_harness import now_ms, running_engine

@@ -13,8 +13,7 @@ from typing import Any
 
 import msgspec
 
-from nereus.adapters.admin.wire import EngineStatus, OpenAttemptView
-from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.adapters.admin.wire import EngineStatus, MessageExplanation, OpenAttemptView
 from nereus.errors import EngineUnreachable, NotFound
 from nereus.tui.mutations import LaneMutation, MutationOutcome
 from nereus.tui.source import Snapshot

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Header, Static
 
-from nereus.engine.scheduler.explanation import MessageExplanation
+from nereus.adapters.admin.wire import MessageExplanation
 from nereus.errors import NereusError
 from nereus.terminal_text import escape_controls
 from nereus.tui.events import MessageLoaded

@@ -22,6 +22,7 @@ from nereus.adapters.admin.wire import (
     AppendRequest,
     AttemptList,
     CheckpointRequest,
+    MessageExplanation,
     OpenAttemptView,
     PlanAnswer,
     PlanRequest,
@@ -32,7 +33,6 @@ from nereus.client.receipt import Receipt
 from nereus.engine.admin.api import AdminApi
 from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
 from nereus.engine.process.home_engine import Engine
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.views import MessageDetail, MessageList

@@ -29,6 +29,7 @@ from nereus.adapters.admin.wire import (
     CheckpointRequest,
     EngineStatus,
     LaneView,
+    MessageExplanation,
     MetricsExposition,
     OpenAttemptView,
     PlanAnswer,
@@ -56,7 +57,6 @@ from nereus.engine.hosting.workers.home import worker_socket
 from nereus.engine.process.payload_collector import PayloadCollector
 from nereus.engine.runtime.supervisor import Supervisor
 from nereus.engine.runtime.trusted_clock import TrustedClock
-from nereus.engine.scheduler.explanation import MessageExplanation
 from nereus.errors import EngineUnreachable, NereusError, NotFound
 from nereus.shard import ShardId, partition_for
 from nereus.timespec import format_time_ms
