@@ -17,8 +17,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
+from nereus.adapters.client.appends import Via
 from nereus.adapters.client.delay_client import DelayClient, Payload
-from nereus.adapters.client.sender import Batching
+from nereus.adapters.client.sender import Batching, LoopOutlet
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.client import validate
 from nereus.client.outcome import CommandResult
@@ -38,14 +39,15 @@ class AsyncDelayClient:
         self.sync = client
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="nereus-client")
         self._route: RouteRef | None = None
+        self._outlet: LoopOutlet | None = None
 
     @classmethod
     def from_home(cls, path: Path | str, route: str = "default", *,
                   retry: RetryPolicy | None = None, batching: Batching | None = None,
-                  clock: Clock = SYSTEM_CLOCK) -> Self:
+                  clock: Clock = SYSTEM_CLOCK, via: Via = "auto") -> Self:
         """As ``DelayClient.from_home`` (reads the home's ``nereus.toml``)."""
         return cls(DelayClient.from_home(path, route, retry=retry, batching=batching,
-                                         clock=clock))
+                                         clock=clock, via=via))
 
     @classmethod
     def from_cluster(cls, coordinator_url: str, route: str = "default", *,
@@ -99,8 +101,10 @@ class AsyncDelayClient:
 
     async def queue(self, prepared: Prepared) -> Receipt:
         """As ``DelayClient.queue``: append a prepared command (a retry sends it again)."""
-        (future,) = self.sync.send([prepared])
-        return await asyncio.wrap_future(future)
+        if self._outlet is None:
+            self._outlet = LoopOutlet(asyncio.get_running_loop())
+        (future,) = self.sync.sender.send_from_loop([prepared], self._outlet)
+        return await future
 
     async def result(self, receipt: Receipt, *, wait: float | timedelta | None = None
                      ) -> CommandResult:

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Self
 
 from nereus.adapters.client import route_source
-from nereus.adapters.client.appends import RouteAppends
+from nereus.adapters.client.appends import RouteAppends, Via
 from nereus.adapters.client.results import ResultQueries
 from nereus.adapters.client.route_source import RouteSource
 from nereus.adapters.client.sender import Append, Batching, Sender
@@ -57,24 +57,28 @@ class DelayClient:
 
     def __init__(self, source: RouteSource, *, retry: RetryPolicy | None = None,
                  batching: Batching | None = None, clock: Clock = SYSTEM_CLOCK,
-                 result_wait_s: float = 30.0, append: Append | None = None) -> None:
-        """``append``: where one shard's commands go (default: the route's own log, or its
-        home's engine; a test wraps it to make an append fail)."""
+                 result_wait_s: float = 30.0, via: Via = "auto",
+                 append: Append | None = None) -> None:
+        """``via``: through the home's engine when it runs, or straight to the log
+        (``nereus.adapters.client.appends``); ``append`` replaces both (a test wraps it to
+        make an append fail)."""
         self._source = source
         self._clock = clock
         self.retry = retry or RetryPolicy()
         self.result_wait_s = result_wait_s
-        self._sender = Sender(append or RouteAppends(source), batching=batching or Batching(),
+        self._sender = Sender(append or RouteAppends(source, via),
+                              batching=batching or Batching(),
                               retry=self.retry, clock=clock)
         self._queries = ResultQueries(source, clock)
 
     @classmethod
     def from_home(cls, path: Path | str, route: str = "default", *,
                   retry: RetryPolicy | None = None, batching: Batching | None = None,
-                  clock: Clock = SYSTEM_CLOCK) -> Self:
-        """A client of route ``route`` of the home at ``path`` (its ``nereus.toml``)."""
+                  clock: Clock = SYSTEM_CLOCK, via: Via = "auto") -> Self:
+        """A client of route ``route`` of the home at ``path`` (its ``nereus.toml``);
+        ``via="log"`` appends straight to the Command Topic even when its engine runs."""
         return cls(route_source.from_home(path, route), retry=retry, batching=batching,
-                   clock=clock)
+                   clock=clock, via=via)
 
     @classmethod
     def from_cluster(cls, coordinator_url: str, route: str = "default", *,

@@ -13,6 +13,7 @@ with a linger of 0. ``send`` is safe from any thread.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -45,10 +46,36 @@ class Batching:
     max_bytes: int = 16 << 20
 
 
+Outcome = Receipt | BaseException
+Settled = list[tuple["asyncio.Future[Receipt]", Outcome]]
+
+
+class LoopOutlet:
+    """Settles an event loop's futures: one ``call_soon_threadsafe`` per shard's append,
+    not one per command (a wake-up of the loop each is most of an asyncio client's cost)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def settle(self, done: Settled) -> None:
+        self.loop.call_soon_threadsafe(_settle_all, done)
+
+
+def _settle_all(done: Settled) -> None:
+    for future, outcome in done:
+        if future.done():  # its caller was cancelled: nobody waits for the answer
+            continue
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+
 @dataclass(slots=True)
 class _Pending:
     prepared: Prepared
-    future: Future[Receipt]
+    future: Future[Receipt] | asyncio.Future[Receipt]
+    outlet: LoopOutlet | None  # None: a thread's future, settled where it is
 
 
 class Sender:
@@ -71,14 +98,24 @@ class Sender:
 
     def send(self, prepared: Sequence[Prepared]) -> list[Future[Receipt]]:
         """Hand commands to the sender; a future each, resolved with its QUEUED receipt."""
-        items = [_Pending(p, Future()) for p in prepared]
+        futures: list[Future[Receipt]] = [Future() for _ in prepared]
+        self._add([_Pending(p, f, None) for p, f in zip(prepared, futures, strict=True)])
+        return futures
+
+    def send_from_loop(self, prepared: Sequence[Prepared], outlet: LoopOutlet
+                       ) -> list[asyncio.Future[Receipt]]:
+        """``send`` for an event loop: its own futures, settled on it in batches."""
+        futures: list[asyncio.Future[Receipt]] = [outlet.loop.create_future() for _ in prepared]
+        self._add([_Pending(p, f, outlet) for p, f in zip(prepared, futures, strict=True)])
+        return futures
+
+    def _add(self, items: list[_Pending]) -> None:
         with self._cond:
             if self._closed:
                 raise NereusError("the client is closed")
             self._pending += items
-            self._pending_bytes += sum(len(p.data) for p in prepared)
+            self._pending_bytes += sum(len(item.prepared.data) for item in items)
             self._cond.notify()
-        return [item.future for item in items]
 
     def close(self, timeout_s: float | None = None) -> None:
         with self._cond:
@@ -120,14 +157,22 @@ class Sender:
     def _deliver(self, items: list[_Pending]) -> None:
         """Append one shard's commands, retried by the policy; settle their futures."""
         prepared = [item.prepared for item in items]
+        outcomes: list[Outcome]
         try:
-            receipts = self.append_with_retry(prepared)
+            outcomes = list(self.append_with_retry(prepared))
         except BaseException as exc:  # every future hears of it; the thread goes on
-            for item in items:
-                item.future.set_exception(exc)
-            return
-        for item, receipt in zip(items, receipts, strict=True):
-            item.future.set_result(receipt)
+            outcomes = [exc] * len(items)
+        on_loops: dict[LoopOutlet, Settled] = {}
+        for item, outcome in zip(items, outcomes, strict=True):
+            if item.outlet is not None:
+                assert isinstance(item.future, asyncio.Future)
+                on_loops.setdefault(item.outlet, []).append((item.future, outcome))
+            elif isinstance(outcome, BaseException):
+                item.future.set_exception(outcome)
+            else:
+                item.future.set_result(outcome)
+        for outlet, done in on_loops.items():
+            outlet.settle(done)
 
     def append_with_retry(self, prepared: Sequence[Prepared]) -> list[Receipt]:
         """The same commands appended until acknowledged or the policy is spent."""

@@ -94,19 +94,21 @@ def lost_first_ack(real: Callable[[Sequence[Prepared]], list[Receipt]]
 
 
 def broker_scenario(home: Path, consume: Consume) -> None:
-    """Three messages: ``a`` plainly; ``lost`` whose first append's acknowledgement is
-    lost, so the client appends the same command again (two copies in the log, applied
-    once: ``duplicate_of``); ``c`` cancelled before its time. A consumer sees ``a`` and
+    """Straight to the Command Topic (``via="log"``), three messages: ``a`` plainly;
+    ``lost`` whose first append's acknowledgement is lost, so the client appends the same
+    command again (two copies in the log, applied once: ``duplicate_of``); ``c`` cancelled
+    before its time. A consumer sees ``a`` and
     ``lost`` once each, never ``c``."""
     source = from_home(home, "default")
     retry = RetryPolicy(attempts=3, initial_backoff_s=0.05)
-    with DelayClient(source, retry=retry, append=lost_first_ack(RouteAppends(source))) as lossy:
+    lossy_append = lost_first_ack(RouteAppends(source, "log"))
+    with DelayClient(source, retry=retry, append=lossy_append) as lossy:
         lost = lossy.schedule("lost", "out", delay="1s", payload=b"once")
         assert lossy.sender.appends == 2
         applied = lossy.result(lost, wait=60)
     assert applied.outcome == "APPLIED"
     assert applied.receipt.duplicate_of is not None, "the first copy was the one applied"
-    with DelayClient.from_home(home) as client:
+    with DelayClient.from_home(home, via="log") as client:
         plain = client.schedule("a", "out", delay="1s", payload=b"a")
         cancel_me = client.schedule("c", "out", delay="1h")
         client.result(cancel_me, wait=60)
@@ -165,7 +167,8 @@ def test_many_concurrent_asyncio_schedules_on_kafka(
                kafka_lane("out", bootstrap, f"sdk-async-out-{run}"))
 
     async def run_all() -> int:
-        async with AsyncDelayClient.from_home(home, batching=Batching(linger_s=0.01)) as client:
+        async with AsyncDelayClient.from_home(home, batching=Batching(linger_s=0.01),
+                                              via="log") as client:
             receipts = await asyncio.gather(*(
                 client.schedule(f"m{n}", "out", delay="1h") for n in range(300)))
             assert {r.evidence for r in receipts} == {"QUEUED"}
