@@ -5,4 +5,4 @@ are the deterministic core: no threads, clocks or network. ``nereus.engine`` is 
 runtime, ``nereus.cli`` and ``nereus.tui`` are the front ends (see docs/ARCHITECTURE.md).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
