@@ -115,20 +115,25 @@ class EngineProcess:
         else:
             out = self.layout.logs / f"chaos-engine-{self.starts}.out"
             out.parent.mkdir(parents=True, exist_ok=True)
-            environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
-            environ["PYTHONPATH"] = str(ROOT)
-            with open(out, "wb") as handle:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "tests.chaos.engine_child", "--home", str(self.home),
-                     "--workers", "1", "--control", str(self.control)],
-                    stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                    start_new_session=True, cwd=ROOT, env=environ)
+            self._proc = self.launch_child(out)
             self._procs.append(self._proc)
             self._pids.append(self._proc.pid)
         self.wait_ready(timeout_s)
         pid = self.pid()
         if pid is not None and pid not in self._pids:
             self._pids.append(pid)
+
+    def launch_child(self, out: Path) -> subprocess.Popen[bytes]:
+        """``python -m tests.chaos.engine_child`` of this checkout, its output to ``out``
+        (another build's: ``tests/upgrade/rolling.py``)."""
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("NEREUS_")}
+        environ["PYTHONPATH"] = str(ROOT)
+        with open(out, "wb") as handle:
+            return subprocess.Popen(
+                [sys.executable, "-m", "tests.chaos.engine_child", "--home", str(self.home),
+                 "--workers", "1", "--control", str(self.control)],
+                stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=ROOT, env=environ)
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until the engine answers with every shard ACTIVE."""

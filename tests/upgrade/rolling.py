@@ -48,18 +48,9 @@ class UpgradableNode(NodeProcess):
     build: ReleaseBuild | None = None
     testing_level: bool = False  # claim the test-only feature level
 
-    def _start(self, timeout_s: float) -> None:
-        self.starts += 1
-        out = self.layout.logs / f"chaos-engine-{self.starts}.out"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        self._proc = launch_child(self.home, self.control, out, self.build,
-                                  testing_level=self.testing_level)
-        self._procs.append(self._proc)
-        self._pids.append(self._proc.pid)
-        self.wait_ready(timeout_s)
-        pid = self.pid()
-        if pid is not None and pid not in self._pids:
-            self._pids.append(pid)
+    def launch_child(self, out: Path) -> subprocess.Popen[bytes]:
+        return launch_child(self.home, self.control, out, self.build,
+                            testing_level=self.testing_level)
 
 
 def launch_child(home: Path, control: Path, out: Path, build: ReleaseBuild | None, *,
