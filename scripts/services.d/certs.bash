@@ -2,14 +2,15 @@
 #
 # make_certs DIR: a CA (ca.pem), a server certificate for 127.0.0.1 and localhost
 # (server.pem, server.key, and server-keystore.pem = key + certificate for Kafka's PEM key
-# store) and a client certificate (client.pem, client.key, CN nereus-client), all signed by
-# the CA, made once with openssl and kept; keys PKCS#8, unencrypted, 0600 in a 0700
+# store), a client certificate (client.pem, client.key, CN nereus-client) and one without a
+# CommonName for etcd (etcd-client.pem, .key), all signed by the CA, made once with openssl
+# and kept (a missing one is added); keys PKCS#8, unencrypted, 0600 in a 0700
 # directory. Nothing here is secret outside a test run: the CA lives in the runtime dir.
 # shellcheck shell=bash
 
 make_certs() {
   local dir=$1 days=3650
-  [[ -f $dir/client.pem ]] && return 0
+  [[ -f $dir/etcd-client.pem ]] && return 0
   command -v openssl >/dev/null || die "openssl is needed to make the secured services' certificates"
   mkdir -p "$dir"
   chmod 700 "$dir"
@@ -18,32 +19,38 @@ make_certs() {
   (
     umask 077
     cd "$tmp"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days "$days" \
-      -subj "/CN=nereus-test-ca" -addext "basicConstraints=critical,CA:TRUE" \
-      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-    local name cn ext
-    for name in server client; do
-      if [[ $name == server ]]; then
-        cn=localhost
-        ext="subjectAltName=IP:127.0.0.1,DNS:localhost
-extendedKeyUsage=serverAuth,clientAuth"
-      else
-        cn=nereus-client
-        ext="extendedKeyUsage=clientAuth"
-      fi
+    if [[ -f $dir/ca.pem ]]; then
+      cp "$dir/ca.pem" "$dir/ca.key" .
+    else
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days "$days" \
+        -subj "/CN=nereus-test-ca" -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    fi
+    local name subject ext
+    for name in server client etcd-client; do
+      [[ -f $dir/$name.pem ]] && continue
+      case $name in
+        server) subject=/CN=localhost
+          ext="subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth,clientAuth" ;;
+        client) subject=/CN=nereus-client ext="extendedKeyUsage=clientAuth" ;;
+        # etcd 3.4's JSON gateway refuses a client certificate with a CommonName (it could
+        # not pass it on as the user): the etcd clients' certificate has none
+        etcd-client) subject=/O=nereus ext="extendedKeyUsage=clientAuth" ;;
+      esac
       openssl req -newkey rsa:2048 -nodes -keyout "$name.rsa" -out "$name.csr" \
-        -subj "/CN=$cn" 2>/dev/null
+        -subj "$subject" 2>/dev/null
       openssl pkcs8 -topk8 -nocrypt -in "$name.rsa" -out "$name.key"
       printf '%s\n' "$ext" >"$name.ext"
       openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial \
         -out "$name.pem" -days "$days" -extfile "$name.ext" 2>/dev/null
       rm -f "$name.rsa" "$name.csr" "$name.ext"
     done
-    cat server.key server.pem >server-keystore.pem
+    [[ -f $dir/server-keystore.pem ]] || cat server.key server.pem >server-keystore.pem
     rm -f ca.srl
   ) || { rm -rf "$tmp"; die "openssl could not make the test certificates in $dir"; }
-  mv "$tmp"/* "$dir"/
-  rmdir "$tmp"
+  cp -n "$tmp"/* "$dir"/ 2>/dev/null || true
+  rm -rf "$tmp"
 }
 
 # a throwaway password: 24 random URL-safe characters in file $1 (0600), made once

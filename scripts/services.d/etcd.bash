@@ -102,6 +102,29 @@ prepare_etcd() {
     "--logger=zap" "--log-outputs=stderr"
 }
 
+# etcd-secure: clients over TLS with a certificate of the test CA required (its user and
+# role are made by the readiness probe, probe_etcd.etcd_secure_round_trip, which then turns
+# etcd's auth on); peers stay on loopback http
+# shellcheck disable=SC2317  # called as "prepare_$svc"
+prepare_etcd-secure() {
+  local dir="$RUN/etcd-secure" client="https://127.0.0.1:$ETCD_SECURE_PORT"
+  local peer="http://127.0.0.1:$ETCD_SECURE_PEER_PORT"
+  make_certs "$CERTS"
+  make_password "$CERTS/etcd-password"
+  mkdir -p "$dir/data"
+  make_password "$CERTS/etcd-root-password"
+  chmod 700 "$dir/data"
+  printf '%s\n' \
+    "--name=nereus-secure" "--data-dir=$dir/data" \
+    "--listen-client-urls=$client" "--advertise-client-urls=$client" \
+    "--listen-peer-urls=$peer" "--initial-advertise-peer-urls=$peer" \
+    "--initial-cluster=nereus-secure=$peer" "--initial-cluster-state=new" \
+    "--initial-cluster-token=nereus-services-secure" \
+    "--cert-file=$CERTS/server.pem" "--key-file=$CERTS/server.key" \
+    "--trusted-ca-file=$CERTS/ca.pem" "--client-cert-auth" \
+    "--logger=zap" "--log-outputs=stderr"
+}
+
 # etcd 3.4 refuses to start on architectures other than amd64 and ppc64le unless told
 etcd_arch_env() {
   case $(uname -m) in

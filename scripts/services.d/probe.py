@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 # the probes live beside this script (its directory is first on sys.path when it runs)
-from probe_etcd import etcd_round_trip
+from probe_etcd import etcd_round_trip, etcd_secure_round_trip
 from probe_kafka import kafka_round_trip
 from probe_oxia import oxia_round_trip
 from probe_pulsar import pulsar_features, pulsar_round_trip
@@ -40,6 +40,7 @@ PROBES: dict[str, Callable[[float], str]] = {
     "pulsar": pulsar_round_trip,
     "s3": s3_round_trip,
     "etcd": etcd_round_trip,
+    "etcd-secure": etcd_secure_round_trip,
     "oxia": oxia_round_trip,
 }
 FEATURES: dict[str, Callable[[float], str]] = {
