@@ -99,6 +99,9 @@ class LaneRow:
     due_backlog_capped: bool = False  # due_backlog is "at least"; due_lag_p99_ms "at most"
     # unfinished messages by why they wait ("not due": scheduled, not yet due), most first
     waiting_by_reason: tuple[tuple[str, int], ...] = ()
+    uncertain: int = 0  # attempts UNKNOWN; the oldest open this long (None: none)
+    uncertain_oldest_age_ms: int | None = None
+    fencing: str | None = None  # how it fences a dead owner's sends (None: it does not)
 
     @property
     def key(self) -> str:
@@ -243,6 +246,8 @@ def lane_row(doc: LaneView, history: History) -> LaneRow:
         rate_history=history.lane_rate_series.get(name, ()),
         due_backlog_capped=doc.due_backlog_capped,
         waiting_by_reason=_most_first(doc.waiting_by_reason),
+        uncertain=doc.uncertain, uncertain_oldest_age_ms=doc.uncertain_oldest_age_ms,
+        fencing=doc.fencing,
     )
 
 

@@ -156,6 +156,12 @@ class LaneView(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # (an earlier attempt's outcome is unknown); `message explain` details one message
     waiting_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
     published_since_start: int = 0  # publish calls acknowledged since this engine started
+    # its attempts UNKNOWN (their messages UNCERTAIN) and how long the oldest has been open
+    # (since its admission; null: none); how it fences a dead owner's sends, null: it does
+    # not, so a crash leaves that owner's in-flight attempts UNCERTAIN (docs/rules.md §10)
+    uncertain: int = 0
+    uncertain_oldest_age_ms: int | None = None
+    fencing: str | None = None
 
 
 class EvidenceSearchView(msgspec.Struct, frozen=True, kw_only=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -69,6 +69,20 @@ def stop(
         f"engine stopped (pid {data['pid']})" if data["stopped"] else "the engine is not running"))
 
 
+def _lane_notes(out: Console, lanes: list[dict[str, Any]]) -> None:
+    """A line per lane with UNCERTAIN attempts, and per lane that does not fence."""
+    from nereus.timespec import format_duration_ms
+
+    for lane in lanes:
+        if lane.get("uncertain"):
+            age = format_duration_ms(lane.get("uncertain_oldest_age_ms") or 0)
+            out.print(f"{lane['lane']}: {lane['uncertain']:,} attempt(s) UNCERTAIN, the "
+                      f"oldest for {age} (the settle-lane-uncertain playbook settles them)")
+        if lane.get("destination") and not lane.get("fencing"):
+            out.print(f"{lane['lane']} does not fence a dead owner's sends: after a crash its "
+                      "in-flight attempts stay UNCERTAIN (`fencing = true`)")
+
+
 @app.command("status")
 def status(ctx: typer.Context) -> None:
     """Is the engine running; its shards, lanes and clock."""
@@ -125,6 +139,7 @@ def status(ctx: typer.Context) -> None:
                           str(lane["published"]),
                           str(lane["failures"]))
         out.print(lanes)
+        _lane_notes(out, data["lanes"])
         troubled = [w for w in data.get("workers", [])
                     if w["restarts"] or w["state"] not in ("RUNNING", "STOPPED")]
         if troubled:

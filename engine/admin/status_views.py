@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final
 
 from nereus.adapters.admin.wire import (
@@ -30,8 +31,10 @@ from nereus.engine.shard.loop_status import RefusedShard, ShardState
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.shard import ShardId
 from nereus.state import keys
+from nereus.state.store import ShardStore
 from nereus.state.values import Lane, decode_value
 from nereus.timespec import format_time_ms
+from nereus.views import open_attempts
 
 
 def _unfinished(lane: Lane) -> bool:
@@ -251,6 +254,9 @@ def _lane_view(engine: Engine, reads: StatusReads, loops: list[tuple[ShardId, Sh
                                        due_backlog_capped=sample.capped))
     lag_p99, lag_max = due_lag_ms(samples, reads.earliest_ms)
     readiness, why = _readiness(engine, name)
+    uncertain = counts.get("UNCERTAIN", 0)  # an UNKNOWN attempt is an UNCERTAIN message
+    oldest = oldest_unknown_ms([loop.store for _, loop in loops], name) if uncertain else None
+    settings = engine.config.lanes.get(name)
     return LaneView(
         lane=name,
         destination=None if publisher is None else engine.config.lanes[name].destination,
@@ -262,7 +268,24 @@ def _lane_view(engine: Engine, reads: StatusReads, loops: list[tuple[ShardId, Sh
         failures=0 if publisher is None else publisher.failures,
         messages_by_state=counts, admissions=admissions, due_lag_p99_ms=lag_p99,
         due_lag_max_ms=lag_max, shards=per_shard,
-        due_backlog_capped=any(s.capped for s in samples), waiting_by_reason=waiting)
+        due_backlog_capped=any(s.capped for s in samples), waiting_by_reason=waiting,
+        uncertain=uncertain, fencing=None if settings is None else settings.fencing_kind,
+        uncertain_oldest_age_ms=None if oldest is None else
+        max(reads.earliest_ms - oldest, 0))
+
+
+UNKNOWN_READ: Final = 10_000  # open obligations read per shard for the oldest UNKNOWN age
+
+
+def oldest_unknown_ms(stores: Iterable[ShardStore], lane: str) -> int | None:
+    """The earliest admission (broker ms) of ``lane``'s UNKNOWN attempts, among the first
+    ``UNKNOWN_READ`` open obligations of each shard (None: none found)."""
+    oldest: int | None = None
+    for store in stores:
+        for attempt in islice(open_attempts(store, state="UNKNOWN"), UNKNOWN_READ):
+            if attempt.lane == lane and (oldest is None or attempt.admitted_broker_ms < oldest):
+                oldest = attempt.admitted_broker_ms
+    return oldest
 
 
 def _readiness(engine: Engine, name: str) -> tuple[str, str | None]:

@@ -204,8 +204,17 @@ def _lane_families(engine: Engine, lanes: Iterable[LaneView]) -> Iterator[Metric
     lag_max = GaugeMetricFamily(
         "nereus_due_lag_max_seconds", "How late the lane's oldest due, not yet admitted "
         "message is now (0 with no due backlog)", labels=["lane"])
+    oldest = GaugeMetricFamily(
+        "nereus_uncertain_oldest_age_seconds", "How long the lane's oldest UNKNOWN attempt "
+        "has been open, since its admission (0 with none)", labels=["lane"])
+    fenced = GaugeMetricFamily(
+        "nereus_lane_fenced", "1 when the lane fences a dead owner's sends (its in-flight "
+        "attempts are settled exactly at the next recovery), 0: they stay UNCERTAIN",
+        labels=["lane"])
     for lane in lanes:
         ready.add_metric([lane.lane], 1 if lane.readiness == "READY" else 0)
+        oldest.add_metric([lane.lane], (lane.uncertain_oldest_age_ms or 0) / 1000)
+        fenced.add_metric([lane.lane], 1 if lane.fencing else 0)
         lag_max.add_metric([lane.lane], (lane.due_lag_max_ms or 0) / 1000)
         by_shard = {view.shard: view for view in lane.shards}
         for shard_text, view in by_shard.items():
@@ -219,7 +228,8 @@ def _lane_families(engine: Engine, lanes: Iterable[LaneView]) -> Iterator[Metric
                 messages.add_metric([*labels, name], counts.get(name, 0))
             pending.add_metric(labels, counts.get("SCHEDULED", 0))
             uncertain.add_metric(labels, counts.get("UNCERTAIN", 0))
-    yield from (admissions, messages, pending, uncertain, due, gate, ready, lag_max)
+    yield from (admissions, messages, pending, uncertain, due, gate, ready, lag_max, oldest,
+                fenced)
 
 
 def _lane_counts(engine: Engine, lane: str) -> dict[str, dict[str, int]]:

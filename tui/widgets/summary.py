@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nereus.terminal_text import escape_controls
+from nereus.timespec import format_duration_ms
 from nereus.tui.formatting import fmt_backlog, fmt_due_lag, fmt_int, fmt_rate, fmt_text
 from nereus.tui.models import LaneRow, ShardRow
 
@@ -40,6 +41,13 @@ def lane_summary(lane: LaneRow) -> Text:
     if lane.waiting_by_reason:
         text.append("\nwaiting  ", style="dim")
         _pairs(text, [(why, fmt_int(count)) for why, count in lane.waiting_by_reason])
+    if lane.uncertain:
+        age = format_duration_ms(lane.uncertain_oldest_age_ms or 0)
+        text.append(f"\n{lane.uncertain:,} attempt(s) UNCERTAIN, the oldest for {age} "
+                    "(settle-lane-uncertain settles them)", style="bold yellow")
+    if lane.destination and lane.fencing is None:
+        text.append("\ndoes not fence a dead owner's sends: after a crash its in-flight "
+                    "attempts stay UNCERTAIN", style="yellow")
     return text
 
 

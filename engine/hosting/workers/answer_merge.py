@@ -92,6 +92,9 @@ def merge_lane(views: list[LaneView]) -> LaneView:
         due_lag_max_ms=_max(view.due_lag_max_ms for view in views),
         due_backlog_capped=any(view.due_backlog_capped for view in views),
         waiting_by_reason=dict(sorted(waiting.items())),
+        uncertain=sum(view.uncertain for view in views),
+        uncertain_oldest_age_ms=_max(view.uncertain_oldest_age_ms for view in views),
+        fencing=first.fencing,
         shards=sorted((row for view in views for row in view.shards),
                       key=lambda row: shard_key(row.shard)))
 
