@@ -8,16 +8,20 @@ the catalog. The Recovery Set built from them is ``nereus recovery-set``
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
 
+from nereus.cli.commands.checkpoint_restore_guards import (
+    may_replace,
+    refuse_live,
+    restore_target,
+    terminated_cleanly,
+)
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
 from nereus.cli.verdict import emit_verdict
@@ -26,7 +30,6 @@ from nereus.errors import ExitCode
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nereus.adapters.offline.restore_target import Target
     from nereus.shard import ShardId
 
 app = typer.Typer(help="Take, list, verify, upgrade and restore checkpoints.",
@@ -227,35 +230,20 @@ def restore(
     """
     from nereus.adapters.offline.checkpoint_catalog import find
     from nereus.adapters.offline.checkpoint_restore import restore_into
-    from nereus.adapters.offline.restore_target import inspect_target, live_store
     from nereus.cli.commands.checkpoint_documents import CheckpointRestore
-    from nereus.errors import NereusError, UsageError
 
     env: Env = ctx.obj
     objects = env.object_store()
     protected = [(Path(root), f"the object store {objects.description}")
                  for root in [getattr(objects, "root", None)] if root is not None]
-    target = inspect_target(into, protected=protected)
-    if target.live is not None:
-        raise NereusError(f"refusing to restore there: {target.live.reason}",
-                          hint=target.live.hint)
-    if target.path.exists() and not target.path.is_dir():
-        raise UsageError(f"--into {into} is not a directory", hint="name a directory")
+    target = restore_target(into, protected)
     entry = find(objects, checkpoint_id)
-    _may_replace(env, target, into, entry.checkpoint_id, force=force, yes=yes)
-
+    may_replace(env, target, into, entry.checkpoint_id, force=force, yes=yes)
     replacing = target.state in ("restored", "foreign")
-
-    def still_not_live() -> None:  # the engine may have started while we downloaded
-        live = live_store(target.path, replacing=replacing,
-                          restored=target.state == "restored", protected=protected)
-        if live is not None:
-            raise NereusError(f"refusing to restore there: {live.reason}",
-                              hint=live.hint)
-
-    with _terminated_cleanly(), env.output.progress("downloading", None) as advance:
-        report = restore_into(objects, entry, target.path, advance, replace=replacing,
-                              mark=True, before_move=still_not_live)
+    with terminated_cleanly(), env.output.progress("downloading", None) as advance:
+        report = restore_into(  # the engine may have started while we downloaded
+            objects, entry, target.path, advance, replace=replacing, mark=True,
+            before_move=lambda: refuse_live(target, protected, replacing=replacing))
     document = CheckpointRestore(
         checkpoint_id=entry.checkpoint_id, shard=f"{entry.route}/{entry.partition}",
         into=str(target.path), applied_position=entry.applied_position, digest=entry.digest,
@@ -268,50 +256,6 @@ def restore(
     env.output.emit(data, lambda out: out.print(
         f"restored {entry.checkpoint_id} of {data['shard']} into {target.path} (applied "
         f"position {entry.applied_position}, digest verified {entry.digest[:16]}..)"))
-
-
-def _may_replace(env: Env, target: Target, into: Path, checkpoint_id: str, *,
-                 force: bool, yes: bool) -> None:
-    """A non-empty ``--into`` needs ``--force``; one a restore did not create also needs a
-    confirmation (``--yes``, or a prompt on a terminal)."""
-    import sys
-
-    from nereus.errors import NereusError, NotConfirmed, UsageError
-
-    if target.state == "restored" and not force:
-        raise NereusError(
-            f"{into} is not empty: it holds checkpoint {target.restored_checkpoint}, "
-            "restored earlier", hint="pass --force to replace it, or choose a new directory")
-    if target.state == "foreign":
-        if not force:
-            raise NereusError(f"{into} is not empty and was not created by a restore",
-                              hint="choose a new or empty directory, or pass --force (and "
-                              "confirm) to replace its contents")
-        if not yes:
-            question = (f"replace the contents of {into} (not created by a restore) with "
-                        f"checkpoint {checkpoint_id}")
-            if not sys.stdin.isatty():
-                raise UsageError(f"{question}: needs confirmation and there is no terminal to "
-                                 "ask on", hint="pass --yes to confirm in a script, or "
-                                 "choose a new directory")
-            if not typer.confirm(f"{question}?", default=False, err=True):
-                raise NotConfirmed(f"not confirmed: {into} was left as it was")
-
-
-@contextlib.contextmanager
-def _terminated_cleanly() -> Iterator[None]:
-    """SIGTERM during the block exits through ``finally`` clauses (status 143), so a
-    restore that is stopped removes its staging directory like one that fails."""
-    import signal
-
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("prune")
@@ -328,8 +272,6 @@ def prune(
 
     Exits 1 when a checkpoint you asked to delete was refused (it is in the Recovery Set).
     """
-    import sys
-
     from nereus.adapters.offline.checkpoint_catalog import (
         catalog,
         delete_checkpoint,
@@ -337,7 +279,6 @@ def prune(
     )
     from nereus.checkpoint.retention import plan_prune
     from nereus.cli.commands.checkpoint_documents import CheckpointPrune, PruneRefusal
-    from nereus.errors import NotConfirmed, UsageError
 
     env: Env = ctx.obj
     shard = env.shard(shard_name)
@@ -346,23 +287,13 @@ def prune(
     wanted = recovery_keep if keep is None else keep
     plan = plan_prune(catalog(objects, shard), keep=wanted, recovery_keep=recovery_keep)
     if plan.deleted and not dry_run and not yes:
-        listing = ", ".join(e.checkpoint_id for e in plan.deleted)
-        if not sys.stdin.isatty():
-            raise UsageError(f"prune would delete {len(plan.deleted)} checkpoint(s) of {shard} "
-                             f"({listing})", hint="pass --yes to delete them, or --dry-run "
-                             "to only list them")
-        if not typer.confirm(f"delete {len(plan.deleted)} checkpoint(s) of {shard}: "
-                             f"{listing}?", default=False, err=True):
-            raise NotConfirmed("not confirmed: nothing was deleted")
-    deleted: list[str] = []
+        _confirm_prune(shard, [e.checkpoint_id for e in plan.deleted])
+    deleted = [e.checkpoint_id for e in plan.deleted]
     if not dry_run:
         # the floor as it is now: a checkpoint taken meanwhile only pushes ours further out
         floor = recovery_floor(objects, shard, recovery_keep)
         for entry in plan.deleted:
             delete_checkpoint(objects, entry, floor)
-            deleted.append(entry.checkpoint_id)
-    else:
-        deleted = [e.checkpoint_id for e in plan.deleted]
     data = msgspec.to_builtins(CheckpointPrune(
         shard=str(shard), keep=wanted, recovery_set_keep=recovery_keep, dry_run=dry_run,
         object_store=objects.description, kept=[e.checkpoint_id for e in plan.kept],
@@ -386,3 +317,19 @@ def prune(
     env.output.emit(data, human)
     if plan.refused:
         raise Answered(ExitCode.NO)
+
+
+def _confirm_prune(shard: ShardId, doomed: list[str]) -> None:
+    """Deleting ``doomed`` needs a yes on a terminal (without one: ``--yes``, exit 2)."""
+    import sys
+
+    from nereus.errors import NotConfirmed, UsageError
+
+    listing = ", ".join(doomed)
+    if not sys.stdin.isatty():
+        raise UsageError(f"prune would delete {len(doomed)} checkpoint(s) of {shard} "
+                         f"({listing})", hint="pass --yes to delete them, or --dry-run "
+                         "to only list them")
+    if not typer.confirm(f"delete {len(doomed)} checkpoint(s) of {shard}: "
+                         f"{listing}?", default=False, err=True):
+        raise NotConfirmed("not confirmed: nothing was deleted")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
-from nereus.errors import ExitCode
+from nereus.errors import EngineUnreachable, ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -86,73 +86,78 @@ def _lane_notes(out: Console, lanes: list[dict[str, Any]]) -> None:
 @app.command("status")
 def status(ctx: typer.Context) -> None:
     """Is the engine running; its shards, lanes and clock."""
-    from nereus.errors import EngineUnreachable
-
     env: Env = ctx.obj
     try:
         data = env.admin().get("/v1/status")
     except EngineUnreachable as exc:
-        from nereus.adapters.home.home_lock import (
-            is_locked,
-            lock_holder,
-            orphaned_engine,
-            socket_lost,
-        )
-
-        if (orphan := orphaned_engine(env.home)) is not None:  # its socket deleted under it
-            lost = socket_lost(env.home, orphan)
-            raise EngineUnreachable(lost.message, hint=lost.hint,
-                                    document={"running": True}) from None
-        if is_locked(env.home):  # a daemon holds the home: running, but not answering
-            pid = lock_holder(env.home)
-            raise EngineUnreachable(
-                f"the engine (pid {pid or '?'}) runs but does not answer on its admin "
-                f"socket: {exc.message}",
-                hint="it may still be starting; if it stays so, `nereus engine logs --level "
-                "error` says why and `nereus engine stop` stops it",
-                document={"running": True}) from None
-        # the error document (--json) says "not running" too
-        raise EngineUnreachable(exc.message, hint=exc.hint,
-                                document={"running": False}) from None
-
-    def human(out: Console) -> None:
-        from rich.table import Table
-
-        trusted = data["trusted_time"]
-        held = trusted.get("held_back_ms") or 0
-        out.print(f"engine running as {data['owner_id']} since {data['started_at']}; "
-                  f"Trusted UTC ±{trusted['uncertainty_ms'] // 2} ms"
-                  + (f", held {held:,} ms behind the wall clock" if held else ""))
-        shards = Table("shard", "state", "applied", "lag", "in flight", "uncertain")
-        for s in data["shards"]:
-            shards.add_row(s["shard"], s["state"], str(s["applied_position"]), str(s["lag"]),
-                           str(s["in_flight"]), str(s["uncertain"]))
-        out.print(shards)
-        for s in data["shards"]:
-            if s.get("waiting"):
-                out.print(f"{s['shard']} admits nothing now: {s['waiting']}")
-        lanes = Table("lane", "gate", "readiness", "due backlog", "published",
-                      "failures since start")
-        for lane in data["lanes"]:
-            lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
-                          f"{lane['due_backlog']}{'+' if lane.get('due_backlog_capped') else ''}",
-                          str(lane["published"]),
-                          str(lane["failures"]))
-        out.print(lanes)
-        _lane_notes(out, data["lanes"])
-        troubled = [w for w in data.get("workers", [])
-                    if w["restarts"] or w["state"] not in ("RUNNING", "STOPPED")]
-        if troubled:
-            workers = Table("worker", "state", "restarts", "last error", "at")
-            for w in troubled:
-                workers.add_row(w["name"], w["state"], str(w["restarts"]),
-                                w["last_error"] or "", w["last_error_at"] or "")
-            out.print(workers)
-        else:
-            out.print(f"{len(data.get('workers', []))} workers running, none restarted")
-        for problem in data["problems"]:
-            out.print(f"[red]not healthy:[/red] {problem}")
-
-    env.output.emit(data, human)
+        _why_unreachable(env, exc)
+    env.output.emit(data, lambda out: _print_status(out, data))
     if not data["healthy"]:
         raise Answered(ExitCode.NO)
+
+
+def _why_unreachable(env: Env, exc: EngineUnreachable) -> NoReturn:
+    """The engine does not answer: say whether one runs (its socket deleted under it, or
+    holding the home without answering) or none does (the error document says so too)."""
+    from nereus.adapters.home.home_lock import (
+        is_locked,
+        lock_holder,
+        orphaned_engine,
+        socket_lost,
+    )
+
+    if (orphan := orphaned_engine(env.home)) is not None:  # its socket deleted under it
+        lost = socket_lost(env.home, orphan)
+        raise EngineUnreachable(lost.message, hint=lost.hint,
+                                document={"running": True}) from None
+    if is_locked(env.home):  # a daemon holds the home: running, but not answering
+        pid = lock_holder(env.home)
+        raise EngineUnreachable(
+            f"the engine (pid {pid or '?'}) runs but does not answer on its admin "
+            f"socket: {exc.message}",
+            hint="it may still be starting; if it stays so, `nereus engine logs --level "
+            "error` says why and `nereus engine stop` stops it",
+            document={"running": True}) from None
+    # the error document (--json) says "not running" too
+    raise EngineUnreachable(exc.message, hint=exc.hint,
+                            document={"running": False}) from None
+
+
+def _print_status(out: Console, data: dict[str, Any]) -> None:
+    """The status document as tables: shards, lanes, workers in trouble, problems."""
+    from rich.table import Table
+
+    trusted = data["trusted_time"]
+    held = trusted.get("held_back_ms") or 0
+    out.print(f"engine running as {data['owner_id']} since {data['started_at']}; "
+              f"Trusted UTC ±{trusted['uncertainty_ms'] // 2} ms"
+              + (f", held {held:,} ms behind the wall clock" if held else ""))
+    shards = Table("shard", "state", "applied", "lag", "in flight", "uncertain")
+    for s in data["shards"]:
+        shards.add_row(s["shard"], s["state"], str(s["applied_position"]), str(s["lag"]),
+                       str(s["in_flight"]), str(s["uncertain"]))
+    out.print(shards)
+    for s in data["shards"]:
+        if s.get("waiting"):
+            out.print(f"{s['shard']} admits nothing now: {s['waiting']}")
+    lanes = Table("lane", "gate", "readiness", "due backlog", "published",
+                  "failures since start")
+    for lane in data["lanes"]:
+        lanes.add_row(lane["lane"], lane["gate"], lane["readiness"],
+                      f"{lane['due_backlog']}{'+' if lane.get('due_backlog_capped') else ''}",
+                      str(lane["published"]),
+                      str(lane["failures"]))
+    out.print(lanes)
+    _lane_notes(out, data["lanes"])
+    troubled = [w for w in data.get("workers", [])
+                if w["restarts"] or w["state"] not in ("RUNNING", "STOPPED")]
+    if troubled:
+        workers = Table("worker", "state", "restarts", "last error", "at")
+        for w in troubled:
+            workers.add_row(w["name"], w["state"], str(w["restarts"]),
+                            w["last_error"] or "", w["last_error_at"] or "")
+        out.print(workers)
+    else:
+        out.print(f"{len(data.get('workers', []))} workers running, none restarted")
+    for problem in data["problems"]:
+        out.print(f"[red]not healthy:[/red] {problem}")

@@ -59,18 +59,10 @@ def logs(
 ) -> None:
     """The engine's log: rendered with Rich, or passed through with --json."""
     from nereus.cli import log_view
-    from nereus.errors import UsageError
     from nereus.terminal_text import escape_controls
 
     env: Env = ctx.obj
-    if level is not None and level not in log_view.LEVELS:
-        raise UsageError(f"--level {level!r}: expected one of {', '.join(log_view.LEVELS)}")
-    if shard is not None:
-        shard = str(env.shard(shard))
-    wanted = log_view.LogFilter(
-        level=level, shard=shard, message=message,
-        since=None if since is None else log_view.since_timestamp(
-            since, time.time_ns() // 1_000_000))
+    wanted = _wanted(env, level, shard, message, since)
     log_dir = env.layout.logs
     files = log_view.log_files(log_dir)
     if not files and not follow:
@@ -98,6 +90,22 @@ def logs(
         env.output.err.print(escape_controls(f"{note} (following: new lines will show)"),
                              markup=False, highlight=False)
     _follow(env, follower, wanted, kept)
+
+
+def _wanted(env: Env, level: str | None, shard: str | None, message: str | None,
+            since: str | None) -> LogFilter:
+    """The lines the options ask for (a bad --level or --shard refused)."""
+    from nereus.cli import log_view
+    from nereus.errors import UsageError
+
+    if level is not None and level not in log_view.LEVELS:
+        raise UsageError(f"--level {level!r}: expected one of {', '.join(log_view.LEVELS)}")
+    if shard is not None:
+        shard = str(env.shard(shard))
+    return log_view.LogFilter(
+        level=level, shard=shard, message=message,
+        since=None if since is None else log_view.since_timestamp(
+            since, time.time_ns() // 1_000_000))
 
 
 def _no_story(env: Env, message: str) -> str:

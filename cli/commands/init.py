@@ -49,9 +49,7 @@ def init(
     a configuration that changes or drops it exits 2 and nereus.toml is left as it was.
     Other settings are rewritten.
     """
-    from nereus.config import LOG_BACKENDS, parse_config
     from nereus.errors import NereusError, UsageError
-    from nereus.shard import validate_route_name
 
     env: Env = ctx.obj
     layout = env.layout
@@ -69,6 +67,17 @@ def init(
         return
     if copy_log:
         raise UsageError("--copy-log goes with --from HOME")
+    _init_route(env, route=route, partitions=partitions, log=log, attach=attach)
+
+
+def _init_route(env: Env, *, route: str, partitions: int, log: str, attach: bool) -> None:
+    """Write a nereus.toml of ``route`` on ``log`` (its identity kept, or taken from a log
+    that already holds it) after the checks that refuse to lose data."""
+    from nereus.config import LOG_BACKENDS, parse_config
+    from nereus.errors import UsageError
+    from nereus.shard import validate_route_name
+
+    layout = env.layout
     validate_route_name(route)
     if log not in LOG_BACKENDS:
         raise UsageError(f"--log {log!r}: expected one of {', '.join(LOG_BACKENDS)}")

@@ -12,7 +12,9 @@ from nereus.cli.commands.init import refuse_route_changes
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
+    from nereus.cli.setup_documents import CopiedLog
     from nereus.config import RouteSettings
+    from nereus.layout import HomeLayout
 
 
 def pin_object_store(text: str, objects_path: Path) -> str:
@@ -52,37 +54,17 @@ def _copy_route_keys(source: Path, target: Path, routes: dict[str, RouteSettings
             os.chmod(copy, 0o600)
 
 
-def init_from(env: Env, source_home: Path, copy_log: bool) -> None:
-    """``init --from HOME``: HOME's configuration, pointing at HOME's object store; with
-    ``--copy-log`` the segments of HOME's file-log routes too (broker routes already point
-    at the same Command Topics)."""
+def _copy_file_logs(source: HomeLayout, layout: HomeLayout, file_routes: list[RouteSettings],
+                    copy_log: bool) -> list[CopiedLog]:
+    """The segments of the file-log routes copied from ``source`` (refused without
+    ``--copy-log``, while its engine runs, or over a Shard Log this home already holds)."""
     import shutil
 
-    import msgspec
-
-    from nereus.cli.setup_documents import CopiedLog, CopiedRoute, InitFromReport
-    from nereus.config import parse_config
+    from nereus.cli.setup_documents import CopiedLog
     from nereus.engine.hosting.daemon import is_locked
-    from nereus.errors import NereusError, NotFound, UsageError
-    from nereus.layout import HomeLayout
+    from nereus.errors import NereusError, UsageError
     from nereus.shard import ShardId
 
-    layout = env.layout
-    source = HomeLayout(source_home.expanduser().absolute())
-    if source.root.resolve() == layout.root.absolute().resolve():
-        raise UsageError("--from names this home itself")
-    if not source.config.exists():
-        raise NotFound(f"no configuration at {source.config}")
-    text = source.config.read_text()
-    config = parse_config(text, source=str(source.config))
-    objects_path = None
-    if config.objects.store == "file":
-        relative = Path(config.objects.path or "objects")
-        objects_path = relative if relative.is_absolute() else source.root / relative
-        text = pin_object_store(text, objects_path)
-    copied = parse_config(text, source=str(layout.config))
-    refuse_route_changes(env, copied.routes)
-    file_routes = [r for r in copied.routes.values() if r.log == "file"]
     if file_routes and not copy_log:
         names = ", ".join(r.name for r in file_routes)
         raise UsageError(
@@ -104,6 +86,37 @@ def init_from(env: Env, source_home: Path, copy_log: bool) -> None:
             logs.append(CopiedLog(shard=str(shard), source=str(origin), target=str(target),
                                   segments=len(list(target.glob("*.seg"))) if target.is_dir()
                                   else 0))
+    return logs
+
+
+def init_from(env: Env, source_home: Path, copy_log: bool) -> None:
+    """``init --from HOME``: HOME's configuration, pointing at HOME's object store; with
+    ``--copy-log`` the segments of HOME's file-log routes too (broker routes already point
+    at the same Command Topics)."""
+    import msgspec
+
+    from nereus.cli.setup_documents import CopiedRoute, InitFromReport
+    from nereus.config import parse_config
+    from nereus.errors import NotFound, UsageError
+    from nereus.layout import HomeLayout
+
+    layout = env.layout
+    source = HomeLayout(source_home.expanduser().absolute())
+    if source.root.resolve() == layout.root.absolute().resolve():
+        raise UsageError("--from names this home itself")
+    if not source.config.exists():
+        raise NotFound(f"no configuration at {source.config}")
+    text = source.config.read_text()
+    config = parse_config(text, source=str(source.config))
+    objects_path = None
+    if config.objects.store == "file":
+        relative = Path(config.objects.path or "objects")
+        objects_path = relative if relative.is_absolute() else source.root / relative
+        text = pin_object_store(text, objects_path)
+    copied = parse_config(text, source=str(layout.config))
+    refuse_route_changes(env, copied.routes)
+    logs = _copy_file_logs(source, layout,
+                           [r for r in copied.routes.values() if r.log == "file"], copy_log)
     layout.root.mkdir(parents=True, exist_ok=True)
     secure_home(layout.root)
     layout.outbox.mkdir(exist_ok=True)

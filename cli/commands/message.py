@@ -90,7 +90,6 @@ def schedule(
     message if none has the --id any more). Give --deliver-at, not --delay, to retry (a
     delay is counted from each run's now)."""
     from nereus.errors import UsageError
-    from nereus.timespec import parse_time_ms
 
     env: Env = ctx.obj
     route = env.config.route_name(route)
@@ -102,6 +101,19 @@ def schedule(
             raise UsageError("--command-id names one command; a batch derives one per line")
         submission.schedule_batch(env, batch, route, wait)
         return
+    _schedule_one(env, lane=lane, deliver_at=deliver_at, delay=delay, expire_at=expire_at,
+                  key=key, header=header, payload=payload, payload_file=payload_file,
+                  message_id=message_id, route=route, wait=wait, command_id=command_id)
+
+
+def _schedule_one(env: Env, *, lane: str | None, deliver_at: str | None, delay: str | None,
+                  expire_at: str | None, key: str | None, header: list[str] | None,
+                  payload: str | None, payload_file: Path | None, message_id: str | None,
+                  route: str, wait: bool, command_id: str | None) -> None:
+    """``message schedule`` of one message (not ``--batch``)."""
+    from nereus.errors import UsageError
+    from nereus.timespec import parse_time_ms
+
     if lane is None:
         raise UsageError("--lane is required (or --batch FILE)")
     deliver_at_ms = message_input.deliver_time(deliver_at, delay, what="schedule")

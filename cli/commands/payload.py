@@ -106,6 +106,37 @@ def _confirm(count: int, yes: bool) -> bool:
     return typer.confirm(f"delete {count} object(s) from the object store?", err=True)
 
 
+def _judgements(env: Env, objects: ObjectStore, key: str | None, shards: list[ShardId] | None
+                ) -> tuple[list[Judgement], list[Floor]]:
+    """The verdict on ``key`` (refused unless it may go), or on every large payload: of the
+    whole home, or of ``shards`` on a node of a cluster."""
+    from nereus.adapters.offline.checkpoint_catalog import FloorViolation, check_floor
+    from nereus.adapters.offline.payload_collection import judge_all, judge_shards
+    from nereus.errors import NotFound, UsageError
+
+    if key is None:
+        if shards is None:
+            return judge_all(env.config, env.layout, objects, objects.list(PREFIX), _now_ms())
+        return judge_shards(env.config, env.layout, objects, shards, _now_ms())
+    if not key.startswith(PREFIX):
+        raise UsageError(f"--key {key!r} is not a large payload: gc deletes only keys under "
+                         f"{PREFIX}")
+    info = objects.head(key)
+    if info is None:
+        raise NotFound(f"no object {key} in {objects.description}")
+    if shards is None:
+        verdicts, floors = judge_all(env.config, env.layout, objects, [info], _now_ms())
+    else:
+        verdicts, floors = _judge_on_node(env, objects, info, shards)
+    for floor in floors:
+        check_floor(floor, delete_objects=frozenset({key}))
+    if not verdicts[0].collect:
+        raise FloorViolation(f"refusing to delete {key}: {verdicts[0].reason}",
+                             hint="an object that can still be published or recovered "
+                             "is never collected")
+    return verdicts, floors
+
+
 @app.command("gc")
 def gc(
     ctx: typer.Context,
@@ -122,36 +153,15 @@ def gc(
     On a node of a cluster it judges only the objects of the shards ACTIVE on the node (as
     its engine does every [engine] payload_gc_interval), each against its own shard.
     """
-    from nereus.adapters.offline.checkpoint_catalog import FloorViolation, check_floor
-    from nereus.adapters.offline.payload_collection import delete_collected, judge_all, judge_shards
-    from nereus.errors import NotConfirmed, NotFound, UsageError
+    from nereus.adapters.offline.checkpoint_catalog import check_floor
+    from nereus.adapters.offline.payload_collection import delete_collected
+    from nereus.errors import NotConfirmed
 
     env: Env = ctx.obj
     objects = env.object_store()
     node = env.config.cluster
     shards = None if node is None else _node_shards(env)
-    if key is not None:
-        if not key.startswith(PREFIX):
-            raise UsageError(f"--key {key!r} is not a large payload: gc deletes only keys under "
-                             f"{PREFIX}")
-        info = objects.head(key)
-        if info is None:
-            raise NotFound(f"no object {key} in {objects.description}")
-        if shards is None:
-            verdicts, floors = judge_all(env.config, env.layout, objects, [info], _now_ms())
-        else:
-            verdicts, floors = _judge_on_node(env, objects, info, shards)
-        for floor in floors:
-            check_floor(floor, delete_objects=frozenset({key}))
-        if not verdicts[0].collect:
-            raise FloorViolation(f"refusing to delete {key}: {verdicts[0].reason}",
-                                 hint="an object that can still be published or recovered "
-                                 "is never collected")
-    elif shards is None:
-        verdicts, floors = judge_all(env.config, env.layout, objects, objects.list(PREFIX),
-                                     _now_ms())
-    else:
-        verdicts, floors = judge_shards(env.config, env.layout, objects, shards, _now_ms())
+    verdicts, floors = _judgements(env, objects, key, shards)
     doomed = [v for v in verdicts if v.collect]
     kept = [v for v in verdicts if not v.collect]
     for floor in floors:  # the last guard: nothing below any shard's Recovery Floor

@@ -19,6 +19,9 @@ from nereus.cli.output import Answered
 from nereus.errors import ExitCode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     from rich.console import Console
 
     from nereus.cli.playbook.catalog import Found
@@ -221,10 +224,9 @@ def run(
     import time
     from pathlib import Path
 
-    from nereus.cli.playbook.journal_file import JournalFile, read_journal
-    from nereus.cli.playbook.language.journal import resume_point, unfinished
+    from nereus.cli.playbook.journal_file import read_journal
+    from nereus.cli.playbook.language.journal import resume_point
     from nereus.cli.playbook.language.plan import make_plan, parse_assignments, resolve_variables
-    from nereus.cli.playbook.runner import Runner
     from nereus.layout import HomeLayout
 
     env: Env = ctx.obj
@@ -252,6 +254,23 @@ def run(
         _dry_run(env, found, plan, str(journal_path), point)
         return
     _ = env.config  # a run needs an initialised home (exit 3 naming it otherwise)
+    report = _run_journaled(env, found, playbook, journal_path, prepare, yes=yes)
+    _emit_report(env, report)
+    if report.exit_code:
+        raise Answered(ExitCode(report.exit_code))
+
+
+def _run_journaled(env: Env, found: Found, playbook: Playbook, journal_path: Path,
+                   prepare: Callable[[], tuple[Plan, Resume | None]], *,
+                   yes: bool) -> RunReport:
+    """Run the plan under the journal's lock (planned again there: another run may have
+    written), saying first whether it starts, resumes or only finishes a run."""
+    from nereus.cli.playbook.invoke import SubprocessInvoke
+    from nereus.cli.playbook.journal_file import JournalFile, read_journal
+    from nereus.cli.playbook.language.journal import unfinished
+    from nereus.cli.playbook.runner import Runner
+
+    home = str(env.home.absolute())
     console = env.output.err if env.output.json_mode else env.output.out
     with JournalFile(journal_path) as journal:
         plan, point = prepare()  # again under the lock: another run may have written
@@ -266,8 +285,6 @@ def run(
         console.print(f"[bold]playbook {playbook.name}[/bold] run {plan.run_id}"
                       + (f", resuming at step {point.next_index + 1}" if point else "")
                       + f" [dim](journal {journal_path})[/dim]")
-        from nereus.cli.playbook.invoke import SubprocessInvoke
-
         runner = Runner(plan=plan, journal=journal, journal_path=str(journal_path),
                         source=str(found.path), invoke=SubprocessInvoke(), confirm=_ask,
                         reporter=LiveReport(console, len(plan.steps), home), assume_yes=yes,
@@ -275,10 +292,7 @@ def run(
                         start_index=point.next_index if point else 0,
                         outputs=dict(point.outputs) if point else {},
                         finished_before=point.finished if point else {})
-        report = runner.run()
-    _emit_report(env, report)
-    if report.exit_code:
-        raise Answered(ExitCode(report.exit_code))
+        return runner.run()
 
 
 def _emit_report(env: Env, report: RunReport) -> None:

@@ -25,13 +25,17 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.cli.commands.cluster.documents import (
         ClusterConfigView,
         ClusterInitReport,
         ClusterLane,
         ClusterRoute,
     )
+    from nereus.cli.mutation.options import Identity
+    from nereus.cluster.records import ClusterConfig
     from nereus.config import Config
+    from nereus.coordination.records import Version
 
 
 def cluster_init(
@@ -60,12 +64,10 @@ def cluster_init(
     import msgspec
 
     from nereus.adapters.cluster.home_config import check_cluster_text
-    from nereus.adapters.cluster.route_keys import share_route_keys
     from nereus.cli.commands.cluster.documents import ClusterInitReport
     from nereus.cli.mutation.options import identity
     from nereus.cli.output import shown
-    from nereus.coordination.errors import UnexpectedVersionId
-    from nereus.errors import NereusError, NotFound, UsageError
+    from nereus.errors import NotFound, UsageError
 
     env: Env = ctx.obj
     if not source.is_file():
@@ -79,33 +81,51 @@ def cluster_init(
     with cluster_store(env, coordinator, create=True) as store:
         store.refuse_moved()  # a cluster that moved is configured where it went
         current = store.config()
-        if current is not None and not replace:
-            was = current[0]
-            raise NereusError(
-                f"cluster {store.handle.cluster} has a configuration already (revision "
-                f"{was.revision}, by {was.changed_by}: {was.reason})",
-                hint="`nereus cluster config` shows it; pass --replace --reason R to change it")
         if current is not None:
-            _refuse_route_changes(config, current[0].toml, revision=current[0].revision)
+            _refuse_replacing(store, current[0], config, replace=replace)
         revision = 1 if current is None else current[0].revision + 1
-        made: list[str] = []
-        if not dry_run:
-            try:
-                store.write_config(text, changed_by=who.operator, reason=who.reason,
-                                   now_ms=now_ms(), expected=None if current is None
-                                   else current[1], summary=_summary(config))
-            except UnexpectedVersionId:
-                raise NereusError("the cluster's configuration changed while this ran; "
-                                  "nothing was written", hint="look at `nereus cluster "
-                                  "config` and run it again") from None
-            made = share_route_keys(store, config.routes, now_ms=now_ms(),
-                                    made_by=who.operator, keys_from=keys_from)
+        made = [] if dry_run else _write_config(store, text, config, who,
+                                                None if current is None else current[1],
+                                                keys_from=keys_from)
         report = ClusterInitReport(
             cluster=store.handle.cluster, coordinator=store.url, revision=revision,
             routes=_routes(config), lanes=_lanes(config), changed_by=who.operator,
             reason=who.reason, replaced=current is not None, dry_run=dry_run,
             new_evidence_keys=made)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_init(out, shown(report)))
+
+
+def _refuse_replacing(store: ClusterStore, was: ClusterConfig, config: Config, *,
+                      replace: bool) -> None:
+    """The cluster has configuration ``was``: refused without ``--replace``, and a route
+    that would change (see the module's docstring)."""
+    from nereus.errors import NereusError
+
+    if not replace:
+        raise NereusError(
+            f"cluster {store.handle.cluster} has a configuration already (revision "
+            f"{was.revision}, by {was.changed_by}: {was.reason})",
+            hint="`nereus cluster config` shows it; pass --replace --reason R to change it")
+    _refuse_route_changes(config, was.toml, revision=was.revision)
+
+
+def _write_config(store: ClusterStore, text: str, config: Config, who: Identity,
+                  expected: Version | None, *, keys_from: Path | None) -> list[str]:
+    """Write the configuration by compare-and-set on ``expected`` (None: there is none yet),
+    then give each new route its evidence key; the routes whose key was made here."""
+    from nereus.adapters.cluster.route_keys import share_route_keys
+    from nereus.coordination.errors import UnexpectedVersionId
+    from nereus.errors import NereusError
+
+    try:
+        store.write_config(text, changed_by=who.operator, reason=who.reason, now_ms=now_ms(),
+                           expected=expected, summary=_summary(config))
+    except UnexpectedVersionId:
+        raise NereusError("the cluster's configuration changed while this ran; "
+                          "nothing was written", hint="look at `nereus cluster "
+                          "config` and run it again") from None
+    return share_route_keys(store, config.routes, now_ms=now_ms(), made_by=who.operator,
+                            keys_from=keys_from)
 
 
 def _refuse_route_changes(new: Config, before_toml: str, *, revision: int) -> None:

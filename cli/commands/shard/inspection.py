@@ -15,6 +15,7 @@ from nereus.cli.context import Env
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from nereus.adapters.backends.shardlog.protocol import ShardLog
     from nereus.cli.commands.shard.documents import OfflineShard
     from nereus.records.summary import LogEntry
 
@@ -98,6 +99,25 @@ def log_command(
 
     With --json, one JSON object per record (JSON lines).
     """
+    from nereus.shard import ShardId
+
+    env: Env = ctx.obj
+    wanted = _wanted_kinds(kind)
+    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
+    log = env.shard_log(shard, directory=log_dir, create=False)
+    rows, follow = _read_log(env, log, from_position, to_position, wanted, follow)
+    if not env.output.json_mode and not follow:
+        for entry in rows:
+            _print_log_row(env, entry)
+        if not rows:
+            env.output.out.print("no records")
+
+
+def _read_log(env: Env, log: ShardLog, position: int, to_position: int | None,
+              wanted: set[str] | None, follow: bool) -> tuple[list[LogEntry], bool]:
+    """Read from ``position``: each wanted record written at once as a JSON line (or, when
+    following, as a row), else kept for the table returned; with ``follow`` until Ctrl-C
+    or past ``to_position`` (then ``follow`` comes back False)."""
     import json
     import sys
     import time
@@ -105,13 +125,7 @@ def log_command(
     import msgspec
 
     from nereus.records.summary import log_entry
-    from nereus.shard import ShardId
 
-    env: Env = ctx.obj
-    wanted = _wanted_kinds(kind)
-    shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
-    log = env.shard_log(shard, directory=log_dir, create=False)
-    position = from_position
     rows: list[LogEntry] = []
     while True:
         batch = log.read(position, 1000)
@@ -136,11 +150,7 @@ def log_command(
             if not follow:
                 break
             time.sleep(0.2)
-    if not env.output.json_mode and not follow:
-        for entry in rows:
-            _print_log_row(env, entry)
-        if not rows:
-            env.output.out.print("no records")
+    return rows, follow
 
 
 def _wanted_kinds(kind: list[str] | None) -> set[str] | None:

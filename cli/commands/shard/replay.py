@@ -40,12 +40,7 @@ def replay(
         "digests.")] = None,
 ) -> None:
     """Apply the shard's log offline, deterministically, and print the digest."""
-    import msgspec
-
-    from nereus.adapters.offline.log_replay import replay_empty
-    from nereus.cli.commands.shard.documents import ShardReplay
     from nereus.errors import UsageError
-    from nereus.shard import ShardId
 
     env: Env = ctx.obj
     if empty == (from_checkpoint is not None):
@@ -53,6 +48,18 @@ def replay(
     if compare is not None or from_checkpoint is not None:
         _replay_checkpoint(env, shard_name, from_checkpoint, to, into, force, compare, log_dir)
         return
+    _replay_empty(env, shard_name, to, into, force, log_dir)
+
+
+def _replay_empty(env: Env, shard_name: str, to: int | None, into: Path | None, force: bool,
+                  log_dir: Path | None) -> None:
+    """Replay from an empty state, into ``into`` or a temporary directory."""
+    import msgspec
+
+    from nereus.adapters.offline.log_replay import replay_empty
+    from nereus.cli.commands.shard.documents import ShardReplay
+    from nereus.shard import ShardId
+
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
     log = env.shard_log(shard, directory=log_dir, create=False)
     total = log.end_position()
@@ -161,34 +168,18 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
 
     import msgspec
 
-    from nereus.adapters.offline.checkpoint_catalog import find
-    from nereus.adapters.offline.checkpoint_restore import download
     from nereus.adapters.offline.deep_verify import replay_from
     from nereus.cli.commands.shard.documents import ShardReplay
-    from nereus.errors import NereusError, UsageError
+    from nereus.errors import NereusError
     from nereus.shard import ShardId
-    from nereus.state import keys
-    from nereus.state.store import ShardStore, identity_writes
-    from nereus.state.values import Identity
+    from nereus.state.store import ShardStore
 
     shard = ShardId.parse(shard_name) if log_dir is not None else env.shard(shard_name)
     log = env.shard_log(shard, directory=log_dir, create=False)
     scratch = Path(tempfile.mkdtemp(prefix="nereus-replay-"))
     try:
         image = scratch / "image"
-        start_id = None
-        if checkpoint_id is not None:
-            entry = find(env.object_store(), checkpoint_id)
-            if (entry.route, entry.partition) != (shard.route, shard.partition):
-                raise UsageError(f"checkpoint {checkpoint_id} belongs to shard "
-                                 f"{entry.route}/{entry.partition}, not {shard}")
-            download(env.object_store(), entry, image)
-            start_id = entry.checkpoint_id
-        else:
-            identity = Identity(route=shard.route, partition=shard.partition,
-                                schema_version=keys.SCHEMA_VERSION)
-            with ShardStore.open(image, create=True) as empty_store:
-                empty_store.write(identity_writes(identity))
+        start_id = _start_image(env, shard, checkpoint_id, image)
         target, expected, against, version = _compared(env, shard, compare, to)
         destination = into or scratch / "db"
         if destination.exists() and any(destination.iterdir()):
@@ -225,6 +216,30 @@ def _replay_checkpoint(env: Env, shard_name: str, checkpoint_id: str | None, to:
     env.output.emit(data, human)
     if expected is not None and digest != expected:
         raise Answered(ExitCode.NO)
+
+
+def _start_image(env: Env, shard: ShardId, checkpoint_id: str | None, image: Path) -> str | None:
+    """Write the state replay starts from at ``image``: the checkpoint (its id returned),
+    or an empty database holding only the shard's identity (None)."""
+    from nereus.adapters.offline.checkpoint_catalog import find
+    from nereus.adapters.offline.checkpoint_restore import download
+    from nereus.errors import UsageError
+    from nereus.state import keys
+    from nereus.state.store import ShardStore, identity_writes
+    from nereus.state.values import Identity
+
+    if checkpoint_id is None:
+        identity = Identity(route=shard.route, partition=shard.partition,
+                            schema_version=keys.SCHEMA_VERSION)
+        with ShardStore.open(image, create=True) as empty_store:
+            empty_store.write(identity_writes(identity))
+        return None
+    entry = find(env.object_store(), checkpoint_id)
+    if (entry.route, entry.partition) != (shard.route, shard.partition):
+        raise UsageError(f"checkpoint {checkpoint_id} belongs to shard "
+                         f"{entry.route}/{entry.partition}, not {shard}")
+    download(env.object_store(), entry, image)
+    return entry.checkpoint_id
 
 
 def _compared(env: Env, shard: ShardId, compare: str | None,

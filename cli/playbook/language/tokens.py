@@ -60,41 +60,11 @@ def tokenize(source: str) -> list[Token]:
         if char in " \t\r\n":
             pos += 1
         elif char.isascii() and char.isdigit():
-            end = pos
-            while end < len(source) and source[end].isascii() and source[end].isdigit():
-                end += 1
-            is_float = (end + 1 < len(source) and source[end] == "."
-                        and source[end + 1].isascii() and source[end + 1].isdigit())
-            if is_float:
-                end += 1
-                while end < len(source) and source[end].isascii() and source[end].isdigit():
-                    end += 1
-            text = source[pos:end]
-            if end < len(source) and _is_name_char(source[end]):
-                raise syntax_error(source, end,
-                                   f"unexpected {source[end]!r} after number {text}")
-            tokens.append(Token("NUMBER", text, float(text) if is_float else int(text), pos))
-            pos = end
+            tokens.append(_number(source, pos))
+            pos += len(tokens[-1].text)
         elif char in "\"'":
-            chars: list[str] = []
-            end = pos + 1
-            while True:
-                if end >= len(source):
-                    raise syntax_error(source, pos, "unterminated string")
-                current = source[end]
-                if current == char:
-                    break
-                if current == "\\":
-                    if end + 1 >= len(source) or source[end + 1] not in _ESCAPES:
-                        raise syntax_error(source, end,
-                                           "unknown escape (use \\n \\t \\\\ \\\" \\')")
-                    chars.append(_ESCAPES[source[end + 1]])
-                    end += 2
-                    continue
-                chars.append(current)
-                end += 1
-            tokens.append(Token("STRING", source[pos:end + 1], "".join(chars), pos))
-            pos = end + 1
+            tokens.append(_string(source, pos))
+            pos += len(tokens[-1].text)
         elif _is_name_start(char):
             end = pos
             while end < len(source) and _is_name_char(source[end]):
@@ -113,6 +83,47 @@ def tokenize(source: str) -> list[Token]:
                 raise syntax_error(source, pos, f"unexpected character {char!r}{hint}")
     tokens.append(Token("END", "", None, len(source)))
     return tokens
+
+
+def _number(source: str, pos: int) -> Token:
+    """The integer or decimal number at ``pos`` (a name character right after it is an
+    error)."""
+    end = pos
+    while end < len(source) and source[end].isascii() and source[end].isdigit():
+        end += 1
+    is_float = (end + 1 < len(source) and source[end] == "."
+                and source[end + 1].isascii() and source[end + 1].isdigit())
+    if is_float:
+        end += 1
+        while end < len(source) and source[end].isascii() and source[end].isdigit():
+            end += 1
+    text = source[pos:end]
+    if end < len(source) and _is_name_char(source[end]):
+        raise syntax_error(source, end, f"unexpected {source[end]!r} after number {text}")
+    return Token("NUMBER", text, float(text) if is_float else int(text), pos)
+
+
+def _string(source: str, pos: int) -> Token:
+    """The string quoted at ``pos`` (by ' or "), its escapes decoded."""
+    quote_char = source[pos]
+    chars: list[str] = []
+    end = pos + 1
+    while True:
+        if end >= len(source):
+            raise syntax_error(source, pos, "unterminated string")
+        current = source[end]
+        if current == quote_char:
+            break
+        if current == "\\":
+            if end + 1 >= len(source) or source[end + 1] not in _ESCAPES:
+                raise syntax_error(source, end,
+                                   "unknown escape (use \\n \\t \\\\ \\\" \\')")
+            chars.append(_ESCAPES[source[end + 1]])
+            end += 2
+            continue
+        chars.append(current)
+        end += 1
+    return Token("STRING", source[pos:end + 1], "".join(chars), pos)
 
 
 def syntax_error(source: str, pos: int, message: str) -> ExpressionError:
