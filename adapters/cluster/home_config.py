@@ -71,8 +71,11 @@ def _home_config(config_path: Path) -> Config:
     if local.cluster is None:
         return local
     check_node_text(text, source=source)
+    from nereus.adapters.backends.coordination.etcd_security import use_etcd_security
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
+
+    use_etcd_security(local.cluster, home=config_path.parent)
 
     handle = open_cluster(local.cluster.coordinator)
     try:

@@ -21,6 +21,14 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     # no producer call once the session is alive for less than this much longer
     lease_margin_ms: Annotated[int, msgspec.Meta(ge=100, le=60_000)] = 2_000
     host: str = ""  # how other hosts reach this node (default: the host name)
+    # an etcd coordinator over TLS (https, the CA of its certificate; a client certificate
+    # when etcd requires one) and etcd's own auth (a user and its password, by reference)
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
 
 
 LISTEN: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}")

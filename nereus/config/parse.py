@@ -257,7 +257,17 @@ def _objects(data: object, file: _Text) -> ObjectSettings:
 
 
 def _cluster(data: object, file: _Text) -> ClusterSettings:
+    if isinstance(data, dict):
+        _secret_refs(data, ClusterSettings, (("password", "password_file", "password_env"),),
+                     "cluster", file, inline=False)
     cluster: ClusterSettings = file.convert(data, ClusterSettings, "cluster")
+    if (cluster.username is None) != (cluster.password_file is None
+                                      and cluster.password_env is None):
+        raise file.error("cluster", "username", "etcd's auth needs both username and "
+                         "password_file (or password_env)")
+    if (cluster.tls_cert_file is None) != (cluster.tls_key_file is None):
+        raise file.error("cluster", "tls_cert_file", "a client certificate needs both "
+                         "tls_cert_file and tls_key_file")
     if cluster.lease_margin_ms * 2 > cluster.session_ttl_ms:
         raise file.error("cluster", "lease_margin_ms",
                          f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "

@@ -2,6 +2,8 @@
 
 from tests.integration.file_segments import log_dir, open_file_log  # noqa: F401
 from tests.integration.secure_services import (  # noqa: F401
+    etcd_secure,
+    etcd_secure_service,
     kafka_secure,
     kafka_secure_service,
     pulsar_secure,

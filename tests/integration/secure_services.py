@@ -1,10 +1,10 @@
 """The secured servers for integration tests: ``scripts/services up kafka-secure``,
-``pulsar-secure`` and ``s3-secure``.
+``pulsar-secure``, ``s3-secure`` and ``etcd-secure``.
 
 Kafka with TLS (server certificate only), mTLS (client certificate required) and SASL_SSL
 (SCRAM-SHA-512 and PLAIN) listeners; Pulsar standalone with TLS and token authentication
-(client certificates accepted too); S3Proxy over https only; all from a throwaway CA the
-script makes. As with the
+(client certificates accepted too); S3Proxy over https only; etcd over TLS with client
+certificates required and its auth on; all from a throwaway CA the script makes. As with the
 plain servers, a test that needs one FAILS (never skips) when it cannot be started, and
 the session stops it only if it started it.
 """
@@ -16,10 +16,14 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.integration.services import Service, bring_up, cannot_start, session_service
+
+if TYPE_CHECKING:
+    from nereus.config import ClusterSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +154,53 @@ def s3_secure_service() -> Iterator[SecureS3Service]:
 def s3_secure(s3_secure_service: SecureS3Service) -> SecureS3:
     """The https S3 server (fails the test when it could not be started)."""
     return s3_secure_service.require()
+
+
+@dataclass(frozen=True, slots=True)
+class SecureEtcd:
+    """etcd over TLS with client certificates required and auth on: its host and port, the
+    test CA and the etcd client certificate, user ``nereus`` and its password file."""
+
+    host: str
+    port: int
+    certs: Path
+    user: str = "nereus"
+
+    def cluster_settings(self, cluster: str, *, password_file: Path | None = None,
+                         ca: bool = True) -> ClusterSettings:
+        """A node's ``[cluster]`` for ``cluster`` on this server."""
+        from nereus.config import ClusterSettings
+
+        return ClusterSettings(
+            coordinator=f"etcd://{self.host}:{self.port}/{cluster}", node_id="n1",
+            tls_ca_file=str(self.certs / "ca.pem") if ca else None,
+            tls_cert_file=str(self.certs / "etcd-client.pem"),
+            tls_key_file=str(self.certs / "etcd-client.key"), username=self.user,
+            password_file=str(password_file or self.certs / "etcd-password"))
+
+
+SecureEtcdService = Service[SecureEtcd]
+
+
+def _start_etcd() -> tuple[SecureEtcdService, bool]:
+    settings, started, problem = bring_up("etcd-secure")
+    if settings is None:
+        return SecureEtcdService(None, error=cannot_start(
+            "etcd-secure", "etcd over TLS with auth", problem or "unknown problem",
+            needs="Needs etcd (scripts/services fetches it) and openssl")), started
+    host, _, port = settings["NEREUS_ETCD_SECURE_ENDPOINT"].removeprefix("https://") \
+        .partition(":")
+    return SecureEtcdService(SecureEtcd(host=host, port=int(port),
+                                        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
+
+
+@pytest.fixture(scope="session")
+def etcd_secure_service() -> Iterator[SecureEtcdService]:
+    """``etcd-secure`` up for the session (stopped only if this session started it)."""
+    yield from session_service("etcd-secure", _start_etcd)
+
+
+@pytest.fixture
+def etcd_secure(etcd_secure_service: SecureEtcdService) -> SecureEtcd:
+    """The secured etcd (fails the test when it could not be started)."""
+    return etcd_secure_service.require()

@@ -126,3 +126,28 @@ def test_a_missing_or_empty_secret_file_says_so(tmp_path: Path) -> None:
         read_secret("x", file=str(tmp_path / "none"), env=None)
     with pytest.raises(ConfigError, match="is empty"):
         read_secret("x", file=str(private(tmp_path / "empty", "")), env=None)
+
+
+def test_a_pulsar_token_over_clear_text_is_refused() -> None:
+    """A token is given by reference and only over pulsar+ssl:// and https://."""
+    with pytest.raises(ConfigError, match=r"travels in clear text: use pulsar\+ssl"):
+        parse_config('[pulsar.a]\nservice_url = "pulsar://h:6650"\ntoken_file = "t"\n')
+    with pytest.raises(ConfigError, match="a secret is not written in the file"):
+        parse_config('[pulsar.a]\nservice_url = "pulsar+ssl://h:6651"\ntoken = "eyJ"\n')
+    config = parse_config('[pulsar.a]\nservice_url = "pulsar+ssl://h:6651"\n'
+                          'admin_url = "https://h:8443"\ntoken_env = "PULSAR_TOKEN"\n'
+                          '[lanes.out]\ndestination = "pulsar"\npulsar = "a"\n')
+    assert (config.lanes["out"].service_url, config.lanes["out"].admin_url) == (
+        "pulsar+ssl://h:6651", "https://h:8443")
+
+
+def test_the_etcd_password_is_a_reference_and_needs_its_user() -> None:
+    """[cluster] password is refused inline; a user needs a password reference."""
+    base = '[cluster]\ncoordinator = "etcd://h:2379/c"\nnode_id = "n"\n'
+    with pytest.raises(ConfigError, match="a secret is not written in the file"):
+        parse_config(base + 'username = "u"\npassword = "p"\n')
+    with pytest.raises(ConfigError, match="needs both username and password_file"):
+        parse_config(base + 'username = "u"\n')
+    cluster = parse_config(base + 'username = "u"\npassword_env = "ETCD_PW"\n'
+                           'tls_ca_file = "/ca.pem"\n').cluster
+    assert cluster is not None and cluster.password_env == "ETCD_PW"

@@ -24,9 +24,11 @@ from typing import Final
 
 import msgspec
 
+from nereus.adapters.backends.coordination.etcd_security import security_for
 from nereus.adapters.backends.coordination.etcd_wire import (
     API_PATH,
     EtcdAddress,
+    Gateway,
     GatewayError,
     Header,
     KeyLayout,
@@ -174,8 +176,22 @@ class EtcdNotifications:
     def _stream(self) -> None:
         """Watch from ``next_revision`` until the stream ends (an exception says how)."""
         address = self._address
-        conn = http.client.HTTPConnection(address.host, address.port,
-                                          timeout=self._connect_timeout_s)
+        security = security_for(address.host, address.port)
+        headers = {"Content-Type": "application/json"}
+        conn: http.client.HTTPConnection
+        if security is not None and security.tls:
+            conn = http.client.HTTPSConnection(address.host, address.port,
+                                               timeout=self._connect_timeout_s,
+                                               context=security.ssl_context())
+        else:
+            conn = http.client.HTTPConnection(address.host, address.port,
+                                              timeout=self._connect_timeout_s)
+        if security is not None and security.username is not None:
+            gateway = Gateway(address, timeout_s=self._connect_timeout_s)
+            try:
+                headers["Authorization"] = gateway.token()
+            finally:
+                gateway.close()
         try:
             conn.connect()
             with self._changed:
@@ -185,8 +201,7 @@ class EtcdNotifications:
                 start = self._next_revision
             request = WatchRequest(WatchCreate(key=self._span[0], range_end=self._span[1],
                                                start_revision=start))
-            conn.request("POST", API_PATH + "watch", msgspec.json.encode(request),
-                         {"Content-Type": "application/json"})
+            conn.request("POST", API_PATH + "watch", msgspec.json.encode(request), headers)
             answer = conn.getresponse()
             if answer.status != http.client.OK:
                 raise _StreamEnded(f"HTTP {answer.status}: {answer.read(500)!r}")

@@ -22,6 +22,7 @@ import requests
 from etcd3gw import exceptions
 from etcd3gw.client import Etcd3Client
 
+from nereus.adapters.backends.coordination.etcd_security import TOKEN_EXPIRED, security_for
 from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 from nereus.errors import UsageError
 
@@ -52,9 +53,12 @@ class EtcdAddress:
 
     @property
     def endpoint(self) -> str:
-        """The server's client URL (what error messages name)."""
+        """The server's client URL (what error messages name; https when the node's
+        ``[cluster]`` gives TLS settings for it)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        security = security_for(self.host, self.port)
+        scheme = "https" if security is not None and security.tls else "http"
+        return f"{scheme}://{host}:{self.port}"
 
 
 def parse_etcd_url(url: str) -> EtcdAddress:
@@ -232,6 +236,10 @@ class LeaseNotFound(CoordinationError):
     """etcd has no lease with that id (expired, revoked, or never granted)."""
 
 
+class CoordinatorRefused(CoordinatorUnavailable):
+    """etcd refused our user or password: nothing to wait for, the settings are wrong."""
+
+
 class RevisionCompacted(CoordinationError):
     """A read or watch asked for a revision etcd has compacted away."""
 
@@ -245,8 +253,13 @@ class Gateway:
 
     def __init__(self, address: EtcdAddress, *, timeout_s: float) -> None:
         self._address = address
-        self._client = Etcd3Client(host=address.host, port=address.port, timeout=timeout_s,
-                                   api_path=API_PATH)
+        self._security = security_for(address.host, address.port)
+        secured = self._security is not None and self._security.tls
+        self._client = Etcd3Client(
+            host=address.host, port=address.port, protocol="https" if secured else "http",
+            timeout=timeout_s, api_path=API_PATH,
+            session=self._security.session() if self._security is not None else None)
+        self._token: str | None = None  # etcd's auth token, asked for by the first call
 
     def range(self, request: RangeRequest) -> RangeResponse:
         return self._call("/kv/range", request, RangeResponse, "a read")
@@ -287,22 +300,63 @@ class Gateway:
               what: str) -> Answer:
         body = msgspec.to_builtins(request)
         try:
-            raw = self._client.post(self._client.get_url(path), json=body)
-        except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError,
-                requests.RequestException, ValueError) as exc:
-            raise self.unavailable(what, exc) from exc
+            raw = self._post(path, body, what)
         except exceptions.Etcd3Exception as exc:
-            raise self._refused(what, exc) from exc
+            if not any(text in (exc.detail_text or "") for text in TOKEN_EXPIRED) \
+                    or self._security is None or self._security.username is None:
+                raise self._refused(what, exc) from exc
+            self._token = None  # etcd forgot our token (a restart, its TTL): ask again
+            try:
+                raw = self._post(path, body, what)
+            except exceptions.Etcd3Exception as again:
+                raise self._refused(what, again) from again
         try:
             return msgspec.convert(raw, answer, strict=False)
         except msgspec.ValidationError as exc:
             raise CoordinationError(f"etcd at {self._address.endpoint} answered {what} with "
                                     f"something unexpected: {exc}: {raw!r}") from exc
 
+    def _post(self, path: str, body: object, what: str) -> object:
+        """POST ``body``, authenticated when the node's [cluster] names a user."""
+        try:
+            headers = {} if self._security is None or self._security.username is None \
+                else {"Authorization": self._authenticate()}
+            return self._client.post(self._client.get_url(path), json=body, headers=headers)
+        except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError,
+                requests.RequestException, ValueError, OSError) as exc:
+            raise self.unavailable(what, exc) from exc
+
+    def token(self) -> str:
+        """etcd's auth token for the [cluster] user (for a watch stream's header)."""
+        return self._authenticate()
+
+    def _authenticate(self) -> str:
+        """etcd's token for the [cluster] user (one ``/v3/auth/authenticate``, then kept)."""
+        if self._token is not None:
+            return self._token
+        assert self._security is not None and self._security.username is not None
+        try:
+            answer = self._client.post(self._client.get_url("/auth/authenticate"), json={
+                "name": self._security.username, "password": self._security.password()})
+        except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError):
+            raise  # no answer: said by the caller (_post) as unavailable
+        except exceptions.Etcd3Exception as exc:
+            refused = self._refused("authentication", exc)
+            raise CoordinatorRefused(
+                f"{refused.message} (user {self._security.username})",
+                hint="check [cluster] username and the password its password_file (or "
+                     "password_env) gives; the user needs read-write on /nereus/") from exc
+        self._token = str(answer.get("token", ""))
+        return self._token
     def unavailable(self, what: str, exc: BaseException) -> CoordinatorUnavailable:
-        detail = str(exc) or type(exc).__name__
+        detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
+        hint = _UNAVAILABLE_HINT
+        if "CERTIFICATE" in detail or "SSL" in detail:
+            hint = ("check [cluster] tls_ca_file (the CA of etcd's certificate), tls_cert_file "
+                    "and tls_key_file (the client certificate etcd requires) and that the "
+                    "certificates have not expired")
         return CoordinatorUnavailable(f"etcd at {self._address.endpoint}: {what} failed: "
-                                      f"{detail}", hint=_UNAVAILABLE_HINT)
+                                      f"{detail}", hint=hint)
 
     def _refused(self, what: str, exc: exceptions.Etcd3Exception) -> CoordinationError:
         try:
