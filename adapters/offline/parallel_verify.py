@@ -101,7 +101,7 @@ def split_points(files: Sequence[LiveFile], parts: int, first: float = 1.0) -> l
     1M-message shard), and cutting only where a file starts left a range up to a file's
     weight from its share. Only the balance depends on this: any cuts give the same digest.
     """
-    replicated = sorted((f for f in files if f.start_key[0] < keys.REPLICATED_LIMIT),
+    replicated = sorted((f for f in files if keys.is_replicated(f.start_key)),
                         key=lambda f: f.start_key)
     entries = sum(f.num_entries for f in replicated) or 1
     size = sum(f.size for f in replicated) or 1

@@ -157,11 +157,11 @@ class BackfillTrigger:
         elif family == keys.RESULT:
             # most results are of lane records: their kind settles them without a read
             if decode_value(raw, Result).kind in SHARD_WINDOW_KINDS:
-                dedup_key = key[len(keys.RESULT):].decode()
+                dedup_key = keys.dedup_key_of(key)
                 if result_catch_up_of(get, dedup_key, catch_ups=catch_ups) is not None:
                     found.results.append(dedup_key)
         elif family == keys.REJECT:
-            position = int.from_bytes(key[len(keys.REJECT):], "big")
+            position = keys.reject_position_of(key)
             if reject_catch_up_of(get, position, catch_ups=catch_ups) is not None:
                 found.rejects.append(position)
         else:

@@ -139,6 +139,16 @@ def reject_key(position: int) -> bytes:
     return REJECT + u64(position)
 
 
+def dedup_key_of(result_key: bytes) -> str:
+    """The dedup key a ``result`` key stores the result of (``result_key``'s inverse)."""
+    return result_key[len(RESULT):].decode()
+
+
+def reject_position_of(reject_key: bytes) -> int:
+    """The position a ``reject`` key stores the rejection of (``reject_key``'s inverse)."""
+    return int.from_bytes(reject_key[len(REJECT):], "big")
+
+
 def attempt_key(attempt_id: str) -> bytes:
     return ATTEMPT + attempt_id.encode()
 
