@@ -20,39 +20,49 @@ DURABLE_REPLICAS = 3
 
 
 def secret_checks(config: Config, home: Path) -> list[DoctorCheck]:
-    """One check per ``[kafka.NAME]`` and for ``[objects]``: its secrets can be read (files
-    0600, the engine's user's own; variables set). Only where each comes from is shown."""
-    from nereus.adapters.backends.kafka.kafka_security import librdkafka_settings
+    """One check per ``[kafka.NAME]``, ``[pulsar.NAME]``, ``[objects]`` and ``[cluster]``
+    that refers to a secret: it can be read (files 0600, the engine's user's own; variables
+    set). Only where each comes from is shown, never its value."""
     from nereus.adapters.home.secrets import read_secret
     from nereus.errors import ConfigError
 
     checks: list[DoctorCheck] = []
-    for name, connection in sorted(config.kafka.items()):
+    for table, what, file, env in _references(config):
         try:
-            settings = librdkafka_settings(connection, home)
+            read_secret(f"[{table}] {what}", file=file, env=env, home=home)
         except ConfigError as exc:
-            checks.append(check(f"secrets [kafka.{name}]", False, exc.message, exc.hint))
+            checks.append(check(f"secrets [{table}]", False, exc.message, exc.hint))
             continue
-        held = sorted(k for k in settings if "password" in k or "secret" in k)
-        checks.append(check(f"secrets [kafka.{name}]", True,
-                            f"{', '.join(held)} read from private files or the environment"
-                            if held else f"{connection.security_protocol}: no secret needed"))
-    objects = config.objects
-    if objects.store != "s3":
-        return checks
-    if objects.secret_access_key is not None:
+        source = f"the file {file}" if file is not None else f"${env}"
+        checks.append(check(f"secrets [{table}]", True, f"{what} read from {source}"))
+    if config.objects.store == "s3" and config.objects.secret_access_key is not None:
         checks.append(check(
             "secrets [objects]", False, "secret_access_key is written in nereus.toml: whoever "
             "reads the file, a copy or a backup of it holds the object store's key",
             "write it to a file (chmod 600) and give secret_access_key_file = PATH, or "
             "secret_access_key_env = NAME, or an AWS profile", severity="warning"))
-        return checks
-    try:
-        read_secret("[objects] secret_access_key", file=objects.secret_access_key_file,
-                    env=objects.secret_access_key_env, home=home)
-    except ConfigError as exc:
-        checks.append(check("secrets [objects]", False, exc.message, exc.hint))
     return checks
+
+
+def _references(config: Config) -> list[tuple[str, str, str | None, str | None]]:
+    """(table, secret, file, environment variable) of every secret the file refers to."""
+    found: list[tuple[str, str, str | None, str | None]] = []
+    for name, kafka in sorted(config.kafka.items()):
+        found += [(f"kafka.{name}", "sasl.password", kafka.sasl_password_file,
+                   kafka.sasl_password_env),
+                  (f"kafka.{name}", "ssl.key.password", kafka.ssl_key_password_file,
+                   kafka.ssl_key_password_env),
+                  (f"kafka.{name}", "sasl.oauthbearer.client.secret", kafka.oauth_secret_file,
+                   kafka.oauth_secret_env)]
+    for name, pulsar in sorted(config.pulsar.items()):
+        found.append((f"pulsar.{name}", "token", pulsar.token_file, pulsar.token_env))
+    objects, cluster = config.objects, config.cluster
+    if objects.store == "s3":
+        found.append(("objects", "secret_access_key", objects.secret_access_key_file,
+                      objects.secret_access_key_env))
+    if cluster is not None:
+        found.append(("cluster", "password", cluster.password_file, cluster.password_env))
+    return [reference for reference in found if reference[2:] != (None, None)]
 
 
 def destination_replication(config: Config, silent: set[str]) -> list[DoctorCheck]:
