@@ -97,7 +97,7 @@ class AdminClient:
                               hint=decoded.get("hint"))
         return decoded
 
-    def get(self, path: str, **query: Any) -> Any:
+    def get(self, path: str, **query: object) -> Any:
         params = {k: v for k, v in query.items() if v is not None}
         url = path + ("?" + urlencode(params) if params else "")
         return self._request("GET", url)
@@ -108,7 +108,7 @@ class AdminClient:
         (an answer that does not fit its type is an engine of another version)."""
         return typed_answer(self._request("POST", path, body, timeout=timeout), answer, path)
 
-    def read(self, path: str, answer: type[T], **query: Any) -> T:
+    def read(self, path: str, answer: type[T], **query: object) -> T:
         """``GET path`` (with ``query``) as the wire's ``answer`` type."""
         return typed_answer(self.get(path, **query), answer, path)
 
