@@ -2,15 +2,19 @@
 kafka-secure``): a ``[kafka.NAME]`` table written with librdkafka's names, named by a route
 and a lane, carries TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS to the Shard Log
 and the destination; a wrong password, a missing CA and a missing client certificate each
-fail fast with an error naming the connection and what to fix; the password never shows."""
+fail fast with an error naming the connection and what to fix; the password never shows.
+The destination and Shard Log contracts run again over SCRAM."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import tests.integration.test_kafka_destination as plain_destination
+import tests.integration.test_kafka_shardlog as plain_shardlog
 from nereus.adapters.backends.destination.factory import open_destination
 from nereus.adapters.backends.kafka.kafka_security import use_connections
 from nereus.adapters.backends.shardlog.factory import open_shard_log
@@ -122,3 +126,42 @@ def test_a_refused_connection_names_the_connection_and_what_to_fix(
         open_shard_log(config.routes["default"], ShardId("default", 0), tmp_path).close()
     assert raised.value.exit_code == ExitCode.SERVICE_UNREACHABLE
     assert fix in (raised.value.hint or ""), raised.value.hint
+
+
+def use_scram(kafka: SecureKafka, home: Path) -> str:
+    """``[kafka.secure]`` over SCRAM in use for this process; its bootstrap."""
+    config = parse_config(connection_table(kafka, home, "scram"), source=str(home / "x.toml"))
+    use_connections(config.kafka.values(), home=home)
+    return kafka.sasl
+
+
+def delete_topics(bootstrap: str, topics: set[str]) -> None:
+    """Delete ``topics`` through our own (secured) admin client."""
+    from nereus.adapters.backends.kafka.kafka_client import admin_client
+
+    if topics:
+        admin = admin_client(bootstrap, "nereus-test-cleanup")
+        for future in admin.delete_topics(sorted(topics), operation_timeout=10).values():
+            future.exception(10)  # a topic never created is fine
+
+
+class TestKafkaDestinationOverScram(plain_destination.TestKafkaDestination):
+    """The whole destination contract over SASL_SSL (SCRAM-SHA-512) to the secured broker."""
+
+    @pytest.fixture(autouse=True)
+    def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
+        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
+        self.topics: set[str] = set()
+        yield
+        delete_topics(self.bootstrap, self.topics)
+
+
+class TestKafkaShardLogOverScram(plain_shardlog.TestKafkaShardLog):
+    """The whole Shard Log contract over SASL_SSL (SCRAM-SHA-512) to the secured broker."""
+
+    @pytest.fixture(autouse=True)
+    def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
+        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
+        self.topics: set[str] = set()
+        yield
+        delete_topics(self.bootstrap, self.topics)
