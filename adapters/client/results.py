@@ -14,20 +14,19 @@ from pathlib import Path
 
 import msgspec
 
-from nereus.adapters.admin.admin_client import AdminClient
+from nereus.adapters.admin.admin_client import AdminClient, NotListening
 from nereus.adapters.client.route_source import RouteSource
 from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.adapters.time_source import Clock
 from nereus.client.errors import LaneFull, Rejected, ResultPending
 from nereus.client.outcome import CommandResult
 from nereus.client.receipt import Evidence, Receipt
-from nereus.errors import EngineUnreachable, NotFound
+from nereus.errors import EngineUnreachable, NotFound, ShardNotHere, UsageError
 from nereus.records.vocabulary import ResultStatus
 from nereus.shard import ShardId
 from nereus.views import MessageDetail
 
-_FIRST_LOOK_S = 0.005
-_MAX_LOOK_S = 0.2
+_LOOK_S = 0.05  # between two looks at a command whose barrier was answered before it
 
 
 class ResultQueries:
@@ -62,41 +61,68 @@ class ResultQueries:
 
     def command(self, receipt: Receipt, wait_s: float) -> CommandResult:
         """The command's applied result, waiting up to ``wait_s``; ``Rejected`` (``LaneFull``)
-        when the shard refused it, ``ResultPending`` when it is not applied in time."""
+        when the shard refused it, ``ResultPending`` when it is not applied in time.
+
+        Unless the message shows its shard applied past the command already, a query
+        barrier is appended behind the command (the engine waits for it, woken by its own
+        append): once it is applied so is the command, whose stored result is then
+        read without touching the log. Polling the command instead would read the unapplied
+        part of the Shard Log through the shard's own reader, moving it under the loop."""
         shard = ShardId.parse(receipt.shard)
         admin = self.admin_for(shard)
         deadline = self._clock.monotonic() + wait_s
-        look = _FIRST_LOOK_S
+        barrier_needed = not self._applied_already(admin, receipt)
         while True:
+            message: MessageDetail | None = None
+            if barrier_needed and receipt.delay_message_id is not None:
+                left = deadline - self._clock.monotonic()
+                message = self._behind_barrier(admin, receipt, max(left, 0.05))
             status = _command_status(admin, receipt.command_id)
             if status is not None and status.evidence == "APPLIED":
-                return self._finished(admin, receipt, status)
+                if message is None:  # read now: after the result, so after its effect
+                    message = self._message_now(admin, receipt)
+                return _finished(receipt, status, message)
             left = deadline - self._clock.monotonic()
             if left <= 0:
-                raise ResultPending(
-                    f"{receipt.kind} {receipt.command_id} is durable on shard {receipt.shard} "
-                    f"at position {receipt.source_position} but not applied within {wait_s} s",
-                    receipt=receipt, hint="ask again later: result(receipt), or `nereus "
-                    f"command show {receipt.command_id}`; `nereus engine status` says whether "
-                    "the shard is failed")
-            self._clock.sleep(min(look, left))
-            look = min(look * 2, _MAX_LOOK_S)
+                raise _pending(receipt, wait_s)
+            self._clock.sleep(min(_LOOK_S, left))
 
-    def _finished(self, admin: AdminClient, queued: Receipt,
-                  status: CommandStatus) -> CommandResult:
-        receipt = applied_receipt(queued, status)
-        message = None
-        if status.delay_message_id is not None:
-            try:
-                message = msgspec.convert(admin.message(
-                    status.delay_message_id, route=self._source.name, barrier=False),
-                    MessageDetail)
-            except NotFound:
-                message = None
-        result = CommandResult(receipt=receipt, message=message)
-        if status.result == "REJECTED":
-            raise (LaneFull if status.reason == "LANE_FULL" else Rejected)(result)
-        return result
+    def _message_now(self, admin: AdminClient, receipt: Receipt) -> MessageDetail | None:
+        """The command's message as its shard holds it now (None if none does)."""
+        if receipt.delay_message_id is None:
+            return None
+        try:
+            return msgspec.convert(admin.message(receipt.delay_message_id,
+                                                 route=self._source.name, barrier=False),
+                                   MessageDetail)
+        except NotFound:
+            return None
+
+    def _applied_already(self, admin: AdminClient, receipt: Receipt) -> bool:
+        """Whether the command's shard has applied its position (a result asked for late:
+        no barrier needed). Only the position is trusted: the message in the same answer
+        may have been read before the command was applied."""
+        found = self._message_now(admin, receipt)
+        return found is not None and found.shard == receipt.shard and \
+            found.applied_position is not None and \
+            found.applied_position >= receipt.source_position
+
+    def _behind_barrier(self, admin: AdminClient, receipt: Receipt,
+                        timeout_s: float) -> MessageDetail | None:
+        """The command's message once a query barrier behind it is applied (None if no
+        shard holds it); ``ResultPending`` when the barrier is not applied in time."""
+        assert receipt.delay_message_id is not None
+        waiting = AdminClient(admin.path, timeout=timeout_s)
+        try:
+            return msgspec.convert(waiting.message(receipt.delay_message_id,
+                                                   route=self._source.name, barrier=True),
+                                   MessageDetail)
+        except NotFound:
+            return None
+        except (NotListening, ShardNotHere):
+            raise
+        except (EngineUnreachable, UsageError):  # no answer in time, or the barrier's own
+            raise _pending(receipt, timeout_s) from None  # 30 s ran out
 
     def message(self, delay_message_id: str, shard: ShardId) -> MessageDetail:
         """The message behind a query barrier on its shard (every command queued before
@@ -104,6 +130,23 @@ class ResultQueries:
         found = self.admin_for(shard).message(delay_message_id, route=self._source.name,
                                               barrier=True)
         return msgspec.convert(found, MessageDetail)
+
+
+def _finished(queued: Receipt, status: CommandStatus,
+              message: MessageDetail | None) -> CommandResult:
+    """The result; ``Rejected`` (``LaneFull``) raised for a refusal."""
+    result = CommandResult(receipt=applied_receipt(queued, status), message=message)
+    if status.result == "REJECTED":
+        raise (LaneFull if status.reason == "LANE_FULL" else Rejected)(result)
+    return result
+
+
+def _pending(receipt: Receipt, wait_s: float) -> ResultPending:
+    return ResultPending(
+        f"{receipt.kind} {receipt.command_id} is durable on shard {receipt.shard} at position "
+        f"{receipt.source_position} but not applied within {wait_s:g} s", receipt=receipt,
+        hint=f"ask again later: result(receipt), or `nereus command show "
+        f"{receipt.command_id}`; `nereus engine status` says whether the shard is failed")
 
 
 def applied_receipt(queued: Receipt, status: CommandStatus) -> Receipt:
