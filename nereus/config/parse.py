@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import msgspec
@@ -140,26 +140,44 @@ def _lane(name: str, table: dict[str, object], file: _Text) -> LaneSettings:
 
 def _kafka(data: Mapping[str, object], file: _Text) -> dict[str, KafkaConnection]:
     """The ``[kafka.NAME]`` connections; two naming one bootstrap must say the same."""
-    connections: dict[str, KafkaConnection] = {}
-    for name, table in _group(data, "kafka", file).items():
-        where = f"kafka.{name}"
+    connections = _tables(data, "kafka", KafkaConnection, KAFKA_SECRETS, connection_problem,
+                          file)
+    seen: dict[str, KafkaConnection] = {}
+    for name, connection in connections.items():
+        other = seen.setdefault(connection.bootstrap, connection)
+        if msgspec.structs.replace(other, name=name) != connection:
+            raise file.error(f"kafka.{name}", "bootstrap",
+                             f"[kafka.{other.name}] names the same bootstrap "
+                             f"{connection.bootstrap!r} with other settings",
+                             hint="one cluster is one [kafka.NAME] table: name it from "
+                                  "every route and lane that uses it")
+    return connections
+
+
+def _pulsar(data: Mapping[str, object], file: _Text) -> dict[str, PulsarConnection]:
+    return _tables(data, "pulsar", PulsarConnection, PULSAR_SECRETS, pulsar_problem, file)
+
+
+_Connection = TypeVar("_Connection", KafkaConnection, PulsarConnection)
+
+
+def _tables(data: Mapping[str, object], group: str, kind: type[_Connection],
+            secrets: tuple[tuple[str, str, str], ...],
+            problem_of: Callable[[_Connection], tuple[str, str] | None],
+            file: _Text) -> dict[str, _Connection]:
+    """The ``[group.NAME]`` connection tables (dotted keys read as written), each with its
+    secrets by reference and settings that work together."""
+    connections: dict[str, _Connection] = {}
+    for name, table in _group(data, group, file).items():
+        where = f"{group}.{name}"
         flat = flatten(table)
         _no_name_key(flat, where, file)
-        _secret_refs(flat, KafkaConnection, KAFKA_SECRETS, where, file, inline=False)
-        connection: KafkaConnection = file.convert(flat, KafkaConnection, where)
-        problem = connection_problem(connection)
+        _secret_refs(flat, kind, secrets, where, file, inline=False)
+        connection = file.convert(flat, kind, where)
+        problem = problem_of(connection)
         if problem is not None:
             raise file.error(where, problem[0], problem[1])
-        connection = msgspec.structs.replace(connection, name=name)
-        for other in connections.values():
-            if other.bootstrap == connection.bootstrap and \
-                    msgspec.structs.replace(other, name=name) != connection:
-                raise file.error(where, "bootstrap",
-                                 f"[kafka.{other.name}] names the same bootstrap "
-                                 f"{connection.bootstrap!r} with other settings",
-                                 hint="one cluster is one [kafka.NAME] table: name it from "
-                                      "every route and lane that uses it")
-        connections[name] = connection
+        connections[name] = msgspec.structs.replace(connection, name=name)
     return connections
 
 
@@ -181,9 +199,6 @@ def _connected(settings: _Named, where: str, kafka: Mapping[str, KafkaConnection
                                            admin_url=found_pulsar.admin_url
                                            or settings.admin_url)
     return settings
-
-
-_Connection = TypeVar("_Connection", KafkaConnection, PulsarConnection)
 
 
 def _named(settings: RouteSettings | LaneSettings, name: str | None, kind: str,
@@ -209,20 +224,6 @@ def _same(given: str | None, table: str | None, key: str, name: str | None, wher
         raise file.error(where, key, f"{key} = {given!r} is not the {key} of the table it "
                          f"names ({name})", hint="write the address once, in the connection's "
                                                  "table")
-
-
-def _pulsar(data: Mapping[str, object], file: _Text) -> dict[str, PulsarConnection]:
-    connections: dict[str, PulsarConnection] = {}
-    for name, table in _group(data, "pulsar", file).items():
-        where = f"pulsar.{name}"
-        _no_name_key(table, where, file)
-        _secret_refs(table, PulsarConnection, PULSAR_SECRETS, where, file, inline=False)
-        connection: PulsarConnection = file.convert(table, PulsarConnection, where)
-        problem = pulsar_problem(connection)
-        if problem is not None:
-            raise file.error(where, problem[0], problem[1])
-        connections[name] = msgspec.structs.replace(connection, name=name)
-    return connections
 
 
 def _secret_refs(table: Mapping[str, object], kind: type[msgspec.Struct],

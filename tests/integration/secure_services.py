@@ -13,17 +13,41 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
-from tests.integration.services import Service, bring_up, cannot_start, session_service
+from tests.integration.services import (
+    JAVA_NEEDS,
+    Service,
+    bring_up,
+    cannot_start,
+    session_service,
+)
 
 if TYPE_CHECKING:
     from nereus.config import ClusterSettings
+
+
+_Secure = TypeVar("_Secure")
+
+
+def _starter(name: str, what: str, make: Callable[[dict[str, str]], _Secure], *,
+             needs: str = JAVA_NEEDS) -> Callable[[], tuple[Service[_Secure], bool]]:
+    """Start ``name`` unless it runs; the service made from ``scripts/services env``'s
+    settings by ``make``, or why it could not start (``what`` cannot be tested)."""
+
+    def start() -> tuple[Service[_Secure], bool]:
+        settings, started, problem = bring_up(name)
+        if settings is None:
+            return Service[_Secure](None, error=cannot_start(
+                name, what, problem or "unknown problem", needs=needs)), started
+        return Service[_Secure](make(settings)), started
+
+    return start
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +77,13 @@ class SecureKafka:
 SecureKafkaService = Service[SecureKafka]
 
 
-def _start() -> tuple[SecureKafkaService, bool]:
-    settings, started, problem = bring_up("kafka-secure")
-    if settings is None:
-        return SecureKafkaService(None, error=cannot_start(
-            "kafka-secure", "Kafka over TLS and SASL", problem or "unknown problem")), started
-    return SecureKafkaService(SecureKafka(
-        tls=settings["NEREUS_KAFKA_SECURE_TLS"], mtls=settings["NEREUS_KAFKA_SECURE_MTLS"],
-        sasl=settings["NEREUS_KAFKA_SECURE_SASL"],
-        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
-
-
 @pytest.fixture(scope="session")
 def kafka_secure_service() -> Iterator[SecureKafkaService]:
     """``kafka-secure`` up for the session (stopped only if this session started it)."""
-    yield from session_service("kafka-secure", _start)
+    yield from session_service("kafka-secure", _starter(
+        "kafka-secure", "Kafka over TLS and SASL", lambda env: SecureKafka(
+            tls=env["NEREUS_KAFKA_SECURE_TLS"], mtls=env["NEREUS_KAFKA_SECURE_MTLS"],
+            sasl=env["NEREUS_KAFKA_SECURE_SASL"], certs=Path(env["NEREUS_SECURE_CERTS"]))))
 
 
 @pytest.fixture
@@ -95,22 +111,14 @@ class SecurePulsar:
 SecurePulsarService = Service[SecurePulsar]
 
 
-def _start_pulsar() -> tuple[SecurePulsarService, bool]:
-    settings, started, problem = bring_up("pulsar-secure")
-    if settings is None:
-        return SecurePulsarService(None, error=cannot_start(
-            "pulsar-secure", "Pulsar over TLS with tokens", problem or "unknown problem")), \
-            started
-    return SecurePulsarService(SecurePulsar(
-        service_url=settings["NEREUS_PULSAR_SECURE_URL"],
-        admin_url=settings["NEREUS_PULSAR_SECURE_HTTPS_URL"],
-        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
-
-
 @pytest.fixture(scope="session")
 def pulsar_secure_service() -> Iterator[SecurePulsarService]:
     """``pulsar-secure`` up for the session (stopped only if this session started it)."""
-    yield from session_service("pulsar-secure", _start_pulsar)
+    yield from session_service("pulsar-secure", _starter(
+        "pulsar-secure", "Pulsar over TLS with tokens", lambda env: SecurePulsar(
+            service_url=env["NEREUS_PULSAR_SECURE_URL"],
+            admin_url=env["NEREUS_PULSAR_SECURE_HTTPS_URL"],
+            certs=Path(env["NEREUS_SECURE_CERTS"]))))
 
 
 @pytest.fixture
@@ -135,19 +143,12 @@ class SecureS3:
 SecureS3Service = Service[SecureS3]
 
 
-def _start_s3() -> tuple[SecureS3Service, bool]:
-    settings, started, problem = bring_up("s3-secure")
-    if settings is None:
-        return SecureS3Service(None, error=cannot_start(
-            "s3-secure", "S3 over https", problem or "unknown problem")), started
-    return SecureS3Service(SecureS3(endpoint=settings["NEREUS_S3_SECURE_ENDPOINT"],
-                                    certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
-
-
 @pytest.fixture(scope="session")
 def s3_secure_service() -> Iterator[SecureS3Service]:
     """``s3-secure`` up for the session (stopped only if this session started it)."""
-    yield from session_service("s3-secure", _start_s3)
+    yield from session_service("s3-secure", _starter(
+        "s3-secure", "S3 over https", lambda env: SecureS3(
+            endpoint=env["NEREUS_S3_SECURE_ENDPOINT"], certs=Path(env["NEREUS_SECURE_CERTS"]))))
 
 
 @pytest.fixture
@@ -182,22 +183,17 @@ class SecureEtcd:
 SecureEtcdService = Service[SecureEtcd]
 
 
-def _start_etcd() -> tuple[SecureEtcdService, bool]:
-    settings, started, problem = bring_up("etcd-secure")
-    if settings is None:
-        return SecureEtcdService(None, error=cannot_start(
-            "etcd-secure", "etcd over TLS with auth", problem or "unknown problem",
-            needs="Needs etcd (scripts/services fetches it) and openssl")), started
-    host, _, port = settings["NEREUS_ETCD_SECURE_ENDPOINT"].removeprefix("https://") \
-        .partition(":")
-    return SecureEtcdService(SecureEtcd(host=host, port=int(port),
-                                        certs=Path(settings["NEREUS_SECURE_CERTS"]))), started
+def _etcd_of(env: dict[str, str]) -> SecureEtcd:
+    host, _, port = env["NEREUS_ETCD_SECURE_ENDPOINT"].removeprefix("https://").partition(":")
+    return SecureEtcd(host=host, port=int(port), certs=Path(env["NEREUS_SECURE_CERTS"]))
 
 
 @pytest.fixture(scope="session")
 def etcd_secure_service() -> Iterator[SecureEtcdService]:
     """``etcd-secure`` up for the session (stopped only if this session started it)."""
-    yield from session_service("etcd-secure", _start_etcd)
+    yield from session_service("etcd-secure", _starter(
+        "etcd-secure", "etcd over TLS with auth", _etcd_of,
+        needs="Needs etcd (scripts/services fetches it) and openssl"))
 
 
 @pytest.fixture

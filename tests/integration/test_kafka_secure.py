@@ -145,23 +145,23 @@ def delete_topics(bootstrap: str, topics: set[str]) -> None:
             future.exception(10)  # a topic never created is fine
 
 
-class TestKafkaDestinationOverScram(plain_destination.TestKafkaDestination):
+class _OverScram:
+    """A contract's broker: the secured one, over SASL_SSL (SCRAM-SHA-512)."""
+
+    bootstrap: str
+    topics: set[str]
+
+    @pytest.fixture(autouse=True)
+    def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
+        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
+        self.topics = set()
+        yield
+        delete_topics(self.bootstrap, self.topics)
+
+
+class TestKafkaDestinationOverScram(_OverScram, plain_destination.TestKafkaDestination):
     """The whole destination contract over SASL_SSL (SCRAM-SHA-512) to the secured broker."""
 
-    @pytest.fixture(autouse=True)
-    def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
-        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
-        self.topics: set[str] = set()
-        yield
-        delete_topics(self.bootstrap, self.topics)
 
-
-class TestKafkaShardLogOverScram(plain_shardlog.TestKafkaShardLog):
+class TestKafkaShardLogOverScram(_OverScram, plain_shardlog.TestKafkaShardLog):
     """The whole Shard Log contract over SASL_SSL (SCRAM-SHA-512) to the secured broker."""
-
-    @pytest.fixture(autouse=True)
-    def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
-        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
-        self.topics: set[str] = set()
-        yield
-        delete_topics(self.bootstrap, self.topics)
