@@ -5,7 +5,6 @@ is ``test_large_payload_claims.py``; ``nereus payload gc`` is ``test_payload_gc.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ import pytest
 from nereus import records as r
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
-from nereus.engine.shard.owner_loop import ShardLoop
 from tests.conftest import run_nereus
 from tests.daemon import read_outbox, running_engine, wait_for
 from tests.integration.large_payload_homes import (
@@ -173,11 +171,6 @@ def test_a_rejected_stage_stops_the_flow_and_names_it(
     assert not (home / "objects" / "payloads").exists()
 
 
-_WIRED = "fetch_payload" in inspect.signature(ShardLoop.__init__).parameters
-
-
-@pytest.mark.skipif(not _WIRED, reason="the engine does not pass fetch_payload to its "
-                    "shard loops yet")
 def test_the_engine_publishes_the_full_payload(tmp_path: Path) -> None:
     """End to end: the outbox line carries the file's bytes, materialised at Claim."""
     import base64
