@@ -108,3 +108,46 @@ def test_a_wrong_password_is_named_by_doctor_and_the_cli_without_showing_it(
     assert queued.code == 5, queued.stderr
     assert "[kafka.secure]" in queued.stderr
     assert wrong not in doctor.stdout + doctor.stderr + queued.stdout + queued.stderr
+
+
+def test_nothing_acknowledged_is_lost_while_a_password_is_fixed(
+        tmp_path: Path, kafka_secure: SecureKafka) -> None:
+    """The lane's broker refuses a wrong password: messages are acknowledged (the Shard Log
+    is the home's file log), the lane is NOT READY saying why with [kafka.secure], nothing
+    publishes; the password file is fixed and the engine restarted: every message publishes.
+    The wrong password shows nowhere."""
+    home = tmp_path / "home"
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    secured_home(home, kafka_secure, wrong)
+    toml = home / "nereus.toml"
+    toml.write_text(toml.read_text().replace(
+        'log = "kafka"\nkafka = "secure"\n', 'log = "file"\n').replace(
+        'topic = "nereus-leak-', 'topic = "nereus-fixed-', 1))
+    said: list[str] = []
+    with running_engine(home):
+        ids = []
+        for n in range(3):
+            queued = run_nereus("--json", "message", "schedule", "--lane", "out", "--delay",
+                                "1s", "--payload", f"m{n}", "--wait", home=home)
+            assert queued.code == 0, queued.stderr
+            ids.append(queued.json()["delay_message_id"])
+
+        def refused() -> str | None:
+            lanes = run_nereus("--json", "lane", "list", home=home)
+            said.append(lanes.stdout + lanes.stderr)
+            lane = next(x for x in lanes.json() if x["lane"] == "out")
+            reason = lane["not_ready_reason"] or ""
+            return reason if "[kafka.secure]" in reason else None
+
+        wait_until("the lane to say the broker refused [kafka.secure]", refused, 60,
+                   interval_s=0.5)
+    (home / "secrets" / "kafka-password").write_text(kafka_secure.password + "\n")
+    with running_engine(home):
+        def published() -> bool:
+            states = [run_nereus("--json", "message", "show", mid, home=home).json()["state"]
+                      for mid in ids]
+            return all(state == "PUBLISHED" for state in states)
+
+        wait_until("every message to publish once the password is fixed", published, 60,
+                   interval_s=0.5)
+    assert not any(wrong in text for text in said)
