@@ -174,6 +174,32 @@ def test_commands_gather_into_one_append_while_one_is_in_flight(home: Path) -> N
     assert [r.source_position for r in receipts] == list(range(1, 51))
 
 
+def test_one_client_serves_many_threads(client: DelayClient) -> None:
+    """Eight threads schedule through one client at once: every call gets its own receipt
+    and every command lands once (distinct, gapless positions)."""
+    receipts: list[Receipt] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        try:
+            for n in range(25):
+                receipt = client.schedule(f"t{index}-{n}", "local", deliver_at=AT)
+                with lock:
+                    receipts.append(receipt)
+        except BaseException as exc:  # the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert sorted(r.source_position for r in receipts) == list(range(1, 201))
+    assert len({r.delay_message_id for r in receipts}) == 200
+
+
 def test_a_failed_append_is_retried_with_the_same_bytes(home: Path) -> None:
     """The broker did not answer twice: the third append sends exactly the same bytes."""
     seen: list[list[bytes]] = []
