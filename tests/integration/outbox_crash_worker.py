@@ -1,7 +1,7 @@
 """An engine whose lane sends half of its first publish and then hangs, to be SIGKILLed.
 
 Run by ``test_fenced_outbox.py`` (and ``bench/evidence.py``) as ``python
-outbox_crash_worker.py HOME COUNT [LANE_TOML]``. It schedules COUNT messages due now on a
+outbox_crash_worker.py HOME COUNT [LANE_TOML [load]]``. It schedules COUNT messages due now on a
 one-shard home whose lane ``local`` is LANE_TOML's table (default: a file lane), waits
 until every one is admitted (PUBLISHING), prints ``ready <records sent>`` and waits to be
 killed: the sent attempts' answers never came back, the others never left the publisher,
@@ -66,6 +66,8 @@ def main(argv: list[str]) -> int:
     text = argv[3] if len(argv) > 3 else engine_harness.file_lane("local", "outbox/local.jsonl")
     lane = parse_config(f'[routes.default]\nlog = "file"\npartitions = 1\n{text}',
                         source="lane").lanes["local"]
+    if argv[4:5] == ["load"]:
+        return under_load(home, count, text)
     hanging = hangs_after_half(open_destination(lane, home))
     with in_process_engine(home, partitions=1, lanes=text,
                            destinations={"local": hanging}) as h:
@@ -79,6 +81,22 @@ def main(argv: list[str]) -> int:
                 break
             time.sleep(0.05)
         print("ready", Sent.count, flush=True)
+        threading.Event().wait()
+    return 0
+
+
+def under_load(home: Path, count: int, text: str) -> int:
+    """``load`` (``bench/evidence.py``): COUNT messages due now on the real lane, and
+    ``ready <published>`` once a third of them are published; then wait to be killed,
+    mid-burst, with whatever is in flight then."""
+    with in_process_engine(home, partitions=1, lanes=text) as h:
+        due = now_ms()
+        for start in range(0, count, 5_000):
+            h.queue([h.schedule(f"m{n}", due) for n in range(start, min(count, start + 5_000))])
+        publisher = h.engine.publishers["local"]
+        while publisher.published < count // 3:  # bounded by the caller, which kills us
+            time.sleep(0.01)
+        print("ready", publisher.published, flush=True)
         threading.Event().wait()
     return 0
 

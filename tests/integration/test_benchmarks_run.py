@@ -171,3 +171,16 @@ def test_chaos_bench_runs_a_nemesis_and_reports_its_row(tmp_path: Path) -> None:
     assert (row["backend"], row["nemesis"]) == ("file", "sigkill")
     assert row["operations"] >= 12 and row["faults"] >= 1 and row["violations"] == 0
     assert report["violations"] == [] and Path(row["history"]).is_file()
+
+
+def test_evidence_bench_settles_every_attempt_and_leaves_nothing_uncertain_with_a_fence(
+) -> None:
+    """bench/evidence.py (small): one scan pass settles the half of the UNKNOWN attempts
+    whose lines are in the outbox and the fence proves the other half absent, whatever the
+    history before; after kill -9 a file lane with its fence leaves no attempt UNCERTAIN."""
+    report = _bench("evidence.py", "--attempts", "400", "--history", "0", "2000", "--kill",
+                    "1500", "--kinds", "file")
+    for row in report["scan"]:
+        assert row["scan_settled"] == 200 and row["fence_absent"] == 200
+    after = [row for row in report["kill"] if row["variant"] == "after"]
+    assert after and all(row["uncertain_after_recovery"] == 0 for row in after)
