@@ -90,6 +90,15 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
+def home_path(value: str | None, home: Path | None) -> str | None:
+    """A file ``nereus.toml`` names (a CA, a certificate, a key): a relative path is the
+    home's, as a secret file's is."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    return str(home / path) if home is not None and not path.is_absolute() else str(path)
+
+
 def redact(text: str) -> str:
     """``text`` without any secret this process has read (each shown as ``***``)."""
     for value in sorted(_READ, key=len, reverse=True):

@@ -37,8 +37,9 @@ def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
     plain); secrets are files of the home, 0600."""
     lines = ["[kafka.secure]"]
     secured = home / "secrets"
-    if ca:
-        lines.append(f'ssl.ca.location = "{kafka.private_copy(secured, "ca.pem")}"')
+    if ca:  # a relative path is the home's
+        kafka.private_copy(secured, "ca.pem")
+        lines.append('ssl.ca.location = "secrets/ca.pem"')
     if mechanism in ("tls", "mtls"):
         lines += [f'bootstrap = "{kafka.tls if mechanism == "tls" else kafka.mtls}"',
                   'security.protocol = "SSL"']

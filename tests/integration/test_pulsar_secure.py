@@ -31,8 +31,9 @@ def connection_table(pulsar: SecurePulsar, home: Path, *, token: str | None = No
     secrets = home / "secrets"
     lines = ["[pulsar.secure]", f'service_url = "{pulsar.service_url}"',
              f'admin_url = "{pulsar.admin_url}"']
-    if ca:
-        lines.append(f'tls_trust_certs_file_path = "{pulsar.private_copy(secrets, "ca.pem")}"')
+    if ca:  # a relative path is the home's
+        pulsar.private_copy(secrets, "ca.pem")
+        lines.append('tls_trust_certs_file_path = "secrets/ca.pem"')
     if certificate:
         lines += [f'tls_certificate_file_path = "{pulsar.private_copy(secrets, "client.pem")}"',
                   f'tls_private_key_file_path = "{pulsar.private_copy(secrets, "client.key")}"']

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from nereus.adapters.home.secrets import read_secret, redact
+from nereus.adapters.home.secrets import home_path, read_secret, redact
 from nereus.config.connections import KafkaConnection
 from nereus.errors import ServiceUnreachable
 
@@ -78,9 +78,9 @@ def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[
     plain = {
         "sasl.mechanism": connection.sasl_mechanism,
         "sasl.username": connection.sasl_username,
-        "ssl.ca.location": connection.ssl_ca_location,
-        "ssl.certificate.location": connection.ssl_certificate_location,
-        "ssl.key.location": connection.ssl_key_location,
+        "ssl.ca.location": home_path(connection.ssl_ca_location, home),
+        "ssl.certificate.location": home_path(connection.ssl_certificate_location, home),
+        "ssl.key.location": home_path(connection.ssl_key_location, home),
         "sasl.oauthbearer.client.id": connection.oauth_client_id,
         "sasl.oauthbearer.token.endpoint.url": connection.oauth_token_url,
         "sasl.oauthbearer.scope": connection.oauth_scope,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.home.secrets import read_secret
+from nereus.adapters.home.secrets import home_path, read_secret
 from nereus.config.connections import PulsarConnection
 
 _BY_URL: dict[str, PulsarConnection] = {}
@@ -40,9 +40,20 @@ def connection_for(url: str) -> PulsarConnection | None:
     return _BY_URL.get(url.rstrip("/"))
 
 
+def _home() -> Path | None:
+    return _HOME[0] if _HOME else None
+
+
+def _files(connection: PulsarConnection) -> tuple[str | None, str | None, str | None]:
+    """The CA, client certificate and key paths (a relative path is the home's)."""
+    return (home_path(connection.tls_trust_certs_file_path, _home()),
+            home_path(connection.tls_certificate_file_path, _home()),
+            home_path(connection.tls_private_key_file_path, _home()))
+
+
 def _token(connection: PulsarConnection) -> str | None:
     return read_secret(f"[pulsar.{connection.name}] token", file=connection.token_file,
-                       env=connection.token_env, home=_HOME[0] if _HOME else None)
+                       env=connection.token_env, home=_home())
 
 
 def client_options(service_url: str) -> dict[str, Any]:
@@ -53,16 +64,16 @@ def client_options(service_url: str) -> dict[str, Any]:
     import pulsar
 
     options: dict[str, Any] = {}
+    ca, certificate, key = _files(connection)
     if connection.tls:
-        options.update(tls_trust_certs_file_path=connection.tls_trust_certs_file_path,
+        options.update(tls_trust_certs_file_path=ca,
                        tls_validate_hostname=connection.tls_validate_hostname,
                        tls_allow_insecure_connection=False)
     token = _token(connection)
     if token is not None:
         options["authentication"] = pulsar.AuthenticationToken(token)
-    elif connection.tls_certificate_file_path is not None:
-        options["authentication"] = pulsar.AuthenticationTLS(
-            connection.tls_certificate_file_path, connection.tls_private_key_file_path)
+    elif certificate is not None:
+        options["authentication"] = pulsar.AuthenticationTLS(certificate, key)
     return options
 
 
@@ -72,12 +83,12 @@ def admin_request_options(admin_url: str) -> tuple[dict[str, str], ssl.SSLContex
     if connection is None:
         return {}, None
     context = None
+    ca, certificate, key = _files(connection)
     if admin_url.startswith("https://"):
-        context = ssl.create_default_context(cafile=connection.tls_trust_certs_file_path)
+        context = ssl.create_default_context(cafile=ca)
         context.check_hostname = connection.tls_validate_hostname
-        if connection.tls_certificate_file_path is not None:
-            context.load_cert_chain(connection.tls_certificate_file_path,
-                                    connection.tls_private_key_file_path)
+        if certificate is not None:
+            context.load_cert_chain(certificate, key)
     token = _token(connection)
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     return headers, context
