@@ -13,12 +13,25 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from nereus.adapters.offline.command_lookup import CommandStatus
 from nereus.client.receipt import Receipt
 from nereus.errors import UsageError
 from nereus.operator.plan import PlanDocument
-from nereus.views import AttemptView
+from nereus.views import AttemptView, MessageDetail, MessageList, MessageView
 
 T = TypeVar("T", bound=msgspec.Struct)
+
+# Documents built below this room (the core's views of the state, the offline command
+# lookup) are answered as they are: named here too, so this is the one catalogue (but for
+# ``checkpoint_take.CheckpointTaken``, whose module costs ~70 ms to import).
+__all__ = [
+    "AppendAnswer", "AppendRequest", "AttemptList", "AttemptView", "CheckpointRequest",
+    "CommandStatus", "Empty", "EngineStatus", "EvidenceSearchView",
+    "GateView", "LaneShardView", "LaneView", "MessageDetail", "MessageExplanation",
+    "MessageList", "MessageView", "MetricsExposition", "OpenAttemptView", "PlanAnswer",
+    "PlanRequest", "Receipt", "RecordToAppend", "ShardView", "Stopping", "TrustedTimeView",
+    "WorkerView", "request_of",
+]
 
 
 class RecordToAppend(msgspec.Struct, frozen=True, kw_only=True):
