@@ -155,23 +155,11 @@ class Env(msgspec.Struct):
         (``LogDiverged``): an append would take a position the state already used."""
         log = self.shard_log(shard)
         if shard not in self._checked:
-            from nereus.adapters.backends.shardlog.file_log import FileShardLog
-            from nereus.adapters.backends.shardlog.identity import ensure_route_identity
-            from nereus.adapters.offline.continuity_checks import (
-                applied_position,
-                check_log_end,
-                guard_file_log,
-            )
+            from nereus.adapters.client.route_source import check_command_log
 
-            state = self.layout.shard_state(shard)
-            applied = applied_position(state)
-            check_log_end(shard, applied, log.end_position(), state)
-            if isinstance(log, FileShardLog):
-                guard_file_log(shard, log, applied, state)
-            route = self.config.route(shard.route)
-            ensure_route_identity(log, route.identity(shard.partition),
-                                  where=getattr(log, "description", f"the Shard Log of {shard}"),
-                                  source=str(self.config.source))
+            check_command_log(log, shard, self.config.route(shard.route).identity(
+                shard.partition), state=self.layout.shard_state(shard),
+                source=str(self.config.source))
             self._checked.add(shard)
         return log
 

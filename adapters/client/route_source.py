@@ -23,6 +23,7 @@ from nereus.config import Config, RouteSettings
 from nereus.errors import NotFound
 from nereus.layout import HomeLayout
 from nereus.machine.limits import Limits
+from nereus.records import RouteIdentity
 from nereus.shard import ShardId
 
 
@@ -81,14 +82,12 @@ class RouteSource:
             return log
 
     def _open(self, shard: ShardId) -> ShardLog:
-        home = self.home or Path(".")
-        log = open_shard_log(self.settings, shard, home)
+        log = open_shard_log(self.settings, shard, self.home or Path("."))
         try:
-            if self.home is not None and self.settings.log == "file":
-                _guard_file_log(self.home, shard, log)
-            ensure_route_identity(log, self.settings.identity(shard.partition),
-                                  where=getattr(log, "description", f"the Shard Log of {shard}"),
-                                  source=self.source)
+            layout = self.layout
+            check_command_log(log, shard, self.settings.identity(shard.partition),
+                              state=None if layout is None else layout.shard_state(shard),
+                              source=self.source)
         except BaseException:
             log.close()
             raise
@@ -103,9 +102,13 @@ class RouteSource:
             self.cluster.close()
 
 
-def _guard_file_log(home: Path, shard: ShardId, log: ShardLog) -> None:
-    """What the CLI checks before it appends to a file log: it does not end before the
-    shard's applied position, and refuses appends while it would (``LogDiverged``)."""
+def check_command_log(log: ShardLog, shard: ShardId, identity: RouteIdentity, *,
+                      state: Path | None, source: str) -> None:
+    """What every client checks before its first append to a shard's log (the CLI's
+    commands too): the log does not end at or before the applied position of the shard's
+    database in ``state``, if there is one (``LogDiverged``; a file log keeps refusing
+    appends while it would), and it begins with ``identity`` (written to an empty log;
+    another route's is refused)."""
     from nereus.adapters.backends.shardlog.file_log import FileShardLog
     from nereus.adapters.offline.continuity_checks import (
         applied_position,
@@ -113,11 +116,14 @@ def _guard_file_log(home: Path, shard: ShardId, log: ShardLog) -> None:
         guard_file_log,
     )
 
-    state = HomeLayout(home).shard_state(shard)
-    applied = applied_position(state)
-    check_log_end(shard, applied, log.end_position(), state)
-    if isinstance(log, FileShardLog):
-        guard_file_log(shard, log, applied, state)
+    if state is not None:
+        applied = applied_position(state)
+        check_log_end(shard, applied, log.end_position(), state)
+        if isinstance(log, FileShardLog):
+            guard_file_log(shard, log, applied, state)
+    ensure_route_identity(log, identity,
+                          where=getattr(log, "description", f"the Shard Log of {shard}"),
+                          source=source)
 
 
 def from_home(path: Path | str, route: str) -> RouteSource:
