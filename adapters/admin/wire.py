@@ -267,6 +267,9 @@ class MessageExplanation(msgspec.Struct, frozen=True, kw_only=True,
     why: str
     gates: list[GateView]
     scheduler_waiting: str | None
+    # its attempts in order, each "ATTEMPT_ID STATE: evidence" (a NOT_PUBLISHED a fence
+    # proved names it: "fenced absence (file writer lock): ...")
+    attempts: list[str] = msgspec.field(default_factory=list)
 
 
 def request_of(body: object, kind: type[T]) -> T:

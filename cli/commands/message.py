@@ -339,6 +339,8 @@ def explain(
             out.print(f"[green]nothing holds it[/green]: {data['why']}")
         else:
             out.print(f"held by [bold]{data['held_by']}[/bold]: {data['why']}")
+        for line in data.get("attempts") or []:
+            out.print(f"attempt {line}", soft_wrap=True, markup=False)
 
     env.output.emit(data, human)
 

@@ -4,13 +4,16 @@ scheduler's gates for the message (``scheduler/explain.py``)."""
 
 from __future__ import annotations
 
+import msgspec
+
 from nereus.adapters.admin.wire import MessageExplanation
 from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.engine.scheduler.explanation import explanation
 from nereus.engine.shard.admissions import AdmissionFlow
 from nereus.records import LaneGate, decode
+from nereus.state import keys
 from nereus.state.store import ShardStore
-from nereus.state.values import Lane
+from nereus.state.values import Attempt, Lane, Message, decode_value
 from nereus.timespec import format_time_ms
 from nereus.views import find_message, message_not_found
 
@@ -23,7 +26,20 @@ def explain_message(store: ShardStore, log: ShardLog, shard: str, flow: Admissio
     lane = flow.lanes().get(message.lane, Lane(name=message.lane))
     inputs = flow.explain_inputs(message, shard_hold=shard_hold,
                                  gate_detail=gate_change(log, lane))
-    return explanation(inputs, message, shard)
+    return msgspec.structs.replace(explanation(inputs, message, shard),
+                                   attempts=attempt_lines(store, message))
+
+
+def attempt_lines(store: ShardStore, message: Message) -> list[str]:
+    """Each attempt of ``message`` in order: its id, state and evidence."""
+    lines = []
+    for attempt_no in range(1, message.attempts + 1):
+        raw_id = store.get(keys.msg_attempt_key(message.delay_message_id, attempt_no))
+        raw = None if raw_id is None else store.get(keys.attempt_key(raw_id.decode()))
+        if raw is not None:
+            attempt = decode_value(raw, Attempt)
+            lines.append(f"{attempt.attempt_id} {attempt.state}: {attempt.evidence or '-'}")
+    return lines
 
 
 def gate_change(log: ShardLog, lane: Lane) -> str:

@@ -143,14 +143,18 @@ def settled_exactly(store: ShardStore, count: int, found: int, kind: str) -> Non
 def test_after_kill_9_no_attempt_of_a_file_lane_is_left_uncertain(tmp_path: Path) -> None:
     """After kill -9 with attempts in flight, the next owner's recovery settles every one:
     those in the outbox PUBLISHED (with their line), the others NOT_PUBLISHED with 'fenced
-    absence' evidence — none UNKNOWN, no message UNCERTAIN — and each message is then in
-    the outbox exactly once."""
+    absence' evidence (which `message explain` shows) — none UNKNOWN, no message
+    UNCERTAIN — and each message is then in the outbox exactly once."""
     home = tmp_path / "home"
     written = crash(home, 12)
     assert 0 < written < 12
     with in_process_engine(home, partitions=1) as h:
-        store = h.engine.shards[next(iter(h.engine.shards))].store
-        settled_exactly(store, 12, written, "file writer lock")
+        loop = h.engine.shards[next(iter(h.engine.shards))]
+        settled_exactly(loop.store, 12, written, "file writer lock")
+        absent = next(a for _, raw in loop.store.scan_prefix(keys.ATTEMPT)
+                      if (a := decode_value(raw, Attempt)).state == "NOT_PUBLISHED")
+        first = loop.explain(absent.delay_message_id).attempts[0]
+        assert first.startswith(f"{absent.attempt_id} NOT_PUBLISHED: {FENCED_ABSENCE} (file")
         wait_until("every message in the outbox", lambda: len(h.outbox()) >= 12, 60)
         ids = [line["delay_message_id"] for line in h.outbox()]
         assert sorted(ids) == sorted(set(ids)) and len(ids) == 12
