@@ -29,7 +29,7 @@ def test_engine_status_and_metrics_show_a_lanes_uncertain_attempts(tmp_path: Pat
             lane: dict[str, object] = status["lanes"][0]
             return lane if lane["uncertain"] == 2 else None
 
-        wait_until("two UNCERTAIN attempts on lane local", local, 30)
+        wait_until("two UNCERTAIN attempts on lane local", lambda: local() is not None, 30)
         lane = local()
         assert lane is not None
         assert lane["fencing"] == "file writer lock"
