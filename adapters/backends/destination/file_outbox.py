@@ -115,7 +115,8 @@ class FileDestination:
         with self._writing:
             if self._closed:
                 return self._write(requests, now_ms)
-            self._create()
+            if any(r.shard and not self._writers.holds(r.shard) for r in requests):
+                self._create()  # a lock about to be taken records the outbox it finds
             refused: list[PublishResult] = []
             allowed: list[PublishRequest] = []
             for request in requests:
@@ -220,6 +221,8 @@ class FileDestination:
                 self._writers.continuity(shard) if wanted else None)  # nothing to prove
             if why is not None:
                 raise NotFenced(why)
+            if not wanted:  # the lock is held and noted: nothing to prove
+                return Fenced({}, absent_evidence("file writer lock", "nothing asked"))
             return self._classify(shard, wanted, since_ms)
         finally:
             self._writing.release()
