@@ -70,7 +70,8 @@ def test_absence_is_proven_only_once_the_old_writer_let_go(tmp_path: Path) -> No
 
 def test_a_shard_another_writer_holds_is_not_written(tmp_path: Path) -> None:
     """A publish for a shard whose writer lock another writer holds writes nothing and is
-    NOT_PUBLISHED LANE_UNAVAILABLE naming the lock; another shard's goes through."""
+    NOT_PUBLISHED LANE_UNAVAILABLE naming the lock, and the probe says NOT READY until the
+    lock is free; another shard's goes through."""
     path = tmp_path / "outbox.jsonl"
     holder, other = FileDestination("local", path), FileDestination("local", path)
     holder.fence(SHARD, {}, 0)
@@ -79,7 +80,9 @@ def test_a_shard_another_writer_holds_is_not_written(tmp_path: Path) -> None:
         (Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)
     assert "writer lock" in refused.evidence and written.outcome == Outcome.PUBLISHED
     assert [json.loads(line)["attempt_id"] for line in path.read_text().splitlines()] == ["a2"]
+    assert "writer lock" in (other.probe() or "")  # NOT READY while the lock is held
     holder.close()
+    assert other.probe() is None
     other.close()
 
 

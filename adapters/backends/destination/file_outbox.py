@@ -11,8 +11,9 @@ RETRIABLE, else UNKNOWN; a failed final fsync -> UNKNOWN; PUBLISHED evidence is
 
 A shard's lines are written only under that shard's writer lock (``writer_locks.py``);
 a request whose lock another process holds is NOT_PUBLISHED LANE_UNAVAILABLE (nothing
-written). That makes the destination a ``Fencing`` one (``fencing.py``): a new owner's
-``fence`` takes the lock, syncs the outbox and proves each orphan present or absent.
+written), and the probe keeps the lane NOT READY until that lock is free. That makes the
+destination a ``Fencing`` one (``fencing.py``): a new owner's ``fence`` takes the lock,
+syncs the outbox and proves each orphan present or absent.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class FileDestination:
         self.path = Path(path)
         self._closed = False
         self._writers = WriterLocks(self.path)
+        self._contended: set[str] = set()  # shards whose lock another process held at a send
         # a publish and a fence never overlap in this process (a fence proves what a
         # publish still running might yet write: nothing)
         self._writing = threading.Lock()
@@ -107,6 +109,10 @@ class FileDestination:
         except OSError as exc:
             return f"cannot open {self.path}: {exc.strerror}"
         os.close(fd)
+        for shard in sorted(self._contended):  # not READY while another writer holds one
+            if (why := self._writers.free(shard)) is not None:
+                return why
+            self._contended.discard(shard)
         return None
 
     def publish(
@@ -124,6 +130,7 @@ class FileDestination:
                 if why is None:
                     allowed.append(request)
                 else:
+                    self._contended.add(request.shard)
                     refused.append(PublishResult(
                         request.attempt_id, Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE,
                         f"nothing written to {self.path}: {why}"))
@@ -252,6 +259,7 @@ class FileDestination:
             return  # a publish hangs: the lock stays held (no one can prove what it writes)
         try:
             self._writers.release(shard)
+            self._contended.discard(shard)
         finally:
             self._writing.release()
 

@@ -90,6 +90,27 @@ class WriterLocks:
             if fd is not None:
                 _write_identity(fd, identity, sync=False)
 
+    def free(self, shard: str) -> str | None:
+        """None when this process holds ``shard``'s lock or could take it now (it is not
+        kept), else why not."""
+        if shard in self._held:
+            return None
+        path = self.lock_path(shard)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"cannot open the writer lock {path}: {exc.strerror}"
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return (f"another process holds the outbox writer lock {path} (a previous owner "
+                    "of the shard still runs)")
+        finally:
+            os.close(fd)  # closing drops the lock if it was taken
+        return None
+
     def continuity(self, shard: str) -> str | None:
         """None when the outbox holds every line the previous holder of ``shard``'s lock
         could have written (same file, no shorter than it found it), else why not."""
