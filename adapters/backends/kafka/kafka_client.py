@@ -193,9 +193,9 @@ def metadata(admin: AdminClient, bootstrap: str, doing: str, timeout_s: float,
             refused = refusal(bootstrap, doing)
             if refused is not None:
                 raise refused from None
-            if remaining <= _SLICE_S or error_of(exc)[0] != "_TRANSPORT":
+            if remaining <= _SLICE_S or error_of(exc)[0] not in UNREACHABLE_ERRORS:
                 raise translate(exc, bootstrap, doing) from None
-            continue
+            continue  # no answer in this slice (down, or slow): ask again until the deadline
         forget_refusal(bootstrap)
         return found
 
