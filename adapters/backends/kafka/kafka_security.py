@@ -27,11 +27,11 @@ from nereus.errors import ServiceUnreachable
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
 
-_BY_BOOTSTRAP: dict[str, KafkaConnection] = {}
+# each connection in use with the home its relative paths are read from
+_BY_BOOTSTRAP: dict[str, tuple[KafkaConnection, Path | None]] = {}
 # the last refusal a client of this process met per bootstrap: (when, librdkafka name, text)
 _REFUSED: dict[str, tuple[float, str, str]] = {}
 _REFUSAL_FRESH_S: Final = 60.0
-_HOME: list[Path] = []  # the home relative secret paths are read from
 
 # librdkafka error names a secured connection fails with, and what each asks the operator
 AUTH_ERRORS: Final = {
@@ -55,21 +55,20 @@ def use_connections(connections: Iterable[KafkaConnection], home: Path | None = 
     """From now on, clients of this process dial each connection's bootstrap with its
     settings (a later configuration's table for the same address replaces the earlier)."""
     for connection in connections:
-        _BY_BOOTSTRAP[connection.bootstrap] = connection
-    if home is not None:
-        _HOME[:] = [home]
+        _BY_BOOTSTRAP[connection.bootstrap] = (connection, home)
 
 
 def connection_for(bootstrap: str) -> KafkaConnection | None:
-    return _BY_BOOTSTRAP.get(bootstrap)
+    found = _BY_BOOTSTRAP.get(bootstrap)
+    return found[0] if found is not None else None
 
 
 def security_settings(bootstrap: str) -> dict[str, str]:
     """The librdkafka settings (secrets read now) for a client dialling ``bootstrap``."""
-    connection = _BY_BOOTSTRAP.get(bootstrap)
-    if connection is None:
+    found = _BY_BOOTSTRAP.get(bootstrap)
+    if found is None:
         return {}
-    return librdkafka_settings(connection, _HOME[0] if _HOME else None)
+    return librdkafka_settings(*found)
 
 
 def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[str, str]:
@@ -131,7 +130,7 @@ def refusal(bootstrap: str, doing: str) -> KafkaRefused | None:
     if found is None or time.monotonic() - found[0] > _REFUSAL_FRESH_S:
         return None
     _, name, text = found
-    connection = _BY_BOOTSTRAP.get(bootstrap)
+    connection = connection_for(bootstrap)
     where = f"[kafka.{connection.name}]" if connection is not None else \
         "no [kafka.NAME] table names this address"
     return KafkaRefused(f"Kafka at {bootstrap} ({where}) refused the connection "

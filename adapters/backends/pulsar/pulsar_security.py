@@ -21,39 +21,40 @@ from typing import Any
 from nereus.adapters.home.secrets import home_path, read_secret
 from nereus.config.connections import PulsarConnection
 
-_BY_URL: dict[str, PulsarConnection] = {}
-_HOME: list[Path] = []
+# each connection in use, by both its URLs, with the home its relative paths are read from
+_BY_URL: dict[str, tuple[PulsarConnection, Path | None]] = {}
 
 
 def use_pulsar_connections(connections: Iterable[PulsarConnection],
                            home: Path | None = None) -> None:
     """From now on, clients of this process reach each connection's URLs with its settings."""
     for connection in connections:
-        _BY_URL[connection.service_url.rstrip("/")] = connection
+        _BY_URL[connection.service_url.rstrip("/")] = (connection, home)
         if connection.admin_url is not None:
-            _BY_URL[connection.admin_url.rstrip("/")] = connection
-    if home is not None:
-        _HOME[:] = [home]
+            _BY_URL[connection.admin_url.rstrip("/")] = (connection, home)
 
 
 def connection_for(url: str) -> PulsarConnection | None:
-    return _BY_URL.get(url.rstrip("/"))
+    found = _BY_URL.get(url.rstrip("/"))
+    return found[0] if found is not None else None
 
 
-def _home() -> Path | None:
-    return _HOME[0] if _HOME else None
+def _home(connection: PulsarConnection) -> Path | None:
+    found = _BY_URL.get(connection.service_url.rstrip("/"))
+    return found[1] if found is not None else None
 
 
 def _files(connection: PulsarConnection) -> tuple[str | None, str | None, str | None]:
     """The CA, client certificate and key paths (a relative path is the home's)."""
-    return (home_path(connection.tls_trust_certs_file_path, _home()),
-            home_path(connection.tls_certificate_file_path, _home()),
-            home_path(connection.tls_private_key_file_path, _home()))
+    home = _home(connection)
+    return (home_path(connection.tls_trust_certs_file_path, home),
+            home_path(connection.tls_certificate_file_path, home),
+            home_path(connection.tls_private_key_file_path, home))
 
 
 def _token(connection: PulsarConnection) -> str | None:
     return read_secret(f"[pulsar.{connection.name}] token", file=connection.token_file,
-                       env=connection.token_env, home=_home())
+                       env=connection.token_env, home=_home(connection))
 
 
 def client_options(service_url: str) -> dict[str, Any]:
