@@ -59,7 +59,8 @@ def everything_in(home: Path) -> bytes:
 def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
                                                            kafka_secure: SecureKafka) -> None:
     """Engine up, a message scheduled, published over SASL_SSL, looked at every way an
-    operator looks, engine down: the password is in no output and no file of the home."""
+    operator looks, engine down: the password is in no output and no file of the home;
+    doctor reads the secret's file and warns that the lane's topic has one replica."""
     home = tmp_path / "home"
     password = kafka_secure.password
     secured_home(home, kafka_secure, password)
@@ -86,6 +87,11 @@ def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
     checks = {c["name"]: c for c in doctor.json()["checks"]}
     assert checks["secrets [kafka.secure]"]["ok"], checks["secrets [kafka.secure]"]
     assert checks[f"kafka {kafka_secure.sasl}"]["ok"], checks[f"kafka {kafka_secure.sasl}"]
+    # the lane's topic took the broker's default replication (1 here): doctor warns below 3
+    (replication,) = [c for name, c in checks.items()
+                      if name.startswith("destination ") and name.endswith(" replication")]
+    assert not replication["ok"] and replication["severity"] == "warning", replication
+    assert "replication factor 1" in replication["detail"]
     said = "\n".join(r.stdout + r.stderr for r in outputs)
     assert password not in said
     assert password.encode() not in everything_in(home)
