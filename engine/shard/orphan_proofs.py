@@ -56,7 +56,8 @@ class Proofs:
     """What recovery's fences proved: outcomes by attempt id; why a lane proved nothing."""
 
     proven: dict[str, Proven] = field(default_factory=dict)
-    unproven: dict[str, str] = field(default_factory=dict)  # lane -> why
+    unproven: dict[str, str] = field(default_factory=dict)  # lane -> why (it had orphans)
+    not_fenced: dict[str, str] = field(default_factory=dict)  # lane -> why (none to prove)
 
 
 def prove_orphans(store: ShardStore, shard: ShardId, orphans: list[str],
@@ -77,7 +78,7 @@ def prove_orphans(store: ShardStore, shard: ShardId, orphans: list[str],
         try:
             fenced = fences[lane].fence(str(shard), wanted, since)
         except NotFenced as exc:
-            proofs.unproven[lane] = str(exc)
+            (proofs.unproven if attempts else proofs.not_fenced)[lane] = str(exc)
             continue
         for attempt_id in wanted:
             found = fenced.found.get(attempt_id)

@@ -104,6 +104,9 @@ class Recovery:
         for lane, why in proofs.unproven.items():
             safe_event(self._events, "orphans_unproven", level="warning",
                        shard=str(self._shard), lane=lane, reason=why)
+        for lane, why in proofs.not_fenced.items():  # nothing was at stake this time
+            safe_event(self._events, "lane_not_fenced", shard=str(self._shard), lane=lane,
+                       reason=why)
         return [obligation for _, obligation in open_obligations(self._store)] \
             if proofs.proven else [obligation for _, obligation in obligations]
 
