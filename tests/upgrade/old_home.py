@@ -13,6 +13,7 @@ that home, for the new build to be held to.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -61,7 +62,8 @@ class OldHome:
 def cli(build: ReleaseBuild | None, home: Path, *args: str) -> Any:
     """One command of ``build`` (None: this checkout's) with ``--json``; must succeed."""
     executable = NEREUS if build is None else str(build.nereus)
-    done = run_nereus("--json", *args, home=home, timeout=90, executable=executable)
+    done = run_nereus("--json", *args, home=home, timeout=90, executable=executable,
+                      env=None if build is None else build.environ())
     assert done.code == 0, f"nereus {' '.join(args)} -> {done.code}: {done.stdout}{done.stderr}"
     return json.loads(done.stdout) if done.stdout.strip() else None
 
@@ -128,7 +130,7 @@ def _make_uncertain(build: ReleaseBuild, home: Path) -> None:
             f"make(home, {UNCERTAIN!r}, 'ghost-1', partitions={PARTITIONS}); "
             f"make(home, {RESOLVED!r}, 'ghost-2', partitions={PARTITIONS})")
     subprocess.run([str(build.python), "-c", code, str(home)], cwd=build.tree, check=True,
-                   timeout=60)
+                   timeout=60, env={**os.environ, **build.environ()})
 
 
 def _init(build: ReleaseBuild, home: Path, kafka: str | None) -> str:

@@ -41,6 +41,12 @@ class ReleaseBuild:
     python: Path  # its environment's interpreter
     nereus: Path  # its console script
 
+    def environ(self) -> dict[str, str]:
+        """What its processes' environment must say: a ``PYTHONPATH`` of the caller's
+        (another checkout's) would put that code before the release's in every process,
+        the daemon it starts too; its own tree instead."""
+        return {"PYTHONPATH": str(self.tree)}
+
 
 def releases() -> list[Release]:
     """Every release ``docs/releases.toml`` records, oldest first."""
