@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from nereus import __version__
+from nereus.features import SUPPORTED_LEVEL, TEST_LEVEL
 from tests.chaos.homes import Brokers
 from tests.integration.etcd_service import EtcdService, etcd_service
 from tests.integration.kafka_service import KafkaService, kafka_service
@@ -28,8 +30,9 @@ def test_a_rolling_upgrade_under_traffic_loses_nothing(
     """0.1.0 nodes replaced by the current build one at a time under the workload:
     acknowledged commands applied once, nothing early, no attempt published twice,
     ORDERED keys in order, every shard ACTIVE at the end and replay digests equal; the
-    level is raised once all three run the current build, after which a 0.1.0 node and a
-    level-1 node of the current build are refused."""
+    level is raised (to the test-only level the new nodes claim) once all three run the
+    current build, after which a 0.1.0 node and a node of the current build that claims
+    only its supported level are refused."""
     etcd_service.require()
     brokers = Brokers(kafka=kafka_service.require())
     build = build_release(release("0.1.0"), tmp_path / "release")
@@ -42,5 +45,6 @@ def test_a_rolling_upgrade_under_traffic_loses_nothing(
     assert report.violations == [], report.summary()
     assert upgrade.refusals["finalize"] == "RAISED", upgrade.refusals
     assert "unknown table [features]" in upgrade.refusals["0.1.0"], upgrade.refusals
-    assert "runs build 0.2.0.dev0, which supports feature level 1; the cluster is at " \
-        "feature level 2" in upgrade.refusals["level 1"], upgrade.refusals
+    assert f"runs build {__version__}, which supports feature level {SUPPORTED_LEVEL}; the " \
+        f"cluster is at feature level {TEST_LEVEL}" in upgrade.refusals["level 1"], \
+        upgrade.refusals
