@@ -7,9 +7,12 @@ once every node that owns or may own a shard supports the new one (Kafka's
 ``metadata.version``, CockroachDB's cluster version). A node whose build supports less
 than the level in force refuses to join, naming both.
 
-``TEST_LEVEL`` is a level no release has: one field behind it (QUERY_BARRIER's ``label``)
-shows the gate both ways until a second release brings a real one. A build claims it
-only when its shell is told to (``NEREUS_FEATURE_LEVEL_TESTING=1``, tests only).
+Level 2 is the first level above 0.1.0's: its shard owners append one turn's admissions
+and outcomes as one PUBLISH_BATCH record (``nereus.records.batch``; at level 1 each is a
+record of its own, as 0.1.0 writes them). ``TEST_LEVEL`` is a level no release has: one
+field behind it (QUERY_BARRIER's ``label``) shows the gate both ways at the top of the
+range. A build claims it only when its shell is told to (``NEREUS_FEATURE_LEVEL_TESTING=1``,
+tests only).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from typing import Final
 from nereus.errors import ExitCode, NereusError
 
 BASE_LEVEL: Final = 1  # what 0.1.0 writes, and the level of a cluster that never raised it
-SUPPORTED_LEVEL: Final = 1  # the highest level this build reads and writes
-TEST_LEVEL: Final = 2  # a test-only level (module docstring)
+SUPPORTED_LEVEL: Final = 2  # the highest level this build reads and writes
+PUBLISH_BATCH_LEVEL: Final = 2  # PUBLISH_BATCH records (module docstring)
+TEST_LEVEL: Final = 3  # a test-only level (module docstring)
 
 LEVELS: Final = {
     1: "0.1.0: record format 2, key schema 1, digest 2, checkpoint manifest 2",
-    2: "test only: QUERY_BARRIER carries a label",
+    2: "level 1 and PUBLISH_BATCH records: one turn's admissions and outcomes in one record",
+    3: "test only: level 2 and QUERY_BARRIER carries a label",
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nereus.adapters.backends.destination.factory import open_destination
@@ -27,7 +27,10 @@ from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.backends.shardlog.identity import ensure_route_identity
 from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.cluster.catalog_store import CoordinatedCatalog
+from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
+from nereus.adapters.cluster.feature_levels import read_level
+from nereus.adapters.home.feature_level import home_level
 from nereus.adapters.home.route_secrets import route_key
 from nereus.adapters.offline.continuity_checks import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
@@ -219,13 +222,22 @@ class Engine:
                        evidence_key=route_key(self.home, route.name),
                        staging=self.layout.root / "staging" / shard.route / str(partition)),
             EngineParts(clock=self.clock, publishers=self.publishers, permits=self.permits,
-                        settings=self.settings.loop, events=self.log_event,
+                        settings=replace(self.settings.loop, feature_level=self.feature_level()),
+                        events=self.log_event,
                         checkpointer=self.checkpointer, fetch_payload=self.objects.get_bytes),
             OwnerParts(owner_id=self.owner_id, new_id=self.new_id, lease=lease,
                        granted_epoch=granted_epoch))
         if diverged is not None:
             loop.fail(diverged)
         return loop
+
+    def feature_level(self) -> int:
+        """The feature level in force, read as a loop is built (a raised level takes
+        effect at a shard's next activation): a cluster's from its coordinator, else the
+        home's (``docs/formats.md``)."""
+        if self.config.cluster is not None and self.catalog is not None:
+            return read_level(ClusterStore(self.catalog)).level.level
+        return home_level(self.home).level
 
     def active_shards(self) -> list[ShardId]:
         """The shards whose loop is ACTIVE here now (a node's own, for its payload gc)."""

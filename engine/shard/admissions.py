@@ -233,12 +233,12 @@ class AdmissionFlow:
             else:
                 raw = self._store.get(keys.attempt_key(result.attempt_id))
                 delay_message_id = decode_value(raw, Attempt).delay_message_id if raw else ""
-            self._outbox.add([encode(PublishOutcome(
+            self._outbox.add_outcome(encode(PublishOutcome(
                 outcome_id=self._new_id(), attempt_id=result.attempt_id,
                 delay_message_id=delay_message_id, owner_id=ownership.owner_id,
                 fencing_epoch=ownership.epoch, outcome=result.outcome,
                 disposition=result.disposition, evidence=result.evidence,
-            ))])
+            )))
             # a message's story in the log (`engine logs --message ID`): a publish at
             # debug ([engine] log_level), anything else at info
             safe_event(self._events, "message_outcome",

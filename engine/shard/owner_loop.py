@@ -75,7 +75,7 @@ class ShardLoop(ProgressWaits):
         # everything below is held across a crash and a restart of the loop (never in a
         # call's locals): claims, records not yet in the log, synced events not acted on
         self._outbox = Outbox(parts.shard, parts.log, time=self._time, events=engine.events,
-                              wake=self._wake)
+                              wake=self._wake, feature_level=engine.settings.feature_level)
         self.metrics = ShardMetrics(self._time.monotonic)  # read by engine/metrics/collect
         self._admissions = admission_flow(parts, engine, owner, ownership=self._owner,
                                           outbox=self._outbox, progress=self._progress,
@@ -318,6 +318,10 @@ class ShardLoop(ProgressWaits):
                                delay_message_id, shard_hold=self.scheduling_hold())
 
     def _on_applied(self, applied: Applied) -> None:
+        if applied.members:  # a PUBLISH_BATCH: each member acted on as if it came alone
+            for member in applied.members:
+                self._on_applied(member)
+            return
         self._admissions.on_applied(applied)
         record = applied.record
         # exact types, not isinstance: this runs for every applied record, and isinstance

@@ -28,6 +28,7 @@ from nereus.machine.reasons import Reason
 from nereus.machine.tx import Tx
 from nereus.machine.verdict import Verdict
 from nereus.records import codec
+from nereus.records.batch import unpack
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -48,6 +49,7 @@ from nereus.records.system import (
     CheckpointMark,
     ClaimResult,
     PublishAdmission,
+    PublishBatch,
     PublishOutcome,
     RetainBackfill,
     RouteIdentity,
@@ -56,7 +58,7 @@ from nereus.records.system import (
 from nereus.records.vocabulary import ResultStatus
 from nereus.state import keys
 from nereus.state.values import Result, decode_value, encode_value
-from nereus.state.view import StateView, Writes
+from nereus.state.view import Layer, StateView, Writes
 
 
 class Applied(msgspec.Struct, frozen=True):
@@ -69,6 +71,9 @@ class Applied(msgspec.Struct, frozen=True):
     writes: Writes
     record: Record | None
     duplicate: bool = False  # True when this is a same-bytes re-delivery of a dedup key
+    # a PUBLISH_BATCH's members, each applied as the record it carries, in order (its
+    # ``result`` is then the batch's own summary, stored nowhere: the members' are stored)
+    members: tuple[Applied, ...] = ()
 
     @property
     def events(self) -> list[Event]:
@@ -99,6 +104,7 @@ _DEDUP_KEYS: dict[type[Any], Callable[[Any], str | None]] = {
     ActivationBarrier: lambda r: "b/" + r.barrier_id,
     RouteIdentity: lambda r: f"i/{r.route_id}/{r.route}/{r.partition}/{r.partitions}",
     **dict.fromkeys(OPERATOR_MUTATIONS, _operator_key),
+    PublishBatch: lambda r: None,  # an envelope: each member is deduplicated by itself
 }
 
 
@@ -191,6 +197,39 @@ def apply(
     replicated = view.get(keys.META_SHARD_LIMITS)
     if replicated is not None:
         limits = _replicated_limits(replicated)
+    if type(decoded) is PublishBatch:
+        return _apply_batch(view, decoded, position, broker_ms, limits, sha)
+    return _apply_decoded(view, decoded, position, broker_ms, limits, sha)
+
+
+def _apply_batch(view: StateView, batch: PublishBatch, position: int, broker_ms: int,
+                 limits: Limits, sha: str) -> Applied:
+    """Each member applied as the record it carries, at the batch's position, over the
+    writes of the members before it: the same state, results and digest as those records
+    applied one by one (``nereus.records.batch``). A member that is not a canonical
+    admission or outcome rejects the batch whole, before any member applies."""
+    members = unpack(batch)
+    if isinstance(members, DecodeFailure):
+        tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
+        rejected = Result(status=ResultStatus.REJECTED, kind="PUBLISH_BATCH", position=position,
+                          record_sha256=sha, reason=members.reason, detail=members.detail,
+                          field=members.field)
+        return Applied(_rejected(tx, rejected), tx.writes, batch)
+    layer = Layer(view)
+    done: list[Applied] = []
+    for data, member in members:
+        one = _apply_decoded(layer, member, position, broker_ms, limits,
+                             _sha256(data).hexdigest())
+        layer.merge(one.writes)
+        done.append(one)
+    summary = Result(status=ResultStatus.APPLIED, kind="PUBLISH_BATCH", position=position,
+                     record_sha256=sha, detail=f"{len(done)} members applied one by one")
+    return Applied(summary, layer.finish(), batch, members=tuple(done))
+
+
+def _apply_decoded(view: StateView, decoded: Record | DecodeFailure, position: int,
+                   broker_ms: int, limits: Limits, sha: str) -> Applied:
+    """Apply one decoded record (not an envelope) whose bytes hash to ``sha``."""
     tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
     if isinstance(decoded, DecodeFailure):
         return Applied(_rejected(tx, _undecodable(decoded, position, sha)), tx.writes, None)

@@ -11,7 +11,7 @@ import msgspec
 
 from nereus.records.client import Schedule
 from nereus.records.operator import AttemptResolve
-from nereus.records.system import PublishAdmission, PublishOutcome
+from nereus.records.system import PublishAdmission, PublishBatch, PublishOutcome
 from nereus.records.vocabulary import ResultStatus
 from nereus.state.events import ObligationClosed, ObligationOpened, WorkScheduled, write_events
 from nereus.state.values import Result
@@ -54,12 +54,16 @@ __all__ = ["Admitted", "AttemptSettled", "ClaimRevoked", "ControlApplied", "Even
 
 def events_of(applied: Applied) -> list[Event]:
     """The writes' events, then the record's (none for a re-delivery, a bad record or a
-    SCHEDULE, whose only event is its work scheduled)."""
+    SCHEDULE, whose only event is its work scheduled); a PUBLISH_BATCH's are its members',
+    member by member (a rejected batch has none)."""
+    if applied.members:
+        return [event for member in applied.members for event in events_of(member)]
     found: list[Event] = list(write_events(applied.writes))
     record = applied.record
     # exact types, not isinstance: this runs for every applied record, and isinstance
     # against a msgspec Struct class that does not match costs ~70 ns
-    if applied.duplicate or record is None or type(record) is Schedule:
+    if applied.duplicate or record is None or type(record) is Schedule \
+            or type(record) is PublishBatch:
         return found
     if type(record) is PublishAdmission:
         found.append(Admitted(record) if applied.result.status is ResultStatus.APPLIED

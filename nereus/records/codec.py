@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
-from nereus.features import SUPPORTED_LEVEL, FeatureLevelError
+from nereus.features import PUBLISH_BATCH_LEVEL, SUPPORTED_LEVEL, TEST_LEVEL, FeatureLevelError
 from nereus.records.client import (
     Cancel,
     PayloadCommit,
@@ -51,6 +51,7 @@ from nereus.records.system import (
     CheckpointMark,
     ClaimResult,
     PublishAdmission,
+    PublishBatch,
     PublishOutcome,
     RetainBackfill,
     RouteIdentity,
@@ -70,16 +71,18 @@ OperatorMutation = (
     LaneGate | LaneConfig | LaneLimits | AttemptResolve | MessageBreak | ShardPause | ShardResume
     | ShardRetention | ShardLimits
 )
-Record = ClientCommand | SystemMutation | OperatorMutation
+# an envelope carries records; it is no mutation itself (``nereus.records.batch``)
+Record = ClientCommand | SystemMutation | OperatorMutation | PublishBatch
 
 CLIENT_COMMANDS: Final = (Schedule, Cancel, Reschedule, QueryBarrier, PayloadReserve, PayloadCommit)
 SYSTEM_MUTATIONS: Final = (PublishAdmission, PublishOutcome, ClaimResult, ActivationBarrier,
                            CheckpointMark, RouteIdentity, Sweep, RetainBackfill)
 OPERATOR_MUTATIONS: Final = (LaneGate, LaneConfig, LaneLimits, AttemptResolve, MessageBreak,
                              ShardPause, ShardResume, ShardRetention, ShardLimits)
+ENVELOPES: Final = (PublishBatch,)
 ALL_KINDS: Final = tuple(
     str(cls.__struct_config__.tag)
-    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)
+    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS, *ENVELOPES)
 )
 
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
@@ -108,7 +111,7 @@ def encode(record: Record) -> bytes:
 # record type -> kind (a dict lookup: apply asks for every record)
 KINDS: Final[dict[type[Any], str]] = {
     cls: str(cls.__struct_config__.tag)
-    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS)
+    for cls in (*CLIENT_COMMANDS, *SYSTEM_MUTATIONS, *OPERATOR_MUTATIONS, *ENVELOPES)
 }
 
 
@@ -118,13 +121,17 @@ def kind_of(record: Record) -> str:
 
 
 # kind -> field -> the feature level that allows writing it (module docstring)
-FIELD_LEVELS: Final[dict[type[Any], dict[str, int]]] = {QueryBarrier: {"label": 2}}
+FIELD_LEVELS: Final[dict[type[Any], dict[str, int]]] = {QueryBarrier: {"label": TEST_LEVEL}}
+# kind -> the feature level that allows writing it at all (a kind 0.1.0 did not have)
+KIND_LEVELS: Final[dict[type[Any], int]] = {PublishBatch: PUBLISH_BATCH_LEVEL}
+_GATED: Final = frozenset((*FIELD_LEVELS, *KIND_LEVELS))
 
 
 def needed_level(record: Record) -> tuple[int, str | None]:
-    """The lowest feature level that allows ``record``, and the field that needs it."""
+    """The lowest feature level that allows ``record``, and the field that needs it (None:
+    the kind itself, or nothing)."""
     gated = FIELD_LEVELS.get(type(record))
-    level, field = 1, None
+    level, field = KIND_LEVELS.get(type(record), 1), None
     if gated:
         for name, at in gated.items():
             if at > level and getattr(record, name) is not msgspec.UNSET:
@@ -138,7 +145,7 @@ def encode_at(record: Record, level: int) -> bytes:
     needed, field = needed_level(record)
     if needed > level:
         raise FeatureLevelError(
-            f"{kind_of(record)}.{field} needs feature level {needed}; the level in force "
+            f"{_gated_name(record, field)} needs feature level {needed}; the level in force "
             f"is {level}", hint="nereus upgrade finalize raises it once every node supports it")
     return encode(record)
 
@@ -167,13 +174,18 @@ def decode(data: bytes, level: int = SUPPORTED_LEVEL) -> Record | DecodeFailure:
             "the record decodes but is not in canonical form (field order, map order or "
             "integer width differs); re-encode it with nereus.records.encode",
         )
-    if type(record) in FIELD_LEVELS:
+    if type(record) in _GATED:
         needed, field = needed_level(record)
         if needed > level:
             return DecodeFailure(
-                "UNSUPPORTED_FEATURE", f"{kind_of(record)}.{field} needs feature level "
+                "UNSUPPORTED_FEATURE", f"{_gated_name(record, field)} needs feature level "
                 f"{needed}; this record is read at level {level}", field=field)
     return record
+
+
+def _gated_name(record: Record, field: str | None) -> str:
+    """``KIND.field``, or ``KIND`` when the kind itself is what a level allows."""
+    return kind_of(record) if field is None else f"{kind_of(record)}.{field}"
 
 
 def _bad_header(data: bytes) -> DecodeFailure:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from nereus.records import client, operator, system
+from nereus.records.batch import records_in
 from nereus.records.codec import DecodeFailure, Record, decode, kind_of
 from nereus.timespec import format_time_ms
 
@@ -25,6 +26,18 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     ids: dict[str, str]
     summary: str
     size_bytes: int | msgspec.UnsetType = msgspec.UNSET
+    # a PUBLISH_BATCH's member: its index in the batch at ``position`` (one line each)
+    member: int | msgspec.UnsetType = msgspec.UNSET
+
+
+def log_entries(position: int, broker_ms: int, payload: bytes) -> list[LogEntry]:
+    """The audit-trail lines of the record ``payload`` read at ``position``: one, or one
+    per member of a PUBLISH_BATCH, each as the record it carries, with its index."""
+    members = records_in(payload)
+    if len(members) == 1:
+        return [log_entry(position, broker_ms, payload)]
+    return [msgspec.structs.replace(log_entry(position, broker_ms, data), member=index)
+            for index, data in enumerate(members)]
 
 
 def log_entry(position: int, broker_ms: int, payload: bytes) -> LogEntry:
@@ -56,6 +69,8 @@ def record_ids(record: Record) -> dict[str, str]:
 
 def summarize(record: Record) -> str:
     """One line saying what the record does (and, for an operator mutation, who and why)."""
+    if isinstance(record, system.PublishBatch):  # shown member by member (``log_entries``)
+        return f"{len(record.members)} admissions and outcomes of one turn"
     match record:
         case client.Schedule():
             extra = f" expire_at={format_time_ms(record.expire_at_ms)}" if record.expire_at_ms \

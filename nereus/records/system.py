@@ -138,3 +138,19 @@ class RetainBackfill(msgspec.Struct, frozen=True, kw_only=True, tag="RETAIN_BACK
     # goes at once when that time has passed. UNSET: not encoded, as ``payload_ids``.
     result_keys: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
     reject_positions: tuple[int, ...] | msgspec.UnsetType = msgspec.UNSET
+
+
+class PublishBatch(msgspec.Struct, frozen=True, kw_only=True, tag="PUBLISH_BATCH",
+                   tag_field="kind", forbid_unknown_fields=True):
+    """An envelope of one turn's PUBLISH_ADMISSION and PUBLISH_OUTCOME records, appended as
+    one Shard Log record (feature level 2: ``nereus.features.PUBLISH_BATCH_LEVEL``).
+
+    Each member is the complete canonical body of the record it carries (its MessagePack
+    map, without the ``NR`` header), exactly the bytes that record has on its own, so each
+    keeps its own dedup key, result and SHA-256, and applying the batch equals applying its
+    members one by one at the batch's position (``nereus.machine.apply``). A member that is
+    not a canonical admission or outcome rejects the whole batch before any member applies.
+    The envelope has no identity of its own: an append retried with other members around the
+    same ones is harmless, each member being deduplicated by itself."""
+
+    members: tuple[msgspec.Raw, ...]  # at most ``MAX_BATCH_MEMBERS``, at least one

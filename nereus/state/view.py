@@ -101,3 +101,23 @@ class Overlay:
 
 def _encode_aggregate(value: Lane | int) -> bytes:
     return encode_int(value) if isinstance(value, int) else encode_value(value)
+
+
+class Layer(Overlay):
+    """The writes of a PUBLISH_BATCH's earlier members over the view the batch applies to,
+    so each member sees those before it (``nereus.machine.apply``). Over an ``Overlay`` it
+    shares the overlay's batch aggregates (``deferred``, ``scanned``): the overlay encodes
+    them once for the whole runner batch, members included. Over any other view it keeps
+    its own and ``finish`` encodes them, as an Overlay does."""
+
+    __slots__ = ("_shared",)
+
+    def __init__(self, base: StateView) -> None:
+        super().__init__(base)
+        self._shared = isinstance(base, Overlay)
+        if isinstance(base, Overlay):
+            self.deferred, self.scanned = base.deferred, base.scanned
+
+    def finish(self) -> Writes:
+        """The members' writes (with the aggregates, unless the overlay below owns them)."""
+        return dict(self.writes) if self._shared else super().finish()

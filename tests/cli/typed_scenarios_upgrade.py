@@ -32,8 +32,8 @@ def _status(home: Path) -> list[Document]:
 
 
 def _finalize(home: Path) -> list[Document]:
-    """UNCHANGED at this build's level, DRY_RUN and RAISED at the test-only one."""
-    same = _json("upgrade", "finalize", "--reason", "typed", "--yes", home=home)
+    """UNCHANGED at the level in force, DRY_RUN and RAISED at the test-only one."""
+    same = _json("upgrade", "finalize", "--to", "1", "--reason", "typed", "--yes", home=home)
     dry = _json("upgrade", "finalize", "--reason", "typed", "--dry-run", home=home, env=TESTING)
     raised = _json("upgrade", "finalize", "--reason", "typed", "--yes", home=home, env=TESTING)
     return [same, dry, raised]

@@ -8,7 +8,7 @@ hands its shards over), started again in its home with the current build, then
 ``mixed_s`` with both builds live before the next. The new nodes claim the test-only
 feature level (``NEREUS_FEATURE_LEVEL_TESTING=1``). Once all three run it, ``nereus upgrade
 finalize`` raises the cluster's level; then a node of 0.1.0 and a node of the current build
-claiming only level 1 are started in homes of their own, and each must be refused.
+claiming only its supported level are started in homes of their own, and each must be refused.
 The run's history goes through ``tests/chaos/checker.py`` like any chaos run: no
 acknowledged command lost, nothing early, no attempt published twice, ORDERED keys in
 order, every shard ACTIVE at the end, replay digests equal.

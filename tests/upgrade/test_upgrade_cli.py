@@ -1,7 +1,8 @@
 """``nereus upgrade status|finalize|check`` as an operator runs them: the feature level is
 raised only when every node supports it, never lowered, and a build below a home's level
-is refused (``upgrade check`` exit 1, ``engine start`` refused naming both). The level
-above 1 is the test-only one (``NEREUS_FEATURE_LEVEL_TESTING=1`` makes a build claim it)."""
+is refused (``upgrade check`` exit 1, ``engine start`` refused naming both). This build
+supports level 2; the level above it is the test-only one (``NEREUS_FEATURE_LEVEL_TESTING=1``
+makes a build claim it)."""
 
 from __future__ import annotations
 
@@ -22,26 +23,26 @@ def _json(*args: str, home: Path, code: int = 0, env: dict[str, str] | None = No
 
 
 def test_a_home_level_is_raised_once_and_a_lower_build_is_refused(tmp_path: Path) -> None:
-    """On a single home: finalize at this build's own level changes nothing; a level above
-    the build's is refused; a build claiming level 2 raises it; then a level-1 build's
+    """On a single home: finalize at the level in force changes nothing; a level above
+    the build's is refused; a build claiming level 3 raises it; then a level-2 build's
     `upgrade check` answers no (exit 1) naming both levels, its engine refuses to start,
     and its finalize cannot lower the level."""
     home = tmp_path / "home"
     assert run_nereus("init", home=home).code == 0
-    same = _json("upgrade", "finalize", *REASON, home=home)
+    same = _json("upgrade", "finalize", "--to", "1", *REASON, home=home)
     assert (same["result"], same["to_level"]) == ("UNCHANGED", 1)
-    above = _json("upgrade", "finalize", "--to", "2", *REASON, home=home, code=1)
-    assert "this build supports feature level 1, not 2" in above["error"]
+    above = _json("upgrade", "finalize", "--to", "3", *REASON, home=home, code=1)
+    assert "this build supports feature level 2, not 3" in above["error"]
     raised = _json("upgrade", "finalize", *REASON, home=home, env=TESTING)
-    assert (raised["result"], raised["from_level"], raised["to_level"]) == ("RAISED", 1, 2)
+    assert (raised["result"], raised["from_level"], raised["to_level"]) == ("RAISED", 1, 3)
     status = _json("upgrade", "status", home=home, env=TESTING)
-    assert (status["feature_level"], status["reason"]) == (2, "all nodes upgraded")
+    assert (status["feature_level"], status["reason"]) == (3, "all nodes upgraded")
     check = _json("upgrade", "check", home=home, code=1)
     assert check["ok"] is False
-    assert "the home is at feature level 2; this build" in check["refusals"][0]
+    assert "the home is at feature level 3; this build" in check["refusals"][0]
     started = run_nereus("--json", "engine", "start", "--timeout", "30", home=home)
     assert started.code != 0
-    assert f"supports feature level 1; the home {home} is at feature level 2" in \
+    assert f"supports feature level 2; the home {home} is at feature level 3" in \
         started.stdout + started.stderr
     lower = _json("upgrade", "finalize", "--to", "1", *REASON, home=home, env=TESTING,
                   code=1)
@@ -60,16 +61,16 @@ def test_a_cluster_level_waits_for_every_node(tmp_path: Path) -> None:
         old.own("default/0")
         status = _json("upgrade", "status", "--coordinator", url, home=op, env=TESTING)
         assert (status["scope"], status["feature_level"], status["build_level"]) == \
-            ("cluster", 1, 2)
+            ("cluster", 1, 3)
         assert [(n["node_id"], n["feature_level"]) for n in status["nodes"]] == [("n1", 1)]
-        assert status["blockers"] == ["node n1 supports feature level 1, below 2"]
+        assert status["blockers"] == ["node n1 supports feature level 1, below 3"]
         refused = _json("upgrade", "finalize", "--coordinator", url, *REASON, home=op,
                         env=TESTING, code=1)
-        assert "node n1 supports feature level 1, below 2" in refused["error"]
+        assert "node n1 supports feature level 1, below 3" in refused["error"]
         old.session.close()
     raised = _json("upgrade", "finalize", "--coordinator", url, "--as", "alice", *REASON,
                    home=op, env=TESTING)
-    assert (raised["result"], raised["to_level"], raised["late"]) == ("RAISED", 2, [])
+    assert (raised["result"], raised["to_level"], raised["late"]) == ("RAISED", 3, [])
     status = _json("upgrade", "status", "--coordinator", url, home=op, env=TESTING)
     assert (status["feature_level"], status["raised_by"], status["blockers"]) == \
-        (2, "alice", [])
+        (3, "alice", [])

@@ -124,7 +124,7 @@ def _read_log(env: Env, log: ShardLog, position: int, to_position: int | None,
 
     import msgspec
 
-    from nereus.records.summary import log_entry
+    from nereus.records.summary import log_entries
 
     rows: list[LogEntry] = []
     while True:
@@ -134,16 +134,16 @@ def _read_log(env: Env, log: ShardLog, position: int, to_position: int | None,
                 batch = []
                 follow = False
                 break
-            entry = log_entry(record.position, record.broker_ms, record.payload)
             position = record.position + 1
-            if wanted is not None and entry.kind not in wanted:
-                continue
-            if env.output.json_mode:
-                sys.stdout.write(json.dumps(msgspec.to_builtins(entry)) + "\n")
-            elif follow:
-                _print_log_row(env, entry)
-            else:
-                rows.append(entry)
+            for entry in log_entries(record.position, record.broker_ms, record.payload):
+                if wanted is not None and entry.kind not in wanted:
+                    continue
+                if env.output.json_mode:
+                    sys.stdout.write(json.dumps(msgspec.to_builtins(entry)) + "\n")
+                elif follow:
+                    _print_log_row(env, entry)
+                else:
+                    rows.append(entry)
         if env.output.json_mode:
             sys.stdout.flush()
         if not batch:
@@ -181,7 +181,10 @@ def _wanted_kinds(kind: list[str] | None) -> set[str] | None:
 def _print_log_row(env: Env, entry: LogEntry) -> None:
     from nereus.terminal_text import escape_controls
 
-    env.output.out.print(escape_controls(f"{entry.position:>8}  {entry.broker_time}  "
+    # a PUBLISH_BATCH's member shows as position.index
+    where = f"{entry.position}.{entry.member}" if isinstance(entry.member, int) else \
+        str(entry.position)
+    env.output.out.print(escape_controls(f"{where:>8}  {entry.broker_time}  "
                                          f"{entry.kind:<18} {entry.summary}"),
                          markup=False, highlight=False)
 
