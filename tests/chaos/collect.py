@@ -16,6 +16,7 @@ from nereus.cli.context import Env
 from nereus.cli.output import Output
 from nereus.machine.apply import dedup_key
 from nereus.records import DecodeFailure, decode, kind_of
+from nereus.records.batch import records_in
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -48,10 +49,16 @@ def log_entries(home: Path, shard: str) -> Iterator[LogEntry]:
             if not batch:
                 break
             for item in batch:
-                yield log_entry(shard, item.position, item.broker_ms, item.payload)
+                yield from record_entries(shard, item.position, item.broker_ms, item.payload)
             position = batch[-1].position + 1
     finally:
         env.close()
+
+
+def record_entries(shard: str, position: int, broker_ms: int, data: bytes) -> list[LogEntry]:
+    """The entries of one log record: itself, or each member of a PUBLISH_BATCH as the
+    record it carries, at the batch's position."""
+    return [log_entry(shard, position, broker_ms, member) for member in records_in(data)]
 
 
 def log_entry(shard: str, position: int, broker_ms: int, data: bytes) -> LogEntry:

@@ -38,7 +38,7 @@ from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 from tests.chaos.checker import Facts, Violation, check
 from tests.chaos.client import Recorder
-from tests.chaos.collect import final_state, log_entry
+from tests.chaos.collect import final_state, record_entries
 from tests.chaos.history import (
     Fault,
     FinalMessage,
@@ -179,8 +179,9 @@ def collect(cluster: Cluster, recorder: Recorder, *, quiesced: bool, faults: int
                 if not batch:
                     break
                 for item in batch:
-                    recorder.write(log_entry(str(shard), item.position, item.broker_ms,
-                                             item.payload))
+                    for record in record_entries(str(shard), item.position, item.broker_ms,
+                                                 item.payload):
+                        recorder.write(record)
                 position = batch[-1].position + 1
     for shard in spec.shards:
         for entry in final_state(_newest_home(cluster, shard), str(shard)):
