@@ -2,8 +2,8 @@
 
 Every engine a test starts has an owner: ``running_engine`` stops it on the way out with
 ``nereus engine stop`` and, as a last resort, SIGKILLs the pid in ``<home>/run/engine.pid``
-(only after checking that pid really is this home's daemon). ``wait_for`` polls a
-condition against a deadline instead of sleeping blindly. A test that runs
+(only after checking that pid really is this home's daemon). Waits go through
+``tests.polling.wait_until``, never a blind sleep. A test that runs
 ``python -m nereus.engine.hosting.daemon`` itself (``DaemonRun``) keeps its children in
 ``owned_processes``, which kills whatever still runs on the way out.
 """
@@ -16,30 +16,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from tests.conftest import run_nereus
-
-T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], T | None], *, timeout: float, what: str,
-             interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+from tests.polling import wait_until
 
 
 def engine_pid(home: Path) -> int | None:
@@ -101,7 +86,7 @@ def stop_engine(home: Path) -> None:
         return
     pid = kill_engine(home)
     if pid is not None:
-        wait_for(lambda: process_gone(pid), timeout=10, what=f"engine pid {pid} to die")
+        wait_until(f"engine pid {pid} to die", lambda: process_gone(pid), 10)
     raise AssertionError(f"`engine stop` failed ({result.code}): {result.stderr}")
 
 
@@ -134,9 +119,8 @@ def exit_status(proc: subprocess.Popen[bytes], out_path: Path, *, timeout: float
         before = out_path.stat().st_size if out_path.exists() else 0
         proc.send_signal(signal.SIGQUIT)
         with contextlib.suppress(AssertionError):  # a process too stuck to answer: say so
-            wait_for(lambda: out_path.stat().st_size > before and
-                     b"most recent call first" in out_path.read_bytes()[before:],
-                     timeout=10, what=f"{what}'s stacks")
+            wait_until(f"{what}'s stacks", lambda: out_path.stat().st_size > before and
+                       b"most recent call first" in out_path.read_bytes()[before:], 10)
         dumped = out_path.read_bytes()[before:].decode(errors="replace")
         earlier = out_path.read_bytes()[:before].decode(errors="replace")[-3_000:]
         raise AssertionError(
@@ -194,17 +178,14 @@ class DaemonRun:
 
     def wait_ready(self, deadline_s: float = 40.0) -> None:
         """Until this daemon answers with every shard ACTIVE (its exit fails the test)."""
-        end = time.monotonic() + deadline_s
-        while True:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 pytest.fail(f"the daemon exited with {self.proc.returncode}:\n{self.output()}")
             status = self.status()
-            if status is not None and status["owner_id"].split(":")[1] == str(
-                    self.proc.pid) and all(s["state"] == "ACTIVE" for s in status["shards"]):
-                return
-            if time.monotonic() > end:
-                pytest.fail(f"daemon not ready within {deadline_s} s:\n{self.output()}")
-            time.sleep(0.02)
+            return status is not None and status["owner_id"].split(":")[1] == str(
+                self.proc.pid) and all(s["state"] == "ACTIVE" for s in status["shards"])
+
+        wait_until("the daemon ready", ready, deadline_s, seen=self.output)
 
     def caught_up(self) -> bool:
         """The daemon answers, every shard has applied its whole log with nothing in flight

@@ -1,4 +1,4 @@
-"""Waiting for a condition under a deadline, for the tests that run real engines and brokers.
+"""The one way a test waits: for a condition, under a deadline.
 
 ``now_ms`` is the wall clock as the engine and the brokers stamp time; ``wait_until`` polls
 on the monotonic clock and, when the deadline passes, fails the test naming what it waited
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
-import pytest
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -28,14 +29,24 @@ def days_ahead(days: int, *, plus_ms: int = 0) -> str:
     return format_time_ms((now_ms() // day_ms + days) * day_ms + plus_ms)
 
 
-def wait_until(what: str, condition: Callable[[], bool], deadline_s: float, *,
-               interval_s: float = 0.02, seen: Callable[[], object] | None = None) -> float:
-    """Poll ``condition`` every ``interval_s`` until it holds (returns the monotonic time it
-    did); fail naming ``what`` and ``seen()`` after ``deadline_s``."""
+class WaitTimedOut(AssertionError):
+    """A condition a test waited for did not hold by its deadline."""
+
+
+def wait_until(what: str, condition: Callable[[], T | None], deadline_s: float, *,
+               interval_s: float = 0.02, seen: Callable[[], object] | None = None) -> T:
+    """Poll ``condition`` every ``interval_s`` until it returns something truthy, and return
+    that; after ``deadline_s`` fail naming ``what`` and what was seen last (``seen()``, or
+    else the condition's last answer unless that was only False or None)."""
+    __tracebackhide__ = True
     end = time.monotonic() + deadline_s
-    while not condition():
+    while True:
+        value = condition()
+        if value:
+            return value
         if time.monotonic() > end:
-            last = f"; last seen: {seen()}" if seen is not None else ""
-            pytest.fail(f"{what}: not reached within {deadline_s} s{last}")
+            last = seen() if seen is not None else value
+            shown = "" if last is None or isinstance(last, bool) else \
+                f"; last seen: {repr(last)[:2_000]}"
+            raise WaitTimedOut(f"{what}: not reached within {deadline_s} s{shown}")
         time.sleep(interval_s)
-    return time.monotonic()

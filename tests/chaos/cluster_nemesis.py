@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tests.chaos.client import run_cli
 from tests.chaos.cluster_nodes import ClusterNodes
-from tests.chaos.engine_process import EngineFailed, process_state
+from tests.chaos.engine_process import EngineFailed, process_state, waited
 from tests.chaos.nemesis import NemesisContext, ServiceOutage
 
 MOVE_TIMEOUT_S = 60.0
@@ -169,14 +169,14 @@ class ShardMove:
     def heal(self, ctx: NemesisContext) -> str:
         _, nodes = _nodes(ctx)
         assert self._shard is not None and self._target is not None
-        end = time.monotonic() + MOVE_TIMEOUT_S
-        while time.monotonic() < end:
-            active = {str(s): n for s, n in nodes.chaos.cluster.active_owners().items()}
-            if active.get(self._shard) == self._target:
-                return f"{self._shard} ACTIVE on {self._target}"
-            time.sleep(0.1)
-        raise EngineFailed(f"{self._shard} not ACTIVE on {self._target} within "
-                           f"{MOVE_TIMEOUT_S} s (owners: {active})")
+        shard, target = self._shard, self._target
+
+        def owners() -> dict[str, str]:
+            return {str(s): n for s, n in nodes.chaos.cluster.active_owners().items()}
+
+        waited(f"{shard} ACTIVE on {target}", lambda: owners().get(shard) == target,
+               MOVE_TIMEOUT_S, seen=owners)
+        return f"{shard} ACTIVE on {target}"
 
 
 def coordinator_outage(coordinator: str) -> ServiceOutage:

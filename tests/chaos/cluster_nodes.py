@@ -14,12 +14,17 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.chaos.cluster_homes import ChaosCluster
-from tests.chaos.engine_process import EngineFailed, EngineProcess, alive, process_state
+from tests.chaos.engine_process import (
+    EngineFailed,
+    EngineProcess,
+    alive,
+    process_state,
+    waited,
+)
 from tests.chaos.runner import _busy
 
 STOP_TIMEOUT_S = 60.0
@@ -36,19 +41,17 @@ class NodeProcess(EngineProcess):
         """Until this node answers, its member record names its process, and every shard
         of the cluster is ACTIVE on some live node."""
         assert self.chaos is not None
-        end = time.monotonic() + timeout_s
-        why = "not asked yet"
-        while True:
+        why: list[str | None] = ["not asked yet"]
+
+        def ready() -> bool:
             if self._proc is not None and self._proc.poll() is not None:
                 raise EngineFailed(f"node {self.node_id} exited with {self._proc.returncode}: "
                                    f"{self.output()}")
-            why = self._not_ready() or ""
-            if not why:
-                return
-            if time.monotonic() > end:
-                raise EngineFailed(f"node {self.node_id} was not ready within {timeout_s} s "
-                                   f"({why}): {self.output()}")
-            time.sleep(0.1)
+            why[0] = self._not_ready()
+            return not why[0]
+
+        waited(f"node {self.node_id} ready", ready, timeout_s,
+               seen=lambda: f"{why[0]}: {self.output()}")
 
     def _not_ready(self) -> str | None:
         assert self.chaos is not None
@@ -122,15 +125,15 @@ class ClusterNodes:
 
     def wait_spread(self, timeout_s: float) -> None:
         """Until every node owns an ACTIVE shard."""
-        end = time.monotonic() + timeout_s
         owners: set[str] = set()
-        while time.monotonic() < end:
-            with contextlib.suppress(Exception):
+
+        def spread() -> bool:
+            nonlocal owners
+            with contextlib.suppress(Exception):  # the coordinator away: ask again
                 owners = set(self.chaos.cluster.active_owners().values())
-                if owners >= set(self.nodes):
-                    return
-            time.sleep(0.1)
-        raise EngineFailed(f"not every node owns a shard within {timeout_s} s: {owners}")
+            return owners >= set(self.nodes)
+
+        waited("every node owning a shard", spread, timeout_s, seen=lambda: owners)
 
     def busy(self) -> str | None:
         """Why the cluster is not quiet yet (None: it is): every shard ACTIVE on the node

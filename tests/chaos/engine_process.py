@@ -31,6 +31,7 @@ from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 from tests.chaos.client import CliFailed, run_cli
 from tests.chaos.history import EngineStart
+from tests.polling import WaitTimedOut, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 45.0
@@ -42,6 +43,16 @@ def _now_ms() -> int:
 
 class EngineFailed(Exception):
     """The engine did not start, or did not stop, as asked (with what it printed)."""
+
+
+def waited(what: str, condition: Callable[[], object], timeout_s: float, *,
+           interval_s: float = 0.1, seen: Callable[[], object] | None = None) -> None:
+    """``tests.polling.wait_until``, its time-out an ``EngineFailed`` (what a chaos run
+    writes to its history)."""
+    try:
+        wait_until(what, condition, timeout_s, interval_s=interval_s, seen=seen)
+    except WaitTimedOut as exc:
+        raise EngineFailed(str(exc)) from None
 
 
 def process_state(pid: int) -> str | None:
@@ -137,19 +148,16 @@ class EngineProcess:
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until the engine answers with every shard ACTIVE."""
-        end = time.monotonic() + timeout_s
-        while True:
+        def ready() -> bool:
             if self._proc is not None and self._proc.poll() is not None:
                 raise EngineFailed(f"the engine exited with {self._proc.returncode}: "
                                    f"{self.output()}")
             status = self.status()
-            if status is not None and status.get("shards") and all(
-                    s["state"] == "ACTIVE" for s in status["shards"]):
-                return
-            if time.monotonic() > end:
-                raise EngineFailed(f"the engine was not ready within {timeout_s} s "
-                                   f"(status: {status}): {self.output()}")
-            time.sleep(0.1)
+            return status is not None and bool(status.get("shards")) and all(
+                s["state"] == "ACTIVE" for s in status["shards"])
+
+        waited("the engine ready", ready, timeout_s,
+               seen=lambda: f"status {self.status()}: {self.output()}")
 
     def output(self) -> str:
         paths = sorted(self.layout.logs.glob("chaos-engine-*.out"))
@@ -184,14 +192,13 @@ class EngineProcess:
         return target
 
     def wait_gone(self, pid: int, timeout_s: float = 30.0) -> None:
-        end = time.monotonic() + timeout_s
-        while alive(pid):
-            if self._proc is not None and self._proc.pid == pid:
+        def gone() -> bool:
+            if self._proc is not None and self._proc.pid == pid:  # reap our own child
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._proc.wait(timeout=0.05)
-            if time.monotonic() > end:
-                raise EngineFailed(f"pid {pid} did not end within {timeout_s} s")
-            time.sleep(0.02)
+            return not alive(pid)
+
+        waited(f"pid {pid} ended", gone, timeout_s, interval_s=0.02)
         if self._proc is not None and self._proc.pid == pid:
             self._proc.wait(timeout=10)
 

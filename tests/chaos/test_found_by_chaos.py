@@ -45,9 +45,9 @@ from nereus.engine.admin.api import AdminApi
 from nereus.errors import NotFound
 from nereus.shard import ShardId
 from tests.conftest import run_nereus
-from tests.daemon import running_engine as running_engine_cli
+from tests.daemon import running_engine
 from tests.integration.doubles import DelegatingLog
-from tests.integration.engine_harness import file_lane, now_ms, running_engine
+from tests.integration.engine_harness import file_lane, in_process_engine, now_ms
 
 
 class HeldLog(DelegatingLog):
@@ -81,7 +81,7 @@ def test_a_barrier_query_sees_a_queued_keyed_message_on_its_keys_shard(
 
     monkeypatch.setattr(engine_module, "open_shard_log", open_log)
     lanes = file_lane("ord", "outbox/ord.jsonl") + "ordered = true\n"
-    with running_engine(tmp_path / "home", partitions=2, lanes=lanes) as h:
+    with in_process_engine(tmp_path / "home", partitions=2, lanes=lanes) as h:
         mid, key = _placed_apart(h.route, key_shard)
         held.set()
         h.queue([h.schedule(mid, now_ms() + 3_600_000, lane="ord", key=key)])
@@ -113,7 +113,7 @@ def test_closing_a_lane_again_after_opening_it_closes_it(tmp_path: Path) -> None
     types them): the lane ends CLOSED and the last close appended a record of its own."""
     home = tmp_path / "home"
     assert run_nereus("init", "--partitions", "1", home=home).code == 0
-    with running_engine_cli(home):
+    with running_engine(home):
         positions = []
         for step in ("close", "open", "close"):
             done = run_nereus("--json", "lane", step, "local", "--reason", "maintenance",

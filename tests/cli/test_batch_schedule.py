@@ -21,8 +21,8 @@ from tests.cli.engine_homes import (
     write_batch,
 )
 from tests.conftest import NEREUS, run_nereus
-from tests.daemon import running_engine, wait_for
-from tests.polling import days_ahead
+from tests.daemon import running_engine
+from tests.polling import days_ahead, wait_until
 
 
 def _batch_lines(prefix: str, count: int) -> list[dict[str, Any] | str]:
@@ -69,7 +69,7 @@ def test_batch_schedule_with_the_engine_running(engine_home: Path, tmp_path: Pat
                 if m["delay_message_id"].startswith(prefix + "-")]
         return len(ours) == count
 
-    wait_for(all_applied, timeout=30, what="the batch to be applied", interval=0.2)
+    wait_until("the batch to be applied", all_applied, 30, interval_s=0.2)
 
 
 def test_batch_schedule_without_the_engine(home: Path, tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from tests.daemon import (
     read_outbox,
     running_engine,
     stop_engine,
-    wait_for,
 )
+from tests.polling import wait_until
 
 # engine start / status / stop --------------------------------------------------------------
 
@@ -113,7 +113,7 @@ def test_killed_engine_leaves_a_stale_socket_that_start_replaces(home: Path) -> 
     with running_engine(home):
         pid = kill_engine(home)
         assert pid is not None
-        wait_for(lambda: process_gone(pid), timeout=10, what="the killed engine to exit")
+        wait_until("the killed engine to exit", lambda: process_gone(pid), 10)
         assert (home / "run" / "admin.sock").exists()
         listed = run_nereus("lane", "list", home=home)  # message show would read offline
         assert listed.code == 4, listed.stderr

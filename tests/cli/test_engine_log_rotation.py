@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import kill_engine, running_engine, wait_for
+from tests.daemon import kill_engine, running_engine
+from tests.polling import wait_until
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -40,8 +41,8 @@ def test_a_rotated_engine_log_is_reopened_with_the_new_events(home: Path, create
     go to a new 0600 engine.log, old ones stay in the renamed file."""
     log = home / "log" / "engine.log"
     with running_engine(home):
-        wait_for(lambda: "admin_socket_ready" in _names(log), timeout=30,
-                 what="the engine's start in engine.log")
+        wait_until("the engine's start in engine.log", lambda: "admin_socket_ready" in _names(log),
+                   30)
         scheduled = run_nereus("message", "schedule", "--lane", "local", "--delay", "1h",
                                "--payload", "x", "--id", "rotated-1", "--wait", home=home)
         assert scheduled.code == 0, scheduled.stderr
@@ -49,8 +50,8 @@ def test_a_rotated_engine_log_is_reopened_with_the_new_events(home: Path, create
         taken = run_nereus("--json", "checkpoint", "create", "default/0", home=home)
         assert taken.code == 0, taken.stderr
         checkpoint_id = taken.json()["checkpoint_id"]
-        wait_for(lambda: log.exists() and "checkpoint_taken" in _names(log), timeout=30,
-                 what="checkpoint_taken in a new engine.log")
+        wait_until("checkpoint_taken in a new engine.log",
+                   lambda: log.exists() and "checkpoint_taken" in _names(log), 30)
     old, new = _events(rotated), _events(log)
     assert {"engine_started", "admin_socket_ready"} <= {e["event"] for e in old}
     assert not {"checkpoint_taken", "engine_stopping", "engine_exit"} & {e["event"] for e in old}
@@ -66,15 +67,15 @@ def test_sighup_recreates_a_rotated_engine_log_at_once(home: Path) -> None:
     engine still up; a SIGHUP with nothing moved is only noted."""
     log = home / "log" / "engine.log"
     with running_engine(home):
-        wait_for(lambda: "admin_socket_ready" in _names(log), timeout=30,
-                 what="the engine's start in engine.log")
+        wait_until("the engine's start in engine.log", lambda: "admin_socket_ready" in _names(log),
+                   30)
         rotated = _rotate(log, create=False)
         assert kill_engine(home, signal.SIGHUP) is not None
-        wait_for(lambda: log.exists() and "log_reopened" in _names(log), timeout=30,
-                 what="log_reopened in a new engine.log")
+        wait_until("log_reopened in a new engine.log",
+                   lambda: log.exists() and "log_reopened" in _names(log), 30)
         assert kill_engine(home, signal.SIGHUP) is not None  # nothing moved this time
-        wait_for(lambda: "log_not_moved" in _names(log), timeout=30,
-                 what="log_not_moved in the same engine.log")
+        wait_until("log_not_moved in the same engine.log", lambda: "log_not_moved" in _names(log),
+                   30)
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr
     assert "log_reopened" not in _names(rotated)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.cli.engine_homes import init_home
 from tests.conftest import NEREUS, run_nereus
+from tests.polling import wait_until
 
 
 def _line(ts: str, level: str, event: str, **fields: object) -> str:
@@ -110,7 +111,7 @@ def test_a_messages_story_at_debug_level(tmp_path: Path) -> None:
     """With [engine] log_level = "debug", `engine logs --message ID` tells a published
     message's story from the engine's own lines: admitted, then its outcome, each line
     carrying the message id and the same attempt id."""
-    from tests.daemon import running_engine, wait_for
+    from tests.daemon import running_engine
 
     home = init_home(tmp_path / "home")
     config = home / "nereus.toml"
@@ -125,7 +126,7 @@ def test_a_messages_story_at_debug_level(tmp_path: Path) -> None:
             lines: list[dict[str, Any]] = result.json()["lines"]
             return lines if any(line["event"] == "message_outcome" for line in lines) else None
 
-        story = wait_for(told, timeout=30, what="the message's outcome in the log")
+        story = wait_until("the message's outcome in the log", told, 30)
     assert [line["event"] for line in story] == ["message_admitted", "message_outcome"]
     assert {line["delay_message_id"] for line in story} == {"story-1"}
     assert len({line["attempt_id"] for line in story}) == 1
@@ -136,15 +137,16 @@ def test_a_message_without_log_lines_says_why(tmp_path: Path) -> None:
     """At the default log level a message that published without trouble has no line in the
     engine's log: `engine logs --message ID` says so and why (log_level; set it to debug),
     and points at `message show`, instead of printing nothing."""
-    from tests.daemon import running_engine, wait_for
+    from tests.daemon import running_engine
 
     home = init_home(tmp_path / "home")
     with running_engine(home):
         queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
                             "0s", "--id", "quiet-1", "--payload", "x", "--wait", home=home)
         assert queued.code == 0, queued.stderr
-        wait_for(lambda: run_nereus("--json", "message", "show", "quiet-1", home=home)
-                 .json()["state"] == "PUBLISHED", timeout=30, what="quiet-1 to be published")
+        wait_until("quiet-1 to be published",
+                   lambda: run_nereus("--json", "message", "show", "quiet-1", home=home)
+                 .json()["state"] == "PUBLISHED", 30)
     result = run_nereus("--json", "engine", "logs", "--message", "quiet-1", home=home)
     assert result.code == 0, result.stderr
     document = result.json()

@@ -18,8 +18,8 @@ from typing import Any
 from nereus.shard import partition_for
 from tests.cli.engine_homes import SHARDS, one_json, uid, utc, write_batch
 from tests.conftest import run_nereus
-from tests.daemon import read_outbox, running_engine, wait_for
-from tests.polling import days_ahead
+from tests.daemon import read_outbox, running_engine
+from tests.polling import days_ahead, wait_until
 
 # schedule / cancel / reschedule with --wait -------------------------------------------------
 
@@ -62,7 +62,7 @@ def test_reschedule_and_cancel_after_publish_are_rejected(engine_home: Path) -> 
         shown = run_nereus("--json", "message", "show", mid, home=engine_home)
         return shown.code == 0 and bool(shown.json()["attempts"])
 
-    wait_for(admitted, timeout=15, what=f"{mid} to be admitted")
+    wait_until(f"{mid} to be admitted", admitted, 15)
     for command in (["reschedule", mid, "--delay", "1h"], ["cancel", mid]):
         result = run_nereus("--json", "message", *command, "--wait", home=engine_home)
         assert result.code == 1, (command, result.stderr)
@@ -106,7 +106,7 @@ def test_message_show_lists_each_attempt(engine_home: Path) -> None:
                                           home=engine_home).json()
         return data if data["state"] == "PUBLISHED" else None
 
-    data = wait_for(published, timeout=15, what=f"{mid} to be published")
+    data = wait_until(f"{mid} to be published", published, 15)
     assert len(data["attempts"]) >= 1
     for attempt in data["attempts"]:
         assert attempt["attempt_id"] and attempt["state"]
@@ -165,7 +165,7 @@ def test_due_messages_are_published_to_the_outbox(engine_home: Path, tmp_path: P
                 if line["delay_message_id"] in wanted}
         return seen if seen.keys() == wanted else None
 
-    published = wait_for(all_published, timeout=15, what="the due messages in the outbox")
+    published = wait_until("the due messages in the outbox", all_published, 15)
     for n in range(4):
         line = published[f"{prefix}-{n}"]
         for key in ("delay_message_id", "attempt_id", "deliver_at", "published_at", "key",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import engine_pid, kill_engine, process_gone, running_engine, wait_for
+from tests.daemon import engine_pid, kill_engine, process_gone, running_engine
+from tests.polling import wait_until
 
 
 def _events(home: Path) -> list[str]:
@@ -56,12 +57,11 @@ def test_a_sigterm_taken_by_another_thread_still_stops_the_engine(home: Path,
         assert taking, f"every thread of {pid} but the main one blocks SIGTERM"
         libc = ctypes.CDLL(None, use_errno=True)
         assert libc.tgkill(pid, taking[-1], signal.SIGTERM) == 0, ctypes.get_errno()
-        wait_for(lambda: process_gone(pid), timeout=30,
-                 what=f"the engine (pid {pid}) to stop after a SIGTERM to thread "
-                      f"{taking[-1]}")
+        wait_until(f"the engine (pid {pid}) to stop after a SIGTERM to thread "
+                      f"{taking[-1]}", lambda: process_gone(pid), 30)
     finally:
         if kill_engine(home) is not None:
-            wait_for(lambda: process_gone(pid), timeout=10, what="the engine killed")
+            wait_until("the engine killed", lambda: process_gone(pid), 10)
     events = _events(home)
     assert "engine_stopping" in events and events[-1] == "engine_exit", events[-5:]
 
@@ -74,8 +74,7 @@ def test_sigquit_writes_every_threads_stack_and_the_engine_runs_on(home: Path) -
     with running_engine(home):
         before = out.stat().st_size if out.exists() else 0
         assert kill_engine(home, signal.SIGQUIT) is not None
-        dump = wait_for(lambda: _dump_after(out, before), timeout=30,
-                        what="the stacks in engine.out")
+        dump = wait_until("the stacks in engine.out", lambda: _dump_after(out, before), 30)
         assert dump.count("most recent call first") >= 2, dump  # the main thread and more
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr

@@ -15,7 +15,8 @@ from typing import Any
 from nereus.adapters.home.route_secrets import route_key
 from nereus.evidence_mac import evidence_mac
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
+from tests.polling import wait_until
 from tests.uncertain import make_unknown_attempt
 
 
@@ -87,14 +88,14 @@ def test_the_evidence_scan_ignores_a_record_without_the_attempts_mac(tmp_path: P
             found = ok("attempt", "list", "--state", "unknown", home=home)
             return found[0]["evidence_search"] if found else None
 
-        search = wait_for(searched, timeout=20, what="an evidence search of ghost-7")
+        search = wait_until("an evidence search of ghost-7", searched, 20)
         assert search["found"] is None and search["error"] is None
         assert ok("message", "show", "order-7", home=home)["state"] == "UNCERTAIN"
         key = route_key(home, "default", create=False)
         genuine = landed(outbox, "ghost-7", "order-7",
                          evidence_mac(key, "order-7", 1, "ghost-7"))
-        wait_for(lambda: ok("message", "show", "order-7", home=home)["state"] == "PUBLISHED",
-                 timeout=20, what="the scan to settle ghost-7")
+        wait_until("the scan to settle ghost-7",
+                   lambda: ok("message", "show", "order-7", home=home)["state"] == "PUBLISHED", 20)
         (attempt,) = ok("message", "show", "order-7", home=home)["attempts"]
         assert f"{outbox}@{genuine} (found by evidence scan, MAC verified)" in \
             attempt["evidence"]

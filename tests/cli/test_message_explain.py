@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
+from tests.polling import wait_until
 
 
 def _explain(home: Path, message_id: str) -> dict[str, Any]:
@@ -59,8 +60,8 @@ def test_not_due_closed_lane_and_paused_shard_each_name_their_gate(tmp_path: Pat
         gated = _explain(home, "gated")
         assert gated["held_by"] == "lane_gate"
         assert "CLOSED" in gated["why"] and "carol" in gated["why"] and "INC-7" in gated["why"]
-        wait_for(lambda: _waiting(home) == {"not due": 1, "admissionGate CLOSED": 1} or None,
-                 timeout=30, what="lane list counts the waiting messages by reason")
+        wait_until("lane list counts the waiting messages by reason",
+                   lambda: _waiting(home) == {"not due": 1, "admissionGate CLOSED": 1} or None, 30)
         paused = run_nereus("shard", "pause", "default/0", "--reason", "disk swap", "--yes",
                             "--wait", home=home)
         assert paused.code == 0, paused.stderr

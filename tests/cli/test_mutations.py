@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import NEREUS, run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
+from tests.polling import wait_until
 from tests.uncertain import make_unknown_attempt
 
 
@@ -311,8 +312,8 @@ def test_attempt_resolve_prints_times_in_iso_8601(tmp_path: Path) -> None:
     args = ("attempt", "resolve", "ghost-9", "--not-published", "--evidence",
             "no such record", "--unverified", "--reason", "checked")
     with running_engine(home):
-        wait_for(lambda: bool(_rows("attempt", "list", "--state", "unknown", home=home)),
-                 timeout=30, what="the attempt to be UNKNOWN")
+        wait_until("the attempt to be UNKNOWN",
+                   lambda: bool(_rows("attempt", "list", "--state", "unknown", home=home)), 30)
         plan = _ok(*args, "--dry-run", home=home)
         would = plan["receipts"][0]["would_detail"]
         assert re.fullmatch(f"message back on the timeline {iso}", would), would

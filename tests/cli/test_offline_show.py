@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.cli.engine_homes import init_home
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
+from tests.polling import wait_until
 
 
 def test_message_show_reads_the_state_offline(tmp_path: Path) -> None:
@@ -20,9 +21,9 @@ def test_message_show_reads_the_state_offline(tmp_path: Path) -> None:
     before = run_nereus("message", "show", "off-1", home=home)
     assert before.code == 3 and "nothing applied yet" in before.stderr, before.stderr
     with running_engine(home):
-        wait_for(lambda: run_nereus("--json", "message", "show", "off-1", home=home)
-                 .json().get("state") == "SCHEDULED" or None, timeout=30,
-                 what="off-1 applied")
+        wait_until("off-1 applied",
+                   lambda: run_nereus("--json", "message", "show", "off-1", home=home)
+                 .json().get("state") == "SCHEDULED" or None, 30)
     shown = run_nereus("--json", "message", "show", "off-1", home=home)
     assert shown.code == 0, shown.stderr
     data = shown.json()

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
-from tests.daemon import _is_daemon_of, process_gone, start_engine, stop_engine, wait_for
+from tests.daemon import _is_daemon_of, process_gone, start_engine, stop_engine
+from tests.polling import wait_until
 
 NO_SUCH_PID = "4194304\n"  # above the kernel's largest pid_max: never a live process
 
@@ -35,7 +36,7 @@ def owned_daemons(home: Path) -> Iterator[list[int]]:
         for pid in pids:
             if _is_daemon_of(pid, home):
                 os.kill(pid, signal.SIGKILL)
-                wait_for(functools.partial(process_gone, pid), timeout=10, what=f"pid {pid}")
+                wait_until(f"pid {pid}", functools.partial(process_gone, pid), 10)
 
 
 def damaged(home: Path) -> list[Path]:
@@ -74,7 +75,7 @@ def test_a_deleted_pid_file_does_not_let_a_second_engine_in(home: Path) -> None:
         stopped = run_nereus("--json", "engine", "stop", "--timeout", "30", home=home, timeout=60)
         assert stopped.code == 0, stopped.stderr
         assert one_json(stopped) == {"running": False, "stopped": True, "pid": first["pid"]}
-        wait_for(lambda: process_gone(first["pid"]), timeout=10, what="the engine to exit")
+        wait_until("the engine to exit", lambda: process_gone(first["pid"]), 10)
 
 
 def test_an_engine_removes_only_the_pid_file_and_socket_it_made(home: Path) -> None:
@@ -92,7 +93,7 @@ def test_an_engine_removes_only_the_pid_file_and_socket_it_made(home: Path) -> N
         stopped = run_nereus("--json", "engine", "stop", "--timeout", "30", home=home, timeout=60)
         assert stopped.code == 0, stopped.stderr
         assert one_json(stopped) == {"running": False, "stopped": True, "pid": started["pid"]}
-        wait_for(lambda: process_gone(started["pid"]), timeout=10, what="the engine to exit")
+        wait_until("the engine to exit", lambda: process_gone(started["pid"]), 10)
         assert (run / "engine.pid").read_text() == NO_SUCH_PID
         assert (run / "admin.sock").is_socket()
 

@@ -13,7 +13,7 @@ from nereus.client.prepare import RouteRef
 from nereus.shard import ShardId
 from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
-from tests.daemon import wait_for
+from tests.polling import wait_until
 
 ORDERED = '\n[lanes.ord]\ndestination = "file"\npath = "outbox/ord.jsonl"\nordered = true\n'
 
@@ -50,8 +50,8 @@ def test_a_keyed_message_is_found_by_id_across_worker_processes(tmp_path: Path) 
         assert shown.code == 0, shown.stdout + shown.stderr
         document = one_json(shown)
         assert document["shard"] == str(placed) and document["state"] == "SCHEDULED", document
-        plain = wait_for(lambda: _shown(home, mid), timeout=30, what="message show without "
-                         "a barrier")
+        plain = wait_until("message show without "
+                         "a barrier", lambda: _shown(home, mid), 30)
         assert plain["shard"] == str(placed)
     finally:
         stop = run_nereus("engine", "stop", "--timeout", "60", home=home, timeout=90)

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
 from tests.integration.large_payload_homes import (
     collect_quickly,
     payload_file,
@@ -20,6 +20,7 @@ from tests.integration.large_payload_homes import (
     reserve_directly,
     small_inline_home,
 )
+from tests.polling import wait_until
 
 
 def _home(tmp_path: Path) -> Path:
@@ -62,8 +63,8 @@ def test_the_engine_collects_a_swept_messages_payload_but_not_a_recovery_set_mem
                        for m in ("kept", "sent"))
             return gone and sent_object not in payload_objects(home)
 
-        wait_for(swept_and_collected, timeout=60, interval=0.3,
-                 what="both messages swept and the published one's object collected")
+        wait_until("both messages swept and the published one's object collected",
+                   swept_and_collected, 60, interval_s=0.3)
         assert payload_objects(home) == first  # in the Recovery Floor: kept
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr
@@ -99,9 +100,10 @@ def test_an_abandoned_reservation_leaves_neither_a_stage_nor_an_object(
         expires = int(time.time() * 1000) + 5_000  # the stage is seen before it goes
         key = reserve_directly(home, delay_message_id="abandoned", expires_at_ms=expires,
                                data=b"half a payload" * 100, partitions=1)
-        wait_for(lambda: _stages(home), timeout=30, what="the reservation applied")
-        wait_for(lambda: not _stages(home) and key not in payload_objects(home), timeout=60,
-                 interval=0.3, what="the stage swept and the object collected")
+        wait_until("the reservation applied", lambda: _stages(home), 30)
+        wait_until("the stage swept and the object collected",
+                   lambda: not _stages(home) and key not in payload_objects(home), 60,
+                   interval_s=0.3)
 
 
 def test_a_stage_kept_with_no_window_goes_once_a_window_is_given_back(
@@ -119,7 +121,7 @@ def test_a_stage_kept_with_no_window_goes_once_a_window_is_given_back(
         expires = int(time.time() * 1000) + 1_000
         key = reserve_directly(home, delay_message_id="abandoned", expires_at_ms=expires,
                                data=b"half a payload" * 100, partitions=1)
-        wait_for(lambda: _stages(home), timeout=30, what="the reservation applied")
+        wait_until("the reservation applied", lambda: _stages(home), 30)
     retain = run_nereus("--json", "shard", "dump", "default/0", "--cf", "retain", home=home)
     assert retain.code == 0, retain.stderr
     kinds = [entry["key"]["kind"] for entry in json.loads(retain.stdout)["entries"]]
@@ -127,8 +129,9 @@ def test_a_stage_kept_with_no_window_goes_once_a_window_is_given_back(
     config.write_text(original.replace("partitions = 1\n",
                                        'partitions = 1\ndedup_window = "1s"\n', 1))
     with running_engine(home):
-        wait_for(lambda: not _stages(home) and key not in payload_objects(home), timeout=60,
-                 interval=0.3, what="the stage caught up and swept, and the object collected")
+        wait_until("the stage caught up and swept, and the object collected",
+                   lambda: not _stages(home) and key not in payload_objects(home), 60,
+                   interval_s=0.3)
     log = run_nereus("--json", "shard", "log", "default/0", home=home)
     assert log.code == 0, log.stderr
     kinds = [json.loads(line)["kind"] for line in log.stdout.splitlines()]

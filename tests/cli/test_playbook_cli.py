@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEREUS, run_nereus
-from tests.daemon import wait_for
+from tests.polling import wait_until
 
 SHIPPED = ["checkpoint-cycle", "drain-and-close-lane", "pre-upgrade-check",
            "recover-on-new-home", "reopen-lane", "replace-node", "resolve-uncertain",
@@ -281,8 +281,8 @@ def test_a_killed_run_resumes_after_its_last_completed_step(home: Path) -> None:
                               stderr=subprocess.DEVNULL, env={**environ, "NO_COLOR": "1"})
     try:
         path = home / "playbooks" / "journal" / "killed.jsonl"
-        wait_for(lambda: path.exists() and b'"step":"more"' in path.read_bytes(), timeout=60,
-                 what="the runner to reach step 3")
+        wait_until("the runner to reach step 3",
+                   lambda: path.exists() and b'"step":"more"' in path.read_bytes(), 60)
     finally:
         runner.kill()
         runner.wait(timeout=30)

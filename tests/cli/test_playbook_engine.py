@@ -20,7 +20,8 @@ import pytest
 
 from tests.cli.engine_homes import init_home
 from tests.conftest import CliResult, run_nereus
-from tests.daemon import read_outbox, running_engine, stop_engine, wait_for
+from tests.daemon import read_outbox, running_engine, stop_engine
+from tests.polling import wait_until
 from tests.uncertain import make_unknown_attempt
 
 STUCK = "stuck-message"
@@ -51,9 +52,9 @@ def engine_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     # an owner that admitted STUCK and died before any outcome
     make_unknown_attempt(home, STUCK, GHOST, partitions=2)
     with running_engine(home):
-        wait_for(lambda: GHOST in [a["attempt_id"] for a in run_nereus(
-            "--json", "attempt", "list", "--state", "unknown", home=home).json()],
-            timeout=30, what="the forged attempt to be UNKNOWN")
+        wait_until("the forged attempt to be UNKNOWN",
+                   lambda: GHOST in [a["attempt_id"] for a in run_nereus(
+                       "--json", "attempt", "list", "--state", "unknown", home=home).json()], 30)
         yield home
 
 
@@ -118,8 +119,7 @@ def test_drain_and_reopen_a_lane(settled_home: Path) -> None:
     for mid in held:
         assert run_nereus("message", "schedule", "--lane", "local", "--delay", "1s", "--id",
                           mid, "--payload", mid, "--wait", home=settled_home).code == 0
-    wait_for(lambda: lane(settled_home)["due_backlog"] >= 3, timeout=30,
-             what="the held messages to fall due")
+    wait_until("the held messages to fall due", lambda: lane(settled_home)["due_backlog"] >= 3, 30)
     outbox = settled_home / "outbox" / "local.jsonl"
     assert not {line["delay_message_id"] for line in read_outbox(outbox)} & set(held)
     reopened = playbook(settled_home, "reopen-lane", "lane=local", "reason=maintenance over")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import read_outbox, running_engine, wait_for
+from tests.daemon import read_outbox, running_engine
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -43,8 +44,8 @@ def test_everything_the_engine_and_cli_write_is_private_under_umask_022(tmp_path
         queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "0s",
                             "--payload", "secret", "--id", "private-1", "--wait", home=home)
         assert queued.code == 0, queued.stderr
-        wait_for(lambda: read_outbox(home / "outbox" / "local.jsonl") or None, timeout=30,
-                 what="the message published to the outbox")
+        wait_until("the message published to the outbox",
+                   lambda: read_outbox(home / "outbox" / "local.jsonl") or None, 30)
         assert run_nereus("shard", "digest", "default/0", home=home).code == 0
     # the shard log, RocksDB, the outbox, the engine log, nereus.toml, the secrets, run/
     for part in ("nereus.toml", "shardlog", "state", "outbox", "log", "secrets"):

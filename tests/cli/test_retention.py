@@ -11,7 +11,8 @@ from typing import Any
 
 from tests.cli.engine_homes import one_json
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
+from tests.polling import wait_until
 
 MESSAGES = ("r1", "r2", "r3")
 
@@ -87,8 +88,7 @@ def test_published_messages_go_after_their_retention_and_replay_agrees(tmp_path:
                     return False
             return all(_state(home, m) is None for m in MESSAGES)
 
-        wait_for(published_then_gone, timeout=60, what="the messages published, then swept",
-                 interval=0.2)
+        wait_until("the messages published, then swept", published_then_gone, 60, interval_s=0.2)
         assert seen, "no message was ever seen PUBLISHED"  # each was, unless swept between looks
         listed = run_nereus("--json", "message", "list", home=home)
         assert listed.code == 0, listed.stderr
@@ -113,8 +113,8 @@ def test_messages_that_ended_before_the_first_retention_are_caught_up(tmp_path: 
     cancelled = run_nereus("--json", "message", "cancel", "old", home=home)
     assert cancelled.code == 0, cancelled.stdout + cancelled.stderr
     with running_engine(home):
-        wait_for(lambda: _state(home, "old") is None, timeout=60, interval=0.2,
-                 what="the message cancelled before retention existed, caught up and swept")
+        wait_until("the message cancelled before retention existed, caught up and swept",
+                   lambda: _state(home, "old") is None, 60, interval_s=0.2)
     kinds = _kinds(home)
     assert kinds.index("CANCEL") < kinds.index("LANE_LIMITS") < kinds.index("RETAIN_BACKFILL")
     _assert_replay_matches(home)
@@ -137,8 +137,8 @@ def test_messages_that_ended_while_retention_was_0_go_once_it_is_given_back(
         assert _state(home, "kept") == "CANCELLED"
     _configure(home, original, LANE, 'retention = "1s"\ndedup_window = "1s"\n')
     with running_engine(home):
-        wait_for(lambda: _state(home, "kept") is None, timeout=60, interval=0.2,
-                 what="the message cancelled while retention was 0, caught up and swept")
+        wait_until("the message cancelled while retention was 0, caught up and swept",
+                   lambda: _state(home, "kept") is None, 60, interval_s=0.2)
     kinds = _kinds(home)
     assert kinds.count("LANE_LIMITS") == 2
     def last(kind: str) -> int:
@@ -179,14 +179,14 @@ def test_results_and_rejects_kept_with_no_window_go_once_a_window_is_given_back(
         log = FileShardLog(home / "shardlog" / "default" / "0", create=False)
         log.append([encode(QueryBarrier(command_id="kept-query")), b"not a record"])
         log.close()
-        wait_for(lambda: query_result() and _held(home, "reject"), timeout=30,
-                 what="the query barrier and the garbage record applied")
+        wait_until("the query barrier and the garbage record applied",
+                   lambda: query_result() and _held(home, "reject"), 30)
     kinds = [entry["key"]["kind"] for entry in _held(home, "retain")]
     assert "r" not in kinds and "j" not in kinds, kinds
     _configure(home, original, ROUTE, 'dedup_window = "1s"\n')
     with running_engine(home):
-        wait_for(lambda: not query_result() and not _held(home, "reject"), timeout=60,
-                 interval=0.3, what="the result and the reject caught up and swept")
+        wait_until("the result and the reject caught up and swept",
+                   lambda: not query_result() and not _held(home, "reject"), 60, interval_s=0.3)
     kinds = _kinds(home)
     assert kinds.count("SHARD_RETENTION") == 2 and "RETAIN_BACKFILL" in kinds, kinds
     _assert_replay_matches(home)

@@ -16,9 +16,9 @@ from nereus.errors import ExitCode
 from nereus.shard import ShardId
 from tests.cli.engine_homes import write_batch
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
 from tests.homelog import home_log
-from tests.polling import days_ahead
+from tests.polling import days_ahead, wait_until
 
 WHEN = days_ahead(300)
 
@@ -69,17 +69,17 @@ def test_command_show_tells_the_result_later_with_or_without_the_engine(home: Pa
     assert offline.json()["evidence"] == "QUEUED"
     assert offline.json()["source_position"] == queued.json()["source_position"]
     with running_engine(home):
-        shown = wait_for(lambda: ((r := run_nereus("--json", "command", "show", command_id,
-                                                  home=home)).code == 0 and r) or None,
-                         timeout=30, what="the command applied")
+        shown = wait_until("the command applied",
+                           lambda: ((r := run_nereus("--json", "command", "show", command_id,
+                                                     home=home)).code == 0 and r) or None, 30)
         assert shown.json()["evidence"] == "APPLIED"
         assert shown.json()["result"] == "APPLIED"
         assert shown.json()["delay_message_id"] == "later-1"
         rejected = _schedule(home, "--id", "later-1", "--payload", "other")
         rejected_id = rejected.json()["command_id"]
-        verdict = wait_for(lambda: ((r := run_nereus("--json", "command", "show", rejected_id,
-                                                    home=home)).code != 6 and r) or None,
-                           timeout=30, what="the conflicting schedule applied")
+        verdict = wait_until("the conflicting schedule applied",
+                             lambda: ((r := run_nereus("--json", "command", "show", rejected_id,
+                                                       home=home)).code != 6 and r) or None, 30)
         assert verdict.code == ExitCode.NO
         assert verdict.json()["reason"] == "MESSAGE_EXISTS"
     after = run_nereus("--json", "command", "show", command_id, home=home)
@@ -104,9 +104,8 @@ def test_wait_on_a_shard_that_applies_nothing_exits_6_and_status_and_doctor_fail
         barrier = ActivationBarrier(barrier_id="b-other", owner_id="other-node",
                                     fencing_epoch=epoch + 1)
         home_log(home, ShardId("default", 0)).append([encode(barrier)])
-        wait_for(lambda: any(s["state"] == "FENCED" for s in run_nereus(
-            "--json", "engine", "status", home=home).json()["shards"]) or None,
-            timeout=30, what="shard default/0 FENCED")
+        wait_until("shard default/0 FENCED", lambda: any(s["state"] == "FENCED" for s in run_nereus(
+            "--json", "engine", "status", home=home).json()["shards"]) or None, 30)
         waited = _schedule(home, "--id", ids[1], "--wait")
         assert waited.code == ExitCode.RESULT_NOT_KNOWN, waited.stdout + waited.stderr
         assert waited.json()["evidence"] == "QUEUED"
@@ -275,8 +274,9 @@ def test_a_failed_shard_is_loud_in_the_log_status_and_doctor(home: Path) -> None
     with running_engine(home):
         (segment,) = sorted((home / "shardlog" / "default" / "0").glob("*.seg"))
         _damage_log_under_the_engine(segment)
-        status = wait_for(lambda: ((r := run_nereus("--json", "engine", "status", home=home))
-                          .code == 1 and r) or None, timeout=30, what="an unhealthy status")
+        status = wait_until("an unhealthy status",
+                            lambda: ((r := run_nereus("--json", "engine", "status", home=home))
+                          .code == 1 and r) or None, 30)
         shard = next(s for s in status.json()["shards"] if s["shard"] == "default/0")
         assert shard["state"] == "FAILED" and "PAYLOAD_CRC" in shard["error"]
         assert any("default/0 is FAILED" in p and "LogCorruption" in p

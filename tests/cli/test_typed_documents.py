@@ -20,8 +20,8 @@ from tests.cli.typed_scenarios_setup import SETUP_SCENARIOS
 from tests.cli.typed_scenarios_shard import SHARD_SCENARIOS
 from tests.cli.typed_scenarios_upgrade import UPGRADE_SCENARIOS
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
-from tests.polling import days_ahead
+from tests.daemon import running_engine
+from tests.polling import days_ahead, wait_until
 
 WHEN = days_ahead(300)
 
@@ -103,9 +103,9 @@ def _message_show_and_list(home: Path) -> tuple[list[dict[str, Any]], list[dict[
                      "--id", "typed-7", home=home)
     assert now.code == 0, now.stderr
     with running_engine(home):
-        wait_for(lambda: run_nereus("--json", "message", "show", "typed-7", home=home)
-                 .json().get("state") == "PUBLISHED" or None, timeout=30,
-                 what="typed-7 published")
+        wait_until("typed-7 published",
+                   lambda: run_nereus("--json", "message", "show", "typed-7", home=home)
+                 .json().get("state") == "PUBLISHED" or None, 30)
         shown = [run_nereus("--json", "message", "show", mid, "--barrier", home=home).json()
                  for mid in ("typed-6", "typed-7")]
         listed = run_nereus("--json", "message", "list", home=home).json()

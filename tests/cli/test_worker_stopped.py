@@ -14,7 +14,8 @@ import pytest
 
 from tests.chaos.engine_process import children_of
 from tests.conftest import run_nereus
-from tests.daemon import engine_pid, process_stopped, wait_for
+from tests.daemon import engine_pid, process_stopped
+from tests.polling import wait_until
 
 
 def _owner(home: Path, shard: str) -> str | None:
@@ -59,17 +60,17 @@ def test_a_stopped_workers_shard_is_taken_soon_after_it_continues(tmp_path: Path
                          home=home, timeout=90)
     assert started.code == 0, started.stdout + started.stderr
     try:
-        owner = wait_for(lambda: _owner(home, "default/0"), timeout=30, what="an owner")
+        owner = wait_until("an owner", lambda: _owner(home, "default/0"), 30)
         pid = _worker_pid(home, int(owner.rsplit("-", 1)[1]))
         os.kill(pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: process_stopped(pid), timeout=10, what="the worker stopped")
-            wait_for(lambda: _owner(home, "default/0") not in (None, owner), timeout=60,
-                     what="default/0 placed on the other worker")
+            wait_until("the worker stopped", lambda: process_stopped(pid), 10)
+            wait_until("default/0 placed on the other worker",
+                       lambda: _owner(home, "default/0") not in (None, owner), 60)
         finally:
             os.kill(pid, signal.SIGCONT)
-        wait_for(lambda: _active_on_other(home, "default/0", owner), timeout=15,
-                 what="default/0 ACTIVE on the other worker within 15 s of the SIGCONT")
+        wait_until("default/0 ACTIVE on the other worker within 15 s of the SIGCONT",
+                   lambda: _active_on_other(home, "default/0", owner), 15)
     finally:
         stop = run_nereus("engine", "stop", "--timeout", "60", home=home, timeout=90)
         assert stop.code == 0, stop.stdout + stop.stderr

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
-from tests.polling import days_ahead
+from tests.daemon import running_engine
+from tests.polling import days_ahead, wait_until
 from tests.uncertain import make_unknown_attempt
 
 WHEN = days_ahead(300)
@@ -132,8 +132,8 @@ def _attempt_list(home: Path) -> list[Document]:
 
     with running_engine(home):
         first = rows()
-        searched = wait_for(lambda: [row for row in rows() if row["evidence_search"]],
-                            timeout=20, what="an evidence search of typed-ghost")
+        searched = wait_until("an evidence search of typed-ghost",
+                              lambda: [row for row in rows() if row["evidence_search"]], 20)
     assert searched[0]["evidence_search"]["found"] is None, searched
     return [*first, *searched]
 

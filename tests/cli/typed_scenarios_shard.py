@@ -14,9 +14,9 @@ from typing import Any
 from nereus.client import RouteRef, prepare_schedule
 from nereus.shard import ShardId
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
 from tests.homelog import home_log
-from tests.polling import days_ahead
+from tests.polling import days_ahead, wait_until
 
 SHARD = "default/0"
 Document = dict[str, Any]
@@ -43,8 +43,9 @@ def _engine_ran(home: Path) -> list[Document]:
     _schedule(home, "later", "--deliver-at", days_ahead(300))
     _schedule(home, "now", "--delay", "0s")
     with running_engine(home):
-        wait_for(lambda: _json("message", "show", "now", home=home).get("state") == "PUBLISHED"
-                 or None, timeout=30, what="message now published")
+        wait_until("message now published",
+                   lambda: _json("message", "show", "now", home=home).get("state") == "PUBLISHED"
+                   or None, 30)
         rows: list[Document] = _json("shard", "list", home=home)
     return rows
 

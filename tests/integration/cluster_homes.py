@@ -237,10 +237,10 @@ class Cluster:
             active = self.active_owners()
             return len(active) == self.spec.partitions and (
                 on is None or set(active.values()) <= on)
-        return wait_until("every shard ACTIVE" + ("" if on is None else f" on {sorted(on)}"),
-                          done, deadline_s, interval_s=0.05,
-                          seen=lambda: {str(s): (r.node_id, r.state)
-                                        for s, r in self.owners().items()})
+        wait_until("every shard ACTIVE" + ("" if on is None else f" on {sorted(on)}"),
+                   done, deadline_s, interval_s=0.05,
+                   seen=lambda: {str(s): (r.node_id, r.state) for s, r in self.owners().items()})
+        return time.monotonic()
 
     def stop_all(self) -> None:
         """SIGTERM every live node at once (one by one, each stop would hand its shards to

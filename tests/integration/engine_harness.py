@@ -1,5 +1,7 @@
-"""An in-process engine on a temporary home, for tests that need to inject a clock or a
-destination. Commands are queued straight to the file Shard Log, as the CLI does.
+"""An engine in the test's own process on a temporary home (``in_process_engine``), for
+tests that inject a clock, a destination or an event log, or read a shard's store while it
+runs; commands are queued straight to the file Shard Log, as the CLI does. A test that
+drives the engine as an operator does uses ``tests.daemon.running_engine`` instead.
 
 With ``time_source`` (a ``tests.fake_clock.FakeClock``) the engine, its file Shard Logs'
 broker time and the records this harness appends all read that one clock: deadlines pass
@@ -8,8 +10,9 @@ when the test advances it, never because the test slept."""
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from nereus.adapters.backends.destination.protocol import Destination
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.adapters.time_source import Clock
 from nereus.client import Prepared, RouteRef, prepare_cancel, prepare_reschedule, prepare_schedule
-from nereus.config import parse_config
+from nereus.config import Config, parse_config
 from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.process.home_engine import Engine
 from nereus.engine.runtime.event_log import EventLog, null_event_log
@@ -105,13 +108,6 @@ class Harness:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line]
 
-    def wait_for(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-        end = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > end:
-                raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-            time.sleep(0.02)
-
     def close(self) -> None:
         for log in self._logs.values():
             log.close()
@@ -122,31 +118,73 @@ def lateness_ms(line: dict[str, Any]) -> int:
 
 
 @contextmanager
-def running_engine(
+def in_process_engine(
     home: Path,
     *,
     partitions: int = 2,
     lanes: str | None = None,
+    config: Config | None = None,
     clock: TrustedClock | None = None,
     time_source: Clock | None = None,
     destinations: dict[str, Destination] | None = None,
     settings: EngineSettings | None = None,
     log_event: EventLog = null_event_log,
+    start_within_s: float | None = None,
 ) -> Iterator[Harness]:
-    home.mkdir(parents=True, exist_ok=True)
-    text = CONFIG.format(partitions=partitions,
-                         lanes=lanes or file_lane("local", "outbox/local.jsonl"))
-    (home / "nereus.toml").write_text(text)
-    config = parse_config(text, source=str(home / "nereus.toml"))
+    """The engine on ``home`` for the block, stopped on the way out. Its ``nereus.toml`` is
+    ``partitions`` file-log shards and ``lanes`` (one file lane ``local`` by default), or
+    ``config`` as the test already wrote it. With ``start_within_s`` the engine starts on a
+    thread and the test fails if the start has not returned by then (a start held up by a
+    destination fails the test, not the run)."""
+    if config is None:
+        home.mkdir(parents=True, exist_ok=True)
+        text = CONFIG.format(partitions=partitions,
+                             lanes=lanes or file_lane("local", "outbox/local.jsonl"))
+        (home / "nereus.toml").write_text(text)
+        config = parse_config(text, source=str(home / "nereus.toml"))
     engine = Engine(home, config, settings=settings or EngineSettings(), clock=clock,
                     time_source=time_source, destinations=destinations, log_event=log_event)
-    engine.start()
-    harness = Harness(home, engine, partitions)
+    starter = _Starter(engine, start_within_s)
+    harness = Harness(home, engine, config.routes["default"].partitions)
     try:
+        starter.check()
         yield harness
     finally:
+        starter.join()
         harness.close()
         engine.stop()
+
+
+class _Starter:
+    """``engine.start()``: inline, or on a thread whose start must return in ``within_s``."""
+
+    def __init__(self, engine: Engine, within_s: float | None) -> None:
+        self.within_s = within_s
+        self.failed: list[BaseException] = []
+        self.thread: threading.Thread | None = None
+        if within_s is None:
+            engine.start()
+            return
+
+        def start() -> None:
+            try:
+                engine.start(timeout_s=within_s)
+            except BaseException as exc:
+                self.failed.append(exc)
+
+        self.thread = threading.Thread(target=start, name="test-engine-start", daemon=True)
+        self.thread.start()
+        self.thread.join(within_s)
+
+    def check(self) -> None:
+        if self.thread is not None:
+            assert not self.thread.is_alive(), \
+                f"engine start did not return within {self.within_s} s"
+            assert not self.failed, self.failed
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join(30)
 
 
 def now_ms() -> int:

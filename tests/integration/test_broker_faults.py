@@ -55,7 +55,7 @@ from nereus.views import find_message, open_attempts
 from tests.daemon import read_outbox
 from tests.integration.attempt_ledger import attempts_of, check_not_published
 from tests.integration.broker_homes import kafka_lane, write_home
-from tests.integration.engine_harness import file_lane, lateness_ms
+from tests.integration.engine_harness import file_lane, in_process_engine, lateness_ms
 from tests.integration.kafka_service import (  # noqa: F401
     KafkaService,
     kafka_restored,
@@ -144,18 +144,16 @@ def trickle_engine(trickle: Trickle, destination: WatchedKafka) -> Iterator[Engi
     """The engine on the trickle's home with ``destination`` as its Kafka lane, the trickle
     queued; on the way out Kafka runs again before the engine stops."""
     config = trickle.config
-    engine = Engine(trickle.home, config, settings=EngineSettings.from_config(config.engine),
-                    destinations={"kafka_lane": destination})
-    engine.start()
-    destination.publisher = engine.publishers["kafka_lane"]
-    try:
+    with in_process_engine(trickle.home, config=config,
+                           settings=EngineSettings.from_config(config.engine),
+                           destinations={"kafka_lane": destination}) as harness:
+        engine = harness.engine
+        destination.publisher = engine.publishers["kafka_lane"]
         with ShardLogs(lambda shard: open_shard_log(config.routes["default"], shard,
                                                     trickle.home)) as logs:
             queue(trickle.commands(), logs)
             with kafka_restored():
                 yield engine
-    finally:
-        engine.stop()
 
 
 def lane_counts(engine: Engine, lane: str) -> Counter[str]:
@@ -189,9 +187,9 @@ def stop_kafka_under_the_lane(engine: Engine, trickle: Trickle) -> Outage:
     outage.local_at_stop = len(read_outbox(outbox))
     switch_kafka("down")
     outage.timeline["stopped"] = time.monotonic()
-    outage.timeline["not_ready"] = wait_until(
-        "the Kafka lane NOT READY", lambda: not kafka_lane.ready,
-        DELIVERY_TIMEOUT_S + 15.0, seen=lambda: kafka_lane.not_ready_reason)
+    wait_until("the Kafka lane NOT READY", lambda: not kafka_lane.ready,
+               DELIVERY_TIMEOUT_S + 15.0, seen=lambda: kafka_lane.not_ready_reason)
+    outage.timeline["not_ready"] = time.monotonic()
     outage.reason = kafka_lane.not_ready_reason
     assert outage.reason, "NOT READY names its reason"
     assert engine.publishers["local"].ready
@@ -210,8 +208,9 @@ def restart_kafka_and_settle(engine: Engine, trickle: Trickle, outage: Outage) -
     kafka_lane = engine.publishers["kafka_lane"]
     switch_kafka("up")
     outage.timeline["restarted"] = time.monotonic()
-    outage.timeline["ready"] = wait_until("the Kafka lane READY again", lambda: kafka_lane.ready,
-                                          30.0, seen=lambda: kafka_lane.not_ready_reason)
+    wait_until("the Kafka lane READY again", lambda: kafka_lane.ready, 30.0,
+               seen=lambda: kafka_lane.not_ready_reason)
+    outage.timeline["ready"] = time.monotonic()
 
     def kafka_lane_settled() -> bool:
         counts = lane_counts(engine, "kafka_lane")

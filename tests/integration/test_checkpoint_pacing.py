@@ -14,9 +14,10 @@ from tests.integration.engine_harness import (
     Events,
     Harness,
     file_lane,
+    in_process_engine,
     now_ms,
-    running_engine,
 )
+from tests.polling import wait_until
 
 GROUPS = 4
 GROUP = 150  # more than every_records (100): each group makes a checkpoint due
@@ -29,8 +30,8 @@ def _lanes(max_share: float) -> str:
 
 def _apply(h: Harness, loop: ShardLoop, group: int, first: int) -> None:
     h.queue([h.schedule(f"m-{group}-{n}", now_ms() + 3_600_000) for n in range(GROUP)])
-    h.wait_for(lambda: (loop.applied_position or 0) >= first + (group + 1) * GROUP, 30,
-               f"group {group} applied")
+    wait_until(f"group {group} applied",
+               lambda: (loop.applied_position or 0) >= first + (group + 1) * GROUP, 30)
 
 
 def _more_than(events: Events, count: int) -> Callable[[], bool]:
@@ -40,12 +41,12 @@ def _more_than(events: Events, count: int) -> Callable[[], bool]:
 def test_a_share_of_one_takes_a_checkpoint_every_due_group(tmp_path: Path) -> None:
     """max_share = 1: each group's checkpoint is taken as soon as the last is catalogued."""
     events = Events()
-    with running_engine(tmp_path, partitions=1, lanes=_lanes(1.0), log_event=events) as h:
+    with in_process_engine(tmp_path, partitions=1, lanes=_lanes(1.0), log_event=events) as h:
         (loop,) = h.engine.shards.values()
         first = loop.applied_position or 0
         for group in range(GROUPS):
             _apply(h, loop, group, first)
-            h.wait_for(_more_than(events, group), 30, f"the checkpoint of group {group}")
+            wait_until(f"the checkpoint of group {group}", _more_than(events, group), 30)
         assert loop.checkpoints.changed < GROUP
 
 
@@ -54,15 +55,15 @@ def test_a_tiny_share_holds_the_next_due_checkpoint_back(tmp_path: Path) -> None
     next waits ten thousand times that), three more groups are applied and no checkpoint
     resets the count of records since it."""
     events = Events()
-    with running_engine(tmp_path, partitions=1, lanes=_lanes(0.0001), log_event=events) as h:
+    with in_process_engine(tmp_path, partitions=1, lanes=_lanes(0.0001), log_event=events) as h:
         (loop,) = h.engine.shards.values()
         first = loop.applied_position or 0
         _apply(h, loop, 0, first)
-        h.wait_for(lambda: len(events.named("checkpoint_taken")) == 1, 30, "the first checkpoint")
+        wait_until("the first checkpoint", lambda: len(events.named("checkpoint_taken")) == 1, 30)
         for group in range(1, GROUPS):
             _apply(h, loop, group, first)
-        h.wait_for(lambda: loop.checkpoints.changed >= (GROUPS - 1) * GROUP, 30,
-                   "the later groups counted since the first checkpoint")
+        wait_until("the later groups counted since the first checkpoint",
+                   lambda: loop.checkpoints.changed >= (GROUPS - 1) * GROUP, 30)
         assert len(events.named("checkpoint_taken")) == 1
 
 
@@ -71,7 +72,7 @@ def test_a_tiny_share_paces_the_shards_of_a_process_together(tmp_path: Path) -> 
     0.0001: one checkpoint is taken, of one of them, and the other shard's records stay
     counted since none (the process's due checkpoints share one budget)."""
     events = Events()
-    with running_engine(tmp_path, partitions=2, lanes=_lanes(0.0001), log_event=events) as h:
+    with in_process_engine(tmp_path, partitions=2, lanes=_lanes(0.0001), log_event=events) as h:
         ids: dict[int, list[str]] = {0: [], 1: []}
         n = 0
         while min(len(found) for found in ids.values()) < GROUP:
@@ -80,9 +81,9 @@ def test_a_tiny_share_paces_the_shards_of_a_process_together(tmp_path: Path) -> 
         h.queue([h.schedule(mid, now_ms() + 3_600_000)
                  for found in ids.values() for mid in found[:GROUP]])
         loops = [loop for _, loop in sorted(h.engine.shards.items())]
-        h.wait_for(lambda: len(events.named("checkpoint_taken")) == 1, 30, "a checkpoint")
-        h.wait_for(lambda: all((loop.applied_position or 0) >= GROUP for loop in loops), 30,
-                   "both shards' groups applied")
+        wait_until("a checkpoint", lambda: len(events.named("checkpoint_taken")) == 1, 30)
+        wait_until("both shards' groups applied",
+                   lambda: all((loop.applied_position or 0) >= GROUP for loop in loops), 30)
         (taken,) = events.named("checkpoint_taken")
         waiting = [loop for loop in loops if str(loop.shard) != taken["shard"]]
         assert len(waiting) == 1 and waiting[0].checkpoints.changed >= GROUP

@@ -41,7 +41,8 @@ from nereus.state.values import Attempt, decode_value
 from nereus.views import find_message
 from tests.fake_clock import FakeClock
 from tests.integration.doubles import DelegatingLog, QuietDestination
-from tests.integration.engine_harness import file_lane, lateness_ms, now_ms, running_engine
+from tests.integration.engine_harness import file_lane, in_process_engine, lateness_ms, now_ms
+from tests.polling import wait_until
 
 CLAIM_TTL_MS = 60_000  # a minute: it passes only because the FakeClock is advanced
 
@@ -78,16 +79,18 @@ def test_an_admission_applied_after_its_claim_expired_is_declined_then_retried(
     settings = EngineSettings(loop=LoopSettings(planner=PlannerSettings(
         claim_ttl_ms=CLAIM_TTL_MS)))
     home = tmp_path / "home"
-    with running_engine(home, partitions=1, settings=settings, time_source=clock) as h:
+    with in_process_engine(home, partitions=1, settings=settings, time_source=clock) as h:
         (loop,) = h.engine.shards.values()
         h.queue([h.schedule("m1", clock.wall_ms() - 1_000)])
-        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
-                   and m.unavailable == 1, 30, "m1 back on the timeline after the decline")
+        wait_until("m1 back on the timeline after the decline",
+                   lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.unavailable == 1, 30)
         retry = find_message(loop.store, "m1")
         assert retry is not None and retry.state == "SCHEDULED" and h.outbox() == []
         clock.advance((retry.action_at_ms - clock.wall_ms()) / 1000 + 1)
-        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
-                   and m.state == "PUBLISHED", 30, "m1 PUBLISHED after the decline")
+        wait_until("m1 PUBLISHED after the decline",
+                   lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.state == "PUBLISHED", 30)
         attempts = sorted((decode_value(raw, Attempt) for _, raw in
                            loop.store.scan_prefix(keys.ATTEMPT)), key=lambda a: a.attempt_no)
         message = find_message(loop.store, "m1")
@@ -138,11 +141,12 @@ def test_an_admission_that_does_not_name_the_live_claim_is_never_sent(
 
     monkeypatch.setattr(engine_module, "open_shard_log", forging)
     home = tmp_path / "home"
-    with running_engine(home, partitions=1) as h:
+    with in_process_engine(home, partitions=1) as h:
         (loop,) = h.engine.shards.values()
         h.queue([h.schedule("m1", now_ms() - 1_000)])
-        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
-                   and m.state == "PUBLISHED", 30, "m1 PUBLISHED by its next attempt")
+        wait_until("m1 PUBLISHED by its next attempt",
+                   lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.state == "PUBLISHED", 30)
         attempts = sorted((decode_value(raw, Attempt) for _, raw in
                            loop.store.scan_prefix(keys.ATTEMPT)), key=lambda a: a.attempt_no)
         metrics = loop.metrics
@@ -192,11 +196,11 @@ def test_a_ready_lane_that_hangs_holds_only_its_own_permits(tmp_path: Path) -> N
     lanes = file_lane("local", "outbox/local.jsonl") + '[lanes.hung]\ndestination = "file"\n' \
         'path = "outbox/hung.jsonl"\n'
     home = tmp_path / "home"
-    with running_engine(home, lanes=lanes, settings=settings,
+    with in_process_engine(home, lanes=lanes, settings=settings,
                         destinations={"hung": hung}) as h:
         base = now_ms()
         h.queue([h.schedule(f"stuck{i}", base, lane="hung") for i in range(100)])
-        h.wait_for(lambda: hung.calls >= 1, 10, "the hung lane's first call")
+        wait_until("the hung lane's first call", lambda: hung.calls >= 1, 10)
         h.queue([h.schedule(f"good{i}", base + 500 + 5 * i) for i in range(200)])
         peak: list[int] = []
 
@@ -204,7 +208,7 @@ def test_a_ready_lane_that_hangs_holds_only_its_own_permits(tmp_path: Path) -> N
             peak.append(h.engine.permits.in_flight("hung"))
             return len(h.outbox()) == 200
 
-        h.wait_for(healthy_done, 30, "the healthy lane to publish")
+        wait_until("the healthy lane to publish", healthy_done, 30)
         assert h.engine.publishers["hung"].ready, "the hanging lane is READY all along"
         assert max(peak) <= 20, f"the hung lane held {max(peak)} permits"
         lines: list[dict[str, Any]] = h.outbox()

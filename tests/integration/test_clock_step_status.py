@@ -10,7 +10,8 @@ from nereus.adapters.admin.wire import MessageExplanation
 from nereus.engine.admin.api import AdminApi
 from nereus.errors import NotFound
 from tests.fake_clock import FakeClock
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 
 def test_status_names_a_step_forwards_and_the_held_back_time(tmp_path: Path) -> None:
@@ -18,7 +19,7 @@ def test_status_names_a_step_forwards_and_the_held_back_time(tmp_path: Path) -> 
     problems name the step and the restart, and trusted_time reports it held back; a message
     due at the stepped wall time is not published until the engine's time catches up."""
     clock = FakeClock(wall_ms=now_ms())
-    with running_engine(tmp_path / "home", partitions=1, time_source=clock) as h:
+    with in_process_engine(tmp_path / "home", partitions=1, time_source=clock) as h:
         api = AdminApi(h.engine)
         before = api.status()
         assert before.healthy and before.trusted_time.problem is None
@@ -29,14 +30,14 @@ def test_status_names_a_step_forwards_and_the_held_back_time(tmp_path: Path) -> 
         (problem,) = [p for p in after.problems if p.startswith("Trusted UTC: ")]
         assert "stepped forwards by about 8,000 ms" in problem and "restart" in problem
         h.queue([h.schedule("m-1", clock.wall_ms() - 1_000)])  # due by the stepped clock
-        h.wait_for(lambda: _lane_ready(api, "m-1"), 10, "the schedule applied, its lane READY")
+        wait_until("the schedule applied, its lane READY", lambda: _lane_ready(api, "m-1"), 10)
         held = _explained(api, "m-1")
         assert held is not None and held.held_by == "trusted_time"
         (gate,) = [g for g in held.gates if g.gate == "trusted_time"]
         assert "stepped forwards by about 8,000 ms" in gate.detail
         assert h.outbox() == []
         clock.advance(7.5)  # the engine's earliest reaches the message's deliver_at
-        h.wait_for(lambda: len(h.outbox()) == 1, 10, "the message published")
+        wait_until("the message published", lambda: len(h.outbox()) == 1, 10)
 
 
 def _lane_ready(api: AdminApi, delay_message_id: str) -> bool:

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from nereus.adapters.backends.kafka.kafka_evidence import DELAY_MESSAGE_ID_HEADER
 from nereus.adapters.backends.shardlog.factory import open_shard_log
 from nereus.client import RouteRef, prepare_cancel, prepare_schedule, queue
-from nereus.engine.process.home_engine import Engine
 from nereus.layout import HomeLayout
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 from nereus.views import find_message
 from tests.integration.broker_homes import kafka_lane, kafka_route, write_home
+from tests.integration.engine_harness import in_process_engine
 from tests.integration.kafka_service import (  # noqa: F401
     KafkaService,
     kafka_service,
@@ -106,9 +106,7 @@ def run_end_to_end(home: Path, sections: Sequence[str], lane: str, consume: Cons
     config = write_home(home, *sections)
     route_settings = config.routes["default"]
     route = RouteRef("default", route_settings.partitions)
-    engine = Engine(home, config)
-    engine.start()
-    try:
+    with in_process_engine(home, config=config):
         base = now_ms()
         deliver = {f"m{n}-{uuid.uuid4().hex[:6]}": base + rng.randint(800, 3_500)
                    for n in range(count)}
@@ -124,8 +122,6 @@ def run_end_to_end(home: Path, sections: Sequence[str], lane: str, consume: Cons
             queue(prepared, logs)
         survivors = set(deliver) - cancelled
         seen = consume(survivors, 45.0)
-    finally:
-        engine.stop()
     states = {}
     for partition in range(route_settings.partitions):
         with ShardStore.open(HomeLayout(home).shard_state(ShardId("default", partition)),

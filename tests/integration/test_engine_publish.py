@@ -23,10 +23,11 @@ from tests.fake_clock import FakeClock, SkewedClock
 from tests.integration.doubles import QuietDestination
 from tests.integration.engine_harness import (
     file_lane,
+    in_process_engine,
     lateness_ms,
     now_ms,
-    running_engine,
 )
+from tests.polling import wait_until
 from tests.uncertain import make_unknown_attempt
 
 
@@ -44,7 +45,7 @@ def message_states(home: Path, partitions: int = 2) -> dict[str, Message]:
 def test_hundreds_of_messages_publish_exactly_the_non_cancelled_ones(tmp_path: Path) -> None:
     """Random delays, cancels and reschedules: exactly the survivors publish, once, on time."""
     rng = random.Random(7)
-    with running_engine(tmp_path / "home") as h:
+    with in_process_engine(tmp_path / "home") as h:
         base = now_ms()
         ids = [f"m{n}" for n in range(400)]
         due = {mid: base + rng.randint(300, 2_500) for mid in ids}
@@ -60,7 +61,7 @@ def test_hundreds_of_messages_publish_exactly_the_non_cancelled_ones(tmp_path: P
         def published_ids() -> set[str]:
             return {line["delay_message_id"] for line in h.outbox()}
 
-        h.wait_for(lambda: survivors <= published_ids(), 30, "all survivors to publish")
+        wait_until("all survivors to publish", lambda: survivors <= published_ids(), 30)
         # once every message is final and no shard holds a claim or a send, nothing more
         # can be published: anything wrongly published late is in the outbox by now
         loops = list(h.engine.shards.values())
@@ -72,7 +73,7 @@ def test_hundreds_of_messages_publish_exactly_the_non_cancelled_ones(tmp_path: P
             return all(any((m := find_message(loop.store, mid)) is not None
                            and m.state in final for loop in loops) for mid in ids)
 
-        h.wait_for(settled, 30, "every message PUBLISHED or CANCELLED, nothing in flight")
+        wait_until("every message PUBLISHED or CANCELLED, nothing in flight", settled, 30)
         lines = h.outbox()
     published = [line["delay_message_id"] for line in lines]
     # a cancel queued after a message was already admitted loses (ALREADY_ADMITTED): such a
@@ -134,11 +135,11 @@ def test_never_early_with_a_skewed_clock(tmp_path: Path) -> None:
     clock = TrustedClock(max_error_ms=error, source=SkewedClock(drift))
     home = tmp_path / "home"
     recorder = TrueTimeRecorder(FileDestination("local", home / "outbox" / "local.jsonl"))
-    with running_engine(home, clock=clock, destinations={"local": recorder}) as h:
+    with in_process_engine(home, clock=clock, destinations={"local": recorder}) as h:
         base = now_ms()
         deliver = {f"n{i}": base + 200 + rng.randint(0, 1_500) for i in range(200)}
         h.queue([h.schedule(mid, at) for mid, at in deliver.items()])
-        h.wait_for(lambda: len(recorder.true_ms) == len(deliver), 20, "all publishes")
+        wait_until("all publishes", lambda: len(recorder.true_ms) == len(deliver), 20)
     early = {mid: deliver[mid] - t for mid, t in recorder.true_ms.items() if t < deliver[mid]}
     assert early == {}, f"published before deliverAt by the true clock: {early}"
 
@@ -149,11 +150,11 @@ def test_a_failing_lane_does_not_delay_a_healthy_one(tmp_path: Path) -> None:
     home.mkdir()
     (home / "blocker").write_text("a file where a directory should be")
     lanes = file_lane("local", "outbox/local.jsonl") + file_lane("broken", "blocker/out.jsonl")
-    with running_engine(home, lanes=lanes) as h:
+    with in_process_engine(home, lanes=lanes) as h:
         base = now_ms()
         h.queue([h.schedule(f"bad{i}", base + 100, lane="broken") for i in range(300)])
         h.queue([h.schedule(f"good{i}", base + 300 + 5 * i, lane="local") for i in range(200)])
-        h.wait_for(lambda: len(h.outbox()) == 200, 20, "the healthy lane to publish")
+        wait_until("the healthy lane to publish", lambda: len(h.outbox()) == 200, 20)
         publisher = h.engine.publishers["broken"]
         assert not publisher.ready and "blocker" in (publisher.not_ready_reason or "")
         lines = h.outbox()
@@ -174,14 +175,14 @@ def test_restart_turns_publishing_attempts_into_uncertain(tmp_path: Path) -> Non
     # a previous owner admitted it and died before any outcome: append what it wrote
     make_unknown_attempt(home, "stuck")
     clock = FakeClock(wall_ms=now_ms())
-    with running_engine(home, partitions=1, time_source=clock) as h:
+    with in_process_engine(home, partitions=1, time_source=clock) as h:
         loop = h.engine.shards[ShardId("default", 0)]
         assert loop.epoch == 2
         state = find_message(loop.store, "stuck")
         assert state is not None and state.state == MessageState.UNCERTAIN
         clock.advance(86_400)  # any retry or backoff of "stuck" would be due by now
         h.queue([h.schedule("control", clock.wall_ms() - 1_000)])
-        h.wait_for(lambda: len(h.outbox()) >= 1, 10, "the control message published")
+        wait_until("the control message published", lambda: len(h.outbox()) >= 1, 10)
         assert [line["delay_message_id"] for line in h.outbox()] == ["control"]
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
         raw = store.get(keys.attempt_key("ghost-attempt"))
@@ -210,7 +211,7 @@ def test_stop_records_a_call_in_progress_as_unknown(tmp_path: Path) -> None:
     home = tmp_path / "home"
     blocking = BlockingDestination()
     settings = EngineSettings(stop_timeout_s=1.0)
-    with running_engine(home, partitions=1, destinations={"local": blocking},
+    with in_process_engine(home, partitions=1, destinations={"local": blocking},
                         settings=settings) as h:
         h.queue([h.schedule("slow", now_ms())])
         assert blocking.entered.wait(10)
@@ -225,10 +226,10 @@ def test_an_unfinished_outbox_line_is_ended_before_new_lines(tmp_path: Path) -> 
     home = tmp_path / "home"
     (home / "outbox").mkdir(parents=True)
     (home / "outbox" / "local.jsonl").write_text('{"delay_message_id":"earlier","lane":"lo')
-    with running_engine(home, partitions=1) as h:
+    with in_process_engine(home, partitions=1) as h:
         h.queue([h.schedule("after-crash", now_ms())])
-        h.wait_for(lambda: "after-crash" in (home / "outbox" / "local.jsonl").read_text(), 10,
-                   "the publish")
+        wait_until("the publish",
+                   lambda: "after-crash" in (home / "outbox" / "local.jsonl").read_text(), 10)
     lines = (home / "outbox" / "local.jsonl").read_text().splitlines()
     assert lines[0] == '{"delay_message_id":"earlier","lane":"lo'
     assert json.loads(lines[1])["delay_message_id"] == "after-crash"
@@ -270,7 +271,7 @@ def test_evidence_recovery_settles_unknown_attempts_that_landed(tmp_path: Path) 
     lost = LostResponseDestination(FileDestination("local", home / "outbox" / "local.jsonl"))
     settings = EngineSettings(evidence_interval_s=3600)
     clock = FakeClock(wall_ms=now_ms())
-    with running_engine(home, partitions=1, destinations={"local": lost},
+    with in_process_engine(home, partitions=1, destinations={"local": lost},
                         settings=settings, time_source=clock) as h:
         h.queue([h.schedule(f"e{i}", clock.wall_ms() - 1_000) for i in range(5)])
         loop = h.engine.shards[ShardId("default", 0)]
@@ -279,11 +280,11 @@ def test_evidence_recovery_settles_unknown_attempts_that_landed(tmp_path: Path) 
             return all((m := find_message(loop.store, f"e{i}")) is not None
                        and m.state == state for i in range(5))
 
-        h.wait_for(lambda: in_state(MessageState.UNCERTAIN), 20, "five UNKNOWN attempts")
+        wait_until("five UNKNOWN attempts", lambda: in_state(MessageState.UNCERTAIN), 20)
         assert h.engine.evidence is not None and h.engine.evidence.settled == 0
         clock.advance(3600)
-        h.wait_for(lambda: in_state(MessageState.PUBLISHED), 20,
-                   "evidence recovery to settle the attempts")
+        wait_until("evidence recovery to settle the attempts",
+                   lambda: in_state(MessageState.PUBLISHED), 20)
         assert h.engine.evidence is not None and h.engine.evidence.settled >= 5
     with ShardStore.open(home / "state" / "default" / "0", read_only=True) as store:
         message = find_message(store, "e0")

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEREUS, run_nereus
-from tests.daemon import process_gone, read_outbox, stop_engine, wait_for
+from tests.daemon import process_gone, read_outbox, stop_engine
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,7 +73,7 @@ def workers_home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         yield home, started
     finally:
         stop_engine(home)
-        wait_for(lambda: not worker_pids(home), timeout=30, what="worker processes to exit")
+        wait_until("worker processes to exit", lambda: not worker_pids(home), 30)
 
 
 def schedule_batch(home: Path, ids: list[str], delay: str = "1s") -> list[dict[str, Any]]:
@@ -110,7 +111,7 @@ def test_the_front_door_answers_for_every_shard_of_both_workers(
     assert started["shards"] == [f"default/{p}" for p in range(4)]
     assert started["socket"] == str(home.resolve() / "run" / "admin.sock")
     assert sorted(worker_pids(home)) == [0, 1]
-    status = wait_for(lambda: all_active(home), timeout=30, what="every shard ACTIVE")
+    status = wait_until("every shard ACTIVE", lambda: all_active(home), 30)
     assert set(status) == STATUS_KEYS
     names = {w["name"] for w in status["workers"]}
     assert {"process-0", "process-1", "worker-0/cluster", "worker-1/cluster"} <= names
@@ -131,8 +132,8 @@ def test_everyday_commands_work_through_the_one_socket(
     receipts = [schedule(home, f"m{i}") for i in range(2)]
     receipts += schedule_batch(home, [f"m{i}" for i in range(2, 8)])
     assert len({r["shard"] for r in receipts}) >= 2
-    wait_for(lambda: published_states(home) == {f"m{i}" for i in range(8)}, timeout=30,
-             what="all eight PUBLISHED")
+    wait_until("all eight PUBLISHED", lambda: published_states(home) == {f"m{i}" for i in range(8)},
+               30)
     shown = nereus_json(home, "message", "show", "m3")
     assert shown["shard"] == receipts[3]["shard"] and shown["attempts"]
     listed = nereus_json(home, "message", "list")
@@ -174,16 +175,16 @@ def test_a_killed_worker_is_restarted_and_nothing_acknowledged_is_lost(
     before = schedule_batch(home, [f"k{i}" for i in range(12)], delay="3s")
     victim = worker_pids(home)[1]
     os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: process_gone(victim), timeout=10, what="worker 1 to die")
+    wait_until("worker 1 to die", lambda: process_gone(victim), 10)
     after = [schedule(home, "a0")]  # waits for its shard's owner if it has none now
     after += schedule_batch(home, [f"a{i}" for i in range(1, 6)])
-    status = wait_for(lambda: all_active(home), timeout=30, what="every shard ACTIVE again")
+    status = wait_until("every shard ACTIVE again", lambda: all_active(home), 30)
     (process,) = [w for w in status["workers"] if w["name"] == "process-1"]
     assert process["restarts"] == 1 and "exited with status -9" in process["last_error"]
     assert sorted(worker_pids(home)) == [0, 1] and worker_pids(home)[1] != victim
     ids = [r["delay_message_id"] for r in before + after]
-    wait_for(lambda: published_states(home) >= set(ids), timeout=60,
-             what="every acknowledged message PUBLISHED")
+    wait_until("every acknowledged message PUBLISHED", lambda: published_states(home) >= set(ids),
+               60)
     published = [line["delay_message_id"] for line in
                  read_outbox(home / "outbox" / "local.jsonl")]
     assert set(published) == set(ids)
@@ -208,11 +209,11 @@ def test_unless_told_the_engine_runs_one_worker_per_core_at_most_one_per_shard(
     try:
         assert started.returncode == 0, started.stderr
         expected = min(len(os.sched_getaffinity(0)), 4)
-        status = wait_for(lambda: all_active(home), timeout=30, what="every shard ACTIVE")
+        status = wait_until("every shard ACTIVE", lambda: all_active(home), 30)
         processes = {w["name"] for w in status["workers"] if w["name"].startswith("process-")}
         assert processes == ({f"process-{k}" for k in range(expected)} if expected > 1
                              else set())
         assert sorted(worker_pids(home)) == (list(range(expected)) if expected > 1 else [])
     finally:
         stop_engine(home)
-        wait_for(lambda: not worker_pids(home), timeout=30, what="worker processes to exit")
+        wait_until("worker processes to exit", lambda: not worker_pids(home), 30)

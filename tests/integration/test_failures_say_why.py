@@ -19,7 +19,8 @@ import pytest
 
 from nereus.shard import partition_for
 from tests.conftest import run_nereus
-from tests.daemon import stop_engine, wait_for
+from tests.daemon import stop_engine
+from tests.polling import wait_until
 from tests.uncertain import make_unknown_attempt
 
 pytestmark = pytest.mark.timeout(240)
@@ -72,8 +73,8 @@ def test_a_segment_deleted_under_two_workers_fails_its_shard_and_says_why(
                   message, "--payload", "x", "--wait")
         for segment in (home / "shardlog" / "default" / "0").glob("*.seg"):
             segment.unlink()
-        status = wait_for(lambda: _failed_shard(home, "default/0"), timeout=60,
-                          what="default/0 FAILED in engine status")
+        status = wait_until("default/0 FAILED in engine status",
+                            lambda: _failed_shard(home, "default/0"), 60)
         view = next(s for s in status["shards"] if s["shard"] == "default/0")
         assert "deleted" in view["error"] or "diverged" in view["error"], view
 
@@ -137,8 +138,8 @@ def test_doctor_fails_on_an_attempt_uncertain_past_the_threshold(tmp_path: Path)
     make_unknown_attempt(home)
     _json(home, "engine", "start")
     try:
-        wait_for(lambda: _json(home, "attempt", "list", "--state", "unknown") or None,
-                 timeout=60, what="the attempt UNKNOWN")
+        wait_until("the attempt UNKNOWN",
+                   lambda: _json(home, "attempt", "list", "--state", "unknown") or None, 60)
         for running in (True, False):
             if not running:
                 stop_engine(home)
@@ -164,9 +165,9 @@ def _small_disk(path: Path, size: str) -> Iterator[Path]:
     try:
         yield path
     finally:
-        wait_for(lambda: subprocess.run(["umount", str(path)], capture_output=True,
-                                        check=False).returncode == 0 or None,
-                 timeout=30, what=f"{path} unmounted")
+        wait_until(f"{path} unmounted",
+                   lambda: subprocess.run(["umount", str(path)], capture_output=True,
+                                          check=False).returncode == 0 or None, 30)
 
 
 def _disk_named(home: Path) -> dict[str, Any] | None:
@@ -195,7 +196,7 @@ def test_a_small_disk_is_shown_in_mib_and_a_full_one_is_the_reason_given(
                   "before", "--payload", "x", "--wait")
             subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"],
                            capture_output=True, check=False)
-            wait_for(lambda: _disk_named(home), timeout=90, what="the full disk in status")
+            wait_until("the full disk in status", lambda: _disk_named(home), 90)
             refused = _json(home, "message", "schedule", "--lane", "local", "--delay", "1h",
                             "--id", "after", "--payload", "x", "--wait", code=1)
             assert "is full" in refused["error"], refused

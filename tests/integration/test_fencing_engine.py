@@ -24,7 +24,8 @@ from nereus.records import ActivationBarrier, AttemptState, Disposition, Outcome
 from nereus.state import keys
 from nereus.state.values import Attempt, decode_value
 from tests.integration.doubles import QuietDestination
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 
 class HeldDestination(QuietDestination):
@@ -53,26 +54,26 @@ def test_a_newer_barrier_stops_every_further_producer_call(tmp_path: Path) -> No
     owner's barrier is applied; the loop ends FENCED and claims nothing more."""
     destination = HeldDestination()
     home = tmp_path / "home"
-    with running_engine(home, partitions=1, destinations={"local": destination}) as h:
+    with in_process_engine(home, partitions=1, destinations={"local": destination}) as h:
         (loop,) = h.engine.shards.values()
         h.queue([h.schedule("m0", now_ms() - 1)])
         assert destination.in_call.wait(20), "the first publish never started"
         h.queue([h.schedule(f"m{n}", now_ms() - 1) for n in range(1, 5)])
-        h.wait_for(lambda: loop.in_flight == 5, 20, "four more attempts handed to the lane")
+        wait_until("four more attempts handed to the lane", lambda: loop.in_flight == 5, 20)
         log = FileShardLog(h.layout.shard_log(loop.shard))
         try:
             log.append([encode(ActivationBarrier(barrier_id="takeover", owner_id="other-node",
                                                  fencing_epoch=loop.epoch + 1))])
         finally:
             log.close()
-        h.wait_for(lambda: loop.state == "FENCED", 20, "the loop to see the newer barrier")
+        wait_until("the loop to see the newer barrier", lambda: loop.state == "FENCED", 20)
         destination.release.set()
 
         def worker_state() -> WorkerState:
             return next(w for w in h.engine.workers() if w.kind == "shard").state
 
-        h.wait_for(lambda: worker_state() == WorkerState.STOPPED, 20,
-                   "the fenced loop to let the shard go")
+        wait_until("the fenced loop to let the shard go",
+                   lambda: worker_state() == WorkerState.STOPPED, 20)
         assert destination.sent == ["m0"], "a fenced owner called the producer"
         assert "other-node" in (loop.live_owner_gate() or "")
         attempts = [decode_value(v, Attempt) for _, v in loop.store.scan_prefix(keys.ATTEMPT)]

@@ -22,7 +22,8 @@ from nereus.state.store import ShardStore
 from nereus.state.values import Lane, Result, decode_value
 from nereus.views import find_message
 from tests.integration.doubles import QuietDestination
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 
 def handoff_lane(lead_ms: int) -> str:
@@ -55,19 +56,20 @@ def test_the_configured_lead_is_replicated_and_used_for_action_times(tmp_path: P
     """Every shard's lane policy carries lead 3 s; a schedule without actionAt gets
     deliverAt - 3 s, a reschedule too."""
     home = tmp_path / "home"
-    with running_engine(home, partitions=2, lanes=handoff_lane(3_000),
+    with in_process_engine(home, partitions=2, lanes=handoff_lane(3_000),
                         destinations={"held": Holding()}) as h:
         for loop in h.engine.shards.values():
             assert replicated_lead(loop.store) == 3_000
         deliver = now_ms() + 60_000
         h.queue([h.schedule("m1", deliver, lane="held")])
         loop = h.engine.shards[h.route.shard_for("m1")]
-        h.wait_for(lambda: find_message(loop.store, "m1") is not None, 10, "m1 applied")
+        wait_until("m1 applied", lambda: find_message(loop.store, "m1") is not None, 10)
         message = find_message(loop.store, "m1")
         assert message is not None and message.action_at_ms == deliver - 3_000
         h.queue([h.reschedule("m1", deliver + 10_000)])
-        h.wait_for(lambda: (m := find_message(loop.store, "m1")) is not None
-                   and m.generation == 2, 10, "the reschedule applied")
+        wait_until("the reschedule applied",
+                   lambda: (m := find_message(loop.store, "m1")) is not None
+                   and m.generation == 2, 10)
         moved = find_message(loop.store, "m1")
         assert moved is not None and moved.action_at_ms == deliver + 7_000
 
@@ -78,18 +80,18 @@ def test_a_shorter_lead_is_refused_while_a_message_relies_on_the_longer(
     keeps 4 s (LEAD_IN_USE) and m1 is handed over no earlier than deliverAt - 1 s."""
     home = tmp_path / "home"
     deliver = now_ms() + 6_000
-    with running_engine(home, partitions=1, lanes=handoff_lane(4_000),
+    with in_process_engine(home, partitions=1, lanes=handoff_lane(4_000),
                         destinations={"held": Holding()}) as h:
         h.queue([h.schedule("m1", deliver, lane="held")])
         (loop,) = h.engine.shards.values()
-        h.wait_for(lambda: find_message(loop.store, "m1") is not None, 10, "m1 applied")
+        wait_until("m1 applied", lambda: find_message(loop.store, "m1") is not None, 10)
     holding = Holding()
-    with running_engine(home, partitions=1, lanes=handoff_lane(1_000),
+    with in_process_engine(home, partitions=1, lanes=handoff_lane(1_000),
                         destinations={"held": holding}) as h:
         loop = h.engine.shards[ShardId("default", 0)]
         assert replicated_lead(loop.store) == 4_000
         refused = [decode_value(raw, Result) for _, raw in loop.store.scan_prefix(
             keys.result_key("m/config:held:handoff_lead_ms=1000"))]
         assert [r.reason for r in refused] == ["LEAD_IN_USE"], refused
-        h.wait_for(lambda: "m1" in holding.handed, 20, "m1 handed to the destination")
+        wait_until("m1 handed to the destination", lambda: "m1" in holding.handed, 20)
         assert holding.handed["m1"] >= deliver - 1_000

@@ -31,17 +31,21 @@ from typing import Any
 import pytest
 
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
-from nereus.config import parse_config
 from nereus.engine.admin.status_views import lane_views
 from nereus.engine.process.engine_settings import EngineSettings
-from nereus.engine.process.home_engine import Engine
 from nereus.engine.scheduler.permits import PermitLimits
 from nereus.records import Disposition, Outcome
 from nereus.views import find_message
 from tests.conftest import run_nereus
-from tests.daemon import read_outbox, wait_for
+from tests.daemon import read_outbox
 from tests.integration.doubles import QuietDestination
-from tests.integration.engine_harness import CONFIG, Harness, file_lane, lateness_ms, now_ms
+from tests.integration.engine_harness import (
+    Harness,
+    file_lane,
+    in_process_engine,
+    lateness_ms,
+    now_ms,
+)
 from tests.polling import wait_until
 
 LATE_BOUND_MS = 5_000  # the healthy lane's p99 lateness (test 1): far below a hang's 120 s
@@ -82,37 +86,18 @@ def unblock(fifo: Path) -> None:
 @contextmanager
 def started_engine(home: Path, lanes: str, settings: EngineSettings,
                    destinations: dict[str, Destination]) -> Iterator[Harness]:
-    """An engine on ``home`` whose ``start`` must return within 20 s (it runs on a thread
-    of the test's, so a start held up by a destination fails the test, not the run)."""
-    text = CONFIG.format(partitions=2, lanes=lanes)
-    (home / "nereus.toml").write_text(text)
-    config = parse_config(text, source=str(home / "nereus.toml"))
-    engine = Engine(home, config, settings=settings, destinations=destinations)
-    failed: list[BaseException] = []
-
-    def start() -> None:
+    """``in_process_engine`` whose start must return within 20 s; on the way out the hung
+    publish calls and the FIFOs are let go before the engine stops."""
+    with in_process_engine(home, lanes=lanes, settings=settings, destinations=destinations,
+                           start_within_s=20) as harness:
         try:
-            engine.start(timeout_s=20)
-        except BaseException as exc:
-            failed.append(exc)
-
-    starter = threading.Thread(target=start, name="test-engine-start", daemon=True)
-    starter.start()
-    starter.join(20)
-    harness = Harness(home, engine, 2)
-    try:
-        assert not starter.is_alive(), "engine start was held up by a hung destination"
-        assert not failed, failed
-        yield harness
-    finally:
-        for destination in destinations.values():
-            if isinstance(destination, HangsInPublish):
-                destination.release.set()
-        for fifo in (home / "outbox").glob("*.fifo"):
-            unblock(fifo)
-        starter.join(30)
-        harness.close()
-        engine.stop()
+            yield harness
+        finally:
+            for destination in destinations.values():
+                if isinstance(destination, HangsInPublish):
+                    destination.release.set()
+            for fifo in (home / "outbox").glob("*.fifo"):
+                unblock(fifo)
 
 
 @pytest.mark.timeout(120)
@@ -235,15 +220,15 @@ def test_engine_start_with_a_lane_on_a_fifo_returns_and_says_why_it_waits(
             lane: dict[str, Any] = lanes["stuck"]
             return lane if "probe begun at" in (lane["not_ready_reason"] or "") else None
 
-        lane = wait_for(stuck_lane, timeout=30, what="the FIFO lane's probe deadline")
+        lane = wait_until("the FIFO lane's probe deadline", stuck_lane, 30)
         assert lane["readiness"] == "NOT_READY"
         scheduled = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay",
                                "0s", "--payload", "hello", "--wait", home=home, env=env,
                                timeout=60)
         assert scheduled.code == 0, scheduled.stderr
         outbox = home / "outbox" / "local.jsonl"
-        wait_for(lambda: len(read_outbox(outbox)) == 1, timeout=30,
-                 what="the healthy lane's message published")
+        wait_until("the healthy lane's message published", lambda: len(read_outbox(outbox)) == 1,
+                   30)
         logged = "".join(path.read_text() for path in (home / "log").glob("*.log"))
         warnings = [line for line in logged.splitlines()
                     if '"lane_not_ready"' in line and '"stuck"' in line]

@@ -7,31 +7,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.engine_harness import lateness_ms, now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, lateness_ms, now_ms
+from tests.polling import wait_until
 
 
 def test_an_idle_loop_rests_and_still_sees_records_another_process_appends(
         tmp_path: Path) -> None:
     """Nothing scheduled: the loop rests (longer than one poll); a schedule appended to its
     log behind its back is applied and published, not before deliverAt."""
-    with running_engine(tmp_path / "home", partitions=1) as h:
+    with in_process_engine(tmp_path / "home", partitions=1) as h:
         (loop,) = h.engine.shards.values()
-        h.wait_for(lambda: loop.idle.rests >= 2, 10, "the idle loop to rest")
+        wait_until("the idle loop to rest", lambda: loop.idle.rests >= 2, 10)
         due = now_ms() + 300
         h.queue([h.schedule("m1", due)])
-        h.wait_for(lambda: [line["delay_message_id"] for line in h.outbox()] == ["m1"], 10,
-                   "m1 published")
+        wait_until("m1 published",
+                   lambda: [line["delay_message_id"] for line in h.outbox()] == ["m1"], 10)
         assert lateness_ms(h.outbox()[0]) >= 0
 
 
 def test_a_resting_loop_wakes_for_its_next_due_entry(tmp_path: Path) -> None:
     """Two messages due 1.5 s and 3 s ahead: the loop rests in between (its rests grow)
     and publishes each at its time, never early."""
-    with running_engine(tmp_path / "home", partitions=1) as h:
+    with in_process_engine(tmp_path / "home", partitions=1) as h:
         (loop,) = h.engine.shards.values()
         base = now_ms()
         h.queue([h.schedule("first", base + 1_500), h.schedule("second", base + 3_000)])
-        h.wait_for(lambda: len(h.outbox()) == 2, 15, "both published")
+        wait_until("both published", lambda: len(h.outbox()) == 2, 15)
         published = h.outbox()
         assert [line["delay_message_id"] for line in published] == ["first", "second"]
         assert all(lateness_ms(line) >= 0 for line in published), published

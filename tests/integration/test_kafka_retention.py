@@ -17,8 +17,9 @@ from pathlib import Path
 
 from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
+from tests.polling import wait_until
 
 
 def kafka_home(tmp_path: Path, bootstrap: str, *, extra: str = "") -> tuple[Path, str]:
@@ -84,8 +85,8 @@ path = "outbox/local.jsonl"
         (head,) = log.read(0, 1)
     finally:
         log.close()
-    wait_for(lambda: time.time_ns() // 1_000_000 - head.broker_ms > 1_700, timeout=10,
-             what="the floor record older than most of the retention")
+    wait_until("the floor record older than most of the retention",
+               lambda: time.time_ns() // 1_000_000 - head.broker_ms > 1_700, 10)
     doctor = run_nereus("--json", "doctor", home=home, timeout=120)
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     replication = checks[f"command_topic {topic} replication"]
@@ -109,8 +110,9 @@ def test_shard_prune_deletes_kafka_records_below_the_floor_and_never_above(
         for n in range(30):
             assert run_nereus("message", "schedule", "--route", route, "--lane", "local",
                               "--delay", "1h", "--id", f"m{n}", home=home).code == 0
-        wait_for(lambda: run_nereus("--json", "message", "show", "m29", "--route", route,
-                                    home=home).code == 0, timeout=30, what="m29 applied")
+        wait_until("m29 applied",
+                   lambda: run_nereus("--json", "message", "show", "m29", "--route", route,
+                                      home=home).code == 0, 30)
         taken = run_nereus("--json", "checkpoint", "create", shard, home=home, timeout=120)
         assert taken.code == 0, taken.stderr
     floor = int(taken.json()["applied_position"]) + 1

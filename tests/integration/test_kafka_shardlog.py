@@ -27,6 +27,7 @@ from nereus.errors import ExitCode, NotFound, ServiceUnreachable
 from tests.integration.kafka_service import KafkaService, closed_port, kafka_service
 from tests.integration.kafka_topic import create_topic
 from tests.integration.shardlog_contract import ShardLogContract, payloads, read_all
+from tests.polling import wait_until
 
 __all__ = ["kafka_service"]  # the session fixture, imported so pytest finds it here
 
@@ -146,14 +147,17 @@ def test_ack_commits_the_next_offset_for_the_shards_group(
     try:
         log.append(payloads("a", 6))
         log.ack(4)
-        deadline = time.monotonic() + 10
-        while True:
+        offsets: list[int] = []
+
+        def committed_five() -> bool:
             (committed,) = watcher.committed([TopicPartition(topic, 0)], timeout=5)
-            if committed.offset == 5 or time.monotonic() > deadline:
-                break
-            log.read(0, 1)  # serves the asynchronous commit's callback
-            time.sleep(0.05)
-        assert committed.offset == 5
+            offsets.append(committed.offset)
+            if committed.offset != 5:
+                log.read(0, 1)  # serves the asynchronous commit's callback
+            return committed.offset == 5
+
+        wait_until("offset 5 committed for the group", committed_five, 10, interval_s=0.05,
+                   seen=lambda: offsets[-1])
     finally:
         watcher.close()
         log.close()

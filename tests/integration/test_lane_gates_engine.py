@@ -12,8 +12,9 @@ from nereus.records import LaneConfig, encode
 from nereus.shard import ShardId
 from nereus.timespec import parse_time_ms
 from tests.conftest import run_nereus
-from tests.daemon import running_engine as running_daemon
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.daemon import running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 QUOTA = 5
 COUNT = 25
@@ -24,15 +25,15 @@ def test_quota_limits_admissions_per_second(tmp_path: Path) -> None:
     """25 messages due at once on a lane with quota 5/s: all publish, and no one-second
     window of publish times holds more than one second of burst plus one of refill."""
     home = tmp_path / "home"
-    with running_engine(home, partitions=1) as h:
+    with in_process_engine(home, partitions=1) as h:
         shard = ShardId("default", 0)
         h.append(shard, [encode(LaneConfig(lane="local", quota=QUOTA, operator="test",
                                            reason="rate limit", idempotency_key="quota"))])
-        h.wait_for(lambda: h.engine.shards[shard].lanes()["local"].quota == QUOTA, 10,
-                   "the quota applied")
+        wait_until("the quota applied",
+                   lambda: h.engine.shards[shard].lanes()["local"].quota == QUOTA, 10)
         due = now_ms()
         h.queue([h.schedule(f"m{n:02d}", due) for n in range(COUNT)])
-        h.wait_for(lambda: len(h.outbox()) == COUNT, 60, f"all {COUNT} published")
+        wait_until(f"all {COUNT} published", lambda: len(h.outbox()) == COUNT, 60)
         lines = h.outbox()
     times = sorted(parse_time_ms(line["published_at"]) for line in lines)
     busiest = max(sum(1 for t in times if start <= t < start + 1_000) for start in times)
@@ -52,15 +53,13 @@ def test_messages_on_an_unconfigured_lane_are_visible(tmp_path: Path) -> None:
                            "--id", "orphan", "--payload", "p", home=home)
     assert scheduled.code == 0, scheduled.stderr
     config.write_text(text)  # the lane is gone from the configuration
-    with running_daemon(home):
+    with running_engine(home):
         def extra() -> dict[str, object] | None:
             listed = run_nereus("--json", "lane", "list", home=home).json()
             return next((lane for lane in listed if lane["lane"] == "extra"
                          and lane["due_backlog"] == 1), None)
 
-        from tests.daemon import wait_for
-
-        lane = wait_for(extra, timeout=20, what="the unconfigured lane listed")
+        lane = wait_until("the unconfigured lane listed", extra, 20)
         assert lane["readiness"] == "UNCONFIGURED" and lane["destination"] is None
         assert lane["messages_by_state"] == {"SCHEDULED": 1}
         assert "[lanes.extra]" in str(lane["not_ready_reason"])

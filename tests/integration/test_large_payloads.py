@@ -15,7 +15,7 @@ from nereus import records as r
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from tests.conftest import run_nereus
-from tests.daemon import read_outbox, running_engine, wait_for
+from tests.daemon import read_outbox, running_engine
 from tests.integration.large_payload_homes import (
     INLINE_LIMIT,
     log_lines,
@@ -23,6 +23,7 @@ from tests.integration.large_payload_homes import (
     schedule_file,
     small_inline_home,
 )
+from tests.polling import wait_until
 
 
 def test_a_payload_file_above_the_inline_limit_goes_through_the_object_store(
@@ -181,8 +182,8 @@ def test_the_engine_publishes_the_full_payload(tmp_path: Path) -> None:
                         "--payload-file", str(path), "--id", "big-e2e", home=home)
     assert result.code == 0, result.stderr
     with running_engine(home):
-        lines = wait_for(lambda: read_outbox(home / "outbox" / "local.jsonl"), timeout=30,
-                         what="the large payload to publish")
+        lines = wait_until("the large payload to publish",
+                           lambda: read_outbox(home / "outbox" / "local.jsonl"), 30)
     line = lines[0]
     assert line["delay_message_id"] == "big-e2e"
     data = (base64.b64decode(line["payload"]) if line.get("payload_encoding") == "base64"

@@ -16,8 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import run_nereus
-from tests.daemon import stop_engine, wait_for
+from tests.daemon import stop_engine
 from tests.integration.prometheus_server import ROOT, free_port, prometheus, tools_dir
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -74,9 +75,9 @@ def published_home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[t
                                              "payload": f"p-{i}"}) + "\n"
                                  for i in range(MESSAGES)))
         nereus_json(home, "message", "schedule", "--batch", str(batch), "--wait")
-        wait_for(lambda: sum(m["state"] == "PUBLISHED" for m in nereus_json(
-            home, "message", "list", "--limit", "100")["messages"]) == MESSAGES,
-            timeout=60, what="every message PUBLISHED")
+        wait_until("every message PUBLISHED",
+                   lambda: sum(m["state"] == "PUBLISHED" for m in nereus_json(
+                       home, "message", "list", "--limit", "100")["messages"]) == MESSAGES, 60)
         yield home, port
     finally:
         stop_engine(home)
@@ -133,15 +134,17 @@ def test_prometheus_scrapes_every_metric_and_every_dashboard_query_finds_series(
     assert document["exposition"].startswith("# HELP ")
 
     with prometheus(prometheus_tools, tmp_path / "prom", f"127.0.0.1:{port}") as server:
-        wait_for(server.targets_up, timeout=60, what="Prometheus to scrape the engine")
+        wait_until("Prometheus to scrape the engine", server.targets_up, 60)
         for name in METRICS:
-            wait_for(lambda name=name: server.query(name), timeout=30,  # type: ignore[misc]
-                     what=f"series of {name} in Prometheus", interval=0.25)
+            wait_until(f"series of {name} in Prometheus",
+                       lambda name=name: server.query(name),  # type: ignore[misc]
+                       30, interval_s=0.25)
         scraped = server.query('sum(nereus_admissions_total{lane="local"})')
         assert float(scraped[0]["value"][1]) == MESSAGES
         for expr in dashboard_queries():
-            wait_for(lambda expr=expr: server.query(expr), timeout=30,  # type: ignore[misc]
-                     what=f"series for the dashboard query {expr}", interval=0.25)
+            wait_until(f"series for the dashboard query {expr}",
+                       lambda expr=expr: server.query(expr),  # type: ignore[misc]
+                       30, interval_s=0.25)
 
 
 def test_the_alerting_rules_pass_promtool_check_and_their_unit_tests(

@@ -16,7 +16,8 @@ from nereus.adapters.backends.destination.protocol import PublishRequest, Publis
 from nereus.records import Disposition, MessageState, Outcome
 from nereus.views import find_message
 from tests.integration.doubles import QuietDestination
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 
 class DeclinesFirstSend(QuietDestination):
@@ -45,7 +46,7 @@ def test_a_declined_on_time_admission_is_published_after_expire_at(tmp_path: Pat
     (before, the engine expired it)."""
     home = tmp_path / "home"
     destination = DeclinesFirstSend(home / "outbox" / "local.jsonl")
-    with running_engine(home, partitions=1, destinations={"local": destination}) as h:
+    with in_process_engine(home, partitions=1, destinations={"local": destination}) as h:
         due = now_ms() + 300
         h.queue([h.schedule("m1", due, expire_at_ms=due + 200)])
         (loop,) = h.engine.shards.values()
@@ -55,8 +56,7 @@ def test_a_declined_on_time_admission_is_published_after_expire_at(tmp_path: Pat
             return None if message is None or message.state == MessageState.SCHEDULED \
                 else message.state
 
-        h.wait_for(lambda: settled() not in (None, MessageState.PUBLISHING), 30,
-                   "m1 settled")
+        wait_until("m1 settled", lambda: settled() not in (None, MessageState.PUBLISHING), 30)
         message = find_message(loop.store, "m1")
         assert message is not None
         assert (message.state, message.attempts) == (MessageState.PUBLISHED, 2), message

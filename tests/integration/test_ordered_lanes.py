@@ -34,7 +34,8 @@ from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from nereus.timespec import parse_time_ms
 from tests.integration.doubles import DelegatingLog, QuietDestination
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 if TYPE_CHECKING:
     from nereus.engine.admin.api import AdminApi
@@ -86,7 +87,7 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
 
     monkeypatch.setattr(engine_module, "open_shard_log", open_interposed)
     home = tmp_path / "home"
-    with running_engine(home, partitions=3, lanes=ORDERED_LANE) as h:
+    with in_process_engine(home, partitions=3, lanes=ORDERED_LANE) as h:
         for loop in h.engine.shards.values():
             raw = loop.store.get(keys.lane_key("local"))
             assert raw is not None and decode_value(raw, Lane).ordered, "ordering replicated"
@@ -99,15 +100,15 @@ def test_closing_and_reopening_an_ordered_lane_leaves_no_key_stuck(
         (shard,) = shards
         h.queue(prepared)
         loop = h.engine.shards[shard]
-        h.wait_for(lambda: _gate(loop) == Gate.CLOSED, 30, "the lane closed mid-run")
-        h.wait_for(lambda: loop.status().claims == 0 and loop.in_flight == 0, 10,
-                   "the claims the close ended are released")
+        wait_until("the lane closed mid-run", lambda: _gate(loop) == Gate.CLOSED, 30)
+        wait_until("the claims the close ended are released",
+                   lambda: loop.status().claims == 0 and loop.in_flight == 0, 10)
         stale = [r for r in _results(loop) if r.reason == "LANE_CLOSED"]
         assert [r.delay_message_id for r in stale] == ["m040"], "the close did not hit a claim"
         assert len(h.outbox()) == 10
         h.append(shard, [gate(Gate.OPEN, 2)])
-        h.wait_for(lambda: len(h.outbox()) >= COUNT, 30,
-                   f"all {COUNT} published after the lane reopened")
+        wait_until(f"all {COUNT} published after the lane reopened",
+                   lambda: len(h.outbox()) >= COUNT, 30)
         lines = h.outbox()
     ids = [line["delay_message_id"] for line in lines]
     assert len(ids) == len(set(ids)) == COUNT, "a message published twice"
@@ -133,7 +134,7 @@ def test_keyed_messages_of_an_ordered_lane_share_a_shard_and_are_found_by_id(
     from nereus.engine.admin.api import AdminApi
 
     home = tmp_path / "home"
-    with running_engine(home, partitions=4, lanes=ORDERED_LANE) as h:
+    with in_process_engine(home, partitions=4, lanes=ORDERED_LANE) as h:
         ids = [f"order-{n}" for n in range(20)]
         prepared = [h.schedule(mid, now_ms() + 60_000, key="customer-7") for mid in ids]
         assert len({p.shard for p in prepared}) == 1
@@ -141,7 +142,7 @@ def test_keyed_messages_of_an_ordered_lane_share_a_shard_and_are_found_by_id(
             "the ids alone would have spread them")
         h.queue(prepared)
         api = AdminApi(h.engine)
-        h.wait_for(lambda: all(_found(api, mid) for mid in ids), 10, "all applied")
+        wait_until("all applied", lambda: all(_found(api, mid) for mid in ids), 10)
         assert {api.message(mid).shard for mid in ids} == {str(prepared[0].shard)}
         assert isinstance(prepared[0].shard, ShardId)
 
@@ -184,11 +185,11 @@ def test_a_head_refused_once_is_published_before_the_rest_of_its_key(tmp_path: P
     wait for the head (before, they were published first)."""
     home = tmp_path / "home"
     destination = RefusesFirstSendOf(home / "outbox" / "local.jsonl", "k-0")
-    with running_engine(home, partitions=1, lanes=ORDERED_LANE,
+    with in_process_engine(home, partitions=1, lanes=ORDERED_LANE,
                         destinations={"local": destination}) as h:
         base = now_ms() + 500
         h.queue([h.schedule(f"k-{n}", base + n * 100, key="k") for n in range(5)])
-        h.wait_for(lambda: len(h.outbox()) >= 5, 30, "all five published")
+        wait_until("all five published", lambda: len(h.outbox()) >= 5, 30)
         lines = h.outbox()
     assert destination.refused.is_set()
     ids = [line["delay_message_id"] for line in lines]

@@ -14,7 +14,7 @@ import pytest
 
 from nereus.adapters.backends.objectstore.local_dir import LocalObjectStore
 from tests.conftest import run_nereus
-from tests.daemon import running_engine, wait_for
+from tests.daemon import running_engine
 from tests.integration.broker_homes import point_route_at
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
 from tests.integration.large_payload_homes import (
@@ -26,6 +26,7 @@ from tests.integration.large_payload_homes import (
     shrink_inline_limit,
 )
 from tests.integration.pulsar_service import PulsarService, pulsar_service  # noqa: F401
+from tests.polling import wait_until
 
 
 def _broker_home(tmp_path: Path, log: str, settings: dict[str, str]) -> tuple[Path, str]:
@@ -69,8 +70,8 @@ def _collects_through_the_topic(tmp_path: Path, home: Path, route: str) -> None:
             swept = run_nereus("--json", "message", "show", "sent", home=home).code != 0
             return swept and committed not in payload_objects(home)
 
-        wait_for(collected, timeout=90, interval=0.5,
-                 what="the message published and swept and its object collected by the engine")
+        wait_until("the message published and swept and its object collected by the engine",
+                   collected, 90, interval_s=0.5)
         status = run_nereus("--json", "engine", "status", home=home)
         assert status.code == 0, status.stderr
         workers = {w["name"]: w for w in json.loads(status.stdout)["workers"]}

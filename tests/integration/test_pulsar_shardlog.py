@@ -52,6 +52,7 @@ from tests.integration.pulsar_service import (
     unique_topic,
 )
 from tests.integration.shardlog_contract import MakeLog, ShardLogContract, payloads, read_all
+from tests.polling import wait_until
 
 __all__ = ["pulsar_service"]  # the session fixture, imported so pytest finds it here
 
@@ -286,9 +287,12 @@ class TestPulsarShardLog(ShardLogContract):
         assert isinstance(first, PulsarShardLog) and isinstance(second, PulsarShardLog)
         receipts = first.append(payloads("k", 6))
         first.ack(receipts[1].position)
-        wait_for(lambda: first.backlog() == 4)
+        # acks are grouped by the client for 100 ms
+        wait_until("a backlog of 4", lambda: first.backlog() == 4, 10, interval_s=0.1,
+                   seen=first.backlog)
         second.ack(receipts[4].position)
-        wait_for(lambda: first.backlog() == 1)
+        wait_until("a backlog of 1", lambda: first.backlog() == 1, 10, interval_s=0.1,
+                   seen=first.backlog)
         first.ack(receipts[0].position)  # behind the cursor: nothing changes
         time.sleep(0.3)
         assert first.backlog() == 1 and first.ack_failures == 0
@@ -302,15 +306,6 @@ class TestPulsarShardLog(ShardLogContract):
         with pytest.raises(TopicMisconfigured, match="2 partition"):
             PulsarShardLog(endpoint.service_url, topic, 5, admin_url=endpoint.admin_url,
                            timeout_s=10)
-
-
-def wait_for(condition: object, timeout_s: float = 10.0) -> None:
-    """Poll ``condition()`` until it holds (acks are grouped by the client for 100 ms)."""
-    assert callable(condition)
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 # the Command Topic ------------------------------------------------------------------------

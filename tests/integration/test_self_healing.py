@@ -28,10 +28,11 @@ from nereus.engine.runtime.supervisor import WorkerStatus
 from nereus.layout import HomeLayout
 from nereus.timespec import parse_time_ms
 from tests.conftest import run_nereus
-from tests.daemon import engine_pid, read_outbox, running_engine, wait_for
+from tests.daemon import engine_pid, read_outbox, running_engine
 from tests.integration import engine_harness
 from tests.integration.doubles import DelegatingLog, QuietDestination
 from tests.integration.engine_harness import now_ms
+from tests.polling import wait_until
 
 
 def cli_json(home: Path, *args: str) -> Any:
@@ -65,20 +66,20 @@ def test_a_failing_lane_heals_without_an_engine_restart(tmp_path: Path) -> None:
     with running_engine(home):
         pid = engine_pid(home)
         schedule_batch(home, ["warm-up"], "0s")
-        wait_for(lambda: len(read_outbox(outbox)) == 1, timeout=30, what="the first publish")
+        wait_until("the first publish", lambda: len(read_outbox(outbox)) == 1, 30)
         aside = outbox.with_name("local.jsonl.aside")
         outbox.rename(aside)
         outbox.mkdir()  # the fault: the lane's file is now a directory
         ids = [f"heal-{n}" for n in range(20)]
         schedule_batch(home, ids, "1s")
-        wait_for(lambda: local_lane(home)["readiness"] == "NOT_READY", timeout=30,
-                 what="the lane NOT READY after a failed publish")
+        wait_until("the lane NOT READY after a failed publish",
+                   lambda: local_lane(home)["readiness"] == "NOT_READY", 30)
         assert "Is a directory" in (local_lane(home)["not_ready_reason"] or "")
         outbox.rmdir()
         aside.rename(outbox)  # the fault is removed
         healed_at = now_ms()
-        wait_for(lambda: len(read_outbox(outbox)) >= 21, timeout=30,
-                 what="every due message published after the fault was removed")
+        wait_until("every due message published after the fault was removed",
+                   lambda: len(read_outbox(outbox)) >= 21, 30)
         published_by = now_ms()
         lines = read_outbox(outbox)
         assert published_by - healed_at <= 30_000
@@ -148,13 +149,13 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
 
     home = tmp_path / "home"
     destination = HeldDestination(home / "outbox" / "local.jsonl")
-    with engine_harness.running_engine(home, partitions=1,
+    with engine_harness.in_process_engine(home, partitions=1,
                                        destinations={"local": destination}) as h:
         engine = h.engine
         ids = [f"m{n}" for n in range(5)]
         h.queue([h.schedule(mid, now_ms() - 1) for mid in ids])
-        h.wait_for(lambda: sum(loop.in_flight for loop in engine.shards.values()) == 5, 20,
-                   "five attempts in flight")
+        wait_until("five attempts in flight",
+                   lambda: sum(loop.in_flight for loop in engine.shards.values()) == 5, 20)
         (log,) = flaky
         log.down.set()
         gate.set()  # the publishes finish while the log is down: their outcomes are held
@@ -164,13 +165,13 @@ def test_a_shard_loop_resumes_after_its_log_comes_back(
             return next(w for w in engine.workers() if w.kind == "shard")
 
         name = shard_worker().name
-        h.wait_for(lambda: shard_worker().restarts >= 2, 20,
-                   "the shard loop restarted after failing")
+        wait_until("the shard loop restarted after failing", lambda: shard_worker().restarts >= 2,
+                   20)
         assert loop.state == "DEGRADED"
         log.down.clear()
-        h.wait_for(lambda: loop.state == "ACTIVE" and loop.in_flight == 0, 20,
-                   "the loop ACTIVE again with nothing in flight")
-        h.wait_for(lambda: len(h.outbox()) == 5, 20, "five published")
+        wait_until("the loop ACTIVE again with nothing in flight",
+                   lambda: loop.state == "ACTIVE" and loop.in_flight == 0, 20)
+        wait_until("five published", lambda: len(h.outbox()) == 5, 20)
         states = {}
         from nereus.views import find_message
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import stop_engine, wait_for
+from tests.daemon import stop_engine
 from tests.integration.test_failures_say_why import _disk_named, _small_disk
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -41,8 +42,8 @@ def test_lane_list_published_is_kept_across_a_restart(tmp_path: Path) -> None:
         for n in range(3):
             _json(home, "message", "schedule", "--lane", "local", "--delay", "0s",
                   "--id", f"m{n}", "--payload", "x", "--wait")
-        wait_for(lambda: _lane(home, "local")["published"] == 3 or None, timeout=60,
-                 what="three messages published")
+        wait_until("three messages published",
+                   lambda: _lane(home, "local")["published"] == 3 or None, 60)
         assert _lane(home, "local")["published_since_start"] == 3
         _json(home, "engine", "stop")
         _json(home, "engine", "start")
@@ -70,7 +71,7 @@ def test_status_counts_the_messages_of_shards_no_worker_holds_after_a_full_disk(
                       "--id", f"m{n}", "--payload", "x", "--wait")
             subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"],
                            capture_output=True, check=False)
-            wait_for(lambda: _disk_named(home), timeout=90, what="the full disk in status")
+            wait_until("the full disk in status", lambda: _disk_named(home), 90)
             status = _json(home, "status")
             assert status["engine_running"] is True
             assert status["counted_from_disk"], status

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +22,6 @@ from nereus.adapters.backends.destination.protocol import PublishRequest, Publis
 from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
 from nereus.client import RouteRef, prepare_schedule
 from nereus.config import parse_config
-from nereus.engine.process.home_engine import Engine
 from nereus.engine.runtime.trusted_clock import ClockReport, TrustedClock
 from nereus.engine.shard.owner_loop import ShardLoop
 from nereus.records import Gate
@@ -32,8 +30,9 @@ from nereus.state import keys
 from nereus.state.values import Lane, Result, decode_value
 from tests.fake_clock import SkewedClock
 from tests.integration.doubles import QuietDestination
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
 from tests.integration.kafka_service import KafkaService, kafka_service  # noqa: F401
+from tests.polling import wait_until
 
 
 class TrueTimeFile(QuietDestination):
@@ -69,16 +68,16 @@ def test_an_untrusted_clock_stops_admissions_and_says_why(tmp_path: Path) -> Non
     health = Switchable("chrony reports the clock is not synchronised")
     clock = TrustedClock(max_error_ms=20, health=health)
     home = tmp_path / "home"
-    with running_engine(home, partitions=1, clock=clock) as h:
+    with in_process_engine(home, partitions=1, clock=clock) as h:
         (loop,) = h.engine.shards.values()
         h.queue([h.schedule("m1", now_ms() - 1)])
-        h.wait_for(lambda: loop.waiting is not None and "not synchronised" in loop.waiting, 10,
-                   "the shard to say why it waits")
-        h.wait_for(lambda: loop.store.get(keys.msg_key("m1")) is not None, 10, "m1 applied")
+        wait_until("the shard to say why it waits",
+                   lambda: loop.waiting is not None and "not synchronised" in loop.waiting, 10)
+        wait_until("m1 applied", lambda: loop.store.get(keys.msg_key("m1")) is not None, 10)
         assert h.outbox() == [] and loop.admissions == 0
         assert loop.lanes()["local"].gate == Gate.OPEN
         health.problem = None
-        h.wait_for(lambda: len(h.outbox()) == 1, 10, "m1 published once trusted")
+        wait_until("m1 published once trusted", lambda: len(h.outbox()) == 1, 10)
         assert loop.waiting is None
 
 
@@ -86,16 +85,16 @@ def test_a_restarted_owner_never_reads_earlier_than_its_last_decision(tmp_path: 
     """Published under the true clock; restarted with the wall clock a minute behind: the
     first reading is not earlier than the decision the applied admission carries."""
     home = tmp_path / "home"
-    with running_engine(home, partitions=1) as h:
+    with in_process_engine(home, partitions=1) as h:
         h.queue([h.schedule("m1", now_ms() - 1)])
-        h.wait_for(lambda: len(h.outbox()) == 1, 10, "m1 published")
+        wait_until("m1 published", lambda: len(h.outbox()) == 1, 10)
         (loop,) = h.engine.shards.values()
         raw = loop.store.get(keys.lane_key("local"))
         assert raw is not None
         decided = decode_value(raw, Lane).last_decided_ms
         assert decided > 0
     behind = TrustedClock(max_error_ms=20, source=SkewedClock(lambda: -60_000))
-    with running_engine(home, partitions=1, clock=behind) as h:
+    with in_process_engine(home, partitions=1, clock=behind) as h:
         assert h.engine.clock is not None
         assert h.engine.clock.now().earliest_ms >= decided
 
@@ -129,46 +128,37 @@ def test_a_clock_skewed_beyond_the_bound_publishes_nothing_early_on_kafka(
     config = parse_config(text, source=str(home / "nereus.toml"))
     destination = TrueTimeFile(home / "outbox" / "local.jsonl")
     skewed = TrustedClock(max_error_ms=20, source=SkewedClock(lambda: SKEW_MS))
-    engine = Engine(home, config, clock=skewed, destinations={"local": destination})
     route = RouteRef("default", 1)
     base = now_ms() + 4_000
     ids = [f"m{n}" for n in range(10)]
     last_due = base + (len(ids) - 1) * 200
-    engine.start()
-    log = KafkaShardLog(bootstrap, topic, 0, partitions=1, create=False)
-    try:
+    with in_process_engine(home, config=config, clock=skewed,
+                           destinations={"local": destination}) as h:
+        log = KafkaShardLog(bootstrap, topic, 0, partitions=1, create=False)
         log.append([prepare_schedule(route, command_id=f"s-{mid}", delay_message_id=mid,
                                      lane="local", deliver_at_ms=base + n * 200,
                                      payload=b"x").data for n, mid in enumerate(ids)])
-        loop = engine.shards[ShardId("default", 0)]
-        wait_until(lambda: bool(loop.waiting) and "leads the Shard Log's broker clock"
-                   in str(loop.waiting), 30, "the shard to say why it waits")
+        loop = h.engine.shards[ShardId("default", 0)]
+        wait_until("the shard to say why it waits",
+                   lambda: bool(loop.waiting) and "leads the Shard Log's broker clock"
+                   in str(loop.waiting), 30)
         # every message is due by true time too before the skewed engine stops
-        wait_until(lambda: now_ms() > last_due + 500, 30, "true time past every deliverAt")
+        wait_until("true time past every deliverAt", lambda: now_ms() > last_due + 500, 30)
         assert [r for r in _results(loop) if r.reason == "TIME_EVIDENCE"], (
             "no admission was refused as clock-ahead")
-    finally:
-        engine.stop()
     early_while_skewed = dict(destination.true_ms)
     assert early_while_skewed == {}, "published while the engine clock was 3 s ahead"
-    fixed = Engine(home, config, destinations={"local": destination})
-    fixed.start()
     try:
-        wait_until(lambda: len(destination.true_ms) == len(ids), 30,
-                   "every message published by a correctly clocked engine")
+        with in_process_engine(home, config=config, destinations={"local": destination}):
+            wait_until("every message published by a correctly clocked engine",
+                       lambda: len(destination.true_ms) == len(ids), 30)
     finally:
-        fixed.stop()
         log.close()
     early = {mid: destination.deliver_ms[mid] - at for mid, at in destination.true_ms.items()
              if at < destination.deliver_ms[mid]}
     assert early == {}, f"published early (ms): {early}"
 
 
-def wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
-    end = time.monotonic() + deadline_s
-    while not condition():
-        assert time.monotonic() < end, f"timed out after {deadline_s} s waiting for {what}"
-        time.sleep(0.02)
 
 
 def _results(loop: ShardLoop) -> list[Result]:

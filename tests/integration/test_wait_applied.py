@@ -13,7 +13,8 @@ from nereus.adapters.admin.wire import AppendRequest, RecordToAppend
 from nereus.client import Receipt
 from nereus.engine.admin import command_appends as appending
 from nereus.engine.admin.api import AdminApi
-from tests.integration.engine_harness import now_ms, running_engine
+from tests.integration.engine_harness import in_process_engine, now_ms
+from tests.polling import wait_until
 
 
 def _body(prepared: list[Any], wait_ms: int) -> AppendRequest:
@@ -24,7 +25,7 @@ def _body(prepared: list[Any], wait_ms: int) -> AppendRequest:
 def test_wait_takes_the_result_the_loop_applied(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Every receipt is APPLIED with its result although reading the store would fail."""
-    with running_engine(tmp_path / "home") as h:
+    with in_process_engine(tmp_path / "home") as h:
         api = AdminApi(h.engine)
 
         def no_store_read(*_: object) -> Any:
@@ -44,13 +45,13 @@ def test_wait_takes_the_result_the_loop_applied(tmp_path: Path,
 
 def test_a_position_applied_before_the_wait_is_read_from_the_store(tmp_path: Path) -> None:
     """The loop applied it before anyone asked: the stored result answers."""
-    with running_engine(tmp_path / "home") as h:
+    with in_process_engine(tmp_path / "home") as h:
         api = AdminApi(h.engine)
         prepared = [h.schedule("early-1", now_ms() + 3_600_000)]
         (receipt,) = api.submit(_body(prepared, 0)).receipts
         position = receipt.source_position
         loop = h.engine.shards[prepared[0].shard]
-        h.wait_for(lambda: (loop.applied_position or -1) >= position, 10, "the schedule applied")
+        wait_until("the schedule applied", lambda: (loop.applied_position or -1) >= position, 10)
         assert loop.await_result(position, 0.0) is None  # never expected: not held
         view = appending.awaited(receipt, loop, position, prepared[0].data, 0.0)
         assert isinstance(view, Receipt)

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import stop_engine, wait_for
+from tests.daemon import stop_engine
 from tests.integration.test_engine_workers import all_active, worker_pids
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -38,7 +39,7 @@ def _nothing_runs(home: Path) -> None:
     """No daemon holds the home and no worker process of it is left."""
     status = _json(home, "engine", "status", code=4)
     assert status["running"] is False, status
-    wait_for(lambda: not worker_pids(home), timeout=30, what="no worker process left")
+    wait_until("no worker process left", lambda: not worker_pids(home), 30)
 
 
 def test_a_partition_count_changed_under_data_is_refused_as_one_engine_refuses_it(
@@ -121,15 +122,15 @@ def test_a_worker_process_that_cannot_run_is_shown_failed_with_its_reason(
     try:
         config.write_text(good + "\n[bogus]\n")
         os.kill(worker_pids(home)[1], signal.SIGKILL)
-        status = wait_for(lambda: _restart_failed(home, "process-1"), timeout=60,
-                          what="process-1 shown not running after a failed restart")
+        status = wait_until("process-1 shown not running after a failed restart",
+                            lambda: _restart_failed(home, "process-1"), 60)
         worker = next(w for w in status["workers"] if w["name"] == "process-1")
         assert "unknown table [bogus]" in worker["last_error"], worker
         assert any("process-1" in p and "unknown table [bogus]" in p
                    for p in status["problems"]), status["problems"]
         assert not any("worker process 1 does not answer" in p for p in status["problems"])
         config.write_text(good)
-        wait_for(lambda: all_active(home), timeout=60, what="the worker back, every shard ACTIVE")
+        wait_until("the worker back, every shard ACTIVE", lambda: all_active(home), 60)
     finally:
         config.write_text(good)
         stop_engine(home)

@@ -12,15 +12,17 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from nereus.tui.app import DashboardApp
+from tests.polling import WaitTimedOut
 
 
 async def until(pilot: Pilot[Any], condition: Callable[[], object], *, what: str,
                 timeout: float = 10.0) -> None:
-    """Let the app run until ``condition()`` is truthy; fail after ``timeout`` s."""
+    """``tests.polling.wait_until`` for a running app: the app runs between two looks at
+    ``condition()`` (an await, not a sleep); fail naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise WaitTimedOut(f"{what}: not reached within {timeout} s")
         await pilot.pause(0.01)
     await pilot.pause()  # let the redraw that follows the change happen
 

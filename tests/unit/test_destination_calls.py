@@ -17,9 +17,9 @@ from nereus.engine.publishing.destination_calls import (
     Overdue,
     Returned,
 )
-from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
 from tests.integration.doubles import QuietDestination
+from tests.polling import wait_until
 
 
 @pytest.mark.timeout(30)
@@ -40,7 +40,7 @@ def test_an_overdue_call_is_abandoned_and_its_late_answer_handed_on() -> None:
     waiter = threading.Thread(target=lambda: waited.append(
         calls.run("publish", slow, 5.0, late=late.append)))
     waiter.start()
-    wait_for(lambda: clock.waiters == 1, timeout=5, what="the caller waiting")
+    wait_until("the caller waiting", lambda: clock.waiters == 1, 5)
     clock.advance(5)
     waiter.join(5)
     assert waited == [Overdue("publish", 1_000, 5.0)]
@@ -54,7 +54,7 @@ def test_an_overdue_call_is_abandoned_and_its_late_answer_handed_on() -> None:
     assert isinstance(busy, Busy) and started == []
     assert "has not answered a publish begun at" in busy.describe()
     release.set()
-    wait_for(lambda: late == [Returned("sent")], timeout=5, what="the late answer")
+    wait_until("the late answer", lambda: late == [Returned("sent")], 5)
     assert calls.run("probe", lambda: "ok", 5.0) == Returned("ok")
     calls.close()
     assert isinstance(calls.run("probe", lambda: "ok", 5.0), Closed)
@@ -94,13 +94,13 @@ def test_an_evidence_scan_that_hangs_is_an_error_not_a_stuck_scanner() -> None:
 
     waiter = threading.Thread(target=scan)
     waiter.start()
-    wait_for(lambda: clock.waiters == 1, timeout=5, what="the scan waiting")
+    wait_until("the scan waiting", lambda: clock.waiters == 1, 5)
     clock.advance(30)
     waiter.join(5)
     assert len(errors) == 1 and "evidence scan" in str(errors[0])
     with pytest.raises(TimeoutError, match=r"has not answered an? evidence scan"):
         scans.scan_evidence({"a2": "mac"}, 0, 1)
     destination.release.set()
-    wait_for(lambda: scans.calls.busy() is None, timeout=5, what="the hung scan to return")
+    wait_until("the hung scan to return", lambda: scans.calls.busy() is None, 5)
     assert scans.scan_evidence({"a3": "mac"}, 0, 1) == {"a3": "found"}
     scans.close()

@@ -21,8 +21,8 @@ from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Identity
 from nereus.testing import MemoryShard
-from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
+from tests.polling import wait_until
 from tests.unit.builders import admission, outcome, schedule
 
 SHARD = ShardId("default", 0)
@@ -129,12 +129,12 @@ def test_the_scan_interval_passes_on_the_clock(store: ShardStore) -> None:
                                interval_s=3600)
     scanner.start()
     try:
-        wait_for(lambda: clock.waiters == 1, timeout=5, what="the scanner's wait")
+        wait_until("the scanner's wait", lambda: clock.waiters == 1, 5)
         clock.advance(3599)
         assert destination.scans == [] and view.replies == []
         clock.advance(1)
         assert destination.scanned.wait(5)
-        wait_for(lambda: view.replies, timeout=5, what="the settled attempt")
+        wait_until("the settled attempt", lambda: view.replies, 5)
     finally:
         scanner.stop()
     assert [reply.attempt_id for reply in view.replies] == ["a1"]

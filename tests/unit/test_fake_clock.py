@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
-from tests.daemon import wait_for
 from tests.fake_clock import FakeClock, SkewedClock
+from tests.polling import wait_until
 
 
 def _in_thread(clock: FakeClock, event: threading.Event, timeout_s: float) -> list[bool]:
@@ -16,7 +16,7 @@ def _in_thread(clock: FakeClock, event: threading.Event, timeout_s: float) -> li
     answers: list[bool] = []
     threading.Thread(target=lambda: answers.append(clock.wait(event, timeout_s)),
                      daemon=True).start()
-    wait_for(lambda: clock.waiters == 1, timeout=5, what="the waiter on the clock")
+    wait_until("the waiter on the clock", lambda: clock.waiters == 1, 5)
     return answers
 
 
@@ -46,7 +46,7 @@ def test_a_wait_ends_when_the_clock_is_advanced_to_its_deadline() -> None:
     clock.advance(3599)
     assert answers == [] and clock.waiters == 1
     clock.advance(1)
-    wait_for(lambda: answers, timeout=5, what="the wait to end")
+    wait_until("the wait to end", lambda: answers, 5)
     assert answers == [False] and clock.waiters == 0
 
 
@@ -57,7 +57,7 @@ def test_a_wait_ends_at_once_when_its_event_is_set() -> None:
     event = threading.Event()
     answers = _in_thread(clock, event, 3600)
     event.set()
-    wait_for(lambda: answers, timeout=5, what="the wait to end")
+    wait_until("the wait to end", lambda: answers, 5)
     assert answers == [True]
 
 
@@ -67,7 +67,7 @@ def test_autojump_moves_a_still_clock_to_the_earliest_deadline() -> None:
     hour passes in about the threshold of real time, and exactly one hour."""
     clock = FakeClock(monotonic_s=0.0, autojump_threshold_s=0.05)
     answers = _in_thread(clock, threading.Event(), 3600)
-    wait_for(lambda: answers, timeout=5, what="the autojump")
+    wait_until("the autojump", lambda: answers, 5)
     assert answers == [False] and clock.monotonic() == 3600.0
 
 
@@ -82,7 +82,7 @@ def test_sleep_returns_only_after_the_clock_has_moved() -> None:
         done.set()
 
     threading.Thread(target=sleeper, daemon=True).start()
-    wait_for(lambda: clock.waiters == 1, timeout=5, what="the sleeper")
+    wait_until("the sleeper", lambda: clock.waiters == 1, 5)
     assert not done.is_set()
     clock.advance(30)
     assert done.wait(5)

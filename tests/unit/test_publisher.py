@@ -13,8 +13,8 @@ from nereus.engine.runtime.event_log import RecordingEventLog
 from nereus.engine.runtime.supervisor import Backoff, Supervisor
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
-from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
+from tests.polling import wait_until
 
 
 def request(n: int) -> PublishRequest:
@@ -82,13 +82,13 @@ def test_a_lane_survives_its_first_failed_publish() -> None:
     replies = Replies()
     destination.broken = True
     publisher.submit(request(1), replies)
-    wait_for(lambda: "a1" in replies.results, timeout=5, what="the failed publish's reply")
+    wait_until("the failed publish's reply", lambda: "a1" in replies.results, 5)
     assert not publisher.ready
     assert events.named("lane_not_ready")[0]["lane"] == "lane"
     destination.broken = False
-    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY again")
+    wait_until("the lane READY again", lambda: publisher.ready, 5)
     publisher.submit(request(2), replies)
-    wait_for(lambda: "a2" in replies.results, timeout=5, what="the next publish")
+    wait_until("the next publish", lambda: "a2" in replies.results, 5)
     assert replies.results["a2"][0].outcome == Outcome.PUBLISHED
     assert supervisor.restarts == 0, events.named("worker_crashed")
     assert publisher.stop(5) == []
@@ -113,7 +113,7 @@ def test_results_already_held_are_delivered_after_a_crash() -> None:
         publisher.submit(request(n), fragile)
     supervisor = Supervisor(events, Backoff(initial_s=0.01))
     publisher.start(supervisor)
-    wait_for(lambda: len(replies.results) == 3, timeout=5, what="three replies")
+    wait_until("three replies", lambda: len(replies.results) == 3, 5)
     assert {k: len(v) for k, v in replies.results.items()} == {"a1": 1, "a2": 1, "a3": 1}
     assert sorted(destination.sent) == ["a1", "a2", "a3"]
     assert supervisor.restarts == 1
@@ -144,10 +144,10 @@ def test_a_messages_own_fault_leaves_its_lane_ready() -> None:
     publisher.start()
     replies = Replies()
     publisher.submit(request(1), replies)
-    wait_for(lambda: "a1" in replies.results, timeout=5, what="the refused message's reply")
+    wait_until("the refused message's reply", lambda: "a1" in replies.results, 5)
     assert publisher.ready, publisher.not_ready_reason
     publisher.submit(request(2), replies)
-    wait_for(lambda: "a2" in replies.results, timeout=5, what="the next message")
+    wait_until("the next message", lambda: "a2" in replies.results, 5)
     assert replies.results["a2"][0].outcome == Outcome.PUBLISHED
     publisher.stop(5)
 
@@ -180,19 +180,19 @@ def test_a_not_ready_lane_is_probed_again_when_its_clock_says_so() -> None:
     destination = Counted()
     publisher = LanePublisher("lane", destination, clock=clock, probe_interval_s=3600)
     publisher.start()
-    wait_for(lambda: publisher.ready, timeout=5, what="the first probe")
+    wait_until("the first probe", lambda: publisher.ready, 5)
     replies = Replies()
     destination.broken = True
     publisher.submit(request(1), replies)
-    wait_for(lambda: "a1" in replies.results, timeout=5, what="the failed publish's reply")
+    wait_until("the failed publish's reply", lambda: "a1" in replies.results, 5)
     assert not publisher.ready and destination.seen_ms == [1_234_000]
     destination.broken = False
     clock.advance(3599)
     looked = clock.reads
-    wait_for(lambda: clock.reads >= looked + 2, timeout=5, what="the publisher's next look")
+    wait_until("the publisher's next look", lambda: clock.reads >= looked + 2, 5)
     assert not publisher.ready and destination.probes == 1  # the publisher's first
     clock.advance(1)
-    wait_for(lambda: publisher.ready, timeout=5, what="the probe an hour later")
+    wait_until("the probe an hour later", lambda: publisher.ready, 5)
     assert destination.probes == 2
     publisher.stop(5)
 
@@ -220,7 +220,7 @@ def test_each_owner_gate_is_asked_once_per_batch() -> None:
     for n in range(1, 7):
         publisher.submit(request(n), replies, live.__call__ if n % 2 else fenced.__call__)
     publisher.start()
-    wait_for(lambda: len(replies.results) == 6, timeout=5, what="six replies")
+    wait_until("six replies", lambda: len(replies.results) == 6, 5)
     assert (live.asked, fenced.asked) == (1, 1)
     assert sorted(destination.sent) == ["a1", "a3", "a5"]
     declined = [replies.results[f"a{n}"][0] for n in (2, 4, 6)]
@@ -265,14 +265,14 @@ def test_a_publish_that_overruns_its_deadline_is_unknown_and_its_lane_not_ready(
     publisher = LanePublisher("lane", destination, clock=clock, events=events,
                               probe_interval_s=1, publish_timeout_s=30)
     publisher.start()
-    wait_for(lambda: publisher.ready, timeout=5, what="the first probe")
+    wait_until("the first probe", lambda: publisher.ready, 5)
     replies = Replies()
     publisher.submit(request(1), replies)
-    wait_for(lambda: destination.entered == 1, timeout=5, what="the publish call to begin")
+    wait_until("the publish call to begin", lambda: destination.entered == 1, 5)
     publisher.submit(request(2), replies)
     publisher.submit(request(3), replies)
     clock.advance(30)
-    wait_for(lambda: len(replies.results) == 3, timeout=5, what="every job answered")
+    wait_until("every job answered", lambda: len(replies.results) == 3, 5)
     first = replies.results["a1"][0]
     assert (first.outcome, first.disposition) == (Outcome.UNKNOWN, Disposition.NONE)
     assert "has not returned within 30 s" in first.evidence
@@ -287,13 +287,13 @@ def test_a_publish_that_overruns_its_deadline_is_unknown_and_its_lane_not_ready(
         publisher.not_ready_reason]
     assert destination.entered == 1 and destination.sent == []
     destination.release.set()
-    wait_for(lambda: len(replies.results["a1"]) == 2, timeout=5, what="the late answer")
+    wait_until("the late answer", lambda: len(replies.results["a1"]) == 2, 5)
     late = replies.results["a1"][1]
     assert late.outcome == Outcome.PUBLISHED and "after its deadline" in late.evidence
     clock.advance(1)
-    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY after a probe")
+    wait_until("the lane READY after a probe", lambda: publisher.ready, 5)
     publisher.submit(request(4), replies)
-    wait_for(lambda: "a4" in replies.results, timeout=5, what="the next publish")
+    wait_until("the next publish", lambda: "a4" in replies.results, 5)
     assert replies.results["a4"][0].outcome == Outcome.PUBLISHED
     publisher.stop(5)
 
@@ -312,15 +312,15 @@ def test_a_destination_that_hangs_when_opened_holds_up_nothing_but_its_lane() ->
                               probe_interval_s=1, probe_timeout_s=10)
     assert destination.entered == 0 and not publisher.ready
     publisher.start()
-    wait_for(lambda: destination.entered == 1, timeout=5, what="the first probe to begin")
+    wait_until("the first probe to begin", lambda: destination.entered == 1, 5)
     assert publisher.not_ready_reason == "the destination has not answered its first probe yet"
     clock.advance(10)
-    wait_for(lambda: "probe begun at" in (publisher.not_ready_reason or ""), timeout=5,
-             what="the probe's deadline")
+    wait_until("the probe's deadline",
+               lambda: "probe begun at" in (publisher.not_ready_reason or ""), 5)
     assert len(events.named("lane_not_ready")) == 1
     replies = Replies()
     publisher.submit(request(1), replies)
-    wait_for(lambda: "a1" in replies.results, timeout=5, what="the job's answer")
+    wait_until("the job's answer", lambda: "a1" in replies.results, 5)
     declined = replies.results["a1"][0]
     assert (declined.outcome, declined.disposition) == (
         Outcome.NOT_PUBLISHED, Disposition.LANE_UNAVAILABLE)
@@ -328,6 +328,6 @@ def test_a_destination_that_hangs_when_opened_holds_up_nothing_but_its_lane() ->
     destination.hang_probe = False
     destination.release.set()
     clock.advance(1)
-    wait_for(lambda: publisher.ready, timeout=5, what="the lane READY once the probe answers")
+    wait_until("the lane READY once the probe answers", lambda: publisher.ready, 5)
     assert len(events.named("lane_not_ready")) == 1
     publisher.stop(5)

@@ -8,8 +8,8 @@ import pytest
 
 from nereus.engine.runtime.event_log import RecordingEventLog
 from nereus.engine.runtime.supervisor import Backoff, Supervisor, WorkerState
-from tests.daemon import wait_for
 from tests.fake_clock import FakeClock
+from tests.polling import wait_until
 
 FAST = Backoff(initial_s=0.01, cap_s=0.05)
 
@@ -82,7 +82,7 @@ def test_stopping_cuts_a_backoff_short_and_runs_the_body_once_more() -> None:
             raise RuntimeError("first run fails")
 
     worker = supervisor.spawn("slow", "test", body)
-    wait_for(lambda: worker.status().state == WorkerState.BACKOFF, timeout=5, what="backoff")
+    wait_until("backoff", lambda: worker.status().state == WorkerState.BACKOFF, 5)
     worker.stopping()
     assert worker.join(5)
     assert len(calls) == 2
@@ -104,7 +104,7 @@ def test_a_restart_backoff_passes_on_the_clock_not_in_real_time() -> None:
     supervisor = Supervisor(RecordingEventLog(), Backoff(initial_s=60, cap_s=60), clock=clock)
     body = Flaky(failures=1)
     worker = supervisor.spawn("flaky", "test", body)
-    wait_for(lambda: clock.waiters == 1, timeout=5, what="the worker's backoff on the clock")
+    wait_until("the worker's backoff on the clock", lambda: clock.waiters == 1, 5)
     assert worker.status().state == WorkerState.BACKOFF
     assert worker.status().last_error_at_ms == 42_000
     clock.advance(59.999)
@@ -140,8 +140,8 @@ def test_a_crash_that_repeats_is_logged_once_a_minute_not_every_restart() -> Non
     body = Same()
     worker = supervisor.spawn("shard-default/0", "shard", body)
     for calls in range(1, 14):  # 13 crashes, 5 s apart: 0 s .. 60 s
-        wait_for(lambda: clock.waiters == 1 and body.calls == calls, timeout=5,  # noqa: B023
-                 what=f"crash {calls} in its backoff")
+        wait_until(f"crash {calls} in its backoff",
+                   lambda: clock.waiters == 1 and body.calls == calls, 5)  # noqa: B023
         if calls < 13:  # the last one stays in its backoff: nothing runs after the asserts
             clock.advance(5)
     crashes = events.named("worker_crashed")
