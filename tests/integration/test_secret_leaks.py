@@ -1,9 +1,10 @@
 """No secret leaves the engine: a whole run over SASL_SSL (SCRAM-SHA-512) against the real
-secured Kafka, Shard Log and destination both, driven as an operator drives it; every
-output of the run (each command's stdout and stderr, --json or not, doctor, status,
-metrics, the engine's logs, every file the home holds but the secret itself) is searched
-for the password, and it is in none. A wrong password fails doctor and the CLI (exit 5)
-naming the connection and what to fix, again without showing the password."""
+secured Kafka, Shard Log and destination both, and to a Pulsar lane over pulsar+ssl:// with
+a token, driven as an operator drives it; every output of the run (each command's stdout
+and stderr, --json or not, doctor, status, metrics, the engine's logs, every file the home
+holds but the secrets themselves) is searched for the password and the token, and neither
+is in any. A wrong password fails doctor and the CLI (exit 5) naming the connection and
+what to fix, again without showing the password."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import pytest
 
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import running_engine
-from tests.integration.secure_services import SecureKafka
+from tests.integration.secure_services import SecureKafka, SecurePulsar
 from tests.polling import wait_until
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.pulsar]
 
 
 def secured_home(home: Path, kafka: SecureKafka, password: str) -> None:
@@ -50,20 +51,42 @@ topic = "nereus-leak-{run}-out"
     home.chmod(0o700)
 
 
+def with_pulsar_lane(home: Path, pulsar: SecurePulsar) -> None:
+    """Add lane ``pout``: Pulsar over pulsar+ssl:// with the token in a 0600 file."""
+    token = home / "secrets" / "pulsar-token"
+    token.write_text(pulsar.token + "\n")
+    token.chmod(0o600)
+    ca = pulsar.private_copy(home / "secrets", "ca.pem")
+    with (home / "nereus.toml").open("a") as toml:
+        toml.write(f"""
+[pulsar.secure]
+service_url = "{pulsar.service_url}"
+admin_url = "{pulsar.admin_url}"
+tls_trust_certs_file_path = "{ca}"
+token_file = "secrets/pulsar-token"
+
+[lanes.pout]
+destination = "pulsar"
+pulsar = "secure"
+topic = "nereus-leak-{uuid.uuid4().hex[:8]}"
+""")
+
+
 def everything_in(home: Path) -> bytes:
-    """Every byte of every file of the home but the secret file itself."""
+    """Every byte of every file of the home but the secret files themselves."""
     return b"\n".join(path.read_bytes() for path in sorted(home.rglob("*"))
-                      if path.is_file() and path.name != "kafka-password")
+                      if path.is_file() and path.name not in ("kafka-password", "pulsar-token"))
 
 
-def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
-                                                           kafka_secure: SecureKafka) -> None:
+def test_a_whole_run_over_scram_shows_the_password_nowhere(
+        tmp_path: Path, kafka_secure: SecureKafka, pulsar_secure: SecurePulsar) -> None:
     """Engine up, a message scheduled, published over SASL_SSL, looked at every way an
     operator looks, engine down: the password is in no output and no file of the home;
     doctor reads the secret's file and warns that the lane's topic has one replica."""
     home = tmp_path / "home"
     password = kafka_secure.password
     secured_home(home, kafka_secure, password)
+    with_pulsar_lane(home, pulsar_secure)
     outputs: list[CliResult] = []
 
     def nereus(*args: str) -> CliResult:
@@ -72,13 +95,16 @@ def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
         return result
 
     with running_engine(home):
-        queued = nereus("--json", "message", "schedule", "--lane", "out", "--delay", "1s",
-                        "--payload", "over scram", "--wait")
-        assert queued.code == 0, queued.stderr
-        mid = queued.json()["delay_message_id"]
-        wait_until("the message to be published over SASL_SSL",
-                   lambda: nereus("--json", "message", "show", mid).json()
-                   .get("state") == "PUBLISHED", 60, interval_s=0.5)
+        ids = []
+        for lane in ("out", "pout"):
+            queued = nereus("--json", "message", "schedule", "--lane", lane, "--delay", "1s",
+                            "--payload", "secured", "--wait")
+            assert queued.code == 0, queued.stderr
+            ids.append(queued.json()["delay_message_id"])
+        wait_until("the messages to be published over SASL_SSL and pulsar+ssl",
+                   lambda: all(nereus("--json", "message", "show", mid).json()
+                               .get("state") == "PUBLISHED" for mid in ids), 60,
+                   interval_s=0.5)
         for args in (("--json", "status"), ("status",), ("--json", "engine", "status"),
                      ("--json", "doctor"), ("doctor",), ("metrics",), ("engine", "logs"),
                      ("--json", "lane", "list"), ("--json", "attempt", "list")):
@@ -93,8 +119,10 @@ def test_a_whole_run_over_scram_shows_the_password_nowhere(tmp_path: Path,
     assert not replication["ok"] and replication["severity"] == "warning", replication
     assert "replication factor 1" in replication["detail"]
     said = "\n".join(r.stdout + r.stderr for r in outputs)
-    assert password not in said
-    assert password.encode() not in everything_in(home)
+    files = everything_in(home)
+    for secret in (password, pulsar_secure.token):
+        assert secret not in said
+        assert secret.encode() not in files
 
 
 def test_a_wrong_password_is_named_by_doctor_and_the_cli_without_showing_it(
