@@ -108,3 +108,24 @@ def test_a_refused_connection_names_the_connection(tmp_path: Path,
     shown = raised.value.message + (raised.value.hint or "")
     assert said in shown and "[pulsar.secure]" in (raised.value.hint or ""), shown
     assert "bm90LXRoZS1zaWduYXR1cmU" not in shown
+
+
+def test_doctor_names_a_refused_token_and_what_to_check(tmp_path: Path,
+                                                        pulsar_secure: SecurePulsar) -> None:
+    """``nereus doctor`` on a home whose [pulsar.secure] token is refused: the admin API's
+    check fails with its 401 and a fix naming [pulsar.secure]; the token never shows."""
+    from tests.conftest import run_nereus
+
+    home = tmp_path / "home"
+    forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJuZXJldXMifQ.Zm9yZ2VkLXNpZ25hdHVyZQ"
+    table = connection_table(pulsar_secure, home, token=forged)
+    (home / "nereus.toml").write_text(
+        table + f'\n[lanes.pout]\ndestination = "pulsar"\npulsar = "secure"\n'
+        f'topic = "nereus-secure-{SESSION}-doctor"\n')
+    home.chmod(0o700)
+    doctor = run_nereus("--json", "doctor", home=home, timeout=90)
+    assert doctor.code == 1, doctor.stderr
+    check = {c["name"]: c for c in doctor.json()["checks"]}[f"pulsar {pulsar_secure.admin_url}"]
+    assert not check["ok"] and "401 Unauthorized" in check["detail"], check
+    assert "[pulsar.secure]" in check["fix"], check
+    assert forged not in doctor.stdout + doctor.stderr
