@@ -34,7 +34,11 @@ from nereus.adapters.home.home_lock import (
     socket_path,
     write_pid_file,
 )
-from nereus.engine.hosting.process_requests import event_logger, signal_requests
+from nereus.engine.hosting.process_requests import (
+    ProcessRequests,
+    event_logger,
+    signal_requests,
+)
 from nereus.errors import NereusError
 from nereus.layout import HomeLayout
 
@@ -42,22 +46,25 @@ if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
     from nereus.config import Config
     from nereus.engine.admin.endpoints import AdminEndpoints
+    from nereus.engine.hosting.admin_server import AdminServer
     from nereus.engine.hosting.cluster.cluster_node import ClusterNode
     from nereus.engine.hosting.cluster.node_settings import ConfigSource
+    from nereus.engine.metrics.listener import MetricsListener
     from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime.event_log import EventLog
+    from nereus.engine.runtime.log_files import EngineLogs
 
 __all__ = ["AlreadyRunning", "is_locked", "lock_holder", "main", "pid_file", "read_pid",
            "run", "socket_path"]
 
 
 def run(home: Path, *, foreground: bool) -> int:
+    """Run the engine of ``home`` (a node's, on a cluster) until asked to stop; the exit
+    status."""
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.home.feature_level import refuse_below_home_level
     from nereus.adapters.home.private_files import enter_private_mode, secure_home
-    from nereus.engine.admin.api import AdminApi
     from nereus.engine.hosting.admin_server import AdminServer
-    from nereus.engine.hosting.cluster.node_api import NodeApi
     from nereus.engine.metrics.listener import open_listener
     from nereus.engine.process.engine_settings import EngineSettings
     from nereus.engine.process.home_engine import Engine
@@ -88,31 +95,15 @@ def run(home: Path, *, foreground: bool) -> int:
         else:
             refuse_below_home_level(home)  # a downgrade below what the home has written
             engine.start()
-        api: AdminEndpoints = AdminApi(engine) if node is None else \
-            NodeApi(engine, node.store, host=node.settings.host)
+        api = _endpoints(engine, node)
         server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
         server.start(engine.supervisor)
         listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
                                  engine.supervisor)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   metrics=config.metrics.listen)
-        while requests.next() == "reopen_logs":
-            reopened = engine_logs.reopen()
-            log_event("log_reopened" if reopened else "log_not_moved",
-                      path=str(engine_logs.path), reason="SIGHUP")
-        log_event("engine_stopping")
-        # The admin socket goes first and waits for requests in progress: none may read
-        # a shard store while engine.stop() closes it.
-        if listener is not None:
-            listener.close()
-        if not server.close():
-            log_event("admin_requests_still_running")
-        if node is not None:
-            node.stop_reconciling()
-        report = engine.stop()
-        if node is not None:
-            node.leave()
-        log_event("engine_exit", **report)
+        _until_stopped(requests, engine_logs, log_event)
+        _stop(engine, node, server, listener, log_event)
         return 0
     except Exception as exc:
         logger.error("engine_failed", error=f"{type(exc).__name__}: {exc}")
@@ -127,6 +118,43 @@ def run(home: Path, *, foreground: bool) -> int:
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
         engine_logs.close()
+
+
+def _until_stopped(requests: ProcessRequests, engine_logs: EngineLogs,
+                   log_event: EventLog) -> None:
+    """Until a stop is asked; a SIGHUP meanwhile reopens the log if it was moved."""
+    while requests.next() == "reopen_logs":
+        reopened = engine_logs.reopen()
+        log_event("log_reopened" if reopened else "log_not_moved",
+                  path=str(engine_logs.path), reason="SIGHUP")
+
+
+def _endpoints(engine: Engine, node: ClusterNode | None) -> AdminEndpoints:
+    """What the admin socket answers: the single engine's ``AdminApi``, a node's
+    ``NodeApi``."""
+    from nereus.engine.admin.api import AdminApi
+    from nereus.engine.hosting.cluster.node_api import NodeApi
+
+    if node is None:
+        return AdminApi(engine)
+    return NodeApi(engine, node.store, host=node.settings.host)
+
+
+def _stop(engine: Engine, node: ClusterNode | None, server: AdminServer,
+          listener: MetricsListener | None, log_event: EventLog) -> None:
+    """Stop in order. The admin socket goes first and waits for requests in progress: none
+    may read a shard store while engine.stop() closes it."""
+    log_event("engine_stopping")
+    if listener is not None:
+        listener.close()
+    if not server.close():
+        log_event("admin_requests_still_running")
+    if node is not None:
+        node.stop_reconciling()
+    report = engine.stop()
+    if node is not None:
+        node.leave()
+    log_event("engine_exit", **report)
 
 
 def _cluster_handle(config: Config) -> ClusterHandle | None:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
     Metric,
 )
 from prometheus_client.exposition import generate_latest
@@ -34,17 +33,13 @@ from nereus.engine.admin.status_views import (
 )
 from nereus.engine.metrics.memory_gauges import memory_families
 from nereus.engine.metrics.payload_gc_families import payload_gc_families
-from nereus.engine.metrics.shard_counters import Buckets
+from nereus.engine.metrics.shard_families import LANE_OF_SHARD, ShardFamilies
 from nereus.engine.runtime.trusted_clock import TrustedClock
-from nereus.engine.scheduler.claims import Revocation
-from nereus.engine.shard.loop_status import ShardState
 from nereus.records import MessageState
 
 if TYPE_CHECKING:
     from nereus.engine.process.home_engine import Engine
 
-SHARD: Final = ["route", "shard"]
-LANE_OF_SHARD: Final = ["route", "shard", "lane"]
 MESSAGE_STATES: Final = tuple(state.value for state in MessageState)
 
 
@@ -59,96 +54,7 @@ class EngineCollector(Collector):
         reads = StatusReads(engine)  # each lane value and due range read once per scrape
         shards = shard_views(engine, reads)
         lanes = lane_views(engine, reads)
-        loops = {str(shard): loop for shard, loop in engine.shards.items()}
-
-        applied = CounterMetricFamily(
-            "nereus_commands_applied", "Shard Log records applied by this shard's owner "
-            "since its loop started (client commands, system and operator records)", labels=SHARD)
-        position = GaugeMetricFamily(
-            "nereus_applied_position", "The last applied and synced Shard Log position",
-            labels=SHARD)
-        end = GaugeMetricFamily(
-            "nereus_log_end_position", "The Shard Log's end position (next to be written)",
-            labels=SHARD)
-        lag = GaugeMetricFamily(
-            "nereus_command_topic_lag_records", "Shard Log (Command Topic) records queued but "
-            "not yet applied", labels=SHARD)
-        age = GaugeMetricFamily(
-            "nereus_checkpoint_age_seconds", "Seconds since this owner's last checkpoint of "
-            "the shard (since its loop started, before the first)", labels=SHARD)
-        state = GaugeMetricFamily(
-            "nereus_shard_state", "1 for the shard's current state, 0 for the others",
-            labels=[*SHARD, "state"])
-        epoch = GaugeMetricFamily(
-            "nereus_fencing_epoch", "The fencing epoch this owner activated", labels=SHARD)
-        fencing = CounterMetricFamily(
-            "nereus_fencing_events", "Fencing events: admissions refused STALE FENCED and "
-            "this owner fenced by a later one", labels=SHARD)
-        unknown = GaugeMetricFamily(
-            "nereus_unknown_attempts", "Attempts UNKNOWN now (sent or not: evidence decides)",
-            labels=SHARD)
-        stale = CounterMetricFamily(
-            "nereus_stale_admissions", "PUBLISH_ADMISSION records that did not win, by reason",
-            labels=[*SHARD, "reason"])
-        outcomes = CounterMetricFamily(
-            "nereus_publish_outcomes", "PUBLISH_OUTCOME records applied, by outcome",
-            labels=[*LANE_OF_SHARD, "outcome"])
-        due_lag = HistogramMetricFamily(
-            "nereus_due_lag_seconds", "How late admissions were decided after their "
-            "actionAt (Trusted UTC earliest minus actionAt)", labels=LANE_OF_SHARD)
-        latency = HistogramMetricFamily(
-            "nereus_admission_outcome_latency_seconds", "Seconds from an admission applied "
-            "to its outcome applied", labels=LANE_OF_SHARD)
-        claims = CounterMetricFamily(
-            "nereus_claims", "Claims made: due work reserved for this owner (reversible, "
-            "no attempt consumed; counted apart from admissions)", labels=LANE_OF_SHARD)
-        claim_latency = HistogramMetricFamily(
-            "nereus_claim_latency_seconds", "A Claim's local preparation: revalidation, "
-            "permits, payload and template", labels=LANE_OF_SHARD)
-        revocations = CounterMetricFamily(
-            "nereus_claim_revocations", "Claims ended before their attempt reached a "
-            "publisher, by reason (deadline, stale_admission, fenced, handover)",
-            labels=[*LANE_OF_SHARD, "reason"])
-        for view in shards:
-            labels = [view.shard.rpartition("/")[0], view.shard]
-            loop = loops.get(view.shard)
-            if view.applied_position is not None:
-                position.add_metric(labels, view.applied_position)
-            if view.log_end_position is not None:
-                end.add_metric(labels, view.log_end_position)
-            if view.lag is not None:
-                lag.add_metric(labels, view.lag)
-            for name in ShardState:
-                state.add_metric([*labels, name.value], 1 if view.state == name.value else 0)
-            epoch.add_metric(labels, view.epoch)
-            unknown.add_metric(labels, view.uncertain)
-            if loop is None:
-                continue
-            records, since_checkpoint_s = loop.metric_readings()
-            applied.add_metric(labels, records)
-            age.add_metric(labels, since_checkpoint_s)
-            counts = loop.metrics
-            fencing.add_metric(labels, counts.fencing_events)
-            for reason, n in sorted(counts.stale.items()):
-                stale.add_metric([*labels, reason], n)
-            for (lane, outcome), n in sorted(counts.outcomes.items()):
-                outcomes.add_metric([*labels, lane, outcome], n)
-            _histograms(due_lag, labels, counts.due_lag)
-            _histograms(latency, labels, counts.outcome_latency)
-            # every configured lane's claim series from zero, so a rate exists before the
-            # first claim or revocation (as the admission stale reasons are)
-            claim_lanes = sorted(set(engine.config.lanes) | set(counts.claims)
-                                 | {lane for lane, _ in counts.revocations})
-            for lane in claim_lanes:
-                claims.add_metric([*labels, lane], counts.claims.get(lane, 0))
-            _histograms(claim_latency, labels, counts.claim_latency)
-            reasons = sorted({r.value for r in Revocation} | {r for _, r in counts.revocations})
-            for lane in claim_lanes:
-                for reason in reasons:
-                    revocations.add_metric([*labels, lane, reason],
-                                           counts.revocations.get((lane, reason), 0))
-        yield from (applied, position, end, lag, age, state, epoch, fencing, unknown, stale,
-                    outcomes, due_lag, latency, claims, claim_latency, revocations)
+        yield from ShardFamilies(engine.config.lanes).of(shards, engine.shards)
         yield from _lane_families(engine, lanes)
         yield restarts_family(worker_views(engine))
         if engine.clock is not None:
@@ -169,13 +75,6 @@ def held_back_family(clock: TrustedClock) -> Metric:
         "the clock is unsynchronised and then synchronised (0: none)")
     family.add_metric([], clock.held_back_ms / 1000)
     return family
-
-
-def _histograms(family: HistogramMetricFamily, labels: list[str],
-                by_lane: dict[str, Buckets]) -> None:
-    for lane, buckets in sorted(by_lane.items()):
-        cumulative, total = buckets.cumulative()
-        family.add_metric([*labels, lane], cumulative, total)
 
 
 def _lane_families(engine: Engine, lanes: Iterable[LaneView]) -> Iterator[Metric]:

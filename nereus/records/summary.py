@@ -10,7 +10,17 @@ import msgspec
 
 from nereus.records import client, operator, system
 from nereus.records.batch import records_in
-from nereus.records.codec import DecodeFailure, Record, decode, kind_of
+from nereus.records.codec import (
+    OPERATOR_MUTATIONS,
+    SYSTEM_MUTATIONS,
+    ClientCommand,
+    DecodeFailure,
+    OperatorMutation,
+    Record,
+    SystemMutation,
+    decode,
+    kind_of,
+)
 from nereus.timespec import format_time_ms
 
 
@@ -71,6 +81,16 @@ def summarize(record: Record) -> str:
     """One line saying what the record does (and, for an operator mutation, who and why)."""
     if isinstance(record, system.PublishBatch):  # shown member by member (``log_entries``)
         return f"{len(record.members)} admissions and outcomes of one turn"
+    if isinstance(record, OPERATOR_MUTATIONS):
+        return (f"{_operator_target(record)} by {record.operator or '?'}: "
+                f"{record.reason or '(no reason)'}")
+    if isinstance(record, SYSTEM_MUTATIONS):
+        return _system_summary(record)
+    return _client_summary(record)
+
+
+def _client_summary(record: ClientCommand) -> str:
+    """The message a client command is about, and what it asks."""
     match record:
         case client.Schedule():
             extra = f" expire_at={format_time_ms(record.expire_at_ms)}" if record.expire_at_ms \
@@ -87,6 +107,11 @@ def summarize(record: Record) -> str:
             return "query barrier"
         case client.PayloadReserve() | client.PayloadCommit():
             return f"payload {record.payload_id} {record.size_bytes}B sha256={record.sha256[:12]}.."
+
+
+def _system_summary(record: SystemMutation) -> str:
+    """The attempt, owner or position a system mutation records."""
+    match record:
         case system.PublishAdmission():
             return (f"{record.delay_message_id} attempt={record.attempt_id} "
                     f"gen={record.generation} owner={record.owner_id} epoch={record.fencing_epoch}")
@@ -115,6 +140,11 @@ def summarize(record: Record) -> str:
                 stages += f" and {len(record.reject_positions)} rejects"
             return (f"catch up retention of {len(record.delay_message_ids)} messages{stages} "
                     f"owner={record.owner_id} epoch={record.fencing_epoch}")
+
+
+def _operator_target(record: OperatorMutation) -> str:
+    """What an operator mutation changes (who and why are added by ``summarize``)."""
+    match record:
         case operator.LaneGate():
             target = f"lane {record.lane} gate {record.gate}"
         case operator.LaneConfig():
@@ -144,4 +174,4 @@ def summarize(record: Record) -> str:
         case operator.ShardRetention():
             target = f"shard dedup_window_ms={record.dedup_window_ms or 'kept'}" + (
                 " catch_up=True" if record.catch_up is True else "")
-    return f"{target} by {record.operator or '?'}: {record.reason or '(no reason)'}"
+    return target

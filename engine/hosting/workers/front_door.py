@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -36,8 +37,15 @@ from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.cluster_store import ClusterStore
+    from nereus.config import Config
+    from nereus.engine.hosting.admin_server import AdminServer
     from nereus.engine.hosting.workers.front_api import FrontApi
     from nereus.engine.hosting.workers.processes import WorkerProcess
+    from nereus.engine.metrics.listener import MetricsListener
+    from nereus.engine.process.engine_settings import EngineSettings
+    from nereus.engine.process.payload_collector import PayloadCollector
+    from nereus.engine.runtime.event_log import EventLog
+    from nereus.engine.runtime.supervisor import Supervisor
 
 READY_TIMEOUT_S: Final = 120.0
 STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKILL
@@ -45,30 +53,22 @@ STOP_GRACE_S: Final = 30.0  # beyond the engine's own stop timeout, before SIGKI
 
 def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     """Run the front door and its ``count`` workers until asked to stop; the exit status."""
-    from nereus.adapters.backends.objectstore.factory import open_object_store
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.home.private_files import enter_private_mode, secure_home
-    from nereus.adapters.home.route_secrets import route_key
     from nereus.adapters.time_source import SYSTEM_CLOCK
-    from nereus.engine.hosting.admin_server import AdminServer
-    from nereus.engine.hosting.workers.front_api import FrontApi
-    from nereus.engine.hosting.workers.home import node_id, refuse_namesakes, worker_coordinator
+    from nereus.engine.hosting.workers.home import node_id, worker_coordinator
     from nereus.engine.hosting.workers.processes import WorkerProcess, stop_all
-    from nereus.engine.metrics.listener import open_listener
     from nereus.engine.process.engine_settings import EngineSettings
-    from nereus.engine.process.payload_collector import PayloadCollector
     from nereus.engine.runtime import log_files as logs
     from nereus.engine.runtime.supervisor import Supervisor
-    from nereus.engine.runtime.trusted_clock import TrustedClock
 
     enter_private_mode()
     secure_home(home)
     layout = HomeLayout(home)
     config = load_home_config(layout.config)
     members = [node_id(config, index) for index in range(count)]  # refuses ids too long
-    clustered = config.cluster is not None
     settings = EngineSettings.from_config(config.engine)
     lock_fd = acquire_home_lock(home)
     pid_stat = write_pid_file(home)
@@ -82,41 +82,20 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
     supervisor = Supervisor(log_event)
     store = ClusterStore(open_cluster(worker_coordinator(config, home)))
     processes = [WorkerProcess(home, index, count, log_event) for index in range(count)]
-    server = api = listener = collector = None
+    parts = _Parts(processes, store, settings.stop_timeout_s + STOP_GRACE_S)
     try:
-        if not clustered:  # a cluster's configuration and keys are its own already
-            _write_config(store, layout.config.read_text(), source=str(layout.config))
-            for route in config.routes:
-                route_key(home, route)
-        else:  # another home running under this node's id: refused before any worker runs
-            assert config.cluster is not None
-            refuse_namesakes(store.members(), config.cluster.node_id, home=home,
-                             host=config.cluster.host or socket.gethostname())
+        _share_config(store, config, home)
         for worker in processes:
             worker.start(supervisor)
-        api = FrontApi(home, config, store, members, supervisor,
-                       owner_id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
-                       started_ms=started_ms,
-                       clock=TrustedClock(max_error_ms=settings.max_clock_error_ms))
-        if not _await_ready(store, api, requests, processes):
-            log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
-        server = AdminServer(api, socket_path(home), on_shutdown=lambda: requests.put("stop"))
-        server.start(supervisor)
-        listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
-                                 supervisor)
-        if not clustered:  # the front door sees every shard of the home; a node does not
-            collector = PayloadCollector(config, layout, open_object_store(config.objects, home),
-                                         interval_s=settings.payload_gc_interval_s,
-                                         events=log_event)
-            if collector.start(supervisor):
-                api.payloads = collector
+        server = parts.open(home, config, settings, members, supervisor, requests, log_event,
+                            started_ms)
         log_event("admin_socket_ready", path=str(socket_path(home)), pid=os.getpid(),
                   workers=count, metrics=config.metrics.listen)
         while requests.next() == "reopen_logs":
             engine_logs.reopen()
         log_event("engine_stopping", workers=count)
-        if listener is not None:
-            listener.close()
+        if parts.listener is not None:
+            parts.listener.close()
         if not server.close():
             log_event("admin_requests_still_running")
         stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)
@@ -127,20 +106,87 @@ def run_front_door(home: Path, count: int, *, foreground: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        if collector is not None:
-            collector.stop()
-        if listener is not None:
-            listener.close()
-        if server is not None:
-            server.close()
-        stop_all(processes, settings.stop_timeout_s + STOP_GRACE_S)
-        if api is not None:
-            api.close()
-        with contextlib.suppress(Exception):
-            store.handle.close()
+        parts.close()
         remove_if_ours(pid_file(home), pid_stat, content=f"{os.getpid()}\n".encode())
         os.close(lock_fd)
         engine_logs.close()
+
+
+def _share_config(store: ClusterStore, config: Config, home: Path) -> None:
+    """Standalone: the home's shared tables become the workers' cluster configuration and
+    each route has its key. On a node (whose configuration and keys are the cluster's
+    own already): another home running under this node's id is refused before any worker
+    runs."""
+    from nereus.adapters.home.route_secrets import route_key
+    from nereus.engine.hosting.workers.home import refuse_namesakes
+
+    if config.cluster is None:
+        layout = HomeLayout(home)
+        _write_config(store, layout.config.read_text(), source=str(layout.config))
+        for route in config.routes:
+            route_key(home, route)
+    else:
+        refuse_namesakes(store.members(), config.cluster.node_id, home=home,
+                         host=config.cluster.host or socket.gethostname())
+
+
+@dataclass
+class _Parts:
+    """What the front door opened after its workers, closed in order on the way out."""
+
+    processes: list[WorkerProcess]
+    store: ClusterStore
+    stop_s: float
+    api: FrontApi | None = None
+    server: AdminServer | None = None
+    listener: MetricsListener | None = None
+    collector: PayloadCollector | None = None
+
+    def open(self, home: Path, config: Config, settings: EngineSettings, members: list[str],
+             supervisor: Supervisor, requests: ProcessRequests, log_event: EventLog,
+             started_ms: int) -> AdminServer:
+        """The front door's API once the workers are ready (or the start timed out), its
+        admin socket, the metrics listener and, standalone, the payload collection."""
+        from nereus.adapters.backends.objectstore.factory import open_object_store
+        from nereus.engine.hosting.admin_server import AdminServer
+        from nereus.engine.hosting.workers.front_api import FrontApi
+        from nereus.engine.metrics.listener import open_listener
+        from nereus.engine.process.payload_collector import PayloadCollector
+        from nereus.engine.runtime.trusted_clock import TrustedClock
+
+        api = self.api = FrontApi(
+            home, config, self.store, members, supervisor,
+            owner_id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            started_ms=started_ms, clock=TrustedClock(max_error_ms=settings.max_clock_error_ms))
+        if not _await_ready(self.store, api, requests, self.processes):
+            log_event("workers_not_ready", level="warning", timeout_s=READY_TIMEOUT_S)
+        server = self.server = AdminServer(api, socket_path(home),
+                                           on_shutdown=lambda: requests.put("stop"))
+        server.start(supervisor)
+        self.listener = open_listener(config.metrics.address, lambda: api.metrics().exposition,
+                                      supervisor)
+        if config.cluster is None:  # the front door sees every shard of the home; a node not
+            self.collector = PayloadCollector(
+                config, HomeLayout(home), open_object_store(config.objects, home),
+                interval_s=settings.payload_gc_interval_s, events=log_event)
+            if self.collector.start(supervisor):
+                api.payloads = self.collector
+        return server
+
+    def close(self) -> None:
+        from nereus.engine.hosting.workers.processes import stop_all
+
+        if self.collector is not None:
+            self.collector.stop()
+        if self.listener is not None:
+            self.listener.close()
+        if self.server is not None:
+            self.server.close()
+        stop_all(self.processes, self.stop_s)
+        if self.api is not None:
+            self.api.close()
+        with contextlib.suppress(Exception):
+            self.store.handle.close()
 
 
 def _write_config(store: ClusterStore, text: str, *, source: str) -> None:

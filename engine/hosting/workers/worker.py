@@ -30,8 +30,11 @@ from nereus.layout import HomeLayout
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.coordinator_url import ClusterHandle
+    from nereus.config import Config
     from nereus.engine.admin.endpoints import AdminEndpoints
+    from nereus.engine.hosting.admin_server import AdminServer
     from nereus.engine.hosting.cluster.cluster_node import ClusterNode
+    from nereus.engine.process.engine_settings import EngineSettings
     from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime.event_log import EventLog
 
@@ -44,13 +47,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import load_home_config
     from nereus.adapters.home.private_files import enter_private_mode
-    from nereus.engine.admin.api import AdminApi
-    from nereus.engine.hosting.admin_server import AdminServer
-    from nereus.engine.hosting.cluster.node_api import NodeApi
-    from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
     from nereus.engine.hosting.daemon import abandon
-    from nereus.engine.hosting.workers.count import worker_memory_mb, worker_shards
-    from nereus.engine.process.engine_settings import EngineSettings
     from nereus.engine.process.home_engine import Engine
     from nereus.engine.runtime import log_files as logs
 
@@ -72,11 +69,7 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
     # a home run with one process or several sees the same Recovery Set; on a node of a
     # cluster it is the cluster's, in the coordinator
     handle = open_cluster(config.cluster.coordinator)
-    settings = EngineSettings.from_config(config.engine)
-    settings = dataclasses.replace(settings,
-                                   memory_mb=worker_memory_mb(settings.memory_mb, expected),
-                                   memory_shards=worker_shards(config, expected))
-    engine = Engine(home, config, settings=settings, log_event=log_event,
+    engine = Engine(home, config, settings=_settings(config, expected), log_event=log_event,
                     catalog=handle if clustered else None)
     parent = _ParentWatch(requests)
     engine.supervisor.spawn("parent-watch", "worker", parent.run)
@@ -87,21 +80,13 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         engine.start(owned=())
         _await_members(node, {node_id(home_config, k) for k in range(expected)})
         node.start(engine.supervisor)
-        api: AdminEndpoints = NodeApi(engine, node.store, host=node.settings.host) \
-            if clustered else AdminApi(engine, owners=StoreOwnerLookup(node.store))
-        server = AdminServer(api, worker_socket(home, index),
-                             on_shutdown=lambda: requests.put("stop"))
+        server = _admin_server(engine, node, worker_socket(home, index), requests,
+                               clustered=clustered)
         server.start(engine.supervisor)
         log_event("worker_ready", path=str(worker_socket(home, index)), pid=os.getpid())
         while requests.next() == "reopen_logs":
             engine_logs.reopen()
-        log_event("worker_stopping")
-        if not server.close():
-            log_event("admin_requests_still_running")
-        node.stop_reconciling()
-        report = engine.stop()
-        node.leave()
-        log_event("worker_exit", **report)
+        _stop(engine, node, server, log_event)
         return 0
     except Exception as exc:
         logger.error("worker_failed", worker=index, error=f"{type(exc).__name__}: {exc}")
@@ -113,6 +98,42 @@ def run_worker(home: Path, index: int, *, expected: int, foreground: bool) -> in
         if server is not None:
             server.close()
         engine_logs.close()
+
+
+def _settings(config: Config, expected: int) -> EngineSettings:
+    """The home's engine settings, its memory budget shared among ``expected`` workers."""
+    from nereus.engine.hosting.workers.count import worker_memory_mb, worker_shards
+    from nereus.engine.process.engine_settings import EngineSettings
+
+    settings = EngineSettings.from_config(config.engine)
+    return dataclasses.replace(settings,
+                               memory_mb=worker_memory_mb(settings.memory_mb, expected),
+                               memory_shards=worker_shards(config, expected))
+
+
+def _admin_server(engine: Engine, node: ClusterNode, address: Path,
+                  requests: ProcessRequests, *, clustered: bool) -> AdminServer:
+    """The worker's admin server (not started): a node's ``NodeApi`` on a cluster, else the
+    single engine's ``AdminApi`` that knows the other workers' shards."""
+    from nereus.engine.admin.api import AdminApi
+    from nereus.engine.hosting.admin_server import AdminServer
+    from nereus.engine.hosting.cluster.node_api import NodeApi
+    from nereus.engine.hosting.cluster.node_lookup import StoreOwnerLookup
+
+    api: AdminEndpoints = NodeApi(engine, node.store, host=node.settings.host) \
+        if clustered else AdminApi(engine, owners=StoreOwnerLookup(node.store))
+    return AdminServer(api, address, on_shutdown=lambda: requests.put("stop"))
+
+
+def _stop(engine: Engine, node: ClusterNode, server: AdminServer, log_event: EventLog) -> None:
+    """Stop in order: the socket, reconciling, the shards (drained), the session."""
+    log_event("worker_stopping")
+    if not server.close():
+        log_event("admin_requests_still_running")
+    node.stop_reconciling()
+    report = engine.stop()
+    node.leave()
+    log_event("worker_exit", **report)
 
 
 def _join(engine: Engine, handle: ClusterHandle, log_event: EventLog, address: Path,
