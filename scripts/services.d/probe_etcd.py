@@ -45,7 +45,8 @@ def etcd_secure_round_trip(budget: float) -> str:
     url = f"https://{HOST}:{env('NEREUS_ETCD_PORT', '2479')}/v3"
     session = requests.Session()
     session.trust_env = False  # REQUESTS_CA_BUNDLE would replace the test CA
-    tls = {"verify": f"{certs}/ca.pem", "cert": (f"{certs}/etcd-client.pem", f"{certs}/etcd-client.key")}
+    tls = {"verify": f"{certs}/ca.pem",
+           "cert": (f"{certs}/etcd-client.pem", f"{certs}/etcd-client.key")}
     timeout = max(1.0, budget)
 
     def call(path: str, body: dict[str, object], token: str | None = None) -> dict[str, object]:
@@ -59,13 +60,13 @@ def etcd_secure_round_trip(budget: float) -> str:
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    password = open(f"{certs}/etcd-password").read().strip()  # noqa: PTH123, SIM115
+    password = open(f"{certs}/etcd-password").read().strip()  # noqa: SIM115
     try:
         token = str(call("auth/authenticate", {"name": "nereus", "password": password})["token"])
     except RuntimeError as exc:
         if "authentication is not enabled" not in str(exc):
             raise
-        root = open(f"{certs}/etcd-root-password").read().strip()  # noqa: PTH123, SIM115
+        root = open(f"{certs}/etcd-root-password").read().strip()  # noqa: SIM115
         call("auth/user/add", {"name": "root", "password": root})
         call("auth/user/grant", {"user": "root", "role": "root"})
         call("auth/role/add", {"name": "nereus"})

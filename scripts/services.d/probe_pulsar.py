@@ -29,7 +29,7 @@ def _quiet_logger() -> logging.Logger:
 def _token() -> str | None:
     """A secured broker's token (scripts/services sets the file for pulsar-secure)."""
     path = os.environ.get("NEREUS_PULSAR_PROBE_TOKEN_FILE")
-    return open(path).read().strip() if path else None  # noqa: PTH123, SIM115
+    return open(path).read().strip() if path else None
 
 
 def pulsar_client(budget: float) -> tuple[str, pulsar.Client]:

@@ -8,7 +8,6 @@ Needs ``boto3``, imported where used.
 from __future__ import annotations
 
 import os
-
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
