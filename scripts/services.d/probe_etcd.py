@@ -8,6 +8,7 @@ coordinator uses, see docs/coordination.md), imported where used.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from probe_support import HOST, env
 
@@ -49,7 +50,7 @@ def etcd_secure_round_trip(budget: float) -> str:
            "cert": (f"{certs}/etcd-client.pem", f"{certs}/etcd-client.key")}
     timeout = max(1.0, budget)
 
-    def call(path: str, body: dict[str, object], token: str | None = None) -> dict[str, object]:
+    def call(path: str, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
         headers = {"Authorization": token} if token else {}
         answer = session.post(f"{url}/{path}", json=body, headers=headers, timeout=timeout,
                               **tls)  # type: ignore[arg-type]
