@@ -181,13 +181,16 @@ def latencies(home: Path, via: Via, samples: int, concurrency: int, payload: byt
     queued: list[float] = []
     applied: list[float] = []
     lock = threading.Lock()
+    run = uuid.uuid4().hex[:8]  # ids of their own, whatever the home already holds
     with DelayClient.from_home(home, via=via) as client:
-        client.result(client.schedule(f"warm-{via}", "out", delay="1h"), wait=60)
+        client.result(client.schedule(f"warm-{via}-{uuid.uuid4().hex}", "out", delay="1h"),
+                      wait=60)
 
         def worker(index: int) -> None:
             for n in range(index, samples, concurrency):
                 began = time.perf_counter()
-                receipt = client.schedule(f"lat-{via}-{n}", "out", delay="1h", payload=payload)
+                receipt = client.schedule(f"lat-{via}-{run}-{n}", "out", delay="1h",
+                                          payload=payload)
                 got = time.perf_counter()
                 client.result(receipt, wait=60)
                 with lock:

@@ -10,6 +10,8 @@ conclusive for every command queued before it.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -36,6 +38,7 @@ class ResultQueries:
         self._source = source
         self._clock = clock
         self._timeout_s = timeout_s
+        self._barriers = SharedBarriers(clock)
 
     def admin_for(self, shard: ShardId) -> AdminClient:
         """The admin client of the engine that answers for ``shard``."""
@@ -63,29 +66,30 @@ class ResultQueries:
         """The command's applied result, waiting up to ``wait_s``; ``Rejected`` (``LaneFull``)
         when the shard refused it, ``ResultPending`` when it is not applied in time.
 
-        Unless the message shows its shard applied past the command already, a query
-        barrier is appended behind the command (the engine waits for it, woken by its own
-        append): once it is applied so is the command, whose stored result is then
-        read without touching the log. Polling the command instead would read the unapplied
-        part of the Shard Log through the shard's own reader, moving it under the loop."""
+        A query barrier behind the command is waited for (the engine appends it and wakes
+        the shard; concurrent callers share one barrier per shard): once it is applied so
+        is the command, whose stored result is then read without touching the log. Polling
+        the command instead would read the unapplied part of the Shard Log through the
+        shard's own reader, moving it under the loop."""
         shard = ShardId.parse(receipt.shard)
         admin = self.admin_for(shard)
-        deadline = self._clock.monotonic() + wait_s
-        barrier_needed = not self._applied_already(admin, receipt)
+        since = self._clock.monotonic()
+        deadline = since + wait_s
         while True:
-            message: MessageDetail | None = None
-            if barrier_needed and receipt.delay_message_id is not None:
-                left = deadline - self._clock.monotonic()
-                message = self._behind_barrier(admin, receipt, max(left, 0.05))
+            if receipt.delay_message_id is not None:
+                left = max(deadline - self._clock.monotonic(), 0.05)
+                if not self._barriers.wait(shard, since, left, lambda timeout_s:
+                                           self._behind_barrier(admin, receipt, timeout_s)):
+                    raise _pending(receipt, wait_s)
             status = _command_status(admin, receipt.command_id)
             if status is not None and status.evidence == "APPLIED":
-                if message is None:  # read now: after the result, so after its effect
-                    message = self._message_now(admin, receipt)
-                return _finished(receipt, status, message)
+                # read after the result, so after the command's effect
+                return _finished(receipt, status, self._message_now(admin, receipt))
             left = deadline - self._clock.monotonic()
             if left <= 0:
                 raise _pending(receipt, wait_s)
             self._clock.sleep(min(_LOOK_S, left))
+            since = self._clock.monotonic()
 
     def _message_now(self, admin: AdminClient, receipt: Receipt) -> MessageDetail | None:
         """The command's message as its shard holds it now (None if none does)."""
@@ -98,31 +102,20 @@ class ResultQueries:
         except NotFound:
             return None
 
-    def _applied_already(self, admin: AdminClient, receipt: Receipt) -> bool:
-        """Whether the command's shard has applied its position (a result asked for late:
-        no barrier needed). Only the position is trusted: the message in the same answer
-        may have been read before the command was applied."""
-        found = self._message_now(admin, receipt)
-        return found is not None and found.shard == receipt.shard and \
-            found.applied_position is not None and \
-            found.applied_position >= receipt.source_position
-
-    def _behind_barrier(self, admin: AdminClient, receipt: Receipt,
-                        timeout_s: float) -> MessageDetail | None:
-        """The command's message once a query barrier behind it is applied (None if no
-        shard holds it); ``ResultPending`` when the barrier is not applied in time."""
+    def _behind_barrier(self, admin: AdminClient, receipt: Receipt, timeout_s: float) -> bool:
+        """Whether a query barrier appended now to the shard of ``receipt``'s message was
+        applied within ``timeout_s``."""
         assert receipt.delay_message_id is not None
         waiting = AdminClient(admin.path, timeout=timeout_s)
         try:
-            return msgspec.convert(waiting.message(receipt.delay_message_id,
-                                                   route=self._source.name, barrier=True),
-                                   MessageDetail)
+            waiting.message(receipt.delay_message_id, route=self._source.name, barrier=True)
         except NotFound:
-            return None
+            return True  # no message: the barrier was applied all the same
         except (NotListening, ShardNotHere):
             raise
         except (EngineUnreachable, UsageError):  # no answer in time, or the barrier's own
-            raise _pending(receipt, timeout_s) from None  # 30 s ran out
+            return False  # 30 s ran out
+        return True
 
     def message(self, delay_message_id: str, shard: ShardId) -> MessageDetail:
         """The message behind a query barrier on its shard (every command queued before
@@ -130,6 +123,54 @@ class ResultQueries:
         found = self.admin_for(shard).message(delay_message_id, route=self._source.name,
                                               barrier=True)
         return msgspec.convert(found, MessageDetail)
+
+
+class _Flight:
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.done = threading.Event()
+        self.applied = False
+        self.error: BaseException | None = None
+
+
+class SharedBarriers:
+    """At most one query barrier in flight per shard, shared by every caller it covers: a
+    barrier started after a caller began waiting was appended after that caller's command,
+    so its being applied means the command is too (group commit, for barriers)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flights: dict[ShardId, _Flight] = {}
+
+    def wait(self, shard: ShardId, since: float, timeout_s: float,
+             run: Callable[[float], bool]) -> bool:
+        """Wait for a barrier on ``shard`` started at or after ``since``: the one in
+        flight, or one ``run(timeout_s)`` appends and waits for now. Whether it was applied
+        within ``timeout_s``."""
+        with self._lock:
+            flight = self._flights.get(shard)
+            mine = flight is None or flight.started < since
+            if mine:
+                flight = self._flights[shard] = _Flight(self._clock.monotonic())
+        assert flight is not None
+        if not mine:
+            if not flight.done.wait(timeout_s):
+                return False
+            if flight.error is not None:
+                raise flight.error
+            return flight.applied
+        try:
+            flight.applied = run(timeout_s)
+            return flight.applied
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            flight.done.set()
+            with self._lock:
+                if self._flights.get(shard) is flight:
+                    del self._flights[shard]
 
 
 def _finished(queued: Receipt, status: CommandStatus,
