@@ -286,6 +286,21 @@ def test_many_concurrent_async_schedules_share_appends(home: Path) -> None:
     assert appends < 50
 
 
+def test_the_core_client_loads_the_sdk_only_when_asked() -> None:
+    """``import nereus.client`` (the core: prepare, validate, errors) loads no adapter,
+    thread or broker client; naming ``DelayClient`` loads the SDK."""
+    import subprocess
+    import sys
+
+    code = ("import sys, nereus.client as c\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nereus.adapters')"
+            " or m in ('confluent_kafka', 'pulsar')))\n"
+            "c.DelayClient\nprint('nereus.adapters.client.delay_client' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.splitlines() == ["[]", "True"]
+
+
 def test_retry_policy_is_bounded() -> None:
     """Backoffs grow by the multiplier up to the cap, one fewer than the attempts."""
     policy = RetryPolicy(attempts=5, initial_backoff_s=0.1, max_backoff_s=0.3)
