@@ -4,7 +4,8 @@ Usage::
 
     .venv/bin/python bench/fire.py [--burst N] [--rate R --duration S] [--partitions P]
                                    [--only burst|steady] [--json] [--profile] [--keep]
-                                   [--workers N]
+                                   [--workers N] [--level L] [--baseline-level B]
+                                   [--rounds K]
 
 What it does, each scenario in a fresh temp home with the engine running in-process
 (``nereus.engine.process.home_engine.Engine`` with the daemon's default ``EngineSettings``):
@@ -43,6 +44,13 @@ the same ``--partitions``. ``--profile`` needs the in-process engine. The parts:
 ``fire_scenarios`` (the two scenarios, on ``inprocess_engine`` or the daemon, shared with
 ``bench/brokers.py``), ``fire_engines`` (what they watch), ``fire_raw`` (the raw baseline)
 and ``fire_profile`` (the threads' profiler); this module prints the report.
+
+**The old path as the baseline, in the same run**: each scenario runs in a home at feature
+level ``--level`` (default: this build's, 2: a turn's admissions and outcomes as one
+PUBLISH_BATCH record) and in one at ``--baseline-level`` (default 1: a record each, as
+0.1.0 writes them; 0 skips it), ``--rounds`` times, alternating which goes first. The
+report gives both and, for the burst, the median of the rounds' ratios (CPU per published
+message, publishes/s per shard), for the steady rate both p99s.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -58,6 +67,7 @@ import msgspec
 
 from fire_profile import ThreadProfile, ThreadProfiles
 from fire_scenarios import BurstFigures, SteadyFigures, burst, steady
+from nereus.features import SUPPORTED_LEVEL
 from scratch import scratch_dir
 
 REFERENCES = (
@@ -67,15 +77,32 @@ REFERENCES = (
 )
 
 
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """``--level`` against ``--baseline-level``, the median over the rounds of each round's
+    ratio (new / baseline; a round ran both, one after the other)."""
+
+    rounds: int
+    cpu_us_per_publish: list[tuple[float, float]]  # (new, baseline) per round
+    cpu_ratio_median: float
+    rate_per_shard: list[tuple[int, int]]  # (new, baseline) per round, the slowest shard
+    rate_ratio_median: float
+
+
 class FireReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Everything ``bench/fire.py`` reports; a scenario not run and ``profile`` without
-    ``--profile`` are absent."""
+    """Everything ``bench/fire.py`` reports; a scenario not run, a baseline not asked for
+    and ``profile`` without ``--profile`` are absent. ``burst`` and ``steady`` are the last
+    round's at ``level``, ``*_baseline`` at ``baseline_level``."""
 
     partitions: int
     workers: int | None  # None: the engine in the bench's process
     cpus: int | None
+    level: int
+    baseline_level: int | None = None
     burst: BurstFigures | None = None
+    burst_baseline: BurstFigures | None = None
+    comparison: Comparison | None = None
     steady: SteadyFigures | None = None
+    steady_baseline: SteadyFigures | None = None
     profile: list[ThreadProfile] | None = None
     references: list[str]
     command: str
@@ -83,7 +110,7 @@ class FireReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 # report ----------------------------------------------------------------------------------
 def _render_burst(b: BurstFigures) -> list[str]:
-    out = [f"burst   {b.messages:,} messages due at once "
+    out = [f"burst   at feature level {b.feature_level}: {b.messages:,} messages due at once "
            f"(queued in {b.queue_s} s, applied "
            f"{'before' if b.applied_before_due else 'NOT before'} due)",
            f"        first publish {b.first_publish_after_due_ms} ms after due; all "
@@ -107,7 +134,8 @@ def _render_steady(s: SteadyFigures) -> list[str]:
     how = (f"feeder process, deliver_at = send + {s.lead_ms} ms"
            if s.mode == "feeder" else "pre-queued, deliver_at staggered")
     lat = s.lateness_ms
-    return [f"steady  {s.rate_per_s:,}/s for {s.duration_s} s ({s.messages:,} messages; {how})",
+    return [f"steady  at feature level {s.feature_level}: {s.rate_per_s:,}/s for "
+            f"{s.duration_s} s ({s.messages:,} messages; {how})",
             f"        lateness p50 {lat.p50} ms  p90 {lat.p90} ms  p99 {lat.p99} "
             f"ms  max {lat.max} ms  mean {lat.mean} ms; early {s.early}; "
             f"floor {s.clock_error_floor_ms} ms (Trusted UTC error bound); engine "
@@ -122,10 +150,19 @@ def render(report: FireReport) -> str:
         f"daemon with {report.workers} worker process(es)"
     out = [f"Nereus Delay fire bench: {engine}, file destination, "
            f"{report.partitions} shard(s), {report.cpus} CPU(s)"]
-    if report.burst is not None:
-        out.extend(_render_burst(report.burst))
-    if report.steady is not None:
-        out.extend(_render_steady(report.steady))
+    for burst_figures in (report.burst_baseline, report.burst):
+        if burst_figures is not None:
+            out.extend(_render_burst(burst_figures))
+    if report.comparison is not None:
+        c = report.comparison
+        out.append(f"level {report.level} / level {report.baseline_level} over {c.rounds} "
+                   f"round(s): CPU per published message {c.cpu_ratio_median}x (median; "
+                   f"{', '.join(f'{n} vs {b} us' for n, b in c.cpu_us_per_publish)}), "
+                   f"publishes/s per shard {c.rate_ratio_median}x "
+                   f"({', '.join(f'{n:,} vs {b:,}' for n, b in c.rate_per_shard)})")
+    for steady_figures in (report.steady_baseline, report.steady):
+        if steady_figures is not None:
+            out.extend(_render_steady(steady_figures))
     out.append("reference (not measured):")
     out.extend(f"        {line}" for line in REFERENCES)
     for profile in report.profile or []:
@@ -135,6 +172,47 @@ def render(report: FireReport) -> str:
             f"{k} {v} s" for k, v in profile.phases.items()))
         out.extend(f"        {hot.self_s:>7.3f} s  {hot.where}" for hot in profile.top_self)
     return "\n".join(out)
+
+
+class Runs(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``_runs`` measured (``FireReport``'s fields of the same names)."""
+
+    burst: BurstFigures | None = None
+    burst_baseline: BurstFigures | None = None
+    comparison: Comparison | None = None
+    steady: SteadyFigures | None = None
+    steady_baseline: SteadyFigures | None = None
+
+
+def _runs(root: Path, args: argparse.Namespace) -> Runs:
+    """Each scenario asked for at ``--level`` and ``--baseline-level``, ``--rounds`` times,
+    alternating which level goes first; the last round's figures and the comparison."""
+    levels = [args.level] + ([args.baseline_level] if args.baseline_level else [])
+    bursts: list[dict[int, BurstFigures]] = []
+    steadies: dict[int, SteadyFigures] = {}
+    for round_no in range(args.rounds):
+        order = levels if round_no % 2 else levels[::-1]  # the baseline first in round 1
+        if args.only in (None, "burst"):
+            bursts.append({level: burst(root, args, level) for level in order})
+        if args.only in (None, "steady"):
+            steadies.update({level: steady(root, args, level) for level in order})
+    base = args.baseline_level
+    last = bursts[-1] if bursts else {}
+    return Runs(
+        burst=last.get(args.level), burst_baseline=last.get(base) if base else None,
+        comparison=_compare([(b[args.level], b[base]) for b in bursts]) if bursts and base
+        else None,
+        steady=steadies.get(args.level), steady_baseline=steadies.get(base) if base else None)
+
+
+def _compare(pairs: list[tuple[BurstFigures, BurstFigures]]) -> Comparison:
+    cpu = [(new.cpu_us_per_publish, old.cpu_us_per_publish) for new, old in pairs]
+    rate = [(new.rate_per_shard_min, old.rate_per_shard_min) for new, old in pairs]
+    return Comparison(
+        rounds=len(pairs), cpu_us_per_publish=cpu,
+        cpu_ratio_median=round(statistics.median(n / b for n, b in cpu), 3),
+        rate_per_shard=rate,
+        rate_ratio_median=round(statistics.median(n / b for n, b in rate), 3))
 
 
 def main() -> None:
@@ -159,6 +237,12 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="profile the engine threads with pyinstrument")
     parser.add_argument("--profile-top", type=int, default=12)
+    parser.add_argument("--level", type=int, default=SUPPORTED_LEVEL,
+                        help="the homes' feature level (default: this build's)")
+    parser.add_argument("--baseline-level", type=int, default=1,
+                        help="the baseline's feature level, run beside it (0: none)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="level and baseline runs, alternating which goes first")
     args = parser.parse_args()
     if args.partitions is None:
         args.partitions = 1 if args.workers is None else max(2, args.workers)
@@ -168,20 +252,17 @@ def main() -> None:
         parser.error("--profile needs pyinstrument, which nereus does not depend on: "
                      "`.venv/bin/pip install pyinstrument`")
     profiles = ThreadProfiles() if args.profile else None
-    burst_figures = steady_figures = None
     with scratch_dir("nereus-fire-", args.dir, keep=args.keep) as root:
         if profiles is not None:
             profiles.install()
         try:
-            if args.only in (None, "burst"):
-                burst_figures = burst(root, args)
-            if args.only in (None, "steady"):
-                steady_figures = steady(root, args)
+            runs = _runs(root, args)
         finally:
             if profiles is not None:
                 profiles.uninstall()
     report = FireReport(partitions=args.partitions, workers=args.workers, cpus=os.cpu_count(),
-                        burst=burst_figures, steady=steady_figures,
+                        level=args.level, baseline_level=args.baseline_level or None,
+                        **msgspec.structs.asdict(runs),
                         profile=None if profiles is None else profiles.report(args.profile_top),
                         references=list(REFERENCES),
                         command=" ".join([Path(sys.executable).name, *sys.argv]))

@@ -3,6 +3,8 @@
 Each runs in a fresh home whose route is on the file log and whose lane ``local`` writes
 to the outbox file, with the engine in this process. What was published is read back
 from the outbox (``published_at`` is ISO-8601 in ms, so lateness has 1 ms resolution).
+The home is at the feature level asked for (``level``): at 1 every admission and outcome
+is a Shard Log record of its own, at 2 a turn's go as one PUBLISH_BATCH.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from inprocess_engine import (
     queue_due,
     wait_for,
 )
+from nereus.adapters.home.feature_level import write_home_level
+from nereus.cluster.records import FeatureLevel
 from nereus.config import Config
 from nereus.config_template import render_config
 from nereus.layout import HomeLayout
@@ -41,11 +45,13 @@ TARGET_P99_MS = 100
 HEADERS = {"kind": "bench"}
 
 
-def make_home(root: Path, partitions: int) -> tuple[Path, Config]:
+def make_home(root: Path, partitions: int, level: int = 1) -> tuple[Path, Config]:
     text = render_config(route="default", partitions=partitions, log="file",
                          route_id=uuid.uuid4().hex)
-    home, config = new_home(root, "fire-", text)
+    home, config = new_home(root, f"fire-l{level}-", text)
     HomeLayout(home).outbox.mkdir()
+    if level > 1:  # as `nereus upgrade finalize` leaves it
+        write_home_level(home, FeatureLevel(level=level, raised_by="bench", reason="fire"))
     return home, config
 
 
@@ -66,6 +72,7 @@ class BurstShard(msgspec.Struct, frozen=True):
 
 
 class BurstFigures(msgspec.Struct, frozen=True):
+    feature_level: int
     messages: int
     partitions: int
     outbox_lines: int
@@ -98,8 +105,8 @@ def _stamps_by_shard(lines: list[dict[str, Any]], partitions: int) -> dict[str, 
     return by_shard
 
 
-def burst(root: Path, args: argparse.Namespace) -> BurstFigures:
-    home, config = make_home(root, args.partitions)
+def burst(root: Path, args: argparse.Namespace, level: int) -> BurstFigures:
+    home, config = make_home(root, args.partitions, level)
     with watched(home, config, args.workers) as run:
         probe = run.probe
         queued_at = time.monotonic()
@@ -134,6 +141,7 @@ def burst(root: Path, args: argparse.Namespace) -> BurstFigures:
                                       rate_per_s=round(len(stamps) / span_ms * 1000))
     worst = min(s.rate_per_s for s in per_shard.values())
     return BurstFigures(
+        feature_level=level,
         messages=args.burst,
         partitions=args.partitions,
         outbox_lines=len(lines),
@@ -168,6 +176,7 @@ class SteadyLateness(msgspec.Struct, frozen=True):
 
 
 class SteadyFigures(msgspec.Struct, frozen=True):
+    feature_level: int
     mode: str
     rate_per_s: int
     duration_s: float
@@ -225,8 +234,8 @@ def _feed(home: Path, logs: ShardLogs, args: argparse.Namespace, total: int) -> 
         raise SystemExit(f"steady: the feeder exited with {child.exitcode}")
 
 
-def steady(root: Path, args: argparse.Namespace) -> SteadyFigures:
-    home, config = make_home(root, args.partitions)
+def steady(root: Path, args: argparse.Namespace, level: int) -> SteadyFigures:
+    home, config = make_home(root, args.partitions, level)
     total = int(args.rate * args.duration)
     with watched(home, config, args.workers) as run:
         probe = run.probe
@@ -245,6 +254,7 @@ def steady(root: Path, args: argparse.Namespace) -> SteadyFigures:
                       for line in lines)
     p99 = percentile(lateness, 0.99)
     return SteadyFigures(
+        feature_level=level,
         mode=args.steady_mode,
         rate_per_s=args.rate,
         duration_s=args.duration,

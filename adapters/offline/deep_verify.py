@@ -96,8 +96,9 @@ def locate(image: Path, log: ShardLog, reference: Reference) -> Check:
         touched: dict[bytes, int] = {}
 
         def observe(record: LogRecord, applied: Applied) -> None:
-            for key in applied.writes:
-                touched.setdefault(key, record.position)
+            for one in (applied, *applied.members):  # a PUBLISH_BATCH's writes: its members'
+                for key in one.writes:
+                    touched.setdefault(key, record.position)
 
         replay_from(image, replayed_path, log, stop_at=target, observer=observe)
         with ShardStore.open(replayed_path, read_only=True) as replayed, \

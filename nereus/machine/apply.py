@@ -58,7 +58,7 @@ from nereus.records.system import (
 from nereus.records.vocabulary import ResultStatus
 from nereus.state import keys
 from nereus.state.values import Result, decode_value, encode_value
-from nereus.state.view import Layer, StateView, Writes
+from nereus.state.view import Layer, Overlay, StateView, Writes
 
 
 class Applied(msgspec.Struct, frozen=True):
@@ -72,7 +72,9 @@ class Applied(msgspec.Struct, frozen=True):
     record: Record | None
     duplicate: bool = False  # True when this is a same-bytes re-delivery of a dedup key
     # a PUBLISH_BATCH's members, each applied as the record it carries, in order (its
-    # ``result`` is then the batch's own summary, stored nowhere: the members' are stored)
+    # ``result`` is then the batch's own summary, stored nowhere: the members' are stored;
+    # applied into an ``Overlay``, the members' writes are in it already and ``writes`` is
+    # empty)
     members: tuple[Applied, ...] = ()
 
     @property
@@ -192,18 +194,18 @@ def apply(
     ``limits`` bind a shard whose log has not replicated its own (SHARD_LIMITS, kept in
     ``meta/shard_limits``); once it has, those bind, whatever the caller passes. Offline
     tools and the engine pass the defaults, so every replay decides the same."""
-    sha = _sha256(record).hexdigest()
     decoded = codec.decode(record)
     replicated = view.get(keys.META_SHARD_LIMITS)
     if replicated is not None:
         limits = _replicated_limits(replicated)
-    if type(decoded) is PublishBatch:
-        return _apply_batch(view, decoded, position, broker_ms, limits, sha)
-    return _apply_decoded(view, decoded, position, broker_ms, limits, sha)
+    if type(decoded) is PublishBatch:  # its members' bytes are hashed, each by itself
+        return _apply_batch(view, decoded, position, broker_ms, limits, record)
+    return _apply_decoded(view, decoded, position, broker_ms, limits,
+                          _sha256(record).hexdigest())
 
 
 def _apply_batch(view: StateView, batch: PublishBatch, position: int, broker_ms: int,
-                 limits: Limits, sha: str) -> Applied:
+                 limits: Limits, record: bytes) -> Applied:
     """Each member applied as the record it carries, at the batch's position, over the
     writes of the members before it: the same state, results and digest as those records
     applied one by one (``nereus.records.batch``). A member that is not a canonical
@@ -212,10 +214,12 @@ def _apply_batch(view: StateView, batch: PublishBatch, position: int, broker_ms:
     if isinstance(members, DecodeFailure):
         tx = Tx(view, position=position, broker_ms=broker_ms, limits=limits)
         rejected = Result(status=ResultStatus.REJECTED, kind="PUBLISH_BATCH", position=position,
-                          record_sha256=sha, reason=members.reason, detail=members.detail,
-                          field=members.field)
+                          record_sha256=_sha256(record).hexdigest(), reason=members.reason,
+                          detail=members.detail, field=members.field)
         return Applied(_rejected(tx, rejected), tx.writes, batch)
-    layer = Layer(view)
+    # into the runner's Overlay directly (its aggregates are already written in place), or
+    # over any other view through a Layer whose writes are the batch's
+    layer = view if type(view) is Overlay else Layer(view)
     done: list[Applied] = []
     for data, member in members:
         one = _apply_decoded(layer, member, position, broker_ms, limits,
@@ -223,8 +227,9 @@ def _apply_batch(view: StateView, batch: PublishBatch, position: int, broker_ms:
         layer.merge(one.writes)
         done.append(one)
     summary = Result(status=ResultStatus.APPLIED, kind="PUBLISH_BATCH", position=position,
-                     record_sha256=sha, detail=f"{len(done)} members applied one by one")
-    return Applied(summary, layer.finish(), batch, members=tuple(done))
+                     record_sha256="", detail=f"{len(done)} members applied one by one")
+    writes: Writes = {} if layer is view else layer.finish()
+    return Applied(summary, writes, batch, members=tuple(done))
 
 
 def _apply_decoded(view: StateView, decoded: Record | DecodeFailure, position: int,
