@@ -116,8 +116,8 @@ def check_command_log(log: ShardLog, shard: ShardId, identity: RouteIdentity, *,
         guard_file_log,
     )
 
-    if state is not None:
-        applied = applied_position(state)
+    applied = None if state is None else applied_position(state)
+    if state is not None and applied is not None:  # no database: nothing to compare
         check_log_end(shard, applied, log.end_position(), state)
         if isinstance(log, FileShardLog):
             guard_file_log(shard, log, applied, state)
