@@ -44,6 +44,7 @@ from tests.polling import now_ms, wait_until
 
 NODES = ["n1", "n2", "n3"]
 TTL_MS = 4_000
+PUBLISHER_BATCH = 512  # the most requests a lane publisher sends in one destination call
 
 # serial: SIGSTOP against a session TTL, and a coordinator restart other tests would feel
 pytestmark = [pytest.mark.timeout(120), pytest.mark.serial]
@@ -149,9 +150,12 @@ def test_each_node_collects_the_payload_objects_of_its_own_shards(cluster: Clust
 @COORDINATORS
 def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
         cluster: Cluster) -> None:
-    """SIGSTOP a node for twice the TTL, then SIGCONT: no destination record comes from an
-    attempt it admitted under an epoch it held when it was paused, produced after the
-    pause (its session ended meanwhile; the lease gate refuses every call)."""
+    """SIGSTOP a node for twice the TTL, then SIGCONT: it starts no producer call for an
+    epoch it held when it was paused (its session ended meanwhile; the lease gate, asked
+    just before every call, refuses). The one call already under way when it froze may
+    finish after the pause (no process can close that window itself; a lane with
+    ``fencing = true`` closes it at the destination): records of its fenced epochs
+    produced after the pause are at most one publisher batch, produced together."""
     load = running_load(cluster)
     try:
         load.acknowledged(600)
@@ -175,9 +179,13 @@ def test_a_paused_node_makes_no_producer_call_after_its_session_ended(
     late = [(a.attempt_id, record.timestamp_ms - paused_ms) for record, a in under_fenced
             if record.timestamp_ms > paused_ms]
     print(f"paused {victim} (epochs {sorted(fenced)}): {len(under_fenced)} records of its "
-          f"fenced epochs, all produced before the pause; after it: {late}")
+          f"fenced epochs; after the pause (the call under way when it froze): {late}")
     assert under_fenced, "the paused node published nothing before the pause: retune"
-    assert late == []
+    # a second call would need the gate to pass after the resume: the session is over
+    assert len(late) <= PUBLISHER_BATCH, late
+    if late:
+        stamps = [ms for _, ms in late]
+        assert max(stamps) - min(stamps) < TTL_MS, f"more than the call under way: {late}"
 
 
 def _shard_of(cluster: Cluster, delay_message_id: str) -> str:
