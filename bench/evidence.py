@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from nereus.evidence_mac import ExpectedMac
 from scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +146,7 @@ class _Counting:
         self.inner, self.name, self.max_record_bytes = FileDestination("local", path), "local", None
         self.read = 0
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         before = _read_bytes()
         found = self.inner.scan_evidence(wanted, since_ms, until_ms)
@@ -237,7 +238,7 @@ class _Unfenced:
     def probe(self) -> str | None:
         return self.inner.probe()  # type: ignore[no-any-return]
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         return self.inner.scan_evidence(wanted, since_ms, until_ms)  # type: ignore[no-any-return]
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.evidence_mac import ExpectedMac
 from scratch import scratch_dir
 
 HUNG_EACH = 60
@@ -99,7 +100,7 @@ def run_one(home: Path, hung: int, variant: str, messages: int) -> Figures:
         def probe(self) -> str | None:
             return None
 
-        def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+        def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                           until_ms: int) -> dict[str, str]:
             return {}
 

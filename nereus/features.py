@@ -9,7 +9,9 @@ than the level in force refuses to join, naming both.
 
 Level 2 is the first level above 0.1.0's: its shard owners append one turn's admissions
 and outcomes as one PUBLISH_BATCH record (``nereus.records.batch``; at level 1 each is a
-record of its own, as 0.1.0 writes them). ``TEST_LEVEL`` is a level no release has: one
+record of its own, as 0.1.0 writes them), and its clusters keep route evidence keys only
+sealed under the nodes' sealing key (``SealedRouteKey``; at level 1 in plain text, which a
+0.1.0 node reads). ``TEST_LEVEL`` is a level no release has: one
 field behind it (QUERY_BARRIER's ``label``) shows the gate both ways at the top of the
 range. A build claims it only when its shell is told to (``NEREUS_FEATURE_LEVEL_TESTING=1``,
 tests only).
@@ -24,11 +26,13 @@ from nereus.errors import ExitCode, NereusError
 BASE_LEVEL: Final = 1  # what 0.1.0 writes, and the level of a cluster that never raised it
 SUPPORTED_LEVEL: Final = 2  # the highest level this build reads and writes
 PUBLISH_BATCH_LEVEL: Final = 2  # PUBLISH_BATCH records (module docstring)
+SEALED_KEYS_LEVEL: Final = 2  # route evidence keys sealed in the coordinator (sealed-keys/)
 TEST_LEVEL: Final = 3  # a test-only level (module docstring)
 
 LEVELS: Final = {
     1: "0.1.0: record format 2, key schema 1, digest 2, checkpoint manifest 2",
-    2: "level 1 and PUBLISH_BATCH records: one turn's admissions and outcomes in one record",
+    2: "level 1, PUBLISH_BATCH records (one turn's admissions and outcomes in one record) "
+       "and route evidence keys sealed in the coordinator (sealed-keys/)",
     3: "test only: level 2 and QUERY_BARRIER carries a label",
 }
 

@@ -4,6 +4,10 @@
 mode 0600 in a 0700 directory. Every home that publishes or resolves for a route must hold
 the same key: ``nereus init --from HOME`` copies it; a home attached to another's route
 (``init --attach``) needs that home's key file copied in, or its evidence will not verify.
+
+A cluster node's home holds its cluster's keys (``install_route_keys``): after a rotation
+``<route>.evidence-key`` is the new key and ``<route>.evidence-key.previous`` the one
+before it with the end of its grace (``HEX UNTIL_MS``); ``evidence_keys`` reads both.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import secrets
 from pathlib import Path
 
 from nereus.errors import UsageError
+from nereus.evidence_mac import EvidenceKeys
 from nereus.layout import HomeLayout
 
 
@@ -54,6 +59,57 @@ def route_key(home: Path, route: str, *, create: bool = True) -> bytes:
     return key
 
 
+def _previous_path(home: Path, route: str) -> Path:
+    return key_path(home, route).with_name(f"{route}.evidence-key.previous")
+
+
+def evidence_keys(home: Path, route: str, *, create: bool = True) -> EvidenceKeys:
+    """The route's keys in this home: the one it signs with and, after a rotation, the
+    previous one until its grace ends."""
+    current = route_key(home, route, create=create)
+    try:
+        hex_key, until = _previous_path(home, route).read_text().split()
+        return EvidenceKeys(current=current, previous=bytes.fromhex(hex_key),
+                            previous_until_ms=int(until))
+    except FileNotFoundError:
+        return EvidenceKeys(current=current)
+    except ValueError:
+        raise UsageError(f"{_previous_path(home, route)} is not HEX UNTIL_MS",
+                         hint="delete it: the cluster's node writes it again at start") from None
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+
+
+def install_route_keys_ring(home: Path, route: str, keys: EvidenceKeys) -> bool:
+    """Give this home the cluster's ``keys`` of the route (after a rotation: the new key
+    and the previous one with its grace); whether anything changed. A home holding a key
+    that is neither is refused, as ``install_route_key`` refuses it."""
+    path = key_path(home, route)
+    held = route_key(home, route, create=False) if path.exists() else None
+    if held is not None and held not in (keys.current, keys.previous):
+        return install_route_key(home, route, keys.current)  # refused, naming the file
+    if keys.previous is None:
+        return install_route_key(home, route, keys.current)
+    previous = f"{keys.previous.hex()} {keys.previous_until_ms}\n"
+    prev_path = _previous_path(home, route)
+    same = held == keys.current and prev_path.exists() and prev_path.read_text() == previous
+    if not same:
+        _write_private(prev_path, previous)
+        _write_private(path, keys.current.hex() + "\n")
+    return not same
+
+
 def install_route_key(home: Path, route: str, key: bytes) -> bool:
     """Give this home the route's ``key`` (a cluster's, made elsewhere): written 0600 when
     the home has none (True), kept when it holds the same (False); a home that holds
@@ -66,14 +122,5 @@ def install_route_key(home: Path, route: str, key: bytes) -> bool:
                              f"{route}", hint="a node must sign with the cluster's key: move "
                              "that file aside if this home's old evidence is no longer needed")
         return False
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, (key.hex() + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
+    _write_private(path, key.hex() + "\n")
     return True

@@ -114,10 +114,12 @@ def resolve(
 def _verify(env: Env, shard: ShardId, attempt_id: str, reference: str) -> str:
     """Fetch the record ``reference`` names; it must carry this attempt's id and evidence
     MAC (under the route's key). Returns the evidence text to record."""
+    import time
+
     from nereus.adapters.backends.destination.evidence_fetch import fetch_evidence, is_reference
-    from nereus.adapters.home.route_secrets import route_key
+    from nereus.adapters.home.route_secrets import evidence_keys
     from nereus.errors import NereusError, NotFound, UsageError
-    from nereus.evidence_mac import mac_matches
+    from nereus.evidence_mac import mac_accepted
     from nereus.state import keys
     from nereus.state.store import ShardStore
     from nereus.state.values import Attempt, decode_value
@@ -143,9 +145,10 @@ def _verify(env: Env, shard: ShardId, attempt_id: str, reference: str) -> str:
             f"{reference} is not attempt {attempt_id}'s record: it carries attempt "
             f"{fetched.attempt_id or '(none)'}", hint="find the record with this attempt's "
             "nereus-attempt-id, or pass --unverified")
-    key = route_key(env.home, shard.route, create=False)
-    if not mac_matches(key, attempt.delay_message_id, attempt.generation, attempt_id,
-                       fetched.mac):
+    route_keys = evidence_keys(env.home, shard.route, create=False)
+    if not mac_accepted(fetched.mac, route_keys.expected(
+            time.time_ns() // 1_000_000, attempt.delay_message_id, attempt.generation,
+            attempt_id)):
         raise NereusError(
             f"{reference} carries attempt {attempt_id} but its evidence MAC does not verify "
             f"under route {shard.route}'s key: it was not written by this route's engine",

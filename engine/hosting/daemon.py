@@ -188,8 +188,9 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
 
     from nereus import __version__
     from nereus.adapters.cluster.cluster_store import ClusterStore
+    from nereus.adapters.cluster.evidence_seal import seal_key_of
     from nereus.adapters.cluster.home_config import load_home_config
-    from nereus.adapters.cluster.route_keys import install_route_keys
+    from nereus.adapters.cluster.route_keys import install_route_keys, share_route_keys
     from nereus.adapters.home.feature_level import build_level
     from nereus.engine.hosting.cluster.cluster_node import ClusterNode
     from nereus.engine.hosting.cluster.node_settings import NodeSettings
@@ -202,8 +203,11 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     # another home under this id (or as its workers) is refused before anything is written
     refuse_namesakes(store.members(), cluster.node_id, home=engine.home, host=host)
     # every node signs and checks evidence with the route's one key, kept in the cluster
-    installed = install_route_keys(store, engine.home,
-                                   [r for r in engine.config.routes if r in store.route_secrets()])
+    # (sealed from feature level 2: a node without the sealing key is refused here)
+    seal_key = seal_key_of(cluster, engine.home)
+    share_route_keys(store, engine.config.routes, now_ms=engine.time_source.wall_ms(),
+                     made_by=f"node {cluster.node_id}", seal_key=seal_key)
+    installed = install_route_keys(store, engine.home, engine.config.routes, seal_key=seal_key)
     if installed:
         log_event("route_keys_installed", routes=installed)
     node = ClusterNode(engine, store, NodeSettings(

@@ -27,6 +27,7 @@ from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
 from nereus.engine.shard.loop_status import ShardState
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
@@ -64,8 +65,9 @@ class EvidenceShard(Protocol):
     @property
     def store(self) -> ShardStore: ...
 
-    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
-        """The MAC the attempt's destination record carries."""
+    def evidence_mac(self, delay_message_id: str, generation: int,
+                     attempt_id: str) -> ExpectedMac:
+        """The MAC(s) the attempt's destination record may carry."""
         ...
 
     def reply(self, result: PublishResult, /) -> None:

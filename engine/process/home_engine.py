@@ -31,7 +31,7 @@ from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.coordinator_url import ClusterHandle
 from nereus.adapters.cluster.feature_levels import read_level
 from nereus.adapters.home.feature_level import home_level
-from nereus.adapters.home.route_secrets import route_key
+from nereus.adapters.home.route_secrets import evidence_keys
 from nereus.adapters.offline.continuity_checks import DivergedLog, check_shard, guard_file_log
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import Config
@@ -219,7 +219,7 @@ class Engine:
         loop = ShardLoop(
             ShardParts(shard=shard, store=store, log=log,
                        lanes=LanePolicies.of(self.config, route=shard.route),
-                       evidence_key=route_key(self.home, route.name),
+                       evidence_keys=evidence_keys(self.home, route.name),
                        staging=self.layout.root / "staging" / shard.route / str(partition)),
             EngineParts(clock=self.clock, publishers=self.publishers, permits=self.permits,
                         settings=replace(self.settings.loop, feature_level=self.feature_level()),

@@ -19,6 +19,7 @@ from nereus.adapters.backends.destination.protocol import Destination
 from nereus.adapters.time_source import Clock
 from nereus.engine.publishing.destination_calls import DestinationCalls, Raised, Returned
 from nereus.engine.runtime.event_log import EventLog, null_event_log
+from nereus.evidence_mac import ExpectedMac
 
 FENCE_TIMEOUT_S = 10.0  # a recovery waits this long for one lane's fence at most (a broker's
 # init_transactions and its scan take seconds)
@@ -37,7 +38,7 @@ class DeadlineFences:
         """Whether this lane's destination fences its writers at all."""
         return isinstance(self.destination, Fencing)
 
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         destination = self.destination
         if not isinstance(destination, Fencing):
             raise NotFenced(f"destination {destination.name} cannot fence its writers")

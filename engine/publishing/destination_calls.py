@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.adapters.time_source import Clock
 from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
+from nereus.evidence_mac import ExpectedMac
 from nereus.timespec import format_time_ms
 
 T = TypeVar("T")
@@ -210,7 +211,7 @@ class DeadlineScans:
     def probe(self) -> str | None:
         return self.destination.probe()
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         outcome = self.calls.run(
             "evidence scan",

@@ -35,7 +35,7 @@ from nereus.engine.shard.loop_status import ShardState
 from nereus.engine.shard.outbox import Outbox
 from nereus.engine.shard.ownership import Ownership
 from nereus.engine.shard.progress import ShardProgress
-from nereus.evidence_mac import evidence_mac
+from nereus.evidence_mac import EvidenceKeys, ExpectedMac, evidence_mac
 from nereus.machine import Applied, Reason
 from nereus.machine.events import (
     Admitted,
@@ -67,7 +67,7 @@ class AdmissionFlow:
     def __init__(self, shard: ShardId, store: ShardStore, *, clock: TrustedClock,
                  planner: Planner, permits: Permits, publishers: Mapping[str, LanePublisher],
                  ownership: Ownership, outbox: Outbox, progress: ShardProgress,
-                 events: EventLog, evidence_key: bytes, new_id: Callable[[], str],
+                 events: EventLog, evidence_keys: EvidenceKeys, new_id: Callable[[], str],
                  watch: ClaimWatch | None = None) -> None:
         self._shard = shard
         self._shard_text = str(shard)  # what each publish request names
@@ -81,7 +81,7 @@ class AdmissionFlow:
         self._outbox = outbox
         self._progress = progress
         self._events = events
-        self._evidence_key = evidence_key  # the route's secret: records' evidence MACs
+        self._evidence_keys = evidence_keys  # the route's secret: records' evidence MACs
         self._new_id = new_id
         self._obligation_keys: dict[str, tuple[str, str]] = {}  # attempt id -> (lane, key)
         # released claims' rows go with the next round's claims or at the end of the turn
@@ -318,8 +318,16 @@ class AdmissionFlow:
             self._outbox.decline(record.attempt_id, f"owner declined before any send: {reason}")
 
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
-        """The MAC this attempt's destination record carries (and evidence must show)."""
-        return evidence_mac(self._evidence_key, delay_message_id, generation, attempt_id)
+        """The MAC this attempt's destination record carries (the route's current key)."""
+        return evidence_mac(self._evidence_keys.current, delay_message_id, generation,
+                            attempt_id)
+
+    def expected_mac(self, delay_message_id: str, generation: int,
+                     attempt_id: str) -> ExpectedMac:
+        """The MAC(s) evidence of this attempt must show: the current key's, and during a
+        rotation's grace the previous key's too."""
+        return self._evidence_keys.expected(self._time.wall_ms(), delay_message_id,
+                                            generation, attempt_id)
 
     def _gate_closed(self, claim: Claim, record: PublishAdmission,
                      applied: Applied) -> str | None:

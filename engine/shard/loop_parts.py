@@ -26,6 +26,7 @@ from nereus.engine.shard.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSetting
 from nereus.engine.shard.outbox import Outbox
 from nereus.engine.shard.ownership import LeaseGate, Ownership
 from nereus.engine.shard.progress import ShardProgress
+from nereus.evidence_mac import NO_KEYS, EvidenceKeys
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 
@@ -39,7 +40,7 @@ class ShardParts:
     store: ShardStore
     log: ShardLog
     lanes: LanePolicies
-    evidence_key: bytes = b""
+    evidence_keys: EvidenceKeys = NO_KEYS
     staging: Path | None = None
 
 
@@ -81,5 +82,5 @@ def admission_flow(shard: ShardParts, engine: EngineParts, owner: OwnerParts, *,
     return AdmissionFlow(
         shard.shard, store, clock=clock, planner=planner, permits=engine.permits,
         publishers=engine.publishers, ownership=ownership, outbox=outbox, progress=progress,
-        events=engine.events, evidence_key=shard.evidence_key, new_id=owner.new_id,
+        events=engine.events, evidence_keys=shard.evidence_keys, new_id=owner.new_id,
         watch=metrics)

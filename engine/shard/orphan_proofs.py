@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from nereus.adapters.backends.destination.fencing import Fenced, NotFenced
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -36,10 +37,11 @@ class Fences(Protocol):
     @property
     def can_fence(self) -> bool: ...
 
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced: ...
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced: ...
 
 
-Mac = Callable[[str, int, str], str]  # (delay message id, generation, attempt id) -> MAC
+# (delay message id, generation, attempt id) -> the MAC(s) its record may carry
+Mac = Callable[[str, int, str], ExpectedMac]
 
 
 @dataclass(frozen=True, slots=True)

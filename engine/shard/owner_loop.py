@@ -40,6 +40,7 @@ from nereus.engine.shard.recovery import Recovery
 from nereus.engine.shard.retention_backfill import BackfillTrigger
 from nereus.engine.shard.retention_sweep import SweepTrigger
 from nereus.errors import LogCorruption, LogDiverged, NereusError
+from nereus.evidence_mac import ExpectedMac
 from nereus.machine import Applied
 from nereus.records import ActivationBarrier, CheckpointMark, ResultStatus
 from nereus.state import keys
@@ -175,9 +176,11 @@ class ShardLoop(ProgressWaits):
         """A checkpoint whose Future resolves with its id once snapshotted (not uploaded)."""
         return self.checkpoints.request_snapshot()
 
-    def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
-        """The MAC this attempt's destination record carries (and evidence must show)."""
-        return self._admissions.evidence_mac(delay_message_id, generation, attempt_id)
+    def evidence_mac(self, delay_message_id: str, generation: int,
+                     attempt_id: str) -> ExpectedMac:
+        """The MAC(s) evidence of this attempt must show (the previous key's too during a
+        rotation's grace)."""
+        return self._admissions.expected_mac(delay_message_id, generation, attempt_id)
 
     def live_owner_gate(self) -> str | None:
         """Why this owner may not call a producer now (the publisher asks before each)."""
@@ -367,7 +370,7 @@ class ShardLoop(ProgressWaits):
             self._fence(fenced)
             return
         fences = {name: publisher.fences for name, publisher in self._publishers.items()}
-        for obligation in recovery.settle_orphans(fences, self._admissions.evidence_mac):
+        for obligation in recovery.settle_orphans(fences, self._admissions.expected_mac):
             self._admissions.open_obligation(obligation)
         recovery.replicate_lane_policy(self.lanes_wanted)
         self._activated = True

@@ -19,6 +19,7 @@ PLACEMENT: Final = "placement/"
 OWNERS: Final = "owners/"
 DRAINS: Final = "drains/"
 SECRETS: Final = "secrets/"
+SEALED_KEYS: Final = "sealed-keys/"  # a route's sealed evidence keys (``SealedRouteKey``)
 WARM: Final = "warm/"
 EPOCHS: Final = "epochs/"
 MOVED: Final = "moved"  # the cluster moved to another coordinator (``Moved``)
@@ -65,3 +66,7 @@ def audit_key(revision: int) -> str:
 
 def secret_key(route: str) -> str:
     return SECRETS + route
+
+
+def sealed_key_key(route: str) -> str:
+    return SEALED_KEYS + route

@@ -7,7 +7,9 @@ session: ``nodes/<id>`` (``Member``), ``leader`` (``Leader``), ``owners/<shard>`
 durable: ``placement/<shard>`` (the leader's, or pinned by ``shard move``),
 ``epochs/<shard>`` (``ShardEpoch``, the shard's fencing counter, +1 by CAS on every take, so
 epochs grow whatever the store's own counter does), ``drains/<id>``, ``secrets/<route>``
-(``RouteSecret``, the route's evidence key, create-only, copied into every node's home),
+(``RouteSecret``, the route's evidence key in plain text, create-only: level 1),
+``sealed-keys/<route>`` (``SealedRouteKey``, the route's evidence keys sealed under the
+nodes' sealing key, from feature level 2; each node opens them into its home),
 ``migrated`` and ``moved`` (``nereus cluster migrate``: no node starts or joins where
 ``moved`` is), ``feature-level`` (``FeatureLevel``: what the cluster may write).
 """
@@ -151,6 +153,29 @@ class RouteSecret(msgspec.Struct, frozen=True, kw_only=True):
     evidence_key: str  # hex, as in ``<home>/secrets/<route>.evidence-key``
     made_ms: int = 0
     made_by: str = ""
+
+
+class SealedKey(msgspec.Struct, frozen=True, kw_only=True):
+    """One generation of a route's evidence key, sealed (``adapters/cluster/evidence_seal.py``)."""
+
+    generation: int  # 1 for the route's first key, +1 per rotation
+    sealed: str  # base64: AES-GCM nonce, ciphertext and tag
+    made_ms: int = 0
+    made_by: str = ""
+
+
+class SealedRouteKey(msgspec.Struct, frozen=True, kw_only=True):
+    """A route's evidence keys, sealed (feature level 2; ``RouteSecret`` below it): the
+    key evidence is signed with now and, until ``previous_until_ms``, the one before it,
+    which still verifies evidence signed before the rotation (``nereus cluster
+    rotate-evidence-key``, a CAS on the record's version)."""
+
+    route: str
+    key_id: str  # which sealing key sealed both (its fingerprint, never the key)
+    current: SealedKey
+    previous: SealedKey | None = None
+    previous_until_ms: int = 0  # the previous key verifies until then
+    reason: str = ""  # why the last rotation was made
 
 
 class Migrated(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,6 +29,10 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     username: str | None = None
     password_file: str | None = None
     password_env: str | None = None
+    # the cluster's sealing key (64 hex digits, the same on every node): route evidence
+    # keys are kept in the coordinator sealed under it (``adapters/cluster/evidence_seal.py``)
+    evidence_seal_key_file: str | None = None
+    evidence_seal_key_env: str | None = None
 
 
 LISTEN: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from nereus.adapters.backends.destination.protocol import Destination, PublishRequest, PublishResult
 from nereus.config import LaneSettings
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 from tests.chaos.control import ControlReader
 
@@ -70,7 +71,7 @@ class FaultyDestination:
             raise ConnectionResetError(f"chaos: {self.name}'s answer was lost after the write")
         return list(results)
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         if self._fault() == "hang":
             self._hang()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from nereus.adapters.backends.shardlog.delegating import DelegatingLog
+from nereus.evidence_mac import ExpectedMac
 
 __all__ = ["DelegatingLog", "QuietDestination"]
 
@@ -20,7 +21,7 @@ class QuietDestination:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         return {}
 

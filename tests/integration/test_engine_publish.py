@@ -13,6 +13,7 @@ from nereus.adapters.backends.destination.file_outbox import FileDestination
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.process.engine_settings import EngineSettings
 from nereus.engine.runtime.trusted_clock import TrustedClock
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import MessageState
 from nereus.shard import ShardId
 from nereus.state import keys
@@ -114,7 +115,7 @@ class TrueTimeRecorder:
     def probe(self) -> str | None:
         return self.inner.probe()
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         return self.inner.scan_evidence(wanted, since_ms, until_ms)
 
@@ -255,7 +256,7 @@ class LostResponseDestination:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         return self.inner.scan_evidence(wanted, since_ms, until_ms)
 

@@ -17,6 +17,7 @@ from nereus.engine.publishing.destination_calls import (
     Overdue,
     Returned,
 )
+from nereus.evidence_mac import ExpectedMac
 from tests.fake_clock import FakeClock
 from tests.integration.doubles import QuietDestination
 from tests.polling import wait_until
@@ -70,7 +71,7 @@ class HangingScan(QuietDestination):
                 now_ms: Callable[[], int]) -> list[PublishResult]:
         return []
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         self.release.wait(20)
         return dict.fromkeys(wanted, "found")

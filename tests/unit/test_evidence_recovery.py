@@ -16,6 +16,7 @@ from nereus import records as r
 from nereus.adapters.backends.destination.protocol import PublishRequest, PublishResult
 from nereus.engine.process.evidence_scan import MAX_SPAN_MS, WINDOW_BEFORE_MS, EvidenceRecovery
 from nereus.engine.shard.loop_status import ShardState
+from nereus.evidence_mac import ExpectedMac
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -53,7 +54,7 @@ class Landed:
 
     def __init__(self, landed: set[str]) -> None:
         self.landed = landed
-        self.scans: list[tuple[dict[str, str], int, int]] = []
+        self.scans: list[tuple[dict[str, ExpectedMac], int, int]] = []
         self.scanned = threading.Event()
 
     def publish(self, requests: Sequence[PublishRequest],
@@ -63,7 +64,7 @@ class Landed:
     def probe(self) -> str | None:
         return None
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         self.scans.append((dict(wanted), since_ms, until_ms))
         self.scanned.set()
@@ -175,7 +176,7 @@ def test_a_failed_search_does_not_move_where_the_next_one_starts(store: ShardSto
     scanner.scan_once()
     reached = scanner.searches["a1"].up_to_ms
 
-    def broken(wanted: Mapping[str, str], since_ms: int, until_ms: int) -> dict[str, str]:
+    def broken(wanted: Mapping[str, ExpectedMac], since_ms: int, until_ms: int) -> dict[str, str]:
         raise ConnectionError("broker down")
 
     destination.scan_evidence = broken  # type: ignore[method-assign]

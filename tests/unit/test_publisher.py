@@ -11,6 +11,7 @@ from nereus.adapters.backends.destination.protocol import PublishRequest, Publis
 from nereus.engine.publishing.lane_publisher import LanePublisher
 from nereus.engine.runtime.event_log import RecordingEventLog
 from nereus.engine.runtime.supervisor import Backoff, Supervisor
+from nereus.evidence_mac import ExpectedMac
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 from tests.fake_clock import FakeClock
@@ -46,7 +47,7 @@ class Scripted:
     def probe(self) -> str | None:
         return "still broken" if self.broken else None
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         return {}
 

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from nereus.evidence_mac import ExpectedMac
+
 FENCED_ABSENCE = "fenced absence"
 """The evidence kind of a NOT_PUBLISHED proven by fencing (the first words of its evidence)."""
 
@@ -40,7 +42,7 @@ class Fenced:
 
 @runtime_checkable
 class Fencing(Protocol):
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         """Take ``shard``'s writer fence for this owner, and classify ``wanted`` (attempt
         id -> the evidence MAC its record carries), all admitted at ``since_ms`` or later.
         Raises ``NotFenced``."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import hmac
 import json
 import os
 import stat
@@ -40,6 +39,7 @@ from nereus.adapters.backends.destination.protocol import (
 )
 from nereus.adapters.backends.destination.writer_locks import WriterLocks
 from nereus.errors import NereusError
+from nereus.evidence_mac import ExpectedMac, mac_accepted
 from nereus.records import Disposition, Outcome
 from nereus.timespec import MAX_TIME_MS, format_time_ms, parse_time_ms
 
@@ -206,13 +206,13 @@ class FileDestination:
             offset += len(line)
         return results
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         if self._closed:
             raise DestinationClosed(f"destination {self.name} is closed: no evidence scan")
         return scan_file_evidence(self.path, wanted, since_ms)
 
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         """Take ``shard``'s writer lock, fsync the outbox and read it from about
         ``since_ms`` on: the ``wanted`` attempts found, and the evidence of the others'
         absence (``fencing.Fencing``). Raises ``NotFenced`` when the lock is held
@@ -234,7 +234,7 @@ class FileDestination:
         finally:
             self._writing.release()
 
-    def _classify(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def _classify(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
@@ -306,7 +306,7 @@ def _published_ms(raw: bytes) -> int | None:
         return None
 
 
-def scan_file_evidence(path: Path, wanted: Mapping[str, str],
+def scan_file_evidence(path: Path, wanted: Mapping[str, ExpectedMac],
                        since_ms: int | None = None, *,
                        until_byte: int | None = None) -> dict[str, str]:
     """Attempt ids found in an outbox file with the MAC ``wanted`` expects for them, with
@@ -327,7 +327,7 @@ def scan_file_evidence(path: Path, wanted: Mapping[str, str],
             except ValueError:
                 line = {}  # a line cut short by a crash
             attempt = line.get("attempt_id") if isinstance(line, dict) else None
-            if isinstance(attempt, str) and attempt in wanted and hmac.compare_digest(
+            if isinstance(attempt, str) and attempt in wanted and mac_accepted(
                     str(line.get("mac", "")), wanted[attempt]):
                 found[attempt] = f"{path}@{offset} (found by evidence scan, MAC verified)"
             offset += len(raw)

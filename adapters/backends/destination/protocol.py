@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nereus.errors import ExitCode, NereusError
+from nereus.evidence_mac import ExpectedMac
 from nereus.publish import PublishTemplate
 from nereus.records import Disposition, Outcome
 
@@ -77,7 +78,7 @@ class Destination(Protocol):
 
     def probe(self) -> str | None: ...
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         """Attempt ids with positive destination evidence in ``[since_ms, until_ms]``,
         mapped to the evidence. ``wanted`` maps each attempt id to the MAC its record must

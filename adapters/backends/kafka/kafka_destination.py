@@ -46,6 +46,7 @@ from nereus.adapters.backends.kafka.kafka_verdicts import (
     classify_produce_error,
 )
 from nereus.errors import NereusError, NotFound, UsageError
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ class KafkaDestination:
 
     # evidence ---------------------------------------------------------------------------
     def scan_evidence(
-        self, wanted: Mapping[str, str], since_ms: int, until_ms: int
+        self, wanted: Mapping[str, ExpectedMac], since_ms: int, until_ms: int
     ) -> dict[str, str]:
         """attempt id -> evidence for records carrying one of ``wanted``'s attempt ids in
         their ``nereus-attempt-id`` header *and* the MAC ``wanted`` expects for it in

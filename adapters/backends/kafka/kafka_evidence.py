@@ -12,7 +12,6 @@ one proves nothing. ``confluent_kafka`` is imported inside the functions.
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
@@ -32,6 +31,7 @@ from nereus.adapters.backends.kafka.kafka_client import (
 )
 from nereus.config import LaneSettings
 from nereus.errors import NotFound
+from nereus.evidence_mac import ExpectedMac, mac_accepted
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -52,7 +52,7 @@ def evidence_of(topic: str, partition: int | None, offset: int | None) -> str:
 
 def scan_topic(
     bootstrap: str, client_id: str, topic: str, timeout_s: float,
-    wanted: Mapping[str, str], since_ms: int, until_ms: int, *, committed: bool = False,
+    wanted: Mapping[str, ExpectedMac], since_ms: int, until_ms: int, *, committed: bool = False,
 ) -> dict[str, str]:
     """attempt id -> evidence for the records of ``topic`` stamped from ``since_ms`` to
     ``until_ms`` that carry one of ``wanted``'s attempt ids *and* the MAC ``wanted`` expects
@@ -132,7 +132,7 @@ class _Scan:
     """One scan's progress: the ranges still being read and what was found."""
 
     def __init__(
-        self, topic: str, wanted: Mapping[str, str], ranges: dict[int, tuple[int, int]]
+        self, topic: str, wanted: Mapping[str, ExpectedMac], ranges: dict[int, tuple[int, int]]
     ) -> None:
         self.topic = topic
         self.wanted = wanted
@@ -166,8 +166,8 @@ class _Scan:
         if isinstance(attempt, bytes) and attempt in self.by_id:
             attempt_id = self.by_id[attempt]
             mac = headers.get(EVIDENCE_MAC_HEADER)
-            if isinstance(mac, bytes) and hmac.compare_digest(
-                    mac, self.wanted[attempt_id].encode()):
+            if isinstance(mac, bytes) and mac_accepted(
+                    mac, self.wanted[attempt_id]):
                 self.found[attempt_id] = evidence_of(self.topic, partition, offset)
         if offset >= self.ranges[partition][1] - 1:
             self.pending.discard(partition)

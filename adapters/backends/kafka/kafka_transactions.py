@@ -34,6 +34,7 @@ from nereus.adapters.backends.kafka.kafka_destination import (
 )
 from nereus.adapters.backends.kafka.kafka_evidence import evidence_of, scan_topic
 from nereus.errors import NereusError, NotFound
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class TransactionalKafkaDestination(KafkaDestination):
                              evidence_of(self.topic, msg.partition(), msg.offset()),
                              stamp if kind and stamp > 0 else published_at)
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         """Committed records only: an aborted transaction's record is no evidence."""
         if self._closed:
@@ -162,7 +163,7 @@ class TransactionalKafkaDestination(KafkaDestination):
                           since_ms, until_ms, committed=True)
 
     # fencing ----------------------------------------------------------------------------
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         from confluent_kafka import KafkaException
 
         if not self._lock.acquire(timeout=self.timeout_s):

@@ -42,6 +42,7 @@ from nereus.adapters.backends.pulsar.pulsar_evidence import (
 )
 from nereus.adapters.time_source import SYSTEM_CLOCK
 from nereus.errors import NereusError
+from nereus.evidence_mac import ExpectedMac
 from nereus.records import Disposition, Outcome
 
 OK: Final = "Ok"
@@ -317,7 +318,7 @@ class PulsarDestination:
                              message_fault=outcome == Outcome.NOT_PUBLISHED
                              and slot.name in MESSAGE_FAULTS)
 
-    def scan_evidence(self, wanted: Mapping[str, str], since_ms: int,
+    def scan_evidence(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                       until_ms: int) -> dict[str, str]:
         """Wanted attempt ids found on the topic, with the MAC ``wanted`` expects for them,
         between ``since_ms`` and ``until_ms`` (publish time), mapped to their MessageId

@@ -9,7 +9,6 @@ functions.
 from __future__ import annotations
 
 import contextlib
-import hmac
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -18,6 +17,7 @@ from nereus.adapters.backends.pulsar.pulsar_client import make_client, partition
 from nereus.adapters.time_source import SYSTEM_CLOCK, Clock
 from nereus.config import LaneSettings
 from nereus.errors import NotFound
+from nereus.evidence_mac import ExpectedMac, mac_accepted
 
 PROPERTY_DELAY_MESSAGE_ID: Final = "nereus-delay-message-id"
 PROPERTY_ATTEMPT_ID: Final = "nereus-attempt-id"
@@ -90,7 +90,7 @@ def message_evidence(topic: str, message_id: Any) -> str:
             f"{message_id.partition()}")
 
 
-def scan_topic(client: Any, topic: str, wanted: Mapping[str, str], since_ms: int,
+def scan_topic(client: Any, topic: str, wanted: Mapping[str, ExpectedMac], since_ms: int,
                until_ms: int, deadline: float) -> dict[str, str]:
     """Wanted attempt ids found on ``topic``'s partitions, with the MAC ``wanted`` expects
     for them, between ``since_ms`` and ``until_ms`` (publish time), mapped to their
@@ -116,7 +116,7 @@ def scan_topic(client: Any, topic: str, wanted: Mapping[str, str], since_ms: int
                     break
                 properties = message.properties()
                 attempt_id = properties.get(PROPERTY_ATTEMPT_ID)
-                if attempt_id in wanted and hmac.compare_digest(
+                if attempt_id in wanted and mac_accepted(
                         str(properties.get(PROPERTY_EVIDENCE_MAC, "")),
                         wanted[attempt_id]):
                     found[attempt_id] = message_evidence(topic, message.message_id())

@@ -21,7 +21,6 @@ drops. A send the broker drops as a duplicate is UNKNOWN, never PUBLISHED.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -43,6 +42,7 @@ from nereus.adapters.backends.pulsar.pulsar_evidence import (
     message_evidence,
 )
 from nereus.errors import NereusError
+from nereus.evidence_mac import ExpectedMac, mac_accepted
 from nereus.records import Disposition, Outcome
 
 _DRAIN_POLL_S = 0.05
@@ -120,7 +120,7 @@ class DeduplicatedPulsarDestination(PulsarDestination):
         return super()._result(request, slot, published_at)
 
     # fencing ----------------------------------------------------------------------------
-    def fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         if not self._lock.acquire(timeout=self.scan_timeout_s):
             raise NotFenced(f"a publish to pulsar:{self.topic} is still running")
         try:
@@ -134,7 +134,7 @@ class DeduplicatedPulsarDestination(PulsarDestination):
         finally:
             self._lock.release()
 
-    def _fence(self, shard: str, wanted: Mapping[str, str], since_ms: int) -> Fenced:
+    def _fence(self, shard: str, wanted: Mapping[str, ExpectedMac], since_ms: int) -> Fenced:
         self._check_deduplication()
         old = self._owners.pop(shard, None)
         if old is not None:
@@ -180,7 +180,7 @@ class DeduplicatedPulsarDestination(PulsarDestination):
                                 f"{self.scan_timeout_s:g}s")
             time.sleep(_DRAIN_POLL_S)
 
-    def _read_all(self, wanted: Mapping[str, str], since_ms: int,
+    def _read_all(self, wanted: Mapping[str, ExpectedMac], since_ms: int,
                   deadline: float) -> dict[str, str]:
         """Every wanted attempt's record on the topic from ``since_ms`` to its end; raises
         NotFenced unless the whole range was read by ``deadline``."""
@@ -202,7 +202,7 @@ class DeduplicatedPulsarDestination(PulsarDestination):
                         continue
                     properties = message.properties()
                     attempt_id = properties.get(PROPERTY_ATTEMPT_ID)
-                    if attempt_id in wanted and hmac.compare_digest(
+                    if attempt_id in wanted and mac_accepted(
                             str(properties.get(PROPERTY_EVIDENCE_MAC, "")), wanted[attempt_id]):
                         found[attempt_id] = message_evidence(self.topic, message.message_id())
             finally:

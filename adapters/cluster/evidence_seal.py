@@ -1,0 +1,109 @@
+"""The cluster's sealing key: route evidence keys are kept in the coordinator only sealed
+under it (AES-256-GCM), so whoever reads the coordinator reads no evidence key.
+
+Every node holds the same sealing key, given as a secret reference in its own
+``nereus.toml`` (``[cluster] evidence_seal_key_file = PATH``, 0600, or
+``evidence_seal_key_env``): 32 random bytes written as 64 hex digits (``openssl rand -hex
+32``). The coordinator never sees it; a record names it only by ``key_id``, a fingerprint
+that says which key sealed it (so a node with another key is told so, not just "does not
+open"). The associated data binds a sealed key to its cluster, route and generation: a
+sealed key copied under another route, or put back as another generation, does not open.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from nereus.config.node import ClusterSettings
+from nereus.errors import ConfigError
+
+SETTING: Final = "[cluster] evidence_seal_key_file"
+_NONCE: Final = 12  # AES-GCM's 96-bit nonce, random per seal
+_HINT: Final = ("give every node the cluster's sealing key: [cluster] evidence_seal_key_file "
+                "= PATH (64 hex digits, `openssl rand -hex 32 > PATH; chmod 600 PATH`), or "
+                "evidence_seal_key_env = VAR")
+
+
+@dataclass(frozen=True, slots=True)
+class SealKey:
+    """The sealing key (never logged or shown; ``key_id`` is what a record names)."""
+
+    key: bytes
+
+    def __repr__(self) -> str:
+        return f"SealKey(key_id={self.key_id})"
+
+    @property
+    def key_id(self) -> str:
+        return hashlib.sha256(b"nereus evidence seal key id\x00" + self.key).hexdigest()[:16]
+
+
+def seal_key_of(cluster: ClusterSettings | None, home: Path | None) -> SealKey | None:
+    """The sealing key this node's ``[cluster]`` refers to; None when it names none."""
+    from nereus.adapters.home.secrets import read_secret
+
+    if cluster is None:
+        return None
+    text = read_secret("[cluster] evidence_seal_key", file=cluster.evidence_seal_key_file,
+                       env=cluster.evidence_seal_key_env, home=home)
+    if text is None:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise ConfigError("[cluster] evidence_seal_key: the sealing key is not 64 hex digits "
+                          "(32 bytes)", hint=_HINT)
+    return SealKey(key)
+
+
+def _aad(cluster: str, route: str, generation: int) -> bytes:
+    return f"nereus route evidence key\x00{cluster}\x00{route}\x00{generation}".encode()
+
+
+def seal(seal_key: SealKey, evidence_key: bytes, *, cluster: str, route: str,
+         generation: int) -> str:
+    """``evidence_key`` sealed (base64 of nonce and ciphertext with its tag)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(_NONCE)
+    sealed = AESGCM(seal_key.key).encrypt(nonce, evidence_key,
+                                          _aad(cluster, route, generation))
+    return base64.b64encode(nonce + sealed).decode()
+
+
+def unseal(seal_key: SealKey, sealed: str, *, key_id: str, cluster: str, route: str,
+           generation: int) -> bytes:
+    """The evidence key ``sealed`` holds; ``ConfigError`` naming the setting when this
+    node's sealing key is not the one that sealed it (or the record was tampered with)."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    if key_id != seal_key.key_id:
+        raise ConfigError(f"route {route}'s evidence key is sealed under sealing key {key_id}; "
+                          f"{SETTING} gives sealing key {seal_key.key_id}",
+                          hint="give this node the sealing key the other nodes hold")
+    raw = base64.b64decode(sealed)
+    try:
+        return AESGCM(seal_key.key).decrypt(raw[:_NONCE], raw[_NONCE:],
+                                            _aad(cluster, route, generation))
+    except InvalidTag:
+        raise ConfigError(f"route {route}'s sealed evidence key (generation {generation}) "
+                          f"does not open with the key {SETTING} gives",
+                          hint="the record was altered, or sealed for another cluster or "
+                               "route: rotate it (`nereus cluster rotate-evidence-key`)") \
+            from None
+
+
+def require_seal_key(seal_key: SealKey | None, route: str) -> SealKey:
+    """``seal_key``, or ``ConfigError`` naming the setting a node without it must set."""
+    if seal_key is None:
+        raise ConfigError(f"route {route}'s evidence key is sealed in the coordinator and "
+                          f"this node has no sealing key ({SETTING} is not set)", hint=_HINT)
+    return seal_key

@@ -1,0 +1,126 @@
+"""A route's evidence keys sealed in the coordinator (``sealed-keys/<route>``,
+``SealedRouteKey``; feature level 2), and their rotation.
+
+A sealed record is made create-only by the first node that needs it (a second writer reads
+the first's), from the route's plain-text key when the cluster had one (level 1: that
+record is then deleted, so the coordinator keeps no plain key), else fresh. A rotation
+replaces it by CAS on the version read: the new key becomes ``current``, the old one
+``previous`` until the grace ends. A rotation while a grace runs is refused: it would drop
+a key that evidence in flight may still carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from dataclasses import dataclass
+
+from nereus.adapters.cluster.cluster_store import ClusterStore
+from nereus.adapters.cluster.evidence_seal import SealKey, seal, unseal
+from nereus.cluster import keys
+from nereus.cluster.records import SealedKey, SealedRouteKey, decode_record, encode_record
+from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
+from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, prefix_range
+from nereus.errors import ExitCode, NereusError
+from nereus.evidence_mac import EvidenceKeys
+
+
+class RotationRefused(NereusError):
+    """A rotation that cannot be made now (the answer is no, exit 1)."""
+
+    exit_code = ExitCode.NO
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A sealed record as read, with the version a rotation compares against."""
+
+    record: SealedRouteKey
+    version_id: int
+
+
+def read_sealed(store: ClusterStore, route: str) -> Sealed | None:
+    try:
+        found = store.handle.coordinator.get(store.key(keys.sealed_key_key(route)))
+    except KeyNotFound:
+        return None
+    return Sealed(decode_record(found.value, SealedRouteKey), found.version.version_id)
+
+
+def sealed_routes(store: ClusterStore) -> dict[str, SealedRouteKey]:
+    """Every route's sealed record."""
+    low, high = prefix_range(store.key(keys.SEALED_KEYS))
+    return {r.key.rpartition("/")[2]: decode_record(r.value, SealedRouteKey)
+            for r in store.handle.coordinator.range_scan(low, high)}
+
+
+def _sealed(seal_key: SealKey, store: ClusterStore, route: str, key: bytes, generation: int,
+            *, now_ms: int, made_by: str) -> SealedKey:
+    return SealedKey(generation=generation, made_ms=now_ms, made_by=made_by,
+                     sealed=seal(seal_key, key, cluster=store.handle.cluster, route=route,
+                                 generation=generation))
+
+
+def seal_route(store: ClusterStore, route: str, key: bytes, seal_key: SealKey, *,
+               now_ms: int, made_by: str) -> bool:
+    """Keep ``key`` sealed as the route's first key unless it has a sealed one already
+    (whether it was made now); then the route's plain-text record, if any, is deleted."""
+    record = SealedRouteKey(route=route, key_id=seal_key.key_id, current=_sealed(
+        seal_key, store, route, key, 1, now_ms=now_ms, made_by=made_by))
+    try:
+        store.handle.coordinator.put(store.key(keys.sealed_key_key(route)),
+                                     encode_record(record),
+                                     expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST)
+        made = True
+    except UnexpectedVersionId:
+        made = False
+    with contextlib.suppress(KeyNotFound):
+        store.handle.coordinator.delete(store.key(keys.secret_key(route)))
+    return made
+
+
+def open_route_keys(store: ClusterStore, record: SealedRouteKey,
+                    seal_key: SealKey) -> EvidenceKeys:
+    """The route's evidence keys, opened with this node's sealing key."""
+    def opened(key: SealedKey) -> bytes:
+        return unseal(seal_key, key.sealed, key_id=record.key_id, cluster=store.handle.cluster,
+                      route=record.route, generation=key.generation)
+
+    return EvidenceKeys(current=opened(record.current), generation=record.current.generation,
+                        previous=None if record.previous is None else opened(record.previous),
+                        previous_until_ms=record.previous_until_ms)
+
+
+def rotate(store: ClusterStore, route: str, seal_key: SealKey, *, now_ms: int, grace_ms: int,
+           operator: str, reason: str) -> SealedRouteKey:
+    """Make the route a new evidence key; the old one verifies for ``grace_ms`` more.
+    ``RotationRefused`` while the previous rotation's grace runs, or when the record
+    changed meanwhile (nothing written either way)."""
+    found = read_sealed(store, route)
+    if found is None:
+        raise RotationRefused(f"route {route} has no sealed evidence key in the cluster yet",
+                              hint="start a node that holds the sealing key first (it seals "
+                                   "the route's key)")
+    was = found.record
+    if was.previous is not None and was.previous_until_ms > now_ms:
+        raise RotationRefused(
+            f"route {route}: evidence signed before the last rotation verifies until "
+            f"{was.previous_until_ms} ms; rotating now would drop that key",
+            hint="rotate again once that grace has ended")
+    old = open_route_keys(store, was, seal_key)
+    generation = was.current.generation + 1
+    record = SealedRouteKey(
+        route=route, key_id=seal_key.key_id, reason=reason,
+        current=_sealed(seal_key, store, route, secrets.token_bytes(32), generation,
+                        now_ms=now_ms, made_by=operator),
+        previous=_sealed(seal_key, store, route, old.current, was.current.generation,
+                         now_ms=was.current.made_ms, made_by=was.current.made_by),
+        previous_until_ms=now_ms + grace_ms)
+    try:
+        store.handle.coordinator.put(store.key(keys.sealed_key_key(route)),
+                                     encode_record(record),
+                                     expected_version_id=found.version_id)
+    except UnexpectedVersionId:
+        raise RotationRefused(f"route {route}'s evidence key changed while this ran; "
+                              "nothing was written", hint="run it again") from None
+    return record
