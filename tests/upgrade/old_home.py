@@ -18,11 +18,14 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import NEREUS, run_nereus
+from tests.daemon import kill_engine, process_gone
 from tests.polling import wait_until
 from tests.upgrade.release_build import ReleaseBuild
 
@@ -167,24 +170,42 @@ def write_old_home(build: ReleaseBuild, home: Path, work: Path, *,
                    kafka: str | None = None) -> OldHome:
     """Write the home with ``build`` and stop its engine (module docstring); with
     ``kafka`` (a bootstrap address) its Shard Logs are on Kafka, and the dead owner's
-    attempts (made by appending to a file log) are left out."""
+    attempts (made by appending to a file log) are left out. Whatever happens, no engine
+    of the release is left running (``stopped``)."""
     route = _init(build, home, kafka)
     shards = [f"{route}/{p}" for p in range(PARTITIONS)]
-    cli(build, home, "engine", "start", "--timeout", "30")
-    _expire(build, home)
-    _commands(build, home, work, shards)
-    wait_until("the due messages published by the release",
-               lambda: _published(build, home, DUE), 60, seen=lambda: states(build, home))
-    wait_until("the 1 s lane's message swept by the release",
-               lambda: SWEPT not in states(build, home), 30)
-    checkpoints = {shard: cli(build, home, "checkpoint", "create", shard)["checkpoint_id"]
-                   for shard in shards}
-    cli(build, home, "message", "schedule", "--lane", "local", "--delay", "1d",
-        "--payload", "after the checkpoint", "--id", "tail-0", "--wait")
-    if kafka is None:
-        _uncertain(build, home)
-    old = OldHome(home, shards, checkpoints, states=states(build, home))
-    cli(build, home, "engine", "stop", "--timeout", "20")
+    with stopped(build, home):
+        cli(build, home, "engine", "start", "--timeout", "30")
+        _expire(build, home)
+        _commands(build, home, work, shards)
+        wait_until("the due messages published by the release",
+                   lambda: _published(build, home, DUE), 60, seen=lambda: states(build, home))
+        wait_until("the 1 s lane's message swept by the release",
+                   lambda: SWEPT not in states(build, home), 30)
+        checkpoints = {shard: cli(build, home, "checkpoint", "create", shard)["checkpoint_id"]
+                       for shard in shards}
+        cli(build, home, "message", "schedule", "--lane", "local", "--delay", "1d",
+            "--payload", "after the checkpoint", "--id", "tail-0", "--wait")
+        if kafka is None:
+            _uncertain(build, home)
+        old = OldHome(home, shards, checkpoints, states=states(build, home))
     old.digests = {shard: cli(build, home, "shard", "digest", shard)["digest"]
                    for shard in shards}
     return old
+
+
+@contextmanager
+def stopped(build: ReleaseBuild | None, home: Path) -> Iterator[None]:
+    """The block, then ``build``'s engine on ``home`` stopped: ``engine stop``, and when
+    that fails (the block failed with a broker away, say) SIGKILL of the home's daemon."""
+    try:
+        yield
+    finally:
+        executable = NEREUS if build is None else str(build.nereus)
+        done = run_nereus("engine", "stop", "--timeout", "20", home=home, timeout=60,
+                          executable=executable,
+                          env=None if build is None else build.environ())
+        if done.code != 0:
+            pid = kill_engine(home)
+            if pid is not None:
+                wait_until(f"engine pid {pid} gone", lambda: process_gone(pid), 10)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_nereus
+from tests.polling import wait_until
 from tests.upgrade.old_home import (
     BROKEN,
     CANCELLED,
@@ -24,6 +25,7 @@ from tests.upgrade.old_home import (
     OldHome,
     cli,
     states,
+    stopped,
     write_old_home,
 )
 from tests.upgrade.release_build import ReleaseBuild, build_release, release
@@ -87,8 +89,8 @@ def test_every_message_keeps_its_state_and_work_continues(old_home: OldHome,
     whatever order they run.)"""
     home = tmp_path / "home"
     shutil.copytree(old_home.home, home, symlinks=True)
-    cli(None, home, "engine", "start", "--timeout", "30")
-    try:
+    with stopped(None, home):
+        cli(None, home, "engine", "start", "--timeout", "30")
         now = states(None, home)
         assert now == old_home.states
         assert {now[i] for i in PENDING} == {"SCHEDULED"}
@@ -98,13 +100,9 @@ def test_every_message_keeps_its_state_and_work_continues(old_home: OldHome,
             assert (now[UNCERTAIN], now[RESOLVED]) == ("UNCERTAIN", "PUBLISHED")
         cli(None, home, "message", "schedule", "--lane", "local", "--delay", "0s",
             "--payload", "after the upgrade", "--id", "new-0", "--wait")
-        from tests.polling import wait_until
-
         wait_until("the new build to publish a new message",
                    lambda: states(None, home).get("new-0") == "PUBLISHED", 30,
                    seen=lambda: states(None, home).get("new-0"))
-    finally:
-        cli(None, home, "engine", "stop", "--timeout", "20")
     for shard in old_home.shards:
         empty = cli(None, home, "shard", "replay", shard, "--empty", "--compare", "live")
         assert empty["match"] is True, empty
