@@ -81,11 +81,12 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """``--level`` against ``--baseline-level``, the median over the rounds of each round's
     ratio (new / baseline; a round ran both, one after the other)."""
 
-    rounds: int
+    rounds: int  # bursts compared (the steady rounds: ``steady_p99_ms``)
     cpu_us_per_publish: list[tuple[float, float]]  # (new, baseline) per round
     cpu_ratio_median: float
     rate_per_shard: list[tuple[int, int]]  # (new, baseline) per round, the slowest shard
     rate_ratio_median: float
+    steady_p99_ms: list[tuple[int, int]]  # (new, baseline) per round; empty: not run
 
 
 class FireReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -160,6 +161,9 @@ def render(report: FireReport) -> str:
                    f"{', '.join(f'{n} vs {b} us' for n, b in c.cpu_us_per_publish)}), "
                    f"publishes/s per shard {c.rate_ratio_median}x "
                    f"({', '.join(f'{n:,} vs {b:,}' for n, b in c.rate_per_shard)})")
+        if c.steady_p99_ms:
+            out.append(f"steady p99 level {report.level} vs {report.baseline_level}: "
+                       + ", ".join(f"{n} vs {b} ms" for n, b in c.steady_p99_ms))
     for steady_figures in (report.steady_baseline, report.steady):
         if steady_figures is not None:
             out.extend(_render_steady(steady_figures))
@@ -189,30 +193,40 @@ def _runs(root: Path, args: argparse.Namespace) -> Runs:
     alternating which level goes first; the last round's figures and the comparison."""
     levels = [args.level] + ([args.baseline_level] if args.baseline_level else [])
     bursts: list[dict[int, BurstFigures]] = []
-    steadies: dict[int, SteadyFigures] = {}
+    steadies: list[dict[int, SteadyFigures]] = []
     for round_no in range(args.rounds):
         order = levels if round_no % 2 else levels[::-1]  # the baseline first in round 1
         if args.only in (None, "burst"):
             bursts.append({level: burst(root, args, level) for level in order})
         if args.only in (None, "steady"):
-            steadies.update({level: steady(root, args, level) for level in order})
+            steadies.append({level: steady(root, args, level) for level in order})
     base = args.baseline_level
     last = bursts[-1] if bursts else {}
+    calm = steadies[-1] if steadies else {}
+    p99s = [(s[args.level].lateness_ms.p99, s[base].lateness_ms.p99) for s in steadies] \
+        if base else []
     return Runs(
         burst=last.get(args.level), burst_baseline=last.get(base) if base else None,
-        comparison=_compare([(b[args.level], b[base]) for b in bursts]) if bursts and base
-        else None,
-        steady=steadies.get(args.level), steady_baseline=steadies.get(base) if base else None)
+        comparison=_compare([(b[args.level], b[base]) for b in bursts], p99s)
+        if base and (bursts or steadies) else None,
+        steady=calm.get(args.level), steady_baseline=calm.get(base) if base else None)
 
 
-def _compare(pairs: list[tuple[BurstFigures, BurstFigures]]) -> Comparison:
+def _median_ratio(pairs: list[tuple[float, float]] | list[tuple[int, int]]) -> float:
+    """The median of new / baseline over the rounds (0.0: no round)."""
+    return round(statistics.median(n / b for n, b in pairs), 3) if pairs else 0.0
+
+
+def _compare(pairs: list[tuple[BurstFigures, BurstFigures]],
+             p99s: list[tuple[int, int]]) -> Comparison:
     cpu = [(new.cpu_us_per_publish, old.cpu_us_per_publish) for new, old in pairs]
     rate = [(new.rate_per_shard_min, old.rate_per_shard_min) for new, old in pairs]
     return Comparison(
         rounds=len(pairs), cpu_us_per_publish=cpu,
-        cpu_ratio_median=round(statistics.median(n / b for n, b in cpu), 3),
+        cpu_ratio_median=_median_ratio(cpu),
         rate_per_shard=rate,
-        rate_ratio_median=round(statistics.median(n / b for n, b in rate), 3))
+        rate_ratio_median=_median_ratio(rate),
+        steady_p99_ms=p99s)
 
 
 def main() -> None:
