@@ -32,7 +32,9 @@ class Applier:
         self._results = results
         self._act = act
         self._pending: deque[Applied] = deque()  # applied and synced, not yet acted on
-        self.applied_records = 0  # records applied by this loop (a metric; per batch, free)
+        # records applied by this loop, a PUBLISH_BATCH's members each counted (a metric,
+        # and the turn pace's unit of work; per batch, free)
+        self.applied_records = 0
 
     def apply(self, *, until_empty: bool = True) -> bool:
         """Apply what the log holds; returns whether anything was applied.
@@ -72,7 +74,8 @@ class Applier:
             if not report.records:
                 break
             progressed = True
-            self.applied_records += report.records
+            self.applied_records += report.records + sum(
+                len(one.members) - 1 for one in batch if one.members)
             self._progress.notify()
             self._act_on_pending()
             batches += 1
