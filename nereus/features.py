@@ -27,12 +27,14 @@ BASE_LEVEL: Final = 1  # what 0.1.0 writes, and the level of a cluster that neve
 SUPPORTED_LEVEL: Final = 2  # the highest level this build reads and writes
 PUBLISH_BATCH_LEVEL: Final = 2  # PUBLISH_BATCH records (module docstring)
 SEALED_KEYS_LEVEL: Final = 2  # route evidence keys sealed in the coordinator (sealed-keys/)
+INCREMENTAL_CHECKPOINT_LEVEL: Final = 2  # checkpoint manifest format 3 (shared files)
 TEST_LEVEL: Final = 3  # a test-only level (module docstring)
 
 LEVELS: Final = {
     1: "0.1.0: record format 2, key schema 1, digest 2, checkpoint manifest 2",
     2: "level 1, PUBLISH_BATCH records (one turn's admissions and outcomes in one record) "
-       "and route evidence keys sealed in the coordinator (sealed-keys/)",
+       "and route evidence keys sealed in the coordinator (sealed-keys/), incremental "
+       "checkpoints (manifest format 3)",
     3: "test only: level 2 and QUERY_BARRIER carries a label",
 }
 

@@ -5,8 +5,11 @@ delete), so an entry always points at a complete checkpoint.
 
 Recovery Set: the newest ``keep`` catalogued checkpoints of a shard, the only ones recovery
 may use. Recovery Floor: the oldest Shard Log position any member still needs (its applied
-position + 1) and every external object any member references. Log retention and payload
-collection must stay below the floor (``check_floor``).
+position + 1), every external object any member references and every checkpoint object a
+member's image needs (an incremental checkpoint's borrowed files, wherever held). Log
+retention, payload collection and checkpoint deletion must stay below the floor
+(``check_floor``); deleting a checkpoint removes only the objects no remaining checkpoint
+names (``nereus.checkpoint.incremental.deletable``).
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from dataclasses import dataclass
 
 import msgspec
 
-from nereus.adapters.backends.objectstore.protocol import ObjectStore
+from nereus.adapters.backends.objectstore.protocol import ObjectMissing, ObjectStore
+from nereus.checkpoint.incremental import deletable, named_keys
 from nereus.checkpoint.manifest import (
-    MANIFEST_NAME,
     CatalogEntry,
     Manifest,
     catalog_key,
@@ -38,6 +41,8 @@ class Floor:
     position: int  # the oldest log position a member still needs
     external_objects: frozenset[str]
     members: tuple[CatalogEntry, ...]
+    # every checkpoint object (files wherever held, manifests) a member's image needs
+    checkpoint_objects: frozenset[str] = frozenset()
 
 
 def catalog(objects: ObjectStore, shard: ShardId) -> list[CatalogEntry]:
@@ -59,17 +64,22 @@ def find(objects: ObjectStore, checkpoint_id: str) -> CatalogEntry:
                    hint="`nereus checkpoint list SHARD` lists them")
 
 
+def manifest_of(objects: ObjectStore, entry: CatalogEntry) -> Manifest:
+    """The manifest of a catalogued checkpoint, read from the store."""
+    return msgspec.json.decode(objects.get_bytes(entry.manifest_key), type=Manifest)
+
+
 def recovery_floor(objects: ObjectStore, shard: ShardId, keep: int) -> Floor:
     members = tuple(catalog(objects, shard)[-keep:]) if keep > 0 else ()
     position = 0
     external: set[str] = set()
+    manifests = [manifest_of(objects, member) for member in members]
     if members:
         positions = [m.applied_position for m in members]
         position = min(-1 if p is None else p for p in positions) + 1
-        for member in members:
-            manifest = msgspec.json.decode(objects.get_bytes(member.manifest_key), type=Manifest)
+        for manifest in manifests:
             external.update(manifest.external_objects)
-    return Floor(str(shard), position, frozenset(external), members)
+    return Floor(str(shard), position, frozenset(external), members, named_keys(manifests))
 
 
 def check_floor(floor: Floor, *, delete_before: int | None = None,
@@ -83,7 +93,7 @@ def check_floor(floor: Floor, *, delete_before: int | None = None,
             f"Recovery Floor at {floor.position} (needed by {', '.join(needing) or 'replay'})",
             hint="take a newer checkpoint first, or delete only before the floor",
         )
-    crossing = sorted(delete_objects & floor.external_objects)
+    crossing = sorted(delete_objects & (floor.external_objects | floor.checkpoint_objects))
     if crossing:
         raise FloorViolation(
             f"objects still referenced by the Recovery Set of {floor.shard}: "
@@ -94,14 +104,28 @@ def check_floor(floor: Floor, *, delete_before: int | None = None,
 def delete_checkpoint(objects: ObjectStore, entry: CatalogEntry, floor: Floor) -> int:
     """Delete a catalogued checkpoint that is not in the Recovery Set: the catalog entry
     first (from then on nothing points at it; a delete killed half-way leaves only
-    harmless orphaned files), then its files. Returns how many objects went."""
+    harmless orphaned files), then its objects and those it borrowed, except what another
+    catalogued checkpoint still names (a later incremental one's files stay where they
+    are). Returns how many objects went."""
     if any(m.checkpoint_id == entry.checkpoint_id for m in floor.members):
         raise FloorViolation(f"checkpoint {entry.checkpoint_id} is a member of the Recovery "
                              f"Set of {floor.shard}: it is never deleted")
     prefix = checkpoint_prefix(entry.route, entry.partition, entry.checkpoint_id)
-    keys = [info.key for info in objects.list(prefix)]
+    others = [manifest_of(objects, other)
+              for other in catalog(objects, ShardId(entry.route, entry.partition))
+              if other.checkpoint_id != entry.checkpoint_id]
+    doomed = _manifest_if_present(objects, entry)
+    keys = deletable(doomed, (info.key for info in objects.list(prefix)), named_keys(others))
     check_floor(floor, delete_objects=frozenset(keys))
     objects.delete(catalog_key(entry.route, entry.partition, entry.checkpoint_id))
-    for key in sorted(keys, key=lambda k: k.endswith(MANIFEST_NAME)):  # manifest last
+    for key in keys:  # manifest last
         objects.delete(key)
     return len(keys) + 1
+
+
+def _manifest_if_present(objects: ObjectStore, entry: CatalogEntry) -> Manifest | None:
+    """Its manifest, or None when it is gone (a delete killed after the manifest went)."""
+    try:
+        return manifest_of(objects, entry)
+    except ObjectMissing:
+        return None

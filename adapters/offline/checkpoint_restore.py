@@ -29,13 +29,14 @@ from nereus.errors import NereusError
 
 def download(objects: ObjectStore, entry: CatalogEntry, dest: Path,
              progress: Callable[[int], None] | None = None) -> Path:
-    """Fetch every file of a checkpoint (checksums verified by the store) into ``dest``."""
-    prefix = entry.manifest_key[: -len(MANIFEST_NAME)]
+    """Fetch every file of a checkpoint (checksums verified by the store) into ``dest``:
+    exactly the files its manifest names, each from the checkpoint holding it (an
+    incremental checkpoint's borrowed files from the earlier ones')."""
     dest.mkdir(parents=True, exist_ok=True)
     objects.get_file(entry.manifest_key, dest / MANIFEST_NAME)
     manifest = msgspec.json.decode((dest / MANIFEST_NAME).read_bytes(), type=Manifest)
     for file in manifest.files:
-        objects.get_file(prefix + file.name, dest / file.name)
+        objects.get_file(manifest.file_key(file), dest / file.name)
         if progress is not None:
             progress(file.size)
     return dest

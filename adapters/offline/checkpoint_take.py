@@ -5,7 +5,10 @@ batches, so it is exactly the state at one applied position), then the manifest:
 file with size and SHA-256, the digest recomputed from the checkpoint itself, the payload
 objects the state references. Upload: files first, manifest last, then the catalog entry
 with a conditional create; a checkpoint killed half-way has no catalog entry, so nothing
-points at it (its orphaned files are harmless and can be swept).
+points at it (its orphaned files are harmless and can be swept). From feature level 2 a
+checkpoint borrows the files its parent (the newest catalogued one) holds and uploads only
+the others (``nereus.checkpoint.incremental``); a borrowed object gone from the store is
+uploaded after all.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from pathlib import Path
 import msgspec
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
-from nereus.adapters.offline.checkpoint_catalog import catalog
+from nereus.adapters.offline.checkpoint_catalog import catalog, manifest_of
 from nereus.adapters.offline.log_replay import store_digest
 from nereus.adapters.offline.parallel_verify import SMALL_CHECKPOINT, process_digest
+from nereus.checkpoint.incremental import own_files, share_with_parent
 from nereus.checkpoint.manifest import (
     FILE_HASH_OF_FORMAT,
     FORMAT_VERSION,
+    INCREMENTAL_FORMAT_VERSION,
     MANIFEST_NAME,
     CatalogEntry,
     FileEntry,
@@ -35,6 +40,7 @@ from nereus.checkpoint.manifest import (
 )
 from nereus.checkpoint.verify import file_hash
 from nereus.errors import NereusError
+from nereus.features import BASE_LEVEL
 from nereus.shard import ShardId
 from nereus.state import keys
 from nereus.state.store import ShardStore
@@ -74,16 +80,20 @@ def take_local(
     checkpoint_id: str,
     parent: str | None,
     now_ms: int,
+    parent_manifest: Manifest | None = None,
+    level: int = BASE_LEVEL,
 ) -> tuple[Path, Manifest]:
     """Checkpoint ``store`` into ``staging/<id>`` and write its manifest there."""
     directory = snapshot(store, staging, checkpoint_id)
     return directory, describe(directory, shard, checkpoint_id=checkpoint_id, parent=parent,
-                               now_ms=now_ms)
+                               now_ms=now_ms, parent_manifest=parent_manifest, level=level)
 
 
 def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str | None,
-             now_ms: int) -> Manifest:
-    """Hash the image's files, recompute its digest, write ``manifest.json`` beside them."""
+             now_ms: int, parent_manifest: Manifest | None = None,
+             level: int = BASE_LEVEL) -> Manifest:
+    """Hash the image's files, recompute its digest, write ``manifest.json`` beside them;
+    at ``level`` 2 on, the files ``parent_manifest`` lists are borrowed (format 3)."""
     with ShardStore.open(directory, read_only=True) as image:
         applied = image.applied_position()
         raw_records = image.get(keys.META_RECORDS)
@@ -95,8 +105,10 @@ def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str
     for name in sorted(os.listdir(directory)):
         size, checksum = file_hash(directory / name, None, FILE_HASH_OF_FORMAT[FORMAT_VERSION])
         files.append(FileEntry(name=name, size=size, blake3=checksum))
+    files, format_version = share_with_parent(files, parent_manifest, level=level)
     manifest = Manifest(
-        checkpoint_id=checkpoint_id, route=shard.route, partition=shard.partition,
+        format_version=format_version, checkpoint_id=checkpoint_id, route=shard.route,
+        partition=shard.partition,
         schema_version=keys.SCHEMA_VERSION, applied_position=applied,
         records_applied=0 if raw_records is None else decode_int(raw_records), digest=digest,
         files=files, external_objects=external, parent=parent,
@@ -135,9 +147,10 @@ def _digest_in_a_child(directory: Path) -> str:
 
 def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
            progress: Callable[[int], None] | None = None) -> CatalogEntry:
-    """Files first, manifest last, then the catalog entry (conditional create)."""
+    """Its own files first (not those it borrows), manifest last, then the catalog entry
+    (conditional create)."""
     prefix = checkpoint_prefix(manifest.route, manifest.partition, manifest.checkpoint_id)
-    for entry in manifest.files:
+    for entry in own_files(manifest):
         objects.put_file(prefix + entry.name, directory / entry.name)
         if progress is not None:
             progress(entry.size)
@@ -155,6 +168,36 @@ def upload(objects: ObjectStore, directory: Path, manifest: Manifest,
     return catalog
 
 
+def keep_borrowed(objects: ObjectStore, directory: Path, manifest: Manifest) -> Manifest:
+    """The manifest with every borrowed file whose object is gone (or another size) made
+    its own again, so the upload carries it; ``manifest.json`` rewritten when one was."""
+    gone = {f.name for f in manifest.files if f.checkpoint is not None
+            and _size_in_store(objects, manifest.file_key(f)) != f.size}
+    if not gone:
+        return manifest
+    files = [msgspec.structs.replace(f, checkpoint=None) if f.name in gone else f
+             for f in manifest.files]
+    version = (INCREMENTAL_FORMAT_VERSION if any(f.checkpoint for f in files)
+               else FORMAT_VERSION)
+    kept = msgspec.structs.replace(manifest, files=files, format_version=version)
+    (directory / MANIFEST_NAME).write_bytes(encode_json(kept))
+    return kept
+
+
+def _size_in_store(objects: ObjectStore, key: str) -> int | None:
+    info = objects.head(key)
+    return None if info is None else info.size
+
+
+def upload_checkpoint(objects: ObjectStore, directory: Path, manifest: Manifest,
+                      progress: Callable[[int], None] | None = None) -> Taken:
+    """Upload a described image (``keep_borrowed``, then ``upload``) and say what went."""
+    manifest = keep_borrowed(objects, directory, manifest)
+    entry = upload(objects, directory, manifest, progress)
+    return Taken(entry, manifest, sum(f.size for f in manifest.files),
+                 sum(f.size for f in own_files(manifest)))
+
+
 def new_checkpoint_id(applied_position: int | None, token: str) -> str:
     """Sortable by position: ``cp-<applied position, 12 digits>-<token>``."""
     return f"cp-{(applied_position if applied_position is not None else 0):012d}-{token}"
@@ -164,7 +207,8 @@ def new_checkpoint_id(applied_position: int | None, token: str) -> str:
 class Taken:
     entry: CatalogEntry
     manifest: Manifest
-    size_bytes: int
+    size_bytes: int  # the image's, borrowed files included
+    uploaded_bytes: int  # what this checkpoint uploaded (its own files)
 
 
 def checkpoint_now(
@@ -176,18 +220,21 @@ def checkpoint_now(
     token: str,
     now_ms: int,
     progress: Callable[[int], None] | None = None,
+    level: int = BASE_LEVEL,
 ) -> Taken:
-    """Take, upload and catalogue a checkpoint of ``store`` as it is now."""
+    """Take, upload and catalogue a checkpoint of ``store`` as it is now (incremental from
+    ``level`` 2 on: ``describe``)."""
     existing = catalog(objects, shard)
-    parent = existing[-1].checkpoint_id if existing else None
+    parent = existing[-1] if existing else None
     checkpoint_id = new_checkpoint_id(store.applied_position(), token)
-    directory, manifest = take_local(store, shard, staging, checkpoint_id=checkpoint_id,
-                                     parent=parent, now_ms=now_ms)
+    directory, manifest = take_local(
+        store, shard, staging, checkpoint_id=checkpoint_id,
+        parent=parent.checkpoint_id if parent else None, now_ms=now_ms,
+        parent_manifest=manifest_of(objects, parent) if parent else None, level=level)
     try:
-        entry = upload(objects, directory, manifest, progress)
+        return upload_checkpoint(objects, directory, manifest, progress)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return Taken(entry, manifest, sum(f.size for f in manifest.files))
 
 
 class CheckpointTaken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -200,6 +247,7 @@ class CheckpointTaken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     parent: str | None
     files: int
     size_bytes: int
+    uploaded_bytes: int  # its own files (an incremental checkpoint borrows the others)
     created_at: str
     object_store: str
     manifest_key: str
@@ -211,5 +259,6 @@ def taken_view(taken: Taken, objects: ObjectStore) -> CheckpointTaken:
         shard=f"{taken.entry.route}/{taken.entry.partition}",
         applied_position=taken.entry.applied_position, digest=taken.entry.digest,
         parent=taken.manifest.parent, files=len(taken.manifest.files),
-        size_bytes=taken.size_bytes, created_at=taken.entry.created_at,
+        size_bytes=taken.size_bytes, uploaded_bytes=taken.uploaded_bytes,
+        created_at=taken.entry.created_at,
         object_store=objects.description, manifest_key=taken.entry.manifest_key)

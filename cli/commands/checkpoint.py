@@ -63,14 +63,29 @@ def create(ctx: typer.Context, shard_name: ShardArg) -> None:
             taken = checkpoint_now(
                 store, shard, objects, HomeLayout(env.home).root / "staging",
                 token=uuid.uuid4().hex[:8], now_ms=time.time_ns() // 1_000_000,
-                progress=advance)
+                progress=advance, level=_feature_level(env))
         _mark(env, shard, taken.entry.checkpoint_id)
         document = taken_view(taken, objects)
     data = msgspec.to_builtins(document)
     env.output.emit(data, lambda out: out.print(
         f"checkpoint {data['checkpoint_id']} of {data['shard']} at applied position "
         f"{data['applied_position']}, digest {data['digest'][:16]}.., {data['files']} files, "
-        f"{data['size_bytes']} bytes -> {data['object_store']}"))
+        f"{data['size_bytes']} bytes ({data['uploaded_bytes']} uploaded) -> "
+        f"{data['object_store']}"))
+
+
+def _feature_level(env: Env) -> int:
+    """The level in force where this home writes: its cluster's, else its own (an offline
+    checkpoint is incremental from level 2, as the engine's)."""
+    from nereus.adapters.home.feature_level import home_level
+
+    if env.layout.config.exists() and env.config.cluster is not None:
+        from nereus.adapters.cluster.feature_levels import read_level
+        from nereus.cli.commands.cluster.access import cluster_store
+
+        with cluster_store(env, None) as store:
+            return read_level(store).level.level
+    return home_level(env.home).level
 
 
 def _mark(env: Env, shard: ShardId, checkpoint_id: str) -> None:

@@ -24,6 +24,7 @@ from nereus.adapters.backends.shardlog.protocol import ShardLog
 from nereus.adapters.offline.checkpoint_take import Taken, new_checkpoint_id, snapshot
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.shard.checkpointer import Checkpointer, Job
+from nereus.features import BASE_LEVEL
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 
@@ -40,7 +41,8 @@ class CheckpointTrigger:
 
     def __init__(self, shard: ShardId, store: ShardStore, log: ShardLog, *,
                  checkpointer: Checkpointer | None, staging: Path | None,
-                 clock: TrustedClock, owner_id: str, wake: threading.Event) -> None:
+                 clock: TrustedClock, owner_id: str, wake: threading.Event,
+                 feature_level: int = BASE_LEVEL) -> None:
         self._shard = shard
         self._store = store
         self._log = log
@@ -50,6 +52,7 @@ class CheckpointTrigger:
         self._time = clock.source
         self._owner_id = owner_id
         self._wake = wake
+        self._feature_level = feature_level  # read as the loop was built (incremental: 2)
         self._requests: queue.SimpleQueue[Future[Taken]] = queue.SimpleQueue()
         # requesters who wait only for the snapshot (a planned release), not the upload
         self._snapshot_requests: queue.SimpleQueue[Future[str]] = queue.SimpleQueue()
@@ -126,7 +129,8 @@ class CheckpointTrigger:
             uploading.add_done_callback(pacing.ended)
             requests = [*requests, uploading]
         self._checkpointer.submit(Job(self._shard, directory, checkpoint_id, self._log,
-                                      self._clock.wall_ms(), self._owner_id, epoch, requests))
+                                      self._clock.wall_ms(), self._owner_id, epoch, requests,
+                                      self._feature_level))
         for snapshotted in snapshots:
             snapshotted.set_result(checkpoint_id)
         self.changed = 0

@@ -2,7 +2,8 @@
 checkpoints, so hashing and uploading never stall a shard loop.
 
 A shard loop takes the RocksDB snapshot between two applied batches (fast, hard links)
-and hands the directory over. Here: manifest (file hashes, recomputed digest), upload
+and hands the directory over. Here: manifest (file hashes, recomputed digest; from feature
+level 2 the files the newest catalogued checkpoint holds are borrowed, not uploaded), upload
 (files, manifest, catalog entry last), a CHECKPOINT_MARK in the shard's log, and, when
 ``prune_log`` is on, deletion of log segments wholly below the new Recovery Floor.
 Requests from ``nereus checkpoint create`` get the result through a Future. A released
@@ -24,12 +25,18 @@ from pathlib import Path
 
 from nereus.adapters.backends.objectstore.protocol import ObjectStore
 from nereus.adapters.backends.shardlog.protocol import PrunableLog, ShardLog
-from nereus.adapters.offline.checkpoint_catalog import catalog, check_floor, recovery_floor
-from nereus.adapters.offline.checkpoint_take import Taken, describe, upload
+from nereus.adapters.offline.checkpoint_catalog import (
+    catalog,
+    check_floor,
+    manifest_of,
+    recovery_floor,
+)
+from nereus.adapters.offline.checkpoint_take import Taken, describe, upload_checkpoint
 from nereus.config import CheckpointSettings
 from nereus.engine.runtime.event_log import EventLog, null_event_log, safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
 from nereus.engine.shard.checkpoint_pacing import Pacing
+from nereus.features import BASE_LEVEL
 from nereus.records import CheckpointMark, encode
 from nereus.shard import ShardId
 
@@ -44,6 +51,8 @@ class Job:
     owner_id: str  # the owner that took the snapshot, and its epoch (on the CHECKPOINT_MARK)
     fencing_epoch: int
     futures: list[Future[Taken]] = field(default_factory=list)
+    # the feature level the shard's owner writes at: incremental checkpoints from 2
+    feature_level: int = BASE_LEVEL
 
 
 class Checkpointer:
@@ -118,16 +127,20 @@ class Checkpointer:
 
     def _finish(self, job: Job) -> Taken:
         existing = catalog(self.objects, job.shard)
-        parent = existing[-1].checkpoint_id if existing else None
-        manifest = describe(job.directory, job.shard, checkpoint_id=job.checkpoint_id,
-                            parent=parent, now_ms=job.now_ms)
-        entry = upload(self.objects, job.directory, manifest)
+        parent = existing[-1] if existing else None
+        manifest = describe(
+            job.directory, job.shard, checkpoint_id=job.checkpoint_id,
+            parent=parent.checkpoint_id if parent else None, now_ms=job.now_ms,
+            parent_manifest=manifest_of(self.objects, parent) if parent else None,
+            level=job.feature_level)
+        taken = upload_checkpoint(self.objects, job.directory, manifest)
+        entry = taken.entry
         job.log.append([encode(CheckpointMark(
             mutation_id=str(uuid.uuid4()), checkpoint_id=entry.checkpoint_id,
             owner_id=job.owner_id, fencing_epoch=job.fencing_epoch))])
         safe_event(self._events, "checkpoint_taken", shard=str(job.shard),
                    checkpoint_id=entry.checkpoint_id, applied_position=entry.applied_position,
-                   digest=entry.digest)
+                   digest=entry.digest, uploaded_bytes=taken.uploaded_bytes)
         if self.settings.prune_log and isinstance(job.log, PrunableLog):
             floor = recovery_floor(self.objects, job.shard, self.settings.keep)
             check_floor(floor, delete_before=floor.position)
@@ -135,4 +148,4 @@ class Checkpointer:
             if deleted:
                 safe_event(self._events, "log_pruned", shard=str(job.shard),
                            before=floor.position, segments=len(deleted))
-        return Taken(entry, manifest, sum(f.size for f in manifest.files))
+        return taken

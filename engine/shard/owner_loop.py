@@ -86,7 +86,7 @@ class ShardLoop(ProgressWaits):
         self.checkpoints = CheckpointTrigger(
             parts.shard, parts.store, parts.log, checkpointer=engine.checkpointer,
             staging=parts.staging, clock=engine.clock, owner_id=owner.owner_id,
-            wake=self._wake)
+            wake=self._wake, feature_level=engine.settings.feature_level)
         self._sweeps = SweepTrigger(parts.store, self._outbox, time=self._time,
                                     owner_id=owner.owner_id, new_id=owner.new_id)
         self._backfills = BackfillTrigger(parts.store, self._outbox, time=self._time,

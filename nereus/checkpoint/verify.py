@@ -1,7 +1,8 @@
 """Checkpoint verification: is this directory really a usable image of that shard?
 
 Checks, in order, each a ``Check`` with ``name``, ``ok`` and a ``detail`` naming the file,
-key or value at fault: ``manifest`` (parses, format 1 or 2), ``files_present``,
+key or value at fault: ``manifest`` (parses, format 1, 2 or 3: an incremental checkpoint's
+manifest names every file of its chain, downloaded beside it), ``files_present``,
 ``file_sizes`` and ``file_checksums`` (BLAKE3 in format 2, SHA-256 in 1), ``identity`` (the
 manifest, the catalog entry when verifying by id, and the database's ``meta/identity``
 agree), ``db_opens`` (read-only), ``applied_position`` and ``digest`` (recomputed in the
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 
+from nereus.checkpoint.incremental import format_problem
 from nereus.checkpoint.manifest import (
     FILE_HASH_NAMES,
     FILE_HASH_OF_FORMAT,
@@ -147,6 +149,9 @@ def read_manifest(path: Path) -> Manifest:
         raise NereusError(f"{path / MANIFEST_NAME}: format version {manifest.format_version} is "
                           f"not supported (this build reads "
                           f"{', '.join(map(str, FORMAT_VERSIONS))})")
+    problem = format_problem(manifest)
+    if problem is not None:
+        raise NereusError(f"{path / MANIFEST_NAME}: {problem}")
     return manifest
 
 
@@ -283,7 +288,7 @@ def upgrade_manifest(path: Path, *, digest: DigestStore | None = None) -> Manife
         failed = next((c for c in report.checks if not c.ok and not c.skipped), None)
         raise NereusError(f"{path} does not verify, so it is not upgraded: "
                           f"{failed.name + ': ' + failed.detail if failed else 'no checks'}")
-    if manifest.format_version == FORMAT_VERSION:
+    if manifest.format_version >= FORMAT_VERSION:
         return manifest
     with ShardStore.open(Path(path), read_only=True) as store:
         recomputed = (digest or store_digest)(store, DIGEST_VERSION)

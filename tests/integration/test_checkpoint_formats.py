@@ -124,8 +124,21 @@ def test_an_unknown_format_version_is_refused_by_name(tmp_path: Path) -> None:
     """A manifest from a later format fails the manifest check and says which it reads."""
     directory, manifest = _checkpoint(tmp_path)
     (directory / MANIFEST_NAME).write_bytes(
-        encode_json(msgspec.structs.replace(manifest, format_version=3)))
+        encode_json(msgspec.structs.replace(manifest, format_version=4)))
     report = verify_directory(directory)
     assert not report.checks[0].ok
-    assert "format version 3" in report.checks[0].detail
-    assert "1, 2" in report.checks[0].detail
+    assert "format version 4" in report.checks[0].detail
+    assert "1, 2, 3" in report.checks[0].detail
+
+
+def test_a_borrowed_file_below_format_three_is_refused_by_name(tmp_path: Path) -> None:
+    """A format 2 manifest whose file names another checkpoint as its holder contradicts
+    its format: the manifest check fails naming the file."""
+    directory, manifest = _checkpoint(tmp_path)
+    first = msgspec.structs.replace(manifest.files[0], checkpoint="cp-000000000000-other")
+    (directory / MANIFEST_NAME).write_bytes(
+        encode_json(msgspec.structs.replace(manifest, files=[first, *manifest.files[1:]])))
+    report = verify_directory(directory)
+    assert not report.checks[0].ok
+    assert "format version 2 cannot borrow" in report.checks[0].detail
+    assert first.name in report.checks[0].detail
