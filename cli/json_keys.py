@@ -51,6 +51,7 @@ from nereus.cli.commands.cluster.documents import (
     ClusterMigrateReport,
     ClusterRejoinReport,
     ClusterStatus,
+    EvidenceKeyRotation,
     InitJoinReport,
     NodeDrainReport,
     NodeRow,
@@ -365,6 +366,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         note="result is REJOINED (nereus.toml rewritten), UNCHANGED (it named that "
         "coordinator already) or DRY_RUN. Exit status 1 when the engine runs, the "
         "coordinator holds no whole copy of this home's cluster, or the node runs there."),
+    "cluster rotate-evidence-key": typed(EvidenceKeyRotation, note="result: ROTATED, DRY_RUN."),
     "shard move": typed(
         ShardMoveReport,
         note="result is DRY_RUN, PLACED (the pinned placement is written), MOVED (--wait: "

@@ -17,7 +17,7 @@ __nereus_commands() {
         "mutate") echo "submit" ;;
         "playbook") echo "list show run" ;;
         "command") echo "show" ;;
-        "cluster") echo "init config status nodes drain undrain migrate rejoin" ;;
+        "cluster") echo "init config status nodes drain undrain migrate rejoin rotate-evidence-key" ;;
         "upgrade") echo "check status finalize" ;;
     esac
 }
@@ -94,6 +94,7 @@ __nereus_options() {
         "cluster undrain") echo "--reason --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
         "cluster migrate") echo "--to --reason --coordinator --as --operator --dry-run --yes -y --home --json --output -o --help" ;;
         "cluster rejoin") echo "--to --dry-run --home --json --output -o --help" ;;
+        "cluster rotate-evidence-key") echo "--reason --route --grace --seal-key-file --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
         "upgrade") echo "--home --json --output -o --help" ;;
         "upgrade check") echo "--home --json --output -o --help" ;;
         "upgrade status") echo "--coordinator --home --json --output -o --help" ;;
@@ -240,6 +241,12 @@ __nereus_value() {
         "--coordinator:cluster migrate") echo "text" ;;
         "--as:cluster migrate" | "--operator:cluster migrate") echo "text" ;;
         "--to:cluster rejoin") echo "text" ;;
+        "--reason:cluster rotate-evidence-key") echo "text" ;;
+        "--route:cluster rotate-evidence-key") echo "route" ;;
+        "--grace:cluster rotate-evidence-key") echo "text" ;;
+        "--seal-key-file:cluster rotate-evidence-key") echo "file" ;;
+        "--as:cluster rotate-evidence-key" | "--operator:cluster rotate-evidence-key") echo "text" ;;
+        "--coordinator:cluster rotate-evidence-key") echo "text" ;;
         "--coordinator:upgrade status") echo "text" ;;
         "--reason:upgrade finalize") echo "text" ;;
         "--to:upgrade finalize") echo "text" ;;

@@ -6,8 +6,9 @@ Every node holds the same sealing key, given as a secret reference in its own
 ``evidence_seal_key_env``): 32 random bytes written as 64 hex digits (``openssl rand -hex
 32``). The coordinator never sees it; a record names it only by ``key_id``, a fingerprint
 that says which key sealed it (so a node with another key is told so, not just "does not
-open"). The associated data binds a sealed key to its cluster, route and generation: a
-sealed key copied under another route, or put back as another generation, does not open.
+open"). The associated data binds a sealed key to its route and generation: a sealed key
+copied under another route, or put back as another generation, does not open. It does not
+name the cluster, so ``nereus cluster migrate`` may copy the records under another name.
 """
 
 from __future__ import annotations
@@ -63,22 +64,21 @@ def seal_key_of(cluster: ClusterSettings | None, home: Path | None) -> SealKey |
     return SealKey(key)
 
 
-def _aad(cluster: str, route: str, generation: int) -> bytes:
-    return f"nereus route evidence key\x00{cluster}\x00{route}\x00{generation}".encode()
+def _aad(route: str, generation: int) -> bytes:
+    return f"nereus route evidence key\x00{route}\x00{generation}".encode()
 
 
-def seal(seal_key: SealKey, evidence_key: bytes, *, cluster: str, route: str,
-         generation: int) -> str:
+def seal(seal_key: SealKey, evidence_key: bytes, *, route: str, generation: int) -> str:
     """``evidence_key`` sealed (base64 of nonce and ciphertext with its tag)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = os.urandom(_NONCE)
     sealed = AESGCM(seal_key.key).encrypt(nonce, evidence_key,
-                                          _aad(cluster, route, generation))
+                                          _aad(route, generation))
     return base64.b64encode(nonce + sealed).decode()
 
 
-def unseal(seal_key: SealKey, sealed: str, *, key_id: str, cluster: str, route: str,
+def unseal(seal_key: SealKey, sealed: str, *, key_id: str, route: str,
            generation: int) -> bytes:
     """The evidence key ``sealed`` holds; ``ConfigError`` naming the setting when this
     node's sealing key is not the one that sealed it (or the record was tampered with)."""
@@ -92,12 +92,12 @@ def unseal(seal_key: SealKey, sealed: str, *, key_id: str, cluster: str, route: 
     raw = base64.b64decode(sealed)
     try:
         return AESGCM(seal_key.key).decrypt(raw[:_NONCE], raw[_NONCE:],
-                                            _aad(cluster, route, generation))
+                                            _aad(route, generation))
     except InvalidTag:
         raise ConfigError(f"route {route}'s sealed evidence key (generation {generation}) "
                           f"does not open with the key {SETTING} gives",
-                          hint="the record was altered, or sealed for another cluster or "
-                               "route: rotate it (`nereus cluster rotate-evidence-key`)") \
+                          hint="the record was altered, or sealed for another route: "
+                               "rotate it (`nereus cluster rotate-evidence-key`)") \
             from None
 
 

@@ -81,7 +81,7 @@ def install_route_keys(store: ClusterStore, home: Path, routes: Iterable[str], *
         if sealed is not None:
             if seal_key is None and not sealed_required:
                 continue
-            keys = open_route_keys(store, sealed.record, require_seal_key(seal_key, route))
+            keys = open_route_keys(sealed.record, require_seal_key(seal_key, route))
             if install_route_keys_ring(home, route, keys):
                 written.append(route)
         elif route in held and install_route_key(home, route,

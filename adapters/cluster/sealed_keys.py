@@ -54,10 +54,10 @@ def sealed_routes(store: ClusterStore) -> dict[str, SealedRouteKey]:
             for r in store.handle.coordinator.range_scan(low, high)}
 
 
-def _sealed(seal_key: SealKey, store: ClusterStore, route: str, key: bytes, generation: int,
-            *, now_ms: int, made_by: str) -> SealedKey:
+def _sealed(seal_key: SealKey, route: str, key: bytes, generation: int, *, now_ms: int,
+            made_by: str) -> SealedKey:
     return SealedKey(generation=generation, made_ms=now_ms, made_by=made_by,
-                     sealed=seal(seal_key, key, cluster=store.handle.cluster, route=route,
+                     sealed=seal(seal_key, key, route=route,
                                  generation=generation))
 
 
@@ -66,7 +66,7 @@ def seal_route(store: ClusterStore, route: str, key: bytes, seal_key: SealKey, *
     """Keep ``key`` sealed as the route's first key unless it has a sealed one already
     (whether it was made now); then the route's plain-text record, if any, is deleted."""
     record = SealedRouteKey(route=route, key_id=seal_key.key_id, current=_sealed(
-        seal_key, store, route, key, 1, now_ms=now_ms, made_by=made_by))
+        seal_key, route, key, 1, now_ms=now_ms, made_by=made_by))
     try:
         store.handle.coordinator.put(store.key(keys.sealed_key_key(route)),
                                      encode_record(record),
@@ -79,16 +79,27 @@ def seal_route(store: ClusterStore, route: str, key: bytes, seal_key: SealKey, *
     return made
 
 
-def open_route_keys(store: ClusterStore, record: SealedRouteKey,
-                    seal_key: SealKey) -> EvidenceKeys:
+def open_route_keys(record: SealedRouteKey, seal_key: SealKey) -> EvidenceKeys:
     """The route's evidence keys, opened with this node's sealing key."""
     def opened(key: SealedKey) -> bytes:
-        return unseal(seal_key, key.sealed, key_id=record.key_id, cluster=store.handle.cluster,
+        return unseal(seal_key, key.sealed, key_id=record.key_id,
                       route=record.route, generation=key.generation)
 
     return EvidenceKeys(current=opened(record.current), generation=record.current.generation,
                         previous=None if record.previous is None else opened(record.previous),
                         previous_until_ms=record.previous_until_ms)
+
+
+def refuse_during_grace(record: SealedRouteKey, now_ms: int) -> None:
+    """``RotationRefused`` while the previous key still verifies (a rotation now would
+    drop it)."""
+    from nereus.timespec import format_time_ms
+
+    if record.previous is not None and record.previous_until_ms > now_ms:
+        raise RotationRefused(
+            f"route {record.route}: evidence signed before the last rotation verifies until "
+            f"{format_time_ms(record.previous_until_ms)}; rotating now would drop that key",
+            hint="rotate again once that grace has ended")
 
 
 def rotate(store: ClusterStore, route: str, seal_key: SealKey, *, now_ms: int, grace_ms: int,
@@ -102,18 +113,14 @@ def rotate(store: ClusterStore, route: str, seal_key: SealKey, *, now_ms: int, g
                               hint="start a node that holds the sealing key first (it seals "
                                    "the route's key)")
     was = found.record
-    if was.previous is not None and was.previous_until_ms > now_ms:
-        raise RotationRefused(
-            f"route {route}: evidence signed before the last rotation verifies until "
-            f"{was.previous_until_ms} ms; rotating now would drop that key",
-            hint="rotate again once that grace has ended")
-    old = open_route_keys(store, was, seal_key)
+    refuse_during_grace(was, now_ms)
+    old = open_route_keys(was, seal_key)
     generation = was.current.generation + 1
     record = SealedRouteKey(
         route=route, key_id=seal_key.key_id, reason=reason,
-        current=_sealed(seal_key, store, route, secrets.token_bytes(32), generation,
+        current=_sealed(seal_key, route, secrets.token_bytes(32), generation,
                         now_ms=now_ms, made_by=operator),
-        previous=_sealed(seal_key, store, route, old.current, was.current.generation,
+        previous=_sealed(seal_key, route, old.current, was.current.generation,
                          now_ms=was.current.made_ms, made_by=was.current.made_by),
         previous_until_ms=now_ms + grace_ms)
     try:

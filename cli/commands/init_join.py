@@ -75,6 +75,9 @@ capacity = {capacity}  # placement weight (0: this node owns no shard)
 # session_ttl_ms = 10000  # a dead node's shards move after this long
 # lease_margin_ms = 2000  # no producer call once the session is this close to its end
 # host = ""  # how other hosts reach this node (default: the host name)
+# the cluster's sealing key, the same file on every node (feature level 2 keeps the routes'
+# evidence keys sealed under it; 64 hex digits, mode 0600): openssl rand -hex 32
+# evidence_seal_key_file = "/etc/nereus/evidence-seal.key"
 
 # [engine]  # this node's engine settings, as in a standalone home
 """
@@ -159,7 +162,9 @@ def _write_home(env: Env, store: ClusterStore, text: str, shared: tuple[Config, 
     # a cluster configured before its routes had keys in the coordinator gets them now
     share_route_keys(store, config.routes, now_ms=now_ms(),
                      made_by=identity(None, "init --join", None, None).operator)
-    written = install_route_keys(store, layout.root, config.routes)
+    # a sealed key (feature level 2) is opened by the engine at start, with the node's
+    # sealing key
+    written = install_route_keys(store, layout.root, config.routes, sealed_required=False)
     tmp = layout.config.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(layout.config)

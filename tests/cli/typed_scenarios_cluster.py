@@ -1,7 +1,8 @@
-"""Scenarios of ``tests/cli/test_typed_documents.py`` for the cluster's commands
-(``cluster init|config|status|nodes|drain|undrain|migrate|rejoin``, ``shard move``) on the embedded
-coordinator, with nodes simulated by their records (``tests.cli.cluster_homes``). Each runs
-the command as an operator would and returns the documents it printed."""
+"""Scenarios of ``tests/cli/test_typed_documents.py`` for the cluster's commands (``cluster
+init|config|status|nodes|drain|undrain|migrate|rejoin|rotate-evidence-key``, ``shard move``)
+on the embedded coordinator, with nodes simulated by their records
+(``tests.cli.cluster_homes``). Each runs the command as an operator would and returns the
+documents it printed."""
 
 from __future__ import annotations
 
@@ -117,6 +118,21 @@ def _cluster_rejoin(home: Path) -> list[Document]:
             for more in (("--dry-run",), (), ())]
 
 
+def _cluster_rotate_evidence_key(home: Path) -> list[Document]:
+    """A dry run and a rotation, at feature level 2 with a sealing key file."""
+    import os
+
+    url = initialised_cluster(_where(home))
+    _json("upgrade", "finalize", "--coordinator", url, "--reason", "typed", "--yes", home=home)
+    seal = _where(home) / "seal.key"
+    fd = os.open(seal, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode())
+    os.close(fd)
+    rotate = ("cluster", "rotate-evidence-key", "--coordinator", url, "--seal-key-file",
+              str(seal), "--reason", "typed")
+    return [_json(*rotate, "--dry-run", home=home), _json(*rotate, "--yes", home=home)]
+
+
 CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "cluster init": _cluster_init,
     "cluster config": _cluster_config,
@@ -127,4 +143,5 @@ CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "cluster undrain": _cluster_undrain,
     "cluster migrate": _cluster_migrate,
     "cluster rejoin": _cluster_rejoin,
+    "cluster rotate-evidence-key": _cluster_rotate_evidence_key,
 }

@@ -3,8 +3,9 @@
 The group is put together here: the configuration (``configure.py``: init, config), what
 the coordinator says now (status, nodes, below), drains (``moves.py``, where ``nereus
 shard move`` lives too; it is added to the shard group in ``nereus.cli.main``) and the
-move to another coordinator (``migrate.py``: migrate, rejoin). Every
-command reaches the cluster through ``--coordinator URL`` or the home's ``[cluster]``.
+move to another coordinator (``migrate.py``: migrate, rejoin); the routes' evidence keys
+(``rotate_key.py``: rotate-evidence-key). Every command reaches the cluster through
+``--coordinator URL`` or the home's ``[cluster]``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from nereus.cli.commands.cluster import configure, migrate, moves
+from nereus.cli.commands.cluster import configure, migrate, moves, rotate_key
 from nereus.cli.commands.cluster.access import CoordinatorOpt, cluster_store
 from nereus.cli.context import Env
 
@@ -76,6 +77,7 @@ app.command("drain")(moves.cluster_drain)
 app.command("undrain")(moves.cluster_undrain)
 app.command("migrate")(migrate.cluster_migrate)
 app.command("rejoin")(migrate.cluster_rejoin)
+app.command("rotate-evidence-key")(rotate_key.rotate_evidence_key)
 
 
 def _print_status(out: Console, report: ClusterStatus) -> None:

@@ -229,3 +229,26 @@ class ClusterRejoinReport(msgspec.Struct, frozen=True, kw_only=True,
     coordinator: str  # the coordinator the home names now (with --dry-run: would name)
     previous: str  # the one it named before
     result: RejoinResult  # UNCHANGED: it named that coordinator already
+
+
+class RotatedRouteKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One route's rotation: the generation signing now and the one still verifying."""
+
+    route: str
+    generation: int  # the key evidence is signed with from now on (on dry runs: would be)
+    previous_generation: int
+    previous_verifies_until_ms: int  # Unix time in ms
+
+
+class EvidenceKeyRotation(msgspec.Struct, frozen=True, kw_only=True,
+                          forbid_unknown_fields=True):
+    """``cluster rotate-evidence-key``: the routes whose evidence key was rotated."""
+
+    cluster: str
+    coordinator: str
+    seal_key_id: str  # which sealing key sealed the new keys (a fingerprint, not the key)
+    grace_ms: int
+    operator: str
+    reason: str
+    result: Literal["ROTATED", "DRY_RUN"]
+    routes: list[RotatedRouteKey]

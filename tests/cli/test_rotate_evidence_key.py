@@ -1,0 +1,137 @@
+"""``nereus cluster rotate-evidence-key`` and sealed route keys as an operator meets them,
+on the real etcd and Oxia: refused below feature level 2 and without the sealing key; a
+rotation seals the cluster's plain key and replaces it; a node without the sealing key is
+refused at start naming the setting, one with it installs the new key and keeps the old one
+verifying; no key appears in anything the commands print."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nereus.adapters.cluster.cluster_store import ClusterStore
+from nereus.adapters.cluster.coordinator_url import open_cluster
+from nereus.adapters.home.route_secrets import evidence_keys
+from nereus.cluster import keys
+from nereus.coordination.errors import KeyNotFound
+from nereus.evidence_mac import evidence_mac, mac_accepted
+from tests.conftest import CliResult, run_nereus
+from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
+from tests.integration.kafka_service import kafka_bootstrap, kafka_service  # noqa: F401
+from tests.integration.oxia_service import (  # noqa: F401
+    OxiaEndpoint,
+    oxia_endpoint,
+    oxia_service,
+)
+from tests.polling import now_ms
+
+ROUTE = "default"
+
+
+@pytest.fixture(params=["etcd", "oxia"])
+def url(request: pytest.FixtureRequest) -> str:
+    """A fresh cluster's URL on the real etcd or Oxia."""
+    name = f"rot{uuid.uuid4().hex[:10]}"
+    if request.param == "etcd":
+        etcd: EtcdEndpoint = request.getfixturevalue("etcd_endpoint")
+        return f"etcd://{etcd.host}:{etcd.port}/{name}"
+    oxia: OxiaEndpoint = request.getfixturevalue("oxia_endpoint")
+    return oxia.url(name)
+
+
+class Runs:
+    """Every command run, so the test can hold all their output to the secrets."""
+
+    def __init__(self) -> None:
+        self.outputs: list[str] = []
+
+    def __call__(self, *args: str, home: Path, code: int = 0) -> CliResult:
+        result = run_nereus(*args, home=home)
+        self.outputs.append(result.stdout + result.stderr)
+        assert result.code == code, f"{args}: {result.stdout}{result.stderr}"
+        return result
+
+
+def _cluster_file(directory: Path, bootstrap: str) -> Path:
+    path = directory / "cluster.toml"
+    path.write_text(f'[routes.{ROUTE}]\nid = "rot-route"\nlog = "kafka"\npartitions = 1\n'
+                    f'bootstrap = "{bootstrap}"\ntopic = "rot-{uuid.uuid4().hex[:8]}"\n\n'
+                    '[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n\n'
+                    f'[objects]\nstore = "file"\npath = "{directory / "objects"}"\n')
+    return path
+
+
+def _give_seal_key(home: Path, key_hex: str) -> None:
+    """The sealing key file (0600) in ``home``, and the reference to it in the home's
+    ``[cluster]`` when it has one."""
+    home.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(home / "seal.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (key_hex + "\n").encode())
+    os.close(fd)
+    config = home / "nereus.toml"
+    if config.exists():
+        config.write_text(config.read_text().replace(
+            "[cluster]\n", '[cluster]\nevidence_seal_key_file = "seal.key"\n', 1))
+
+
+def _plain_record(url: str) -> bytes | None:
+    handle = open_cluster(url)
+    try:
+        store = ClusterStore(handle)
+        try:
+            return handle.coordinator.get(store.key(keys.secret_key(ROUTE))).value
+        except KeyNotFound:
+            return None
+    finally:
+        handle.close()
+
+
+def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_leaks(
+        url: str, tmp_path: Path, kafka_bootstrap: str) -> None:  # noqa: F811
+    """Below level 2 the rotation is refused (exit 1); without the sealing key too (exit
+    2, naming the setting); then the plain key is sealed and rotated, the plain record is
+    gone, a second rotation during the grace is refused (exit 1); a node without the
+    sealing key does not start, naming the setting; with it, its home signs with the new
+    key and the old key's evidence still verifies; no key is in any output or log."""
+    run, op, node = Runs(), tmp_path / "op", tmp_path / "n1"
+    seal_hex = os.urandom(32).hex()
+    run("--json", "cluster", "init", "--coordinator", url, "--from",
+        str(_cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
+    rotate = ("--json", "cluster", "rotate-evidence-key", "--reason", "scheduled", "--yes")
+    without = run(*rotate, "--coordinator", url, home=op, code=2)
+    assert "evidence_seal_key_file" in without.stdout
+    _give_seal_key(op, seal_hex)
+    below = run(*rotate, "--coordinator", url, "--seal-key-file", str(op / "seal.key"),
+                home=op, code=1)
+    assert "upgrade finalize" in below.stdout
+    run("--json", "upgrade", "finalize", "--coordinator", url, "--reason", "seal", "--yes",
+        home=op)
+    run("--json", "init", "--join", url, "--node-id", "n1", home=node)
+    old = evidence_keys(node, ROUTE, create=False).current
+    run(*rotate, home=node, code=2)  # no sealing key in the node's [cluster]
+    _give_seal_key(node, seal_hex)
+    dry = run(*rotate, "--dry-run", home=node).json()
+    assert (dry["result"], dry["routes"][0]["generation"]) == ("DRY_RUN", 2)
+    assert _plain_record(url) is not None, "a dry run writes nothing"
+    done = run(*rotate, home=node).json()
+    assert (done["result"], done["routes"][0]["previous_generation"]) == ("ROTATED", 1)
+    assert _plain_record(url) is None
+    again = run(*rotate, home=node, code=1)
+    assert "verifies until" in again.stdout
+    other = tmp_path / "n2"
+    run("--json", "init", "--join", url, "--node-id", "n2", home=other)
+    refused = run("engine", "start", home=other, code=1)
+    assert "[cluster] evidence_seal_key_file is not set" in refused.stderr
+    run("engine", "start", home=node)
+    run("engine", "stop", home=node)
+    ring = evidence_keys(node, ROUTE, create=False)
+    assert ring.current != old and ring.previous == old
+    assert mac_accepted(evidence_mac(old, "m", 1, "a"), ring.expected(now_ms(), "m", 1, "a"))
+    secrets = [old.hex(), ring.current.hex(), seal_hex]
+    logs = [p.read_text(errors="replace") for home in (node, other)
+            for p in (home / "log").rglob("*") if p.is_file()]
+    assert logs, "the engines wrote logs"
+    assert not [s for s in secrets for out in run.outputs + logs if s in out.lower()]
