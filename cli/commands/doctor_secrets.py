@@ -61,7 +61,9 @@ def _references(config: Config) -> list[tuple[str, str, str | None, str | None]]
         found.append(("objects", "secret_access_key", objects.secret_access_key_file,
                       objects.secret_access_key_env))
     if cluster is not None:
-        found.append(("cluster", "password", cluster.password_file, cluster.password_env))
+        found += [("cluster", "password", cluster.password_file, cluster.password_env),
+                  ("cluster", "evidence_seal_key", cluster.evidence_seal_key_file,
+                   cluster.evidence_seal_key_env)]
     return [reference for reference in found if reference[2:] != (None, None)]
 
 

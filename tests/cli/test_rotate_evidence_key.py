@@ -135,3 +135,27 @@ def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_l
             for p in (home / "log").rglob("*") if p.is_file()]
     assert logs, "the engines wrote logs"
     assert not [s for s in secrets for out in run.outputs + logs if s in out.lower()]
+
+
+def test_doctor_checks_the_sealing_key_file_and_never_shows_it(tmp_path: Path) -> None:
+    """``doctor`` on a node refuses a sealing key file others may read (naming the file and
+    the fix) and says where a private one is read from, never its value."""
+    from tests.cli.cluster_homes import initialised_cluster
+
+    node, seal_hex = tmp_path / "n1", os.urandom(32).hex()
+    url = initialised_cluster(tmp_path)
+    run_nereus("--json", "init", "--join", url, "--node-id", "n1", home=node)
+    _give_seal_key(node, seal_hex)
+    (node / "seal.key").chmod(0o644)
+
+    def seal_check() -> dict[str, str]:
+        result = run_nereus("--json", "doctor", home=node)
+        assert seal_hex not in result.stdout + result.stderr
+        found = [c for c in result.json()["checks"] if "evidence_seal_key" in c["detail"]]
+        assert len(found) == 1, result.stdout
+        return dict(found[0])
+
+    loose = seal_check()
+    assert (loose["ok"], loose["fix"]) == (False, f"chmod 600 {node / 'seal.key'}"), loose
+    (node / "seal.key").chmod(0o600)
+    assert seal_check()["detail"] == "evidence_seal_key read from the file seal.key"
