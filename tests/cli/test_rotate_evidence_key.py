@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,7 +149,7 @@ def test_doctor_checks_the_sealing_key_file_and_never_shows_it(tmp_path: Path) -
     _give_seal_key(node, seal_hex)
     (node / "seal.key").chmod(0o644)
 
-    def seal_check() -> dict[str, str]:
+    def seal_check() -> dict[str, Any]:
         result = run_nereus("--json", "doctor", home=node)
         assert seal_hex not in result.stdout + result.stderr
         found = [c for c in result.json()["checks"] if "evidence_seal_key" in c["detail"]]
