@@ -205,8 +205,11 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
     # every node signs and checks evidence with the route's one key, kept in the cluster
     # (sealed from feature level 2: a node without the sealing key is refused here)
     seal_key = seal_key_of(cluster, engine.home)
+    # a key this home holds already (a node set up by hand, or before its cluster held
+    # one) is the one shared, rather than a new one its own home would then refuse
     share_route_keys(store, engine.config.routes, now_ms=engine.time_source.wall_ms(),
-                     made_by=f"node {cluster.node_id}", seal_key=seal_key)
+                     made_by=f"node {cluster.node_id}", keys_from=engine.home,
+                     seal_key=seal_key)
     installed = install_route_keys(store, engine.home, engine.config.routes, seal_key=seal_key)
     if installed:
         log_event("route_keys_installed", routes=installed)
