@@ -27,7 +27,7 @@ from tests.integration.oxia_service import (  # noqa: F401
     oxia_endpoint,
     oxia_service,
 )
-from tests.polling import now_ms
+from tests.polling import now_ms, wait_until
 
 ROUTE = "default"
 
@@ -136,6 +136,58 @@ def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_l
             for p in (home / "log").rglob("*") if p.is_file()]
     assert logs, "the engines wrote logs"
     assert not [s for s in secrets for out in run.outputs + logs if s in out.lower()]
+
+
+def _published(node: Path, message_id: str) -> dict[str, Any]:
+    """The file lane's record of ``message_id``, once the node published it."""
+    import json
+
+    def line() -> dict[str, Any] | None:
+        path = node / "outbox" / "local.jsonl"
+        records = [json.loads(text) for text in path.read_text().splitlines()] \
+            if path.exists() else []
+        return next((r for r in records if r["delay_message_id"] == message_id), None)
+
+    return wait_until(f"{message_id} published", line, 60)
+
+
+def test_a_node_signs_with_the_rotated_key_after_its_restart_and_earlier_evidence_verifies(
+        etcd_endpoint: EtcdEndpoint, tmp_path: Path,  # noqa: F811
+        kafka_bootstrap: str) -> None:  # noqa: F811
+    """A record published before the rotation carries the old key's MAC, one published
+    after the node's restart the new key's (and not the old's); during the grace both
+    verify under the node's keys."""
+    run, op, node = Runs(), tmp_path / "op", tmp_path / "n1"
+    url = f"etcd://{etcd_endpoint.host}:{etcd_endpoint.port}/rot{uuid.uuid4().hex[:10]}"
+    run("--json", "cluster", "init", "--coordinator", url, "--from",
+        str(_cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
+    run("--json", "upgrade", "finalize", "--coordinator", url, "--reason", "seal", "--yes",
+        home=op)
+    run("--json", "init", "--join", url, "--node-id", "n1", home=node)
+    _give_seal_key(node, os.urandom(32).hex())
+    schedule = ("--json", "message", "schedule", "--lane", "local", "--delay", "0s",
+                "--payload", "x", "--wait", "--id")
+    records = {}
+    for message_id in ("before", "after"):
+        if message_id == "after":
+            run("--json", "cluster", "rotate-evidence-key", "--reason", "r", "--yes", home=node)
+        run("engine", "start", home=node)
+        run(*schedule, message_id, home=node)
+        records[message_id] = _published(node, message_id)
+        run("engine", "stop", home=node)
+    ring = evidence_keys(node, ROUTE, create=False)
+    assert ring.previous is not None
+
+    def mac(key: bytes, record: dict[str, Any]) -> str:
+        return evidence_mac(key, record["delay_message_id"], record["generation"],
+                            record["attempt_id"])
+
+    before, after = records["before"], records["after"]
+    assert (before["mac"], after["mac"]) == (mac(ring.previous, before), mac(ring.current, after))
+    assert after["mac"] != mac(ring.previous, after)
+    for record in (before, after):
+        assert mac_accepted(record["mac"], ring.expected(
+            now_ms(), record["delay_message_id"], record["generation"], record["attempt_id"]))
 
 
 def test_doctor_checks_the_sealing_key_file_and_never_shows_it(tmp_path: Path) -> None:
