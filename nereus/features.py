@@ -19,6 +19,7 @@ tests only).
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from nereus.errors import ExitCode, NereusError
@@ -71,3 +72,13 @@ def finalize_blockers(target: int, supported_by_node: dict[str, int]) -> list[st
     (``supported_by_node``: every node that owns or may own a shard)."""
     return [f"node {node} supports feature level {level}, below {target}"
             for node, level in sorted(supported_by_node.items()) if level < target]
+
+
+_FEATURES_TABLE: Final = re.compile(r"(?ms)^\[features\]\n(?:(?!\[)[^\n]*\n?)*")
+
+
+def with_features(toml: str, level: int) -> str:
+    """A configuration's text with ``[features] level = LEVEL`` (replacing any): the table
+    0.1.0 refuses, so a build that knows no levels does not run what a level was raised on."""
+    kept = _FEATURES_TABLE.sub("", toml).rstrip("\n")
+    return f"{kept}\n\n[features]\nlevel = {level}\n"

@@ -13,7 +13,6 @@ start once the level is raised.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from nereus.adapters.cluster.cluster_store import ClusterStore
@@ -21,7 +20,13 @@ from nereus.cluster import keys
 from nereus.cluster.records import FeatureLevel, Member, decode_record, encode_record
 from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST
-from nereus.features import BASE_LEVEL, FeatureLevelError, check_can_run, finalize_blockers
+from nereus.features import (
+    BASE_LEVEL,
+    FeatureLevelError,
+    check_can_run,
+    finalize_blockers,
+    with_features,
+)
 
 _CONFIG_TRIES = 5
 
@@ -87,15 +92,6 @@ def raise_level(store: ClusterStore, target: int, *, operator: str, reason: str,
     late = [node for node, member in sorted(store.members().items())
             if member.feature_level < target]
     return record, late
-
-
-_FEATURES_TABLE = re.compile(r"(?ms)^\[features\]\n(?:(?!\[)[^\n]*\n?)*")
-
-
-def with_features(toml: str, level: int) -> str:
-    """The configuration's text with ``[features] level = LEVEL`` (replacing any)."""
-    kept = _FEATURES_TABLE.sub("", toml).rstrip("\n")
-    return f"{kept}\n\n[features]\nlevel = {level}\n"
 
 
 def guard_config(store: ClusterStore, level: int, *, operator: str, reason: str,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nereus.features import TEST_LEVEL
 from tests.cli.cluster_homes import initialised_cluster, simulated
 from tests.conftest import run_nereus
+from tests.upgrade.release_build import build_release, release
 
 TESTING = {"NEREUS_FEATURE_LEVEL_TESTING": "1"}
 REASON = ("--reason", "all nodes upgraded", "--yes")
@@ -47,6 +49,24 @@ def test_a_home_level_is_raised_once_and_a_lower_build_is_refused(tmp_path: Path
     lower = _json("upgrade", "finalize", "--to", "1", *REASON, home=home, env=TESTING,
                   code=1)
     assert "never lowered" in lower["error"]
+    assert _json("upgrade", "check", home=home, env=TESTING)["ok"] is True
+
+
+def test_a_home_raised_above_level_1_is_refused_by_0_1_0(tmp_path: Path) -> None:
+    """0.1.0 knows no levels: finalize writes ``[features] level`` into the home's
+    nereus.toml too, and 0.1.0 (built from its commit) refuses to start there, naming the
+    table, while this build starts as before; below level 2 0.1.0 starts on it."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    build = build_release(release("0.1.0"), tmp_path / "release")
+    old = run_nereus("--json", "doctor", home=home, executable=str(build.nereus),
+                     env=build.environ())
+    assert "unknown table" not in old.stdout + old.stderr, old.stdout
+    _json("upgrade", "finalize", *REASON, home=home, env=TESTING)
+    assert (home / "nereus.toml").read_text().endswith(f"[features]\nlevel = {TEST_LEVEL}\n")
+    refused = run_nereus("--json", "engine", "start", "--timeout", "30", home=home,
+                         executable=str(build.nereus), env=build.environ())
+    assert refused.code == 2 and "unknown table [features]" in refused.stdout, refused.stdout
     assert _json("upgrade", "check", home=home, env=TESTING)["ok"] is True
 
 
