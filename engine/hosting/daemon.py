@@ -217,7 +217,8 @@ def join_cluster(engine: Engine, handle: ClusterHandle, log_event: EventLog, *,
         node_id=cluster.node_id, host=host,
         address=str(address or socket_path(engine.home)), capacity=cluster.capacity,
         session_ttl_ms=cluster.session_ttl_ms, lease_margin_ms=cluster.lease_margin_ms,
-        version=__version__, feature_level=build_level()), clock=engine.time_source,
+        version=__version__, feature_level=build_level(), seal_key=seal_key),
+        clock=engine.time_source,
         events=log_event,
         reload=reload or (lambda: load_home_config(engine.layout.config)))
     node.join()

@@ -50,6 +50,7 @@ from nereus.engine.runtime.supervisor import Supervisor, WorkerStatus
 from nereus.engine.runtime.trusted_clock import ChronyHealth, TrustedClock
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.shard.checkpointer import Checkpointer
+from nereus.engine.shard.evidence_ring import EvidenceRing
 from nereus.engine.shard.lane_policy import LanePolicies
 from nereus.engine.shard.loop_parts import EngineParts, OwnerParts, ShardParts
 from nereus.engine.shard.loop_status import RefusedShard, ShardState
@@ -104,6 +105,15 @@ class Engine:
         self.memory = None if self.settings.memory_mb is None else StoreMemory.of(
             self.settings.memory_mb,
             shards=self.settings.memory_shards or len(self.configured_shards()))
+        self.evidence_rings: dict[str, EvidenceRing] = {}  # per route, read at first open
+
+    def evidence_ring(self, route: str) -> EvidenceRing:
+        """The route's evidence keys as every shard of it here uses them (a rotation
+        replaces them: ``EvidenceRing``)."""
+        ring = self.evidence_rings.get(route)
+        if ring is None:
+            ring = self.evidence_rings[route] = EvidenceRing(evidence_keys(self.home, route))
+        return ring
 
     def workers(self) -> list[WorkerStatus]:
         """Every supervised worker: state, restarts, last error."""
@@ -219,7 +229,7 @@ class Engine:
         loop = ShardLoop(
             ShardParts(shard=shard, store=store, log=log,
                        lanes=LanePolicies.of(self.config, route=shard.route),
-                       evidence_keys=evidence_keys(self.home, route.name),
+                       evidence_keys=self.evidence_ring(route.name),
                        staging=self.layout.root / "staging" / shard.route / str(partition)),
             EngineParts(clock=self.clock, publishers=self.publishers, permits=self.permits,
                         settings=replace(self.settings.loop, feature_level=self.feature_level()),

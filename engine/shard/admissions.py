@@ -31,11 +31,12 @@ from nereus.engine.scheduler.ordered_blocker import ordered_blocker
 from nereus.engine.scheduler.pace import TurnPace
 from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
+from nereus.engine.shard.evidence_ring import EvidenceRing
 from nereus.engine.shard.loop_status import ShardState
 from nereus.engine.shard.outbox import Outbox
 from nereus.engine.shard.ownership import Ownership
 from nereus.engine.shard.progress import ShardProgress
-from nereus.evidence_mac import EvidenceKeys, ExpectedMac, evidence_mac
+from nereus.evidence_mac import ExpectedMac, evidence_mac
 from nereus.machine import Applied, Reason
 from nereus.machine.events import (
     Admitted,
@@ -67,7 +68,7 @@ class AdmissionFlow:
     def __init__(self, shard: ShardId, store: ShardStore, *, clock: TrustedClock,
                  planner: Planner, permits: Permits, publishers: Mapping[str, LanePublisher],
                  ownership: Ownership, outbox: Outbox, progress: ShardProgress,
-                 events: EventLog, evidence_keys: EvidenceKeys, new_id: Callable[[], str],
+                 events: EventLog, evidence_keys: EvidenceRing, new_id: Callable[[], str],
                  watch: ClaimWatch | None = None) -> None:
         self._shard = shard
         self._shard_text = str(shard)  # what each publish request names
@@ -319,14 +320,14 @@ class AdmissionFlow:
 
     def evidence_mac(self, delay_message_id: str, generation: int, attempt_id: str) -> str:
         """The MAC this attempt's destination record carries (the route's current key)."""
-        return evidence_mac(self._evidence_keys.current, delay_message_id, generation,
+        return evidence_mac(self._evidence_keys.keys.current, delay_message_id, generation,
                             attempt_id)
 
     def expected_mac(self, delay_message_id: str, generation: int,
                      attempt_id: str) -> ExpectedMac:
         """The MAC(s) evidence of this attempt must show: the current key's, and during a
         rotation's grace the previous key's too."""
-        return self._evidence_keys.expected(self._time.wall_ms(), delay_message_id,
+        return self._evidence_keys.keys.expected(self._time.wall_ms(), delay_message_id,
                                             generation, attempt_id)
 
     def _gate_closed(self, claim: Claim, record: PublishAdmission,

@@ -7,7 +7,7 @@ cluster node). ``admission_flow`` wires the planner and admissions from them."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nereus.adapters.backends.shardlog.protocol import ShardLog
@@ -21,12 +21,13 @@ from nereus.engine.scheduler.permits import Permits
 from nereus.engine.scheduler.planner import Planner
 from nereus.engine.shard.admissions import AdmissionFlow
 from nereus.engine.shard.checkpointer import Checkpointer
+from nereus.engine.shard.evidence_ring import EvidenceRing
 from nereus.engine.shard.lane_policy import LanePolicies
 from nereus.engine.shard.loop_settings import DEFAULT_LOOP_SETTINGS, LoopSettings
 from nereus.engine.shard.outbox import Outbox
 from nereus.engine.shard.ownership import LeaseGate, Ownership
 from nereus.engine.shard.progress import ShardProgress
-from nereus.evidence_mac import NO_KEYS, EvidenceKeys
+from nereus.evidence_mac import NO_KEYS
 from nereus.shard import ShardId
 from nereus.state.store import ShardStore
 
@@ -40,7 +41,7 @@ class ShardParts:
     store: ShardStore
     log: ShardLog
     lanes: LanePolicies
-    evidence_keys: EvidenceKeys = NO_KEYS
+    evidence_keys: EvidenceRing = field(default_factory=lambda: EvidenceRing(NO_KEYS))
     staging: Path | None = None
 
 

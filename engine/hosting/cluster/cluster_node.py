@@ -1,5 +1,6 @@
 """One node of a cluster: it joins (a session and its member record), takes part in the
-election, and owns exactly the shards whose ownership records it holds.
+election, and owns exactly the shards whose ownership records it holds; each round it
+follows the configuration's revisions and the routes' evidence keys (``following.py``).
 
 The supervised ``cluster`` worker reconciles on every change under the cluster's prefix,
 at least every ``interval_s``: a lost session lets every shard go and joins again; if
@@ -27,6 +28,7 @@ from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm
 from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
+from nereus.engine.hosting.cluster.following import ConfigFollower, KeyFollower
 from nereus.engine.hosting.cluster.leader import place_shards
 from nereus.engine.hosting.cluster.lease import SessionLease
 from nereus.engine.hosting.cluster.node_settings import (
@@ -43,7 +45,7 @@ from nereus.engine.process.home_engine import Engine
 from nereus.engine.runtime.event_log import EventLog, safe_event
 from nereus.engine.runtime.supervisor import Supervised, Supervisor
 from nereus.engine.shard.loop_status import ShardState, error_text
-from nereus.errors import NereusError, StoreInUse
+from nereus.errors import StoreInUse
 from nereus.shard import ShardId
 
 ENDED_STATES = frozenset({ShardState.FENCED, ShardState.FAILED, ShardState.STOPPED})
@@ -55,8 +57,9 @@ class ClusterNode:
     def __init__(self, engine: Engine, store: ClusterStore, settings: NodeSettings, *,
                  clock: Clock, events: EventLog, reload: ConfigSource | None = None) -> None:
         self.engine = engine
-        self._reload = reload
-        self._config_version: int | None = None
+        # the configuration's revisions and the routes' sealed evidence keys (following.py)
+        self._followers = (ConfigFollower(store, engine, reload, events),
+                           KeyFollower(store, engine, settings.seal_key, events))
         self.store = store
         self.settings = settings
         self._clock = clock
@@ -133,7 +136,8 @@ class ClusterNode:
         if self._session is None or self._session.lost():
             self._rejoin()
         assert self._session is not None
-        self._follow_config()
+        for follower in self._followers:
+            follower.follow()
         now_ms = self._clock.wall_ms()
         self.leading = self.store.try_lead(self._session, self.settings.node_id,
                                            now_ms=now_ms)
@@ -193,34 +197,6 @@ class ClusterNode:
                        epoch=held.record.epoch,
                        reason="its ownership record was written on this node's session, "
                               "but the take's answer was lost")
-
-    def _follow_config(self) -> None:
-        """A new revision of the cluster's configuration: its lane changes reach this
-        node's engine now (``Engine.reconfigure``); what needs a restart is said."""
-        found = self.store.config()
-        version = None if found is None else found[1].version_id
-        if self._config_version is None or version == self._config_version:
-            self._config_version = version
-            return
-        self._config_version = version
-        if self._reload is None or found is None:
-            return
-        try:
-            config = self._reload()
-        except NereusError as exc:  # never stall the node's rounds on a bad revision
-            safe_event(self._events, "cluster_config_not_applied", level="error",
-                       revision=found[0].revision, reason=exc.message)
-            return
-        if config.routes != self.engine.config.routes:
-            safe_event(self._events, "cluster_config_not_applied", level="error",
-                       revision=found[0].revision,
-                       reason="routes changed: restart the node to use them")
-            return
-        changes = self.engine.reconfigure(config)
-        safe_event(self._events, "cluster_config_applied", revision=found[0].revision,
-                   lanes_added=changes.added, lanes_reconfigured=changes.policy,
-                   restart_needed_for=changes.needs_restart,
-                   level="warning" if changes.needs_restart else "info")
 
     def _warm(self, mine: list[ShardId], owners: dict[ShardId, Owned]) -> None:
         """Warm every shard placed here that another node still owns, and say so once it is

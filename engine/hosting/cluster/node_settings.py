@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from nereus.adapters.cluster.evidence_seal import SealKey
 from nereus.config import Config
 
 FAILED_RETRY_S: Final = 30.0  # a shard held FAILED is tried again after this,
@@ -44,6 +45,7 @@ class NodeSettings:
     feature_level: int = 1  # the highest feature level this build supports
     warm_up: bool = True  # warm shards placed here while another node still owns them
     warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
+    seal_key: SealKey | None = None  # opens the routes' sealed evidence keys (a rotation)
 
 
 class ConfigSource(Protocol):
