@@ -3,8 +3,9 @@
 The new key is made here and sealed under the cluster's sealing key (read from this home's
 ``[cluster] evidence_seal_key_file``, or ``--seal-key-file``), so the command runs where a
 node's secrets are. The old key becomes the route's previous one: evidence signed with it
-still verifies until ``--grace`` has passed. Each node installs the new keys into its home
-when it next starts (``docs/security.md``): restart every node within the grace. A route
+still verifies until ``--grace`` has passed. Each running node takes the new key within
+its rounds (``engine/hosting/cluster/following.py``); a node that is down takes it when it
+starts (``docs/security.md``). A route
 whose key is still plain (a cluster raised to level 2 before any node held the sealing
 key) is sealed first. Refused below feature level 2, and while a previous rotation's
 grace runs (exit 1); nothing is written for any route if one is refused.
@@ -56,8 +57,8 @@ def rotate_evidence_key(
     yes: ConfirmOpt = False,
 ) -> None:
     """Give each route a new evidence key, sealed in the coordinator; the previous key
-    still verifies evidence for --grace (default 7d). Nodes sign with the new key once
-    restarted: restart every node within the grace. Needs the cluster's sealing key and
+    still verifies evidence for --grace (default 7d). Running nodes sign with the new key
+    within seconds, a stopped node from its start. Needs the cluster's sealing key and
     feature level 2; asks for confirmation (`--yes` skips it). Exit status 1 while a
     previous rotation's grace runs, or below feature level 2."""
     import msgspec
@@ -172,4 +173,4 @@ def _print(out: Console, report: EvidenceKeyRotation) -> None:
         out.print(f"{verb} route {row.route}'s evidence key: generation {row.generation} "
                   f"signs; generation {row.previous_generation} verifies until "
                   f"{format_time_ms(row.previous_verifies_until_ms)}")
-    out.print("restart every node within the grace: each signs with the new key once started")
+    out.print("running nodes sign with the new key within seconds, a stopped node once started")
