@@ -34,6 +34,7 @@ import msgspec
 
 from nereus.adapters.client.appends import Via
 from nereus.client import AsyncDelayClient, Batching, DelayClient, Prepared
+from nereus.errors import NereusError
 
 BOOTSTRAP = "127.0.0.1:9092"  # the default of --bootstrap
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +49,7 @@ class Latency(msgspec.Struct, frozen=True):
     samples: int
     p50_ms: float
     p99_ms: float
+    errors: int = 0  # calls that raised (a broker restarted under the run): not sampled
 
 
 class ClientReport(msgspec.Struct, frozen=True):
@@ -84,13 +86,13 @@ def new_home(root: Path, name: str, bootstrap: str, partitions: int) -> Path:
     return home
 
 
-def percentiles(seconds: list[float]) -> Latency:
+def percentiles(seconds: list[float], errors: int = 0) -> Latency:
     ordered = sorted(seconds)
 
     def at(q: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
 
-    return Latency(samples=len(ordered), p50_ms=at(0.5), p99_ms=at(0.99))
+    return Latency(samples=len(ordered), p50_ms=at(0.5), p99_ms=at(0.99), errors=errors)
 
 
 async def client_round(home: Path, messages: int, window: int, payload: bytes,
@@ -180,6 +182,7 @@ def latencies(home: Path, via: Via, samples: int, concurrency: int, payload: byt
     """(call -> QUEUED, call -> APPLIED) of ``samples`` schedules sent ``via``."""
     queued: list[float] = []
     applied: list[float] = []
+    errors: list[int] = []
     lock = threading.Lock()
     run = uuid.uuid4().hex[:8]  # ids of their own, whatever the home already holds
     with DelayClient.from_home(home, via=via) as client:
@@ -189,10 +192,14 @@ def latencies(home: Path, via: Via, samples: int, concurrency: int, payload: byt
         def worker(index: int) -> None:
             for n in range(index, samples, concurrency):
                 began = time.perf_counter()
-                receipt = client.schedule(f"lat-{via}-{run}-{n}", "out", delay="1h",
-                                          payload=payload)
-                got = time.perf_counter()
-                client.result(receipt, wait=60)
+                try:
+                    receipt = client.schedule(f"lat-{via}-{run}-{n}", "out", delay="1h",
+                                              payload=payload)
+                    got = time.perf_counter()
+                    client.result(receipt, wait=60)
+                except NereusError:
+                    errors.append(n)
+                    continue
                 with lock:
                     queued.append(got - began)
                     applied.append(time.perf_counter() - began)
@@ -202,7 +209,7 @@ def latencies(home: Path, via: Via, samples: int, concurrency: int, payload: byt
             thread.start()
         for thread in threads:
             thread.join()
-    return percentiles(queued), percentiles(applied)
+    return percentiles(queued, len(errors)), percentiles(applied, len(errors))
 
 
 def run(args: argparse.Namespace) -> ClientReport:
@@ -267,7 +274,8 @@ def main() -> None:
                       ("APPLIED via engine", report.applied_via_engine),
                       ("QUEUED via log", report.queued_via_log),
                       ("APPLIED via log", report.applied_via_log)):
-        print(f"{name:<18} p50 {lat.p50_ms} ms  p99 {lat.p99_ms} ms  ({lat.samples} samples)")
+        print(f"{name:<18} p50 {lat.p50_ms} ms  p99 {lat.p99_ms} ms  ({lat.samples} samples, "
+              f"{lat.errors} errors)")
 
 
 if __name__ == "__main__":
