@@ -12,10 +12,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_nereus
-from tests.daemon import read_outbox, running_engine
+from tests.daemon import kill_engine, process_gone, read_outbox, running_engine, start_engine
 from tests.polling import wait_until
 
 MESSAGES = [f"batch-{n}" for n in range(8)]
+
+
+def _queue(home: Path, ids: list[str]) -> None:
+    """Schedule ``ids`` on lane local, due in 1 s, with one ``message schedule --batch``
+    (no engine yet: queued straight to the log, due together)."""
+    path = home.parent / "batch.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "lane": "local", "delay": "1s"}) + "\n"
+                            for i in ids))
+    queued = run_nereus("--json", "message", "schedule", "--batch", str(path), home=home)
+    assert queued.code == 0, queued.stdout + queued.stderr
 
 
 def _log(home: Path) -> list[dict[str, Any]]:
@@ -38,10 +48,7 @@ def test_batches_are_written_only_at_level_2_and_shown_member_by_member(
     raised = run_nereus("--json", "upgrade", "finalize", "--to", str(level), "--reason", "t",
                         "--yes", home=home)
     assert raised.code == 0, raised.stdout + raised.stderr
-    for message_id in MESSAGES:  # no engine yet: queued straight to the log, due together
-        queued = run_nereus("--json", "message", "schedule", "--lane", "local", "--delay", "1s",
-                            "--id", message_id, home=home)
-        assert queued.code == 0, queued.stdout + queued.stderr
+    _queue(home, MESSAGES)
     with running_engine(home):
         wait_until("every message published",
                    lambda: len(read_outbox(home / "outbox" / "local.jsonl")) >= len(MESSAGES),
@@ -62,6 +69,35 @@ def test_batches_are_written_only_at_level_2_and_shown_member_by_member(
                                                              "PUBLISH_OUTCOME"}
         batches = {e["position"] for e in members}
         assert len(members) > len(batches)  # several records per envelope
+    replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
+                        home=home, timeout=120)
+    assert replay.code == 0, replay.stdout + replay.stderr
+    assert json.loads(replay.stdout)["match"] is True
+
+
+def test_kill_9_at_level_2_loses_nothing_and_replays_to_the_live_digest(tmp_path: Path) -> None:
+    """At level 2, the engine is SIGKILLed as soon as the first of a 300-message burst is
+    out (batches appended, applied or not yet); restarted, it publishes every message, no
+    attempt is sent twice, and a replay from empty of the log, batches and all, gives the
+    live digest."""
+    home = tmp_path / "home"
+    assert run_nereus("init", home=home).code == 0
+    assert run_nereus("--json", "upgrade", "finalize", "--reason", "t", "--yes",
+                      home=home).code == 0
+    ids = [f"k9-{n}" for n in range(300)]
+    _queue(home, ids)
+    outbox = home / "outbox" / "local.jsonl"
+    start_engine(home)
+    wait_until("some published", lambda: len(read_outbox(outbox)) > 0, 60, interval_s=0.05)
+    pid = kill_engine(home)
+    assert pid is not None
+    wait_until(f"engine pid {pid} gone", lambda: process_gone(pid), 20)
+    with running_engine(home):
+        wait_until("every message published", lambda: {
+            line["delay_message_id"] for line in read_outbox(outbox)} >= set(ids), 90,
+            interval_s=0.2)
+    lines = read_outbox(outbox)
+    assert len({(line["delay_message_id"], line["attempt_id"]) for line in lines}) == len(lines)
     replay = run_nereus("--json", "shard", "replay", "default/0", "--empty", "--compare", "live",
                         home=home, timeout=120)
     assert replay.code == 0, replay.stdout + replay.stderr
