@@ -14,7 +14,7 @@ import shutil
 import stat
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -77,6 +77,20 @@ def doctor(
                              f"{len(config.routes)} route(s), {len(config.lanes)} lane(s)"))
     except NereusError as exc:
         checks.append(check("config", False, exc.message, exc.hint or "fix nereus.toml"))
+    checks.extend(_home_checks(env, config, after_ms))
+    if config is not None:
+        checks.extend(_config_checks(env, config))
+    ok = all(c.ok or c.severity == "warning" for c in checks)
+    data = msgspec.to_builtins(DoctorReport(ok=ok, home=str(layout.root), checks=checks))
+    env.output.emit(data, lambda out: _human(out, data, checks, ok))
+    if not ok:
+        raise Answered(ExitCode.NO)
+
+
+def _home_checks(env: Env, config: Config | None, after_ms: int) -> list[DoctorCheck]:
+    """The home, its admin socket, the engine, UNCERTAIN attempts, privacy and disk."""
+    layout = env.layout
+    checks: list[DoctorCheck] = []
     if layout.root.is_dir():
         writable = os.access(layout.root, os.W_OK)
         checks.append(check("home", writable, f"{layout.root} is "
@@ -96,45 +110,44 @@ def doctor(
         checks.append(_fencing(config))
     if layout.root.is_dir():
         checks.append(_privacy(layout.root))
-    if layout.root.is_dir():
         usage = shutil.disk_usage(layout.root)
         checks.append(check("disk", usage.free >= MIN_FREE_BYTES,
                              f"{_bytes(usage.free)} free of {_bytes(usage.total)}",
                              "free space: logs, state and checkpoints need room to grow"))
-    if config is not None:
-        checks.extend(secret_checks(config, layout.root))
-        services = service_checks(config)
-        checks.extend(services)
-        checks.append(_object_store(env))
-        checks.append(_clock(config))
-        checks.append(unconfigured_lanes(env, config))
-        checks.extend(log_continuity(env, config))
-        silent = {c.name for c in services if not c.ok}
-        checks.extend(destination_replication(config, silent))
-        for route in config.routes.values():
-            if route.log == "kafka":
-                checks.extend(command_topic(env, route, silent))
-    ok = all(c.ok or c.severity == "warning" for c in checks)
-    data = msgspec.to_builtins(DoctorReport(ok=ok, home=str(layout.root), checks=checks))
+    return checks
 
-    def human(out: Console) -> None:
-        from nereus.cli.output import safe_markup as escape
 
-        for c in data["checks"]:  # made terminal-safe by emit
-            mark = "[green]ok[/green]  " if c["ok"] else (
-                "[yellow]warn[/yellow]" if c["severity"] == "warning" else "[red]FAIL[/red]")
-            out.print(f"{mark} {escape(c['name']):<28} {escape(c['detail'])}", highlight=False)
-            if not c["ok"] and c["fix"]:
-                out.print(f"       fix: {escape(c['fix'])}", highlight=False)
-        failed = sum(1 for c in checks if not c.ok and c.severity != "warning")
-        warned = sum(1 for c in checks if not c.ok and c.severity == "warning")
-        note = f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""
-        out.print(f"[green]all checks passed[/green]{note}" if ok
-                  else f"[red]{failed} to fix[/red]{note}")
+def _config_checks(env: Env, config: Config) -> list[DoctorCheck]:
+    """Secrets, services, the object store, the clock, lanes, logs and topics."""
+    checks: list[DoctorCheck] = list(secret_checks(config, env.layout.root))
+    services = service_checks(config)
+    checks.extend(services)
+    checks.append(_object_store(env))
+    checks.append(_clock(config))
+    checks.append(unconfigured_lanes(env, config))
+    checks.extend(log_continuity(env, config))
+    silent = {c.name for c in services if not c.ok}
+    checks.extend(destination_replication(config, silent))
+    for route in config.routes.values():
+        if route.log == "kafka":
+            checks.extend(command_topic(env, route, silent))
+    return checks
 
-    env.output.emit(data, human)
-    if not ok:
-        raise Answered(ExitCode.NO)
+
+def _human(out: Console, data: Any, checks: list[DoctorCheck], ok: bool) -> None:
+    from nereus.cli.output import safe_markup as escape
+
+    for c in data["checks"]:  # made terminal-safe by emit
+        mark = "[green]ok[/green]  " if c["ok"] else (
+            "[yellow]warn[/yellow]" if c["severity"] == "warning" else "[red]FAIL[/red]")
+        out.print(f"{mark} {escape(c['name']):<28} {escape(c['detail'])}", highlight=False)
+        if not c["ok"] and c["fix"]:
+            out.print(f"       fix: {escape(c['fix'])}", highlight=False)
+    failed = sum(1 for c in checks if not c.ok and c.severity != "warning")
+    warned = sum(1 for c in checks if not c.ok and c.severity == "warning")
+    note = f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""
+    out.print(f"[green]all checks passed[/green]{note}" if ok
+              else f"[red]{failed} to fix[/red]{note}")
 
 
 def _engine(env: Env) -> DoctorCheck:

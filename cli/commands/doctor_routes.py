@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
-
+    from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
     from nereus.cli.setup_documents import DoctorCheck
     from nereus.config import Config, RouteSettings
 
@@ -28,13 +28,9 @@ def command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[Doct
     and min.insync.replicas 2), and retention never below the Recovery Floor. Not asked
     when its broker's check (in ``silent``: the services that did not answer) failed: the
     log's clients would wait their own 30 s for the same answer."""
-    import time
-
     from nereus.adapters.backends.kafka.kafka_log import KafkaShardLog
     from nereus.adapters.backends.shardlog.factory import DEFAULT_KAFKA_BOOTSTRAP, command_topic
-    from nereus.adapters.offline.checkpoint_catalog import recovery_floor
     from nereus.errors import NereusError
-    from nereus.shard import ShardId
 
     topic = command_topic(route)
     name = f"command_topic {topic}"
@@ -66,22 +62,7 @@ def command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[Doct
             checks.append(check(f"{name} retention", True, "retention.ms=-1: every record "
                                  "is kept (prune below the Recovery Floor with shard prune)"))
             return checks
-        objects = env.object_store()
-        now = time.time_ns() // 1_000_000
-        problems: list[str] = []
-        for partition, log in enumerate(logs):
-            shard = ShardId(route.name, partition)
-            floor = recovery_floor(objects, shard, env.config.checkpoints.keep).position
-            start = log.start_position()
-            if start > floor:
-                problems.append(f"{shard}: Kafka already deleted records {floor}..{start - 1} "
-                                "that the Recovery Floor needs")
-                continue
-            head = log.read(floor, 1)
-            if head and now - head[0].broker_ms > retention * 0.8:
-                age_h = (now - head[0].broker_ms) / 3_600_000
-                problems.append(f"{shard}: the record at the Recovery Floor ({floor}) is "
-                                f"{age_h:.1f} h old; retention.ms={retention} deletes it soon")
+        problems = _floor_problems(env, route, logs, retention)
         checks.append(check(
             f"{name} retention", not problems,
             "; ".join(problems) or f"retention.ms={retention} keeps the Recovery Floor",
@@ -93,6 +74,33 @@ def command_topic(env: Env, route: RouteSettings, silent: set[str]) -> list[Doct
         for log in logs:
             log.close()
     return checks
+
+
+def _floor_problems(env: Env, route: RouteSettings, logs: list[KafkaShardLog],
+                    retention: int) -> list[str]:
+    """Each partition whose records at the Recovery Floor Kafka deleted or deletes soon."""
+    import time
+
+    from nereus.adapters.offline.checkpoint_catalog import recovery_floor
+    from nereus.shard import ShardId
+
+    objects = env.object_store()
+    now = time.time_ns() // 1_000_000
+    problems: list[str] = []
+    for partition, log in enumerate(logs):
+        shard = ShardId(route.name, partition)
+        floor = recovery_floor(objects, shard, env.config.checkpoints.keep).position
+        start = log.start_position()
+        if start > floor:
+            problems.append(f"{shard}: Kafka already deleted records {floor}..{start - 1} "
+                            "that the Recovery Floor needs")
+            continue
+        head = log.read(floor, 1)
+        if head and now - head[0].broker_ms > retention * 0.8:
+            age_h = (now - head[0].broker_ms) / 3_600_000
+            problems.append(f"{shard}: the record at the Recovery Floor ({floor}) is "
+                            f"{age_h:.1f} h old; retention.ms={retention} deletes it soon")
+    return problems
 
 
 def unconfigured_lanes(env: Env, config: Config) -> DoctorCheck:
