@@ -111,9 +111,9 @@ class AsyncDelayClient:
         """As ``DelayClient.result``."""
         return await self._blocking(lambda: self.sync.result(receipt, wait=wait))
 
-    async def get(self, id: str) -> MessageDetail:
+    async def get(self, id: str, *, wait: float | timedelta | None = None) -> MessageDetail:
         """As ``DelayClient.get``."""
-        return await self._blocking(lambda: self.sync.get(id))
+        return await self._blocking(lambda: self.sync.get(id, wait=wait))
 
     async def close(self) -> None:
         """Send what is pending, then stop the sender and the pool."""

@@ -254,15 +254,22 @@ class DelayClient:
         """The shard's result for a queued command, waiting up to ``wait`` (default
         ``result_wait_s``): APPLIED with the message's state and attempts; ``Rejected``
         (``LaneFull``) when refused; ``ResultPending`` when not applied in time."""
-        seconds = self.result_wait_s if wait is None else (
-            wait.total_seconds() if isinstance(wait, timedelta) else float(wait))
-        return self._queries.command(receipt, seconds)
+        return self._queries.command(receipt, self._seconds(wait))
 
-    def get(self, id: str) -> MessageDetail:
+    def get(self, id: str, *, wait: float | timedelta | None = None) -> MessageDetail:
         """Message ``id`` as its shard holds it, behind a query barrier (conclusive for
-        every command queued before); ``NotFound`` when no shard holds it."""
+        every command queued before): its state, generation and attempts with their
+        evidence. ``NotFound`` when no shard holds it; ``ResultNotKnown`` (exit 6) when the
+        barrier is not answered within ``wait`` (default ``result_wait_s``)."""
         delay_message_id = validate.identifier(id, "id", self.limits)
-        return self._queries.message(delay_message_id, self._message_shard(delay_message_id))
+        return self._queries.message(delay_message_id,
+                                     self.route.shard_for(delay_message_id),
+                                     self._seconds(wait))
+
+    def _seconds(self, wait: float | timedelta | None) -> float:
+        if wait is None:
+            return self.result_wait_s
+        return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
 
     # lifetime --------------------------------------------------------------------------
     def close(self) -> None:

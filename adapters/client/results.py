@@ -23,7 +23,13 @@ from nereus.adapters.time_source import Clock
 from nereus.client.errors import LaneFull, Rejected, ResultPending
 from nereus.client.outcome import CommandResult
 from nereus.client.receipt import Evidence, Receipt
-from nereus.errors import EngineUnreachable, NotFound, ShardNotHere, UsageError
+from nereus.errors import (
+    EngineUnreachable,
+    NotFound,
+    ResultNotKnown,
+    ShardNotHere,
+    UsageError,
+)
 from nereus.records.vocabulary import ResultStatus
 from nereus.shard import ShardId
 from nereus.views import MessageDetail
@@ -117,11 +123,22 @@ class ResultQueries:
             return False  # 30 s ran out
         return True
 
-    def message(self, delay_message_id: str, shard: ShardId) -> MessageDetail:
+    def message(self, delay_message_id: str, shard: ShardId,
+                wait_s: float | None = None) -> MessageDetail:
         """The message behind a query barrier on its shard (every command queued before
-        this call is applied first); ``NotFound`` when no shard holds it."""
-        found = self.admin_for(shard).message(delay_message_id, route=self._source.name,
-                                              barrier=True)
+        this call is applied first; an ORDERED lane's keyed message is looked for on the
+        route's other shards too); ``NotFound`` when no shard holds it, ``ResultNotKnown``
+        when the barrier is not applied within ``wait_s``."""
+        admin = self.admin_for(shard)
+        waiting = admin if wait_s is None else AdminClient(admin.path, timeout=wait_s)
+        try:
+            found = waiting.message(delay_message_id, route=self._source.name, barrier=True)
+        except (NotListening, ShardNotHere, NotFound):
+            raise
+        except (EngineUnreachable, UsageError) as exc:  # no answer in time
+            raise ResultNotKnown(f"message {delay_message_id}: the query barrier on shard "
+                                 f"{shard} was not answered in time ({exc.message})",
+                                 hint="ask again later") from None
         return msgspec.convert(found, MessageDetail)
 
 
