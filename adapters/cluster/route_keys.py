@@ -8,8 +8,10 @@ write: a second writer reads the first's). Below feature level 2 the coordinator
 in plain text (``secrets/<route>``, ``RouteSecret``: what a 0.1.0 node reads). From level 2
 it keeps it only sealed under the nodes' sealing key (``sealed-keys/<route>``,
 ``sealed_keys.py``): a node holding that key seals a route's key when it starts (a plain
-one it finds is sealed and deleted), and opens it into its home; an operator's command
-without the sealing key (``cluster init``, ``init --join``) makes no key at that level.
+one it finds is sealed and deleted), and opens it into its home. A command without the
+sealing key (``cluster init``, ``init --join``, a node not given it) still gives a route
+that has no key at all a plain one, so that every node signs alike; the first node with
+the sealing key seals it (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from pathlib import Path
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.evidence_seal import SealKey, require_seal_key
 from nereus.adapters.cluster.feature_levels import read_level
-from nereus.adapters.cluster.sealed_keys import open_route_keys, read_sealed, seal_route
+from nereus.adapters.cluster.sealed_keys import (
+    forget_plain_key,
+    open_route_keys,
+    read_sealed,
+    seal_route,
+)
 from nereus.adapters.home.route_secrets import (
     install_route_key,
     install_route_keys_ring,
@@ -42,9 +49,11 @@ def share_route_keys(store: ClusterStore, routes: Iterable[str], *, now_ms: int,
     sealing = read_level(store).level.level >= SEALED_KEYS_LEVEL
     made: list[str] = []
     for route in routes:
-        if sealing:
-            if seal_key is None or read_sealed(store, route) is not None:
-                continue
+        if sealing and read_sealed(store, route) is not None:
+            if route in held and seal_key is not None:  # a plain one made meanwhile
+                forget_plain_key(store, route)
+            continue
+        if sealing and seal_key is not None:
             key = bytes.fromhex(held[route].evidence_key) if route in held else \
                 _new_key(keys_from, route)
             if seal_route(store, route, key, seal_key, now_ms=now_ms, made_by=made_by) \
@@ -52,7 +61,7 @@ def share_route_keys(store: ClusterStore, routes: Iterable[str], *, now_ms: int,
                 made.append(route)
             continue
         if route in held:
-            continue
+            continue  # without the sealing key a route with no key at all gets a plain one
         key = _new_key(keys_from, route)
         kept = store.add_route_secret(RouteSecret(route=route, evidence_key=key.hex(),
                                                   made_ms=now_ms, made_by=made_by))

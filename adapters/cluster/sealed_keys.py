@@ -74,9 +74,14 @@ def seal_route(store: ClusterStore, route: str, key: bytes, seal_key: SealKey, *
         made = True
     except UnexpectedVersionId:
         made = False
+    forget_plain_key(store, route)
+    return made
+
+
+def forget_plain_key(store: ClusterStore, route: str) -> None:
+    """Delete the route's plain-text key record (its key is kept sealed now)."""
     with contextlib.suppress(KeyNotFound):
         store.handle.coordinator.delete(store.key(keys.secret_key(route)))
-    return made
 
 
 def open_route_keys(record: SealedRouteKey, seal_key: SealKey) -> EvidenceKeys:

@@ -21,6 +21,7 @@ from nereus.adapters.cluster.route_keys import install_route_keys, share_route_k
 from nereus.adapters.cluster.sealed_keys import RotationRefused, read_sealed, rotate
 from nereus.adapters.home.route_secrets import evidence_keys, route_key
 from nereus.cluster import keys
+from nereus.cluster.records import RouteSecret
 from nereus.errors import ConfigError
 from nereus.evidence_mac import evidence_mac, mac_accepted
 from nereus.features import SEALED_KEYS_LEVEL
@@ -150,3 +151,27 @@ def test_a_rotation_signs_with_the_new_key_and_the_previous_verifies_until_its_g
     with pytest.raises(RotationRefused, match="verifies until"):
         rotate(store, ROUTE, seal_key, now_ms=12, grace_ms=HOUR_MS, operator="op", reason="x")
     assert not [f for f in _forms(old) + _forms(ring.current) if f in _raw(store)]
+
+
+def test_without_any_sealing_key_a_level_2_route_still_gets_one_key_every_node_shares(
+        store: ClusterStore, tmp_path: Path) -> None:
+    """At level 2 with no node holding a sealing key, a route's first key is made plain
+    (once: every node installs the same one, none makes its own); the first node with the
+    sealing key seals it and deletes the plain record, and a plain one made meanwhile by a
+    node without the key is deleted by the next that has it."""
+    _raise(store)
+    assert share_route_keys(store, [ROUTE], now_ms=3, made_by="n1") == [ROUTE]
+    assert share_route_keys(store, [ROUTE], now_ms=3, made_by="n2") == []
+    homes = [tmp_path / "n1", tmp_path / "n2"]
+    for home in homes:
+        install_route_keys(store, home, [ROUTE])
+    first, second = (route_key(home, ROUTE, create=False) for home in homes)
+    assert first == second
+    seal_key = SealKey(os.urandom(32))
+    share_route_keys(store, [ROUTE], now_ms=4, made_by="n3", seal_key=seal_key)
+    assert store.route_secrets() == {}
+    store.add_route_secret(RouteSecret(route=ROUTE, evidence_key=os.urandom(32).hex()))
+    share_route_keys(store, [ROUTE], now_ms=5, made_by="n3", seal_key=seal_key)
+    assert store.route_secrets() == {}
+    assert install_route_keys(store, tmp_path / "n3", [ROUTE], seal_key=seal_key) == [ROUTE]
+    assert route_key(tmp_path / "n3", ROUTE, create=False) == first
