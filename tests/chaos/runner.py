@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from nereus.adapters.home.feature_level import write_home_level
+from nereus.cluster.records import FeatureLevel
 from tests.chaos.checker import Facts, Violation, check
 from tests.chaos.client import Executor, Recorder
 from tests.chaos.collect import digests, final_state, log_entries, other_config_home
@@ -98,6 +100,10 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     # with the first one's result: tests/chaos/test_found_by_chaos.py)
     operator_keys: str = "own"
     coordinator: str = "etcd"  # the cluster backend's: etcd or oxia
+    # the home's feature level (``nereus.features``): at 2 the owner's admissions and
+    # outcomes go into the log as PUBLISH_BATCH records, which the history reads member
+    # by member
+    feature_level: int = 1
 
     @property
     def workers(self) -> int:
@@ -177,6 +183,9 @@ def run_chaos(spec: RunSpec, root: Path, brokers: Brokers) -> RunReport:
     notes: list[str] = []
     with _home_filesystem(root, any("full-disk" in name for name in spec.nemeses)):
         chaos = make_home(root, backend, brokers)
+        if spec.feature_level > 1:  # as `nereus upgrade finalize` leaves it
+            write_home_level(chaos.home, FeatureLevel(level=spec.feature_level,
+                                                      raised_by="chaos", reason="run"))
         control = root / "control.json"
         write_control(control, Control())
         nemeses = build_nemeses(spec.nemeses)

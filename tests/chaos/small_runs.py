@@ -20,10 +20,12 @@ SMALL_DURATION_S = 6.0
 def small_run(tmp_path: Path, backend: RunBackend, *nemeses: str, brokers: Brokers | None = None,
               seed: int = 37, replay: bool = False, lateness_bound_ms: int = 10_000,
               hold_s: tuple[float, float] = (1.0, 2.5), ops: int = SMALL_OPS,
-              duration_s: float = SMALL_DURATION_S, operator: bool = True) -> RunReport:
+              duration_s: float = SMALL_DURATION_S, operator: bool = True,
+              feature_level: int = 1) -> RunReport:
     spec = RunSpec(seed=seed, ops=ops, duration_s=duration_s, backend=backend,
                    nemeses=nemeses, quiesce_s=45.0, lateness_bound_ms=lateness_bound_ms,
-                   pause_s=(0.3, 1.0), hold_s=hold_s, replay=replay, operator=operator)
+                   pause_s=(0.3, 1.0), hold_s=hold_s, replay=replay, operator=operator,
+                   feature_level=feature_level)
     return run_chaos(spec, tmp_path / "chaos", brokers or Brokers())
 
 
