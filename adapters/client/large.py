@@ -5,6 +5,7 @@ bytes to the route's object store."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,9 +40,8 @@ def schedule_large(source: RouteSource, client: Queues, fields: ScheduleFields, 
     objects = open_object_store(source.config.objects, source.home or Path("."))
     done = schedule_large_payload(
         _ClientSink(client), objects, source.ref(),
-        LargeMessage(delay_message_id=fields.delay_message_id, lane=fields.lane,
-                     deliver_at_ms=fields.deliver_at_ms, expire_at_ms=fields.expire_at_ms,
-                     key=fields.key, headers=fields.headers, path=path),
+        LargeMessage(path=path, **{f.name: getattr(fields, f.name)
+                                   for f in dataclasses.fields(ScheduleFields)}),
         max_payload_bytes=source.limits.max_payload_bytes, now_ms=now_ms,
         new_id=lambda: str(uuid.uuid4()), wait=False)
     return done.receipt()

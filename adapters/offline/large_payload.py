@@ -34,6 +34,7 @@ from nereus.client import (
     prepare_payload_reserve,
     prepare_schedule,
 )
+from nereus.client.validate import ScheduleFields
 from nereus.errors import NereusError, UsageError
 from nereus.payload_objects import object_key as payload_object_key
 
@@ -85,16 +86,10 @@ class LargePayload:
             payload_object=self.object_key, payload_stages=list(self.stages))
 
 
-@dataclass(frozen=True, slots=True)
-class LargeMessage:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LargeMessage(ScheduleFields):
     """The message to schedule, its payload in the file at ``path``."""
 
-    delay_message_id: str
-    lane: str
-    deliver_at_ms: int
-    expire_at_ms: int | None
-    key: str | None
-    headers: dict[str, str]
     path: Path
 
 
