@@ -138,13 +138,9 @@ def prepare_one(
 def check_unicode(value: str, what: str) -> None:
     """Refuse text that is not Unicode (lone surrogates: undecodable bytes on the command
     line, or ``\\ud800`` in JSON): it cannot be stored or published."""
-    from nereus.errors import UsageError
+    from nereus.client.validate import text
 
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise UsageError(f"{what}: character {exc.start} is not valid Unicode "
-                         f"({value[exc.start]!r})") from None
+    text(value, what)  # the SDK's check: an InvalidInput, a UsageError (exit 2)
 
 
 def message_id_or_new(env: Env, given: str | None) -> str:

@@ -43,7 +43,8 @@ def text(value: str, field: str) -> str:
     try:
         value.encode()
     except UnicodeEncodeError as exc:
-        raise InvalidInput(f"character {exc.start} is not valid Unicode", field=field) from None
+        raise InvalidInput(f"character {exc.start} is not valid Unicode "
+                           f"({value[exc.start]!r})", field=field) from None
     return value
 
 
