@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from nereus.adapters.cluster.cluster_store import ClusterStore
@@ -175,3 +176,29 @@ def test_without_any_sealing_key_a_level_2_route_still_gets_one_key_every_node_s
     assert store.route_secrets() == {}
     assert install_route_keys(store, tmp_path / "n3", [ROUTE], seal_key=seal_key) == [ROUTE]
     assert route_key(tmp_path / "n3", ROUTE, create=False) == first
+
+
+def test_a_sealed_key_copied_to_another_cluster_name_still_opens_and_under_another_route_not(
+        store: ClusterStore) -> None:
+    """``cluster migrate`` copies records under another cluster name: a sealed key still
+    opens there; the same sealed bytes put under another route do not."""
+    from nereus.adapters.cluster.sealed_keys import open_route_keys
+    from nereus.cluster.records import SealedRouteKey, decode_record, encode_record
+    from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST
+
+    _raise(store)
+    seal_key = SealKey(os.urandom(32))
+    share_route_keys(store, [ROUTE], now_ms=3, made_by="n1", seal_key=seal_key)
+    raw = store.handle.coordinator.get(store.key(keys.sealed_key_key(ROUTE))).value
+    other = open_cluster(store.url + "moved")
+    try:
+        moved = ClusterStore(other)
+        where = moved.key(keys.sealed_key_key(ROUTE))
+        other.coordinator.put(where, raw, expected_version_id=EXPECTED_RECORD_DOES_NOT_EXIST)
+        record = decode_record(other.coordinator.get(where).value, SealedRouteKey)
+    finally:
+        other.close()
+    assert open_route_keys(record, seal_key).current
+    with pytest.raises(ConfigError, match="does not open"):
+        open_route_keys(decode_record(encode_record(
+            msgspec.structs.replace(record, route="other")), SealedRouteKey), seal_key)
