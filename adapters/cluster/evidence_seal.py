@@ -89,11 +89,11 @@ def unseal(seal_key: SealKey, sealed: str, *, key_id: str, route: str,
         raise ConfigError(f"route {route}'s evidence key is sealed under sealing key {key_id}; "
                           f"{SETTING} gives sealing key {seal_key.key_id}",
                           hint="give this node the sealing key the other nodes hold")
-    raw = base64.b64decode(sealed)
     try:
+        raw = base64.b64decode(sealed, validate=True)
         return AESGCM(seal_key.key).decrypt(raw[:_NONCE], raw[_NONCE:],
                                             _aad(route, generation))
-    except InvalidTag:
+    except (InvalidTag, ValueError):  # altered: a wrong tag, or not base64 at all
         raise ConfigError(f"route {route}'s sealed evidence key (generation {generation}) "
                           f"does not open with the key {SETTING} gives",
                           hint="the record was altered, or sealed for another route: "

@@ -181,7 +181,8 @@ def test_without_any_sealing_key_a_level_2_route_still_gets_one_key_every_node_s
 def test_a_sealed_key_copied_to_another_cluster_name_still_opens_and_under_another_route_not(
         store: ClusterStore) -> None:
     """``cluster migrate`` copies records under another cluster name: a sealed key still
-    opens there; the same sealed bytes put under another route do not."""
+    opens there; the same sealed bytes put under another route do not, nor garbled ones
+    (a clear error, not a traceback)."""
     from nereus.adapters.cluster.sealed_keys import open_route_keys
     from nereus.cluster.records import SealedRouteKey, decode_record, encode_record
     from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST
@@ -202,3 +203,6 @@ def test_a_sealed_key_copied_to_another_cluster_name_still_opens_and_under_anoth
     with pytest.raises(ConfigError, match="does not open"):
         open_route_keys(decode_record(encode_record(
             msgspec.structs.replace(record, route="other")), SealedRouteKey), seal_key)
+    garbled = msgspec.structs.replace(record.current, sealed="not base64 at all!")
+    with pytest.raises(ConfigError, match="does not open"):
+        open_route_keys(msgspec.structs.replace(record, current=garbled), seal_key)

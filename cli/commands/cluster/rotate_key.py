@@ -98,7 +98,8 @@ def _seal_key(env: Env, given: Path | None) -> SealKey:
 
     if given is not None:
         found = seal_key_of(ClusterSettings(coordinator="", node_id="operator",
-                                            evidence_seal_key_file=str(given)), env.home)
+                                            evidence_seal_key_file=str(given.resolve())),
+                            env.home)
     else:
         path = env.layout.config
         local = parse_config(path.read_text(), source=str(path)) if path.exists() else None
