@@ -180,3 +180,22 @@ def test_below_level_two_every_checkpoint_is_full(tmp_path: Path) -> None:
         assert {f.name for f in parent.files} & {f.name for f in again.manifest.files}
     finally:
         live.close()
+
+
+def test_a_borrowed_object_gone_from_the_store_is_uploaded_again(tmp_path: Path) -> None:
+    """When an object the parent's manifest names is gone, the next checkpoint does not
+    borrow it but uploads the file itself, and restores to the live digest."""
+    live = Shard(tmp_path, LocalObjectStore(tmp_path / "objects"))
+    try:
+        live.schedule(200)
+        parent = live.checkpoint()
+        live.schedule(2)
+        table = next(f for f in parent.manifest.files if f.name.endswith(".sst"))
+        live.objects.delete(parent.manifest.file_key(table))
+        again = live.checkpoint()
+        (entry,) = [f for f in again.manifest.files if f.name == table.name]
+        assert entry.checkpoint is None
+        assert live.objects.head(again.manifest.file_key(entry)) is not None
+        assert restored_digest(live, again, "restored") == store_digest(live.store)
+    finally:
+        live.close()
