@@ -10,9 +10,11 @@ conclusive for every command queued before it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
@@ -35,6 +37,7 @@ from nereus.shard import ShardId
 from nereus.views import MessageDetail
 
 _LOOK_S = 0.05  # between two looks at a command whose barrier was answered before it
+WORKERS_CLUSTER: Final = "workers"  # a home's worker processes in <home>/coordinator.db
 
 
 class ResultQueries:
@@ -45,12 +48,18 @@ class ResultQueries:
         self._clock = clock
         self._timeout_s = timeout_s
         self._barriers = SharedBarriers(clock)
+        self._workers = WorkerSockets(source, clock)
 
     def admin_for(self, shard: ShardId) -> AdminClient:
-        """The admin client of the engine that answers for ``shard``."""
+        """The admin client of the engine that answers for ``shard``: a home's worker
+        process that owns it (``engine start --workers N``: asked directly, a command
+        lookup is not fanned out to every worker by the front door), else the home's
+        engine; for a cluster, the owner node on this host."""
         layout = self._source.layout
         if layout is not None:
-            return AdminClient(layout.run / "admin.sock", timeout=self._timeout_s)
+            worker = self._workers.socket_of(shard)
+            path = worker if worker is not None else layout.run / "admin.sock"
+            return AdminClient(path, timeout=self._timeout_s)
         from nereus.adapters.cluster.cluster_store import ClusterStore
 
         assert self._source.cluster is not None
@@ -82,15 +91,17 @@ class ResultQueries:
         since = self._clock.monotonic()
         deadline = since + wait_s
         while True:
+            seen: list[MessageDetail | None] = []  # the message, if this call's barrier ran
             if receipt.delay_message_id is not None:
                 left = max(deadline - self._clock.monotonic(), 0.05)
-                if not self._barriers.wait(shard, since, left, lambda timeout_s:
-                                           self._behind_barrier(admin, receipt, timeout_s)):
+                barrier = functools.partial(self._behind_barrier, admin, receipt, seen=seen)
+                if not self._barriers.wait(shard, since, left, barrier):
                     raise _pending(receipt, wait_s)
             status = _command_status(admin, receipt.command_id)
             if status is not None and status.evidence == "APPLIED":
-                # read after the result, so after the command's effect
-                return _finished(receipt, status, self._message_now(admin, receipt))
+                # read behind this call's barrier, or now: after the command's effect
+                message = seen[0] if seen else self._message_now(admin, receipt)
+                return _finished(receipt, status, message)
             left = deadline - self._clock.monotonic()
             if left <= 0:
                 raise _pending(receipt, wait_s)
@@ -108,15 +119,19 @@ class ResultQueries:
         except NotFound:
             return None
 
-    def _behind_barrier(self, admin: AdminClient, receipt: Receipt, timeout_s: float) -> bool:
+    def _behind_barrier(self, admin: AdminClient, receipt: Receipt, timeout_s: float,
+                        seen: list[MessageDetail | None]) -> bool:
         """Whether a query barrier appended now to the shard of ``receipt``'s message was
-        applied within ``timeout_s``."""
+        applied within ``timeout_s``; the message as read behind it goes to ``seen``."""
         assert receipt.delay_message_id is not None
         waiting = AdminClient(admin.path, timeout=timeout_s)
         try:
-            waiting.message(receipt.delay_message_id, route=self._source.name, barrier=True)
+            seen.append(msgspec.convert(waiting.message(
+                receipt.delay_message_id, route=self._source.name, barrier=True),
+                MessageDetail))
         except NotFound:
-            return True  # no message: the barrier was applied all the same
+            seen.append(None)  # no message: the barrier was applied all the same
+            return True
         except (NotListening, ShardNotHere):
             raise
         except (EngineUnreachable, UsageError):  # no answer in time, or the barrier's own
@@ -140,6 +155,48 @@ class ResultQueries:
                                  f"{shard} was not answered in time ({exc.message})",
                                  hint="ask again later") from None
         return msgspec.convert(found, MessageDetail)
+
+
+class WorkerSockets:
+    """Which worker process of a home owns which shard (the home's embedded coordinator,
+    read again at most every ``ttl_s``); nothing for a home without workers or a node's."""
+
+    def __init__(self, source: RouteSource, clock: Clock, ttl_s: float = 1.0) -> None:
+        self._source = source
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._sockets: dict[ShardId, Path] = {}
+
+    def socket_of(self, shard: ShardId) -> Path | None:
+        layout = self._source.layout
+        if layout is None or self._source.config.cluster is not None or \
+                not layout.coordinator.exists():
+            return None
+        with self._lock:
+            now = self._clock.monotonic()
+            if self._read_at is None or now - self._read_at > self._ttl_s:
+                self._sockets = _worker_sockets(layout.coordinator)
+                self._read_at = now
+            found = self._sockets.get(shard)
+        return found if found is not None and found.exists() else None
+
+
+def _worker_sockets(coordinator: Path) -> dict[ShardId, Path]:
+    """Each shard's owning worker's admin socket, as the embedded coordinator says."""
+    from nereus.adapters.cluster.cluster_store import ClusterStore
+    from nereus.adapters.cluster.coordinator_url import open_cluster, sqlite_url
+
+    handle = open_cluster(sqlite_url(coordinator, WORKERS_CLUSTER))
+    try:
+        store = ClusterStore(handle)
+        members = store.members()
+        return {shard: Path(members[owned.record.node_id].address)
+                for shard, owned in store.owners().items()
+                if owned.record.node_id in members}
+    finally:
+        handle.close()
 
 
 class _Flight:
