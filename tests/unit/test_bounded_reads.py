@@ -92,7 +92,8 @@ def _engine(store: Any) -> Any:
         log_heads=LogHeads(monotonic=time.monotonic),
         clock=SimpleNamespace(now=lambda: now),
         permits=SimpleNamespace(in_flight=lambda name: 0),
-        config=SimpleNamespace(lanes={"local": SimpleNamespace(destination="file"),}, source="x"))
+        config=SimpleNamespace(
+            lanes={"local": SimpleNamespace(destination="file", fencing_kind=None)}, source="x"))
 
 
 def _status_reads(path: Path, due: int) -> tuple[int, Any, Any]:
