@@ -21,6 +21,9 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     # no producer call once the session is alive for less than this much longer
     lease_margin_ms: Annotated[int, msgspec.Meta(ge=100, le=60_000)] = 2_000
     host: str = ""  # how other hosts reach this node (default: the host name)
+    # keep a warm copy of the shards this node stands by for (``nereus/cluster/standby.py``),
+    # so a failover here replays only the log's tail
+    standby: bool = True
     # an etcd coordinator over TLS (https, the CA of its certificate; a client certificate
     # when etcd requires one) and etcd's own auth (a user and its password, by reference)
     tls_ca_file: str | None = None

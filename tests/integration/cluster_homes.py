@@ -67,6 +67,7 @@ class ClusterSpec:
     session_ttl_ms: int = 4_000
     lease_margin_ms: int = 1_000
     oxia: str | None = None  # HOST:PORT of Oxia: the coordinator is Oxia instead
+    standby: bool = True  # nodes keep warm copies of the shards they stand by for
 
     @property
     def command_topic(self) -> str:
@@ -111,7 +112,8 @@ class ClusterSpec:
                 'payload_gc_interval = "3s"\n\n'
                 f'[cluster]\ncoordinator = "{self.coordinator}"\nnode_id = "{node_id}"\n'
                 f"session_ttl_ms = {self.session_ttl_ms}\n"
-                f"lease_margin_ms = {self.lease_margin_ms}\nhost = \"127.0.0.1\"\n")
+                f"lease_margin_ms = {self.lease_margin_ms}\nhost = \"127.0.0.1\"\n"
+                + ("" if self.standby else "standby = false\n"))
 
     def logs(self) -> ShardLogs:
         return ShardLogs(lambda shard: KafkaShardLog(

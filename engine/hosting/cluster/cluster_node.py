@@ -2,16 +2,18 @@
 election, and owns exactly the shards whose ownership records it holds; each round it
 follows the configuration's revisions and the routes' evidence keys (``following.py``).
 
-The supervised ``cluster`` worker reconciles on every change under the cluster's prefix,
-at least every ``interval_s``: a lost session lets every shard go and joins again; if
-nobody leads, try (the leader places: ``leader.py``); shards placed here that another node
-owns are warmed (``warmup.py``) and ``warm/<shard>`` written once caught up; shards placed
-elsewhere are released as planned moves once the target is warm (or gone, or
-``warm_wait_s`` passed); shards placed here with no owner are taken (ownership record by
-CAS, then ``epochs/<shard>`` +1) and activated, or the counter is raised when the log
-applied a higher epoch (``shard_epoch_raised``); a record of this session it does not hold
-is a lost take's, deleted (``shard_take_undone``). A shard that cannot run here is held
-FAILED with its reason, retried after ``FAILED_RETRY_S`` doubling (``docs/rules.md`` §12).
+The supervised ``cluster`` worker reconciles on every change under the cluster's prefix, at
+least every ``interval_s``: a lost session lets every shard go and joins again; if nobody
+leads, try (the leader places: ``leader.py``); shards placed here that another node owns
+are warmed (``warmup.py``) and ``warm/<shard>`` written once caught up, and so are
+(silently) those another node owns that this one stands by for (``standby.py``: a failover
+here replays only the tail); shards placed elsewhere are released as planned moves once the
+target is warm (or gone, or ``warm_wait_s`` passed); shards placed here with no owner are
+taken (ownership record by CAS, then ``epochs/<shard>`` +1) and activated, or the counter
+is raised when the log applied a higher epoch (``shard_epoch_raised``); a record of this
+session it does not hold is a lost take's, deleted (``shard_take_undone``). A shard that
+cannot run here is held FAILED with its reason, retried after ``FAILED_RETRY_S`` doubling
+(``docs/rules.md`` §12).
 Stop: warm-ups stop, shards drain, the session closes so others take over at once.
 """
 
@@ -26,6 +28,7 @@ from nereus.adapters.cluster.feature_levels import refuse_below_level
 from nereus.adapters.time_source import Clock
 from nereus.cluster import keys
 from nereus.cluster.records import Member, OwnerState, Warm
+from nereus.cluster.standby import standby_node
 from nereus.coordination.errors import CoordinationError, NotificationsLost
 from nereus.coordination.protocol import Notifications, Session
 from nereus.engine.hosting.cluster.following import ConfigFollower, KeyFollower
@@ -200,20 +203,23 @@ class ClusterNode:
 
     def _warm(self, mine: list[ShardId], owners: dict[ShardId, Owned]) -> None:
         """Warm every shard placed here that another node still owns, and say so once it is
-        warm; stop warming the others (placed elsewhere now, or about to be taken)."""
-        for shard in [s for s in {*self._warming, *self._said_warm} if s not in mine]:
+        warm; warm the shards this node stands by for too (``standby.py``: a failover here
+        replays only the tail), without saying so; stop warming the others."""
+        members = self.store.members() if self.settings.standby else None
+        standing = self._standing(mine, owners, members)
+        for shard in [s for s in {*self._warming, *self._said_warm}
+                      if s not in mine and s not in standing]:
             self._stop_warming(shard)
         if self._stop.is_set():
             return
-        members = None
-        for shard in mine:
+        for shard in [*mine, *standing]:
             owner = owners.get(shard)
             if shard in self._owned or owner is None \
                     or owner.record.node_id == self.settings.node_id:
                 continue
             warm_up = self._warming.get(shard)
             if warm_up is not None or shard in self._said_warm:
-                if warm_up is not None and warm_up.ready.is_set():
+                if warm_up is not None and warm_up.ready.is_set() and shard in mine:
                     self._say_warm(shard, warm_up.applied_position)
                 continue
             if members is None:
@@ -221,10 +227,25 @@ class ClusterNode:
             if not self.settings.warm_up or shares_home(
                     members.get(owner.record.node_id), host=self.settings.host,
                     home=self.engine.home):
-                self._say_warm(shard, None)  # no copy of its own to warm: ready as it is
+                if shard in mine:
+                    self._say_warm(shard, None)  # no copy of its own to warm: ready as it is
                 continue
-            warm_up = self._warming[shard] = WarmUp(self.engine, shard, events=self._events)
+            warm_up = self._warming[shard] = WarmUp(self.engine, shard, events=self._events,
+                                                    standby=shard not in mine)
             warm_up.start()
+
+    def _standing(self, mine: list[ShardId], owners: dict[ShardId, Owned],
+                  members: dict[str, Member] | None) -> list[ShardId]:
+        """The configured shards another node owns that this node stands by for."""
+        if members is None:
+            return []
+        capacities = {node: member.capacity for node, member in members.items()}
+        configured = set(self.engine.configured_shards())
+        return sorted((shard for shard, owned in owners.items()
+                       if shard in configured and shard not in mine
+                       and owned.record.node_id != self.settings.node_id
+                       and standby_node(owned.record.node_id, capacities)
+                       == self.settings.node_id), key=str)
 
     def _say_warm(self, shard: ShardId, applied_position: int | None) -> None:
         if shard in self._said_warm or self._session is None:

@@ -44,6 +44,7 @@ class NodeSettings:
     version: str = ""
     feature_level: int = 1  # the highest feature level this build supports
     warm_up: bool = True  # warm shards placed here while another node still owns them
+    standby: bool = True  # warm the shards this node stands by for (owned by another node)
     warm_wait_s: float = 300.0  # a planned move waits this long, at most, for a warm target
     seal_key: SealKey | None = None  # opens the routes' sealed evidence keys (a rotation)
 

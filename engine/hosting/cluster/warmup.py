@@ -7,8 +7,10 @@ when missing, damaged or far behind: ``restore_catch_up``), leaves a diverged co
 and applies the log with a ``ShardRunner``, following the tail; once caught up it is
 ``ready`` and the node writes ``warm/<shard>``. It never appends, and leaves a consistent
 image at one applied position, so any later activation replays from wherever it stopped.
-Taking the shard stops it first. Homes shared by several nodes hold only the owner's copy:
-no warm-up starts there (``shares_home``), and a state another process holds is left alone.
+Taking the shard stops it first. A standby (``nereus/cluster/standby.py``) warms the
+shards it stands by for the same way, continuously, so a failover replays only the tail.
+Homes shared by several nodes hold only the owner's copy: no warm-up starts there
+(``shares_home``), and a state another process holds is left alone.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ class WarmUp:
     """One shard warmed on this node (see the module's docstring)."""
 
     def __init__(self, engine: Engine, shard: ShardId, *, events: EventLog,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, standby: bool = False) -> None:
         self._engine = engine
+        self.standby = standby  # kept warm for a failover, not for a planned move
         self.shard = shard
         self._events = events
         self._poll_s = poll_s
@@ -68,7 +71,8 @@ class WarmUp:
             self._worker.stopping()
             self._worker.join(timeout_s)
         safe_event(self._events, "shard_warmed", shard=str(self.shard),
-                   applied_position=self.applied_position, replayed=self.replayed)
+                   applied_position=self.applied_position, replayed=self.replayed,
+                   standby=self.standby)
 
     def run(self) -> None:
         """The supervised worker body (called again after a crash)."""
@@ -101,7 +105,8 @@ class WarmUp:
         runner = ShardRunner(store, log, batch_records=engine.settings.loop.batch_records)
         self.applied_position = store.applied_position()
         safe_event(self._events, "shard_warming", shard=str(shard),
-                   applied_position=self.applied_position, log_end=log.end_position())
+                   applied_position=self.applied_position, log_end=log.end_position(),
+                   standby=self.standby)
         while not self._stop.is_set():
             report = runner.step()
             if report.records:
@@ -110,6 +115,7 @@ class WarmUp:
             else:
                 if not self.ready.is_set():
                     safe_event(self._events, "shard_warm", shard=str(shard),
-                               applied_position=self.applied_position, replayed=self.replayed)
+                               applied_position=self.applied_position, replayed=self.replayed,
+                               standby=self.standby)
                     self.ready.set()
                 self._stop.wait(self._poll_s)
