@@ -7,7 +7,9 @@ Deterministic and pure, so a test can hold it to its promises for any cluster:
   or up (the remainders go to the largest fractions, ties by node id), so every node is
   within one of its capacity-weighted mean;
 * a shard stays where it is while that keeps the quotas (a move costs a planned handover),
-  and an operator's pinned placement stays while its node lives and is not drained.
+  and an operator's pinned placement stays while its node lives and is not drained;
+* a shard whose node is gone goes to that node's standby (``standby.py``: it kept a warm
+  copy) while the standby is below its quota.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nereus.cluster.standby import standby_node
 from nereus.shard import ShardId
 
 
@@ -59,12 +62,15 @@ def plan_placement(shards: Sequence[ShardId], capacities: Mapping[str, int],
     plan: dict[ShardId, Assignment] = {}
     ordered = sorted(shards, key=lambda s: (not _pinned(current.get(s)), s.route, s.partition))
     homeless: list[tuple[ShardId, str]] = []
+    warm: dict[ShardId, str] = {}  # a gone node's shard -> its standby
     for shard in ordered:
         now = current.get(shard)
         if now is None:
             homeless.append((shard, "new shard"))
         elif now.node_id not in capacities:
             homeless.append((shard, f"node {now.node_id} is gone"))
+            if (standby := standby_node(now.node_id, capacities)) in eligible:
+                warm[shard] = standby
         elif now.node_id in draining:
             homeless.append((shard, f"node {now.node_id} is draining"))
         elif now.node_id not in eligible:
@@ -76,7 +82,10 @@ def plan_placement(shards: Sequence[ShardId], capacities: Mapping[str, int],
             homeless.append((shard, f"balance: node {now.node_id} held more than its "
                                     f"share ({quota[now.node_id]})"))
     for shard, why in homeless:
-        target = min(eligible, key=lambda node: (count[node] - quota[node], count[node], node))
+        target = warm.get(shard, "")
+        if target not in eligible or count[target] >= quota[target]:
+            target = min(eligible,
+                         key=lambda node: (count[node] - quota[node], count[node], node))
         plan[shard] = Assignment(target, why)
         count[target] += 1
     return plan

@@ -105,3 +105,15 @@ def test_capacity_weights_the_share() -> None:
     shards = [ShardId("default", p) for p in range(9)]
     plan = plan_placement(shards, {"big": 2, "small": 1}, {})
     assert sum(1 for a in plan.values() if a.node_id == "big") == 6
+
+
+def test_a_gone_nodes_shards_go_to_its_standby_while_it_is_below_its_quota() -> None:
+    """n2 is gone: its first shard goes to n3, the standby that kept it warm (the next node
+    by id), though n1 is as free; the second to n1, n3 being at its quota then."""
+    shards = [ShardId("default", p) for p in range(6)]
+    current = {s: Assignment(f"n{s.partition % 3 + 1}", "before") for s in shards}
+    plan = plan_placement(shards, {"n1": 1, "n3": 1}, current)
+    moved = {s.partition: plan[s].node_id for s in shards if current[s].node_id == "n2"}
+    assert moved == {1: "n3", 4: "n1"}, moved
+    held = {n: sum(a.node_id == n for a in plan.values()) for n in ("n1", "n3")}
+    assert held == {"n1": 3, "n3": 3}
