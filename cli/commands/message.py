@@ -11,8 +11,6 @@ path (``nereus.adapters.offline.large_payload``: reserve, upload, attest, commit
 
 from __future__ import annotations
 
-import uuid
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,10 +18,9 @@ import typer
 
 from nereus.cli import message_input, submission
 from nereus.cli.context import Env
+from nereus.cli.large_payload_input import payload_source, schedule_large
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from rich.console import Console
 
     from nereus.views import MessageDetail
@@ -127,9 +124,9 @@ def _schedule_one(env: Env, *, lane: str | None, deliver_at: str | None, delay: 
     if payload is not None and payload_file is not None:
         raise UsageError("give --payload or --payload-file, not both")
     if payload_file is not None:
-        with _payload_source(env, payload_file) as (body, large):
+        with payload_source(env, payload_file) as (body, large):
             if large is not None:
-                _schedule_large(env, large, lane=lane, deliver_at_ms=deliver_at_ms,
+                schedule_large(env, large, lane=lane, deliver_at_ms=deliver_at_ms,
                                 expire_at_ms=expire_at_ms, key=key, headers=headers,
                                 message_id=message_id, route=route, wait=wait)
                 return
@@ -140,71 +137,6 @@ def _schedule_one(env: Env, *, lane: str | None, deliver_at: str | None, delay: 
                             expire_at_ms=expire_at_ms, key=key, headers=headers, body=body,
                             message_id=message_id, route=route, command_id=command_id)
     submission.queue_and_report(env, prepared, wait)
-
-
-@contextmanager
-def _payload_source(env: Env, path: Path) -> Iterator[tuple[bytes, Path | None]]:
-    """(inline bytes, None) at or below the inline limit, else (b"", a file to upload).
-
-    A regular file above the limit is never read into memory here. A pipe or other stream
-    is read, and spooled to a temporary file if it turns out large.
-    """
-    import shutil
-    import stat
-    import tempfile
-
-    from nereus.errors import UsageError
-
-    limit = env.config.limits.max_inline_payload_bytes
-    try:
-        info = path.stat()
-        large_file = stat.S_ISREG(info.st_mode) and info.st_size > limit
-        body = b"" if large_file else path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"--payload-file {path}: {exc.strerror}") from None
-    if large_file:
-        yield b"", path
-        return
-    if len(body) <= limit:
-        yield body, None
-        return
-    scratch = Path(tempfile.mkdtemp(prefix="nereus-payload-"))
-    try:
-        spooled = scratch / "payload"
-        spooled.write_bytes(body)
-        del body
-        yield b"", spooled
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _schedule_large(
-    env: Env, path: Path, *, lane: str, deliver_at_ms: int, expire_at_ms: int | None,
-    key: str | None, headers: dict[str, str], message_id: str | None, route: str, wait: bool,
-) -> None:
-    """The large-payload path (``nereus.adapters.offline.large_payload``), checked first for what
-    the SCHEDULE's handler would reject, so nothing is reserved or uploaded in vain."""
-    from nereus.adapters.offline.large_payload import LargeMessage, schedule_large_payload
-    from nereus.errors import UsageError
-    from nereus.machine.validate import check_headers, check_lane, check_times
-
-    config = env.config
-    message_input.check_message(env, lane=lane, deliver_at_ms=deliver_at_ms,
-                                expire_at_ms=expire_at_ms)
-    failure = (check_lane(lane)
-               or check_times(deliver_at_ms, deliver_at_ms, expire_at_ms)
-               or check_headers(headers, config.limits))
-    if failure is not None:
-        raise UsageError(failure.detail or "the message would be REJECTED")
-    done = schedule_large_payload(
-        env.command_sink(wait=wait), env.object_store(),
-        message_input.route_ref(env, route),
-        LargeMessage(delay_message_id=message_input.message_id_or_new(env, message_id), lane=lane,
-                     deliver_at_ms=deliver_at_ms, expire_at_ms=expire_at_ms, key=key,
-                     headers=headers, path=path),
-        max_payload_bytes=config.limits.max_payload_bytes, now_ms=message_input.now_ms(),
-        new_id=lambda: str(uuid.uuid4()), wait=wait, progress=env.output.progress)
-    submission.report(env, done.receipt(), wait)
 
 
 @app.command("cancel")

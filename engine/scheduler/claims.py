@@ -194,3 +194,11 @@ class LocalRows:
         if self._rows:
             rows, self._rows = self._rows, {}
             self._store.write(rows, sync=False)
+
+
+def encode_claim(claim: Claim) -> bytes:
+    """The persisted claim: everything but the payload bytes (a large payload stays in the
+    object store; the in-memory claim holds the materialised template)."""
+    stored = msgspec.structs.replace(
+        claim, template=msgspec.structs.replace(claim.template, payload=b""))
+    return msgspec.msgpack.encode(stored)

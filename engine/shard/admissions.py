@@ -7,16 +7,13 @@ resends them). Only once a batch is synced are its events acted on: a winning ad
 ours whose claim, owner, epoch, time gate and lane readiness still hold goes to its lane
 publisher (durable PUBLISHING happens-before the producer call); otherwise this owner, the
 only one that could send for that attempt id, declines it (NOT_PUBLISHED LANE_UNAVAILABLE).
-Stale admissions, applied outcomes and expired claim deadlines release claims and
-permits. The ordered head is the keys of open obligations plus those of live claims. State
-of the loop's thread only: publisher answers reach it through the outbox's queue.
+Stale admissions, applied outcomes and expired claim deadlines release claims and permits;
+the ordered head is the keys of open obligations and live claims. Loop thread only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-
-import msgspec
 
 from nereus.adapters.backends.destination.protocol import PublishRequest
 from nereus.engine.publishing.lane_publisher import LanePublisher
@@ -24,7 +21,14 @@ from nereus.engine.runtime.event_log import EventLog, safe_event
 from nereus.engine.runtime.trusted_clock import TrustedClock
 from nereus.engine.scheduler.admission import handover_refusal, prepare_admission
 from nereus.engine.scheduler.claim_limits import quota_left, record_refusal
-from nereus.engine.scheduler.claims import Claim, ClaimBook, ClaimWatch, LocalRows, Revocation
+from nereus.engine.scheduler.claims import (
+    Claim,
+    ClaimBook,
+    ClaimWatch,
+    LocalRows,
+    Revocation,
+    encode_claim,
+)
 from nereus.engine.scheduler.drr import STATE_KEY, dump_state
 from nereus.engine.scheduler.explanation import ExplainInputs
 from nereus.engine.scheduler.ordered_blocker import ordered_blocker
@@ -134,7 +138,7 @@ class AdmissionFlow:
         for admission in admissions:
             self.book.admit(admission)
             claim = admission.claim
-            local.put(keys.claim_key(claim.delay_message_id), _encode_claim(claim))
+            local.put(keys.claim_key(claim.delay_message_id), encode_claim(claim))
         local.write()
         self._outbox.add_admissions(admissions)
         self._outbox.add(plan.expiries)
@@ -393,10 +397,3 @@ class AdmissionFlow:
         if obligation.key is not None:
             self._obligation_keys[attempt_id] = (obligation.lane, obligation.key)
 
-
-def _encode_claim(claim: Claim) -> bytes:
-    """The persisted claim: everything but the payload bytes (a large payload stays in the
-    object store; the in-memory claim holds the materialised template)."""
-    stored = msgspec.structs.replace(
-        claim, template=msgspec.structs.replace(claim.template, payload=b""))
-    return msgspec.msgpack.encode(stored)
