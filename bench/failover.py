@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/failover.py [--pending N ...] [--coordinator URL ...]
-        [--ttl-ms T] [--deadline S] [--json] [--keep]
+        [--mode standby|cold ...] [--ttl-ms T] [--deadline S] [--json] [--keep]
 
 Real services (``scripts/services up kafka s3 etcd oxia``; started if not running, and left
 running): two node daemons on one machine (``python -m nereus.engine.hosting.daemon``), their
@@ -25,10 +25,15 @@ coordinator and each N, a fresh cluster of two shards, one per node:
    held X ACTIVE to n2 ACTIVE. n1 keeps publishing while n2 warms its copy of X, and lets
    it go only once n2 says the copy is warm, so for a large shard the move takes as long as
    the warm-up and the gap stays that of a small one;
-4. n1's local state of X is deleted (n1 released it, closed), so the next owner restores
-   from S3 and replays, as a node that never held X would;
+4. n1 is stopped, its local state of X deleted and n1 started again, so it holds no copy
+   of X, as a node that never held X; with ``--mode standby`` (the default:
+   ``[cluster] standby``) n1 stands by for X and warms a copy of its own (restored from S3,
+   then tailing the log) while n2 owns it, and the bench waits until it is warm; with
+   ``--mode cold`` (``standby = false``, the behaviour before) it does not;
 5. **failover**: n2 is SIGKILLed; reported: until X is ACTIVE on n1, and until the first
-   destination record of X produced after the kill (the dead node produces nothing).
+   destination record of X produced after the kill (the dead node produces nothing); and
+   from n1's engine log, whether its activation restored a checkpoint and how many records
+   it replayed.
 
 Printed beside the session TTL. Targets (issue 14): failover <= TTL + 5 s at 100k pending,
 planned move <= 3 s at 100k pending, held against the handover gap: the move the issue
@@ -87,6 +92,11 @@ class Round(msgspec.Struct, frozen=True):
     move_gap_s: float | None = None
     failover_active_s: float | None = None
     failover_first_publish_s: float | None = None
+    failover_restored: bool | None = None  # the activation restored a checkpoint
+    failover_replayed: int | None = None  # records its replay applied
+    # from n1's shard_taken to its shard_active (restore, replay, barrier): the part of the
+    # failover that can grow with the shard; the rest is the session TTL's
+    failover_activation_s: float | None = None
     note: str = ""
 
 
@@ -96,6 +106,7 @@ class Column(msgspec.Struct, frozen=True):
     coordinator: str
     endpoint: str
     rounds: list[Round]
+    mode: str = "standby"  # standby: n1 keeps a warm copy of X; cold: it does not
 
 
 class Report(msgspec.Struct, frozen=True):
@@ -232,7 +243,7 @@ def one_round(root: Path, spec: ClusterSpec, pending: int, deadline_s: float) ->
             first = _first_publish_after(cluster, shard, active_ms - 20, deadline_s)
             move_active = None if active is None else round(active - moved, 2)
             move_first = None if first is None else round((first - moved_ms) / 1000, 2)
-            shutil.rmtree(HomeLayout(cluster.home("n1")).shard_state(shard))
+            events = _restart_without(cluster, shard, deadline_s, warm=spec.standby)
             time.sleep(2)
             killed_ms, killed = int(time.time() * 1000), time.monotonic()
             cluster.nodes["n2"].kill()
@@ -241,7 +252,67 @@ def one_round(root: Path, spec: ClusterSpec, pending: int, deadline_s: float) ->
         cluster.stop_all()
         return Round(pending, fill_s, move_active, move_first, gap,
                      None if active is None else round(active - killed, 2),
-                     None if first is None else round((first - killed_ms) / 1000, 2))
+                     None if first is None else round((first - killed_ms) / 1000, 2),
+                     *activation(events.read(), shard))
+
+
+class _Events:
+    """The lines of a node's engine log written since this was made."""
+
+    def __init__(self, home: Path) -> None:
+        self._path = HomeLayout(home).logs / "engine.log"
+        self._offset = self._path.stat().st_size if self._path.exists() else 0
+
+    def read(self) -> list[dict[str, object]]:
+        with open(self._path, "rb") as f:
+            f.seek(self._offset)
+            lines = f.read().decode(errors="replace").splitlines()
+        found: list[dict[str, object]] = []
+        for line in lines:
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+        return found
+
+
+def _restart_without(cluster: Cluster, shard: ShardId, deadline_s: float, *,
+                     warm: bool) -> _Events:
+    """Step 4: n1 stopped, its copy of ``shard`` deleted, started again; with ``warm``,
+    until it says its standby copy is warm. n1's engine log from then on."""
+    cluster.nodes["n1"].stop()
+    shutil.rmtree(HomeLayout(cluster.home("n1")).shard_state(shard), ignore_errors=True)
+    events = _Events(cluster.home("n1"))
+    cluster.start("n1")
+    _wait("n1 back with a shard of its own",
+          lambda: set(cluster.active_owners().values()) == {"n1", "n2"}, deadline_s)
+    if warm:
+        _wait("n1's standby copy warm", lambda: any(
+            e.get("event") == "shard_warm" and e.get("shard") == str(shard)
+            and e.get("standby") for e in events.read()), deadline_s)
+    return events
+
+
+def activation(events: list[dict[str, object]],
+               shard: ShardId) -> tuple[bool, int | None, float | None]:
+    """Of n1's last activation of ``shard``: whether it restored a checkpoint, how many
+    records its replay applied, and the seconds from ``shard_taken`` to ``shard_active``."""
+    mine = [e for e in events if e.get("shard") == str(shard)]
+    taken = max((n for n, e in enumerate(mine) if e.get("event") == "shard_taken"), default=0)
+    after = mine[taken:]
+    active = [e for e in after if e.get("event") == "shard_active"]
+    replayed = active[-1].get("replayed") if active else None
+    took = None
+    if active and after and after[0].get("event") == "shard_taken":
+        took = round(_stamp(active[-1]) - _stamp(after[0]), 2)
+    return (any(e.get("event") == "state_restored" for e in after),
+            replayed if isinstance(replayed, int) else None, took)
+
+
+def _stamp(event: dict[str, object]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
 
 
 class _Held:
@@ -298,26 +369,29 @@ def coordinator_arg(text: str) -> tuple[str, str | None]:
 
 
 def spec_for(kind: str, endpoint: str, *, bootstrap: str, s3: S3Endpoint,
-             ttl_ms: int) -> ClusterSpec:
+             ttl_ms: int, standby: bool = True) -> ClusterSpec:
     """A fresh two-shard cluster on ``endpoint`` (``kind``'s HOST:PORT[/NAMESPACE])."""
     return ClusterSpec(run=uuid.uuid4().hex[:10], bootstrap=bootstrap, etcd=endpoint, s3=s3,
                        oxia=endpoint if kind == "oxia" else None, partitions=2,
-                       session_ttl_ms=ttl_ms, lease_margin_ms=min(2_000, ttl_ms // 4))
+                       session_ttl_ms=ttl_ms, lease_margin_ms=min(2_000, ttl_ms // 4),
+                       standby=standby)
 
 
 def render(report: Report) -> str:
     ttl = report.session_ttl_s
-    names = [f"{c.coordinator} ({c.endpoint})" for c in report.columns]
+    names = sorted({f"{c.coordinator} ({c.endpoint})" for c in report.columns})
     out = [f"Nereus Delay failover bench: 2 nodes, 2 shards, Kafka + S3 + "
            f"{' / '.join(names)}; session TTL {ttl} s"]
     for column in report.columns:
-        out.append(f" {column.coordinator} at {column.endpoint}:")
+        out.append(f" {column.coordinator} at {column.endpoint}, {column.mode}:")
         for r in column.rounds:
             out.append(f"  pending {r.pending:>9,}: filled in {r.fill_s} s; planned move ACTIVE "
                        f"{r.move_active_s} s (handover gap {r.move_gap_s} s), first publish "
                        f"{r.move_first_publish_s} s; SIGKILL "
                        f"-> ACTIVE {r.failover_active_s} s, first publish "
-                       f"{r.failover_first_publish_s} s (TTL {ttl} s) {r.note}")
+                       f"{r.failover_first_publish_s} s (TTL {ttl} s; restored a checkpoint: "
+                       f"{r.failover_restored}, replayed {r.failover_replayed}, taken -> "
+                       f"ACTIVE {r.failover_activation_s} s) {r.note}")
     out += ["", side_by_side(report)]
     out.append(f"  targets at {TARGET_AT_PENDING:,} pending: failover <= {report.failover_target_s}"
                f" s: {_met(report.failover_met)}; planned move (handover gap) <= "
@@ -329,8 +403,9 @@ def render(report: Report) -> str:
 def side_by_side(report: Report) -> str:
     """The table of bench/README.md: one row per N, per coordinator the handover gap of the
     planned move and SIGKILL -> first publish."""
-    head = "| pending |" + "".join(f" {c.coordinator}: handover gap | {c.coordinator}: "
-                                   "SIGKILL -> first publish |" for c in report.columns)
+    head = "| pending |" + "".join(f" {c.coordinator} {c.mode}: handover gap | "
+                                   f"{c.coordinator} {c.mode}: SIGKILL -> first publish |"
+                                   for c in report.columns)
     rule = "|---:|" + "---:|---:|" * len(report.columns)
     pendings = sorted({r.pending for c in report.columns for r in c.rounds})
     rows = []
@@ -359,6 +434,9 @@ def main() -> None:
     parser.add_argument("--coordinator", type=coordinator_arg, action="append", metavar="URL",
                         help="etcd, oxia, etcd://HOST:PORT or oxia://HOST:PORT[/NAMESPACE]; "
                              "again for another column (default: etcd)")
+    parser.add_argument("--mode", choices=["standby", "cold"], action="append",
+                        help="standby: n1 keeps a warm copy of the shard (the default); "
+                             "cold: it does not (standby = false); again for another column")
     parser.add_argument("--ttl-ms", type=int, default=10_000, help="the session TTL")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds per wait")
     parser.add_argument("--dir", type=Path, default=None, help="where the temp homes go")
@@ -368,16 +446,19 @@ def main() -> None:
     wanted: list[tuple[str, str | None]] = args.coordinator or [("etcd", None)]
     bootstrap, s3, served = _services({kind for kind, endpoint in wanted if endpoint is None})
     columns = []
+    modes: list[str] = args.mode or ["standby"]
     with scratch_dir("nereus-failover-", args.dir, keep=args.keep) as root:
         for n, (kind, given) in enumerate(wanted):
             endpoint = given or served[kind]
-            rounds = []
-            for pending in args.pending:
-                spec = spec_for(kind, endpoint, bootstrap=bootstrap, s3=s3, ttl_ms=args.ttl_ms)
-                rounds.append(one_round(root / f"{kind}{n}-p{pending}", spec, pending,
-                                        args.deadline))
-                print(f"  {kind} {rounds[-1]}", file=sys.stderr)
-            columns.append(Column(kind, endpoint, rounds))
+            by_mode: dict[str, list[Round]] = {mode: [] for mode in modes}
+            for pending in args.pending:  # the modes alternate, so each N is side by side
+                for mode in modes:
+                    spec = spec_for(kind, endpoint, bootstrap=bootstrap, s3=s3,
+                                    ttl_ms=args.ttl_ms, standby=mode == "standby")
+                    by_mode[mode].append(one_round(root / f"{kind}{n}-{mode}-p{pending}",
+                                                   spec, pending, args.deadline))
+                    print(f"  {kind} {mode} {by_mode[mode][-1]}", file=sys.stderr)
+            columns += [Column(kind, endpoint, rounds, mode) for mode, rounds in by_mode.items()]
     at = [r for c in columns for r in c.rounds if r.pending == TARGET_AT_PENDING]
     ttl_s = args.ttl_ms / 1000
     failover_target = ttl_s + TARGET_FAILOVER_EXTRA_S
