@@ -68,6 +68,29 @@ def test_absence_is_proven_only_once_the_old_writer_let_go(tmp_path: Path) -> No
     new.close()
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_path_that_is_not_a_file_is_refused_at_once_never_waited_on(
+        tmp_path: Path, kind: str) -> None:
+    """A lane whose path is a FIFO (no reader) or a directory cannot be fenced: fence raises
+    NotFenced saying so at once, and never blocks in open(2) (before: the recovery's fence
+    of a FIFO lane hung until its 10 s deadline, per lane, holding the shard's activation
+    and every healthy lane of it)."""
+    import os
+
+    path = tmp_path / "outbox.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    destination = FileDestination("local", path)
+    try:
+        with pytest.raises(NotFenced, match="is not a regular file"):
+            destination.fence(SHARD, {}, 0)
+    finally:
+        destination.close()
+
+
 def test_a_shard_another_writer_holds_is_not_written(tmp_path: Path) -> None:
     """A publish for a shard whose writer lock another writer holds writes nothing and is
     NOT_PUBLISHED LANE_UNAVAILABLE naming the lock, and the probe says NOT READY until the

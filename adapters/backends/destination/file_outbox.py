@@ -143,10 +143,12 @@ class FileDestination:
             return refused + results
 
     def _create(self) -> None:
-        """Make the outbox exist (a writer lock records the file it found)."""
+        """Make the outbox exist (a writer lock records the file it found). Never waits:
+        a FIFO without a reader refuses a non-blocking open (ENXIO) instead of blocking."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK,
+                             0o644))
         except OSError:
             pass  # the write says why
 
@@ -220,6 +222,8 @@ class FileDestination:
         since the last holder took the lock (rotated, replaced, cut)."""
         if self._closed:
             raise NotFenced(f"destination {self.name} is closed")
+        if (odd := _not_a_file(self.path)) is not None:
+            raise NotFenced(odd)  # a FIFO or a directory: no lock proves what it holds
         if not self._writing.acquire(timeout=1.0):
             raise NotFenced(f"a publish to {self.path} is still running in this process")
         try:
@@ -332,3 +336,14 @@ def scan_file_evidence(path: Path, wanted: Mapping[str, ExpectedMac],
                 found[attempt] = f"{path}@{offset} (found by evidence scan, MAC verified)"
             offset += len(raw)
     return found
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be fenced as an outbox (it exists and is not a regular file)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot stat {path}: {exc.strerror}"
+    return None if stat.S_ISREG(info.st_mode) else f"{path} is not a regular file"
