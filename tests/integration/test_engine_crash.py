@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from nereus.adapters.backends.destination.fencing import FENCED_ABSENCE
 from nereus.adapters.backends.shardlog.file_log import FileShardLog
 from nereus.layout import HomeLayout
 from nereus.machine import dedup_key
@@ -135,7 +136,7 @@ def fragment_message(fragment: bytes) -> str | None:
 
 
 def check_message(store: ShardStore, message_id: str, facts: ShardFacts, copies: int,
-                  line: dict[str, Any] | None, torn: set[str]) -> MessageState:
+                  line: dict[str, Any] | None, torn: set[str], hit: set[str]) -> MessageState:
     """An applied SCHEDULE's message: CANCELLED (never in the outbox), PUBLISHED (once, by its
     published attempt) or UNCERTAIN (an UNKNOWN attempt with evidence, at most one line, the
     only outcome for a line cut short); its state."""
@@ -145,11 +146,17 @@ def check_message(store: ShardStore, message_id: str, facts: ShardFacts, copies:
     attempts = message_attempts(store, message_id)
     published = [a for a in attempts if a.state == AttemptState.PUBLISHED]
     unknown = [a for a in attempts if a.state == AttemptState.UNKNOWN]
+    fenced = [a for a in attempts if a.state == AttemptState.NOT_PUBLISHED
+              and (a.evidence or "").startswith(FENCED_ABSENCE)]
     if message_id in facts.cancelled:
-        assert state == MessageState.CANCELLED and not attempts, message_id
+        # a cancel wins before Publish Admission, or after an attempt proven NOT_PUBLISHED
+        assert state == MessageState.CANCELLED and all(
+            a.state == AttemptState.NOT_PUBLISHED for a in attempts), (message_id, attempts)
         assert copies == 0, f"{message_id}: cancelled, yet in the outbox"
     elif state == MessageState.PUBLISHED:
         assert len(published) == 1, f"{message_id}: {attempts}"
+        if fenced:  # a kill caught its first attempt in flight; recovery proved it absent
+            hit.add(message_id)
         assert copies == 1, f"{message_id}: PUBLISHED, {copies} outbox lines"
         assert line is not None and line["attempt_id"] == published[0].attempt_id, message_id
     elif state == MessageState.UNCERTAIN:
@@ -163,16 +170,19 @@ def check_message(store: ShardStore, message_id: str, facts: ShardFacts, copies:
         pytest.fail(f"{message_id}: {state} after everything was due "
                     f"(attempts {attempts}, detail {message.detail})")
     if message_id in torn:
-        # its write was cut short, so that attempt never returned PUBLISHED
-        assert state == MessageState.UNCERTAIN, f"{message_id}: torn, yet {state}"
+        # its write was cut short, so that attempt never returned PUBLISHED: UNCERTAIN, or
+        # proven absent behind the file lane's writer lock (a cut line is no message)
+        assert state == MessageState.UNCERTAIN or fenced, f"{message_id}: torn, yet {state}"
     return state
 
 
-def check_home(home: Path, sent: Sent) -> Counter[str]:
+def check_home(home: Path, sent: Sent) -> tuple[Counter[str], set[str]]:
     """Every shard applied its whole log, every message is where its state says, every
     receipt names its command's position, and the outbox holds nothing nobody scheduled;
-    the count of messages by state."""
+    the count of messages by state, and the messages a kill caught in flight that recovery
+    proved absent (a file lane fences its dead writer) before a later attempt published."""
     layout = HomeLayout(home)
+    hit: set[str] = set()
     outbox, fragments = read_outbox(home)
     assert len(fragments) <= KILLS, f"{len(fragments)} cut lines after {KILLS} kills"
     torn = {m for m in map(fragment_message, fragments) if m is not None}
@@ -193,7 +203,7 @@ def check_home(home: Path, sent: Sent) -> Counter[str]:
             for message_id in facts.schedules:
                 scheduled.add(message_id)
                 states[check_message(store, message_id, facts, by_message.get(message_id, 0),
-                                     lines_by_id.get(message_id), torn)] += 1
+                                     lines_by_id.get(message_id), torn, hit)] += 1
                 settled_ids.add(message_id)
         log.close()
     for receipt in sent.receipts:
@@ -206,14 +216,16 @@ def check_home(home: Path, sent: Sent) -> Counter[str]:
     lost = sent.receipted_schedules - scheduled
     assert not lost, f"receipted SCHEDULEs without an applied message: {sorted(lost)[:5]}"
     assert scheduled <= set(sent.schedule_ids), "messages nobody scheduled"
-    return states
+    return states, hit
 
 
 # the test -------------------------------------------------------------------------------
 def test_sigkill_during_bursts_and_publishing(tmp_path: Path) -> None:
     """Five SIGKILLs (in a schedule burst and while publishing), five restarts: afterwards
     every command was applied once, every message is PUBLISHED (once in the outbox),
-    UNCERTAIN (with its UNKNOWN attempt) or CANCELLED, and nothing else is in the outbox."""
+    UNCERTAIN (with its UNKNOWN attempt) or CANCELLED, and nothing else is in the outbox;
+    attempts a kill caught in flight are proven absent behind the file lane's writer lock
+    (NOT_PUBLISHED, fenced absence) and the message published by a later attempt."""
     rng = random.Random(SEED)
     home = tmp_path / "home"
     work = tmp_path / "work"
@@ -242,9 +254,13 @@ def test_sigkill_during_bursts_and_publishing(tmp_path: Path) -> None:
         stop = run_nereus("--json", "engine", "stop", "--timeout", "30", home=home)
         assert stop.code == 0, stop.stdout + stop.stderr
         assert final.exit_status(30) == 0, final.output()
-    states = check_home(home, sent)
+    states, hit = check_home(home, sent)
     print(f"\nseed {SEED}: kills {sent.kills}; {len(sent.schedule_ids)} schedules sent, "
           f"{sum(states.values())} applied; states {dict(states)}; CLI runs "
-          f"{dict(sent.cli_runs)}; {time.monotonic() - started:.1f} s")
+          f"{dict(sent.cli_runs)}; proven absent then published {len(hit)}; "
+          f"{time.monotonic() - started:.1f} s")
     assert states[MessageState.PUBLISHED] > 0
-    assert states[MessageState.UNCERTAIN] > 0, "no kill hit an admitted attempt: retune timings"
+    # a kill that caught attempts in flight leaves them UNCERTAIN, or (a file lane fences its
+    # dead writer) proven absent at recovery and published by a later attempt
+    assert states[MessageState.UNCERTAIN] + len(hit) > 0, \
+        "no kill hit an admitted attempt: retune timings"
