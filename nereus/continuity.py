@@ -18,7 +18,9 @@ from typing import Final
 
 from nereus.machine import dedup_key
 from nereus.records import codec
+from nereus.records.batch import Member, unpack
 from nereus.records.codec import DecodeFailure
+from nereus.records.system import PublishBatch
 from nereus.state import keys
 from nereus.state.values import Result, decode_value
 
@@ -61,10 +63,13 @@ def applied_record_differs(
         return _differs(applied_position, log_end, "the log holds no record there")
     sha = hashlib.sha256(record).hexdigest()
     raw = get(keys.reject_key(applied_position))
+    decoded = codec.decode(record)
+    if type(decoded) is PublishBatch and not isinstance(members := unpack(decoded),
+                                                          DecodeFailure):
+        return _batch_differs(get, applied_position, log_end, raw, members)
     if raw is not None:
         stored = decode_value(raw, Result)
     else:
-        decoded = codec.decode(record)
         key = None if isinstance(decoded, DecodeFailure) else dedup_key(decoded)
         found = None if key is None else get(keys.result_key(key))
         if found is None:
@@ -74,6 +79,27 @@ def applied_record_differs(
         return _differs(applied_position, log_end,
                         f"its SHA-256 is {sha[:16]}.., the state applied {stored.kind} "
                         f"{stored.record_sha256[:16]}..")
+    return None
+
+
+def _batch_differs(get: Callable[[bytes], bytes | None], applied_position: int, log_end: int,
+                   reject: bytes | None, members: list[tuple[bytes, Member]]) -> Divergence | None:
+    """A PUBLISH_BATCH leaves no result of its own: its members' results carry their own
+    bytes' SHA-256 (a rejected member's under ``reject/<position>``, its last member's under
+    its dedup key), so those prove the batch was the record applied."""
+    shas = {hashlib.sha256(data).hexdigest() for data, _ in members}
+    if reject is not None and decode_value(reject, Result).record_sha256 in shas:
+        return None
+    data, last = members[-1]
+    key = dedup_key(last)
+    found = None if key is None else get(keys.result_key(key))
+    if found is None:
+        return _differs(applied_position, log_end,
+                        "the state holds no result for its batch's last member")
+    stored = decode_value(found, Result)
+    if stored.record_sha256 != hashlib.sha256(data).hexdigest():
+        return _differs(applied_position, log_end,
+                        f"its batch's last member is not the {stored.kind} the state applied")
     return None
 
 

@@ -78,3 +78,29 @@ def test_a_guarded_file_log_refuses_an_append_at_a_position_the_state_applied(
     assert "shard default/0 has diverged" in refused.value.message
     assert log.end_position() == 2
     log.close()
+
+
+def test_a_publish_batch_at_the_applied_position_is_proven_by_its_members_results() -> None:
+    """A PUBLISH_BATCH leaves no result of its own, only its members': the batch at the
+    applied position matches (before: "the state holds no result for it", and an engine
+    restarted after a kill -9 at feature level 2 refused the shard as diverged); a batch
+    whose last member the state never applied does not."""
+    from nereus import records as r
+    from nereus.features import PUBLISH_BATCH_LEVEL
+    from nereus.records.batch import encode_batch
+    from tests.unit.builders import admission, outcome, schedule
+
+    shard = MemoryShard()
+    shard.apply(schedule("m1", 1_000), broker_ms=1_000)
+    shard.apply(schedule("m2", 1_000), broker_ms=1_000)
+    shard.apply(admission(shard, "m1", "a1"), broker_ms=1_000)
+    members = [r.encode(outcome("m1", "a1", r.Outcome.PUBLISHED)),
+               r.encode(admission(shard, "m2", "a2"))]
+    batch = encode_batch(members, PUBLISH_BATCH_LEVEL)
+    position = shard.next_position
+    shard.apply(batch, broker_ms=1_000)
+    assert applied_record_differs(shard.get, position, position + 1, batch) is None
+    other = encode_batch([members[0], r.encode(outcome("m2", "a9", r.Outcome.PUBLISHED))],
+                         PUBLISH_BATCH_LEVEL)
+    differs = applied_record_differs(shard.get, position, position + 1, other)
+    assert differs is not None and "last member" in differs.detail
