@@ -147,10 +147,16 @@ def _read_identity(fd: int) -> OutboxIdentity | None:
         return None
 
 
+_IDENTITY_BYTES = 128  # every identity is written padded to this width, in one pwrite
+
+
 def _write_identity(fd: int, identity: OutboxIdentity | None, *, sync: bool = True) -> None:
+    """Overwrite the lock file's identity in one write, never emptying it first: a holder
+    killed mid-update (a note after every publish) leaves the old identity or the new one,
+    not an empty file that would make its orphans unprovable."""
     text = b"" if identity is None else json.dumps(
         {"device": identity.device, "inode": identity.inode, "size": identity.size}).encode()
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, text, 0)
+    os.pwrite(fd, text.ljust(_IDENTITY_BYTES), 0)
+    os.ftruncate(fd, _IDENTITY_BYTES)  # a longer file of an older build: its tail goes
     if sync:
         os.fsync(fd)
