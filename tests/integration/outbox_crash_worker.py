@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,10 +27,11 @@ from nereus.config import parse_config
 from nereus.state import keys
 from nereus.state.values import Obligation, decode_value
 from tests.integration import engine_harness
+from tests.integration.engine_harness import in_process_engine
+from tests.polling import wait_until
 
-# named running_engine before the harness's rename (issue 39), in_process_engine after
-in_process_engine = next(getattr(engine_harness, name) for name in
-                         ("in_process_engine", "running_engine") if hasattr(engine_harness, name))
+WAIT_S = 600.0  # the test (or bench) that started this process kills it long before
+
 now_ms = engine_harness.now_ms
 
 
@@ -74,12 +74,15 @@ def main(argv: list[str]) -> int:
         due = now_ms()
         h.queue([h.schedule(f"m{n}", due) for n in range(count)])
         store = h.engine.shards[next(iter(h.engine.shards))].store
-        while True:  # bounded by the test, which kills this process
+
+        def all_publishing() -> bool:
             publishing = [decode_value(raw, Obligation) for _, raw in
                           store.scan_prefix(keys.OBLIGATION)]
-            if len(publishing) == count and Sent.done.is_set():
-                break
-            time.sleep(0.05)
+            return len(publishing) == count and Sent.done.is_set()
+
+        # the test kills this process well before the deadline
+        wait_until("every attempt PUBLISHING, half of them sent", all_publishing, WAIT_S,
+                   interval_s=0.05)
         print("ready", Sent.count, flush=True)
         threading.Event().wait()
     return 0
@@ -94,8 +97,8 @@ def under_load(home: Path, count: int, text: str) -> int:
         for start in range(0, count, 5_000):
             h.queue([h.schedule(f"m{n}", due) for n in range(start, min(count, start + 5_000))])
         publisher = h.engine.publishers["local"]
-        while publisher.published < count // 3:  # bounded by the caller, which kills us
-            time.sleep(0.01)
+        wait_until("a third published", lambda: publisher.published >= count // 3, WAIT_S,
+                   interval_s=0.01)  # the caller kills this process well before the deadline
         print("ready", publisher.published, flush=True)
         threading.Event().wait()
     return 0

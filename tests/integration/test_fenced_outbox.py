@@ -26,12 +26,8 @@ from nereus.records import Disposition, Outcome
 from nereus.state import keys
 from nereus.state.store import ShardStore
 from nereus.state.values import Attempt, Message, decode_value
-from tests.integration import engine_harness
+from tests.integration.engine_harness import in_process_engine
 from tests.polling import wait_until
-
-# named running_engine before the harness's rename (issue 39), in_process_engine after
-in_process_engine = next(getattr(engine_harness, name) for name in
-                         ("in_process_engine", "running_engine") if hasattr(engine_harness, name))
 
 SHARD = "default/0"
 WORKER = Path(__file__).with_name("outbox_crash_worker.py")
