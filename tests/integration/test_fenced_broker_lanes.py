@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.engine_harness import in_process_engine
 from tests.integration.kafka_service import kafka_bootstrap, kafka_service
 from tests.integration.pulsar_service import PulsarService, pulsar_service
-from tests.integration.test_fenced_outbox import crash, in_process_engine, settled_exactly
+from tests.integration.test_fenced_outbox import crash, settled_exactly
 from tests.integration.test_fenced_pulsar import deduplicated_topic
 
 __all__ = ["kafka_bootstrap", "kafka_service", "pulsar_service"]  # fixtures
