@@ -6,7 +6,8 @@ the first's), from the route's plain-text key when the cluster had one (level 1:
 record is then deleted, so the coordinator keeps no plain key), else fresh. A rotation
 replaces it by CAS on the version read: the new key becomes ``current``, the old one
 ``previous`` until the grace ends. A rotation while a grace runs is refused: it would drop
-a key that evidence in flight may still carry.
+a key that evidence in flight may still carry. A re-seal (a new sealing key) replaces it by
+CAS too, with the same keys sealed under the new sealing key: evidence is untouched.
 """
 
 from __future__ import annotations
@@ -15,11 +16,20 @@ import contextlib
 import secrets
 from dataclasses import dataclass
 
+import msgspec
+
 from nereus.adapters.cluster.cluster_store import ClusterStore
 from nereus.adapters.cluster.evidence_seal import SealKey, seal, unseal
 from nereus.cluster import keys
-from nereus.cluster.records import SealedKey, SealedRouteKey, decode_record, encode_record
+from nereus.cluster.records import (
+    NodeKeys,
+    SealedKey,
+    SealedRouteKey,
+    decode_record,
+    encode_record,
+)
 from nereus.coordination.errors import KeyNotFound, UnexpectedVersionId
+from nereus.coordination.protocol import Session
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, prefix_range
 from nereus.errors import ExitCode, NereusError
 from nereus.evidence_mac import EvidenceKeys
@@ -52,6 +62,19 @@ def sealed_routes(store: ClusterStore) -> dict[str, SealedRouteKey]:
     low, high = prefix_range(store.key(keys.SEALED_KEYS))
     return {r.key.rpartition("/")[2]: decode_record(r.value, SealedRouteKey)
             for r in store.handle.coordinator.range_scan(low, high)}
+
+
+def node_key_reports(store: ClusterStore) -> dict[str, NodeKeys]:
+    """Which keys each live node (member) said it holds."""
+    low, high = prefix_range(store.key(keys.NODE_KEYS))
+    return {r.key.rpartition("/")[2]: decode_record(r.value, NodeKeys)
+            for r in store.handle.coordinator.range_scan(low, high)}
+
+
+def report_node_keys(store: ClusterStore, session: Session, report: NodeKeys) -> None:
+    """Say which keys this node holds (gone with its session)."""
+    store.handle.coordinator.put(store.key(keys.node_keys_key(report.node_id)),
+                                 encode_record(report), ephemeral=session)
 
 
 def _sealed(seal_key: SealKey, route: str, key: bytes, generation: int, *, now_ms: int,
@@ -135,4 +158,29 @@ def rotate(store: ClusterStore, route: str, seal_key: SealKey, *, now_ms: int, g
     except UnexpectedVersionId:
         raise RotationRefused(f"route {route}'s evidence key changed while this ran; "
                               "nothing was written", hint="run it again") from None
+    return record
+
+
+def reseal(store: ClusterStore, found: Sealed, opened: EvidenceKeys, new_key: SealKey, *,
+           now_ms: int, operator: str, reason: str) -> SealedRouteKey:
+    """``found``'s evidence keys (``opened``) sealed again under ``new_key``: the
+    same keys and generations, so evidence signed with them verifies as before.
+    ``RotationRefused`` when the record changed since it was read (nothing written)."""
+    was = found.record
+
+    def again(key: SealedKey, raw: bytes) -> SealedKey:
+        return msgspec.structs.replace(key, sealed=seal(new_key, raw, route=was.route,
+                                                        generation=key.generation))
+
+    record = msgspec.structs.replace(
+        was, key_id=new_key.key_id, current=again(was.current, opened.current),
+        previous=None if was.previous is None or opened.previous is None
+        else again(was.previous, opened.previous),
+        resealed_ms=now_ms, resealed_by=operator, reseal_reason=reason)
+    try:
+        store.handle.coordinator.put(store.key(keys.sealed_key_key(was.route)),
+                                     encode_record(record), expected_version_id=found.version_id)
+    except UnexpectedVersionId:
+        raise RotationRefused(f"route {was.route}'s evidence key changed while this ran; it "
+                              "was not re-sealed", hint="run it again") from None
     return record

@@ -63,7 +63,10 @@ def _references(config: Config) -> list[tuple[str, str, str | None, str | None]]
     if cluster is not None:
         found += [("cluster", "password", cluster.password_file, cluster.password_env),
                   ("cluster", "evidence_seal_key", cluster.evidence_seal_key_file,
-                   cluster.evidence_seal_key_env)]
+                   cluster.evidence_seal_key_env),
+                  ("cluster", "evidence_seal_previous_key",
+                   cluster.evidence_seal_previous_key_file,
+                   cluster.evidence_seal_previous_key_env)]
     return [reference for reference in found if reference[2:] != (None, None)]
 
 

@@ -20,6 +20,7 @@ OWNERS: Final = "owners/"
 DRAINS: Final = "drains/"
 SECRETS: Final = "secrets/"
 SEALED_KEYS: Final = "sealed-keys/"  # a route's sealed evidence keys (``SealedRouteKey``)
+NODE_KEYS: Final = "node-keys/"  # which keys each live node holds (``NodeKeys``, ephemeral)
 WARM: Final = "warm/"
 EPOCHS: Final = "epochs/"
 MOVED: Final = "moved"  # the cluster moved to another coordinator (``Moved``)
@@ -70,3 +71,7 @@ def secret_key(route: str) -> str:
 
 def sealed_key_key(route: str) -> str:
     return SEALED_KEYS + route
+
+
+def node_keys_key(node_id: str) -> str:
+    return NODE_KEYS + node_id

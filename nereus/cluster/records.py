@@ -176,6 +176,22 @@ class SealedRouteKey(msgspec.Struct, frozen=True, kw_only=True):
     previous: SealedKey | None = None
     previous_until_ms: int = 0  # the previous key verifies until then
     reason: str = ""  # why the last rotation was made
+    # the last change of sealing key (``nereus cluster reseal-evidence-keys``): when, by
+    # whom and why its keys were sealed again under ``key_id``
+    resealed_ms: int = 0
+    resealed_by: str = ""
+    reseal_reason: str = ""
+
+
+class NodeKeys(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """Which keys a live node (a member: a worker of a node has its own) holds, as it last
+    said (ephemeral on its session): the fingerprints of its sealing keys (the current one
+    first, then the one before it while it is changed) and each route's evidence key
+    generation it signs with. ``cluster status``/``nodes`` show it; ``doctor`` compares."""
+
+    node_id: str
+    seal_key_ids: list[str] = msgspec.field(default_factory=list)
+    generations: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class Migrated(msgspec.Struct, frozen=True, kw_only=True):

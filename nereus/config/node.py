@@ -36,6 +36,10 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     # keys are kept in the coordinator sealed under it (``adapters/cluster/evidence_seal.py``)
     evidence_seal_key_file: str | None = None
     evidence_seal_key_env: str | None = None
+    # while the sealing key is changed: the one before it, which still opens records not yet
+    # re-sealed (``nereus cluster reseal-evidence-keys``; never seals)
+    evidence_seal_previous_key_file: str | None = None
+    evidence_seal_previous_key_env: str | None = None
 
 
 LISTEN: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}")

@@ -261,7 +261,10 @@ def _cluster(data: object, file: _Text) -> ClusterSettings:
     if isinstance(data, dict):
         _secret_refs(data, ClusterSettings, (("password", "password_file", "password_env"),
                                              ("evidence_seal_key", "evidence_seal_key_file",
-                                              "evidence_seal_key_env")),
+                                              "evidence_seal_key_env"),
+                                             ("evidence_seal_previous_key",
+                                              "evidence_seal_previous_key_file",
+                                              "evidence_seal_previous_key_env")),
                      "cluster", file, inline=False)
     cluster: ClusterSettings = file.convert(data, ClusterSettings, "cluster")
     if (cluster.username is None) != (cluster.password_file is None

@@ -206,3 +206,52 @@ def test_a_sealed_key_copied_to_another_cluster_name_still_opens_and_under_anoth
     garbled = msgspec.structs.replace(record.current, sealed="not base64 at all!")
     with pytest.raises(ConfigError, match="does not open"):
         open_route_keys(msgspec.structs.replace(record, current=garbled), seal_key)
+
+
+def test_a_node_holding_the_previous_sealing_key_opens_old_records_and_seals_under_its_new(
+        store: ClusterStore, tmp_path: Path) -> None:
+    """While the sealing key is changed a node may hold the one before it too: it opens a
+    record sealed under either, and a route it seals now is sealed under its current key."""
+    _raise(store)
+    old, new = os.urandom(32), os.urandom(32)
+    share_route_keys(store, [ROUTE], now_ms=3, made_by="n1", seal_key=SealKey(old))
+    both = SealKey(new, previous=old)
+    assert both.key_ids == (SealKey(new).key_id, SealKey(old).key_id)
+    assert old.hex() not in repr(both) and new.hex() not in repr(both)
+    assert install_route_keys(store, tmp_path / "n2", [ROUTE], seal_key=both) == [ROUTE]
+    share_route_keys(store, ["second"], now_ms=4, made_by="n2", seal_key=both)
+    second = read_sealed(store, "second")
+    assert second is not None and second.record.key_id == both.key_id
+
+
+def test_a_reseal_keeps_keys_generations_and_grace_and_only_the_new_sealing_key_opens_it(
+        store: ClusterStore) -> None:
+    """Re-sealing a rotated route under a new sealing key keeps its evidence keys, their
+    generations and the previous key's grace; the old sealing key no longer opens it (the
+    refusal names both fingerprints and the setting); a re-seal from a stale read is
+    refused, writing nothing."""
+    from nereus.adapters.cluster.sealed_keys import open_route_keys, reseal
+
+    _raise(store)
+    old, new = SealKey(os.urandom(32)), SealKey(os.urandom(32))
+    share_route_keys(store, [ROUTE], now_ms=3, made_by="n1", seal_key=old)
+    rotate(store, ROUTE, old, now_ms=10, grace_ms=HOUR_MS, operator="op", reason="r")
+    found = read_sealed(store, ROUTE)
+    assert found is not None
+    before = open_route_keys(found.record, old)
+    done = reseal(store, found, before, new, now_ms=20, operator="op", reason="leaked")
+    assert (done.key_id, done.resealed_by, done.reseal_reason) == (new.key_id, "op", "leaked")
+    now = read_sealed(store, ROUTE)
+    assert now is not None and now.record == done
+    after = open_route_keys(now.record, new)
+    assert (after.current, after.previous, after.generation, after.previous_until_ms) == \
+        (before.current, before.previous, 2, 10 + HOUR_MS)
+    with pytest.raises(ConfigError) as refused:
+        open_route_keys(now.record, old)
+    text = f"{refused.value} {refused.value.hint}"
+    assert new.key_id in text and old.key_id in text and "evidence_seal_key_file" in text
+    with pytest.raises(RotationRefused, match="changed while this ran"):
+        reseal(store, found, before, SealKey(os.urandom(32)), now_ms=30, operator="op",
+               reason="stale")
+    assert read_sealed(store, ROUTE) == now
+    assert not [f for f in _forms(before.current) + _forms(new.key) if f in _raw(store)]
