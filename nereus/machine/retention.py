@@ -39,6 +39,7 @@ from nereus.state.values import (
     LaneLimit,
     PayloadStage,
     ShardRetentionValue,
+    decode_shared,
     decode_value,
 )
 
@@ -69,7 +70,7 @@ LANE_RECORDS: Final = frozenset({Schedule, Cancel, Reschedule, PublishAdmission,
 def shard_window_ms(tx: Tx) -> int:
     """The shard's own dedup window (its last SHARD_RETENTION; 0: none, kept for ever)."""
     raw = tx.get(keys.META_SHARD_RETENTION)
-    return 0 if raw is None else decode_value(raw, ShardRetentionValue).dedup_window_ms
+    return 0 if raw is None else decode_shared(raw, ShardRetentionValue).dedup_window_ms
 
 
 def retain_result(tx: Tx, record: Any, verdict: Verdict, dedup_key: str) -> None:

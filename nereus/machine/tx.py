@@ -34,6 +34,7 @@ from nereus.state.values import (
     Message,
     WorkRef,
     decode_int,
+    decode_shared,
     decode_value,
     encode_int,
     encode_value,
@@ -84,8 +85,8 @@ def retry_backoff_ms(base_ms: int, retries: int) -> int:
 class Tx:
     """Reads and pending writes of one record's application."""
 
-    __slots__ = ("_deferred", "_scanned", "_view", "_view_get", "broker_ms", "limits",
-                 "position", "writes")
+    __slots__ = ("_deferred", "_message", "_message_raw", "_scanned", "_view", "_view_get",
+                 "broker_ms", "limits", "position", "writes")
 
     def __init__(self, view: StateView, *, position: int, broker_ms: int, limits: Limits) -> None:
         self._view = view
@@ -96,6 +97,10 @@ class Tx:
         self.writes: Writes = {}
         self._deferred: dict[bytes, Lane | int] | None = None
         self._scanned: set[bytes] | None = None
+        # the message value last read or saved, with the bytes it is (an outcome reads its
+        # message again after saving it: its lane's dedup window)
+        self._message_raw: bytes | None = None
+        self._message: Message | None = None
         if isinstance(view, Overlay):
             self._deferred, self._scanned = view.deferred, view.scanned
 
@@ -126,7 +131,13 @@ class Tx:
     # typed access -----------------------------------------------------------------
     def message(self, delay_message_id: str) -> Message | None:
         raw = self.get(keys.msg_key(delay_message_id))
-        return None if raw is None else decode_value(raw, Message)
+        if raw is None:
+            return None
+        if raw is self._message_raw:  # these very bytes: the same value, decoded already
+            return self._message
+        message: Message = decode_value(raw, Message)
+        self._message_raw, self._message = raw, message
+        return message
 
     def attempt(self, attempt_id: str) -> Attempt | None:
         raw = self.get(keys.attempt_key(attempt_id))
@@ -144,7 +155,7 @@ class Tx:
     def lane_limits(self, name: str) -> LaneLimit | None:
         """The lane's limits on new work (None: it never had any)."""
         raw = self.get(keys.lane_limits_key(name))
-        return None if raw is None else decode_value(raw, LaneLimit)
+        return None if raw is None else decode_shared(raw, LaneLimit)
 
     def _lane_at(self, key: bytes, name: str) -> Lane:
         if self._deferred is not None:
@@ -180,7 +191,7 @@ class Tx:
 
     def activation(self) -> Activation | None:
         raw = self.get(keys.META_ACTIVATION)
-        return None if raw is None else decode_value(raw, Activation)
+        return None if raw is None else decode_shared(raw, Activation)
 
     def paused(self) -> bool:
         return self.get(keys.META_PAUSED) is not None
@@ -208,7 +219,9 @@ class Tx:
                 self._retain_terminal(new)
         if new.key is not None:
             self._move_order_entry(old, new, lane)
-        self.writes[key or keys.msg_key(new.delay_message_id)] = encode_value(new)
+        raw = self._message_raw = encode_value(new)
+        self._message = new
+        self.writes[key or keys.msg_key(new.delay_message_id)] = raw
 
     def _move_order_entry(self, old: Message | None, new: Message, lane: Lane | None) -> None:
         """Keep a keyed message's place in its ORDERED lane's key queue (``keys.order_key``):

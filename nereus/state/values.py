@@ -8,6 +8,7 @@ is decodable by ``nereus shard dump`` without the engine. Updates make a new val
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -321,6 +322,14 @@ def decode_value(data: bytes, kind: type[T]) -> T:
         decoder = _decoders[kind] = msgspec.msgpack.Decoder(kind)
     result: T = decoder.decode(data)
     return result
+
+
+@functools.lru_cache(maxsize=256)
+def decode_shared(data: bytes, kind: type[T]) -> T:
+    """``decode_value`` for a small value many records read unchanged (the activation, a
+    lane's limits, the shard's retention): decoded once per distinct bytes. Only for
+    frozen values holding nothing mutable, since every caller gets the same object."""
+    return decode_value(data, kind)
 
 
 def encode_int(value: int) -> bytes:
