@@ -248,7 +248,7 @@ class AdmissionFlow:
             # debug ([engine] log_level), anything else at info
             safe_event(self._events, "message_outcome",
                        level="debug" if result.outcome == Outcome.PUBLISHED else "info",
-                       shard=str(self._shard), delay_message_id=delay_message_id,
+                       shard=self._shard_text, delay_message_id=delay_message_id,
                        attempt_id=result.attempt_id, outcome=str(result.outcome),
                        disposition=str(result.disposition), evidence=result.evidence)
         return took
@@ -304,7 +304,7 @@ class AdmissionFlow:
             return  # acted on before a crash; never handed over twice
         if claim is not None and (why := self._gate_closed(claim, record, applied)) is None:
             self.book.dispatch(record.attempt_id)
-            safe_event(self._events, "message_admitted", level="debug", shard=str(self._shard),
+            safe_event(self._events, "message_admitted", level="debug", shard=self._shard_text,
                        lane=record.lane, delay_message_id=record.delay_message_id,
                        attempt_id=record.attempt_id, claim_id=record.claim_id)
             template = claim.template
