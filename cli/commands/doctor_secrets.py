@@ -1,7 +1,7 @@
 """The doctor's checks of credentials and durability settings that no broker call shows:
 each secret ``nereus.toml`` refers to is there and private (its value never shown), an
-inline object-store secret is a loud warning, and a Kafka destination topic with fewer than
-3 replicas is a warning.
+inline object-store secret and an unsigned (unsecured) OAUTHBEARER token are loud warnings,
+and a Kafka destination topic with fewer than 3 replicas is a warning.
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ def secret_checks(config: Config, home: Path) -> list[DoctorCheck]:
             "reads the file, a copy or a backup of it holds the object store's key",
             "write it to a file (chmod 600) and give secret_access_key_file = PATH, or "
             "secret_access_key_env = NAME, or an AWS profile", severity="warning"))
+    checks += [check(f"secrets [kafka.{name}]", False, "enable.sasl.oauthbearer.unsecure.jwt "
+                     "= true: the token is unsigned, whoever reaches a broker that accepts it "
+                     "may claim any principal (a test broker's setting)",
+                     "against a production cluster use OIDC: sasl.oauthbearer.token.endpoint"
+                     ".url, sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret_file",
+                     severity="warning")
+               for name, kafka in sorted(config.kafka.items()) if kafka.oauth_unsecure_jwt]
     return checks
 
 

@@ -47,6 +47,11 @@ class KafkaConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     oauth_token_url: str | None = msgspec.field(name="sasl.oauthbearer.token.endpoint.url",
                                                 default=None)
     oauth_scope: str | None = msgspec.field(name="sasl.oauthbearer.scope", default=None)
+    # ... or an unsecured JWT librdkafka makes itself (no signature; a broker with Kafka's
+    # unsecured validator only: tests, never production), its claims in sasl.oauthbearer.config
+    oauth_unsecure_jwt: bool = msgspec.field(name="enable.sasl.oauthbearer.unsecure.jwt",
+                                             default=False)
+    oauth_config: str | None = msgspec.field(name="sasl.oauthbearer.config", default=None)
     ssl_ca_location: str | None = msgspec.field(name="ssl.ca.location", default=None)
     ssl_certificate_location: str | None = msgspec.field(name="ssl.certificate.location",
                                                          default=None)
@@ -144,6 +149,9 @@ def connection_problem(connection: KafkaConnection) -> tuple[str, str] | None:
             or (connection.sasl_password_file is None and connection.sasl_password_env is None)):
         return "sasl.username", (f"sasl.mechanism = \"{connection.sasl_mechanism}\" needs "
                                  "sasl.username and sasl.password_file (or sasl.password_env)")
+    oauth = oauth_problem(connection)
+    if oauth is not None:
+        return oauth
     if (connection.ssl_certificate_location is None) != (connection.ssl_key_location is None):
         return "ssl.certificate.location", ("a client certificate needs both "
                                             "ssl.certificate.location and ssl.key.location")
@@ -151,4 +159,23 @@ def connection_problem(connection: KafkaConnection) -> tuple[str, str] | None:
     if not connection.tls and any(value is not None for value in tls_keys):
         return "security.protocol", ("ssl.* settings need security.protocol = \"SSL\" or "
                                      "\"SASL_SSL\"")
+    return None
+
+
+def oauth_problem(connection: KafkaConnection) -> tuple[str, str] | None:
+    """(key, what is wrong) when OAUTHBEARER has no way to get a token, or two."""
+    oidc, unsecured = connection.oauth_token_url is not None, connection.oauth_unsecure_jwt
+    if connection.sasl_mechanism != "OAUTHBEARER":
+        if oidc or unsecured:
+            return "sasl.mechanism", ("sasl.oauthbearer.* settings need sasl.mechanism = "
+                                      "\"OAUTHBEARER\"")
+        return None
+    if oidc == unsecured:
+        return "sasl.oauthbearer.token.endpoint.url", (
+            "OAUTHBEARER needs either sasl.oauthbearer.token.endpoint.url (OIDC, with "
+            "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret_file) or, against "
+            "a test broker, enable.sasl.oauthbearer.unsecure.jwt = true -- not both")
+    if unsecured and "principal=" not in (connection.oauth_config or ""):
+        return "sasl.oauthbearer.config", ("an unsecured JWT needs sasl.oauthbearer.config = "
+                                           "\"principal=NAME [scope=A,B]\"")
     return None

@@ -1,12 +1,12 @@
 """The secured servers for integration tests: ``scripts/services up kafka-secure``,
 ``pulsar-secure``, ``s3-secure`` and ``etcd-secure``.
 
-Kafka with TLS (server certificate only), mTLS (client certificate required) and SASL_SSL
-(SCRAM-SHA-512 and PLAIN) listeners; Pulsar standalone with TLS and token authentication
-(client certificates accepted too); S3Proxy over https only; etcd over TLS with client
-certificates required and its auth on; all from a throwaway CA the script makes. As with the
-plain servers, a test that needs one FAILS (never skips) when it cannot be started, and
-the session stops it only if it started it.
+Kafka with TLS (server certificate only), mTLS (client certificate required), SASL_SSL
+(SCRAM-SHA-512 and PLAIN) and SASL_SSL (OAUTHBEARER, unsecured JWTs) listeners; Pulsar
+standalone with TLS and token authentication (client certificates accepted too); S3Proxy
+over https only; etcd over TLS with client certificates required and its auth on; all from
+a throwaway CA the script makes. As with the plain servers, a test that needs one FAILS
+(never skips) when it cannot be started, and the session stops it only if it started it.
 """
 
 from __future__ import annotations
@@ -52,13 +52,15 @@ def _starter(name: str, what: str, make: Callable[[dict[str, str]], _Secure], *,
 
 @dataclass(frozen=True, slots=True)
 class SecureKafka:
-    """The secured broker's three listeners, its CA and client material, its SCRAM user."""
+    """The secured broker's listeners (TLS, mTLS, SCRAM/PLAIN, OAUTHBEARER with unsecured
+    JWTs whose scope must hold ``nereus.write``), its CA and client material, its user."""
 
     tls: str
     mtls: str
     sasl: str
     certs: Path
     user: str = "nereus"
+    oauth: str = ""
 
     @property
     def password(self) -> str:
@@ -83,7 +85,8 @@ def kafka_secure_service() -> Iterator[SecureKafkaService]:
     yield from session_service("kafka-secure", _starter(
         "kafka-secure", "Kafka over TLS and SASL", lambda env: SecureKafka(
             tls=env["NEREUS_KAFKA_SECURE_TLS"], mtls=env["NEREUS_KAFKA_SECURE_MTLS"],
-            sasl=env["NEREUS_KAFKA_SECURE_SASL"], certs=Path(env["NEREUS_SECURE_CERTS"]))))
+            sasl=env["NEREUS_KAFKA_SECURE_SASL"], certs=Path(env["NEREUS_SECURE_CERTS"]),
+            oauth=env["NEREUS_KAFKA_SECURE_OAUTH"])))
 
 
 @pytest.fixture

@@ -3,13 +3,15 @@ kafka-secure``): a ``[kafka.NAME]`` table written with librdkafka's names, named
 and a lane, carries TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS to the Shard Log
 and the destination; a wrong password, a missing CA and a missing client certificate each
 fail fast with an error naming the connection and what to fix; the password never shows.
-The destination and Shard Log contracts run again over SCRAM."""
+The destination and Shard Log contracts run again over SCRAM, a few of their promises over
+OAUTHBEARER (unsecured JWTs: the broker's default validator; no OIDC server here)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -32,9 +34,9 @@ TIMEOUT_S = 20.0
 
 def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
                      password: str | None = None, ca: bool = True,
-                     client_cert: bool = True) -> str:
+                     client_cert: bool = True, scope: str = "nereus.write") -> str:
     """``[kafka.secure]`` as an operator writes it for ``mechanism`` (tls, mtls, scram,
-    plain); secrets are files of the home, 0600."""
+    plain, oauth: an unsecured JWT of ``scope``); secrets are files of the home, 0600."""
     lines = ["[kafka.secure]"]
     secured = home / "secrets"
     if ca:  # a relative path is the home's
@@ -46,6 +48,11 @@ def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
         if mechanism == "mtls" and client_cert:
             lines += [f'ssl.certificate.location = "{kafka.private_copy(secured, "client.pem")}"',
                       f'ssl.key.location = "{kafka.private_copy(secured, "client.key")}"']
+        return "\n".join(lines) + "\n"
+    if mechanism == "oauth":
+        lines += [f'bootstrap = "{kafka.oauth}"', 'security.protocol = "SASL_SSL"',
+                  'sasl.mechanism = "OAUTHBEARER"', "enable.sasl.oauthbearer.unsecure.jwt = true",
+                  f'sasl.oauthbearer.config = "principal={kafka.user} scope={scope}"']
         return "\n".join(lines) + "\n"
     password_file = secured / "kafka-password"
     password_file.write_text((password or kafka.password) + "\n")
@@ -67,11 +74,12 @@ def secured_home(home: Path, table: str, topic: str) -> Config:
     return config
 
 
-@pytest.mark.parametrize("mechanism", ["tls", "mtls", "scram", "plain"])
+@pytest.mark.parametrize("mechanism", ["tls", "mtls", "scram", "plain", "oauth"])
 def test_each_mechanism_publishes_to_the_destination_and_finds_its_evidence(
         tmp_path: Path, kafka_secure: SecureKafka, mechanism: str) -> None:
-    """TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS: the lane's destination
-    creates its topic, publishes one record and finds it again as evidence."""
+    """TLS with a CA, mTLS, SCRAM-SHA-512, PLAIN over TLS and OAUTHBEARER over TLS (an
+    unsecured JWT the broker's default validator accepts): the lane's destination creates
+    its topic, publishes one record and finds it again as evidence."""
     topic = f"nereus-secure-{SESSION}-{mechanism}"
     config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, mechanism), topic)
     destination = open_destination(config.lanes["out"], tmp_path)
@@ -86,16 +94,18 @@ def test_each_mechanism_publishes_to_the_destination_and_finds_its_evidence(
         destination.close()
 
 
-def test_the_shard_log_appends_and_reads_over_scram(tmp_path: Path,
-                                                    kafka_secure: SecureKafka) -> None:
-    """A route naming a SASL_SSL/SCRAM connection: its Command Topic is created, a record
-    appended is read back at its receipt's position."""
-    config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, "scram"),
-                          f"nereus-secure-{SESSION}-log")
+@pytest.mark.parametrize("mechanism", ["scram", "oauth"])
+def test_the_shard_log_appends_and_reads_over_sasl(tmp_path: Path, kafka_secure: SecureKafka,
+                                                   mechanism: str) -> None:
+    """A route naming a SASL_SSL connection (SCRAM-SHA-512, OAUTHBEARER): its Command Topic
+    is created, a record appended is read back at its receipt's position."""
+    config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, mechanism),
+                          f"nereus-secure-{SESSION}-{mechanism}-log")
     log = open_shard_log(config.routes["default"], ShardId("default", 0), tmp_path)
     try:
-        (receipt,) = log.append([b"over scram"])
-        assert [r.payload for r in log.read(receipt.position, 10)] == [b"over scram"]
+        (receipt,) = log.append([f"over {mechanism}".encode()])
+        assert [r.payload for r in log.read(receipt.position, 10)] == \
+            [f"over {mechanism}".encode()]
     finally:
         log.close()
 
@@ -104,11 +114,13 @@ def test_the_shard_log_appends_and_reads_over_scram(tmp_path: Path,
     ("scram", {"password": "not-the-password"}, "authentication", "sasl.username"),
     ("tls", {"ca": False}, "certificate verify failed", "ssl.ca.location"),
     ("mtls", {"client_cert": False}, "certificate", "ssl.certificate.location"),
+    ("oauth", {"scope": "nereus.read"}, "insufficient_scope", "sasl.oauthbearer.config"),
 ])
 def test_a_refused_connection_names_the_connection_and_what_to_fix(
         tmp_path: Path, kafka_secure: SecureKafka, mechanism: str,
         change: dict[str, object], said: str, fix: str) -> None:
-    """A wrong password, no CA, no client certificate: the destination's probe says, within
+    """A wrong password, no CA, no client certificate, a token without the scope the broker
+    requires: the destination's probe says, within
     its deadline, that the broker refused ``[kafka.secure]`` and why (the password never
     shows); the Shard Log's open raises ServiceUnreachable (exit 5) with the fix as hint."""
     from nereus.errors import ExitCode, ServiceUnreachable
@@ -129,11 +141,12 @@ def test_a_refused_connection_names_the_connection_and_what_to_fix(
     assert fix in (raised.value.hint or ""), raised.value.hint
 
 
-def use_scram(kafka: SecureKafka, home: Path) -> str:
-    """``[kafka.secure]`` over SCRAM in use for this process; its bootstrap."""
-    config = parse_config(connection_table(kafka, home, "scram"), source=str(home / "x.toml"))
+def use_connection(kafka: SecureKafka, home: Path, mechanism: str) -> str:
+    """``[kafka.secure]`` over ``mechanism`` in use for this process; its bootstrap."""
+    config = parse_config(connection_table(kafka, home, mechanism),
+                          source=str(home / "x.toml"))
     use_connections(config.kafka.values(), home=home)
-    return kafka.sasl
+    return config.kafka["secure"].bootstrap
 
 
 def delete_topics(bootstrap: str, topics: set[str]) -> None:
@@ -149,15 +162,38 @@ def delete_topics(bootstrap: str, topics: set[str]) -> None:
 class _OverScram:
     """A contract's broker: the secured one, over SASL_SSL (SCRAM-SHA-512)."""
 
+    mechanism = "scram"
     bootstrap: str
     topics: set[str]
 
     @pytest.fixture(autouse=True)
     def _broker(self, kafka_secure: SecureKafka, tmp_path: Path) -> Iterator[None]:
-        self.bootstrap = use_scram(kafka_secure, tmp_path / "home")
+        self.bootstrap = use_connection(kafka_secure, tmp_path / "home", self.mechanism)
         self.topics = set()
         yield
         delete_topics(self.bootstrap, self.topics)
+
+
+class _OverOauth(_OverScram):
+    """... over SASL_SSL (OAUTHBEARER, an unsecured JWT with the scope the broker wants)."""
+
+    mechanism = "oauth"
+
+
+_Contract = TypeVar("_Contract", bound=type)
+
+
+def only(*kept: str) -> Callable[[_Contract], _Contract]:
+    """A contract class with only the tests ``kept`` (the others switched off): a few of
+    its promises over a second mechanism, the whole contract running over SCRAM."""
+
+    def narrow(contract: _Contract) -> _Contract:
+        for name in dir(contract):
+            if name.startswith("test_") and name not in kept:
+                setattr(contract, name, None)  # not callable: pytest collects nothing
+        return contract
+
+    return narrow
 
 
 class TestKafkaDestinationOverScram(_OverScram, plain_destination.TestKafkaDestination):
@@ -166,3 +202,16 @@ class TestKafkaDestinationOverScram(_OverScram, plain_destination.TestKafkaDesti
 
 class TestKafkaShardLogOverScram(_OverScram, plain_shardlog.TestKafkaShardLog):
     """The whole Shard Log contract over SASL_SSL (SCRAM-SHA-512) to the secured broker."""
+
+
+@only("test_probe_passes_when_the_target_is_up",
+      "test_published_results_carry_evidence_that_names_a_verifiable_record",
+      "test_scan_evidence_finds_a_published_attempt_and_not_an_absent_one")
+class TestKafkaDestinationOverOauth(_OverOauth, plain_destination.TestKafkaDestination):
+    """The destination contract's publish, evidence and probe over SASL_SSL (OAUTHBEARER)."""
+
+
+@only("test_append_returns_one_receipt_per_payload_with_consecutive_positions",
+      "test_second_log_object_sees_the_records", "test_time_stays_monotonic_after_reopen")
+class TestKafkaShardLogOverOauth(_OverOauth, plain_shardlog.TestKafkaShardLog):
+    """The Shard Log contract's appends, reads and reopen over SASL_SSL (OAUTHBEARER)."""

@@ -151,3 +151,32 @@ def test_the_etcd_password_is_a_reference_and_needs_its_user() -> None:
     cluster = parse_config(base + 'username = "u"\npassword_env = "ETCD_PW"\n'
                            'tls_ca_file = "/ca.pem"\n').cluster
     assert cluster is not None and cluster.password_env == "ETCD_PW"
+
+
+OAUTH = ('[kafka.a]\nbootstrap = "x:1"\nsecurity.protocol = "SASL_SSL"\n'
+         'sasl.mechanism = "OAUTHBEARER"\n')
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ("", "OAUTHBEARER needs either sasl.oauthbearer.token.endpoint.url"),
+    ('enable.sasl.oauthbearer.unsecure.jwt = true\n"sasl.oauthbearer.token.endpoint.url" = '
+     '"https://idp/token"\n', "not both"),
+    ("enable.sasl.oauthbearer.unsecure.jwt = true\n", 'sasl.oauthbearer.config = "principal='),
+])
+def test_oauthbearer_needs_exactly_one_way_to_get_a_token(extra: str, said: str) -> None:
+    """OAUTHBEARER with neither an OIDC endpoint nor an unsecured JWT, with both, or an
+    unsecured JWT naming no principal: a ConfigError saying what to write."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(OAUTH + extra)
+    assert said in raised.value.message + (raised.value.hint or ""), raised.value
+
+
+def test_an_unsecured_jwt_passes_its_claims_to_librdkafka() -> None:
+    """enable.sasl.oauthbearer.unsecure.jwt and sasl.oauthbearer.config reach librdkafka
+    as written (no OIDC method is set)."""
+    config = parse_config(OAUTH + "enable.sasl.oauthbearer.unsecure.jwt = true\n"
+                          'sasl.oauthbearer.config = "principal=nereus scope=nereus.write"\n')
+    settings = librdkafka_settings(config.kafka["a"], None)
+    assert settings["enable.sasl.oauthbearer.unsecure.jwt"] == "true"
+    assert settings["sasl.oauthbearer.config"] == "principal=nereus scope=nereus.write"
+    assert "sasl.oauthbearer.method" not in settings

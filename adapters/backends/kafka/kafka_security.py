@@ -44,6 +44,11 @@ AUTH_ERRORS: Final = {
     "TOPIC_AUTHORIZATION_FAILED": "grant this user access to the topic (kafka-acls)",
     "CLUSTER_AUTHORIZATION_FAILED": "grant this user the cluster operation (kafka-acls)",
 }
+# ... and an authentication failure of OAUTHBEARER (a token the broker did not accept)
+OAUTH_FIX: Final = ("check the token's principal and scope (sasl.oauthbearer.scope and the "
+                    "OIDC client's sasl.oauthbearer.client.id and client secret, or "
+                    "sasl.oauthbearer.config for an unsecured JWT) against what the broker "
+                    "requires")
 
 
 class KafkaRefused(ServiceUnreachable):
@@ -83,6 +88,7 @@ def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[
         "sasl.oauthbearer.client.id": connection.oauth_client_id,
         "sasl.oauthbearer.token.endpoint.url": connection.oauth_token_url,
         "sasl.oauthbearer.scope": connection.oauth_scope,
+        "sasl.oauthbearer.config": connection.oauth_config,
     }
     settings.update({key: value for key, value in plain.items() if value is not None})
     if connection.tls:
@@ -90,6 +96,8 @@ def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[
             connection.ssl_endpoint_identification_algorithm
     if connection.oauth_token_url is not None:
         settings["sasl.oauthbearer.method"] = "oidc"
+    if connection.oauth_unsecure_jwt:
+        settings["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
     secrets = {
         "sasl.password": (connection.sasl_password_file, connection.sasl_password_env),
         "ssl.key.password": (connection.ssl_key_password_file, connection.ssl_key_password_env),
@@ -133,5 +141,9 @@ def refusal(bootstrap: str, doing: str) -> KafkaRefused | None:
     connection = connection_for(bootstrap)
     where = f"[kafka.{connection.name}]" if connection is not None else \
         "no [kafka.NAME] table names this address"
+    fix = AUTH_ERRORS[name]
+    if connection is not None and connection.sasl_mechanism == "OAUTHBEARER" and \
+            name in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"):
+        fix = OAUTH_FIX
     return KafkaRefused(f"Kafka at {bootstrap} ({where}) refused the connection "
-                        f"({doing}): {redact(text)}", hint=f"{AUTH_ERRORS[name]} in {where}")
+                        f"({doing}): {redact(text)}", hint=f"{fix} in {where}")
