@@ -11,9 +11,13 @@ holds for the result and an error names where the offending key came from.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nereus.config import CLUSTER_TABLES, NODE_TABLES, Config, parse_config, tables_of
 from nereus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nereus.config import ClusterSettings
 
 
 def check_node_text(text: str, *, source: str) -> None:
@@ -71,11 +75,10 @@ def _home_config(config_path: Path) -> Config:
     if local.cluster is None:
         return local
     check_node_text(text, source=source)
-    from nereus.adapters.backends.coordination.etcd_security import use_etcd_security
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
 
-    use_etcd_security(local.cluster, home=config_path.parent)
+    use_coordinator_security(local.cluster, home=config_path.parent)
 
     handle = open_cluster(local.cluster.coordinator)
     try:
@@ -85,6 +88,17 @@ def _home_config(config_path: Path) -> Config:
     return parse_config(shared.toml.rstrip("\n") + "\n\n" + text,
                         source=f"{source} + the cluster's configuration r{shared.revision} "
                                f"({local.cluster.coordinator})")
+
+
+def use_coordinator_security(cluster: ClusterSettings, *, home: Path) -> None:
+    """From now on this process reaches ``cluster``'s coordinator with the TLS and auth
+    settings of its ``[cluster]`` (etcd: TLS, client certificate, user; Oxia: TLS, client
+    certificate)."""
+    from nereus.adapters.backends.coordination.etcd_security import use_etcd_security
+    from nereus.adapters.backends.coordination.oxia_security import use_oxia_security
+
+    use_etcd_security(cluster, home=home)
+    use_oxia_security(cluster)
 
 
 def with_coordinator(text: str, url: str, *, source: str) -> str:

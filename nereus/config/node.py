@@ -24,8 +24,9 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     # keep a warm copy of the shards this node stands by for (``nereus/cluster/standby.py``),
     # so a failover here replays only the log's tail
     standby: bool = True
-    # an etcd coordinator over TLS (https, the CA of its certificate; a client certificate
-    # when etcd requires one) and etcd's own auth (a user and its password, by reference)
+    # a coordinator over TLS (etcd: https; Oxia: gRPC over TLS), trusting only the CA of
+    # its certificate, with a client certificate when it requires one; etcd's own auth (a
+    # user and its password, by reference; not for Oxia, which has none)
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None

@@ -274,6 +274,10 @@ def _cluster(data: object, file: _Text) -> ClusterSettings:
     if (cluster.tls_cert_file is None) != (cluster.tls_key_file is None):
         raise file.error("cluster", "tls_cert_file", "a client certificate needs both "
                          "tls_cert_file and tls_key_file")
+    if cluster.username is not None and cluster.coordinator.startswith("oxia:"):
+        raise file.error("cluster", "username", "Oxia has no user/password auth: username "
+                         "and password_file are for an etcd coordinator (Oxia: tls_ca_file, "
+                         "tls_cert_file and tls_key_file)")
     if cluster.lease_margin_ms * 2 > cluster.session_ttl_ms:
         raise file.error("cluster", "lease_margin_ms",
                          f"lease_margin_ms = {cluster.lease_margin_ms} is more than half of "

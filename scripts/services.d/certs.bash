@@ -3,14 +3,16 @@
 # make_certs DIR: a CA (ca.pem), a server certificate for 127.0.0.1 and localhost
 # (server.pem, server.key, and server-keystore.pem = key + certificate for Kafka's PEM key
 # store), a client certificate (client.pem, client.key, CN nereus-client) and one without a
-# CommonName for etcd (etcd-client.pem, .key), all signed by the CA, made once with openssl
+# CommonName for etcd (etcd-client.pem, .key), and Oxia's server certificate naming
+# 127.0.0.1 only, not localhost (oxia-server.pem, .key: dialling oxia-secure as localhost
+# shows a wrong server name), all signed by the CA, made once with openssl
 # and kept (a missing one is added); keys PKCS#8, unencrypted, 0600 in a 0700
 # directory. Nothing here is secret outside a test run: the CA lives in the runtime dir.
 # shellcheck shell=bash
 
 make_certs() {
   local dir=$1 days=3650
-  [[ -f $dir/etcd-client.pem ]] && return 0
+  [[ -f $dir/etcd-client.pem && -f $dir/oxia-server.pem ]] && return 0
   command -v openssl >/dev/null || die "openssl is needed to make the secured services' certificates"
   mkdir -p "$dir"
   chmod 700 "$dir"
@@ -27,7 +29,7 @@ make_certs() {
         -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
     fi
     local name subject ext
-    for name in server client etcd-client; do
+    for name in server client etcd-client oxia-server; do
       [[ -f $dir/$name.pem ]] && continue
       case $name in
         server) subject=/CN=localhost
@@ -37,6 +39,9 @@ extendedKeyUsage=serverAuth,clientAuth" ;;
         # etcd 3.4's JSON gateway refuses a client certificate with a CommonName (it could
         # not pass it on as the user): the etcd clients' certificate has none
         etcd-client) subject=/O=nereus ext="extendedKeyUsage=clientAuth" ;;
+        oxia-server) subject=/CN=oxia-secure
+          ext="subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth,clientAuth" ;;
       esac
       openssl req -newkey rsa:2048 -nodes -keyout "$name.rsa" -out "$name.csr" \
         -subj "$subject" 2>/dev/null

@@ -108,3 +108,70 @@ prepare_oxia() {
     --shards "${NEREUS_OXIA_SHARDS:-1}" \
     --wal-sync-data=true
 }
+
+# oxia-secure: an `oxia server` whose public (client) port speaks TLS only and requires a
+# client certificate of the test CA (oxia-server.pem names 127.0.0.1 only), beside an `oxia
+# coordinator` (started first by start_oxia_coordinator) that assigns it the `default`
+# namespace's shard; the coordinator reaches the server's internal port over mTLS too.
+# Data and WAL (fsync on) in <runtime dir>/oxia-secure/data.
+# shellcheck disable=SC2317  # called as "prepare_$svc"
+prepare_oxia-secure() {
+  local dir="$RUN/oxia-secure"
+  make_certs "$CERTS"
+  mkdir -p "$dir/data"
+  printf '%s\n' \
+    server --log-json \
+    --data-dir "$dir/data/db" --wal-dir "$dir/data/wal" --wal-sync-data=true \
+    --public-addr "127.0.0.1:$OXIA_SECURE_PORT" \
+    --internal-addr "127.0.0.1:$OXIA_SECURE_INTERNAL_PORT" \
+    --metrics-addr "127.0.0.1:$OXIA_SECURE_METRICS_PORT" \
+    --tls-cert-file "$CERTS/oxia-server.pem" --tls-key-file "$CERTS/oxia-server.key" \
+    --tls-trusted-ca-file "$CERTS/ca.pem" --tls-client-auth \
+    --internal-tls-cert-file "$CERTS/oxia-server.pem" \
+    --internal-tls-key-file "$CERTS/oxia-server.key" \
+    --internal-tls-trusted-ca-file "$CERTS/ca.pem" --internal-tls-client-auth
+}
+
+# The coordinator of oxia-secure, in a session of its own like the servers (pid file
+# oxia-secure-coordinator.pid, log oxia-secure-coordinator.log); its cluster configuration
+# names the one server, and it keeps the cluster's status in a file beside the data.
+# Started once the server listens: a coordinator that finds no server backs off for seconds.
+start_oxia_coordinator() {
+  local program=$1 dir="$RUN/oxia-secure" pid
+  local pidfile log
+  pidfile=$(pidfile_of oxia-secure-coordinator)
+  log=$(logfile_of oxia-secure-coordinator)
+  local i
+  for i in $(seq 50); do
+    port_open "$OXIA_SECURE_INTERNAL_PORT" && break
+    sleep 0.1
+  done
+  mkdir -p "$dir"
+  if pid=$(running_pid oxia-secure-coordinator); then
+    say "oxia-secure: stopping the coordinator left from an earlier start (pid $pid)"
+    stop_pid oxia-secure-coordinator "$pid"
+  fi
+  printf '%s\n' "namespaces:" "  - name: default" "    initialShardCount: 1" \
+    "    replicationFactor: 1" "servers:" "  - public: 127.0.0.1:$OXIA_SECURE_PORT" \
+    "    internal: 127.0.0.1:$OXIA_SECURE_INTERNAL_PORT" >"$dir/cluster.yaml"
+  [[ -f $log ]] && mv -f "$log" "$log.1"
+  : >"$log"
+  rm -f "$pidfile"
+  (
+    cd "$dir"
+    # shellcheck disable=SC2016  # $$ and $@ belong to the inner bash
+    exec setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$program" coordinator \
+      --log-json --conf "$dir/cluster.yaml" --metadata file \
+      --file-clusters-status-path "$dir/cluster-status.json" \
+      --internal-addr "127.0.0.1:$OXIA_SECURE_COORDINATOR_PORT" \
+      --metrics-addr "127.0.0.1:$OXIA_SECURE_COORDINATOR_METRICS_PORT" \
+      --peer-tls-cert-file "$CERTS/client.pem" --peer-tls-key-file "$CERTS/client.key" \
+      --peer-tls-trusted-ca-file "$CERTS/ca.pem" \
+      </dev/null >>"$log" 2>&1 8>&- 9>&-
+  ) &
+  for i in $(seq 50); do
+    [[ -s $pidfile ]] && return 0
+    sleep 0.1
+  done
+  die "oxia-secure: the coordinator did not start (see $log)"
+}

@@ -8,6 +8,7 @@ Usage::
     probe.py s3     [--timeout S] [--pid PID]   # put one object, get it back
     probe.py etcd   [--timeout S] [--pid PID]   # put one key, get it back, delete it
     probe.py oxia   [--timeout S] [--pid PID]   # the same through the Oxia coordinator
+    probe.py oxia-secure [--timeout S] [--pid PID]  # the same over TLS with a client cert
     probe.py s3 --features                      # also check the S3 calls the tests rely on
     probe.py pulsar --features                  # also check delayed delivery, entry metadata
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 # the probes live beside this script (its directory is first on sys.path when it runs)
 from probe_etcd import etcd_round_trip, etcd_secure_round_trip
 from probe_kafka import kafka_round_trip
-from probe_oxia import oxia_round_trip
+from probe_oxia import oxia_round_trip, oxia_secure_round_trip
 from probe_pulsar import pulsar_features, pulsar_round_trip
 from probe_s3 import s3_features, s3_round_trip
 from probe_support import ProcessDied, log, retry
@@ -42,6 +43,7 @@ PROBES: dict[str, Callable[[float], str]] = {
     "etcd": etcd_round_trip,
     "etcd-secure": etcd_secure_round_trip,
     "oxia": oxia_round_trip,
+    "oxia-secure": oxia_secure_round_trip,
 }
 FEATURES: dict[str, Callable[[float], str]] = {
     "pulsar": pulsar_features,

@@ -13,6 +13,23 @@ import uuid
 from probe_support import HOST, env
 
 
+def oxia_secure_round_trip(budget: float) -> str:
+    """oxia-secure: the same round trip over TLS, with the test CA alone trusted and the
+    client certificate Oxia requires (the coordinator's own TLS settings, as a node's
+    [cluster] gives them)."""
+    import os
+
+    from nereus.adapters.backends.coordination.oxia_security import use_oxia_security
+    from nereus.config import ClusterSettings
+
+    certs = os.environ["NEREUS_SECURE_CERTS"]
+    use_oxia_security(ClusterSettings(
+        coordinator=f"oxia://{HOST}:{env('NEREUS_OXIA_PORT', '6748')}/nereus-probe",
+        node_id="probe", tls_ca_file=f"{certs}/ca.pem", tls_cert_file=f"{certs}/client.pem",
+        tls_key_file=f"{certs}/client.key"))
+    return oxia_round_trip(budget).replace("oxia ok:", "oxia-secure ok (TLS, client certificate):")
+
+
 def oxia_round_trip(budget: float) -> str:
     from nereus.adapters.backends.coordination.oxia import OxiaAddress, OxiaCoordinator
     from nereus.coordination.errors import KeyNotFound

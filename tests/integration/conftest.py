@@ -6,6 +6,8 @@ from tests.integration.secure_services import (  # noqa: F401
     etcd_secure_service,
     kafka_secure,
     kafka_secure_service,
+    oxia_secure,
+    oxia_secure_service,
     pulsar_secure,
     pulsar_secure_service,
     s3_secure,

@@ -1,11 +1,12 @@
 """The secured servers for integration tests: ``scripts/services up kafka-secure``,
-``pulsar-secure``, ``s3-secure`` and ``etcd-secure``.
+``pulsar-secure``, ``s3-secure``, ``etcd-secure`` and ``oxia-secure``.
 
 Kafka with TLS (server certificate only), mTLS (client certificate required), SASL_SSL
 (SCRAM-SHA-512 and PLAIN) and SASL_SSL (OAUTHBEARER, unsecured JWTs) listeners; Pulsar
 standalone with TLS and token authentication (client certificates accepted too); S3Proxy
-over https only; etcd over TLS with client certificates required and its auth on; all from
-a throwaway CA the script makes. As with the plain servers, a test that needs one FAILS
+over https only; etcd over TLS with client certificates required and its auth on; Oxia
+(a coordinator and a server) over TLS with client certificates required; all from a
+throwaway CA the script makes. As with the plain servers, a test that needs one FAILS
 (never skips) when it cannot be started, and the session stops it only if it started it.
 """
 
@@ -203,3 +204,51 @@ def etcd_secure_service() -> Iterator[SecureEtcdService]:
 def etcd_secure(etcd_secure_service: SecureEtcdService) -> SecureEtcd:
     """The secured etcd (fails the test when it could not be started)."""
     return etcd_secure_service.require()
+
+
+@dataclass(frozen=True, slots=True)
+class SecureOxia:
+    """Oxia with TLS only on its public port and client certificates required: its host and
+    port, the test CA and the client certificate (``oxia-server.pem`` names 127.0.0.1
+    only, so ``localhost`` is a wrong server name)."""
+
+    host: str
+    port: int
+    certs: Path
+
+    def url(self, cluster: str, *, host: str | None = None) -> str:
+        return f"oxia://{host or self.host}:{self.port}/{cluster}"
+
+    def cluster_settings(self, cluster: str, *, host: str | None = None, ca: str | None = "ca.pem",
+                         client: bool = True) -> ClusterSettings:
+        """A node's ``[cluster]`` for ``cluster`` on this server (``ca``: the certificate
+        directory's file to trust, None for none; ``client``: show client.pem)."""
+        from nereus.config import ClusterSettings
+
+        return ClusterSettings(
+            coordinator=self.url(cluster, host=host), node_id="n1",
+            tls_ca_file=str(self.certs / ca) if ca else None,
+            tls_cert_file=str(self.certs / "client.pem") if client else None,
+            tls_key_file=str(self.certs / "client.key") if client else None)
+
+
+SecureOxiaService = Service[SecureOxia]
+
+
+def _oxia_of(env: dict[str, str]) -> SecureOxia:
+    host, _, port = env["NEREUS_OXIA_SECURE_ENDPOINT"].rpartition(":")
+    return SecureOxia(host=host, port=int(port), certs=Path(env["NEREUS_SECURE_CERTS"]))
+
+
+@pytest.fixture(scope="session")
+def oxia_secure_service() -> Iterator[SecureOxiaService]:
+    """``oxia-secure`` up for the session (stopped only if this session started it)."""
+    yield from session_service("oxia-secure", _starter(
+        "oxia-secure", "Oxia over TLS with client certificates", _oxia_of,
+        needs="Needs Oxia (scripts/services builds it with Go) and openssl"))
+
+
+@pytest.fixture
+def oxia_secure(oxia_secure_service: SecureOxiaService) -> SecureOxia:
+    """The secured Oxia (fails the test when it could not be started)."""
+    return oxia_secure_service.require()

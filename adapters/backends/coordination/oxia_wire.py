@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nereus.adapters.backends.coordination.oxia_keys import OxiaAddress
+from nereus.adapters.backends.coordination.oxia_security import security_for, tls_failure
 from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 
 if TYPE_CHECKING:
@@ -82,6 +83,9 @@ class OxiaWire:
         self.pb: Any = messages()
         self.address = address
         self.timeout_s = timeout_s
+        # TLS for every server of this Oxia cluster when the node's [cluster] says so
+        self._security = security_for(address.host, address.port)
+        self._credentials: Any = None
         self._lock = threading.Lock()  # guards the channels and the shard
         self._channels: dict[str, Any] = {}
         self._shard: tuple[int, str] | None = None  # (shard id, its leader's target)
@@ -94,9 +98,17 @@ class OxiaWire:
                 raise CoordinationError(f"the Oxia coordinator of {self.address.url} is closed")
             channel = self._channels.get(target)
             if channel is None:
-                channel = self._grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+                channel = self._dial(target)
                 self._channels[target] = channel
             return channel
+
+    def _dial(self, target: str) -> Any:
+        if self._security is None:
+            return self._grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        if self._credentials is None:
+            self._credentials = self._security.credentials(
+                self._grpc, f"Oxia at {self.address.target}")
+        return self._grpc.secure_channel(target, self._credentials, options=CHANNEL_OPTIONS)
 
     def shard(self) -> tuple[int, str]:
         """The cluster's shard and its leader's ``HOST:PORT`` (asked once, then kept)."""
@@ -217,8 +229,9 @@ class OxiaWire:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
                     grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED):
             self.forget_shard()
-            return CoordinatorUnavailable(f"{where} is unreachable ({what}): {details}",
-                                          hint=_UNAVAILABLE_HINT)
+            return CoordinatorUnavailable(
+                f"{where} is unreachable ({what}): {details}",
+                hint=tls_failure(details, self._security) or _UNAVAILABLE_HINT)
         if raw == CODE_NAMESPACE_NOT_FOUND or "namespace not found" in details:
             return CoordinationError(f"{where}: no namespace {self.address.namespace!r}",
                                      hint="name one the Oxia cluster has")

@@ -33,16 +33,27 @@ DryRunOpt = Annotated[bool, typer.Option(
 def coordinator_url(env: Env, given: str | None) -> str:
     """``given``, else the coordinator this home's ``[cluster]`` names."""
     from nereus.config import parse_config
-    from nereus.errors import UsageError
+    from nereus.errors import ConfigError, UsageError
 
+    path = env.layout.config
+    local = None
+    if path.exists():
+        try:
+            local = parse_config(path.read_text(), source=str(path))
+        except ConfigError:
+            if not given:
+                raise  # with --coordinator the home's file is only asked for TLS settings
+    if local is not None and local.cluster is not None:
+        from nereus.adapters.cluster.home_config import use_coordinator_security
+
+        # this node's TLS and auth settings for its coordinator (only for that address)
+        use_coordinator_security(local.cluster, home=path.parent)
     if given:
         return given
-    path = env.layout.config
     hint = ("pass --coordinator URL, or run it from a node's home (`nereus init --join URL "
             "--node-id ID` makes one)")
-    if not path.exists():
+    if local is None:
         raise UsageError(f"which cluster? {path} does not exist", hint=hint)
-    local = parse_config(path.read_text(), source=str(path))
     if local.cluster is not None:
         return local.cluster.coordinator
     if env.layout.coordinator.exists():  # `engine start --workers N`: the home's own cluster
