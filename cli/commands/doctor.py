@@ -131,6 +131,11 @@ def _config_checks(env: Env, config: Config) -> list[DoctorCheck]:
     for route in config.routes.values():
         if route.log == "kafka":
             checks.extend(command_topic(env, route, silent))
+    if config.cluster is not None:
+        from nereus.cli.commands.cluster.access import now_ms
+        from nereus.cli.commands.doctor_keys import evidence_key_checks
+
+        checks.extend(evidence_key_checks(env, now_ms()))
     return checks
 
 

@@ -20,7 +20,8 @@ from nereus.adapters.home.route_secrets import evidence_keys
 from nereus.cluster import keys
 from nereus.coordination.errors import KeyNotFound
 from nereus.evidence_mac import evidence_mac, mac_accepted
-from tests.conftest import CliResult, run_nereus
+from tests.cli.sealed_homes import Runs, cluster_file, give_seal_key, published
+from tests.conftest import run_nereus
 from tests.integration.etcd_service import EtcdEndpoint, etcd_endpoint, etcd_service  # noqa: F401
 from tests.integration.kafka_service import kafka_bootstrap, kafka_service  # noqa: F401
 from tests.integration.oxia_service import (  # noqa: F401
@@ -42,41 +43,6 @@ def url(request: pytest.FixtureRequest) -> str:
         return f"etcd://{etcd.host}:{etcd.port}/{name}"
     oxia: OxiaEndpoint = request.getfixturevalue("oxia_endpoint")
     return oxia.url(name)
-
-
-class Runs:
-    """Every command run, so the test can hold all their output to the secrets."""
-
-    def __init__(self) -> None:
-        self.outputs: list[str] = []
-
-    def __call__(self, *args: str, home: Path, code: int = 0) -> CliResult:
-        result = run_nereus(*args, home=home)
-        self.outputs.append(result.stdout + result.stderr)
-        assert result.code == code, f"{args}: {result.stdout}{result.stderr}"
-        return result
-
-
-def _cluster_file(directory: Path, bootstrap: str) -> Path:
-    path = directory / "cluster.toml"
-    path.write_text(f'[routes.{ROUTE}]\nid = "rot-route"\nlog = "kafka"\npartitions = 1\n'
-                    f'bootstrap = "{bootstrap}"\ntopic = "rot-{uuid.uuid4().hex[:8]}"\n\n'
-                    '[lanes.local]\ndestination = "file"\npath = "outbox/local.jsonl"\n\n'
-                    f'[objects]\nstore = "file"\npath = "{directory / "objects"}"\n')
-    return path
-
-
-def _give_seal_key(home: Path, key_hex: str) -> None:
-    """The sealing key file (0600) in ``home``, and the reference to it in the home's
-    ``[cluster]`` when it has one."""
-    home.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(home / "seal.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.write(fd, (key_hex + "\n").encode())
-    os.close(fd)
-    config = home / "nereus.toml"
-    if config.exists():
-        config.write_text(config.read_text().replace(
-            "[cluster]\n", '[cluster]\nevidence_seal_key_file = "seal.key"\n', 1))
 
 
 def _plain_record(url: str) -> bytes | None:
@@ -101,11 +67,11 @@ def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_l
     run, op, node = Runs(), tmp_path / "op", tmp_path / "n1"
     seal_hex = os.urandom(32).hex()
     run("--json", "cluster", "init", "--coordinator", url, "--from",
-        str(_cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
+        str(cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
     rotate = ("--json", "cluster", "rotate-evidence-key", "--reason", "scheduled", "--yes")
     without = run(*rotate, "--coordinator", url, home=op, code=2)
     assert "evidence_seal_key_file" in without.stdout
-    _give_seal_key(op, seal_hex)
+    give_seal_key(op, seal_hex)
     below = run(*rotate, "--coordinator", url, "--seal-key-file", str(op / "seal.key"),
                 home=op, code=1)
     assert "upgrade finalize" in below.stdout
@@ -114,7 +80,7 @@ def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_l
     run("--json", "init", "--join", url, "--node-id", "n1", home=node)
     old = evidence_keys(node, ROUTE, create=False).current
     run(*rotate, home=node, code=2)  # no sealing key in the node's [cluster]
-    _give_seal_key(node, seal_hex)
+    give_seal_key(node, seal_hex)
     dry = run(*rotate, "--dry-run", home=node).json()
     assert (dry["result"], dry["routes"][0]["generation"]) == ("DRY_RUN", 2)
     assert _plain_record(url) is not None, "a dry run writes nothing"
@@ -139,19 +105,6 @@ def test_a_rotation_seals_replaces_and_keeps_the_old_key_verifying_and_nothing_l
     assert not [s for s in secrets for out in run.outputs + logs if s in out.lower()]
 
 
-def _published(node: Path, message_id: str) -> dict[str, Any]:
-    """The file lane's record of ``message_id``, once the node published it."""
-    import json
-
-    def line() -> dict[str, Any] | None:
-        path = node / "outbox" / "local.jsonl"
-        records = [json.loads(text) for text in path.read_text().splitlines()] \
-            if path.exists() else []
-        return next((r for r in records if r["delay_message_id"] == message_id), None)
-
-    return wait_until(f"{message_id} published", line, 60)
-
-
 def test_a_running_node_signs_with_the_rotated_key_and_earlier_evidence_still_verifies(
         etcd_endpoint: EtcdEndpoint, tmp_path: Path,  # noqa: F811
         kafka_bootstrap: str) -> None:  # noqa: F811
@@ -161,23 +114,23 @@ def test_a_running_node_signs_with_the_rotated_key_and_earlier_evidence_still_ve
     run, op, node = Runs(), tmp_path / "op", tmp_path / "n1"
     url = f"etcd://{etcd_endpoint.host}:{etcd_endpoint.port}/rot{uuid.uuid4().hex[:10]}"
     run("--json", "cluster", "init", "--coordinator", url, "--from",
-        str(_cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
+        str(cluster_file(tmp_path, kafka_bootstrap)), "--reason", "first", home=op)
     run("--json", "upgrade", "finalize", "--coordinator", url, "--reason", "seal", "--yes",
         home=op)
     run("--json", "init", "--join", url, "--node-id", "n1", home=node)
-    _give_seal_key(node, os.urandom(32).hex())
+    give_seal_key(node, os.urandom(32).hex())
     schedule = ("--json", "message", "schedule", "--lane", "local", "--delay", "0s",
                 "--payload", "x", "--wait", "--id")
     run("engine", "start", home=node)
     try:
         run(*schedule, "before", home=node)
-        before = _published(node, "before")
+        before = published(node, "before")
         old = evidence_keys(node, ROUTE, create=False).current
         run("--json", "cluster", "rotate-evidence-key", "--reason", "r", "--yes", home=node)
         wait_until("the running node took the new key", lambda: evidence_keys(
             node, ROUTE, create=False).current != old, 30)
         run(*schedule, "after", home=node)
-        after = _published(node, "after")
+        after = published(node, "after")
     finally:
         run("engine", "stop", home=node)
     ring = evidence_keys(node, ROUTE, create=False)
@@ -202,7 +155,7 @@ def test_doctor_checks_the_sealing_key_file_and_never_shows_it(tmp_path: Path) -
     node, seal_hex = tmp_path / "n1", os.urandom(32).hex()
     url = initialised_cluster(tmp_path)
     run_nereus("--json", "init", "--join", url, "--node-id", "n1", home=node)
-    _give_seal_key(node, seal_hex)
+    give_seal_key(node, seal_hex)
     (node / "seal.key").chmod(0o644)
 
     def seal_check() -> dict[str, Any]:

@@ -4,7 +4,8 @@ The group is put together here: the configuration (``configure.py``: init, confi
 the coordinator says now (status, nodes, below), drains (``moves.py``, where ``nereus
 shard move`` lives too; it is added to the shard group in ``nereus.cli.main``) and the
 move to another coordinator (``migrate.py``: migrate, rejoin); the routes' evidence keys
-(``rotate_key.py``: rotate-evidence-key). Every command reaches the cluster through
+(``rotate_key.py``: rotate-evidence-key) and their sealing key (``reseal_key.py``:
+reseal-evidence-keys). Every command reaches the cluster through
 ``--coordinator URL`` or the home's ``[cluster]``.
 """
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from nereus.cli.commands.cluster import configure, migrate, moves, rotate_key
+from nereus.cli.commands.cluster import configure, migrate, moves, reseal_key, rotate_key
 from nereus.cli.commands.cluster.access import CoordinatorOpt, cluster_store
 from nereus.cli.context import Env
 
@@ -31,6 +32,7 @@ app.command("config")(configure.cluster_config)
 
 def _status(env: Env, coordinator: str | None) -> ClusterStatus:
     from nereus.adapters.cluster.liveness import owner_health
+    from nereus.adapters.cluster.sealed_keys import node_key_reports
     from nereus.cli.commands.cluster.status_view import cluster_status
 
     with cluster_store(env, coordinator) as store:
@@ -41,7 +43,7 @@ def _status(env: Env, coordinator: str | None) -> ClusterStatus:
                  if view.owners.get(shard) == found.record}
         health = owner_health(store, owned, view.members)
         return cluster_status(view, cluster=store.handle.cluster, coordinator=store.url,
-                              health=health)
+                              health=health, held=node_key_reports(store))
 
 
 @app.command("status")
@@ -78,6 +80,7 @@ app.command("undrain")(moves.cluster_undrain)
 app.command("migrate")(migrate.cluster_migrate)
 app.command("rejoin")(migrate.cluster_rejoin)
 app.command("rotate-evidence-key")(rotate_key.rotate_evidence_key)
+app.command("reseal-evidence-keys")(reseal_key.reseal_evidence_keys)
 
 
 def _print_status(out: Console, report: ClusterStatus) -> None:
@@ -111,18 +114,30 @@ def _named(node: str | None, worker: str | None) -> str:
 def _print_nodes(out: Console, rows: list[NodeRow]) -> None:
     from rich.table import Table
 
-    table = Table("node", "alive", "host", "address", "capacity", "shards", title="nodes")
+    table = Table("node", "alive", "host", "address", "capacity", "shards", "keys",
+                  title="nodes")
     for row in rows:
         flags = [word for word, on in (("leader", row.leader), ("draining", row.draining)) if on]
         table.add_row(row.node_id + (f" ({', '.join(flags)})" if flags else ""),
                       "yes" if row.alive else "no", row.host or "-", row.address or "-",
                       "-" if row.capacity is None else str(row.capacity),
-                      ", ".join(row.shards) or "-")
+                      ", ".join(row.shards) or "-",
+                      _held(row.seal_key_ids, row.evidence_key_generations))
         for worker in row.workers:
             table.add_row(f"  └ {worker.worker_id}" + (" (draining)" if worker.draining
                                                          and not row.draining else ""),
                           "yes" if worker.alive else "no", "",
                           worker.address or "-" if worker.pid is None
                           else f"pid {worker.pid}, {worker.address}", "",
-                          ", ".join(worker.shards) or "-")
+                          ", ".join(worker.shards) or "-",
+                          _held(worker.seal_key_ids, worker.evidence_key_generations))
     out.print(table)
+
+
+def _held(seal_key_ids: list[str] | None, generations: dict[str, int] | None) -> str:
+    """Which keys a node holds: ``seal 1a2b... (+ 3c4d...); default g2``."""
+    if seal_key_ids is None or generations is None:
+        return "-"
+    seal = "seal " + (seal_key_ids[0] + "".join(f" (+ {k})" for k in seal_key_ids[1:])
+                      if seal_key_ids else "none")
+    return "; ".join([seal] + [f"{route} g{gen}" for route, gen in sorted(generations.items())])

@@ -79,6 +79,8 @@ class WorkerRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     address: str | None  # the worker's own admin socket; null when not alive
     draining: bool
     shards: list[str]  # the shards whose ownership record names this worker
+    seal_key_ids: list[str] | None = None  # as on NodeRow, for this worker
+    evidence_key_generations: dict[str, int] | None = None
 
 
 class NodeRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -95,6 +97,12 @@ class NodeRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     leader: bool  # it, or one of its workers, leads
     shards: list[str]  # the shards whose ownership record names it or one of its workers
     workers: list[WorkerRow]  # empty for a node run as one process
+    # the fingerprints of the sealing keys it holds (the current one first, then the one
+    # before it while it is changed) and each route's evidence key generation it signs
+    # with, as it last said (its own process's, else its first worker's); null when it
+    # has not said (not alive, or an older version)
+    seal_key_ids: list[str] | None = None
+    evidence_key_generations: dict[str, int] | None = None
 
 
 class ShardRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -252,3 +260,29 @@ class EvidenceKeyRotation(msgspec.Struct, frozen=True, kw_only=True,
     reason: str
     result: Literal["ROTATED", "DRY_RUN"]
     routes: list[RotatedRouteKey]
+
+
+class ResealedRouteKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One route's re-seal: its evidence keys (unchanged) and what was done to them."""
+
+    route: str
+    # RESEALED: sealed again under the new sealing key; ALREADY: it was under it; SEALED: a
+    # plain key (or none) sealed under it (on dry runs: what would be done)
+    action: Literal["RESEALED", "ALREADY", "SEALED"]
+    was_seal_key_id: str | None  # the sealing key it was under (a fingerprint); null: none
+    generation: int  # the key evidence is signed with (unchanged)
+    previous_generation: int | None = None  # the key still verifying in a grace, if any
+
+
+class EvidenceKeysResealed(msgspec.Struct, frozen=True, kw_only=True,
+                           forbid_unknown_fields=True):
+    """``cluster reseal-evidence-keys``: every route's evidence keys under a new sealing key."""
+
+    cluster: str
+    coordinator: str
+    seal_key_id: str  # the new sealing key's fingerprint (never the key)
+    old_seal_key_ids: list[str]  # the fingerprints of the keys it opened with
+    operator: str
+    reason: str
+    result: Literal["RESEALED", "DRY_RUN"]
+    routes: list[ResealedRouteKey]

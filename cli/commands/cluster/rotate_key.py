@@ -70,9 +70,9 @@ def rotate_evidence_key(
     env: Env = ctx.obj
     who = identity(operator, reason, None, None)
     grace_ms = parse_duration_ms(grace, field="--grace")
-    seal_key = _seal_key(env, seal_key_file)
+    seal_key = seal_key_from(env, seal_key_file, doing="rotating an evidence key")
     with cluster_store(env, coordinator) as store:
-        routes = _routes(store, route)
+        routes = key_routes(store, route)
         now = now_ms()
         planned = [_plan(store, name, seal_key, now, grace_ms) for name in routes]
         if not dry_run:
@@ -89,8 +89,9 @@ def rotate_evidence_key(
     env.output.emit(msgspec.to_builtins(report), lambda out: _print(out, report))
 
 
-def _seal_key(env: Env, given: Path | None) -> SealKey:
-    """The sealing key from ``--seal-key-file``, else from this home's ``[cluster]``."""
+def seal_key_from(env: Env, given: Path | None, *, doing: str) -> SealKey:
+    """The sealing key from ``--seal-key-file``, else from this home's ``[cluster]`` (with
+    the one before it, while it is changed)."""
     from nereus.adapters.cluster.evidence_seal import SETTING, seal_key_of
     from nereus.config import parse_config
     from nereus.config.node import ClusterSettings
@@ -105,13 +106,13 @@ def _seal_key(env: Env, given: Path | None) -> SealKey:
         local = parse_config(path.read_text(), source=str(path)) if path.exists() else None
         found = seal_key_of(None if local is None else local.cluster, env.home)
     if found is None:
-        raise UsageError("rotating an evidence key needs the cluster's sealing key",
+        raise UsageError(f"{doing} needs the cluster's sealing key",
                          hint=f"run it from a node's home (its {SETTING}), or pass "
                               "--seal-key-file PATH")
     return found
 
 
-def _routes(store: ClusterStore, asked: list[str] | None) -> list[str]:
+def key_routes(store: ClusterStore, asked: list[str] | None) -> list[str]:
     """The routes to rotate: ``asked`` (each configured), else every route; refused below
     the feature level that seals keys."""
     from nereus.adapters.cluster.feature_levels import read_level

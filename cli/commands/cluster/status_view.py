@@ -10,17 +10,20 @@ Nodes are named by the id their operator gave them (``nereus.cluster.names``): a
 as worker processes is one row, its workers under it; a shard's owner and placement name
 the node, and the worker beside it. A node is ``alive`` while it (or a worker of it) has a
 member record; a node named only by placements, ownership records or a drain is listed
-too, not alive (gone, or not yet joined).
+too, not alive (gone, or not yet joined). Each live node shows which keys it said it holds
+(``NodeKeys``: its sealing keys' fingerprints, each route's evidence key generation).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from nereus.adapters.cluster.cluster_store import ClusterView
 from nereus.adapters.cluster.liveness import OwnerHealth
 from nereus.cli.commands.cluster.documents import ClusterStatus, NodeRow, ShardRow, WorkerRow
 from nereus.cluster.names import node_of
+from nereus.cluster.records import NodeKeys
 from nereus.cluster.status import configured_shards, node_facts, shard_state
 from nereus.shard import ShardId
 
@@ -51,25 +54,41 @@ def shard_rows(view: ClusterView, shards: list[ShardId],
     return rows
 
 
-def node_rows(view: ClusterView) -> list[NodeRow]:
-    return [NodeRow(node_id=f.node_id, alive=f.alive, address=f.address,
-                    host=None if f.member is None else f.member.host,
-                    capacity=None if f.member is None else f.member.capacity,
-                    draining=f.draining, leader=f.leader, shards=list(f.shards),
-                    workers=[WorkerRow(worker_id=w.worker_id, alive=w.alive,
-                                       pid=None if w.member is None else w.member.pid,
-                                       address=None if w.member is None else w.member.address,
-                                       draining=w.draining, shards=list(w.shards))
-                             for w in f.workers])
-            for f in node_facts(view.members, view.owners, view.placements, view.drains,
-                                view.leader)]
+def node_rows(view: ClusterView, held: Mapping[str, NodeKeys] | None = None
+              ) -> list[NodeRow]:
+    """Every node; ``held``: which keys each member said it holds (by member id)."""
+    said = held or {}
+    rows: list[NodeRow] = []
+    for f in node_facts(view.members, view.owners, view.placements, view.drains, view.leader):
+        workers = [WorkerRow(worker_id=w.worker_id, alive=w.alive,
+                             pid=None if w.member is None else w.member.pid,
+                             address=None if w.member is None else w.member.address,
+                             draining=w.draining, shards=list(w.shards),
+                             **_keys(said.get(w.worker_id) if w.alive else None))
+                   for w in f.workers]
+        own = said.get(f.node_id) or next((said[w.worker_id] for w in f.workers
+                                           if w.alive and w.worker_id in said), None)
+        rows.append(NodeRow(node_id=f.node_id, alive=f.alive, address=f.address,
+                            host=None if f.member is None else f.member.host,
+                            capacity=None if f.member is None else f.member.capacity,
+                            draining=f.draining, leader=f.leader, shards=list(f.shards),
+                            workers=workers, **_keys(own if f.alive else None)))
+    return rows
+
+
+def _keys(report: NodeKeys | None) -> dict[str, Any]:
+    if report is None:
+        return {"seal_key_ids": None, "evidence_key_generations": None}
+    return {"seal_key_ids": list(report.seal_key_ids),
+            "evidence_key_generations": dict(report.generations)}
 
 
 def cluster_status(view: ClusterView, *, cluster: str, coordinator: str,
-                   health: Mapping[ShardId, OwnerHealth] | None = None) -> ClusterStatus:
+                   health: Mapping[ShardId, OwnerHealth] | None = None,
+                   held: Mapping[str, NodeKeys] | None = None) -> ClusterStatus:
     shards = [] if view.config is None else configured_shards(
         view.config.toml, source=f"the cluster's configuration r{view.config.revision}")
     return ClusterStatus(
         cluster=cluster, coordinator=coordinator,
         leader=None if view.leader is None else node_of(view.leader.node_id),
-        nodes=node_rows(view), shards=shard_rows(view, shards, health))
+        nodes=node_rows(view, held), shards=shard_rows(view, shards, health))

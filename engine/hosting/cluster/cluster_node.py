@@ -62,7 +62,8 @@ class ClusterNode:
         self.engine = engine
         # the configuration's revisions and the routes' sealed evidence keys (following.py)
         self._followers = (ConfigFollower(store, engine, reload, events),
-                           KeyFollower(store, engine, settings.seal_key, events))
+                           KeyFollower(store, engine, settings.seal_key, events,
+                                       node_id=settings.node_id, session=lambda: self._session))
         self.store = store
         self.settings = settings
         self._clock = clock
