@@ -180,3 +180,23 @@ def test_an_unsecured_jwt_passes_its_claims_to_librdkafka() -> None:
     assert settings["enable.sasl.oauthbearer.unsecure.jwt"] == "true"
     assert settings["sasl.oauthbearer.config"] == "principal=nereus scope=nereus.write"
     assert "sasl.oauthbearer.method" not in settings
+
+
+def test_a_tls_file_missing_unreadable_or_not_pem_is_named_with_its_setting(
+        tmp_path: Path) -> None:
+    """tls_file: a relative path is the home's; a file that is not there or not PEM is
+    TlsFileMissing (exit 5) naming the setting and the path; a PEM file passes."""
+    from nereus.adapters.home.tls_files import TlsFileMissing, tls_file
+    from nereus.errors import ExitCode
+
+    private(tmp_path / "ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    private(tmp_path / "junk.pem", "not a certificate")
+    assert tls_file("[kafka.a] ssl.ca.location", "ca.pem", tmp_path) == str(tmp_path / "ca.pem")
+    assert tls_file("[kafka.a] ssl.ca.location", None, tmp_path) is None
+    for name, said in (("gone.pem", "no such file"), ("junk.pem", "is not a PEM file")):
+        with pytest.raises(TlsFileMissing) as raised:
+            tls_file("[kafka.a] ssl.ca.location", name, tmp_path)
+        assert raised.value.exit_code == ExitCode.SERVICE_UNREACHABLE
+        assert raised.value.message == f"[kafka.a] ssl.ca.location = {tmp_path / name}" + (
+            ": " if said == "no such file" else " ") + said
+        assert "fix [kafka.a] ssl.ca.location" in (raised.value.hint or "")

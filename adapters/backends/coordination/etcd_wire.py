@@ -351,7 +351,7 @@ class Gateway:
     def unavailable(self, what: str, exc: BaseException) -> CoordinatorUnavailable:
         detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
         hint = _UNAVAILABLE_HINT
-        if "CERTIFICATE" in detail or "SSL" in detail:
+        if any(word in detail.upper() for word in ("CERTIFICATE", "SSL", "TLS")):  # a file too
             hint = ("check [cluster] tls_ca_file (the CA of etcd's certificate), tls_cert_file "
                     "and tls_key_file (the client certificate etcd requires) and that the "
                     "certificates have not expired")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from nereus.adapters.home.secrets import home_path, read_secret, redact
+from nereus.adapters.home.tls_files import tls_file
 from nereus.config.connections import KafkaConnection
 from nereus.errors import ServiceUnreachable
 
@@ -73,7 +74,12 @@ def security_settings(bootstrap: str) -> dict[str, str]:
     found = _BY_BOOTSTRAP.get(bootstrap)
     if found is None:
         return {}
-    return librdkafka_settings(*found)
+    connection, home = found
+    for key, value in (("ssl.ca.location", connection.ssl_ca_location),
+                       ("ssl.certificate.location", connection.ssl_certificate_location),
+                       ("ssl.key.location", connection.ssl_key_location)):
+        tls_file(f"[kafka.{connection.name}] {key}", value, home)  # else librdkafka's words
+    return librdkafka_settings(connection, home)
 
 
 def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[str, str]:

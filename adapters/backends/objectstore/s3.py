@@ -109,12 +109,12 @@ class S3ObjectStore:
             if code == "NoSuchBucket":
                 raise NotFound(f"object store {self.description}: no bucket {self.bucket}",
                                hint="create it, or fix [objects] bucket in nereus.toml") from None
-            if code in _REFUSED:
-                raise NereusError(f"object store {self.description} refused the request "
-                                  f"({code}): {exc}",
-                                  hint="check [objects] access_key_id and the secret key "
-                                       "(secret_access_key_file, _env or profile) and the "
-                                       "bucket's permissions") from None
+            if code in _REFUSED:  # the credentials are wrong: exit 5 like a refused broker
+                raise ServiceUnreachable(
+                    f"object store {self.description} refused the request ({code}): {exc}",
+                    hint="check [objects] access_key_id and the secret key "
+                         "(secret_access_key_file, _env or profile) and the bucket's "
+                         "permissions") from None
             raise
         except S3UploadFailedError as exc:
             raise NereusError(f"upload to object store {self.description} failed: {exc}",

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nereus.adapters.home.secrets import home_path, read_secret
+from nereus.adapters.home.secrets import read_secret
+from nereus.adapters.home.tls_files import tls_file
 from nereus.config.connections import PulsarConnection
 
 # each connection in use, by both its URLs, with the home its relative paths are read from
@@ -46,10 +47,13 @@ def _home(connection: PulsarConnection) -> Path | None:
 
 def _files(connection: PulsarConnection) -> tuple[str | None, str | None, str | None]:
     """The CA, client certificate and key paths (a relative path is the home's)."""
-    home = _home(connection)
-    return (home_path(connection.tls_trust_certs_file_path, home),
-            home_path(connection.tls_certificate_file_path, home),
-            home_path(connection.tls_private_key_file_path, home))
+    home, where = _home(connection), f"[pulsar.{connection.name}]"
+    return (tls_file(f"{where} tls_trust_certs_file_path", connection.tls_trust_certs_file_path,
+                     home),
+            tls_file(f"{where} tls_certificate_file_path", connection.tls_certificate_file_path,
+                     home),
+            tls_file(f"{where} tls_private_key_file_path", connection.tls_private_key_file_path,
+                     home))
 
 
 def _token(connection: PulsarConnection) -> str | None:
@@ -102,6 +106,10 @@ def refusal_hint(url: str) -> str | None:
     if connection is None or not (connection.tls or connection.token_file
                                   or connection.token_env):
         return None
-    return (f"[pulsar.{connection.name}]: if the broker runs, check the token (token_file or "
-            "token_env), tls_trust_certs_file_path (the CA of the broker's certificate) and "
-            "that the certificates have not expired")
+    credential = ("the client certificate (tls_certificate_file_path, "
+                  "tls_private_key_file_path: signed by a CA the broker trusts)"
+                  if connection.tls_certificate_file_path is not None else
+                  "the token (token_file or token_env)")
+    return (f"[pulsar.{connection.name}]: if the broker runs, check {credential}, "
+            "tls_trust_certs_file_path (the CA of the broker's certificate) and that the "
+            "certificates have not expired")

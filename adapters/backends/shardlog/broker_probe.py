@@ -17,6 +17,7 @@ A route that answered is not asked again by the same process.
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -74,8 +75,10 @@ def _probe_pulsar(service_url: str, admin_url: str, timeout_s: float) -> None:
                                      "credentials: 401 Unauthorized",
                                      hint=_pulsar_hint(admin_url) or hint) from None
     except OSError as exc:
-        raise ServiceUnreachable(f"the Pulsar admin API at {admin_url} did not answer within "
-                                 f"{timeout_s:g} s: {exc}",
+        tls = isinstance(exc, ssl.SSLError) or isinstance(getattr(exc, "reason", None),
+                                                          ssl.SSLError)
+        said = "failed TLS" if tls else f"did not answer within {timeout_s:g} s"
+        raise ServiceUnreachable(f"the Pulsar admin API at {admin_url} {said}: {exc}",
                                  hint=_pulsar_hint(admin_url) or hint) from None
     _answered.add(("pulsar", service_url))
 
