@@ -52,6 +52,7 @@ from nereus.cli.commands.cluster.documents import (
     ClusterRejoinReport,
     ClusterStatus,
     EvidenceKeyRotation,
+    EvidenceKeysResealed,
     InitJoinReport,
     NodeDrainReport,
     NodeRow,
@@ -168,11 +169,8 @@ ERROR_KEYS: tuple[str, ...] = tuple(f.encode_name for f in msgspec.structs.field
 # result adds
 RECEIPT_AND_APPLIED = tuple(f.encode_name for f in msgspec.structs.fields(Receipt))
 
-_RECEIPT_DOC = typed(
-    Receipt,
-    note="QUEUED receipts carry the first seven keys; with --wait (evidence APPLIED) the "
-    "applied result adds the others.",
-)
+_RECEIPT_DOC = typed(Receipt, note="QUEUED receipts carry the first seven keys; with --wait "
+                     "(evidence APPLIED) the applied result adds the others.")
 
 # Operator mutations: one document, the queued receipts and (with --wait) their results.
 _MUTATION_NOTE = (
@@ -367,6 +365,7 @@ JSON_KEYS: dict[str, JsonDoc] = {
         "coordinator already) or DRY_RUN. Exit status 1 when the engine runs, the "
         "coordinator holds no whole copy of this home's cluster, or the node runs there."),
     "cluster rotate-evidence-key": typed(EvidenceKeyRotation, note="result: ROTATED, DRY_RUN."),
+    "cluster reseal-evidence-keys": typed(EvidenceKeysResealed, note="result: RESEALED, DRY_RUN."),
     "shard move": typed(
         ShardMoveReport,
         note="result is DRY_RUN, PLACED (the pinned placement is written), MOVED (--wait: "

@@ -42,9 +42,10 @@ def evidence_key_checks(env: Env, now_ms: int) -> list[DoctorCheck]:
                       "evidence_seal_key_file; `nereus cluster nodes` shows what each "
                       "holds) and see its log for why a key was not applied",
                       severity="warning")]
-    held = sorted({r.key_id for r in records.values()})
-    return [check(NAME, True, f"{len(reports)} live node(s) hold the sealing key "
-                  f"{', '.join(held) or '(none sealed yet)'} and each route's evidence key")]
+    held = ", ".join(sorted({r.key_id for r in records.values()})) or "none: no key sealed yet"
+    said = f"{len(reports)} live node(s) hold each route's sealing key ({held}) and current " \
+        "evidence key" if reports else "no live node has said which keys it holds"
+    return [check(NAME, True, said, severity="warning")]
 
 
 def key_problems(records: dict[str, SealedRouteKey], reports: dict[str, NodeKeys],

@@ -1,5 +1,6 @@
 """Scenarios of ``tests/cli/test_typed_documents.py`` for the cluster's commands (``cluster
-init|config|status|nodes|drain|undrain|migrate|rejoin|rotate-evidence-key``, ``shard move``)
+init|config|status|nodes|drain|undrain|migrate|rejoin|rotate-evidence-key|
+reseal-evidence-keys``, ``shard move``)
 on the embedded coordinator, with nodes simulated by their records
 (``tests.cli.cluster_homes``). Each runs the command as an operator would and returns the
 documents it printed."""
@@ -118,19 +119,41 @@ def _cluster_rejoin(home: Path) -> list[Document]:
             for more in (("--dry-run",), (), ())]
 
 
-def _cluster_rotate_evidence_key(home: Path) -> list[Document]:
-    """A dry run and a rotation, at feature level 2 with a sealing key file."""
+def _seal_file(path: Path) -> Path:
+    """A fresh sealing key file (mode 0600)."""
     import os
 
-    url = initialised_cluster(_where(home))
-    _json("upgrade", "finalize", "--coordinator", url, "--reason", "typed", "--yes", home=home)
-    seal = _where(home) / "seal.key"
-    fd = os.open(seal, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, os.urandom(32).hex().encode())
     os.close(fd)
+    return path
+
+
+def _cluster_rotate_evidence_key(home: Path) -> list[Document]:
+    """A dry run and a rotation, at feature level 2 with a sealing key file."""
+    url = initialised_cluster(_where(home))
+    _json("upgrade", "finalize", "--coordinator", url, "--reason", "typed", "--yes", home=home)
+    seal = _seal_file(_where(home) / "seal.key")
     rotate = ("cluster", "rotate-evidence-key", "--coordinator", url, "--seal-key-file",
               str(seal), "--reason", "typed")
     return [_json(*rotate, "--dry-run", home=home), _json(*rotate, "--yes", home=home)]
+
+
+def _cluster_reseal_evidence_keys(home: Path) -> list[Document]:
+    """At feature level 2: a dry run, the plain key sealed under a new sealing key, then
+    re-sealed under another."""
+    url = initialised_cluster(_where(home))
+    _json("upgrade", "finalize", "--coordinator", url, "--reason", "typed", "--yes", home=home)
+    first, second, third = (_seal_file(_where(home) / f"seal-{n}.key") for n in range(3))
+
+    def reseal(old: Path, new: Path, *more: str) -> Document:
+        document: Document = _json(
+            "cluster", "reseal-evidence-keys", "--coordinator", url, "--seal-key-file",
+            str(old), "--new-key-file", str(new), "--reason", "typed", *more, home=home)
+        return document
+
+    return [reseal(first, second, "--dry-run"), reseal(first, second, "--yes"),
+            reseal(second, third, "--yes")]
 
 
 CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
@@ -144,4 +167,5 @@ CLUSTER_SCENARIOS: dict[str, Callable[[Path], list[Document]]] = {
     "cluster migrate": _cluster_migrate,
     "cluster rejoin": _cluster_rejoin,
     "cluster rotate-evidence-key": _cluster_rotate_evidence_key,
+    "cluster reseal-evidence-keys": _cluster_reseal_evidence_keys,
 }
