@@ -17,7 +17,7 @@ __nereus_commands() {
         "mutate") echo "submit" ;;
         "playbook") echo "list show run" ;;
         "command") echo "show" ;;
-        "cluster") echo "init config status nodes drain undrain migrate rejoin rotate-evidence-key" ;;
+        "cluster") echo "init config status nodes drain undrain migrate rejoin rotate-evidence-key reseal-evidence-keys" ;;
         "upgrade") echo "check status finalize" ;;
     esac
 }
@@ -95,6 +95,7 @@ __nereus_options() {
         "cluster migrate") echo "--to --reason --coordinator --as --operator --dry-run --yes -y --home --json --output -o --help" ;;
         "cluster rejoin") echo "--to --dry-run --home --json --output -o --help" ;;
         "cluster rotate-evidence-key") echo "--reason --route --grace --seal-key-file --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
+        "cluster reseal-evidence-keys") echo "--new-key-file --reason --seal-key-file --as --operator --coordinator --dry-run --yes -y --home --json --output -o --help" ;;
         "upgrade") echo "--home --json --output -o --help" ;;
         "upgrade check") echo "--home --json --output -o --help" ;;
         "upgrade status") echo "--coordinator --home --json --output -o --help" ;;
@@ -247,6 +248,11 @@ __nereus_value() {
         "--seal-key-file:cluster rotate-evidence-key") echo "file" ;;
         "--as:cluster rotate-evidence-key" | "--operator:cluster rotate-evidence-key") echo "text" ;;
         "--coordinator:cluster rotate-evidence-key") echo "text" ;;
+        "--new-key-file:cluster reseal-evidence-keys") echo "file" ;;
+        "--reason:cluster reseal-evidence-keys") echo "text" ;;
+        "--seal-key-file:cluster reseal-evidence-keys") echo "file" ;;
+        "--as:cluster reseal-evidence-keys" | "--operator:cluster reseal-evidence-keys") echo "text" ;;
+        "--coordinator:cluster reseal-evidence-keys") echo "text" ;;
         "--coordinator:upgrade status") echo "text" ;;
         "--reason:upgrade finalize") echo "text" ;;
         "--to:upgrade finalize") echo "text" ;;
