@@ -28,7 +28,7 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
-from nereus.cli.commands.cluster.rotate_key import key_routes, seal_key_from
+from nereus.cli.commands.cluster.rotate_key import key_routes, read_seal_key_file, seal_key_from
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def reseal_evidence_keys(
     env: Env = ctx.obj
     who = identity(operator, reason, None, None)
     old_key = seal_key_from(env, seal_key_file, doing="re-sealing the evidence keys")
-    new_key = _new_key(env, new_key_file)
+    new_key = read_seal_key_file(env, new_key_file)
     with cluster_store(env, coordinator) as store:
         planned = _plan(store, old_key, new_key)
         now = now_ms()
@@ -89,18 +89,6 @@ def reseal_evidence_keys(
             operator=who.operator, reason=who.reason,
             result="DRY_RUN" if dry_run else "RESEALED", routes=planned)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print(out, report))
-
-
-def _new_key(env: Env, given: Path) -> SealKey:
-    """The new sealing key (a 0600 file of 64 hex digits; refused with why otherwise)."""
-    from nereus.adapters.cluster.evidence_seal import seal_key_of
-    from nereus.config.node import ClusterSettings
-
-    found = seal_key_of(ClusterSettings(coordinator="", node_id="operator",
-                                        evidence_seal_key_file=str(given.resolve())),
-                        env.home)
-    assert found is not None  # a file was named: read, or refused with why
-    return found
 
 
 def _plan(store: ClusterStore, old_key: SealKey, new_key: SealKey) -> list[ResealedRouteKey]:

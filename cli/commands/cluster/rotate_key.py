@@ -94,21 +94,28 @@ def seal_key_from(env: Env, given: Path | None, *, doing: str) -> SealKey:
     the one before it, while it is changed)."""
     from nereus.adapters.cluster.evidence_seal import SETTING, seal_key_of
     from nereus.config import parse_config
-    from nereus.config.node import ClusterSettings
     from nereus.errors import UsageError
 
     if given is not None:
-        found = seal_key_of(ClusterSettings(coordinator="", node_id="operator",
-                                            evidence_seal_key_file=str(given.resolve())),
-                            env.home)
-    else:
-        path = env.layout.config
-        local = parse_config(path.read_text(), source=str(path)) if path.exists() else None
-        found = seal_key_of(None if local is None else local.cluster, env.home)
+        return read_seal_key_file(env, given)
+    path = env.layout.config
+    local = parse_config(path.read_text(), source=str(path)) if path.exists() else None
+    found = seal_key_of(None if local is None else local.cluster, env.home)
     if found is None:
         raise UsageError(f"{doing} needs the cluster's sealing key",
                          hint=f"run it from a node's home (its {SETTING}), or pass "
                               "--seal-key-file PATH")
+    return found
+
+
+def read_seal_key_file(env: Env, path: Path) -> SealKey:
+    """The sealing key in the file ``path`` (64 hex digits, 0600; refused with why)."""
+    from nereus.adapters.cluster.evidence_seal import seal_key_of
+    from nereus.config.node import ClusterSettings
+
+    found = seal_key_of(ClusterSettings(coordinator="", node_id="operator",
+                                        evidence_seal_key_file=str(path.resolve())), env.home)
+    assert found is not None  # a file was named: read, or refused with why
     return found
 
 
