@@ -5,7 +5,8 @@ Pulsar, etcd and S3 each is a ``nereus --json`` command on a fresh home that exi
 seconds with an error naming the connection and a hint naming the setting to fix, never a
 hang or a traceback, and never the secret. The certificates are made in the test
 (``throwaway_certs``): the expired one signed by the scripts' own CA, the untrusted ones by
-a CA of the test's own.
+a CA of the test's own. An expired *server* certificate is shown by a TLS listener of the
+test's own (no secured server here has one), for all four clients.
 
 The cases of one server run side by side (each is a process of its own) to keep the suite's
 time down. Covered elsewhere: a wrong Kafka password (``test_secret_leaks.py``, as here), a
@@ -38,6 +39,7 @@ class Case:
     table: str
     said: str  # in the error (case-insensitive)
     fix: str  # in the hint
+    command: tuple[str, ...] = ()  # its own command, else the one all cases run
 
 
 def private(home: Path, name: str, text: str) -> Path:
@@ -63,7 +65,7 @@ def refused(cases: list[Case], tmp_path: Path, rest: str, *command: str,
         home = tmp_path / case.name
         (home / "nereus.toml").write_text(case.table + rest)
         home.chmod(0o700)
-        return run_nereus("--json", *command, home=home, timeout=60)
+        return run_nereus("--json", *(case.command or command), home=home, timeout=60)
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         results = list(pool.map(run, cases))
@@ -104,7 +106,7 @@ def certificate_cases(tmp_path: Path, certs: Path, names: tuple[str, str, str, s
 
 
 def said(case: Case, error: str, hint: str) -> Case:
-    return Case(case.name, case.table, error, hint)
+    return Case(case.name, case.table, error, hint, case.command)
 
 
 @pytest.mark.kafka
@@ -247,3 +249,40 @@ def test_s3_refusals_name_the_setting_and_exit_5(tmp_path: Path, s3_secure: Secu
     ]
     refused(cases, tmp_path, "", "checkpoint", "list", "default/0",
             secrets=(s3_secure.secret_access_key,))
+
+
+def test_an_expired_server_certificate_is_refused_by_every_client(tmp_path: Path) -> None:
+    """A server whose certificate (from the CA the home trusts) expired yesterday, played
+    by a TLS listener of the test: ``message schedule`` to a Kafka or Pulsar route,
+    ``cluster status`` to etcd and ``checkpoint list`` from S3 each exit 5 within seconds,
+    naming the connection and the setting to check (the Python clients say "certificate
+    has expired"; librdkafka only "certificate verify failed", its hint says to check the
+    dates)."""
+    from tests.integration.throwaway_certs import expired_server
+
+    with expired_server(tmp_path) as (port, ca):
+        route = ('\n[routes.default]\nlog = "{0}"\n{0} = "old"\ntopic = "t-log"\n'
+                 '\n[lanes.out]\ndestination = "{0}"\n{0} = "old"\ntopic = "t"\n')
+        schedule = ("message", "schedule", "--lane", "out", "--delay", "1m", "--payload", "x")
+        cases = [
+            Case("kafka", f'[kafka.old]\nbootstrap = "127.0.0.1:{port}"\n'
+                 f'security.protocol = "SSL"\nssl.ca.location = "{ca}"\n' +
+                 route.format("kafka"), "[kafka.old]) refused the connection",
+                 "have not expired", schedule),
+            Case("pulsar", f'[pulsar.old]\nservice_url = "pulsar+ssl://127.0.0.1:{port}"\n'
+                 f'admin_url = "https://127.0.0.1:{port}"\ntls_trust_certs_file_path = '
+                 f'"{ca}"\ntoken_file = "secrets/token"\n' + route.format("pulsar"),
+                 "certificate has expired", "[pulsar.old]", schedule),
+            Case("etcd", f'[cluster]\ncoordinator = "etcd://127.0.0.1:{port}/old"\n'
+                 f'node_id = "n1"\ntls_ca_file = "{ca}"\nusername = "nereus"\n'
+                 'password_file = "secrets/token"\n', "certificate has expired",
+                 "tls_ca_file", ("cluster", "status")),
+            Case("s3", f'[routes.default]\nlog = "file"\n\n[objects]\nstore = "s3"\n'
+                 f'bucket = "old"\nendpoint = "https://127.0.0.1:{port}"\n'
+                 f'access_key_id = "nereus"\nsecret_access_key_file = "secrets/token"\n'
+                 f'ca_bundle = "{ca}"\n', "certificate has expired", "ca_bundle",
+                 ("checkpoint", "list", "default/0")),
+        ]
+        for case in cases:
+            private(tmp_path / case.name, "token", WRONG)
+        refused(cases, tmp_path, "")

@@ -1,11 +1,19 @@
-"""Certificates a secured server must refuse, made in a test with ``cryptography``: a client
-certificate signed by the scripts' test CA that expired yesterday, and a CA of the test's
-own (untrusted by every server) with a client certificate it signed. Written 0600, as a
-home's secrets must be."""
+"""Certificates a secured connection must refuse, made in a test with ``cryptography``: a
+client certificate signed by the scripts' test CA that expired yesterday, a CA of the
+test's own (untrusted by every server) with a client certificate it signed, and a server
+certificate for 127.0.0.1 that expired yesterday, from a CA the client is given
+(``expired_server`` serves it: the client must refuse it for its date alone). Written 0600,
+as a home's secrets must be."""
 
 from __future__ import annotations
 
 import datetime
+import ipaddress
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +50,16 @@ def _name(common_name: str | None) -> x509.Name:
 
 def _sign(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
           issuer_key: ec.EllipticCurvePrivateKey | object, *, ca: bool,
-          not_after: datetime.datetime) -> x509.Certificate:
+          not_after: datetime.datetime, server: bool = False) -> x509.Certificate:
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(not_after - 30 * _DAY).not_valid_after(not_after)
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if not ca:
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]), critical=False).add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    elif not ca:
         builder = builder.add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())  # type: ignore[arg-type]
@@ -71,12 +83,7 @@ def client_certificate(directory: Path, name: str, *, signer_certs: Path | None 
                                                     password=None)
         ca_path = signer_certs / "ca.pem"
     else:
-        own_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = _sign(_name(f"{name}-untrusted-ca"), own_key, _name(f"{name}-untrusted-ca"),
-                        own_key, ca=True, not_after=now + 30 * _DAY)
-        ca_key = own_key
-        ca_path = _write(directory / f"{name}-ca.pem", ca_cert.public_bytes(
-            serialization.Encoding.PEM))
+        ca_cert, ca_key, ca_path = _own_ca(directory, f"{name}-ca")
     key = ec.generate_private_key(ec.SECP256R1())
     certificate = _sign(_name(common_name), key, ca_cert.subject, ca_key, ca=False,
                         not_after=now - _DAY if expired else now + 30 * _DAY)
@@ -86,7 +93,57 @@ def client_certificate(directory: Path, name: str, *, signer_certs: Path | None 
         key=_write(directory / f"{name}.key", _pem_key(key)), ca=ca_path)
 
 
+def _own_ca(directory: Path, name: str
+            ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, Path]:
+    """A CA made here: its certificate, key and PEM file ``name``.pem in ``directory``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = _sign(_name(name), key, _name(name), key, ca=True,
+                        not_after=datetime.datetime.now(datetime.UTC) + 30 * _DAY)
+    return certificate, key, _write(directory / f"{name}.pem",
+                                    certificate.public_bytes(serialization.Encoding.PEM))
+
+
 def untrusted_ca(directory: Path, name: str = "other-ca") -> Path:
     """A CA of this test's own, signing nothing any server shows: trusting only it, a
     client finds every server's certificate untrusted."""
     return client_certificate(directory, name).ca
+
+
+@contextmanager
+def expired_server(directory: Path) -> Iterator[tuple[int, Path]]:
+    """A TLS server on 127.0.0.1 (its port yielded, with the CA file to trust) showing a
+    certificate for 127.0.0.1 from that CA that expired yesterday; it speaks nothing after
+    the handshake, which every client that checks dates refuses. Stopped on exit."""
+    ca_cert, ca_key, ca_path = _own_ca(directory, "expired-server-ca")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = _sign(_name("127.0.0.1"), key, ca_cert.subject, ca_key, ca=False,
+                        not_after=now - _DAY, server=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(
+        _write(directory / "expired-server.pem",
+               certificate.public_bytes(serialization.Encoding.PEM)),
+        _write(directory / "expired-server.key", _pem_key(key)))
+    listener = socket.create_server(("127.0.0.1", 0))
+    stopping = threading.Event()
+
+    def handshake(connection: socket.socket) -> None:
+        with connection, suppress(OSError):  # the client aborts: that is the point
+            connection.settimeout(10)
+            context.wrap_socket(connection, server_side=True).close()
+
+    def serve() -> None:
+        while not stopping.is_set():
+            with suppress(OSError):
+                connection, _ = listener.accept()
+                threading.Thread(target=handshake, args=(connection,), daemon=True).start()
+
+    listener.settimeout(0.2)
+    thread = threading.Thread(target=serve, name="expired-tls-server", daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], ca_path
+    finally:
+        stopping.set()
+        thread.join(5)
+        listener.close()
