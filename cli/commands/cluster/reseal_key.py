@@ -97,7 +97,7 @@ def _plan(store: ClusterStore, old_key: SealKey, new_key: SealKey) -> list[Resea
     from nereus.adapters.cluster.sealed_keys import read_sealed, sealed_routes
     from nereus.cli.commands.cluster.documents import ResealedRouteKey
 
-    routes = sorted({*key_routes(store, None), *sealed_routes(store)})
+    routes = sorted({*key_routes(store, None, doing="re-sealed"), *sealed_routes(store)})
     rows: list[ResealedRouteKey] = []
     for route in routes:
         found = read_sealed(store, route)
@@ -138,6 +138,8 @@ def _reseal(store: ClusterStore, routes: list[str], old_key: SealKey, new_key: S
 
 
 def _print(out: Console, report: EvidenceKeysResealed) -> None:
+    from nereus.cli.output import safe_markup as escape
+
     dry = report.result == "DRY_RUN"
     for row in report.routes:
         if row.action == "ALREADY":
@@ -150,6 +152,6 @@ def _print(out: Console, report: EvidenceKeysResealed) -> None:
                       f"generation {row.generation} from {row.was_seal_key_id} under "
                       f"{report.seal_key_id}")
     if not dry:
-        out.print(f"now give every node sealing key {report.seal_key_id} ([cluster] "
-                  "evidence_seal_key_file): running nodes take it within seconds; a node "
-                  "started with only the old key is refused")
+        out.print(escape(f"now give every node sealing key {report.seal_key_id} ([cluster] "
+                         "evidence_seal_key_file): running nodes take it within seconds; a "
+                         "node started with only the old key is refused"))

@@ -119,7 +119,8 @@ def read_seal_key_file(env: Env, path: Path) -> SealKey:
     return found
 
 
-def key_routes(store: ClusterStore, asked: list[str] | None) -> list[str]:
+def key_routes(store: ClusterStore, asked: list[str] | None, *, doing: str = "rotated"
+               ) -> list[str]:
     """The routes to rotate: ``asked`` (each configured), else every route; refused below
     the feature level that seals keys."""
     from nereus.adapters.cluster.feature_levels import read_level
@@ -132,7 +133,7 @@ def key_routes(store: ClusterStore, asked: list[str] | None) -> list[str]:
     if level < SEALED_KEYS_LEVEL:
         raise FeatureLevelError(
             f"the cluster is at feature level {level}: its evidence keys are kept in plain "
-            f"text, which 0.1.0 nodes read, and cannot be rotated",
+            f"text, which 0.1.0 nodes read, and cannot be {doing}",
             hint=f"raise it to {SEALED_KEYS_LEVEL} (`nereus upgrade finalize`) first")
     configured = parse_config(record.toml, source=f"the cluster's configuration "
                               f"r{record.revision}").routes
