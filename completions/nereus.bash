@@ -26,7 +26,7 @@ __nereus_commands() {
 __nereus_options() {
     case "$1" in
         "") echo "--home --json --output -o --help" ;;
-        "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --home --json --output -o --help" ;;
+        "init") echo "--route --partitions --log --force --from --copy-log --attach --join --node-id --capacity --tls-ca-file --tls-cert-file --tls-key-file --username --password-file --password-env --home --json --output -o --help" ;;
         "quickstart") echo "--count --spread --home --json --output -o --help" ;;
         "status") echo "--home --json --output -o --help" ;;
         "doctor") echo "--uncertain-after --home --json --output -o --help" ;;
@@ -86,7 +86,7 @@ __nereus_options() {
         "command") echo "--home --json --output -o --help" ;;
         "command show") echo "--home --json --output -o --help" ;;
         "cluster") echo "--home --json --output -o --help" ;;
-        "cluster init") echo "--from --coordinator --replace --reason --as --operator --evidence-keys-from --dry-run --home --json --output -o --help" ;;
+        "cluster init") echo "--from --coordinator --replace --reason --as --operator --evidence-keys-from --dry-run --tls-ca-file --tls-cert-file --tls-key-file --username --password-file --password-env --home --json --output -o --help" ;;
         "cluster config") echo "--coordinator --home --json --output -o --help" ;;
         "cluster status") echo "--coordinator --home --json --output -o --help" ;;
         "cluster nodes") echo "--coordinator --home --json --output -o --help" ;;
@@ -115,6 +115,12 @@ __nereus_value() {
         "--join:init") echo "text" ;;
         "--node-id:init") echo "text" ;;
         "--capacity:init") echo "text" ;;
+        "--tls-ca-file:init") echo "file" ;;
+        "--tls-cert-file:init") echo "file" ;;
+        "--tls-key-file:init") echo "file" ;;
+        "--username:init") echo "text" ;;
+        "--password-file:init") echo "file" ;;
+        "--password-env:init") echo "text" ;;
         "--count:quickstart") echo "text" ;;
         "--spread:quickstart") echo "text" ;;
         "--uncertain-after:doctor") echo "text" ;;
@@ -227,6 +233,12 @@ __nereus_value() {
         "--reason:cluster init") echo "text" ;;
         "--as:cluster init" | "--operator:cluster init") echo "text" ;;
         "--evidence-keys-from:cluster init") echo "file" ;;
+        "--tls-ca-file:cluster init") echo "file" ;;
+        "--tls-cert-file:cluster init") echo "file" ;;
+        "--tls-key-file:cluster init") echo "file" ;;
+        "--username:cluster init") echo "text" ;;
+        "--password-file:cluster init") echo "file" ;;
+        "--password-env:cluster init") echo "text" ;;
         "--coordinator:cluster config") echo "text" ;;
         "--coordinator:cluster status") echo "text" ;;
         "--coordinator:cluster nodes") echo "text" ;;

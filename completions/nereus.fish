@@ -60,6 +60,12 @@ complete -c nereus -n '__fish_seen_subcommand_from init' -l attach -d 'Use a Com
 complete -c nereus -n '__fish_seen_subcommand_from init' -l join -x -d 'Make this home a node of the cluster at URL (oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER): its nereus.toml holds only [cluster]; routes, lanes and the rest are the cluster\'s.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l node-id -x -d 'With --join: this node\'s id, unique in the cluster.'
 complete -c nereus -n '__fish_seen_subcommand_from init' -l capacity -x -d 'With --join: this node\'s placement weight (0: no shards).'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from init' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus quickstart
 complete -c nereus -n '__fish_seen_subcommand_from quickstart' -l count -x -d 'Messages to schedule.'
@@ -413,6 +419,12 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l evidence-keys-from -r -F -d 'Take a new route\'s evidence key from HOME (a home whose routes join the cluster) instead of making a fresh one.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from init' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster config
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'

@@ -10,6 +10,15 @@ import typer
 
 from nereus.adapters.home.private_files import secure_home
 from nereus.cli.commands import init_join
+from nereus.cli.commands.cluster.coordinator_security import (
+    CoordinatorSecurity,
+    PasswordEnvOpt,
+    PasswordFileOpt,
+    TlsCaOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
+    UsernameOpt,
+)
 from nereus.cli.context import Env
 from nereus.config_template import render_config
 
@@ -41,6 +50,12 @@ def init(
     join: init_join.JoinOpt = None,
     node_id: init_join.NodeIdOpt = None,
     capacity: init_join.CapacityOpt = 1,
+    tls_ca_file: TlsCaOpt = None,
+    tls_cert_file: TlsCertOpt = None,
+    tls_key_file: TlsKeyOpt = None,
+    username: UsernameOpt = None,
+    password_file: PasswordFileOpt = None,
+    password_env: PasswordEnvOpt = None,
 ) -> None:
     """Write nereus.toml: route ROUTE on the file log and a lane `local` (file outbox).
 
@@ -53,7 +68,9 @@ def init(
 
     env: Env = ctx.obj
     layout = env.layout
-    if init_join.joined(ctx, join, node_id, capacity, force=force):
+    security = CoordinatorSecurity(tls_ca_file, tls_cert_file, tls_key_file, username,
+                                   password_file, password_env)
+    if init_join.joined(ctx, join, node_id, capacity, force=force, security=security):
         return
     if layout.config.exists() and not force:
         raise NereusError(

@@ -7,7 +7,9 @@ other (private, with its outbox), and it receives each route's evidence key from
 coordinator, so all nodes sign and check destination evidence with the same key.
 
 The cluster must have a configuration (``nereus cluster init``), and no live node may hold
-the id already.
+the id already. A secured coordinator is reached with ``--tls-ca-file`` and the other
+options of ``cluster/coordinator_security.py``, which are written into the node's
+``[cluster]`` too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from nereus.adapters.cluster.cluster_store import ClusterStore
+    from nereus.cli.commands.cluster.coordinator_security import CoordinatorSecurity
     from nereus.cli.commands.cluster.documents import InitJoinReport
     from nereus.config import Config
 
@@ -54,16 +57,20 @@ def standalone_options(ctx: typer.Context) -> list[str]:
 
 
 def joined(ctx: typer.Context, url: str | None, node_id: str | None, capacity: int, *,
-           force: bool) -> bool:
-    """``init`` with --join (or --node-id, --capacity): the node's home is written."""
-    if url is None and node_id is None and not given(ctx, "capacity"):
+           force: bool, security: CoordinatorSecurity) -> bool:
+    """``init`` with --join (or --node-id, --capacity, or the coordinator's TLS and auth
+    options): the node's home is written."""
+    if url is None and node_id is None and not given(ctx, "capacity") and not security.given:
         return False
-    init_join(ctx.obj, url, node_id, capacity, force=force, standalone=standalone_options(ctx))
+    init_join(ctx.obj, url, node_id, capacity, force=force, standalone=standalone_options(ctx),
+              security=security)
     return True
 
 
-def render_node_config(*, coordinator: str, node_id: str, capacity: int) -> str:
-    """The nereus.toml ``init --join`` writes (TOML basic strings are JSON's)."""
+def render_node_config(*, coordinator: str, node_id: str, capacity: int,
+                       security: str = "") -> str:
+    """The nereus.toml ``init --join`` writes (TOML basic strings are JSON's); ``security``:
+    the ``[cluster]`` lines of the coordinator's TLS and auth options."""
     return f"""# Nereus Delay node configuration (written by `nereus init --join`).
 # Routes, lanes, shard limits, the object store and checkpoints are the cluster's, in its
 # coordinator: `nereus cluster config` shows them. This file keeps the node's own settings.
@@ -72,7 +79,7 @@ def render_node_config(*, coordinator: str, node_id: str, capacity: int) -> str:
 coordinator = {json.dumps(coordinator)}
 node_id = {json.dumps(node_id)}
 capacity = {capacity}  # placement weight (0: this node owns no shard)
-# session_ttl_ms = 10000  # a dead node's shards move after this long
+{security}# session_ttl_ms = 10000  # a dead node's shards move after this long
 # lease_margin_ms = 2000  # no producer call once the session is this close to its end
 # host = ""  # how other hosts reach this node (default: the host name)
 # the cluster's sealing key, the same file on every node (feature level 2 keeps the routes'
@@ -84,7 +91,7 @@ capacity = {capacity}  # placement weight (0: this node owns no shard)
 
 
 def init_join(env: Env, url: str | None, node_id: str | None, capacity: int, *, force: bool,
-              standalone: list[str]) -> None:
+              standalone: list[str], security: CoordinatorSecurity) -> None:
     """Write the node's home (see the module's docstring)."""
     import msgspec
 
@@ -94,9 +101,10 @@ def init_join(env: Env, url: str | None, node_id: str | None, capacity: int, *, 
     from nereus.errors import NereusError, UsageError
 
     if url is None or node_id is None:
-        raise UsageError("--node-id and --capacity go with --join URL, and --join needs "
-                         "--node-id ID", hint="nereus init --join URL --node-id ID "
-                         "[--capacity N]")
+        raise UsageError("--node-id, --capacity and the coordinator's --tls-*, --username "
+                         "and --password-* go with --join URL, and --join needs --node-id ID",
+                         hint="nereus init --join URL --node-id ID [--capacity N] "
+                              "[--tls-ca-file PATH ...]")
     if standalone:
         raise UsageError(f"{', '.join(standalone)} cannot go with --join: a node's routes, "
                          "partitions and logs are the cluster's configuration",
@@ -117,12 +125,13 @@ def init_join(env: Env, url: str | None, node_id: str | None, capacity: int, *, 
         raise NereusError(f"{layout.config} already exists",
                           hint="pass --force to overwrite it (existing shard logs and state "
                                "are kept)")
-    text = render_node_config(coordinator=url, node_id=node_id, capacity=capacity)
+    text = render_node_config(coordinator=url, node_id=node_id, capacity=capacity,
+                              security=security.toml())
     check_node_text(text, source=str(layout.config))
     parse_config(text, source=str(layout.config))
     from nereus.cli.commands.cluster.access import cluster_store
 
-    with cluster_store(env, url) as store:
+    with cluster_store(env, url, security=security) as store:
         shared = _cluster_config(store, node_id)
         report = _write_home(env, store, text, shared, node_id=node_id, capacity=capacity)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print(out, shown(report)))

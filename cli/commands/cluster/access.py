@@ -15,6 +15,7 @@ from nereus.cli.context import Env
 
 if TYPE_CHECKING:
     from nereus.adapters.cluster.cluster_store import ClusterStore
+    from nereus.cli.commands.cluster.coordinator_security import CoordinatorSecurity
 
 CoordinatorOpt = Annotated[str | None, typer.Option(
     "--coordinator", metavar="URL",
@@ -64,15 +65,20 @@ def coordinator_url(env: Env, given: str | None) -> str:
 
 
 @contextmanager
-def cluster_store(env: Env, given: str | None, *, create: bool = False
-                  ) -> Iterator[ClusterStore]:
+def cluster_store(env: Env, given: str | None, *, create: bool = False,
+                  security: CoordinatorSecurity | None = None) -> Iterator[ClusterStore]:
     """The cluster's records. Without ``create``, an embedded coordinator's file must
-    exist already (reading a cluster never leaves a new, empty file behind)."""
+    exist already (reading a cluster never leaves a new, empty file behind). ``security``:
+    the command line's TLS and auth options, which replace the home's for that address."""
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
+    from nereus.adapters.cluster.home_config import use_coordinator_security
     from nereus.cluster.errors import ClusterNotInitialised
 
     url = coordinator_url(env, given)
+    settings = None if security is None else security.settings(url)
+    if settings is not None:
+        use_coordinator_security(settings, home=env.layout.root)
     parts = urlsplit(url)
     if not create and parts.scheme == "sqlite" and parts.path.startswith("/"):
         file = Path(parts.path.rpartition("/")[0])

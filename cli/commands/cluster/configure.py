@@ -20,6 +20,15 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
+from nereus.cli.commands.cluster.coordinator_security import (
+    CoordinatorSecurity,
+    PasswordEnvOpt,
+    PasswordFileOpt,
+    TlsCaOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
+    UsernameOpt,
+)
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -55,30 +64,32 @@ def cluster_init(
         "--evidence-keys-from", metavar="HOME", help="Take a new route's evidence key from "
         "HOME (a home whose routes join the cluster) instead of making a fresh one.")] = None,
     dry_run: DryRunOpt = False,
+    tls_ca_file: TlsCaOpt = None,
+    tls_cert_file: TlsCertOpt = None,
+    tls_key_file: TlsKeyOpt = None,
+    username: UsernameOpt = None,
+    password_file: PasswordFileOpt = None,
+    password_env: PasswordEnvOpt = None,
 ) -> None:
     """Write the cluster's configuration into its coordinator (the first, or --replace).
 
     Also gives each route an evidence key in the coordinator, made once and never changed:
     `nereus init --join` writes it into each node's home, so every node signs and checks
-    destination evidence alike."""
+    destination evidence alike. A secured coordinator is reached with --tls-ca-file (and
+    --tls-cert-file/--tls-key-file, --username/--password-file), or, run from a node's home
+    of that coordinator, with its [cluster] settings."""
     import msgspec
 
-    from nereus.adapters.cluster.home_config import check_cluster_text
     from nereus.cli.commands.cluster.documents import ClusterInitReport
     from nereus.cli.mutation.options import identity
     from nereus.cli.output import shown
-    from nereus.errors import NotFound, UsageError
 
     env: Env = ctx.obj
-    if not source.is_file():
-        raise NotFound(f"no configuration file at {source}")
-    text = source.read_text()
-    config = check_cluster_text(text, source=str(source))
-    if replace and not (reason or "").strip():
-        raise UsageError("--replace needs --reason: every change of a cluster's configuration "
-                         "is recorded with who made it and why")
+    text, config = _source(source, replace=replace, reason=reason)
     who = identity(operator, reason or "cluster init", None, None)
-    with cluster_store(env, coordinator, create=True) as store:
+    security = CoordinatorSecurity(tls_ca_file, tls_cert_file, tls_key_file, username,
+                                   password_file, password_env)
+    with cluster_store(env, coordinator, create=True, security=security) as store:
         store.refuse_moved()  # a cluster that moved is configured where it went
         current = store.config()
         if current is not None:
@@ -93,6 +104,21 @@ def cluster_init(
             reason=who.reason, replaced=current is not None, dry_run=dry_run,
             new_evidence_keys=made)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_init(out, shown(report)))
+
+
+def _source(source: Path, *, replace: bool, reason: str | None) -> tuple[str, Config]:
+    """The text of the cluster's configuration file and what it says, checked."""
+    from nereus.adapters.cluster.home_config import check_cluster_text
+    from nereus.errors import NotFound, UsageError
+
+    if not source.is_file():
+        raise NotFound(f"no configuration file at {source}")
+    text = source.read_text()
+    config = check_cluster_text(text, source=str(source))
+    if replace and not (reason or "").strip():
+        raise UsageError("--replace needs --reason: every change of a cluster's configuration "
+                         "is recorded with who made it and why")
+    return text, config
 
 
 def _refuse_replacing(store: ClusterStore, was: ClusterConfig, config: Config, *,

@@ -1,0 +1,85 @@
+"""A cluster on a secured coordinator set up from the command line, as an operator does it:
+``nereus cluster init --coordinator URL`` and ``nereus init --join URL`` with ``--tls-ca-file``,
+``--tls-cert-file``, ``--tls-key-file`` (and etcd's ``--username`` / ``--password-file``),
+against the real ``oxia-secure`` and ``etcd-secure``; the node's home keeps the settings, so
+``cluster status`` there connects the same way. Without them, or with a part missing, the
+command exits 5 naming the setting to give."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from nereus.config import ClusterSettings, parse_config
+from tests.cli.cluster_homes import cluster_file
+from tests.conftest import run_nereus
+from tests.integration.secure_services import SecureEtcd, SecureOxia
+
+
+def flags(settings: ClusterSettings) -> list[str]:
+    """The command-line options that say what ``settings`` says."""
+    given = {"--tls-ca-file": settings.tls_ca_file, "--tls-cert-file": settings.tls_cert_file,
+             "--tls-key-file": settings.tls_key_file, "--username": settings.username,
+             "--password-file": settings.password_file}
+    return [part for flag, value in given.items() if value is not None
+            for part in (flag, value)]
+
+
+def secured(request: pytest.FixtureRequest, kind: str, cluster: str) -> ClusterSettings:
+    if kind == "oxia":
+        oxia: SecureOxia = request.getfixturevalue("oxia_secure")
+        return oxia.cluster_settings(cluster)
+    etcd: SecureEtcd = request.getfixturevalue("etcd_secure")
+    return etcd.cluster_settings(cluster)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("oxia", marks=pytest.mark.oxia),
+                                  pytest.param("etcd", marks=pytest.mark.etcd)])
+def test_a_cluster_on_a_secured_coordinator_is_set_up_from_the_command_line(
+        tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> None:
+    """cluster init and init --join reach the secured coordinator with the options; the
+    node's nereus.toml keeps them (absolute paths), and cluster status from that home
+    connects with them; the same status without them exits 5 naming tls_ca_file."""
+    cluster = "cli-" + hashlib.blake2b(str(tmp_path).encode(), digest_size=8).hexdigest()
+    settings = secured(request, kind, cluster)
+    url = settings.coordinator
+    written = run_nereus("--json", "cluster", "init", "--coordinator", url, "--from",
+                         str(cluster_file(tmp_path)), "--reason", "first", *flags(settings),
+                         home=tmp_path / "operator")
+    assert written.code == 0, written.stderr
+    node = tmp_path / "node"
+    joined = run_nereus("--json", "init", "--join", url, "--node-id", "n1", *flags(settings),
+                        home=node)
+    assert joined.code == 0, joined.stderr
+    kept = parse_config((node / "nereus.toml").read_text()).cluster
+    assert kept is not None and kept.tls_ca_file == settings.tls_ca_file
+    assert kept.tls_cert_file == settings.tls_cert_file and kept.username == settings.username
+    status = run_nereus("--json", "cluster", "status", home=node)
+    assert status.code == 0, status.stderr
+    assert json.loads(status.stdout)["cluster"] == cluster
+    plain = run_nereus("--json", "cluster", "status", "--coordinator", url,
+                       home=tmp_path / "elsewhere")
+    assert plain.code == 5, (plain.stdout, plain.stderr)
+    assert "tls_ca_file" in plain.stdout + plain.stderr or kind == "etcd", plain
+
+
+@pytest.mark.oxia
+def test_a_missing_client_certificate_on_the_command_line_exits_5_naming_it(
+        tmp_path: Path, oxia_secure: SecureOxia) -> None:
+    """cluster init with the CA but without the client certificate Oxia requires exits 5
+    at once, naming the connection and --tls-cert-file's setting; a certificate without
+    its key is refused as bad usage before any connection."""
+    settings = oxia_secure.cluster_settings("cli-no-cert", client=False)
+    source = str(cluster_file(tmp_path))
+    refused = run_nereus("--json", "cluster", "init", "--coordinator", settings.coordinator,
+                         "--from", source, *flags(settings), home=tmp_path / "operator")
+    assert refused.code == 5, (refused.stdout, refused.stderr)
+    said = refused.stdout + refused.stderr
+    assert f"Oxia at {oxia_secure.host}:{oxia_secure.port}" in said and "tls_cert_file" in said
+    half = run_nereus("--json", "cluster", "init", "--coordinator", settings.coordinator,
+                      "--from", source, *flags(settings), "--tls-cert-file",
+                      str(oxia_secure.certs / "client.pem"), home=tmp_path / "operator")
+    assert half.code == 2 and "tls_key_file" in half.stdout + half.stderr, half
