@@ -93,3 +93,42 @@ def test_a_refused_connection_says_what_to_fix(tmp_path: Path, oxia_secure: Secu
     host = "localhost" if case == "wrong server name" else oxia_secure.host
     assert f"Oxia at {host}:{oxia_secure.port}" in raised.value.message, raised.value
     assert said in raised.value.message and fix in (raised.value.hint or ""), raised.value
+
+
+def test_refusals_from_a_nodes_home_name_the_setting_and_exit_5(
+        tmp_path: Path, oxia_secure: SecureOxia) -> None:
+    """``nereus --json cluster status`` from a node's home on the secured Oxia: an expired
+    or untrusted client certificate, a CA that did not sign Oxia's certificate and a CA file
+    that is not there each exit 5 within seconds naming the [cluster] setting to check, no
+    traceback (as ``test_secure_failures`` shows for Kafka, Pulsar, etcd and S3)."""
+    from tests.integration.test_secure_failures import certificate_cases, copied, refused, said
+
+    certs = oxia_secure.certs
+
+    def table(home: Path, ca: Path | None, cert: Path | None, key: Path | None) -> str:
+        return (f'[cluster]\ncoordinator = "{oxia_secure.url(cluster_of(tmp_path))}"\n'
+                f'node_id = "n1"\ntls_ca_file = "{ca or copied(certs, home, "ca.pem")}"\n'
+                f'tls_cert_file = "{cert or copied(certs, home, "client.pem")}"\n'
+                f'tls_key_file = "{key or copied(certs, home, "client.key")}"\n')
+
+    expired, stranger, server, missing = certificate_cases(
+        tmp_path, certs, ("expired", "stranger", "server", "missing"), table)
+    refused([said(expired, "Oxia at", "tls_cert_file"),
+             said(stranger, "Oxia at", "tls_cert_file"),
+             said(server, "CERTIFICATE_VERIFY_FAILED", "tls_ca_file"),
+             said(missing, "no-such-ca.pem", "tls_ca_file")],
+            tmp_path, "", "cluster", "status")
+
+
+def test_an_expired_server_certificate_is_refused(tmp_path: Path) -> None:
+    """An Oxia whose certificate (from the CA the home trusts) expired yesterday, played by
+    a TLS listener of the test: ``cluster status`` exits 5 within seconds saying the
+    certificate has expired and naming tls_ca_file (whose hint says to check the dates)."""
+    from tests.integration.test_secure_failures import Case, homes, refused
+    from tests.integration.throwaway_certs import expired_server
+
+    homes(tmp_path, ["oxia"])
+    with expired_server(tmp_path) as (port, ca):
+        refused([Case("oxia", f'[cluster]\ncoordinator = "oxia://127.0.0.1:{port}/old"\n'
+                      f'node_id = "n1"\ntls_ca_file = "{ca}"\n', "certificate has expired",
+                      "tls_ca_file")], tmp_path, "", "cluster", "status")
