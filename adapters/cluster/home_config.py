@@ -98,7 +98,7 @@ def use_coordinator_security(cluster: ClusterSettings, *, home: Path) -> None:
     from nereus.adapters.backends.coordination.oxia_security import use_oxia_security
 
     use_etcd_security(cluster, home=home)
-    use_oxia_security(cluster)
+    use_oxia_security(cluster, home=home)
 
 
 def with_coordinator(text: str, url: str, *, source: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from nereus.adapters.backends.coordination.oxia import OxiaCoordinator
 from nereus.adapters.backends.coordination.oxia_security import use_oxia_security
@@ -65,7 +66,8 @@ class TestOxiaCoordinatorOverTls(CoordinatorContract):
     ("no client certificate", "TSI_DATA_CORRUPTED", "tls_cert_file"),
     ("untrusted CA", "CERTIFICATE_VERIFY_FAILED", "tls_ca_file"),
     ("no CA", "CERTIFICATE_VERIFY_FAILED", "tls_ca_file"),
-    ("CA file not there", "cannot read [cluster] tls_ca_file", "tls_ca_file"),
+    ("CA file not there", "[cluster] tls_ca_file = ", "tls_ca_file"),
+    ("key not PEM", "[cluster] tls_key_file = ", "tls_key_file"),
     ("wrong server name", "Hostname Verification", "[cluster] coordinator"),
     ("plaintext", "Socket closed", "tls_ca_file"),
 ])
@@ -75,11 +77,15 @@ def test_a_refused_connection_says_what_to_fix(tmp_path: Path, oxia_secure: Secu
     deadline, never hanging) with exit 5, saying what TLS said, naming the connection and
     the [cluster] setting to check."""
     cluster = cluster_of(tmp_path)
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("not a key\n")
     settings = {
         "no client certificate": lambda: oxia_secure.cluster_settings(cluster, client=False),
         "untrusted CA": lambda: oxia_secure.cluster_settings(cluster, ca="client.pem"),
         "no CA": lambda: oxia_secure.cluster_settings(cluster, ca=None),
         "CA file not there": lambda: oxia_secure.cluster_settings(cluster, ca="absent.pem"),
+        "key not PEM": lambda: replace(oxia_secure.cluster_settings(cluster),
+                                       tls_key_file=str(not_pem)),
         "wrong server name": lambda: oxia_secure.cluster_settings(cluster, host="localhost"),
         "plaintext": lambda: oxia_secure.cluster_settings(cluster, ca=None, client=False),
     }[case]()

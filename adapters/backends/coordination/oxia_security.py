@@ -16,9 +16,11 @@ user/password auth (only OIDC tokens, not supported here), so ``username`` is re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
+from nereus.adapters.home.tls_files import TlsFileMissing, tls_file
 from nereus.coordination.errors import CoordinatorUnavailable
 
 if TYPE_CHECKING:
@@ -43,39 +45,36 @@ class OxiaSecurity:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    home: Path | None = None  # a relative path is the home's
 
     def credentials(self, grpc: Any, where: str) -> Any:
         """gRPC channel credentials trusting ``ca_file`` alone and showing the client
-        certificate; ``CoordinatorUnavailable`` naming the setting when a file cannot be
-        read."""
+        certificate; ``CoordinatorUnavailable`` naming the setting when a file is missing,
+        unreadable or not PEM (gRPC would say only "Failed to create security
+        handshaker")."""
         return grpc.ssl_channel_credentials(
-            root_certificates=_read(self.ca_file, "tls_ca_file", where),
-            private_key=_read(self.key_file, "tls_key_file", where),
-            certificate_chain=_read(self.cert_file, "tls_cert_file", where))
+            root_certificates=self._read(self.ca_file, "tls_ca_file", where),
+            private_key=self._read(self.key_file, "tls_key_file", where),
+            certificate_chain=self._read(self.cert_file, "tls_cert_file", where))
 
-
-def _read(path: str | None, setting: str, where: str) -> bytes | None:
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as file:
-            return file.read()
-    except OSError as exc:
-        raise CoordinatorUnavailable(
-            f"{where}: cannot read [cluster] {setting} {path}: {exc.strerror or exc}",
-            hint=f"set [cluster] {setting} to a readable PEM file") from None
+    def _read(self, value: str | None, setting: str, where: str) -> bytes | None:
+        try:
+            path = tls_file(f"[cluster] {setting}", value, self.home)
+        except TlsFileMissing as exc:
+            raise CoordinatorUnavailable(f"{where}: {exc.message}", hint=exc.hint) from None
+        return None if path is None else Path(path).read_bytes()
 
 
 _BY_ENDPOINT: dict[tuple[str, int], OxiaSecurity] = {}
 
 
-def use_oxia_security(cluster: ClusterSettings) -> None:
+def use_oxia_security(cluster: ClusterSettings, home: Path | None = None) -> None:
     """From now on, connections to ``cluster``'s Oxia use its TLS settings."""
     target = urlsplit(cluster.coordinator)
     if target.scheme != "oxia" or target.hostname is None:
         return
     security = OxiaSecurity(ca_file=cluster.tls_ca_file, cert_file=cluster.tls_cert_file,
-                            key_file=cluster.tls_key_file)
+                            key_file=cluster.tls_key_file, home=home)
     endpoint = (target.hostname, target.port or DEFAULT_PORT)
     if security.ca_file is not None or security.cert_file is not None:
         _BY_ENDPOINT[endpoint] = security
