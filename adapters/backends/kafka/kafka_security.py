@@ -151,5 +151,13 @@ def refusal(bootstrap: str, doing: str) -> KafkaRefused | None:
     if connection is not None and connection.sasl_mechanism == "OAUTHBEARER" and \
             name in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"):
         fix = OAUTH_FIX
+    if connection is not None and "certificate verify failed" in text:
+        from nereus.adapters.backends.kafka.kafka_certificate_check import certificate_problem
+
+        reason = certificate_problem(
+            bootstrap, home_path(connection.ssl_ca_location, _BY_BOOTSTRAP[bootstrap][1]),
+            connection.ssl_endpoint_identification_algorithm == "https")
+        if reason is not None:  # librdkafka does not say why
+            text += f" (the broker's certificate: {reason})"
     return KafkaRefused(f"Kafka at {bootstrap} ({where}) refused the connection "
                         f"({doing}): {redact(text)}", hint=f"{fix} in {where}")
