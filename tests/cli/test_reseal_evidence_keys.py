@@ -53,8 +53,9 @@ def test_a_reseal_keeps_a_running_node_publishing_and_an_old_key_node_is_refused
     key; the running node keeps publishing with the same evidence key and doctor warns
     that it holds only the old sealing key; once its key file holds the new key it takes
     it without a restart (`cluster nodes` shows it); restarted with only the old key it is
-    refused naming the setting and both fingerprints, with the new key it starts and
-    publishes with the same evidence key; no key in any output or log."""
+    refused naming the setting and both fingerprints; with the new key (after a rotation
+    made while it was down) it starts, says it signs with generation 2 and publishes with
+    the rotated key; no key in any output or log."""
     run, op, node = Runs(), tmp_path / "op", tmp_path / "n1"
     url = f"etcd://{etcd_endpoint.host}:{etcd_endpoint.port}/rs{uuid.uuid4().hex[:10]}"
     old_hex, new_hex = os.urandom(32).hex(), os.urandom(32).hex()
@@ -109,15 +110,19 @@ def test_a_reseal_keeps_a_running_node_publishing_and_an_old_key_node_is_refused
     assert "[cluster] evidence_seal_key_file" in refused.stderr
     assert new_id in refused.stderr and old_id in refused.stderr, refused.stderr
     _key_file(node / "seal.key", new_hex)
+    run("--json", "cluster", "rotate-evidence-key", "--reason", "after the leak", "--yes",
+        home=node)
     run("engine", "start", home=node)
     try:
+        wait_until("the restarted node says it signs with generation 2", lambda: holds() == {
+            "seal": [new_id], "generations": {ROUTE: 2}}, 30)
         run(*schedule, "after", home=node)
         after = published(node, "after")
     finally:
         run("engine", "stop", home=node)
-    assert after["mac"] == _mac(key, after)
-    assert evidence_keys(node, ROUTE, create=False).current == key
-    secrets = [old_hex, new_hex, key.hex()]
+    ring = evidence_keys(node, ROUTE, create=False)
+    assert (ring.previous, after["mac"]) == (key, _mac(ring.current, after))
+    secrets = [old_hex, new_hex, key.hex(), ring.current.hex()]
     logs = [p.read_text(errors="replace") for p in (node / "log").rglob("*") if p.is_file()]
     assert logs, "the engines wrote logs"
     assert not [s for s in secrets for out in run.outputs + logs if s in out.lower()]

@@ -167,6 +167,8 @@ class KeyFollower:
                 ring.replace(keys)
                 safe_event(self._events, "evidence_key_rotated", route=route,
                            generation=generation)
+            elif ring.keys != keys:  # the same keys, numbered as the cluster numbers them
+                ring.replace(keys)  # (a home's copy does not keep the generation)
             install_route_keys(self._store, self._engine.home, [route],
                                seal_key=self._seal_key)
         except NereusError as exc:
