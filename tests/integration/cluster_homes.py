@@ -68,6 +68,7 @@ class ClusterSpec:
     lease_margin_ms: int = 1_000
     oxia: str | None = None  # HOST:PORT of Oxia: the coordinator is Oxia instead
     standby: bool = True  # nodes keep warm copies of the shards they stand by for
+    cluster_tls: str = ""  # more [cluster] lines of every node (the coordinator's TLS)
 
     @property
     def command_topic(self) -> str:
@@ -113,7 +114,7 @@ class ClusterSpec:
                 f'[cluster]\ncoordinator = "{self.coordinator}"\nnode_id = "{node_id}"\n'
                 f"session_ttl_ms = {self.session_ttl_ms}\n"
                 f"lease_margin_ms = {self.lease_margin_ms}\nhost = \"127.0.0.1\"\n"
-                + ("" if self.standby else "standby = false\n"))
+                + ("" if self.standby else "standby = false\n") + self.cluster_tls)
 
     def logs(self) -> ShardLogs:
         return ShardLogs(lambda shard: KafkaShardLog(
