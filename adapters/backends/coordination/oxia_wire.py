@@ -2,8 +2,9 @@
 
 The messages are generated at install time from Oxia's ``proto/client.proto``
 (``docs/decisions/0001-oxia-client.md``); the ``OxiaClient`` methods are called by name on
-one channel per server. Every call has a deadline (``timeout_s``); the notification stream
-is watched by keep-alives instead (10 s ping, 5 s answer, as Oxia permits). A cluster's
+one channel per server, over TLS when the node's ``[cluster]`` says so (``oxia_security``).
+Every call has a deadline (``timeout_s``); the notification stream is watched by keep-alives
+instead (10 s ping, 5 s answer, as Oxia permits). A cluster's
 shard is found from ``GetShardAssignments`` by the xxh3 hash of its partition key, and asked
 again after its leader refused. Writes use the unary ``Write``. Failures: unreachable,
 late or not serving now is ``CoordinatorUnavailable``; an unknown session (code 108, or
