@@ -285,3 +285,56 @@ def test_an_expired_server_certificate_is_refused_by_every_client(tmp_path: Path
         for case in cases:
             private(tmp_path / case.name, "token", WRONG)
         refused(cases, tmp_path, "")
+
+
+@pytest.mark.pulsar
+def test_nothing_acknowledged_is_lost_while_a_pulsar_token_is_fixed(
+        tmp_path: Path, pulsar_secure: SecurePulsar) -> None:
+    """A Pulsar lane whose token the broker refuses (pulsar-client says only "timeout"):
+    messages are acknowledged (the Shard Log is the home's file log), the lane is NOT READY
+    naming [pulsar.secure] and the admin API's 401 for the same token, nothing publishes;
+    the token file is fixed and the engine restarted: every message publishes. The forged
+    token shows nowhere."""
+    from tests.daemon import running_engine
+    from tests.polling import wait_until
+
+    home = tmp_path / "home"
+    ca = copied(pulsar_secure.certs, home, "ca.pem")
+    token = private(home, "token", FORGED_TOKEN)
+    (home / "nereus.toml").write_text(
+        f'[pulsar.secure]\nservice_url = "{pulsar_secure.service_url}"\n'
+        f'admin_url = "{pulsar_secure.admin_url}"\ntls_trust_certs_file_path = "{ca}"\n'
+        f'token_file = "{token}"\n\n[routes.default]\nlog = "file"\n\n[lanes.out]\n'
+        f'destination = "pulsar"\npulsar = "secure"\n'
+        f'topic = "nereus-fixed-{uuid.uuid4().hex[:8]}"\n')
+    home.chmod(0o700)
+    said: list[str] = []
+    with running_engine(home):
+        ids = []
+        for n in range(3):
+            queued = run_nereus("--json", "message", "schedule", "--lane", "out", "--delay",
+                                "1s", "--payload", f"m{n}", "--wait", home=home)
+            assert queued.code == 0, queued.stderr
+            ids.append(queued.json()["delay_message_id"])
+
+        def refused_lane() -> str | None:
+            lanes = run_nereus("--json", "lane", "list", home=home)
+            said.append(lanes.stdout + lanes.stderr)
+            reason = next(x for x in lanes.json() if x["lane"] == "out")["not_ready_reason"]
+            return reason if "[pulsar.secure]" in (reason or "") and \
+                "401 Unauthorized" in reason else None
+
+        wait_until("the lane to say the broker refused [pulsar.secure]", refused_lane, 60,
+                   interval_s=0.5)
+        states = {run_nereus("--json", "message", "show", mid, home=home).json()["state"]
+                  for mid in ids}
+        assert "PUBLISHED" not in states, states
+    token.write_text(pulsar_secure.token + "\n")
+    with running_engine(home):
+        def published() -> bool:
+            return all(run_nereus("--json", "message", "show", mid, home=home).json()["state"]
+                       == "PUBLISHED" for mid in ids)
+
+        wait_until("every message to publish once the token is fixed", published, 60,
+                   interval_s=0.5)
+    assert not any(FORGED_TOKEN in text for text in said)

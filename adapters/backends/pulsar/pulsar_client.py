@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 from nereus.adapters.backends.pulsar.pulsar_security import (
     admin_request_options,
     client_options,
+    connection_for,
     refusal_hint,
 )
 from nereus.errors import NereusError, ServiceUnreachable, UsageError
@@ -81,8 +82,16 @@ def is_pulsar_error(exc: BaseException) -> bool:
 
 
 def unreachable(service_url: str, doing: str, detail: object) -> ServiceUnreachable:
+    """No answer from ``service_url`` (a refused token looks the same to pulsar-client: the
+    admin API is asked whether it refuses the token, and then it says so)."""
+    from nereus.adapters.backends.pulsar.pulsar_token_check import token_refused
+
+    connection = connection_for(service_url)
+    where = f" ([pulsar.{connection.name}])" if connection is not None else ""
+    refused = "; its admin API refused the same token: 401 Unauthorized" if \
+        token_refused(service_url) else ""
     return ServiceUnreachable(
-        f"Pulsar at {service_url} is unreachable ({doing}): {detail}",
+        f"Pulsar at {service_url}{where} is unreachable ({doing}): {detail}{refused}",
         hint=refusal_hint(service_url) or "is the broker running and is the service URL "
         "right? (`scripts/services up pulsar` starts a local one)",
     )
