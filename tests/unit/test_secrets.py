@@ -200,3 +200,16 @@ def test_a_tls_file_missing_unreadable_or_not_pem_is_named_with_its_setting(
         assert raised.value.message == f"[kafka.a] ssl.ca.location = {tmp_path / name}" + (
             ": " if said == "no such file" else " ") + said
         assert "fix [kafka.a] ssl.ca.location" in (raised.value.hint or "")
+
+
+def test_doctor_warns_loudly_of_an_unsigned_oauthbearer_token(tmp_path: Path) -> None:
+    """enable.sasl.oauthbearer.unsecure.jwt = true: doctor's secrets check for the table is
+    a warning saying the token is unsigned and naming OIDC as the production way."""
+    from nereus.cli.commands.doctor_secrets import secret_checks
+
+    config = parse_config(OAUTH + "enable.sasl.oauthbearer.unsecure.jwt = true\n"
+                          'sasl.oauthbearer.config = "principal=nereus"\n')
+    (warning,) = [c for c in secret_checks(config, tmp_path) if c.name == "secrets [kafka.a]"]
+    assert not warning.ok and warning.severity == "warning"
+    assert "unsigned" in warning.detail and "sasl.oauthbearer.token.endpoint.url" in (
+        warning.fix or "")
