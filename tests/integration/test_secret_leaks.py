@@ -1,10 +1,11 @@
 """No secret leaves the engine: a whole run over SASL_SSL (SCRAM-SHA-512) against the real
 secured Kafka, Shard Log and destination both, and to a Pulsar lane over pulsar+ssl:// with
 a token, driven as an operator drives it; every output of the run (each command's stdout
-and stderr, --json or not, doctor, status, metrics, the engine's logs, every file the home
-holds but the secrets themselves) is searched for the password and the token, and neither
-is in any. A wrong password fails doctor and the CLI (exit 5) naming the connection and
-what to fix, again without showing the password."""
+and stderr, --json or not, doctor, status, metrics, the engine's logs, every screen of the
+dashboard, every file the home holds but the secrets themselves) is searched for the
+password and the token, and neither is in any. A wrong password fails doctor and the CLI
+(exit 5) naming the connection and what to fix, again without showing the password; the
+dashboard shows the lane's NOT READY reason without it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.conftest import CliResult, run_nereus
 from tests.daemon import running_engine
 from tests.integration.secure_services import SecureKafka, SecurePulsar
 from tests.polling import wait_until
+from tests.tui.screen_text import tour_home
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pulsar]
 
@@ -81,8 +83,9 @@ def everything_in(home: Path) -> bytes:
 def test_a_whole_run_over_scram_shows_the_password_nowhere(
         tmp_path: Path, kafka_secure: SecureKafka, pulsar_secure: SecurePulsar) -> None:
     """Engine up, a message scheduled, published over SASL_SSL, looked at every way an
-    operator looks, engine down: the password is in no output and no file of the home;
-    doctor reads the secret's file and warns that the lane's topic has one replica."""
+    operator looks (the dashboard's every screen too), engine down: the password is in no
+    output and no file of the home; doctor reads the secret's file and warns that the
+    lane's topic has one replica."""
     home = tmp_path / "home"
     password = kafka_secure.password
     secured_home(home, kafka_secure, password)
@@ -109,6 +112,10 @@ def test_a_whole_run_over_scram_shows_the_password_nowhere(
                      ("--json", "doctor"), ("doctor",), ("metrics",), ("engine", "logs"),
                      ("--json", "lane", "list"), ("--json", "attempt", "list")):
             nereus(*args)
+        screens = tour_home(home, lanes=("out", "pout"),
+                            messages=[(mid, "default") for mid in ids])
+    assert {"overview", "lane out", "lane pout", f"message {ids[0]}"} <= set(screens)
+    assert "PUBLISHED" in screens[f"message {ids[0]}"], screens[f"message {ids[0]}"]
     doctor = next(r for r in outputs if r.stdout.startswith("{") and '"checks"' in r.stdout)
     checks = {c["name"]: c for c in doctor.json()["checks"]}
     assert checks["secrets [kafka.secure]"]["ok"], checks["secrets [kafka.secure]"]
@@ -118,7 +125,7 @@ def test_a_whole_run_over_scram_shows_the_password_nowhere(
                       if name.startswith("destination ") and name.endswith(" replication")]
     assert not replication["ok"] and replication["severity"] == "warning", replication
     assert "replication factor 1" in replication["detail"]
-    said = "\n".join(r.stdout + r.stderr for r in outputs)
+    said = "\n".join([r.stdout + r.stderr for r in outputs] + list(screens.values()))
     files = everything_in(home)
     for secret in (password, pulsar_secure.token):
         assert secret not in said
@@ -148,8 +155,8 @@ def test_nothing_acknowledged_is_lost_while_a_password_is_fixed(
         tmp_path: Path, kafka_secure: SecureKafka) -> None:
     """The lane's broker refuses a wrong password: messages are acknowledged (the Shard Log
     is the home's file log), the lane is NOT READY saying why with [kafka.secure], nothing
-    publishes; the password file is fixed and the engine restarted: every message publishes.
-    The wrong password shows nowhere."""
+    publishes, and the dashboard's lane screen shows why; the password file is fixed and the
+    engine restarted: every message publishes. The wrong password shows nowhere."""
     home = tmp_path / "home"
     wrong = f"wrong-{uuid.uuid4().hex}"
     secured_home(home, kafka_secure, wrong)
@@ -175,6 +182,9 @@ def test_nothing_acknowledged_is_lost_while_a_password_is_fixed(
 
         wait_until("the lane to say the broker refused [kafka.secure]", refused, 60,
                    interval_s=0.5)
+        screens = tour_home(home, lanes=("out",), messages=[(ids[0], "default")])
+        assert "[kafka.secure]" in screens["lane out"], screens["lane out"]
+        said.extend(screens.values())
     (home / "secrets" / "kafka-password").write_text(kafka_secure.password + "\n")
     with running_engine(home):
         def published() -> bool:
