@@ -15,6 +15,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from nereus.adapters.backends.coordination.coordinator_clock import SYSTEM_CLOCK, CoordinatorClock
+from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
 from nereus.coordination.protocol import Coordinator
 from nereus.errors import UsageError
 
@@ -42,7 +43,9 @@ def sqlite_url(path: Path, cluster: str) -> str:
 
 
 def open_cluster(url: str, *, clock: CoordinatorClock = SYSTEM_CLOCK) -> ClusterHandle:
-    """The coordinator ``url`` names (a ``UsageError`` says what is wrong with it)."""
+    """The coordinator ``url`` names (a ``UsageError`` says what is wrong with it; a URL
+    with a user or password is refused, never shown)."""
+    refuse_credentials(url)
     scheme = urlsplit(url).scheme
     if scheme == "oxia":
         from nereus.adapters.backends.coordination.oxia import OxiaCoordinator

@@ -23,6 +23,7 @@ from etcd3gw import exceptions
 from etcd3gw.client import Etcd3Client
 
 from nereus.adapters.backends.coordination.etcd_security import TOKEN_EXPIRED, security_for
+from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
 from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 from nereus.errors import UsageError
 
@@ -63,7 +64,9 @@ class EtcdAddress:
 
 def parse_etcd_url(url: str) -> EtcdAddress:
     """``etcd://HOST[:PORT]/CLUSTER`` (port 2379 if left out) as an address; a
-    ``UsageError`` says what is wrong with any other string."""
+    ``UsageError`` says what is wrong with any other string (one with a user or password,
+    shown redacted)."""
+    refuse_credentials(url)
     parts = urlsplit(url)
     example = "etcd://HOST:PORT/CLUSTER, e.g. etcd://127.0.0.1:2379/prod"
     if parts.scheme != "etcd":

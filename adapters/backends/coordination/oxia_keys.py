@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
 from nereus.errors import UsageError
 
 DEFAULT_PORT: Final = 6648
@@ -80,7 +81,8 @@ class OxiaAddress:
 def parse_oxia_url(url: str) -> OxiaAddress:
     """``oxia://HOST[:PORT]/CLUSTER`` (port 6648 and namespace ``default`` if left out) or
     ``oxia://HOST[:PORT]/NAMESPACE/CLUSTER``; a ``UsageError`` says what is wrong with any
-    other string."""
+    other string (one with a user or password, shown redacted)."""
+    refuse_credentials(url)
     parts = urlsplit(url)
     if parts.scheme != "oxia":
         raise UsageError(f"not an Oxia coordinator URL: {url!r}", hint=f"write {_EXAMPLE}")
