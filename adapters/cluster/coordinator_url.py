@@ -15,7 +15,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from nereus.adapters.backends.coordination.coordinator_clock import SYSTEM_CLOCK, CoordinatorClock
-from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
+from nereus.config.url_credentials import refuse_credentials
 from nereus.coordination.protocol import Coordinator
 from nereus.errors import UsageError
 

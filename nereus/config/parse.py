@@ -1,7 +1,8 @@
 """Reading ``nereus.toml``: ``parse_config`` converts each table strictly to its Struct and
 checks what no field type can say (names, ids, durations, a file lane's path, an s3 store's
 bucket, the lease margin, the metrics address, the Kafka connections routes and lanes name,
-secrets given as references); ``tables_of`` names a text's tables.
+secrets given as references, no user or password in an address); ``tables_of`` names a
+text's tables.
 
 Every refusal is a ``ConfigError`` worded by ``nereus.config.explain``.
 """
@@ -33,6 +34,7 @@ from nereus.config.lanes import LaneSettings
 from nereus.config.node import LISTEN, ClusterSettings, MetricsSettings
 from nereus.config.routes import RouteSettings
 from nereus.config.storage import CheckpointSettings, ObjectSettings
+from nereus.config.url_credentials import ADDRESS_KEYS, WHERE_CREDENTIALS_GO, has_credentials
 from nereus.errors import ConfigError, UsageError
 from nereus.machine.limits import Limits
 from nereus.machine.validate import LANE_NAME
@@ -108,6 +110,7 @@ def _route(name: str, table: dict[str, object], file: _Text) -> RouteSettings:
     except Exception as exc:
         raise file.error(where, None, str(exc)) from None
     _no_name_key(table, where, file)
+    _plain_addresses(table, where, file)
     route: RouteSettings = file.convert(table, RouteSettings, where)
     if route.id and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", route.id):
         raise file.error(where, "id", f"id = {route.id!r}: expected 1-64 of A-Z a-z 0-9 . _ -")
@@ -126,6 +129,7 @@ def _lane(name: str, table: dict[str, object], file: _Text) -> LaneSettings:
         raise file.error(where, None, "lane names are 1-64 of A-Z a-z 0-9 . _ - starting with "
                          "a letter or digit")
     _no_name_key(table, where, file)
+    _plain_addresses(table, where, file)
     lane: LaneSettings = file.convert(table, LaneSettings, where)
     if lane.destination == "file" and lane.path is None:
         raise file.error(where, "path", "a file lane needs path = \"...\"")
@@ -172,6 +176,7 @@ def _tables(data: Mapping[str, object], group: str, kind: type[_Connection],
         where = f"{group}.{name}"
         flat = flatten(table)
         _no_name_key(flat, where, file)
+        _plain_addresses(flat, where, file)
         _secret_refs(flat, kind, secrets, where, file, inline=False)
         connection = file.convert(flat, kind, where)
         problem = problem_of(connection)
@@ -246,8 +251,22 @@ def _secret_refs(table: Mapping[str, object], kind: type[msgspec.Struct],
                              "environment variable (A-Z a-z 0-9 _)")
 
 
+def _plain_addresses(table: Mapping[str, object], where: str, file: _Text) -> None:
+    """No address of ``table`` names a user or password (the value is never shown)."""
+    for key in ADDRESS_KEYS:
+        value = table.get(key)
+        if isinstance(value, str) and has_credentials(value):
+            raise file.error(where, key, f"{key} carries a user or password (USER:PASSWORD@):"
+                             " a secret is not written into an address",
+                             hint=WHERE_CREDENTIALS_GO if where == "cluster" else
+                             "remove USER:PASSWORD@ and give the credentials by this table's "
+                             "own settings, each secret as NAME_file = PATH or NAME_env = VAR "
+                             "(docs/security.md)")
+
+
 def _objects(data: object, file: _Text) -> ObjectSettings:
     if isinstance(data, dict):
+        _plain_addresses(data, "objects", file)
         _secret_refs(data, ObjectSettings, (("secret_access_key", "secret_access_key_file",
                                              "secret_access_key_env"),), "objects", file,
                      inline=True)
@@ -259,6 +278,7 @@ def _objects(data: object, file: _Text) -> ObjectSettings:
 
 def _cluster(data: object, file: _Text) -> ClusterSettings:
     if isinstance(data, dict):
+        _plain_addresses(data, "cluster", file)
         _secret_refs(data, ClusterSettings, (("password", "password_file", "password_env"),
                                              ("evidence_seal_key", "evidence_seal_key_file",
                                               "evidence_seal_key_env"),

@@ -23,7 +23,7 @@ from etcd3gw import exceptions
 from etcd3gw.client import Etcd3Client
 
 from nereus.adapters.backends.coordination.etcd_security import TOKEN_EXPIRED, security_for
-from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
+from nereus.config.url_credentials import refuse_credentials
 from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 from nereus.errors import UsageError
 

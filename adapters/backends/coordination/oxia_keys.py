@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
+from nereus.config.url_credentials import refuse_credentials
 from nereus.errors import UsageError
 
 DEFAULT_PORT: Final = 6648

@@ -70,11 +70,11 @@ def cluster_store(env: Env, given: str | None, *, create: bool = False,
     """The cluster's records. Without ``create``, an embedded coordinator's file must
     exist already (reading a cluster never leaves a new, empty file behind). ``security``:
     the command line's TLS and auth options, which replace the home's for that address."""
-    from nereus.adapters.backends.coordination.url_credentials import refuse_credentials
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import use_coordinator_security
     from nereus.cluster.errors import ClusterNotInitialised
+    from nereus.config.url_credentials import refuse_credentials
 
     url = coordinator_url(env, given)
     refuse_credentials(url)  # before any message names the URL

@@ -1,9 +1,11 @@
-"""A coordinator URL carries no user and no password.
+"""An address carries no user and no password.
 
-``etcd://USER:PASSWORD@HOST:PORT/CLUSTER`` would put a secret where every message, status
-document and the node's ``nereus.toml`` shows the URL, so such a URL is refused before it
-is used or kept, and every message shows it ``redacted`` (``***@`` for the user part),
-naming the settings that take the user and password instead.
+``etcd://USER:PASSWORD@HOST:PORT/CLUSTER`` (or a broker, admin API or object store address
+written so) would put a secret where every message, status document, ``doctor`` check and
+the node's ``nereus.toml`` shows the address, so such an address is refused before it is
+used or kept: a coordinator URL given on the command line is shown ``redacted`` (``***@``
+for the user part); a setting of ``nereus.toml`` is named, not shown. Each refusal names
+the settings that take the user and password instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ WHERE_CREDENTIALS_GO: Final = (
     "SCHEME://HOST:PORT/CLUSTER")
 
 
+# the settings of nereus.toml that hold an address (the [kafka.NAME] OIDC token endpoint too)
+ADDRESS_KEYS: Final = ("bootstrap", "service_url", "admin_url", "endpoint", "coordinator",
+                       "sasl.oauthbearer.token.endpoint.url")
+
+
 def redacted(url: str) -> str:
     """``url`` with any ``USER[:PASSWORD]@`` before its host replaced by ``***@``."""
     scheme, sep, rest = url.partition("://")
@@ -27,6 +34,11 @@ def redacted(url: str) -> str:
     if "@" in authority:
         authority = "***@" + authority.rpartition("@")[2]
     return f"{scheme}{sep}{authority}{slash}{path}"
+
+
+def has_credentials(url: str) -> bool:
+    """``url`` names a user or password before its host."""
+    return redacted(url) != url
 
 
 def refuse_credentials(url: str) -> None:
