@@ -5,9 +5,9 @@ an operator does (``cluster init`` / ``init --join`` with the TLS options, a mes
 published, ``cluster status``, ``cluster nodes``, ``status``, ``doctor``, ``engine
 status``, ``metrics``, ``engine logs``, --json or not, every screen of the dashboard, the
 cluster's included); no output and no file of the node's home but the secret files shows
-the etcd password, the sealing key or the route's evidence key, in any form. Given a
-wrong etcd password, the CLI, doctor and the cluster screen say so naming password_file,
-never showing it."""
+the etcd password, the sealing key, the route's evidence key (in any form) or the client
+certificate's private key. Given a wrong etcd password, the CLI, doctor and the cluster
+screen say so naming password_file, never showing it."""
 
 from __future__ import annotations
 
@@ -102,8 +102,11 @@ def test_a_node_on_the_secured_etcd_shows_no_password_and_no_key_anywhere(
     assert not [text for text in refused if wrong in text]
     said = "\n".join(run.outputs + list(screens.values())).encode()
     files = home_files(node) + home_files(op)
+    assert settings.tls_key_file is not None
+    client_key = [line for line in Path(settings.tls_key_file).read_bytes().splitlines()
+                  if line and not line.startswith(b"-----")]  # the PEM's base64 lines
     secrets = [password.encode()] + forms(seal_key.key) + [
-        form for key in evidence for form in forms(key)]
+        form for key in evidence for form in forms(key)] + client_key
     assert not [s for s in secrets if s in said], "a secret in an output or on a screen"
     assert not [s for s in secrets if s in files], "a secret in a file of the home"
 
