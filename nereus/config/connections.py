@@ -47,6 +47,9 @@ class KafkaConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     oauth_token_url: str | None = msgspec.field(name="sasl.oauthbearer.token.endpoint.url",
                                                 default=None)
     oauth_scope: str | None = msgspec.field(name="sasl.oauthbearer.scope", default=None)
+    # the CA of the token endpoint's https certificate (librdkafka does not use ssl.ca.location
+    # there); unset: the system's CAs
+    https_ca_location: str | None = msgspec.field(name="https.ca.location", default=None)
     # ... or an unsecured JWT librdkafka makes itself (no signature; a broker with Kafka's
     # unsecured validator only: tests, never production), its claims in sasl.oauthbearer.config
     oauth_unsecure_jwt: bool = msgspec.field(name="enable.sasl.oauthbearer.unsecure.jwt",
@@ -175,6 +178,9 @@ def oauth_problem(connection: KafkaConnection) -> tuple[str, str] | None:
             "OAUTHBEARER needs either sasl.oauthbearer.token.endpoint.url (OIDC, with "
             "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret_file) or, against "
             "a test broker, enable.sasl.oauthbearer.unsecure.jwt = true -- not both")
+    if connection.https_ca_location is not None and not oidc:
+        return "https.ca.location", ("https.ca.location is the OIDC token endpoint's CA: it "
+                                     "needs sasl.oauthbearer.token.endpoint.url")
     if unsecured and "principal=" not in (connection.oauth_config or ""):
         return "sasl.oauthbearer.config", ("an unsecured JWT needs sasl.oauthbearer.config = "
                                            "\"principal=NAME [scope=A,B]\"")

@@ -2,12 +2,14 @@
 ``pulsar-secure``, ``s3-secure``, ``etcd-secure`` and ``oxia-secure``.
 
 Kafka with TLS (server certificate only), mTLS (client certificate required), SASL_SSL
-(SCRAM-SHA-512 and PLAIN) and SASL_SSL (OAUTHBEARER, unsecured JWTs) listeners; Pulsar
-standalone with TLS and token authentication (client certificates accepted too); S3Proxy
-over https only; etcd over TLS with client certificates required and its auth on; Oxia
-(a coordinator and a server) over TLS with client certificates required; all from a
-throwaway CA the script makes. As with the plain servers, a test that needs one FAILS
-(never skips) when it cannot be started, and the session stops it only if it started it.
+(SCRAM-SHA-512 and PLAIN), SASL_SSL (OAUTHBEARER, unsecured JWTs) and SASL_SSL (OAUTHBEARER
+over OIDC: signed JWTs from the script's test token issuer, checked against its JWKS)
+listeners; Pulsar standalone with TLS and token authentication (client certificates
+accepted too); S3Proxy over https only; etcd over TLS with client certificates required
+and its auth on; Oxia (a coordinator and a server) over TLS with client certificates
+required; all from a throwaway CA the script makes. As with the plain servers, a test
+that needs one FAILS (never skips) when it cannot be started, and the session stops it
+only if it started it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def _starter(name: str, what: str, make: Callable[[dict[str, str]], _Secure], *,
 @dataclass(frozen=True, slots=True)
 class SecureKafka:
     """The secured broker's listeners (TLS, mTLS, SCRAM/PLAIN, OAUTHBEARER with unsecured
-    JWTs whose scope must hold ``nereus.write``), its CA and client material, its user."""
+    JWTs whose scope must hold ``nereus.write``, OAUTHBEARER over OIDC with the test issuer's
+    token endpoint), its CA and client material, its user."""
 
     tls: str
     mtls: str
@@ -62,10 +65,17 @@ class SecureKafka:
     certs: Path
     user: str = "nereus"
     oauth: str = ""
+    oidc: str = ""
+    oidc_token_url: str = ""
 
     @property
     def password(self) -> str:
         return (self.certs / "kafka-password").read_text().strip()
+
+    @property
+    def oidc_client_secret(self) -> str:
+        """The secret of the test issuer's client ``nereus`` (its client id is the user)."""
+        return (self.certs / "oidc-client-secret").read_text().strip()
 
     def private_copy(self, directory: Path, name: str) -> Path:
         """The certificate directory's file ``name`` copied 0600 into ``directory`` (a home's
@@ -87,7 +97,8 @@ def kafka_secure_service() -> Iterator[SecureKafkaService]:
         "kafka-secure", "Kafka over TLS and SASL", lambda env: SecureKafka(
             tls=env["NEREUS_KAFKA_SECURE_TLS"], mtls=env["NEREUS_KAFKA_SECURE_MTLS"],
             sasl=env["NEREUS_KAFKA_SECURE_SASL"], certs=Path(env["NEREUS_SECURE_CERTS"]),
-            oauth=env["NEREUS_KAFKA_SECURE_OAUTH"])))
+            oauth=env["NEREUS_KAFKA_SECURE_OAUTH"], oidc=env["NEREUS_KAFKA_SECURE_OIDC"],
+            oidc_token_url=env["NEREUS_KAFKA_SECURE_OIDC_TOKEN_URL"])))
 
 
 @pytest.fixture

@@ -3,8 +3,11 @@ kafka-secure``): a ``[kafka.NAME]`` table written with librdkafka's names, named
 and a lane, carries TLS with a CA, mTLS, SCRAM-SHA-512 and PLAIN over TLS to the Shard Log
 and the destination; a wrong password, a missing CA and a missing client certificate each
 fail fast with an error naming the connection and what to fix; the password never shows.
+OAUTHBEARER over OIDC (librdkafka fetching a signed JWT from the script's test token issuer
+with a client id and secret, the broker checking it against the issuer's JWKS) carries the
+Shard Log and the destination too; a wrong client secret is refused the same way.
 The destination and Shard Log contracts run again over SCRAM, a few of their promises over
-OAUTHBEARER (unsecured JWTs: the broker's default validator; no OIDC server here)."""
+OAUTHBEARER (unsecured JWTs: the broker's default validator)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
                      password: str | None = None, ca: bool = True,
                      client_cert: bool = True, scope: str = "nereus.write") -> str:
     """``[kafka.secure]`` as an operator writes it for ``mechanism`` (tls, mtls, scram,
-    plain, oauth: an unsecured JWT of ``scope``); secrets are files of the home, 0600."""
+    plain, oauth: an unsecured JWT of ``scope``, oidc: the test issuer's client with
+    ``password`` as its secret); secrets are files of the home, 0600."""
     lines = ["[kafka.secure]"]
     secured = home / "secrets"
     if ca:  # a relative path is the home's
@@ -53,6 +57,16 @@ def connection_table(kafka: SecureKafka, home: Path, mechanism: str, *,
         lines += [f'bootstrap = "{kafka.oauth}"', 'security.protocol = "SASL_SSL"',
                   'sasl.mechanism = "OAUTHBEARER"', "enable.sasl.oauthbearer.unsecure.jwt = true",
                   f'sasl.oauthbearer.config = "principal={kafka.user} scope={scope}"']
+        return "\n".join(lines) + "\n"
+    if mechanism == "oidc":
+        secret = secured / "oidc-secret"
+        secret.write_text((password or kafka.oidc_client_secret) + "\n")
+        secret.chmod(0o600)
+        lines += [f'bootstrap = "{kafka.oidc}"', 'security.protocol = "SASL_SSL"',
+                  'sasl.mechanism = "OAUTHBEARER"', 'https.ca.location = "secrets/ca.pem"',
+                  f'sasl.oauthbearer.token.endpoint.url = "{kafka.oidc_token_url}"',
+                  f'sasl.oauthbearer.client.id = "{kafka.user}"',
+                  'sasl.oauthbearer.client.secret_file = "secrets/oidc-secret"']
         return "\n".join(lines) + "\n"
     password_file = secured / "kafka-password"
     password_file.write_text((password or kafka.password) + "\n")
@@ -74,11 +88,12 @@ def secured_home(home: Path, table: str, topic: str) -> Config:
     return config
 
 
-@pytest.mark.parametrize("mechanism", ["tls", "mtls", "scram", "plain", "oauth"])
+@pytest.mark.parametrize("mechanism", ["tls", "mtls", "scram", "plain", "oauth", "oidc"])
 def test_each_mechanism_publishes_to_the_destination_and_finds_its_evidence(
         tmp_path: Path, kafka_secure: SecureKafka, mechanism: str) -> None:
     """TLS with a CA, mTLS, SCRAM-SHA-512, PLAIN over TLS and OAUTHBEARER over TLS (an
-    unsecured JWT the broker's default validator accepts): the lane's destination creates
+    unsecured JWT the broker's default validator accepts; OIDC: a signed JWT from the test
+    issuer's token endpoint, checked against its JWKS): the lane's destination creates
     its topic, publishes one record and finds it again as evidence."""
     topic = f"nereus-secure-{SESSION}-{mechanism}"
     config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, mechanism), topic)
@@ -94,10 +109,11 @@ def test_each_mechanism_publishes_to_the_destination_and_finds_its_evidence(
         destination.close()
 
 
-@pytest.mark.parametrize("mechanism", ["scram", "oauth"])
+@pytest.mark.parametrize("mechanism", ["scram", "oauth", "oidc"])
 def test_the_shard_log_appends_and_reads_over_sasl(tmp_path: Path, kafka_secure: SecureKafka,
                                                    mechanism: str) -> None:
-    """A route naming a SASL_SSL connection (SCRAM-SHA-512, OAUTHBEARER): its Command Topic
+    """A route naming a SASL_SSL connection (SCRAM-SHA-512, OAUTHBEARER with an unsecured
+    JWT or over OIDC): its Command Topic
     is created, a record appended is read back at its receipt's position."""
     config = secured_home(tmp_path, connection_table(kafka_secure, tmp_path, mechanism),
                           f"nereus-secure-{SESSION}-{mechanism}-log")
@@ -115,12 +131,15 @@ def test_the_shard_log_appends_and_reads_over_sasl(tmp_path: Path, kafka_secure:
     ("tls", {"ca": False}, "certificate verify failed", "ssl.ca.location"),
     ("mtls", {"client_cert": False}, "certificate", "ssl.certificate.location"),
     ("oauth", {"scope": "nereus.read"}, "insufficient_scope", "sasl.oauthbearer.config"),
+    ("oidc", {"password": "not-the-password"}, "invalid_client",
+     "sasl.oauthbearer.client.secret_file"),
 ])
 def test_a_refused_connection_names_the_connection_and_what_to_fix(
         tmp_path: Path, kafka_secure: SecureKafka, mechanism: str,
         change: dict[str, object], said: str, fix: str) -> None:
     """A wrong password, no CA, no client certificate, a token without the scope the broker
-    requires: the destination's probe says, within
+    requires, a wrong OIDC client secret (the token endpoint refuses it): the destination's
+    probe says, within
     its deadline, that the broker refused ``[kafka.secure]`` and why (the password never
     shows); the Shard Log's open raises ServiceUnreachable (exit 5) with the fix as hint."""
     from nereus.errors import ExitCode, ServiceUnreachable

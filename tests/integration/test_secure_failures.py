@@ -115,7 +115,8 @@ def test_kafka_refusals_name_the_connection_and_exit_5(tmp_path: Path,
     """Against the secured broker, ``message schedule`` on a Kafka route: an expired or
     untrusted client certificate (mTLS listener), a CA that did not sign the broker's
     certificate and a CA file that is not there, a token without the scope the broker
-    requires (OAUTHBEARER) and a wrong password (SCRAM) each exit 5 naming [kafka.secure]."""
+    requires (OAUTHBEARER), a wrong OIDC client secret (the test issuer's token endpoint
+    refuses it) and a wrong password (SCRAM) each exit 5 naming [kafka.secure]."""
     def table(home: Path, ca: Path | None, cert: Path | None, key: Path | None) -> str:
         trusted = ca or copied(kafka_secure.certs, home, "ca.pem")
         lines = ["[kafka.secure]", f'ssl.ca.location = "{trusted}"', 'security.protocol = "SSL"']
@@ -127,9 +128,10 @@ def test_kafka_refusals_name_the_connection_and_exit_5(tmp_path: Path,
 
     expired, stranger, server, missing = certificate_cases(
         tmp_path, kafka_secure.certs, ("expired", "stranger", "server", "missing"), table)
-    oauth, scram = homes(tmp_path, ["oauth", "scram"]).values()
-    ca = {home: copied(kafka_secure.certs, home, "ca.pem") for home in (oauth, scram)}
+    oauth, scram, oidc = homes(tmp_path, ["oauth", "scram", "oidc"]).values()
+    ca = {home: copied(kafka_secure.certs, home, "ca.pem") for home in (oauth, scram, oidc)}
     password = private(scram, "kafka-password", WRONG)
+    client_secret = private(oidc, "oidc-secret", WRONG)
     cases = [
         said(expired, "[kafka.secure]) refused the connection", "have not expired"),
         said(stranger, "alert bad certificate", "ssl.certificate.location"),
@@ -140,6 +142,13 @@ def test_kafka_refusals_name_the_connection_and_exit_5(tmp_path: Path,
              'sasl.mechanism = "OAUTHBEARER"\nenable.sasl.oauthbearer.unsecure.jwt = true\n'
              'sasl.oauthbearer.config = "principal=nereus scope=nereus.read"\n',
              "insufficient_scope", "sasl.oauthbearer.config"),
+        Case("oidc", f'[kafka.secure]\nbootstrap = "{kafka_secure.oidc}"\n'
+             f'security.protocol = "SASL_SSL"\nssl.ca.location = "{ca[oidc]}"\n'
+             f'https.ca.location = "{ca[oidc]}"\nsasl.mechanism = "OAUTHBEARER"\n'
+             f'sasl.oauthbearer.token.endpoint.url = "{kafka_secure.oidc_token_url}"\n'
+             f'sasl.oauthbearer.client.id = "{kafka_secure.user}"\n'
+             f'sasl.oauthbearer.client.secret_file = "{client_secret}"\n',
+             "invalid_client", "sasl.oauthbearer.client.secret_file"),
         Case("scram", f'[kafka.secure]\nbootstrap = "{kafka_secure.sasl}"\n'
              f'security.protocol = "SASL_SSL"\nssl.ca.location = "{ca[scram]}"\n'
              'sasl.mechanism = "SCRAM-SHA-512"\nsasl.username = "nereus"\n'

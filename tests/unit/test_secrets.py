@@ -182,6 +182,28 @@ def test_an_unsecured_jwt_passes_its_claims_to_librdkafka() -> None:
     assert "sasl.oauthbearer.method" not in settings
 
 
+def test_oidc_passes_the_token_endpoint_and_its_ca_to_librdkafka(tmp_path: Path) -> None:
+    """An OIDC table: librdkafka's oidc method, the endpoint, the client id and secret (read
+    from its file) and https.ca.location (a relative path is the home's); https.ca.location
+    without a token endpoint is a ConfigError naming it."""
+    private(tmp_path / "idp-secret", "s3cr3t\n")
+    config = parse_config(OAUTH + '"sasl.oauthbearer.token.endpoint.url" = "https://idp/t"\n'
+                          '"sasl.oauthbearer.client.id" = "c"\n'
+                          '"sasl.oauthbearer.client.secret_file" = "idp-secret"\n'
+                          '"https.ca.location" = "idp-ca.pem"\n')
+    settings = librdkafka_settings(config.kafka["a"], tmp_path)
+    assert {key: settings[key] for key in (
+        "sasl.oauthbearer.method", "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+        "https.ca.location")} == {
+        "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": "https://idp/t",
+        "sasl.oauthbearer.client.id": "c", "sasl.oauthbearer.client.secret": "s3cr3t",
+        "https.ca.location": str(tmp_path / "idp-ca.pem")}
+    with pytest.raises(ConfigError, match=r"https\.ca\.location is the OIDC token endpoint's CA"):
+        parse_config(OAUTH + 'enable.sasl.oauthbearer.unsecure.jwt = true\n'
+                     'sasl.oauthbearer.config = "principal=n"\n"https.ca.location" = "ca.pem"\n')
+
+
 def test_a_tls_file_missing_unreadable_or_not_pem_is_named_with_its_setting(
         tmp_path: Path) -> None:
     """tls_file: a relative path is the home's; a file that is not there or not PEM is

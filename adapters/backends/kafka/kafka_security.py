@@ -46,10 +46,14 @@ AUTH_ERRORS: Final = {
     "CLUSTER_AUTHORIZATION_FAILED": "grant this user the cluster operation (kafka-acls)",
 }
 # ... and an authentication failure of OAUTHBEARER (a token the broker did not accept)
-OAUTH_FIX: Final = ("check the token's principal and scope (sasl.oauthbearer.scope and the "
-                    "OIDC client's sasl.oauthbearer.client.id and client secret, or "
-                    "sasl.oauthbearer.config for an unsecured JWT) against what the broker "
-                    "requires")
+OAUTH_FIX: Final = ("check the token's principal and scope (sasl.oauthbearer.config for an "
+                    "unsecured JWT) against what the broker requires")
+# ... of OIDC (no token from the endpoint, or one the broker did not accept)
+OIDC_FIX: Final = ("check sasl.oauthbearer.client.id and the client secret its "
+                   "sasl.oauthbearer.client.secret_file (or sasl.oauthbearer.client.secret_env) "
+                   "gives, sasl.oauthbearer.token.endpoint.url and https.ca.location (the CA "
+                   "of the token endpoint's certificate), and sasl.oauthbearer.scope against "
+                   "what the broker requires")
 
 
 class KafkaRefused(ServiceUnreachable):
@@ -77,7 +81,8 @@ def security_settings(bootstrap: str) -> dict[str, str]:
     connection, home = found
     for key, value in (("ssl.ca.location", connection.ssl_ca_location),
                        ("ssl.certificate.location", connection.ssl_certificate_location),
-                       ("ssl.key.location", connection.ssl_key_location)):
+                       ("ssl.key.location", connection.ssl_key_location),
+                       ("https.ca.location", connection.https_ca_location)):
         tls_file(f"[kafka.{connection.name}] {key}", value, home)  # else librdkafka's words
     return librdkafka_settings(connection, home)
 
@@ -94,6 +99,7 @@ def librdkafka_settings(connection: KafkaConnection, home: Path | None) -> dict[
         "sasl.oauthbearer.client.id": connection.oauth_client_id,
         "sasl.oauthbearer.token.endpoint.url": connection.oauth_token_url,
         "sasl.oauthbearer.scope": connection.oauth_scope,
+        "https.ca.location": home_path(connection.https_ca_location, home),
         "sasl.oauthbearer.config": connection.oauth_config,
     }
     settings.update({key: value for key, value in plain.items() if value is not None})
@@ -150,7 +156,7 @@ def refusal(bootstrap: str, doing: str) -> KafkaRefused | None:
     fix = AUTH_ERRORS[name]
     if connection is not None and connection.sasl_mechanism == "OAUTHBEARER" and \
             name in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"):
-        fix = OAUTH_FIX
+        fix = OIDC_FIX if connection.oauth_token_url is not None else OAUTH_FIX
     if connection is not None and "certificate verify failed" in text:
         from nereus.adapters.backends.kafka.kafka_certificate_check import certificate_problem
 
