@@ -8,14 +8,14 @@ nereus.toml with USER:PASSWORD@ is refused naming its table and key, never shown
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_nereus
 
-PASSWORD = f"pw-{uuid.uuid4().hex}"
+PASSWORD = "pw-url-credentials-5f0c2e9a"  # fixed: it names parametrized tests, which
+# every xdist worker must collect alike
 
 
 @pytest.mark.parametrize("url", [
