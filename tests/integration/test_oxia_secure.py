@@ -73,8 +73,8 @@ class TestOxiaCoordinatorOverTls(CoordinatorContract):
 ])
 def test_a_refused_connection_says_what_to_fix(tmp_path: Path, oxia_secure: SecureOxia,
                                                case: str, said: str, fix: str) -> None:
-    """Each wrong TLS setup fails the first call within a second or so (never waiting out a
-    deadline, never hanging) with exit 5, saying what TLS said, naming the connection and
+    """Each wrong TLS setup fails the first call for what TLS said (never by waiting out the
+    deadline, never hanging) with exit 5, saying it, naming the connection and
     the [cluster] setting to check."""
     cluster = cluster_of(tmp_path)
     not_pem = tmp_path / "not.pem"
@@ -94,7 +94,9 @@ def test_a_refused_connection_says_what_to_fix(tmp_path: Path, oxia_secure: Secu
     with pytest.raises(CoordinatorUnavailable) as raised, \
             OxiaCoordinator.from_url(settings.coordinator) as coordinator:
         coordinator.put("k", b"v")
-    assert time.monotonic() - started < 4.0, "waited out the 5 s deadline instead of failing"
+    # failing for what TLS said (checked below), not for the 5 s deadline, is what shows it
+    # did not wait; the bound only catches a hang, with room for a busy machine
+    assert time.monotonic() - started < 30.0, "hung instead of failing"
     assert raised.value.exit_code == ExitCode.SERVICE_UNREACHABLE
     host = "localhost" if case == "wrong server name" else oxia_secure.host
     assert f"Oxia at {host}:{oxia_secure.port}" in raised.value.message, raised.value
