@@ -78,6 +78,7 @@ class KeyFollower:
         self._said: set[tuple[str, str]] = set()  # (route, key id) said to be lacking
         self._reloaded = float("-inf")
         self._reported: tuple[int, NodeKeys] | None = None  # (session id, report)
+        self._report_failing = False  # node_keys_not_reported said, not yet reported since
 
     def follow(self) -> None:
         from nereus.adapters.cluster.sealed_keys import sealed_routes
@@ -147,10 +148,13 @@ class KeyFollower:
             return
         try:
             report_node_keys(self._store, session, report)
-        except CoordinationError as exc:  # said again next round
-            safe_event(self._events, "node_keys_not_reported", level="warning",
-                       reason=str(exc))
+        except CoordinationError as exc:  # tried again next round, said once until it works
+            if not self._report_failing:
+                self._report_failing = True
+                safe_event(self._events, "node_keys_not_reported", level="warning",
+                           reason=str(exc))
             return
+        self._report_failing = False
         self._reported = (session.session_id, report)
 
     def _apply(self, route: str, generation: int) -> None:
