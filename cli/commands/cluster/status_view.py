@@ -17,7 +17,7 @@ too, not alive (gone, or not yet joined). Each live node shows which keys it sai
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from nereus.adapters.cluster.cluster_store import ClusterView
 from nereus.adapters.cluster.liveness import OwnerHealth
@@ -76,7 +76,14 @@ def node_rows(view: ClusterView, held: Mapping[str, NodeKeys] | None = None
     return rows
 
 
-def _keys(report: NodeKeys | None) -> dict[str, Any]:
+class _HeldKeys(TypedDict):
+    """The key fields of a NodeRow or WorkerRow: what the member said it holds."""
+
+    seal_key_ids: list[str] | None
+    evidence_key_generations: dict[str, int] | None
+
+
+def _keys(report: NodeKeys | None) -> _HeldKeys:
     if report is None:
         return {"seal_key_ids": None, "evidence_key_generations": None}
     return {"seal_key_ids": list(report.seal_key_ids),
