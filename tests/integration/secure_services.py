@@ -263,3 +263,17 @@ def oxia_secure_service() -> Iterator[SecureOxiaService]:
 def oxia_secure(oxia_secure_service: SecureOxiaService) -> SecureOxia:
     """The secured Oxia (fails the test when it could not be started)."""
     return oxia_secure_service.require()
+
+
+def schedule_acknowledged(home: Path, lane: str, count: int) -> list[str]:
+    """``count`` messages scheduled on ``lane`` through the running engine, each waited for
+    until applied (acknowledged); their ids."""
+    from tests.conftest import run_nereus
+
+    ids = []
+    for n in range(count):
+        queued = run_nereus("--json", "message", "schedule", "--lane", lane, "--delay", "1s",
+                            "--payload", f"m{n}", "--wait", home=home)
+        assert queued.code == 0, queued.stderr
+        ids.append(queued.json()["delay_message_id"])
+    return ids

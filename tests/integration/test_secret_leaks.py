@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import CliResult, run_nereus
 from tests.daemon import running_engine
-from tests.integration.secure_services import SecureKafka, SecurePulsar
+from tests.integration.secure_services import SecureKafka, SecurePulsar, schedule_acknowledged
 from tests.polling import wait_until
 from tests.tui.screen_text import tour_home
 
@@ -166,12 +166,7 @@ def test_nothing_acknowledged_is_lost_while_a_password_is_fixed(
         'topic = "nereus-leak-', 'topic = "nereus-fixed-', 1))
     said: list[str] = []
     with running_engine(home):
-        ids = []
-        for n in range(3):
-            queued = run_nereus("--json", "message", "schedule", "--lane", "out", "--delay",
-                                "1s", "--payload", f"m{n}", "--wait", home=home)
-            assert queued.code == 0, queued.stderr
-            ids.append(queued.json()["delay_message_id"])
+        ids = schedule_acknowledged(home, "out", 3)
 
         def refused() -> str | None:
             lanes = run_nereus("--json", "lane", "list", home=home)

@@ -24,7 +24,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliResult, run_nereus
-from tests.integration.secure_services import SecureEtcd, SecureKafka, SecurePulsar, SecureS3
+from tests.integration.secure_services import (
+    SecureEtcd,
+    SecureKafka,
+    SecurePulsar,
+    SecureS3,
+    schedule_acknowledged,
+)
 from tests.integration.throwaway_certs import client_certificate, untrusted_ca
 
 WRONG = f"wrong-{uuid.uuid4().hex}"  # every wrong password, token or key given here
@@ -319,12 +325,7 @@ def test_nothing_acknowledged_is_lost_while_a_pulsar_token_is_fixed(
     home.chmod(0o700)
     said: list[str] = []
     with running_engine(home):
-        ids = []
-        for n in range(3):
-            queued = run_nereus("--json", "message", "schedule", "--lane", "out", "--delay",
-                                "1s", "--payload", f"m{n}", "--wait", home=home)
-            assert queued.code == 0, queued.stderr
-            ids.append(queued.json()["delay_message_id"])
+        ids = schedule_acknowledged(home, "out", 3)
 
         def refused_lane() -> str | None:
             lanes = run_nereus("--json", "lane", "list", home=home)
