@@ -249,6 +249,12 @@ complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcom
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 complete -c nereus -n '__fish_seen_subcommand_from shard; and __fish_seen_subcommand_from move' -x -a '(__nereus_names shard)'
 
 # nereus lane
@@ -428,12 +434,30 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 
 # nereus cluster config
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from config' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster status
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from status' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster nodes
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from nodes' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster drain
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l reason -x -d 'Why (required; recorded in the Shard Log with your identity).'
@@ -442,6 +466,12 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l wait -x -d 'Wait up to SECONDS until it is done (exit 6 if it is not by then).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from drain' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster undrain
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l reason -x -d 'Why (shown in the report with your identity).'
@@ -449,6 +479,12 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from undrain' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster migrate
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l to -x -d 'The other coordinator: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER.'
@@ -471,6 +507,12 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster reseal-evidence-keys
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l new-key-file -r -F -d 'The new sealing key (64 hex digits, mode 0600: `openssl rand -hex 32 > PATH; chmod 600 PATH`).'
@@ -480,6 +522,12 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from reseal-evidence-keys' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus upgrade
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and not __fish_seen_subcommand_from check status finalize' -a check -d 'Offline, like pg_upgrade --check: what this home needs before this build runs it (each shard\'s key schema and the migration steps the engine runs at its first open, checkpoints in an older manifest format, the home\'s feature level) and what will change. Exit status 1 when this build must not run the home (a downgrade below what has been written: a newer key schema or feature level).'
@@ -490,6 +538,12 @@ complete -c nereus -n '__fish_seen_subcommand_from upgrade; and not __fish_seen_
 
 # nereus upgrade status
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from status' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus upgrade finalize
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l reason -x -d 'Why (recorded with your identity).'
@@ -498,3 +552,9 @@ complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l coordinator -x -d 'The cluster: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER (default: the [cluster] coordinator of this home\'s nereus.toml).'
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from upgrade; and __fish_seen_subcommand_from finalize' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'

@@ -16,6 +16,7 @@ import msgspec
 import typer
 
 from nereus.cli.commands.cluster.access import ConfirmOpt, CoordinatorOpt, DryRunOpt, OperatorOpt
+from nereus.cli.commands.cluster.coordinator_security import takes_coordinator_security
 from nereus.cli.context import Env
 from nereus.cli.output import Answered
 from nereus.errors import ExitCode
@@ -120,6 +121,7 @@ def _cluster_status(store: ClusterStore
 
 
 @app.command("status")
+@takes_coordinator_security
 def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
     """The feature level in force (the cluster's with --coordinator or a [cluster] table,
     else this home's), this build's, and on a cluster every node that owns or may own a
@@ -157,6 +159,7 @@ def _print_status(out: Console, report: UpgradeStatus) -> None:
 
 
 @app.command("finalize")
+@takes_coordinator_security
 def finalize(
     ctx: typer.Context,
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded with your identity).")],

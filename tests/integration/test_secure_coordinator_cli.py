@@ -2,8 +2,9 @@
 ``nereus cluster init --coordinator URL`` and ``nereus init --join URL`` with ``--tls-ca-file``,
 ``--tls-cert-file``, ``--tls-key-file`` (and etcd's ``--username`` / ``--password-file``),
 against the real ``oxia-secure`` and ``etcd-secure``; the node's home keeps the settings, so
-``cluster status`` there connects the same way. Without them, or with a part missing, the
-command exits 5 naming the setting to give."""
+``cluster status`` there connects the same way, and any command given ``--coordinator URL``
+elsewhere takes the same options. Without them, or with a part missing, the command exits 5
+naming the setting to give."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_a_cluster_on_a_secured_coordinator_is_set_up_from_the_command_line(
         tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> None:
     """cluster init and init --join reach the secured coordinator with the options; the
     node's nereus.toml keeps them (absolute paths), and cluster status from that home
-    connects with them; the same status without them exits 5 naming tls_ca_file."""
+    connects with them; from elsewhere, status without them exits 5 naming tls_ca_file, and
+    cluster status and upgrade status given them connect."""
     cluster = "cli-" + hashlib.blake2b(str(tmp_path).encode(), digest_size=8).hexdigest()
     settings = secured(request, kind, cluster)
     url = settings.coordinator
@@ -64,6 +66,14 @@ def test_a_cluster_on_a_secured_coordinator_is_set_up_from_the_command_line(
                        home=tmp_path / "elsewhere")
     assert plain.code == 5, (plain.stdout, plain.stderr)
     assert "tls_ca_file" in plain.stdout + plain.stderr or kind == "etcd", plain
+    given = run_nereus("--json", "cluster", "status", "--coordinator", url, *flags(settings),
+                       home=tmp_path / "elsewhere")
+    assert given.code == 0, given.stderr
+    assert json.loads(given.stdout)["cluster"] == cluster
+    level = run_nereus("--json", "upgrade", "status", "--coordinator", url, *flags(settings),
+                       home=tmp_path / "elsewhere")
+    assert level.code == 0, level.stderr
+    assert json.loads(level.stdout)["scope"] == "cluster"
 
 
 @pytest.mark.oxia

@@ -17,6 +17,7 @@ import typer
 
 from nereus.cli.commands.cluster import configure, migrate, moves, reseal_key, rotate_key
 from nereus.cli.commands.cluster.access import CoordinatorOpt, cluster_store
+from nereus.cli.commands.cluster.coordinator_security import takes_coordinator_security
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def _status(env: Env, coordinator: str | None) -> ClusterStatus:
 
 
 @app.command("status")
+@takes_coordinator_security
 def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
     """The leader, every node (by the id it was given, its worker processes under it;
     alive or not) and every shard: its owner, fencing epoch, state (ACTIVE, RECOVERING,
@@ -62,6 +64,7 @@ def status(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
 
 
 @app.command("nodes")
+@takes_coordinator_security
 def nodes(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
     """Every node by the id it was given: alive (a member record), address, capacity,
     draining, the shards it owns, and its worker processes (`--workers N`)."""

@@ -69,15 +69,18 @@ def cluster_store(env: Env, given: str | None, *, create: bool = False,
                   security: CoordinatorSecurity | None = None) -> Iterator[ClusterStore]:
     """The cluster's records. Without ``create``, an embedded coordinator's file must
     exist already (reading a cluster never leaves a new, empty file behind). ``security``:
-    the command line's TLS and auth options, which replace the home's for that address."""
+    the command line's TLS and auth options (default: the running command's, when it
+    ``takes_coordinator_security``), which replace the home's for that address."""
     from nereus.adapters.cluster.cluster_store import ClusterStore
     from nereus.adapters.cluster.coordinator_url import open_cluster
     from nereus.adapters.cluster.home_config import use_coordinator_security
+    from nereus.cli.commands.cluster.coordinator_security import given_security
     from nereus.cluster.errors import ClusterNotInitialised
     from nereus.config.url_credentials import refuse_credentials
 
     url = coordinator_url(env, given)
     refuse_credentials(url)  # before any message names the URL
+    security = security or given_security()
     settings = None if security is None else security.settings(url)
     if settings is not None:
         use_coordinator_security(settings, home=env.layout.root)

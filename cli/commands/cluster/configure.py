@@ -28,6 +28,7 @@ from nereus.cli.commands.cluster.coordinator_security import (
     TlsCertOpt,
     TlsKeyOpt,
     UsernameOpt,
+    takes_coordinator_security,
 )
 from nereus.cli.context import Env
 
@@ -213,6 +214,7 @@ def _print_init(out: Console, report: ClusterInitReport) -> None:
         out.print(f"  nodes join with `nereus init --join {report.coordinator} --node-id ID`")
 
 
+@takes_coordinator_security
 def cluster_config(ctx: typer.Context, coordinator: CoordinatorOpt = None) -> None:
     """The cluster's configuration as its coordinator holds it, with its audit."""
     import msgspec

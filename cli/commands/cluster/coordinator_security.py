@@ -1,17 +1,23 @@
-"""The options that reach a secured coordinator from the command line, before any node's
-home says how (``cluster init --coordinator URL``, ``init --join URL``): TLS (etcd's https,
-Oxia's gRPC) with the CA of its certificate and a client certificate, and etcd's own user and
-password (by reference). They are the node's ``[cluster]`` settings of the same names,
-checked by the same rules (``parse_config``), and ``init --join`` writes them into the home
-it makes (paths made absolute), so the engine there connects the same way.
+"""The options that reach a secured coordinator from the command line, where no node's home
+says how (``cluster init --coordinator URL``, ``init --join URL``, and every command given
+``--coordinator URL`` outside a node's home): TLS (etcd's https, Oxia's gRPC) with the CA of
+its certificate and a client certificate, and etcd's own user and password (by reference).
+They are the node's ``[cluster]`` settings of the same names, checked by the same rules
+(``parse_config``), and ``init --join`` writes them into the home it makes (paths made
+absolute), so the engine there connects the same way. ``takes_coordinator_security`` adds
+them to a command that reaches the cluster through ``access.cluster_store``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -75,3 +81,42 @@ class CoordinatorSecurity:
                                ).cluster
         assert cluster is not None
         return cluster
+
+
+_OPTIONS: dict[str, object] = {
+    "tls_ca_file": TlsCaOpt, "tls_cert_file": TlsCertOpt, "tls_key_file": TlsKeyOpt,
+    "username": UsernameOpt, "password_file": PasswordFileOpt, "password_env": PasswordEnvOpt,
+}
+_given: ContextVar[CoordinatorSecurity | None] = ContextVar("coordinator_security",
+                                                            default=None)
+Result = TypeVar("Result")
+
+
+def given_security() -> CoordinatorSecurity | None:
+    """What the running command's options above said (None outside such a command)."""
+    return _given.get()
+
+
+def takes_coordinator_security(command: Callable[..., Result]) -> Callable[..., Result]:
+    """``command`` taking the options above as well (added to the signature Typer reads);
+    while it runs, ``given_security()`` holds what they said, and ``access.cluster_store``
+    uses it for the address it opens, so each command need not pass them along."""
+    signature = inspect.signature(command, eval_str=True)
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=annotation)
+             for name, annotation in _OPTIONS.items()]
+
+    @functools.wraps(command)
+    def with_security(*args: Any, **kwargs: Any) -> Result:
+        token = _given.set(CoordinatorSecurity(**{name: kwargs.pop(name, None)
+                                                  for name in _OPTIONS}))
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _given.reset(token)
+
+    with_security.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), *added])
+    with_security.__annotations__ = {**get_type_hints(command, include_extras=True),
+                                     **_OPTIONS}
+    return with_security

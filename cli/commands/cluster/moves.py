@@ -29,6 +29,7 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
+from nereus.cli.commands.cluster.coordinator_security import takes_coordinator_security
 from nereus.cli.context import Env
 from nereus.cli.mutation.options import ReasonOpt
 from nereus.cluster.names import members_of, node_of
@@ -53,6 +54,7 @@ NodeArg = Annotated[str, typer.Argument(
     metavar="NODE", help="The node's id (as given to `init --join --node-id`).")]
 
 
+@takes_coordinator_security
 def shard_move(
     ctx: typer.Context,
     shard: Annotated[str, typer.Argument(help="The shard (ROUTE/PARTITION).")],
@@ -220,6 +222,7 @@ def _not_yet(result: str) -> None:
         raise Answered(ExitCode.RESULT_NOT_KNOWN)
 
 
+@takes_coordinator_security
 def cluster_drain(
     ctx: typer.Context,
     node: NodeArg,
@@ -297,6 +300,7 @@ def _print_drain(out: Console, report: NodeDrainReport) -> None:
               f"it owns {owns}")
 
 
+@takes_coordinator_security
 def cluster_undrain(
     ctx: typer.Context,
     node: NodeArg,

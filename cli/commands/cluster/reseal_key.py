@@ -28,6 +28,7 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
+from nereus.cli.commands.cluster.coordinator_security import takes_coordinator_security
 from nereus.cli.commands.cluster.rotate_key import key_routes, read_seal_key_file, seal_key_from
 from nereus.cli.context import Env
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from nereus.evidence_mac import EvidenceKeys
 
 
+@takes_coordinator_security
 def reseal_evidence_keys(
     ctx: typer.Context,
     new_key_file: Annotated[Path, typer.Option(

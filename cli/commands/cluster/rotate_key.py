@@ -26,6 +26,7 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
+from nereus.cli.commands.cluster.coordinator_security import takes_coordinator_security
 from nereus.cli.context import Env
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_GRACE = "7d"
 
 
+@takes_coordinator_security
 def rotate_evidence_key(
     ctx: typer.Context,
     reason: Annotated[str, typer.Option(
