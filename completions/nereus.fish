@@ -493,10 +493,22 @@ complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subc
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l as -l operator -x -d 'Operator identity to record (default: the user running nereus).'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l dry-run -d 'Check and show what would be written; write nothing.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l yes -s y -d 'Do not ask for confirmation (scripts; required without a terminal).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from migrate' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster rejoin
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l to -x -d 'The other coordinator: oxia://HOST:PORT/CLUSTER, etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER.'
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l dry-run -d 'Check and show what would be written; write nothing.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l tls-ca-file -r -F -d 'The coordinator over TLS (etcd: https; Oxia: gRPC over TLS): the CA of its certificate, the only one trusted; a node\'s [cluster] setting of the same name (docs/security.md).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l tls-cert-file -r -F -d 'A client certificate (PEM) for a coordinator that requires one, with --tls-key-file.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l tls-key-file -r -F -d 'The client certificate\'s key (PEM).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l username -x -d 'etcd\'s auth: the user (with --password-file or --password-env; Oxia has none).'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l password-file -r -F -d 'etcd\'s auth: a file (mode 0600, yours) holding the user\'s password.'
+complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rejoin' -l password-env -x -d 'etcd\'s auth: the environment variable holding the user\'s password.'
 
 # nereus cluster rotate-evidence-key
 complete -c nereus -n '__fish_seen_subcommand_from cluster; and __fish_seen_subcommand_from rotate-evidence-key' -l reason -x -d 'Why (required; kept with your identity in the route\'s record).'

@@ -17,6 +17,8 @@ from nereus.config import CLUSTER_TABLES, NODE_TABLES, Config, parse_config, tab
 from nereus.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from nereus.config import ClusterSettings
 
 
@@ -99,6 +101,33 @@ def use_coordinator_security(cluster: ClusterSettings, *, home: Path) -> None:
 
     use_etcd_security(cluster, home=home)
     use_oxia_security(cluster, home=home)
+
+
+def with_cluster_lines(text: str, replaced: Iterable[str], lines: str, *, source: str) -> str:
+    """A node's ``nereus.toml`` text whose ``[cluster]`` table has no line setting any of
+    ``replaced`` and has ``lines`` (``key = value`` lines) right below its header; every
+    other line as it was. ``ConfigError`` when there is no ``[cluster]`` table."""
+    import re
+
+    header = re.compile(r"^\s*\[")
+    cluster = re.compile(r"^\s*\[\s*cluster\s*\]\s*(#.*)?$")
+    setting = re.compile(r"^\s*(" + "|".join(map(re.escape, replaced)) + r")\s*=")
+    kept: list[str] = []
+    inside = found = False
+    for line in text.splitlines(keepends=True):
+        if header.match(line):
+            inside = bool(cluster.match(line))
+            kept.append(line)
+            if inside and not found:
+                found = True
+                kept.append(lines if line.endswith("\n") else "\n" + lines)
+            continue
+        if not (inside and setting.match(line)):
+            kept.append(line)
+    if not found:
+        raise ConfigError(f"{source}: no [cluster] table", hint="`nereus init --join URL "
+                          "--node-id ID` makes a node's home")
+    return "".join(kept)
 
 
 def with_coordinator(text: str, url: str, *, source: str) -> str:

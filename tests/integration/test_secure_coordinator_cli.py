@@ -93,3 +93,45 @@ def test_a_missing_client_certificate_on_the_command_line_exits_5_naming_it(
                       "--from", source, *flags(settings), "--tls-cert-file",
                       str(oxia_secure.certs / "client.pem"), home=tmp_path / "operator")
     assert half.code == 2 and "tls_key_file" in half.stdout + half.stderr, half
+
+
+@pytest.mark.parametrize("kind", [pytest.param("oxia", marks=pytest.mark.oxia),
+                                  pytest.param("etcd", marks=pytest.mark.etcd)])
+def test_a_cluster_moves_to_a_secured_coordinator_from_the_command_line(
+        tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> None:
+    """A cluster on an embedded coordinator is migrated to the secured one and its node's
+    home rejoined there with the options: without them migrate and rejoin exit 5 and
+    change nothing; with them the home's [cluster] names the new coordinator and its
+    settings, and cluster status from the home connects."""
+    from nereus.adapters.cluster.coordinator_url import sqlite_url
+
+    cluster = "mv-" + hashlib.blake2b(str(tmp_path).encode(), digest_size=8).hexdigest()
+    source = sqlite_url(tmp_path / "coord.db", cluster)
+    written = run_nereus("--json", "cluster", "init", "--coordinator", source, "--from",
+                         str(cluster_file(tmp_path)), "--reason", "first",
+                         home=tmp_path / "operator")
+    assert written.code == 0, written.stderr
+    node = tmp_path / "node"
+    assert run_nereus("--json", "init", "--join", source, "--node-id", "n1", home=node).code == 0
+    settings = secured(request, kind, cluster)
+    url = settings.coordinator
+    move = ("--json", "cluster", "migrate", "--to", url, "--reason", "secured", "--yes")
+    plain = run_nereus(*move, home=node)
+    assert plain.code == 5, (plain.stdout, plain.stderr)
+    moved = run_nereus(*move, *flags(settings), home=node)
+    assert moved.code == 0, moved.stderr
+    assert json.loads(moved.stdout)["result"] == "MIGRATED"
+    text = (node / "nereus.toml").read_text()
+    refused = run_nereus("--json", "cluster", "rejoin", "--to", url, home=node)
+    assert refused.code == 5 and (node / "nereus.toml").read_text() == text, refused
+    rejoined = run_nereus("--json", "cluster", "rejoin", "--to", url, *flags(settings),
+                          home=node)
+    assert rejoined.code == 0, rejoined.stderr
+    assert json.loads(rejoined.stdout)["result"] == "REJOINED"
+    kept = parse_config((node / "nereus.toml").read_text()).cluster
+    assert kept is not None and kept.coordinator == url and kept.node_id == "n1"
+    assert (kept.tls_ca_file, kept.tls_cert_file, kept.username) == (
+        settings.tls_ca_file, settings.tls_cert_file, settings.username)
+    status = run_nereus("--json", "cluster", "status", home=node)
+    assert status.code == 0, status.stderr
+    assert json.loads(status.stdout)["coordinator"] == url

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar, get_type_hints
 
 import typer
 
@@ -55,6 +55,18 @@ class CoordinatorSecurity:
     password_file: Path | None = None
     password_env: str | None = None
 
+    @classmethod
+    def of(cls, cluster: ClusterSettings, *, home: Path) -> CoordinatorSecurity:
+        """A node's ``[cluster]`` settings as these options (relative paths: the home's)."""
+        def path(value: str | None) -> Path | None:
+            return None if value is None else home / value
+
+        return cls(tls_ca_file=path(cluster.tls_ca_file),
+                   tls_cert_file=path(cluster.tls_cert_file),
+                   tls_key_file=path(cluster.tls_key_file), username=cluster.username,
+                   password_file=path(cluster.password_file),
+                   password_env=cluster.password_env)
+
     @property
     def given(self) -> bool:
         return any(getattr(self, field.name) is not None for field in fields(self))
@@ -83,6 +95,8 @@ class CoordinatorSecurity:
         return cluster
 
 
+SETTINGS: Final = ("tls_ca_file", "tls_cert_file", "tls_key_file", "username",
+                   "password_file", "password_env")  # the fields above, [cluster]'s names
 _OPTIONS: dict[str, object] = {
     "tls_ca_file": TlsCaOpt, "tls_cert_file": TlsCertOpt, "tls_key_file": TlsKeyOpt,
     "username": UsernameOpt, "password_file": PasswordFileOpt, "password_env": PasswordEnvOpt,

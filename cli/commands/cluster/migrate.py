@@ -26,6 +26,10 @@ from nereus.cli.commands.cluster.access import (
     cluster_store,
     now_ms,
 )
+from nereus.cli.commands.cluster.coordinator_security import (
+    CoordinatorSecurity,
+    takes_coordinator_security,
+)
 from nereus.cli.context import Env
 from nereus.cli.mutation.options import ReasonOpt
 
@@ -44,6 +48,7 @@ ToOpt = Annotated[str, typer.Option(
     "etcd://HOST:PORT/CLUSTER or sqlite:///ABSOLUTE/PATH.db/CLUSTER.")]
 
 
+@takes_coordinator_security
 def cluster_migrate(
     ctx: typer.Context,
     to: ToOpt,
@@ -59,7 +64,9 @@ def cluster_migrate(
     checkpoint catalog and each shard's epoch counter, then marks the old place moved (no
     node starts there again). Refused while any node is live (each is named) and when the
     target holds another cluster. Then run `nereus cluster rejoin --to URL` in each node's
-    home and start the nodes: every shard activates with a higher epoch than it had."""
+    home and start the nodes: every shard activates with a higher epoch than it had.
+    The TLS and auth options are the target's (--to); the source is reached as any
+    cluster command reaches --coordinator or the home's [cluster]."""
     import msgspec
 
     from nereus.adapters.cluster.migration import migrate
@@ -68,7 +75,8 @@ def cluster_migrate(
 
     env: Env = ctx.obj
     who = identity(operator, reason, None, None)
-    with cluster_store(env, coordinator) as source, cluster_store(env, to, create=True) as target:
+    source_store = cluster_store(env, coordinator, security=CoordinatorSecurity())
+    with source_store as source, cluster_store(env, to, create=True) as target:
         preview = migrate(source.handle, target.handle, operator=who.operator,
                           reason=who.reason, now_ms=now_ms(), dry_run=True)
         if not dry_run:
@@ -119,6 +127,7 @@ def _print_migrate(out: Console, report: ClusterMigrateReport) -> None:
                   "then nereus engine start")
 
 
+@takes_coordinator_security
 def cluster_rejoin(
     ctx: typer.Context,
     to: ToOpt,
@@ -127,9 +136,10 @@ def cluster_rejoin(
     """Make this home's node join the cluster at another coordinator, after `cluster
     migrate` copied the cluster there.
 
-    Rewrites the one line `[cluster] coordinator` of the home's nereus.toml (everything
-    else is kept), after checking that the engine is stopped, that URL holds a whole copy
-    of the cluster this home named, and that the node is not running there already.
+    Rewrites the line `[cluster] coordinator` of the home's nereus.toml, and with the TLS
+    and auth options its lines of those settings (everything else is kept), after checking
+    that the engine is stopped, that URL holds a whole copy of the cluster this home named
+    (reached as the engine will reach it), and that the node is not running there already.
     `nereus engine start` then joins there."""
     import msgspec
 
@@ -155,7 +165,11 @@ def cluster_rejoin(
     if env.engine_running():
         raise NereusError(f"the engine of {env.home} runs (node {node_id} at {previous})",
                           hint="stop it first: nereus engine stop")
-    with cluster_store(env, to) as store:
+    planned = _with_security(text, source=str(path))
+    reach = parse_config(with_coordinator(planned, to, source=str(path)), source=str(path))
+    assert reach.cluster is not None
+    security = CoordinatorSecurity.of(reach.cluster, home=path.parent)
+    with cluster_store(env, to, security=security) as store:
         url, cluster = store.url, store.handle.cluster
         unchanged = same_place(previous, url)
         if not unchanged:
@@ -163,7 +177,7 @@ def cluster_rejoin(
     result: RejoinResult = "UNCHANGED" if unchanged else "DRY_RUN" if dry_run \
         else "REJOINED"
     if result == "REJOINED":
-        rewritten = with_coordinator(text, url, source=str(path))
+        rewritten = with_coordinator(planned, url, source=str(path))
         tmp = path.with_suffix(".toml.tmp")
         tmp.write_text(rewritten)
         tmp.chmod(path.stat().st_mode & 0o777)
@@ -172,6 +186,18 @@ def cluster_rejoin(
                                  cluster=cluster, coordinator=url, previous=previous,
                                  result=result)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_rejoin(out, shown(report)))
+
+
+def _with_security(text: str, *, source: str) -> str:
+    """A node's nereus.toml with the running command's TLS and auth options as its
+    ``[cluster]`` settings of those names (all of them replaced), or as it is without."""
+    from nereus.adapters.cluster.home_config import with_cluster_lines
+    from nereus.cli.commands.cluster.coordinator_security import SETTINGS, given_security
+
+    given = given_security()
+    if given is None or not given.given:
+        return text
+    return with_cluster_lines(text, SETTINGS, given.toml(), source=source)
 
 
 def _print_rejoin(out: Console, report: ClusterRejoinReport) -> None:
