@@ -80,8 +80,8 @@ def test_a_cluster_on_a_secured_coordinator_is_set_up_from_the_command_line(
 def test_a_missing_client_certificate_on_the_command_line_exits_5_naming_it(
         tmp_path: Path, oxia_secure: SecureOxia) -> None:
     """cluster init with the CA but without the client certificate Oxia requires exits 5
-    at once, naming the connection and --tls-cert-file's setting; a certificate without
-    its key is refused as bad usage before any connection."""
+    at once, naming the connection and --tls-cert-file's setting, without gRPC's own log
+    lines; a certificate without its key is refused as bad usage before any connection."""
     settings = oxia_secure.cluster_settings("cli-no-cert", client=False)
     source = str(cluster_file(tmp_path))
     refused = run_nereus("--json", "cluster", "init", "--coordinator", settings.coordinator,
@@ -89,6 +89,7 @@ def test_a_missing_client_certificate_on_the_command_line_exits_5_naming_it(
     assert refused.code == 5, (refused.stdout, refused.stderr)
     said = refused.stdout + refused.stderr
     assert f"Oxia at {oxia_secure.host}:{oxia_secure.port}" in said and "tls_cert_file" in said
+    assert "ssl_transport_security" not in refused.stderr, "gRPC's own log lines shown"
     half = run_nereus("--json", "cluster", "init", "--coordinator", settings.coordinator,
                       "--from", source, *flags(settings), "--tls-cert-file",
                       str(oxia_secure.certs / "client.pem"), home=tmp_path / "operator")

@@ -15,6 +15,7 @@ late or not serving now is ``CoordinatorUnavailable``; an unknown session (code 
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -74,10 +75,19 @@ def messages() -> Any:
                  "Oxia's proto in the Go module cache)") from exc
 
 
+def quiet_grpc() -> None:
+    """gRPC's C core writes its own lines on stderr when TLS fails ("E1205 ...
+    ssl_transport_security ... Corruption detected"), beside, and before, the error raised
+    here that names the connection and the setting to check. They are turned off unless
+    the operator asks for them (``GRPC_VERBOSITY=ERROR``); read once, before gRPC starts."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
 class OxiaWire:
     """The gRPC calls of one cluster's coordinator (see the module's docstring)."""
 
     def __init__(self, address: OxiaAddress, *, timeout_s: float) -> None:
+        quiet_grpc()
         import grpc
 
         self._grpc: Any = grpc
