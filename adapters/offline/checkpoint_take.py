@@ -2,7 +2,8 @@
 
 Take: a RocksDB checkpoint (hard links, taken by the shard's owner between two applied
 batches, so it is exactly the state at one applied position), then the manifest: every
-file with size and SHA-256, the digest recomputed from the checkpoint itself, the payload
+file with size and BLAKE3 (read only if no earlier checkpoint of this process hashed
+the same inode: ``hashed``), the digest recomputed from the checkpoint itself, the payload
 objects the state references. Upload: files first, manifest last, then the catalog entry
 with a conditional create; a checkpoint killed half-way has no catalog entry, so nothing
 points at it (its orphaned files are harmless and can be swept). From feature level 2 a
@@ -103,7 +104,7 @@ def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str
         digest = _digest_in_a_child(directory)
     files = []
     for name in sorted(os.listdir(directory)):
-        size, checksum = file_hash(directory / name, None, FILE_HASH_OF_FORMAT[FORMAT_VERSION])
+        size, checksum = hashed(directory / name)
         files.append(FileEntry(name=name, size=size, blake3=checksum))
     files, format_version = share_with_parent(files, parent_manifest, level=level)
     manifest = Manifest(
@@ -116,6 +117,28 @@ def describe(directory: Path, shard: ShardId, *, checkpoint_id: str, parent: str
     )
     (directory / MANIFEST_NAME).write_bytes(encode_json(manifest))
     return manifest
+
+
+# (device, inode, size, mtime in ns) of a file hashed before -> its (size, BLAKE3). A
+# snapshot hard-links the live database's table files, which RocksDB never changes once
+# written: the next snapshot links the same inodes, so only files new since the last one
+# are read. A file rewritten or replaced has another inode or mtime; ctime is left out,
+# since each new hard link changes it.
+_HASHED: dict[tuple[int, int, int, int], tuple[int, str]] = {}
+_HASHED_LIMIT = 100_000  # entries (a shard's database has hundreds of files)
+
+
+def hashed(path: Path) -> tuple[int, str]:
+    """``file_hash`` of ``path`` in this build's format (BLAKE3), read only when no file of
+    the same identity was hashed before in this process (``_HASHED``)."""
+    stat = path.stat()
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    known = _HASHED.get(identity)
+    if known is None:
+        if len(_HASHED) >= _HASHED_LIMIT:
+            _HASHED.clear()
+        known = _HASHED[identity] = file_hash(path, None, FILE_HASH_OF_FORMAT[FORMAT_VERSION])
+    return known
 
 
 def _small(directory: Path) -> bool:
