@@ -95,12 +95,11 @@ class CoordinatorSecurity:
         return cluster
 
 
-SETTINGS: Final = ("tls_ca_file", "tls_cert_file", "tls_key_file", "username",
-                   "password_file", "password_env")  # the fields above, [cluster]'s names
-_OPTIONS: dict[str, object] = {
+_OPTIONS: dict[str, object] = {  # each field above: its option
     "tls_ca_file": TlsCaOpt, "tls_cert_file": TlsCertOpt, "tls_key_file": TlsKeyOpt,
     "username": UsernameOpt, "password_file": PasswordFileOpt, "password_env": PasswordEnvOpt,
 }
+SETTINGS: Final = tuple(_OPTIONS)  # their [cluster] names, the same
 _given: ContextVar[CoordinatorSecurity | None] = ContextVar("coordinator_security",
                                                             default=None)
 Result = TypeVar("Result")
