@@ -43,8 +43,9 @@ def evidence_key_checks(env: Env, now_ms: int) -> list[DoctorCheck]:
                       "holds) and see its log for why a key was not applied",
                       severity="warning")]
     held = ", ".join(sorted({r.key_id for r in records.values()})) or "none: no key sealed yet"
-    said = f"{len(reports)} live node(s) hold each route's sealing key ({held}) and current " \
-        "evidence key" if reports else "no live node has said which keys it holds"
+    said = f"{len(reports)} live process(es) (nodes and their workers) hold each route's " \
+        f"sealing key ({held}) and current evidence key" if reports else \
+        "no live node has said which keys it holds"
     return [check(NAME, True, said, severity="warning")]
 
 
