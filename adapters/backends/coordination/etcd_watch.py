@@ -16,10 +16,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import socket
-import threading
-import time
-from collections import deque
-from collections.abc import Iterator
 from typing import Final
 
 import msgspec
@@ -34,11 +30,12 @@ from nereus.adapters.backends.coordination.etcd_wire import (
     KeyLayout,
     KeyValue,
 )
-from nereus.coordination.errors import NotificationsLost
+from nereus.adapters.backends.coordination.stream_subscription import (
+    StreamLost,
+    StreamSubscription,
+)
 from nereus.coordination.records import Notification, NotificationType, prefix_range
 
-RETRY_MIN_S: Final = 0.05
-_NEXT_SLICE_S: Final = 1.0  # how long one wait of a blocking __next__ lasts
 _KEEPALIVE: Final = (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
 
 
@@ -78,61 +75,19 @@ class _StreamEnded(Exception):
     """The stream ended without losing anything: open it again."""
 
 
-class _Compacted(Exception):
-    def __init__(self, compact_revision: int) -> None:
-        super().__init__(compact_revision)
-        self.compact_revision = compact_revision
-
-
-class EtcdNotifications:
+class EtcdNotifications(StreamSubscription):
     """A subscription (``nereus.coordination.Notifications``) to one key prefix."""
 
     def __init__(self, address: EtcdAddress, layout: KeyLayout, prefix: str, *,
                  start_revision: int, connect_timeout_s: float, retry_max_s: float) -> None:
+        super().__init__(prefix, retry_max_s=retry_max_s, thread_name=f"etcd-watch-{prefix}")
         self._address = address
         self._layout = layout
-        self._prefix = prefix
         low, high = prefix_range(layout.records + prefix)
         self._span = (low.encode(), high.encode())
         self._connect_timeout_s = connect_timeout_s
-        self._retry_max_s = retry_max_s
-        self._changed = threading.Condition()  # guards everything below it
-        self._ready: deque[Notification] = deque()
-        self._next_revision = start_revision
-        self._lost: tuple[int, int] | None = None  # (after, trimmed through) once compacted
-        self._sock: socket.socket | None = None  # the stream being read
-        self._closed = threading.Event()
-        self.last_error: str | None = None  # why the latest stream ended, if it did
-        self.streams_opened = 0  # how many watches were created (1 + reconnections)
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"etcd-watch-{prefix}")
-        self._thread.start()
-
-    # reading ----------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Notification]:
-        return self
-
-    def __next__(self) -> Notification:
-        while True:
-            found = self.poll(_NEXT_SLICE_S)
-            if found is not None:
-                return found
-            if self._closed.is_set():
-                raise StopIteration
-
-    def poll(self, timeout_s: float) -> Notification | None:
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not self._closed.is_set():
-                if self._ready:
-                    return self._ready.popleft()
-                if self._lost is not None:
-                    raise NotificationsLost(self._prefix, *self._lost)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._changed.wait(left)
-        return None
+        self._next_revision = start_revision  # guarded by _changed
+        self._start()
 
     @property
     def next_revision(self) -> int:
@@ -140,38 +95,9 @@ class EtcdNotifications:
         with self._changed:
             return self._next_revision
 
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        with self._changed:
-            self._closed.set()
-            sock, self._sock = self._sock, None
-            self._changed.notify_all()
-        if sock is not None:
-            _shut(sock)
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
-
     # the stream -------------------------------------------------------------------------
-    def _run(self) -> None:
-        backoff_s = RETRY_MIN_S
-        while not self._closed.is_set():
-            opened = self.streams_opened
-            try:
-                self._stream()
-            except _Compacted as exc:
-                with self._changed:
-                    self._lost = (self._next_revision - 1, exc.compact_revision - 1)
-                    self._changed.notify_all()
-                return
-            except Exception as exc:  # the stream ended: open it again after a pause
-                self.last_error = f"{type(exc).__name__}: {exc}"
-            if self.streams_opened > opened:
-                backoff_s = RETRY_MIN_S
-            self._closed.wait(backoff_s)
-            backoff_s = min(backoff_s * 2, self._retry_max_s)
+    def _cut(self, stream: socket.socket) -> None:
+        _shut(stream)
 
     def _stream(self) -> None:
         """Watch from ``next_revision`` until the stream ends (an exception says how)."""
@@ -194,10 +120,9 @@ class EtcdNotifications:
                 gateway.close()
         try:
             conn.connect()
+            if conn.sock is None or not self._opened(conn.sock):
+                return
             with self._changed:
-                if self._closed.is_set() or conn.sock is None:
-                    return
-                self._sock = conn.sock
                 start = self._next_revision
             request = WatchRequest(WatchCreate(key=self._span[0], range_end=self._span[1],
                                                start_revision=start))
@@ -213,8 +138,7 @@ class EtcdNotifications:
                 if line.strip():
                     self._take(msgspec.json.decode(line, type=WatchLine, strict=False))
         finally:
-            with self._changed:
-                self._sock = None
+            self._ended(conn.sock)
             conn.close()
 
     def _take(self, line: WatchLine) -> None:
@@ -223,17 +147,16 @@ class EtcdNotifications:
             raise _StreamEnded(f"etcd ended the watch: {why}")
         result = line.result
         if result.canceled:
-            if result.compact_revision > 0:
-                raise _Compacted(result.compact_revision)
+            if result.compact_revision > 0:  # compacted: what came after ours is gone
+                raise StreamLost(self._next_revision - 1, result.compact_revision - 1)
             raise _StreamEnded(f"etcd cancelled the watch: {result.cancel_reason or '?'}")
         if result.created:
             self.streams_opened += 1
             return
         with self._changed:
             if result.events:
-                self._ready.extend(self._change(event) for event in result.events)
+                self._deliver(self._change(event) for event in result.events)
                 self._next_revision = result.events[-1].kv.mod_revision + 1
-                self._changed.notify_all()
             elif result.header.revision >= self._next_revision:  # a progress notification
                 self._next_revision = result.header.revision + 1
 

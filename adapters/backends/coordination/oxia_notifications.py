@@ -15,58 +15,41 @@ gRPC keep-alives (about 15 s).
 from __future__ import annotations
 
 import threading
-import time
-from collections import deque
-from collections.abc import Iterator
 from typing import Any, Final
 
 from nereus.adapters.backends.coordination.coordinator_clock import CoordinatorClock
 from nereus.adapters.backends.coordination.oxia_keys import OxiaAddress
 from nereus.adapters.backends.coordination.oxia_wire import OxiaWire, batches
-from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable, NotificationsLost
+from nereus.adapters.backends.coordination.stream_subscription import (
+    StreamLost,
+    StreamSubscription,
+)
+from nereus.coordination.errors import CoordinationError, CoordinatorUnavailable
 from nereus.coordination.records import Notification, NotificationType
 
-RETRY_MIN_S: Final = 0.05
 DEFAULT_RETENTION_MS: Final = 3_600_000  # Oxia's --notifications-retention-time default
-_NEXT_SLICE_S: Final = 1.0  # how long one wait of a blocking __next__ lasts
 _TYPES: Final = {0: NotificationType.KEY_CREATED, 1: NotificationType.KEY_MODIFIED,
                  2: NotificationType.KEY_DELETED, 3: NotificationType.KEY_RANGE_DELETED}
 
 
-class _Gap(Exception):
-    def __init__(self, after: int, first: int) -> None:
-        super().__init__(after, first)
-        self.after = after
-        self.first = first
-
-
-class OxiaNotifications:
+class OxiaNotifications(StreamSubscription):
     """A subscription (``nereus.coordination.Notifications``) to one key prefix."""
 
     def __init__(self, wire: OxiaWire, address: OxiaAddress, prefix: str, *,
                  clock: CoordinatorClock, retry_max_s: float,
                  retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+        super().__init__(prefix, retry_max_s=retry_max_s,
+                         thread_name=f"oxia-notifications-{prefix}")
         self._wire = wire
         self._address = address
-        self._prefix = prefix
         self._clock = clock
-        self._retry_max_s = retry_max_s
         self._retention_ms = retention_ms
-        self._changed = threading.Condition()  # guards everything below it
-        self._ready: deque[Notification] = deque()
         self._position: int | None = None  # the offset of the last batch consumed
         self._position_is_batch = False  # False while it is the starting commit offset
         self._started_ms = clock.monotonic_ms()
-        self._lost: tuple[int, int] | None = None  # (after, trimmed through) once lost
-        self._call: Any = None  # the stream being read
         self._start_error: CoordinationError | None = None
         self._positioned = threading.Event()
-        self._closed = threading.Event()
-        self.last_error: str | None = None  # why the latest stream ended, if it did
-        self.streams_opened = 0  # how many streams were opened (1 + reconnections)
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"oxia-notifications-{prefix}")
-        self._thread.start()
+        self._start()
         if not self._positioned.wait(wire.timeout_s) or self._start_error is not None:
             error = self._start_error or CoordinatorUnavailable(
                 f"Oxia at {address.target} did not start the notification stream within "
@@ -74,76 +57,24 @@ class OxiaNotifications:
             self.close()
             raise error
 
-    # reading ----------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Notification]:
-        return self
-
-    def __next__(self) -> Notification:
-        while True:
-            found = self.poll(_NEXT_SLICE_S)
-            if found is not None:
-                return found
-            if self._closed.is_set():
-                raise StopIteration
-
-    def poll(self, timeout_s: float) -> Notification | None:
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not self._closed.is_set():
-                if self._ready:
-                    return self._ready.popleft()
-                if self._lost is not None:
-                    raise NotificationsLost(self._prefix, *self._lost)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._changed.wait(left)
-        return None
-
     @property
     def position(self) -> int | None:
         """The offset of the last batch consumed (where a new stream resumes)."""
         with self._changed:
             return self._position
 
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        with self._changed:
-            self._closed.set()
-            call, self._call = self._call, None
-            self._changed.notify_all()
-        if call is not None:
-            call.cancel()
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
-
     # the stream -------------------------------------------------------------------------
-    def _run(self) -> None:
-        backoff_s = RETRY_MIN_S
-        while not self._closed.is_set():
-            opened = self.streams_opened
-            try:
-                self._stream()
-            except _Gap as gap:
-                with self._changed:
-                    self._lost = (gap.after, gap.first - 1)
-                    self._changed.notify_all()
-                return
-            except CoordinationError as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                if not self._positioned.is_set():
-                    self._start_error = exc
-                    self._positioned.set()
-                    return
-            except Exception as exc:  # the stream ended: open it again after a pause
-                self.last_error = f"{type(exc).__name__}: {exc}"
-            if self.streams_opened > opened:
-                backoff_s = RETRY_MIN_S
-            self._closed.wait(backoff_s)
-            backoff_s = min(backoff_s * 2, self._retry_max_s)
+    def _cut(self, stream: Any) -> None:
+        stream.cancel()
+
+    def _gives_up(self, error: Exception) -> bool:
+        """A stream that could not start before the first position: the constructor
+        raises what the coordinator said."""
+        if isinstance(error, CoordinationError) and not self._positioned.is_set():
+            self._start_error = error
+            self._positioned.set()
+            return True
+        return False
 
     def _stream(self) -> None:
         """Read one stream until it ends (an exception says how)."""
@@ -151,11 +82,8 @@ class OxiaNotifications:
             position, is_batch = self._position, self._position_is_batch
         resume_from = None if position is None else max(position - 1, -1)
         call = self._wire.subscribe(resume_from)
-        with self._changed:
-            if self._closed.is_set():
-                call.cancel()
-                return
-            self._call = call
+        if not self._opened(call):
+            return
         self.streams_opened += 1
         first = True
         try:
@@ -170,16 +98,14 @@ class OxiaNotifications:
                 if first:
                     first = False
                     if offset != position and (is_batch or self._too_late_to_tell()):
-                        raise _Gap(position, offset)
+                        raise StreamLost(position, offset - 1)
                 if offset <= position:
                     continue  # the batch at the position again: delivered already
                 self._take(batch)
                 position = offset
             raise CoordinatorUnavailable("Oxia ended the notification stream")
         finally:
-            with self._changed:
-                if self._call is call:
-                    self._call = None
+            self._ended(call)
 
     def _too_late_to_tell(self) -> bool:
         """Whether Oxia may have trimmed batches written since the subscription started."""
@@ -198,8 +124,7 @@ class OxiaNotifications:
         with self._changed:
             self._position, self._position_is_batch = int(batch.offset), True
             if found:
-                self._ready.extend(found)
-                self._changed.notify_all()
+                self._deliver(found)
 
     def _change(self, oxia_key: str, note: Any) -> Notification | None:
         key = self._address.key_of(oxia_key)
