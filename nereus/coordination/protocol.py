@@ -15,10 +15,11 @@ secondary indexes, floor/ceiling lookups.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from nereus.coordination.errors import CoordinationError
 from nereus.coordination.records import Notification, Record, Version
 
 
@@ -155,3 +156,19 @@ class SessionClock(Protocol):
     def session_time(self, session_id: int) -> SessionTime | None:
         """The session's time left; None when the store does not know it (ended)."""
         ...
+
+
+def close_handles(subscriptions: Iterable[Notifications], sessions: Iterable[Session]
+                  ) -> CoordinationError | None:
+    """Close every subscription, then every session (each session's records go now); the
+    first session that failed to close, after closing all the others, or None. What a
+    coordinator's ``close`` does before closing its own connections."""
+    for subscription in subscriptions:
+        subscription.close()
+    failed: CoordinationError | None = None
+    for session in sessions:
+        try:
+            session.close()
+        except CoordinationError as exc:
+            failed = failed or exc
+    return failed

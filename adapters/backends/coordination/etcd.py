@@ -44,7 +44,7 @@ from nereus.coordination.errors import (
     SessionExpired,
     UnexpectedVersionId,
 )
-from nereus.coordination.protocol import Session, SessionTime
+from nereus.coordination.protocol import Session, SessionTime, close_handles
 from nereus.coordination.records import (
     EXPECTED_RECORD_DOES_NOT_EXIST,
     Record,
@@ -283,14 +283,7 @@ class EtcdCoordinator:
             sessions, self._sessions = self._sessions, []
             subscriptions, self._subscriptions = self._subscriptions, []
             gateways, self._gateways = self._gateways, []
-        for subscription in subscriptions:
-            subscription.close()
-        failed: CoordinationError | None = None
-        for session in sessions:
-            try:
-                session.close()
-            except CoordinationError as exc:
-                failed = failed or exc
+        failed = close_handles(subscriptions, sessions)
         for gateway in gateways:
             gateway.close()
         if failed is not None:

@@ -32,7 +32,7 @@ from nereus.coordination.errors import (
     SessionExpired,
     UnexpectedVersionId,
 )
-from nereus.coordination.protocol import Session
+from nereus.coordination.protocol import Session, close_handles
 from nereus.coordination.records import EXPECTED_RECORD_DOES_NOT_EXIST, Record, Version
 
 __all__ = ["OxiaAddress", "OxiaCoordinator", "parse_oxia_url"]
@@ -242,14 +242,7 @@ class OxiaCoordinator:
             self._closed = True
             sessions, self._sessions = self._sessions, []
             subscriptions, self._subscriptions = self._subscriptions, []
-        for subscription in subscriptions:
-            subscription.close()
-        failed: CoordinationError | None = None
-        for session in sessions:
-            try:
-                session.close()
-            except CoordinationError as exc:
-                failed = failed or exc
+        failed = close_handles(subscriptions, sessions)
         self._wire.close()
         if failed is not None:
             raise failed

@@ -33,12 +33,11 @@ from nereus.adapters.backends.coordination.sqlite_store import (
     record_of,
 )
 from nereus.coordination.errors import (
-    CoordinationError,
     KeyNotFound,
     SessionExpired,
     UnexpectedVersionId,
 )
-from nereus.coordination.protocol import Session, SessionTime
+from nereus.coordination.protocol import Session, SessionTime, close_handles
 from nereus.coordination.records import (
     EXPECTED_RECORD_DOES_NOT_EXIST,
     NotificationType,
@@ -222,14 +221,7 @@ class SqliteCoordinator:
         with self._lock:
             sessions, self._sessions = self._sessions, []
             subscriptions, self._subscriptions = self._subscriptions, []
-        for subscription in subscriptions:
-            subscription.close()
-        failed: CoordinationError | None = None
-        for session in sessions:
-            try:
-                session.close()
-            except CoordinationError as exc:
-                failed = failed or exc
+        failed = close_handles(subscriptions, sessions)
         self._reaper.join()
         self._store.close()
         if failed is not None:
