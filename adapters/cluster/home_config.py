@@ -130,10 +130,11 @@ def with_cluster_lines(text: str, replaced: Iterable[str], lines: str, *, source
     return "".join(kept)
 
 
-def with_coordinator(text: str, url: str, *, source: str) -> str:
+def with_coordinator(text: str, url: str, *, source: str, check: bool = True) -> str:
     """A node's ``nereus.toml`` text naming coordinator ``url`` in its ``[cluster]``; every
     other line as it was (comments too). ``ConfigError`` when the file does not say
-    ``coordinator = "..."`` on a line of its own in ``[cluster]``."""
+    ``coordinator = "..."`` on a line of its own in ``[cluster]``, or (``check``) when the
+    text is not then a valid configuration naming ``url``."""
     import json
     import re
 
@@ -151,6 +152,8 @@ def with_coordinator(text: str, url: str, *, source: str) -> str:
             ending = line[len(line.rstrip("\r\n")):]
             lines[number] = found[1] + json.dumps(url) + found[3] + ending
             rewritten = "".join(lines)
+            if not check:
+                return rewritten
             parsed = parse_config(rewritten, source=source)
             if parsed.cluster is None or parsed.cluster.coordinator != url:
                 break

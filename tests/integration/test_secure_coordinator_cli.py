@@ -136,3 +136,37 @@ def test_a_cluster_moves_to_a_secured_coordinator_from_the_command_line(
     status = run_nereus("--json", "cluster", "status", home=node)
     assert status.code == 0, status.stderr
     assert json.loads(status.stdout)["coordinator"] == url
+
+
+@pytest.mark.etcd
+@pytest.mark.oxia
+def test_a_node_moved_from_secured_etcd_to_secured_oxia_takes_oxias_settings(
+        tmp_path: Path, etcd_secure: SecureEtcd, oxia_secure: SecureOxia) -> None:
+    """From etcd-secure to oxia-secure: rejoin without options exits 2 saying the home's
+    settings (an etcd user) do not fit Oxia and naming the options, the file unchanged;
+    with Oxia's options they replace every TLS and auth line, the user included."""
+    cluster = "eo-" + hashlib.blake2b(str(tmp_path).encode(), digest_size=8).hexdigest()
+    etcd, oxia = etcd_secure.cluster_settings(cluster), oxia_secure.cluster_settings(cluster)
+    written = run_nereus("--json", "cluster", "init", "--coordinator", etcd.coordinator,
+                         "--from", str(cluster_file(tmp_path)), "--reason", "first",
+                         *flags(etcd), home=tmp_path / "operator")
+    assert written.code == 0, written.stderr
+    node = tmp_path / "node"
+    joined = run_nereus("--json", "init", "--join", etcd.coordinator, "--node-id", "n1",
+                        *flags(etcd), home=node)
+    assert joined.code == 0, joined.stderr
+    moved = run_nereus("--json", "cluster", "migrate", "--to", oxia.coordinator, "--reason",
+                       "to Oxia", "--yes", *flags(oxia), home=node)
+    assert moved.code == 0, moved.stderr
+    text = (node / "nereus.toml").read_text()
+    unfit = run_nereus("--json", "cluster", "rejoin", "--to", oxia.coordinator, home=node)
+    said = unfit.stdout + unfit.stderr
+    assert unfit.code == 2 and "do not fit" in said and "--tls-ca-file" in said, unfit
+    assert (node / "nereus.toml").read_text() == text
+    rejoined = run_nereus("--json", "cluster", "rejoin", "--to", oxia.coordinator,
+                          *flags(oxia), home=node)
+    assert rejoined.code == 0, rejoined.stderr
+    kept = parse_config((node / "nereus.toml").read_text()).cluster
+    assert kept is not None and kept.coordinator == oxia.coordinator
+    assert (kept.tls_cert_file, kept.username, kept.password_file) == (
+        oxia.tls_cert_file, None, None)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         ClusterRejoinReport,
         RejoinResult,
     )
+    from nereus.config import ClusterSettings
 
 ToOpt = Annotated[str, typer.Option(
     "--to", metavar="URL", help="The other coordinator: oxia://HOST:PORT/CLUSTER, "
@@ -166,9 +167,8 @@ def cluster_rejoin(
         raise NereusError(f"the engine of {env.home} runs (node {node_id} at {previous})",
                           hint="stop it first: nereus engine stop")
     planned = _with_security(text, source=str(path))
-    reach = parse_config(with_coordinator(planned, to, source=str(path)), source=str(path))
-    assert reach.cluster is not None
-    security = CoordinatorSecurity.of(reach.cluster, home=path.parent)
+    reach = _settings_for(planned, to, source=str(path))
+    security = CoordinatorSecurity.of(reach, home=path.parent)
     with cluster_store(env, to, security=security) as store:
         url, cluster = store.url, store.handle.cluster
         unchanged = same_place(previous, url)
@@ -186,6 +186,26 @@ def cluster_rejoin(
                                  cluster=cluster, coordinator=url, previous=previous,
                                  result=result)
     env.output.emit(msgspec.to_builtins(report), lambda out: _print_rejoin(out, shown(report)))
+
+
+def _settings_for(text: str, url: str, *, source: str) -> ClusterSettings:
+    """The ``[cluster]`` that ``text`` would be with coordinator ``url``. When the home's
+    settings do not fit it (an etcd user for Oxia), ``ConfigError`` says to give ``url``'s
+    as options, which replace them."""
+    from nereus.adapters.cluster.home_config import with_coordinator
+    from nereus.config import parse_config
+    from nereus.errors import ConfigError
+
+    rewritten = with_coordinator(text, url, source=source, check=False)
+    try:
+        cluster = parse_config(rewritten, source=source).cluster
+    except ConfigError as exc:
+        raise ConfigError(f"this home's [cluster] settings do not fit {url}: {exc.message}",
+                          hint=f"give {url}'s settings as options (--tls-ca-file, "
+                               "--tls-cert-file, --tls-key-file; etcd: --username with "
+                               "--password-file): they replace the home's") from None
+    assert cluster is not None
+    return cluster
 
 
 def _with_security(text: str, *, source: str) -> str:
