@@ -121,7 +121,7 @@ def test_refusals_from_a_nodes_home_name_the_setting_and_exit_5(
 
     expired, stranger, server, missing = certificate_cases(
         tmp_path, certs, ("expired", "stranger", "server", "missing"), table)
-    refused([said(expired, "Oxia at", "tls_cert_file"),
+    refused([said(expired, "expired at", "point [cluster] tls_cert_file at"),
              said(stranger, "Oxia at", "tls_cert_file"),
              said(server, "CERTIFICATE_VERIFY_FAILED", "tls_ca_file"),
              said(missing, "no-such-ca.pem", "tls_ca_file")],

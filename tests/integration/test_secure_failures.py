@@ -4,8 +4,8 @@ that does not sign the server's certificate, and a CA file that is not there. Fo
 Pulsar, etcd and S3 each is a ``nereus --json`` command on a fresh home that exits 5 within
 seconds with an error naming the connection and a hint naming the setting to fix, never a
 hang or a traceback, and never the secret. The certificates are made in the test
-(``throwaway_certs``): the expired one signed by the scripts' own CA, the untrusted ones by
-a CA of the test's own. An expired *server* certificate is shown by a TLS listener of the
+(``throwaway_certs``): the expired one signed by the scripts' own CA (named with its dates
+before any connection), the untrusted ones by a CA of the test's own. An expired *server* certificate is shown by a TLS listener of the
 test's own (no secured server here has one), for all four clients.
 
 The cases of one server run side by side (each is a process of its own) to keep the suite's
@@ -139,7 +139,7 @@ def test_kafka_refusals_name_the_connection_and_exit_5(tmp_path: Path,
     password = private(scram, "kafka-password", WRONG)
     client_secret = private(oidc, "oidc-secret", WRONG)
     cases = [
-        said(expired, "[kafka.secure]) refused the connection", "have not expired"),
+        said(expired, "expired at", "point [kafka.secure] ssl.certificate.location at"),
         said(stranger, "alert bad certificate", "ssl.certificate.location"),
         said(server, "broker's certificate: unable to get local issuer", "ssl.ca.location"),
         said(missing, "[kafka.secure] ssl.ca.location = ", "fix [kafka.secure] ssl.ca.location"),
@@ -192,7 +192,7 @@ def test_pulsar_refusals_name_the_connection_and_exit_5(tmp_path: Path,
     forged_table = table(forged, None, None, None)
     private(forged, "token", FORGED_TOKEN)
     cases = [
-        said(expired, "failed TLS", "tls_certificate_file_path"),
+        said(expired, "expired at", "tls_certificate_file_path at a certificate valid now"),
         said(stranger, "failed TLS", "tls_certificate_file_path"),
         said(server, "CERTIFICATE_VERIFY_FAILED", "tls_trust_certs_file_path"),
         said(missing, "[pulsar.secure] tls_trust_certs_file_path = ",
@@ -231,7 +231,7 @@ def test_etcd_refusals_name_the_setting_and_exit_5(tmp_path: Path,
         tmp_path, certs, ("expired", "stranger", "server", "missing"), table, common_name=None)
     (wrong,) = homes(tmp_path, ["wrong"]).values()
     cases = [
-        said(expired, "SSL", "tls_cert_file"),
+        said(expired, "expired at", "point [cluster] tls_cert_file at"),
         said(stranger, "SSL", "tls_cert_file"),
         said(server, "CERTIFICATE_VERIFY_FAILED", "tls_ca_file"),
         said(missing, "no-such-ca.pem", "tls_ca_file"),

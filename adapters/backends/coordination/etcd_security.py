@@ -23,6 +23,7 @@ from nereus.adapters.home.secrets import read_secret
 if TYPE_CHECKING:
     import requests
 
+    from nereus.adapters.home.tls_files import Holds
     from nereus.config import ClusterSettings
 
 TOKEN_EXPIRED: Final = ("invalid auth token", "user name is empty")
@@ -48,16 +49,33 @@ class EtcdSecurity:
         return read_secret("[cluster] password", file=self.password_file,
                            env=self.password_env, home=self.home)
 
-    def ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self, where: str) -> ssl.SSLContext:
+        self.check_files(where)
         context = ssl.create_default_context(cafile=self.ca_file)
         if self.cert_file is not None and self.key_file is not None:
             context.load_cert_chain(self.cert_file, self.key_file)
         return context
 
-    def session(self) -> requests.Session:
+    def check_files(self, where: str) -> None:
+        """``CoordinatorUnavailable`` naming the setting when a TLS file is missing,
+        unreadable, not PEM or out of its dates (``tls_file``); ``where``: the server."""
+        from nereus.adapters.home.tls_files import TlsFileMissing, tls_file
+        from nereus.coordination.errors import CoordinatorUnavailable
+
+        files: tuple[tuple[str, str | None, Holds], ...] = (
+            ("tls_ca_file", self.ca_file, "ca"), ("tls_cert_file", self.cert_file, "certificate"),
+            ("tls_key_file", self.key_file, "key"))
+        try:
+            for setting, value, holds in files:
+                tls_file(f"[cluster] {setting}", value, self.home, holds=holds)
+        except TlsFileMissing as exc:
+            raise CoordinatorUnavailable(f"{where}: {exc.message}", hint=exc.hint) from None
+
+    def session(self, where: str) -> requests.Session:
         """A requests session that verifies with this CA alone and shows the certificate."""
         import requests
 
+        self.check_files(where)
         session = requests.Session()
         if self.tls:
             session.trust_env = False  # REQUESTS_CA_BUNDLE would replace the configured CA

@@ -108,7 +108,8 @@ class EtcdNotifications(StreamSubscription):
         if security is not None and security.tls:
             conn = http.client.HTTPSConnection(address.host, address.port,
                                                timeout=self._connect_timeout_s,
-                                               context=security.ssl_context())
+                                               context=security.ssl_context(
+                                                   f"etcd at {address.endpoint}"))
         else:
             conn = http.client.HTTPConnection(address.host, address.port,
                                               timeout=self._connect_timeout_s)

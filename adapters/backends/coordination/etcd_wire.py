@@ -261,7 +261,8 @@ class Gateway:
         self._client = Etcd3Client(
             host=address.host, port=address.port, protocol="https" if secured else "http",
             timeout=timeout_s, api_path=API_PATH,
-            session=self._security.session() if self._security is not None else None)
+            session=None if self._security is None
+            else self._security.session(f"etcd at {address.endpoint}"))
         self._token: str | None = None  # etcd's auth token, asked for by the first call
 
     def range(self, request: RangeRequest) -> RangeResponse:

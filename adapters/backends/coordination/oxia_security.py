@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from nereus.adapters.home.tls_files import TlsFileMissing, tls_file
+from nereus.adapters.home.tls_files import Holds, TlsFileMissing, tls_file
 from nereus.coordination.errors import CoordinatorUnavailable
 
 if TYPE_CHECKING:
@@ -53,13 +53,15 @@ class OxiaSecurity:
         unreadable or not PEM (gRPC would say only "Failed to create security
         handshaker")."""
         return grpc.ssl_channel_credentials(
-            root_certificates=self._read(self.ca_file, "tls_ca_file", where),
-            private_key=self._read(self.key_file, "tls_key_file", where),
-            certificate_chain=self._read(self.cert_file, "tls_cert_file", where))
+            root_certificates=self._read(self.ca_file, "tls_ca_file", where, "ca"),
+            private_key=self._read(self.key_file, "tls_key_file", where, "key"),
+            certificate_chain=self._read(self.cert_file, "tls_cert_file", where,
+                                         "certificate"))
 
-    def _read(self, value: str | None, setting: str, where: str) -> bytes | None:
+    def _read(self, value: str | None, setting: str, where: str, holds: Holds
+              ) -> bytes | None:
         try:
-            path = tls_file(f"[cluster] {setting}", value, self.home)
+            path = tls_file(f"[cluster] {setting}", value, self.home, holds=holds)
         except TlsFileMissing as exc:
             raise CoordinatorUnavailable(f"{where}: {exc.message}", hint=exc.hint) from None
         return None if path is None else Path(path).read_bytes()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from nereus.adapters.home.secrets import home_path, read_secret, redact
-from nereus.adapters.home.tls_files import tls_file
+from nereus.adapters.home.tls_files import Holds, tls_file
 from nereus.config.connections import KafkaConnection
 from nereus.errors import ServiceUnreachable
 
@@ -79,11 +79,13 @@ def security_settings(bootstrap: str) -> dict[str, str]:
     if found is None:
         return {}
     connection, home = found
-    for key, value in (("ssl.ca.location", connection.ssl_ca_location),
-                       ("ssl.certificate.location", connection.ssl_certificate_location),
-                       ("ssl.key.location", connection.ssl_key_location),
-                       ("https.ca.location", connection.https_ca_location)):
-        tls_file(f"[kafka.{connection.name}] {key}", value, home)  # else librdkafka's words
+    files: tuple[tuple[str, str | None, Holds], ...] = (
+        ("ssl.ca.location", connection.ssl_ca_location, "ca"),
+        ("ssl.certificate.location", connection.ssl_certificate_location, "certificate"),
+        ("ssl.key.location", connection.ssl_key_location, "key"),
+        ("https.ca.location", connection.https_ca_location, "ca"))
+    for key, value, holds in files:  # else librdkafka's words
+        tls_file(f"[kafka.{connection.name}] {key}", value, home, holds=holds)
     return librdkafka_settings(connection, home)
 
 

@@ -51,9 +51,9 @@ def _files(connection: PulsarConnection) -> tuple[str | None, str | None, str | 
     return (tls_file(f"{where} tls_trust_certs_file_path", connection.tls_trust_certs_file_path,
                      home),
             tls_file(f"{where} tls_certificate_file_path", connection.tls_certificate_file_path,
-                     home),
+                     home, holds="certificate"),
             tls_file(f"{where} tls_private_key_file_path", connection.tls_private_key_file_path,
-                     home))
+                     home, holds="key"))
 
 
 def _token(connection: PulsarConnection) -> str | None:
