@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nereus.adapters.home.secrets import home_path
 from nereus.errors import ServiceUnreachable
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 
 class TlsFileMissing(ServiceUnreachable):
@@ -48,17 +51,30 @@ def tls_file(what: str, value: str | None, home: Path | None, *,
     return path
 
 
-def _check_dates(what: str, path: str, data: bytes, holds: Holds, now: datetime) -> None:
-    """``TlsFileMissing`` when the certificate (its first), or every certificate of a CA
-    file, is not valid at ``now``; a file whose certificates cannot be read here is left to
-    the client's own check."""
+def valid_until(path: str, holds: Holds, now: datetime) -> datetime | None:
+    """When the file's certificate (its first), or the last to expire of a CA file's
+    certificates valid at ``now``, expires; None when none can be read or is valid now."""
+    valid = [c for c in _judged(Path(path).read_bytes(), holds)
+             if c.not_valid_before_utc <= now <= c.not_valid_after_utc]
+    return max((c.not_valid_after_utc for c in valid), default=None)
+
+
+def _judged(data: bytes, holds: Holds) -> list[x509.Certificate]:
+    """The certificates whose dates count: a certificate file's first, a CA file's all."""
     from cryptography import x509
 
     try:
         certificates = x509.load_pem_x509_certificates(data)
     except ValueError:
-        return
-    judged = certificates[:1] if holds == "certificate" else certificates
+        return []
+    return certificates[:1] if holds == "certificate" else certificates
+
+
+def _check_dates(what: str, path: str, data: bytes, holds: Holds, now: datetime) -> None:
+    """``TlsFileMissing`` when the certificate (its first), or every certificate of a CA
+    file, is not valid at ``now``; a file whose certificates cannot be read here is left to
+    the client's own check."""
+    judged = _judged(data, holds)
     if not judged or any(c.not_valid_before_utc <= now <= c.not_valid_after_utc for c in judged):
         return
     first = judged[0]

@@ -13,11 +13,13 @@ import os
 import shutil
 import stat
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from nereus.cli.commands.doctor_certificates import certificate_checks
 from nereus.cli.commands.doctor_routes import (
     check,
     command_topic,
@@ -118,8 +120,10 @@ def _home_checks(env: Env, config: Config | None, after_ms: int) -> list[DoctorC
 
 
 def _config_checks(env: Env, config: Config) -> list[DoctorCheck]:
-    """Secrets, services, the object store, the clock, lanes, logs and topics."""
+    """Secrets, certificates, services, the object store, the clock, lanes, logs and
+    topics."""
     checks: list[DoctorCheck] = list(secret_checks(config, env.layout.root))
+    checks.extend(certificate_checks(config, env.layout.root, datetime.now(UTC)))
     services = service_checks(config)
     checks.extend(services)
     checks.append(_object_store(env))

@@ -68,3 +68,32 @@ def test_a_ca_file_needs_one_certificate_valid_now(tmp_path: Path) -> None:
     assert tls_file("[cluster] tls_cert_file", fine, None, holds="certificate") == fine
     key = written(tmp_path, "client.key", b"-----BEGIN PRIVATE KEY-----\nnot read\n")
     assert tls_file("[cluster] tls_key_file", key, None, holds="key") == key
+
+
+def test_doctor_warns_ahead_of_a_certificates_expiry(tmp_path: Path) -> None:
+    """doctor's tls checks: a client certificate expiring in 3 days is a warning saying
+    when; one valid for 60 days is ok; an expired CA fails naming its dates; each check
+    names its table and setting."""
+    from nereus.cli.commands.doctor_certificates import WARN_DAYS, certificate_checks
+    from nereus.config import parse_config
+
+    soon = written(tmp_path, "soon.pem", pem("soon", NOW - DAY, NOW + 3 * DAY))
+    fine = written(tmp_path, "fine.pem", pem("fine", NOW - DAY, NOW + 60 * DAY))
+    old = written(tmp_path, "old-ca.pem", pem("old-ca", NOW - 30 * DAY, NOW - DAY))
+    config = parse_config(
+        '[kafka.prod]\nbootstrap = "127.0.0.1:9093"\nsecurity.protocol = "SSL"\n'
+        f'ssl.ca.location = "{fine}"\nssl.certificate.location = "{soon}"\n'
+        f'ssl.key.location = "{soon}"\n'
+        f'[pulsar.events]\nservice_url = "pulsar+ssl://127.0.0.1:6651"\n'
+        f'admin_url = "https://127.0.0.1:8443"\ntls_trust_certs_file_path = "{old}"\n')
+    found = {c.name: c for c in certificate_checks(config, tmp_path, NOW)}
+    assert set(found) == {"tls [kafka.prod] ssl.ca.location",
+                          "tls [kafka.prod] ssl.certificate.location",
+                          "tls [pulsar.events] tls_trust_certs_file_path"}
+    warned = found["tls [kafka.prod] ssl.certificate.location"]
+    assert not warned.ok and warned.severity == "warning"
+    assert "expires at" in warned.detail and "in 2 day(s)" in warned.detail
+    assert f"{WARN_DAYS} days" in (warned.fix or "")
+    assert found["tls [kafka.prod] ssl.ca.location"].ok
+    failed = found["tls [pulsar.events] tls_trust_certs_file_path"]
+    assert not failed.ok and failed.severity == "error" and "expired at" in failed.detail
