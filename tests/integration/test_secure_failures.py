@@ -5,8 +5,9 @@ Pulsar, etcd and S3 each is a ``nereus --json`` command on a fresh home that exi
 seconds with an error naming the connection and a hint naming the setting to fix, never a
 hang or a traceback, and never the secret. The certificates are made in the test
 (``throwaway_certs``): the expired one signed by the scripts' own CA (named with its dates
-before any connection), the untrusted ones by a CA of the test's own. An expired *server* certificate is shown by a TLS listener of the
-test's own (no secured server here has one), for all four clients.
+before any connection), the untrusted ones by a CA of the test's own. An expired *server*
+certificate is shown by a TLS listener of the test's own (no secured server here has one),
+for all four clients.
 
 The cases of one server run side by side (each is a process of its own) to keep the suite's
 time down. Covered elsewhere: a wrong Kafka password (``test_secret_leaks.py``, as here), a
