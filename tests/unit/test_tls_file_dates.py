@@ -49,6 +49,8 @@ def test_an_expired_client_certificate_is_named_with_its_setting(tmp_path: Path)
 
 
 def test_a_certificate_not_valid_yet_asks_about_the_clock(tmp_path: Path) -> None:
+    """A client certificate whose dates begin tomorrow is refused, asking whether this
+    host's clock is right."""
     path = written(tmp_path, "client.pem", pem("early", NOW + DAY, NOW + 30 * DAY))
     with pytest.raises(TlsFileMissing, match=r"not valid before .* this host's clock"):
         tls_file("[cluster] tls_cert_file", path, None, holds="certificate")
