@@ -10,6 +10,7 @@ holds for the result and an error names where the offending key came from.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -103,20 +104,20 @@ def use_coordinator_security(cluster: ClusterSettings, *, home: Path) -> None:
     use_oxia_security(cluster, home=home)
 
 
+_TABLE = re.compile(r"^\s*\[")  # a line opening a table
+_CLUSTER_TABLE = re.compile(r"^\s*\[\s*cluster\s*\]\s*(#.*)?$")
+
+
 def with_cluster_lines(text: str, replaced: Iterable[str], lines: str, *, source: str) -> str:
     """A node's ``nereus.toml`` text whose ``[cluster]`` table has no line setting any of
     ``replaced`` and has ``lines`` (``key = value`` lines) right below its header; every
     other line as it was. ``ConfigError`` when there is no ``[cluster]`` table."""
-    import re
-
-    header = re.compile(r"^\s*\[")
-    cluster = re.compile(r"^\s*\[\s*cluster\s*\]\s*(#.*)?$")
     setting = re.compile(r"^\s*(" + "|".join(map(re.escape, replaced)) + r")\s*=")
     kept: list[str] = []
     inside = found = False
     for line in text.splitlines(keepends=True):
-        if header.match(line):
-            inside = bool(cluster.match(line))
+        if _TABLE.match(line):
+            inside = bool(_CLUSTER_TABLE.match(line))
             kept.append(line)
             if inside and not found:
                 found = True
@@ -136,16 +137,13 @@ def with_coordinator(text: str, url: str, *, source: str, check: bool = True) ->
     ``coordinator = "..."`` on a line of its own in ``[cluster]``, or (``check``) when the
     text is not then a valid configuration naming ``url``."""
     import json
-    import re
 
-    header = re.compile(r"^\s*\[")
-    cluster = re.compile(r"^\s*\[\s*cluster\s*\]\s*(#.*)?$")
     line_of = re.compile(r"""^(\s*coordinator\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*')(.*)$""")
     lines = text.splitlines(keepends=True)
     inside = False
     for number, line in enumerate(lines):
-        if header.match(line):
-            inside = bool(cluster.match(line))
+        if _TABLE.match(line):
+            inside = bool(_CLUSTER_TABLE.match(line))
             continue
         found = line_of.match(line.rstrip("\r\n")) if inside else None
         if found is not None:

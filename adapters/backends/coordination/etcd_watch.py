@@ -75,7 +75,7 @@ class _StreamEnded(Exception):
     """The stream ended without losing anything: open it again."""
 
 
-class EtcdNotifications(StreamSubscription):
+class EtcdNotifications(StreamSubscription[socket.socket]):
     """A subscription (``nereus.coordination.Notifications``) to one key prefix."""
 
     def __init__(self, address: EtcdAddress, layout: KeyLayout, prefix: str, *,

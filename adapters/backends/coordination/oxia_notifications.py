@@ -15,7 +15,7 @@ gRPC keep-alives (about 15 s).
 from __future__ import annotations
 
 import threading
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from nereus.adapters.backends.coordination.coordinator_clock import CoordinatorClock
 from nereus.adapters.backends.coordination.oxia_keys import OxiaAddress
@@ -32,7 +32,13 @@ _TYPES: Final = {0: NotificationType.KEY_CREATED, 1: NotificationType.KEY_MODIFI
                  2: NotificationType.KEY_DELETED, 3: NotificationType.KEY_RANGE_DELETED}
 
 
-class OxiaNotifications(StreamSubscription):
+class _Call(Protocol):
+    """A gRPC streaming call, as far as a subscription ends it."""
+
+    def cancel(self) -> bool: ...
+
+
+class OxiaNotifications(StreamSubscription[_Call]):
     """A subscription (``nereus.coordination.Notifications``) to one key prefix."""
 
     def __init__(self, wire: OxiaWire, address: OxiaAddress, prefix: str, *,
@@ -64,7 +70,7 @@ class OxiaNotifications(StreamSubscription):
             return self._position
 
     # the stream -------------------------------------------------------------------------
-    def _cut(self, stream: Any) -> None:
+    def _cut(self, stream: _Call) -> None:
         stream.cancel()
 
     def _gives_up(self, error: Exception) -> bool:

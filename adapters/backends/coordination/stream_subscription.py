@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from typing import Final, Generic, TypeVar
 
 from nereus.coordination.errors import NotificationsLost
 from nereus.coordination.records import Notification
 
 RETRY_MIN_S: Final = 0.05
 _NEXT_SLICE_S: Final = 1.0  # how long one wait of a blocking __next__ lasts
+Stream = TypeVar("Stream")  # what a coordinator's stream is read from (a socket, a call)
 
 
 class StreamLost(Exception):
@@ -33,7 +35,7 @@ class StreamLost(Exception):
         self.through = through
 
 
-class StreamSubscription:
+class StreamSubscription(ABC, Generic[Stream]):
     """A subscription (``nereus.coordination.Notifications``) to one key prefix; a
     coordinator's subclass gives ``_stream`` and ``_cut`` and calls ``_start`` last."""
 
@@ -43,7 +45,7 @@ class StreamSubscription:
         self._changed = threading.Condition()  # guards the fields below, and the subclass's
         self._ready: deque[Notification] = deque()
         self._lost: tuple[int, int] | None = None  # (after, gone through) once lost
-        self._open: Any = None  # the stream being read (what ``_cut`` ends)
+        self._open: Stream | None = None  # the stream being read (what ``_cut`` ends)
         self._closed = threading.Event()
         self.last_error: str | None = None  # why the latest stream ended, if it did
         self.streams_opened = 0  # how many streams were opened (1 + reconnections)
@@ -113,7 +115,7 @@ class StreamSubscription:
             self._closed.wait(backoff_s)
             backoff_s = min(backoff_s * 2, self._retry_max_s)
 
-    def _opened(self, stream: Any) -> bool:
+    def _opened(self, stream: Stream) -> bool:
         """Hold ``stream`` as the one being read; False (cut at once) once closed."""
         with self._changed:
             if not self._closed.is_set():
@@ -122,7 +124,7 @@ class StreamSubscription:
         self._cut(stream)
         return False
 
-    def _ended(self, stream: Any) -> None:
+    def _ended(self, stream: Stream | None) -> None:
         """``stream`` is no longer read."""
         with self._changed:
             if self._open is stream:
@@ -134,13 +136,13 @@ class StreamSubscription:
         self._changed.notify_all()
 
     # the coordinator's --------------------------------------------------------------------
+    @abstractmethod
     def _stream(self) -> None:
         """Read one stream until it ends (an exception says how; ``StreamLost``: for good)."""
-        raise NotImplementedError
 
-    def _cut(self, stream: Any) -> None:
+    @abstractmethod
+    def _cut(self, stream: Stream) -> None:
         """End ``stream`` from another thread (a blocked read returns at once)."""
-        raise NotImplementedError
 
     def _gives_up(self, error: Exception) -> bool:
         """Whether the thread stops after a stream that ended with ``error``."""

@@ -120,7 +120,7 @@ def takes_coordinator_security(command: Callable[..., Result]) -> Callable[..., 
              for name, annotation in _OPTIONS.items()]
 
     @functools.wraps(command)
-    def with_security(*args: Any, **kwargs: Any) -> Result:
+    def with_security(*args: object, **kwargs: Any) -> Result:  # Any: Typer's values
         token = _given.set(CoordinatorSecurity(**{name: kwargs.pop(name, None)
                                                   for name in _OPTIONS}))
         try:
