@@ -20,6 +20,7 @@ from nereus.adapters.backends.pulsar.pulsar_fencing import DeduplicatedPulsarDes
 from nereus.publish import PublishTemplate
 from nereus.records import Outcome
 from tests.integration.pulsar_service import PulsarService, pulsar_service, unique_topic
+from tests.polling import wait_until
 
 __all__ = ["pulsar_service"]  # the session fixture, imported so pytest finds it here
 
@@ -46,6 +47,12 @@ def deduplicated_topic(admin_url: str, *, dedup: bool = True) -> str:
     status, body = admin_request(admin_url, "POST", f"{path}/deduplicationEnabled", dedup,
                                  timeout_s=30)
     assert status in (200, 204), body
+    # a topic policy reaches the loaded topic asynchronously (CI under load once published
+    # before it had): wait until the broker's topic says it deduplicates
+    wanted = "Enabled" if dedup else "Disabled"
+    wait_until(f"deduplication {wanted} on {topic}", lambda: admin_request(
+        admin_url, "GET", f"{path}/stats", timeout_s=30)[1].get("deduplicationStatus")
+        == wanted, 30)
     return topic
 
 
